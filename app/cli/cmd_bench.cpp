@@ -1,0 +1,8 @@
+// Placeholder until the bench command lands (being written now); replaced, not extended.
+#include "app/cli/commands.h"
+
+namespace tessera::cli {
+void register_bench(CLI::App& app, int* exit_code) {
+  app.add_subcommand("bench", "(not built yet)")->callback([exit_code] { *exit_code = 1; });
+}
+}  // namespace tessera::cli

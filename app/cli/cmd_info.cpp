@@ -1,0 +1,8 @@
+// Placeholder until the info command lands (being written now); replaced, not extended.
+#include "app/cli/commands.h"
+
+namespace tessera::cli {
+void register_info(CLI::App& app, int* exit_code) {
+  app.add_subcommand("info", "(not built yet)")->callback([exit_code] { *exit_code = 1; });
+}
+}  // namespace tessera::cli

@@ -1,0 +1,18 @@
+// Subcommands of the `tessera` CLI. Each register_* adds one subcommand to the app; its callback
+// runs the command and stores the process exit code in *exit_code (0 ok, 1 runtime error, 2 usage).
+// Errors are printed to stderr as "tessera <cmd>: <message>"; results go to stdout.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace tessera::cli {
+
+void register_tokenize(CLI::App& app, int* exit_code);
+void register_info(CLI::App& app, int* exit_code);
+void register_bench(CLI::App& app, int* exit_code);
+
+// Where the embedded default assets live: $TESSERA_ASSETS, else <exe>/../share/tessera/assets
+// (installed), else the source tree's assets/ (developer build).
+std::string assets_dir();
+
+}  // namespace tessera::cli

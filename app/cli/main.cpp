@@ -1,0 +1,76 @@
+// tessera: the command-line front end of the engine.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "app/cli/commands.h"
+#include "engine/core/cpu_features.h"
+#include "engine/core/thread_pool.h"
+#include "kernels/cuda/device.h"
+
+namespace tessera::cli {
+
+std::string assets_dir() {
+  namespace fs = std::filesystem;
+  if (const char* env = std::getenv("TESSERA_ASSETS")) return env;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path installed = exe.parent_path().parent_path() / "share" / "tessera" / "assets";
+    if (fs::is_directory(installed, ec)) return installed.string();
+  }
+  return std::string(TESSERA_SOURCE_DIR) + "/assets";
+}
+
+namespace {
+void print_version() {
+  std::printf("tessera %s (%s build)\n", TESSERA_VERSION, TESSERA_BUILD_TYPE);
+  const auto device = kernels::cuda::probe_device();
+  if (!kernels::cuda::built_with_cuda()) {
+    std::printf("cuda: off (built without CUDA)\n");
+  } else if (device.ok()) {
+    std::printf("cuda: on, device %s (sm_%d%d, %.1f GiB)\n", device->name.c_str(),
+                device->compute_major, device->compute_minor,
+                static_cast<double>(device->total_memory) / (1024.0 * 1024 * 1024));
+  } else {
+    std::printf("cuda: built in, no usable device (%s); CPU backend\n", device.status().message().c_str());
+  }
+  std::printf("cpu: %s, %d threads\n", cpu_model_name().c_str(), default_thread_pool().num_threads());
+  std::printf("cpu features: %s%s\n", cpu_features_string(cpu_features_detected()).c_str(),
+              simd_enabled() ? "" : " (SIMD disabled by TESSERA_NO_SIMD)");
+}
+}  // namespace
+}  // namespace tessera::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"Tessera: text prompt to 3D asset, on CPU and CUDA"};
+  app.require_subcommand(0, 1);
+  bool version = false;
+  int threads = 0;
+  app.add_flag("--version", version, "Print version, build type, CUDA and CPU features");
+  app.add_option("--threads", threads, "CPU threads (default: all cores, or $TESSERA_THREADS)")
+      ->check(CLI::Range(0, 256));
+  int exit_code = 0;
+  tessera::cli::register_tokenize(app, &exit_code);
+  tessera::cli::register_info(app, &exit_code);
+  tessera::cli::register_bench(app, &exit_code);
+  app.parse_complete_callback([&] {
+    if (threads > 0) tessera::set_default_threads(threads);
+  });
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (version) {
+    tessera::cli::print_version();
+    return 0;
+  }
+  if (app.get_subcommands().empty()) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  }
+  return exit_code;
+}

@@ -1,0 +1,29 @@
+// CUDA device discovery, usable from plain C++ whether or not the CUDA backend was built.
+//
+// probe_device() never throws or aborts: no driver, no device, an unsupported architecture or a
+// build without CUDA all come back as an error Status whose message says why, and callers fall back
+// to the CPU backend.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "engine/core/status.h"
+
+namespace tessera::kernels::cuda {
+
+struct DeviceInfo {
+  int index = 0;
+  std::string name;
+  int compute_major = 0;
+  int compute_minor = 0;
+  uint64_t total_memory = 0;
+  uint64_t free_memory = 0;
+  int multiprocessors = 0;
+};
+
+bool built_with_cuda();
+// Device 0 if it is usable by this build (driver present, architecture compiled in).
+Expected<DeviceInfo> probe_device();
+
+}  // namespace tessera::kernels::cuda

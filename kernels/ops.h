@@ -1,0 +1,117 @@
+// The op interface: argument types shared by every backend of every op.
+//
+// Each op exists three times with the same signature (plus a stream on CUDA):
+//   tessera::kernels::ref::OP   plain loops, the reference (kernels/ref/, tests and benchmarks only)
+//   tessera::kernels::cpu::OP   SIMD + threads, run-time dispatch on CPU features (kernels/cpu/)
+//   tessera::kernels::cuda::OP  device pointers, asynchronous on a stream (kernels/cuda/)
+// Model code calls one backend through the engine's backend layer and never branches on the device.
+//
+// Conventions (all backends):
+// - Activations are f32, row-major, contiguous unless a stride argument says otherwise. Sizes and
+//   strides are element counts (int64_t).
+// - Weights of linear layers use PyTorch's nn.Linear layout: W is [N, K] (out_features, in_features),
+//   stored f32 or bf16; accumulation is always f32.
+// - Outputs are owned by the caller; ops allocate nothing (CPU ops may use per-thread stack scratch).
+// - Unless stated, an output must not alias an input. Ops marked "in place OK" allow y == x.
+// - Ops do not validate sizes beyond asserts: the caller (model code) checked shapes when it loaded.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/core/dtype.h"
+
+namespace tessera::kernels {
+
+// A linear layer's weight matrix [rows = N out features, cols = K in features], row-major.
+struct Weight {
+  const void* data = nullptr;  // f32 or bf16 elements; host or device memory by backend
+  DType dtype = DType::kF32;   // kF32 or kBF16
+  int64_t rows = 0;            // N
+  int64_t cols = 0;            // K
+};
+
+// Scaled dot-product attention over layout [batch][token][head][head_dim]: element (b, t, h, d) of q
+// is q[b*q_batch_stride + t*q_token_stride + h*head_dim + d] (same for k, v, o with their strides),
+// so q, k and v may be interleaved slices of one packed QKV buffer.
+struct AttentionShape {
+  int64_t batch = 1;
+  int64_t heads = 1;
+  int64_t q_len = 1;
+  int64_t kv_len = 1;
+  int64_t head_dim = 64;
+  int64_t q_batch_stride = 0, q_token_stride = 0;
+  int64_t k_batch_stride = 0, k_token_stride = 0;
+  int64_t v_batch_stride = 0, v_token_stride = 0;
+  int64_t o_batch_stride = 0, o_token_stride = 0;
+  // Causal: query i sees keys j <= i + (kv_len - q_len), i.e. the queries are the last q_len
+  // positions of the key sequence (prefill: q_len == kv_len; decode: q_len == 1 sees all keys).
+  bool causal = false;
+  float scale = 0.125f;  // usually 1/sqrt(head_dim)
+};
+
+// Fills the strides for contiguous q/k/v/o of the given sizes ([batch][len][heads][head_dim]).
+inline AttentionShape contiguous_attention(int64_t batch, int64_t heads, int64_t q_len,
+                                           int64_t kv_len, int64_t head_dim, bool causal,
+                                           float scale) {
+  AttentionShape s;
+  s.batch = batch;
+  s.heads = heads;
+  s.q_len = q_len;
+  s.kv_len = kv_len;
+  s.head_dim = head_dim;
+  s.q_token_stride = s.o_token_stride = heads * head_dim;
+  s.k_token_stride = s.v_token_stride = heads * head_dim;
+  s.q_batch_stride = s.o_batch_stride = q_len * heads * head_dim;
+  s.k_batch_stride = s.v_batch_stride = kv_len * heads * head_dim;
+  s.causal = causal;
+  s.scale = scale;
+  return s;
+}
+
+}  // namespace tessera::kernels
+
+// Declares the op set of one backend inside the current namespace. The CUDA backend declares its own
+// list (kernels/cuda/cuda_ops.h) with a stream argument and device pointers.
+#define TESSERA_DECLARE_HOST_OPS                                                                    \
+  /* y[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n] if bias != nullptr). m == 1 is the GEMV path. */  \
+  void linear(const float* x, int64_t m, const ::tessera::kernels::Weight& w, const float* bias,   \
+              float* y);                                                                            \
+  /* LayerNorm over the last dim; weight/bias may be null (no affine). In place OK. */            \
+  void layer_norm(const float* x, const float* weight, const float* bias, float* y, int64_t rows,  \
+                  int64_t dim, float eps);                                                          \
+  /* RMSNorm: y = x / sqrt(mean(x^2) + eps) * weight (weight may be null). In place OK. */         \
+  void rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim,          \
+                float eps);                                                                         \
+  /* In-place rotary embedding, interleaved pairs (2i, 2i+1) rotate by pos * theta^(-2i/head_dim). \
+     x[t*token_stride + h*head_dim + d]; positions[t] is token t's position. */                    \
+  void rope_interleaved(float* x, int64_t tokens, int64_t heads, int64_t head_dim,                \
+                        int64_t token_stride, const int32_t* positions, float theta);              \
+  /* Row-wise softmax over cols. In place OK. */                                                   \
+  void softmax(const float* x, float* y, int64_t rows, int64_t cols);                              \
+  /* Elementwise; in place OK. gelu_erf is exact GELU, gelu_tanh the tanh approximation. */        \
+  void silu(const float* x, float* y, int64_t n);                                                  \
+  void gelu_erf(const float* x, float* y, int64_t n);                                              \
+  void gelu_tanh(const float* x, float* y, int64_t n);                                             \
+  /* y = silu(gate) * up, elementwise over n. y may alias gate or up. */                           \
+  void swiglu(const float* gate, const float* up, float* y, int64_t n);                            \
+  /* x rows are [value (hidden) | gate (hidden)]; y[r, i] = value * gelu_erf(gate). */             \
+  void geglu(const float* x, float* y, int64_t rows, int64_t hidden);                              \
+  /* Attention; o must not alias q/k/v. Flash-style tiling with online softmax on fast backends. */ \
+  void attention(const float* q, const float* k, const float* v, float* o,                         \
+                 const ::tessera::kernels::AttentionShape& s);                                     \
+  /* Single-query attention (s.q_len == 1) for decode: keys split across threads/blocks, partial   \
+     results merged with their max and sum. */                                                      \
+  void attention_decode(const float* q, const float* k, const float* v, float* o,                  \
+                        const ::tessera::kernels::AttentionShape& s);                              \
+  /* out[i, :] = table row ids[i] (f32 or bf16 table, f32 out). Every id must be < table.rows:     \
+     callers validate ids (the engine reports out-of-range ids as errors before calling). */       \
+  void embedding_gather(const ::tessera::kernels::Weight& table, const int32_t* ids, int64_t n,    \
+                        float* out);
+
+namespace tessera::kernels::ref {
+TESSERA_DECLARE_HOST_OPS
+}  // namespace tessera::kernels::ref
+
+namespace tessera::kernels::cpu {
+TESSERA_DECLARE_HOST_OPS
+}  // namespace tessera::kernels::cpu

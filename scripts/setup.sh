@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Tessera needs to build and test. Skips what is present.
+# Usage: scripts/setup.sh [--gui]   (--gui adds Qt, ImGui, GLFW, Assimp, Xvfb for the studio)
+set -euo pipefail
+pkgs=(build-essential cmake ninja-build pkg-config zlib1g-dev libopenblas-dev
+      nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
+      clang libclang-rt-14-dev python3 python3-numpy)
+if [[ "${1:-}" == "--gui" ]]; then
+  pkgs+=(qt6-base-dev libimgui-dev libglfw3-dev libassimp-dev libmeshoptimizer-dev xvfb xauth)
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "[setup] installing: ${missing[*]}"
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq || true
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "[setup] all packages present"
+fi
