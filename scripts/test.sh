@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Builds and runs every test: installs missing Debian packages, builds incrementally (build/), runs
+# ctest (unit + cli; gpu tests skip cleanly without a device), then builds the libFuzzer targets with
+# clang + ASan/UBSan (build-fuzz/) and runs each for a bounded time on its seed corpus.
+#
+# Environment: TESSERA_FUZZ_SECONDS (default 60 per fuzzer, 0 skips fuzzing), TESSERA_JOBS (default
+# nproc), TESSERA_WITH_CUDA (default AUTO: CUDA sources compile when nvcc exists).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+jobs=${TESSERA_JOBS:-$(nproc)}
+fuzz_seconds=${TESSERA_FUZZ_SECONDS:-60}
+
+"$root/scripts/setup.sh"
+
+echo "== configure + build (Release, warnings as errors)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_WERROR=ON \
+  -DTESSERA_WITH_CUDA="${TESSERA_WITH_CUDA:-AUTO}" >build-configure.log 2>&1 || { cat build-configure.log; exit 1; }
+grep -E "Tessera:" build-configure.log || true
+ninja -C build -j"$jobs"
+
+echo "== tests"
+(cd build && ctest --output-on-failure -j"$jobs" --timeout 600)
+
+if [[ "$fuzz_seconds" != "0" ]]; then
+  echo "== fuzzers (clang, ASan+UBSan, ${fuzz_seconds}s each)"
+  cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+    -DCMAKE_CXX_COMPILER=clang++ -DTESSERA_FUZZ=ON -DTESSERA_BUILD_TESTS=ON -DTESSERA_WITH_CUDA=OFF \
+    >build-fuzz-configure.log 2>&1 || { cat build-fuzz-configure.log; exit 1; }
+  fuzzers=$(cd tests/fuzz && ls *_fuzz.cpp 2>/dev/null | sed 's/\.cpp$//')
+  for f in $fuzzers; do
+    ninja -C build-fuzz -j"$jobs" "$f"
+    corpus="tests/fuzz/corpus/$f"
+    work="build-fuzz/corpus-$f"
+    mkdir -p "$work"
+    echo "-- $f"
+    "build-fuzz/tests/$f" -max_total_time="$fuzz_seconds" -max_len=65536 -timeout=10 \
+      -rss_limit_mb=2048 -print_final_stats=1 "$work" "$corpus" 2>&1 | tail -n 12
+  done
+fi
+echo "== all tests passed"
