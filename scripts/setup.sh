@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config zlib1g-dev libopenblas-dev
       nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
-      clang libclang-rt-14-dev python3 python3-numpy)
+      clang libclang-rt-14-dev python3 python3-numpy python3-torch libopenblas0-pthread)
 if [[ "${1:-}" == "--gui" ]]; then
   pkgs+=(qt6-base-dev libimgui-dev libglfw3-dev libassimp-dev libmeshoptimizer-dev xvfb xauth)
 fi

@@ -1,2 +1,0 @@
-// Removed once the tokenizer lands.
-namespace tessera::text { void placeholder_text() {} }
