@@ -1,0 +1,120 @@
+// CUDA elementwise activations (grid-stride loops) and the fused gated units swiglu / geglu.
+// Precise expf/erff/tanhf (the build does not use --use_fast_math), so results match the reference
+// to a few ulp. In place is safe: each element is read and written by the same thread.
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/cuda_util.h"
+
+namespace tessera::kernels::cuda {
+namespace {
+
+constexpr int kActThreads = 256;
+
+__device__ __forceinline__ float silu_f(float v) {
+  return v / (1.f + expf(-v));
+}
+__device__ __forceinline__ float gelu_erf_f(float v) {
+  return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));  // 1/sqrt(2)
+}
+__device__ __forceinline__ float gelu_tanh_f(float v) {
+  constexpr float kSqrt2OverPi = 0.79788456080286536f;
+  return 0.5f * v * (1.f + tanhf(kSqrt2OverPi * (v + 0.044715f * v * v * v)));
+}
+
+struct SiluOp {
+  __device__ float operator()(float v) const { return silu_f(v); }
+};
+struct GeluErfOp {
+  __device__ float operator()(float v) const { return gelu_erf_f(v); }
+};
+struct GeluTanhOp {
+  __device__ float operator()(float v) const { return gelu_tanh_f(v); }
+};
+
+template <typename Op>
+__global__ void __launch_bounds__(kActThreads)
+    unary_kernel(const float* x, float* y, int64_t n, Op op) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    y[i] = op(x[i]);
+  }
+}
+
+__global__ void __launch_bounds__(kActThreads)
+    swiglu_kernel(const float* gate, const float* up, float* y, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    y[i] = silu_f(gate[i]) * up[i];
+  }
+}
+
+__global__ void __launch_bounds__(kActThreads)
+    geglu_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t hidden) {
+  const int64_t total = rows * hidden;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / hidden;
+    const int64_t c = i % hidden;
+    const float* xr = x + r * 2 * hidden;
+    y[i] = xr[c] * gelu_erf_f(xr[hidden + c]);
+  }
+}
+
+Status check_elementwise(const char* op, const void* a, const void* b, const void* y, int64_t n) {
+  if (n < 0)
+    return invalid_argument(std::string("cuda ") + op + ": negative n " + std::to_string(n));
+  if (n > 0 && (a == nullptr || b == nullptr || y == nullptr)) {
+    return invalid_argument(std::string("cuda ") + op + ": null input or output");
+  }
+  return Status();
+}
+
+template <typename Op>
+Status launch_unary(const char* name, const float* x, float* y, int64_t n, cudaStream_t stream) {
+  TESSERA_RETURN_IF_ERROR(check_elementwise(name, x, x, y, n));
+  if (n == 0) return Status();
+  unary_kernel<<<detail::grid_stride_blocks(n, kActThreads), kActThreads, 0, stream>>>(x, y, n,
+                                                                                       Op{});
+  TESSERA_CUDA_CHECK_LAUNCH(std::string(name) + ": kernel launch");
+  return Status();
+}
+
+}  // namespace
+
+Status silu(const float* x, float* y, int64_t n, cudaStream_t stream) {
+  return launch_unary<SiluOp>("silu", x, y, n, stream);
+}
+Status gelu_erf(const float* x, float* y, int64_t n, cudaStream_t stream) {
+  return launch_unary<GeluErfOp>("gelu_erf", x, y, n, stream);
+}
+Status gelu_tanh(const float* x, float* y, int64_t n, cudaStream_t stream) {
+  return launch_unary<GeluTanhOp>("gelu_tanh", x, y, n, stream);
+}
+
+Status swiglu(const float* gate, const float* up, float* y, int64_t n, cudaStream_t stream) {
+  TESSERA_RETURN_IF_ERROR(check_elementwise("swiglu", gate, up, y, n));
+  if (n == 0) return Status();
+  swiglu_kernel<<<detail::grid_stride_blocks(n, kActThreads), kActThreads, 0, stream>>>(gate, up, y,
+                                                                                        n);
+  TESSERA_CUDA_CHECK_LAUNCH("swiglu: kernel launch");
+  return Status();
+}
+
+Status geglu(const float* x, float* y, int64_t rows, int64_t hidden, cudaStream_t stream) {
+  if (rows < 0 || hidden < 0) {
+    return invalid_argument("cuda geglu: negative size (rows " + std::to_string(rows) +
+                            ", hidden " + std::to_string(hidden) + ")");
+  }
+  const int64_t total = rows * hidden;
+  TESSERA_RETURN_IF_ERROR(check_elementwise("geglu", x, x, y, total));
+  if (total == 0) return Status();
+  geglu_kernel<<<detail::grid_stride_blocks(total, kActThreads), kActThreads, 0, stream>>>(
+      x, y, rows, hidden);
+  TESSERA_CUDA_CHECK_LAUNCH("geglu: kernel launch");
+  return Status();
+}
+
+}  // namespace tessera::kernels::cuda

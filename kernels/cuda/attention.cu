@@ -1,0 +1,429 @@
+// CUDA attention: a flash-style kernel for prefill / general q_len, and split-KV decode.
+//
+// Both stream keys and values through one shared-memory tile of kKeyTile keys and keep a running
+// (max, sum, output) per query: the online softmax of Milakov & Gimelshein 2018, as used by
+// FlashAttention (Dao et al. 2022). Work split inside a warp, which owns one query:
+// - scoring: lane j computes the score of key j of the tile (a dot product over head_dim, q
+// broadcast
+//   from shared memory, the key tile padded to a stride of head_dim + 1 so lanes hit distinct
+//   banks);
+// - values: lane l owns output dims l, l + 32, l + 64, ... (kDimsPerLane of them), and adds
+//   p_j * v[j][d] for every key j, p_j broadcast by shuffle.
+// K and V of a tile share one buffer (K first, then V), which keeps shared memory under the 48 KiB
+// a kernel gets without opting in, up to head_dim 256.
+//
+// Decode (q_len == 1) uses "flash-decoding" (Dao et al. 2023): the keys are cut into at most
+// kMaxDecodeSplits splits, one single-warp block each per (batch, head), which write their partial
+// (max, sum, unnormalised output) to the caller's workspace; a combine kernel rescales the partials
+// to the global max and normalises.
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/cuda_util.h"
+
+namespace tessera::kernels::cuda {
+namespace {
+
+using detail::kFullWarpMask;
+
+constexpr int kKeyTile = 32;        // keys per tile: one per lane when scoring
+constexpr int kFlashWarps = 8;      // queries per flash block, one warp each
+constexpr int kDecodeThreads = 32;  // one warp per decode split block
+constexpr int kCombineMaxThreads = 256;
+constexpr int64_t kMaxDecodeSplits = 64;
+constexpr int64_t kMinKeysPerSplit = 64;
+
+// Running softmax state of one query, held by one warp (max and sum identical in every lane).
+template <int kDimsPerLane>
+struct RowState {
+  float max;
+  float sum;
+  float acc[kDimsPerLane];
+};
+
+template <int kDimsPerLane>
+__device__ __forceinline__ void init_row_state(RowState<kDimsPerLane>& st) {
+  st.max = -INFINITY;
+  st.sum = 0.f;
+#pragma unroll
+  for (int t = 0; t < kDimsPerLane; ++t) st.acc[t] = 0.f;
+}
+
+// Copies tokens [first, first + kKeyTile) of one (batch, head) slice into tile[j * (dim + 1) + d],
+// zero-filling tokens at or beyond `limit`. All threads of the block take part; consecutive threads
+// read consecutive elements of a token's row.
+__device__ __forceinline__ void load_tile(float* tile, const float* base, int64_t token_stride,
+                                          int64_t first, int64_t limit, int dim) {
+  for (int e = threadIdx.x; e < kKeyTile * dim; e += blockDim.x) {
+    const int j = e / dim;
+    const int d = e % dim;
+    const int64_t token = first + j;
+    tile[j * (dim + 1) + d] = token < limit ? base[token * token_stride + d] : 0.f;
+  }
+}
+
+// Lane j's score against key j of the tile in shared memory; -inf when the key is not visible.
+__device__ __forceinline__ float score_key(const float* q_row, const float* k_tile, int dim,
+                                           bool visible, float scale) {
+  if (!visible) return -INFINITY;
+  const int lane = threadIdx.x % 32;
+  const float* k_row = k_tile + lane * (dim + 1);
+  float dot = 0.f;
+  for (int d = 0; d < dim; ++d) dot += q_row[d] * k_row[d];
+  return dot * scale;
+}
+
+// Folds one tile of scores into the running state; returns this lane's (key's) weight
+// exp(score - new max), 0 for an invisible key. The output accumulators are rescaled here; the
+// caller adds the tile's values with accumulate_values().
+template <int kDimsPerLane>
+__device__ __forceinline__ float online_softmax_step(float score, bool visible,
+                                                     RowState<kDimsPerLane>& st) {
+  const float tile_max = detail::warp_max(score);  // -inf if no key of the tile is visible
+  const float new_max = fmaxf(st.max, tile_max);
+  const float p = visible ? expf(score - new_max) : 0.f;
+  // Until a visible key was seen the state is empty (max -inf, sum and acc 0): nothing to rescale,
+  // and -inf - -inf would be NaN.
+  const float correction = st.max == -INFINITY ? 0.f : expf(st.max - new_max);
+  st.sum = st.sum * correction + detail::warp_sum(p);
+#pragma unroll
+  for (int t = 0; t < kDimsPerLane; ++t) st.acc[t] *= correction;
+  st.max = new_max;
+  return p;
+}
+
+template <int kDimsPerLane>
+__device__ __forceinline__ void accumulate_values(const float* v_tile, int dim, float p,
+                                                  RowState<kDimsPerLane>& st) {
+  const int lane = threadIdx.x % 32;
+  for (int j = 0; j < kKeyTile; ++j) {
+    const float pj = __shfl_sync(kFullWarpMask, p, j);
+    if (pj == 0.f) continue;  // uniform across the warp (a broadcast value)
+    const float* v_row = v_tile + j * (dim + 1);
+#pragma unroll
+    for (int t = 0; t < kDimsPerLane; ++t) {
+      const int d = lane + 32 * t;
+      if (d < dim) st.acc[t] += pj * v_row[d];
+    }
+  }
+}
+
+__host__ __device__ __forceinline__ int64_t clamp64(int64_t v, int64_t lo, int64_t hi) {
+  return v < lo ? lo : (v > hi ? hi : v);
+}
+
+// Shared memory: q tile [kFlashWarps][dim], then one K/V tile [kKeyTile][dim + 1].
+size_t flash_shared_bytes(int dim) {
+  return (static_cast<size_t>(kFlashWarps) * dim + static_cast<size_t>(kKeyTile) * (dim + 1)) *
+         sizeof(float);
+}
+
+// Grid (ceil(q_len / kFlashWarps), heads, batch); block kFlashWarps warps, warp w owns query
+// blockIdx.x * kFlashWarps + w.
+template <int kDimsPerLane>
+__global__ void __launch_bounds__(kFlashWarps * 32)
+    attention_flash_kernel(const float* __restrict__ q, const float* __restrict__ k,
+                           const float* __restrict__ v, float* __restrict__ o, AttentionShape s) {
+  extern __shared__ float smem[];
+  const int dim = static_cast<int>(s.head_dim);
+  float* q_tile = smem;
+  float* kv_tile = smem + kFlashWarps * dim;
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int64_t b = blockIdx.z;
+  const int64_t h = blockIdx.y;
+  const int64_t q_first = static_cast<int64_t>(blockIdx.x) * kFlashWarps;
+  const float* q_base = q + b * s.q_batch_stride + h * dim;
+  const float* k_base = k + b * s.k_batch_stride + h * dim;
+  const float* v_base = v + b * s.v_batch_stride + h * dim;
+  float* o_base = o + b * s.o_batch_stride + h * dim;
+
+  for (int e = threadIdx.x; e < kFlashWarps * dim; e += blockDim.x) {
+    const int w = e / dim;
+    const int d = e % dim;
+    const int64_t token = q_first + w;
+    q_tile[e] = token < s.q_len ? q_base[token * s.q_token_stride + d] : 0.f;
+  }
+
+  // Causal: query i sees keys j <= i + (kv_len - q_len).
+  const int64_t causal_offset = s.kv_len - s.q_len;
+  const int64_t query = q_first + warp;
+  const bool active = query < s.q_len;
+  int64_t visible_end = 0;  // this warp's query sees keys [0, visible_end)
+  if (active) visible_end = s.causal ? clamp64(query + causal_offset + 1, 0, s.kv_len) : s.kv_len;
+  int64_t block_end = s.kv_len;  // keys any query of the block sees (uniform across the block)
+  if (s.causal) {
+    const int64_t last_query =
+        (q_first + kFlashWarps < s.q_len ? q_first + kFlashWarps : s.q_len) - 1;
+    block_end = clamp64(last_query + causal_offset + 1, 0, s.kv_len);
+  }
+
+  RowState<kDimsPerLane> st;
+  init_row_state(st);
+  const float* q_row = q_tile + warp * dim;
+  for (int64_t first = 0; first < block_end; first += kKeyTile) {
+    __syncthreads();  // q tile stored (first pass) / every warp done with the previous V tile
+    load_tile(kv_tile, k_base, s.k_token_stride, first, s.kv_len, dim);
+    __syncthreads();
+    const bool visible = first + lane < visible_end;
+    const float score = score_key(q_row, kv_tile, dim, visible, s.scale);
+    const float p = online_softmax_step(score, visible, st);
+    __syncthreads();  // every warp done scoring against the K tile
+    load_tile(kv_tile, v_base, s.v_token_stride, first, s.kv_len, dim);
+    __syncthreads();
+    accumulate_values(kv_tile, dim, p, st);
+  }
+
+  if (!active) return;
+  const float inv_sum = st.sum > 0.f ? 1.f / st.sum : 0.f;
+#pragma unroll
+  for (int t = 0; t < kDimsPerLane; ++t) {
+    const int d = lane + 32 * t;
+    if (d < dim) o_base[query * s.o_token_stride + d] = st.acc[t] * inv_sum;
+  }
+}
+
+// ---- decode
+// ----------------------------------------------------------------------------------------
+struct DecodeSplits {
+  int64_t keys_per_split;
+  int64_t splits;
+};
+
+// At least kMinKeysPerSplit keys per split (the combine is not free), at most kMaxDecodeSplits
+// splits (bounds the workspace independently of kv_len).
+DecodeSplits decode_splits(int64_t kv_len) {
+  int64_t per_split = (kv_len + kMaxDecodeSplits - 1) / kMaxDecodeSplits;
+  if (per_split < kMinKeysPerSplit) per_split = kMinKeysPerSplit;
+  per_split = (per_split + kKeyTile - 1) / kKeyTile * kKeyTile;
+  int64_t splits = (kv_len + per_split - 1) / per_split;
+  if (splits < 1) splits = 1;
+  return {per_split, splits};
+}
+
+// Workspace layout, for P = batch * heads * kMaxDecodeSplits partial slots (slot = (b * heads + h)
+// * kMaxDecodeSplits + split): max[P], sum[P], acc[P][head_dim]. Sized for the largest split count
+// so the size does not depend on kv_len.
+struct DecodeWorkspace {
+  float* max;
+  float* sum;
+  float* acc;
+};
+
+DecodeWorkspace decode_workspace(void* base, int64_t slots) {
+  float* f = static_cast<float*>(base);
+  return {f, f + slots, f + 2 * slots};
+}
+
+// Grid (splits, heads, batch), one warp per block: keys [split * keys_per_split, ...) of one query.
+template <int kDimsPerLane>
+__global__ void __launch_bounds__(kDecodeThreads)
+    attention_decode_split_kernel(const float* __restrict__ q, const float* __restrict__ k,
+                                  const float* __restrict__ v, AttentionShape s,
+                                  int64_t keys_per_split, DecodeWorkspace ws) {
+  extern __shared__ float smem[];
+  const int dim = static_cast<int>(s.head_dim);
+  float* q_row = smem;
+  float* kv_tile = smem + dim;
+  const int lane = threadIdx.x % 32;
+  const int64_t split = blockIdx.x;
+  const int64_t h = blockIdx.y;
+  const int64_t b = blockIdx.z;
+  const float* q_base = q + b * s.q_batch_stride + h * dim;  // token 0: the only query
+  const float* k_base = k + b * s.k_batch_stride + h * dim;
+  const float* v_base = v + b * s.v_batch_stride + h * dim;
+  for (int d = threadIdx.x; d < dim; d += blockDim.x) q_row[d] = q_base[d];
+
+  const int64_t begin = split * keys_per_split;
+  const int64_t end = clamp64(begin + keys_per_split, 0, s.kv_len);
+  RowState<kDimsPerLane> st;
+  init_row_state(st);
+  for (int64_t first = begin; first < end; first += kKeyTile) {
+    __syncthreads();
+    load_tile(kv_tile, k_base, s.k_token_stride, first, end, dim);
+    __syncthreads();
+    const bool visible = first + lane < end;
+    const float score = score_key(q_row, kv_tile, dim, visible, s.scale);
+    const float p = online_softmax_step(score, visible, st);
+    __syncthreads();
+    load_tile(kv_tile, v_base, s.v_token_stride, first, end, dim);
+    __syncthreads();
+    accumulate_values(kv_tile, dim, p, st);
+  }
+
+  const int64_t slot = (b * s.heads + h) * kMaxDecodeSplits + split;
+  if (lane == 0) {
+    ws.max[slot] = st.max;
+    ws.sum[slot] = st.sum;
+  }
+#pragma unroll
+  for (int t = 0; t < kDimsPerLane; ++t) {
+    const int d = lane + 32 * t;
+    if (d < dim) ws.acc[slot * dim + d] = st.acc[t];
+  }
+}
+
+// Grid batch * heads; threads over head_dim. Rescales each split's partial to the global max.
+__global__ void __launch_bounds__(kCombineMaxThreads)
+    attention_decode_combine_kernel(DecodeWorkspace ws, int64_t splits, float* __restrict__ o,
+                                    AttentionShape s) {
+  const int64_t bh = blockIdx.x;
+  const int64_t b = bh / s.heads;
+  const int64_t h = bh % s.heads;
+  const int dim = static_cast<int>(s.head_dim);
+  const int64_t slot0 = bh * kMaxDecodeSplits;
+  float global_max = -INFINITY;
+  for (int64_t sp = 0; sp < splits; ++sp) global_max = fmaxf(global_max, ws.max[slot0 + sp]);
+  float total = 0.f;
+  for (int64_t sp = 0; sp < splits; ++sp) {
+    const float m = ws.max[slot0 + sp];
+    if (m != -INFINITY) total += ws.sum[slot0 + sp] * expf(m - global_max);
+  }
+  const float inv_total = total > 0.f ? 1.f / total : 0.f;
+  float* o_row = o + b * s.o_batch_stride + h * dim;  // token 0
+  for (int d = threadIdx.x; d < dim; d += blockDim.x) {
+    float out = 0.f;
+    for (int64_t sp = 0; sp < splits; ++sp) {
+      const float m = ws.max[slot0 + sp];
+      if (m != -INFINITY) out += ws.acc[(slot0 + sp) * dim + d] * expf(m - global_max);
+    }
+    o_row[d] = out * inv_total;
+  }
+}
+
+// ---- host side
+// -------------------------------------------------------------------------------------
+Status check_shape(const char* op, const float* q, const float* k, const float* v, const float* o,
+                   const AttentionShape& s) {
+  const std::string name = std::string("cuda ") + op;
+  if (s.batch < 0 || s.heads < 0 || s.q_len < 0 || s.kv_len < 0) {
+    return invalid_argument(name + ": negative size (batch " + std::to_string(s.batch) +
+                            ", heads " + std::to_string(s.heads) + ", q_len " +
+                            std::to_string(s.q_len) + ", kv_len " + std::to_string(s.kv_len) + ")");
+  }
+  if (s.head_dim < 1 || s.head_dim > kAttentionMaxHeadDim) {
+    return unsupported(name + ": head_dim " + std::to_string(s.head_dim) + " (supported: 1.." +
+                       std::to_string(kAttentionMaxHeadDim) + ")");
+  }
+  if (s.batch > 65535 || s.heads > 65535) {
+    return invalid_argument(name + ": batch " + std::to_string(s.batch) + " or heads " +
+                            std::to_string(s.heads) + " above 65535 (grid limit)");
+  }
+  if (s.batch == 0 || s.heads == 0 || s.q_len == 0) return Status();
+  if (q == nullptr || o == nullptr || (s.kv_len > 0 && (k == nullptr || v == nullptr))) {
+    return invalid_argument(name + ": null q, k, v or o");
+  }
+  return Status();
+}
+
+// kDimsPerLane = ceil(head_dim / 32) rounded up to a power of two: 1, 2, 4 or 8.
+int dims_per_lane(int64_t head_dim) {
+  if (head_dim <= 32) return 1;
+  if (head_dim <= 64) return 2;
+  if (head_dim <= 128) return 4;
+  return 8;
+}
+
+template <int kDimsPerLane>
+void launch_flash(const float* q, const float* k, const float* v, float* o, const AttentionShape& s,
+                  cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((s.q_len + kFlashWarps - 1) / kFlashWarps),
+                  static_cast<unsigned>(s.heads), static_cast<unsigned>(s.batch));
+  attention_flash_kernel<kDimsPerLane>
+      <<<grid, kFlashWarps * 32, flash_shared_bytes(static_cast<int>(s.head_dim)), stream>>>(
+          q, k, v, o, s);
+}
+
+template <int kDimsPerLane>
+void launch_decode_split(const float* q, const float* k, const float* v, const AttentionShape& s,
+                         const DecodeSplits& geometry, const DecodeWorkspace& ws,
+                         cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(geometry.splits), static_cast<unsigned>(s.heads),
+                  static_cast<unsigned>(s.batch));
+  const size_t shared =
+      (static_cast<size_t>(s.head_dim) + static_cast<size_t>(kKeyTile) * (s.head_dim + 1)) *
+      sizeof(float);
+  attention_decode_split_kernel<kDimsPerLane>
+      <<<grid, kDecodeThreads, shared, stream>>>(q, k, v, s, geometry.keys_per_split, ws);
+}
+
+}  // namespace
+
+Status attention(const float* q, const float* k, const float* v, float* o, const AttentionShape& s,
+                 cudaStream_t stream) {
+  TESSERA_RETURN_IF_ERROR(check_shape("attention", q, k, v, o, s));
+  if (s.batch == 0 || s.heads == 0 || s.q_len == 0) return Status();
+  if ((s.q_len + kFlashWarps - 1) / kFlashWarps > 0x7fffffff) {
+    return invalid_argument("cuda attention: q_len " + std::to_string(s.q_len) + " too large");
+  }
+  switch (dims_per_lane(s.head_dim)) {
+    case 1:
+      launch_flash<1>(q, k, v, o, s, stream);
+      break;
+    case 2:
+      launch_flash<2>(q, k, v, o, s, stream);
+      break;
+    case 4:
+      launch_flash<4>(q, k, v, o, s, stream);
+      break;
+    default:
+      launch_flash<8>(q, k, v, o, s, stream);
+      break;
+  }
+  TESSERA_CUDA_CHECK_LAUNCH("attention: flash kernel launch");
+  return Status();
+}
+
+size_t attention_decode_workspace_bytes(const AttentionShape& s) {
+  if (s.batch <= 0 || s.heads <= 0 || s.head_dim <= 0) return 0;
+  const int64_t slots = s.batch * s.heads * kMaxDecodeSplits;
+  return static_cast<size_t>(slots) * static_cast<size_t>(s.head_dim + 2) * sizeof(float);
+}
+
+Status attention_decode(const float* q, const float* k, const float* v, float* o,
+                        const AttentionShape& s, void* workspace, size_t workspace_bytes,
+                        cudaStream_t stream) {
+  TESSERA_RETURN_IF_ERROR(check_shape("attention_decode", q, k, v, o, s));
+  if (s.q_len != 1) {
+    return invalid_argument("cuda attention_decode: q_len " + std::to_string(s.q_len) +
+                            " (decode takes exactly one query; use attention())");
+  }
+  if (s.batch == 0 || s.heads == 0) return Status();
+  const size_t needed = attention_decode_workspace_bytes(s);
+  if (workspace == nullptr || workspace_bytes < needed) {
+    return invalid_argument("cuda attention_decode: workspace of " +
+                            std::to_string(workspace_bytes) + " bytes" +
+                            (workspace == nullptr ? " (null)" : "") + ", needs " +
+                            std::to_string(needed) + " (attention_decode_workspace_bytes)");
+  }
+  if (reinterpret_cast<uintptr_t>(workspace) % alignof(float) != 0) {
+    return invalid_argument("cuda attention_decode: workspace not 4-byte aligned");
+  }
+  const DecodeSplits geometry = decode_splits(s.kv_len);
+  const DecodeWorkspace ws = decode_workspace(workspace, s.batch * s.heads * kMaxDecodeSplits);
+  switch (dims_per_lane(s.head_dim)) {
+    case 1:
+      launch_decode_split<1>(q, k, v, s, geometry, ws, stream);
+      break;
+    case 2:
+      launch_decode_split<2>(q, k, v, s, geometry, ws, stream);
+      break;
+    case 4:
+      launch_decode_split<4>(q, k, v, s, geometry, ws, stream);
+      break;
+    default:
+      launch_decode_split<8>(q, k, v, s, geometry, ws, stream);
+      break;
+  }
+  TESSERA_CUDA_CHECK_LAUNCH("attention_decode: split kernel launch");
+  const int combine_threads = static_cast<int>(
+      s.head_dim >= kCombineMaxThreads ? kCombineMaxThreads : (s.head_dim + 31) / 32 * 32);
+  attention_decode_combine_kernel<<<static_cast<unsigned>(s.batch * s.heads), combine_threads, 0,
+                                    stream>>>(ws, geometry.splits, o, s);
+  TESSERA_CUDA_CHECK_LAUNCH("attention_decode: combine kernel launch");
+  return Status();
+}
+
+}  // namespace tessera::kernels::cuda

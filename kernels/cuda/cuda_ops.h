@@ -1,0 +1,103 @@
+// The CUDA backend of the op interface (kernels/ops.h): the same ops and argument conventions as
+// TESSERA_DECLARE_HOST_OPS, with device pointers and a trailing stream.
+//
+// Contract (every op below):
+// - Every pointer is device memory (x, y, bias, weights, ids, positions, workspace), except the
+//   Weight / AttentionShape structs themselves, which are read on the host. Weight::data points to
+//   device memory.
+// - Ops are asynchronous on `stream` (nullptr = the legacy default stream) and allocate nothing.
+// They
+//   return a non-ok Status, whose message names the op, when the arguments are rejected
+//   (unsupported dtype or head_dim, size beyond what a launch can address, workspace too small) or
+//   when the launch itself fails (cudaGetLastError). Errors raised while a kernel runs (e.g. an
+//   illegal address) surface at the next synchronisation, as always with CUDA.
+// - Activations are f32; weights f32 or bf16; accumulation is f32 (the reference accumulates in
+//   double, so results differ by accumulation order only).
+// - Argument validation happens before any CUDA call, so a rejected call never touches the device.
+// - linear() on more than kGemvMaxRows rows with f32 weights uses cuBLAS through a handle created
+//   lazily per host thread and device (the first such call on a thread must not be inside a CUDA
+//   graph capture: run one eager step first).
+//
+// Usable from plain C++ without the CUDA headers: cudaStream_t is forward-declared exactly as
+// CUDA's driver_types.h declares it, so including both in either order is fine.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/core/status.h"
+#include "kernels/ops.h"
+
+struct CUstream_st;
+typedef struct CUstream_st* cudaStream_t;  // NOLINT(modernize-use-using): mirrors driver_types.h
+
+namespace tessera::kernels::cuda {
+
+// linear() takes the GEMV kernel (one warp per output feature, weights read once) up to this many
+// rows, and a GEMM (cuBLAS for f32 weights, a shared-memory tiled kernel for bf16 weights) above.
+inline constexpr int64_t kGemvMaxRows = 8;
+// Largest head_dim the attention kernels handle.
+inline constexpr int64_t kAttentionMaxHeadDim = 256;
+
+// y[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n] if bias != nullptr); n = w.rows, k = w.cols.
+// w.dtype must be kF32 or kBF16. The bf16 GEMM path converts weights to f32 in shared memory, so it
+// is as exact as the GEMV path; the f32 GEMM uses cublasSgemm with CUBLAS_DEFAULT_MATH (no TF32).
+Status linear(const float* x, int64_t m, const Weight& w, const float* bias, float* y,
+              cudaStream_t stream);
+
+// LayerNorm over the last dim (two-pass mean/variance); weight/bias may be null. In place OK.
+Status layer_norm(const float* x, const float* weight, const float* bias, float* y, int64_t rows,
+                  int64_t dim, float eps, cudaStream_t stream);
+
+// RMSNorm: y = x / sqrt(mean(x^2) + eps) * weight (weight may be null). In place OK.
+Status rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps,
+                cudaStream_t stream);
+
+// In-place rotary embedding, interleaved pairs (2i, 2i+1) rotated by pos * theta^(-2i/head_dim), on
+// x[t*token_stride + h*head_dim + d]; positions[t] (device) is token t's position. An odd head_dim
+// leaves each head's last element unchanged; elements outside the heads (token_stride >
+// heads*head_dim) are not touched.
+Status rope_interleaved(float* x, int64_t tokens, int64_t heads, int64_t head_dim,
+                        int64_t token_stride, const int32_t* positions, float theta,
+                        cudaStream_t stream);
+
+// Row-wise softmax over cols; a row of only -inf (fully masked) becomes zeros. In place OK.
+Status softmax(const float* x, float* y, int64_t rows, int64_t cols, cudaStream_t stream);
+
+// Elementwise; in place OK. gelu_erf is exact GELU, gelu_tanh the tanh approximation.
+Status silu(const float* x, float* y, int64_t n, cudaStream_t stream);
+Status gelu_erf(const float* x, float* y, int64_t n, cudaStream_t stream);
+Status gelu_tanh(const float* x, float* y, int64_t n, cudaStream_t stream);
+// y = silu(gate) * up, elementwise over n. y may alias gate or up.
+Status swiglu(const float* gate, const float* up, float* y, int64_t n, cudaStream_t stream);
+// x rows are [value (hidden) | gate (hidden)]; y[r, i] = value * gelu_erf(gate). y is [rows,
+// hidden] and must not alias x.
+Status geglu(const float* x, float* y, int64_t rows, int64_t hidden, cudaStream_t stream);
+
+// Flash-style attention (one block per (query tile, head, batch), keys and values streamed through
+// shared-memory tiles, online softmax; Dao et al. 2022, "FlashAttention"). Layout and causal rule
+// as in AttentionShape; head_dim 1..kAttentionMaxHeadDim. o must not alias q/k/v. A query that sees
+// no key (causal with kv_len < q_len) gets a zero output row.
+Status attention(const float* q, const float* k, const float* v, float* o, const AttentionShape& s,
+                 cudaStream_t stream);
+
+// Bytes of device scratch attention_decode() needs for this shape (depends on batch, heads, kv_len
+// and head_dim). Callers allocate it once (for the largest kv_len they will use: a smaller kv_len
+// never needs more) and pass it to every call, so decode allocates nothing.
+size_t attention_decode_workspace_bytes(const AttentionShape& s);
+
+// Single-query attention (s.q_len must be 1) by split-KV ("flash-decoding", Dao et al. 2023): the
+// keys are cut into splits processed by separate blocks, which write partial (max, sum, output) to
+// `workspace`; a second kernel merges them. `workspace` (device, 4-byte aligned) must hold
+// attention_decode_workspace_bytes(s) bytes; `workspace_bytes` is its size, checked. The causal
+// flag does not restrict anything here (the single query is the last position and sees every key).
+Status attention_decode(const float* q, const float* k, const float* v, float* o,
+                        const AttentionShape& s, void* workspace, size_t workspace_bytes,
+                        cudaStream_t stream);
+
+// out[i, :] = table row ids[i] (f32 or bf16 table, f32 out). Callers validate ids; an id outside
+// [0, table.rows) (a caller bug) yields a NaN row instead of an out-of-bounds read.
+Status embedding_gather(const Weight& table, const int32_t* ids, int64_t n, float* out,
+                        cudaStream_t stream);
+
+}  // namespace tessera::kernels::cuda

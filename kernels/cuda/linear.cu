@@ -1,0 +1,331 @@
+// CUDA linear layer: y[m, n] = x[m, k] . w[n, k]^T (+ bias[n]).
+//
+// Three paths, chosen on the host:
+// - m <= kGemvMaxRows (decode): GEMV kernel, one warp per output feature. Each weight row is read
+// once,
+//   with 16-byte loads when alignment allows, and dotted with every x row; bias fused. Decode is
+//   bound by weight bandwidth, so this is the path that matters for tokens/s.
+// - larger m, f32 weights: cublasSgemm (default math mode: no TF32, so f32 accuracy), then a bias
+//   kernel.
+// - larger m, bf16 weights: a shared-memory tiled GEMM that widens the bf16 tile to f32 while
+// loading
+//   it (cuBLAS has no f32 x bf16 mixed GEMM; converting x to bf16 would lose precision). Bias
+//   fused.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <string>
+
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/cuda_util.h"
+
+namespace tessera::kernels::cuda {
+namespace {
+
+using detail::load_weight;
+using detail::warp_sum;
+
+// ---- GEMV
+// ------------------------------------------------------------------------------------------
+constexpr int kGemvWarps = 8;  // output features per block
+constexpr int kGemvRowsConst = static_cast<int>(kGemvMaxRows);
+
+__device__ __forceinline__ void load16(const float* p, float (&out)[4]) {
+  const float4 v = *reinterpret_cast<const float4*>(p);
+  out[0] = v.x;
+  out[1] = v.y;
+  out[2] = v.z;
+  out[3] = v.w;
+}
+__device__ __forceinline__ void load16(const uint16_t* p, float (&out)[8]) {
+  const uint4 v = *reinterpret_cast<const uint4*>(p);
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    // Little-endian: the element with the lower address is the low half of the word.
+    out[2 * i] = __uint_as_float(words[i] << 16);
+    out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+  }
+}
+
+// One warp per output feature `col`; lanes stride over k. kVectorized requires 16-byte aligned x
+// and w and k a multiple of the 16-byte element count (checked by the host), so every row start is
+// aligned.
+template <typename WeightT, bool kVectorized>
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    linear_gemv_kernel(const float* __restrict__ x, const WeightT* __restrict__ w,
+                       const float* __restrict__ bias, float* __restrict__ y, int rows, int64_t n,
+                       int64_t k) {
+  const int lane = threadIdx.x % 32;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
+  if (col >= n) return;  // uniform per warp; the kernel has no block barrier
+  const WeightT* w_row = w + col * k;
+  float acc[kGemvRowsConst];
+#pragma unroll
+  for (int r = 0; r < kGemvRowsConst; ++r) acc[r] = 0.f;
+
+  if constexpr (kVectorized) {
+    constexpr int kPer = 16 / static_cast<int>(sizeof(WeightT));  // 4 f32 or 8 bf16
+    const int64_t chunks = k / kPer;
+    for (int64_t c = lane; c < chunks; c += 32) {
+      float wv[kPer];
+      load16(w_row + c * kPer, wv);
+#pragma unroll
+      for (int r = 0; r < kGemvRowsConst; ++r) {
+        if (r < rows) {
+          const float* x_chunk = x + r * k + c * kPer;
+#pragma unroll
+          for (int part = 0; part < kPer; part += 4) {
+            float xv[4];
+            load16(x_chunk + part, xv);
+            acc[r] += wv[part] * xv[0] + wv[part + 1] * xv[1] + wv[part + 2] * xv[2] +
+                      wv[part + 3] * xv[3];
+          }
+        }
+      }
+    }
+  } else {
+    for (int64_t i = lane; i < k; i += 32) {
+      const float wv = load_weight(w_row + i);
+#pragma unroll
+      for (int r = 0; r < kGemvRowsConst; ++r) {
+        if (r < rows) acc[r] += wv * x[r * k + i];
+      }
+    }
+  }
+
+  const float b = bias != nullptr ? bias[col] : 0.f;
+#pragma unroll
+  for (int r = 0; r < kGemvRowsConst; ++r) {
+    if (r < rows) {  // `rows` is uniform, so the whole warp takes part in the shuffle
+      const float sum = warp_sum(acc[r]);
+      if (lane == 0) y[r * n + col] = sum + b;
+    }
+  }
+}
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+template <typename WeightT>
+Status launch_gemv(const float* x, int64_t m, const WeightT* w, int64_t n, int64_t k,
+                   const float* bias, float* y, cudaStream_t stream) {
+  constexpr int64_t kPer = 16 / static_cast<int64_t>(sizeof(WeightT));
+  const bool vectorized = aligned16(x) && aligned16(w) && k % kPer == 0;
+  const int64_t blocks = (n + kGemvWarps - 1) / kGemvWarps;
+  if (blocks > INT_MAX)
+    return invalid_argument("cuda linear: n = " + std::to_string(n) + " too large");
+  const dim3 grid(static_cast<unsigned>(blocks));
+  const dim3 block(kGemvWarps * 32);
+  const int rows = static_cast<int>(m);
+  if (vectorized) {
+    linear_gemv_kernel<WeightT, true><<<grid, block, 0, stream>>>(x, w, bias, y, rows, n, k);
+  } else {
+    linear_gemv_kernel<WeightT, false><<<grid, block, 0, stream>>>(x, w, bias, y, rows, n, k);
+  }
+  TESSERA_CUDA_CHECK_LAUNCH("linear: gemv kernel launch");
+  return Status();
+}
+
+// ---- tiled GEMM for bf16 weights
+// ------------------------------------------------------------------- Block: 64 rows of x by 64
+// output features, 256 threads, each computing a 4x4 sub-tile with stride 16 in both directions (so
+// neighbouring threads write neighbouring outputs). K advances 16 at a time; both tiles are stored
+// k-major in shared memory, padded by one to soften bank conflicts on store.
+constexpr int kTileM = 64;
+constexpr int kTileN = 64;
+constexpr int kTileK = 16;
+constexpr int kTileThreads = 256;
+constexpr int kSub = 4;  // outputs per thread in each direction; kTileM == 16 * kSub
+
+__global__ void __launch_bounds__(kTileThreads)
+    linear_tiled_bf16_kernel(const float* __restrict__ x, const uint16_t* __restrict__ w,
+                             const float* __restrict__ bias, float* __restrict__ y, int64_t m,
+                             int64_t n, int64_t k) {
+  __shared__ float x_tile[kTileK][kTileM + 1];
+  __shared__ float w_tile[kTileK][kTileN + 1];
+  const int tid = threadIdx.x;
+  const int tx = tid % 16;  // output feature offset
+  const int ty = tid / 16;  // row offset
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTileM;
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kTileN;
+
+  float acc[kSub][kSub];
+#pragma unroll
+  for (int i = 0; i < kSub; ++i) {
+#pragma unroll
+    for (int j = 0; j < kSub; ++j) acc[i][j] = 0.f;
+  }
+
+  for (int64_t k0 = 0; k0 < k; k0 += kTileK) {
+    // 64 x 16 elements per tile, 4 per thread; consecutive threads read consecutive k.
+    for (int e = tid; e < kTileM * kTileK; e += kTileThreads) {
+      const int r = e / kTileK;
+      const int kk = e % kTileK;
+      const int64_t gk = k0 + kk;
+      const int64_t gm = row0 + r;
+      const int64_t gn = col0 + r;
+      x_tile[kk][r] = (gm < m && gk < k) ? x[gm * k + gk] : 0.f;
+      w_tile[kk][r] = (gn < n && gk < k) ? load_weight(w + gn * k + gk) : 0.f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kTileK; ++kk) {
+      float a[kSub];
+      float b[kSub];
+#pragma unroll
+      for (int i = 0; i < kSub; ++i) a[i] = x_tile[kk][ty + 16 * i];
+#pragma unroll
+      for (int j = 0; j < kSub; ++j) b[j] = w_tile[kk][tx + 16 * j];
+#pragma unroll
+      for (int i = 0; i < kSub; ++i) {
+#pragma unroll
+        for (int j = 0; j < kSub; ++j) acc[i][j] += a[i] * b[j];
+      }
+    }
+    __syncthreads();
+  }
+
+#pragma unroll
+  for (int i = 0; i < kSub; ++i) {
+    const int64_t gm = row0 + ty + 16 * i;
+    if (gm >= m) continue;
+#pragma unroll
+    for (int j = 0; j < kSub; ++j) {
+      const int64_t gn = col0 + tx + 16 * j;
+      if (gn < n) y[gm * n + gn] = acc[i][j] + (bias != nullptr ? bias[gn] : 0.f);
+    }
+  }
+}
+
+// ---- bias for the cuBLAS path / k == 0
+// -------------------------------------------------------------
+__global__ void add_bias_kernel(float* __restrict__ y, const float* __restrict__ bias, int64_t m,
+                                int64_t n) {
+  const int64_t total = m * n;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    y[i] += bias[i % n];
+  }
+}
+
+Status launch_add_bias(float* y, const float* bias, int64_t m, int64_t n, cudaStream_t stream) {
+  constexpr int kThreads = 256;
+  add_bias_kernel<<<detail::grid_stride_blocks(m * n, kThreads), kThreads, 0, stream>>>(y, bias, m,
+                                                                                        n);
+  TESSERA_CUDA_CHECK_LAUNCH("linear: bias kernel launch");
+  return Status();
+}
+
+// ---- cuBLAS handle, one per host thread and device
+// -------------------------------------------------
+std::string cublas_error(cublasStatus_t st, const char* what) {
+  return std::string("cuda linear: ") + what + " failed: " + cublasGetStatusName(st) + " (" +
+         cublasGetStatusString(st) + ")";
+}
+
+struct ThreadCublasHandle {
+  int device = -1;
+  cublasHandle_t handle = nullptr;
+  ~ThreadCublasHandle() {
+    if (handle != nullptr) cublasDestroy(handle);
+  }
+};
+
+// Handles are bound to the device current at creation and are not safe to share between threads
+// that issue work concurrently, hence one per thread, recreated if the thread switches devices.
+Expected<cublasHandle_t> thread_cublas_handle() {
+  thread_local ThreadCublasHandle cached;
+  int device = 0;
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device), "linear: cudaGetDevice");
+  if (cached.handle != nullptr && cached.device == device) return cached.handle;
+  if (cached.handle != nullptr) {
+    cublasDestroy(cached.handle);
+    cached.handle = nullptr;
+  }
+  cublasHandle_t handle = nullptr;
+  const cublasStatus_t st = cublasCreate(&handle);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    if (st == CUBLAS_STATUS_ALLOC_FAILED) return out_of_memory(cublas_error(st, "cublasCreate"));
+    return internal_error(cublas_error(st, "cublasCreate"));
+  }
+  cached.handle = handle;
+  cached.device = device;
+  return handle;
+}
+
+Status sgemm(const float* x, int64_t m, const float* w, int64_t n, int64_t k, float* y,
+             cudaStream_t stream) {
+  TESSERA_ASSIGN_OR_RETURN(cublasHandle_t handle, thread_cublas_handle());
+  cublasStatus_t st = cublasSetStream(handle, stream);
+  if (st != CUBLAS_STATUS_SUCCESS) return internal_error(cublas_error(st, "cublasSetStream"));
+  st = cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH);
+  if (st != CUBLAS_STATUS_SUCCESS) return internal_error(cublas_error(st, "cublasSetMathMode"));
+  // cuBLAS is column-major. Row-major y[m,n] is column-major C = y^T (n x m, ld n), and
+  // y^T = w x^T: row-major w[n,k] is column-major k x n (ld k), used transposed (op T: n x k);
+  // row-major x[m,k] is column-major k x m (ld k), used as is.
+  const float alpha = 1.f;
+  const float beta = 0.f;
+  st = cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+                   static_cast<int>(k), &alpha, w, static_cast<int>(k), x, static_cast<int>(k),
+                   &beta, y, static_cast<int>(n));
+  if (st != CUBLAS_STATUS_SUCCESS) return internal_error(cublas_error(st, "cublasSgemm"));
+  return Status();
+}
+
+}  // namespace
+
+Status linear(const float* x, int64_t m, const Weight& w, const float* bias, float* y,
+              cudaStream_t stream) {
+  if (w.dtype != DType::kF32 && w.dtype != DType::kBF16) {
+    return unsupported(std::string("cuda linear: weight dtype ") + dtype_name(w.dtype) +
+                       " (expected F32 or BF16)");
+  }
+  const int64_t n = w.rows;
+  const int64_t k = w.cols;
+  if (m < 0 || n < 0 || k < 0) {
+    return invalid_argument("cuda linear: negative size (m " + std::to_string(m) + ", n " +
+                            std::to_string(n) + ", k " + std::to_string(k) + ")");
+  }
+  if (m == 0 || n == 0) return Status();
+  if (y == nullptr || (k > 0 && (x == nullptr || w.data == nullptr))) {
+    return invalid_argument("cuda linear: null x, weight or y pointer");
+  }
+  if (m > INT_MAX || n > INT_MAX || k > INT_MAX) {
+    return invalid_argument("cuda linear: sizes beyond 2^31-1 (m " + std::to_string(m) + ", n " +
+                            std::to_string(n) + ", k " + std::to_string(k) + ")");
+  }
+  if (k == 0) {  // an empty sum: y = bias (or 0)
+    TESSERA_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(y, 0, static_cast<size_t>(m * n) * sizeof(float), stream),
+        "linear: cudaMemsetAsync");
+    return bias != nullptr ? launch_add_bias(y, bias, m, n, stream) : Status();
+  }
+
+  if (m <= kGemvMaxRows) {
+    if (w.dtype == DType::kF32) {
+      return launch_gemv(x, m, static_cast<const float*>(w.data), n, k, bias, y, stream);
+    }
+    return launch_gemv(x, m, static_cast<const uint16_t*>(w.data), n, k, bias, y, stream);
+  }
+
+  if (w.dtype == DType::kF32) {
+    TESSERA_RETURN_IF_ERROR(sgemm(x, m, static_cast<const float*>(w.data), n, k, y, stream));
+    return bias != nullptr ? launch_add_bias(y, bias, m, n, stream) : Status();
+  }
+
+  const int64_t grid_y = (m + kTileM - 1) / kTileM;
+  if (grid_y > 65535) {
+    return invalid_argument("cuda linear: m = " + std::to_string(m) +
+                            " rows exceed the bf16 GEMM grid (at most 4194240)");
+  }
+  const dim3 grid(static_cast<unsigned>((n + kTileN - 1) / kTileN), static_cast<unsigned>(grid_y));
+  linear_tiled_bf16_kernel<<<grid, kTileThreads, 0, stream>>>(
+      x, static_cast<const uint16_t*>(w.data), bias, y, m, n, k);
+  TESSERA_CUDA_CHECK_LAUNCH("linear: bf16 tiled gemm launch");
+  return Status();
+}
+
+}  // namespace tessera::kernels::cuda

@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# The one script to run on a GPU machine (CUDA 13 toolkit, cmake, g++; no Qt, no internet, no apt).
+#
+#   scripts/gpu-check.sh            # from anywhere; builds in <repo>/build-gpu
+#
+# Steps: configure (Release, CUDA on, sm_90a only), build tessera_gpu_tests + the tessera CLI,
+# nvidia-smi -L, ctest -L gpu, the GPU test binary directly (fails if any test skipped: on a GPU
+# machine a skip means probe_device() found no usable device), compute-sanitizer memcheck and
+# racecheck on the small tests, `tessera --version`, `tessera bench kernels --quick`.
+# Installs nothing. Every step's output goes to its own log in $OUT (or ./gpu-out when OUT is unset);
+# a failed step is recorded and the script goes on; a summary table comes last, and the exit status
+# is non-zero if any step failed or was skipped. The whole run stays under GPU_CHECK_BUDGET_S seconds
+# (default 470): each step's timeout is cut to the time left.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="$REPO/build-gpu"
+OUT_DIR="${OUT:-$PWD/gpu-out}"
+BUDGET_S="${GPU_CHECK_BUDGET_S:-470}"
+JOBS="${GPU_CHECK_JOBS:-16}"
+mkdir -p "$OUT_DIR"
+[[ -d /usr/local/cuda/bin ]] && export PATH="$PATH:/usr/local/cuda/bin"
+START_S=$SECONDS
+
+STEP_NAMES=()
+STEP_RESULTS=()
+STEP_SECONDS=()
+STEP_NOTES=()
+FAILED=0
+
+record() {  # name result seconds note
+  STEP_NAMES+=("$1")
+  STEP_RESULTS+=("$2")
+  STEP_SECONDS+=("$3")
+  STEP_NOTES+=("$4")
+  if [[ "$2" != PASS ]]; then FAILED=1; fi
+}
+
+# run_step NAME TIMEOUT_S CMD...: runs CMD with output to the terminal and $OUT_DIR/NAME.log.
+# Returns CMD's status (124 on timeout) without stopping the script.
+run_step() {
+  local name="$1" limit="$2"
+  shift 2
+  local left=$((BUDGET_S - (SECONDS - START_S)))
+  if ((left < 10)); then
+    echo "== $name: skipped, time budget spent" | tee "$OUT_DIR/$name.log"
+    record "$name" SKIP 0 "time budget (${BUDGET_S}s) spent"
+    return 1
+  fi
+  ((limit > left)) && limit=$left
+  echo "== $name (timeout ${limit}s): $*"
+  local begin=$SECONDS rc=0
+  set +e
+  timeout --kill-after=10 "$limit" "$@" 2>&1 | tee "$OUT_DIR/$name.log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  local took=$((SECONDS - begin)) note=""
+  ((rc == 124 || rc == 137)) && note="timed out after ${limit}s"
+  ((rc != 0)) && [[ -z "$note" ]] && note="exit status $rc"
+  if ((rc == 0)); then record "$name" PASS "$took" ""; else record "$name" FAIL "$took" "$note"; fi
+  return "$rc"
+}
+
+skip_step() {  # name reason
+  echo "== $1: skipped ($2)" | tee "$OUT_DIR/$1.log"
+  record "$1" SKIP 0 "$2"
+}
+
+# ---- environment ----------------------------------------------------------------------------------
+{
+  echo "date: $(date -u +%FT%TZ)"
+  echo "repo: $REPO ($(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo 'no git'))"
+  echo "host: $(uname -a)"
+  echo "cpus: $(nproc)"
+  command -v nvcc >/dev/null && nvcc --version || echo "nvcc: not in PATH"
+  cmake --version | head -1 || true
+  g++ --version | head -1 || true
+  command -v ninja >/dev/null && echo "ninja $(ninja --version)" || echo "ninja: absent (Makefiles)"
+  command -v nvidia-smi >/dev/null && nvidia-smi || echo "nvidia-smi: absent"
+} >"$OUT_DIR/environment.log" 2>&1 || true
+
+GENERATOR=()
+command -v ninja >/dev/null && GENERATOR=(-G Ninja)
+if [[ -f "$BUILD/CMakeCache.txt" ]] && ! grep -q "CMAKE_GENERATOR:INTERNAL=${GENERATOR[1]:-Unix Makefiles}" "$BUILD/CMakeCache.txt"; then
+  rm -rf "$BUILD"  # a cache from another generator cannot be reused
+fi
+
+# ---- configure and build --------------------------------------------------------------------------
+configured=0
+if run_step configure 120 cmake -S "$REPO" -B "$BUILD" "${GENERATOR[@]}" -DCMAKE_BUILD_TYPE=Release \
+  -DTESSERA_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DTESSERA_BUILD_TESTS=ON; then
+  configured=1
+else
+  # Name what is missing: no internet here, so a missing package must be installed by hand.
+  missing=$(grep -Eo "Could NOT find [A-Za-z0-9_]+|Could not find a package configuration file provided by \"[A-Za-z0-9_]+\"" \
+    "$OUT_DIR/configure.log" | sed -E 's/.*(find |by ")//; s/"$//' | sort -u | tr '\n' ' ' || true)
+  if [[ -n "$missing" ]]; then
+    STEP_NOTES[-1]="missing packages: $missing(GTest -> libgtest-dev; the gpu tests need it and there is no internet to fetch it)"
+  fi
+  [[ -f "$BUILD/CMakeFiles/CMakeConfigureLog.yaml" ]] && cp "$BUILD/CMakeFiles/CMakeConfigureLog.yaml" "$OUT_DIR/" || true
+fi
+
+built=0
+if ((configured)); then
+  if run_step build 300 cmake --build "$BUILD" -j "$JOBS" --target tessera_gpu_tests tessera; then
+    built=1
+  fi
+else
+  skip_step build "configure failed"
+fi
+
+# ---- device and tests -----------------------------------------------------------------------------
+if command -v nvidia-smi >/dev/null; then
+  run_step nvidia-smi 30 nvidia-smi -L || true
+else
+  record nvidia-smi FAIL 0 "nvidia-smi not found"
+fi
+
+GPU_TESTS="$BUILD/tests/tessera_gpu_tests"
+if ((built)); then
+  run_step ctest-gpu 150 ctest --test-dir "$BUILD" -L gpu --output-on-failure --timeout 120 || true
+  [[ -f "$BUILD/Testing/Temporary/LastTest.log" ]] && cp "$BUILD/Testing/Temporary/LastTest.log" "$OUT_DIR/ctest-LastTest.log" || true
+
+  # ctest counts a GTEST_SKIP as passed; on this machine a skip means the device was not usable.
+  if run_step gpu-tests 150 "$GPU_TESTS" --gtest_output="xml:$OUT_DIR/gpu-tests.xml"; then
+    skipped=$(grep -Eo '\[  SKIPPED \] [0-9]+ test' "$OUT_DIR/gpu-tests.log" | grep -Eo '[0-9]+' | head -1 || true)
+    if [[ -n "$skipped" && "$skipped" != 0 ]]; then
+      STEP_RESULTS[-1]=FAIL
+      STEP_NOTES[-1]="$skipped tests skipped: no usable CUDA device? (see the skip reasons in gpu-tests.log)"
+      FAILED=1
+    fi
+  fi
+
+  SANITIZER="$(command -v compute-sanitizer || true)"
+  [[ -z "$SANITIZER" && -x /usr/local/cuda/compute-sanitizer/compute-sanitizer ]] &&
+    SANITIZER=/usr/local/cuda/compute-sanitizer/compute-sanitizer
+  if [[ -n "$SANITIZER" ]]; then
+    run_step memcheck 150 "$SANITIZER" --tool memcheck --error-exitcode 1 "$GPU_TESTS" \
+      --gtest_filter='*Small*' || true
+    # Shared-memory hazards in the kernels that use barriers (attention, norms, softmax).
+    run_step racecheck 120 "$SANITIZER" --tool racecheck --error-exitcode 1 "$GPU_TESTS" \
+      --gtest_filter='CudaAttention.Small*:CudaNorms.SmallLayerNorm:CudaSoftmax.SmallShapes' || true
+  else
+    record memcheck FAIL 0 "compute-sanitizer not found (PATH, /usr/local/cuda/compute-sanitizer)"
+    record racecheck FAIL 0 "compute-sanitizer not found"
+  fi
+else
+  for s in ctest-gpu gpu-tests memcheck racecheck; do skip_step "$s" "not built"; done
+fi
+
+# ---- CLI ------------------------------------------------------------------------------------------
+CLI="$BUILD/app/cli/tessera"
+if ((built)) && [[ -x "$CLI" ]]; then
+  run_step cli-version 30 "$CLI" --version || true
+  if ! grep -q "cuda: on, device" "$OUT_DIR/cli-version.log" 2>/dev/null && [[ "${STEP_RESULTS[-1]}" == PASS ]]; then
+    STEP_RESULTS[-1]=FAIL
+    STEP_NOTES[-1]="--version does not report a usable CUDA device"
+    FAILED=1
+  fi
+  run_step bench-kernels 120 "$CLI" bench kernels --quick --json "$OUT_DIR/bench-kernels.json" || true
+else
+  skip_step cli-version "CLI not built"
+  skip_step bench-kernels "CLI not built"
+fi
+
+# ---- summary --------------------------------------------------------------------------------------
+summary() {
+  echo
+  echo "gpu-check summary ($(date -u +%FT%TZ), $((SECONDS - START_S))s, logs in $OUT_DIR)"
+  printf '%-14s %-5s %6s  %s\n' STEP RESULT SECS NOTE
+  local i
+  for i in "${!STEP_NAMES[@]}"; do
+    printf '%-14s %-5s %6s  %s\n' "${STEP_NAMES[$i]}" "${STEP_RESULTS[$i]}" "${STEP_SECONDS[$i]}" \
+      "${STEP_NOTES[$i]}"
+  done
+  if [[ -f "$OUT_DIR/gpu-tests.log" ]]; then
+    grep -E '^\[ +(PASSED|SKIPPED|FAILED) +\] [0-9]+ test' "$OUT_DIR/gpu-tests.log" | sed 's/^/gpu tests: /' || true
+  fi
+  if ((FAILED)); then echo "RESULT: FAIL"; else echo "RESULT: PASS"; fi
+}
+summary | tee "$OUT_DIR/summary.txt"
+exit "$FAILED"
