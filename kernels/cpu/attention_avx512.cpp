@@ -1,0 +1,216 @@
+// AVX-512 micro-kernels of CPU attention (contracts in attention.cpp). Call only after
+// detail::active_isa() returned kAvx512. Helpers have internal linkage (no AVX-512 code can leak
+// into portable objects through a shared inline symbol).
+#include <immintrin.h>
+
+#include <cstdint>
+
+// GCC 12's avx512fintrin.h initialises the unused pass-through operand of unmasked intrinsics
+// (_mm512_max_ps, _mm512_scalef_ps, ...) from itself, which -W(maybe-)uninitialized reports once
+// inlined (GCC PR 105593, fixed in GCC 13). The code here is not affected.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+namespace tessera::kernels::cpu::detail::avx512 {
+
+void exp_sub_vec(const float* x, const float* shift, float* y,
+                 int64_t n);  // activations_avx512.cpp
+
+namespace {
+
+inline __mmask16 lanes(int64_t left) {
+  return left >= 16  ? static_cast<__mmask16>(0xffff)
+         : left <= 0 ? static_cast<__mmask16>(0)
+                     : static_cast<__mmask16>((1u << left) - 1u);
+}
+
+// NQ vectors of 16 queries times KB keys: NQ*KB accumulators, one broadcast of k per key and d.
+template <int NQ, int KB>
+inline void qk_block(const float* qt, int64_t bq, const float* k, int64_t k_stride, int64_t dim,
+                     float* st) {
+  __m512 acc[KB][NQ];
+  for (int kb = 0; kb < KB; ++kb)
+    for (int n = 0; n < NQ; ++n) acc[kb][n] = _mm512_setzero_ps();
+  for (int64_t d = 0; d < dim; ++d) {
+    __m512 qv[NQ];
+    for (int n = 0; n < NQ; ++n) qv[n] = _mm512_loadu_ps(qt + d * bq + 16 * n);
+    for (int kb = 0; kb < KB; ++kb) {
+      const __m512 kv = _mm512_set1_ps(k[kb * k_stride + d]);
+      for (int n = 0; n < NQ; ++n) acc[kb][n] = _mm512_fmadd_ps(qv[n], kv, acc[kb][n]);
+    }
+  }
+  for (int kb = 0; kb < KB; ++kb)
+    for (int n = 0; n < NQ; ++n) _mm512_storeu_ps(st + kb * bq + 16 * n, acc[kb][n]);
+}
+
+template <int NQ>
+inline void qk_columns(const float* qt, int64_t bq, const float* k, int64_t k_stride, int64_t nk,
+                       int64_t dim, float* st) {
+  // Enough independent accumulators (>= 8) to hide the FMA latency.
+  constexpr int KB = NQ >= 3 ? 4 : (NQ == 2 ? 6 : 8);
+  int64_t j = 0;
+  for (; j + KB <= nk; j += KB)
+    qk_block<NQ, KB>(qt, bq, k + j * k_stride, k_stride, dim, st + j * bq);
+  for (; j < nk; ++j) qk_block<NQ, 1>(qt, bq, k + j * k_stride, k_stride, dim, st + j * bq);
+}
+
+// R rows of o, NV vectors (16 floats each, the last one masked by `last`) of the head dim.
+template <int R, int NV>
+inline void pv_block(const float* pt, int64_t bq, const float* v, int64_t v_stride, int64_t nk,
+                     const float* alpha, float* o, int64_t ldo, __mmask16 last) {
+  __m512 acc[R][NV];
+  for (int r = 0; r < R; ++r) {
+    const __m512 a = _mm512_set1_ps(alpha[r]);
+    for (int n = 0; n < NV; ++n) {
+      const __mmask16 m = n == NV - 1 ? last : static_cast<__mmask16>(0xffff);
+      acc[r][n] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, o + r * ldo + 16 * n), a);
+    }
+  }
+  for (int64_t j = 0; j < nk; ++j) {
+    __m512 vv[NV];
+    for (int n = 0; n < NV; ++n) {
+      const __mmask16 m = n == NV - 1 ? last : static_cast<__mmask16>(0xffff);
+      vv[n] = _mm512_maskz_loadu_ps(m, v + j * v_stride + 16 * n);
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m512 p = _mm512_set1_ps(pt[j * bq + r]);
+      for (int n = 0; n < NV; ++n) acc[r][n] = _mm512_fmadd_ps(p, vv[n], acc[r][n]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int n = 0; n < NV; ++n) {
+      const __mmask16 m = n == NV - 1 ? last : static_cast<__mmask16>(0xffff);
+      _mm512_mask_storeu_ps(o + r * ldo + 16 * n, m, acc[r][n]);
+    }
+  }
+}
+
+template <int R>
+inline void pv_rows(const float* pt, int64_t bq, const float* v, int64_t v_stride, int64_t nk,
+                    int64_t dim, const float* alpha, float* o, int64_t ldo) {
+  for (int64_t d0 = 0; d0 < dim; d0 += 64) {
+    const int64_t left = dim - d0;
+    const int nv = left >= 64 ? 4 : static_cast<int>((left + 15) / 16);
+    const __mmask16 last = lanes(left - 16 * (nv - 1));
+    switch (nv) {
+      case 4:
+        pv_block<R, 4>(pt, bq, v + d0, v_stride, nk, alpha, o + d0, ldo, last);
+        break;
+      case 3:
+        pv_block<R, 3>(pt, bq, v + d0, v_stride, nk, alpha, o + d0, ldo, last);
+        break;
+      case 2:
+        pv_block<R, 2>(pt, bq, v + d0, v_stride, nk, alpha, o + d0, ldo, last);
+        break;
+      default:
+        pv_block<R, 1>(pt, bq, v + d0, v_stride, nk, alpha, o + d0, ldo, last);
+        break;
+    }
+  }
+}
+
+}  // namespace
+
+void qk_tile(const float* qt, int64_t bq, const float* k, int64_t k_stride, int64_t nk, int64_t dim,
+             float* st) {
+  for (int64_t i0 = 0; i0 < bq; i0 += 64) {
+    switch ((bq - i0) >= 64 ? 4 : (bq - i0) / 16) {
+      case 4:
+        qk_columns<4>(qt + i0, bq, k, k_stride, nk, dim, st + i0);
+        break;
+      case 3:
+        qk_columns<3>(qt + i0, bq, k, k_stride, nk, dim, st + i0);
+        break;
+      case 2:
+        qk_columns<2>(qt + i0, bq, k, k_stride, nk, dim, st + i0);
+        break;
+      default:
+        qk_columns<1>(qt + i0, bq, k, k_stride, nk, dim, st + i0);
+        break;
+    }
+  }
+}
+
+void softmax_tile(float* st, int64_t nk, int64_t bq, float* m, float* l, float* alpha) {
+  alignas(64) float m_safe[64] = {};
+  const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
+  for (int64_t i = 0; i < bq; i += 16) {
+    __m512 mx = _mm512_loadu_ps(m + i);
+    for (int64_t j = 0; j < nk; ++j) mx = _mm512_max_ps(mx, _mm512_loadu_ps(st + j * bq + i));
+    // A column with nothing visible yet keeps m = -inf; it is shifted by 0 so exp gives 0, not NaN.
+    const __mmask16 empty = _mm512_cmp_ps_mask(mx, neg_inf, _CMP_EQ_OQ);
+    _mm512_storeu_ps(m_safe + i, _mm512_mask_mov_ps(mx, empty, _mm512_setzero_ps()));
+    _mm512_storeu_ps(alpha + i, _mm512_loadu_ps(m + i));  // m_old, exponentiated below
+    _mm512_storeu_ps(m + i, mx);
+  }
+  exp_sub_vec(alpha, m_safe, alpha, bq);
+  __m512 sums[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                    _mm512_setzero_ps()};
+  for (int64_t j = 0; j < nk; ++j) {
+    float* row = st + j * bq;
+    exp_sub_vec(row, m_safe, row, bq);
+    for (int64_t i = 0; i < bq; i += 16)
+      sums[i / 16] = _mm512_add_ps(sums[i / 16], _mm512_loadu_ps(row + i));
+  }
+  for (int64_t i = 0; i < bq; i += 16) {
+    const __m512 li =
+        _mm512_fmadd_ps(_mm512_loadu_ps(l + i), _mm512_loadu_ps(alpha + i), sums[i / 16]);
+    _mm512_storeu_ps(l + i, li);
+  }
+}
+
+void pv_tile(const float* pt, int64_t bq, int64_t rows, const float* v, int64_t v_stride,
+             int64_t nk, int64_t dim, const float* alpha, float* o, int64_t ldo) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4)
+    pv_rows<4>(pt + r, bq, v, v_stride, nk, dim, alpha + r, o + r * ldo, ldo);
+  switch (rows - r) {
+    case 3:
+      pv_rows<3>(pt + r, bq, v, v_stride, nk, dim, alpha + r, o + r * ldo, ldo);
+      break;
+    case 2:
+      pv_rows<2>(pt + r, bq, v, v_stride, nk, dim, alpha + r, o + r * ldo, ldo);
+      break;
+    case 1:
+      pv_rows<1>(pt + r, bq, v, v_stride, nk, dim, alpha + r, o + r * ldo, ldo);
+      break;
+    default:
+      break;
+  }
+}
+
+void dot_scores(const float* q, const float* k, int64_t k_stride, int64_t nk, int64_t dim,
+                float scale, float* s) {
+  int64_t j = 0;
+  // Four keys at a time: four independent FMA chains share each load of q.
+  for (; j + 4 <= nk; j += 4) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    __m512 a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+    const float* k0 = k + j * k_stride;
+    for (int64_t d = 0; d < dim; d += 16) {
+      const __mmask16 m = lanes(dim - d);
+      const __m512 qv = _mm512_maskz_loadu_ps(m, q + d);
+      a0 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k0 + d), a0);
+      a1 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k0 + k_stride + d), a1);
+      a2 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k0 + 2 * k_stride + d), a2);
+      a3 = _mm512_fmadd_ps(qv, _mm512_maskz_loadu_ps(m, k0 + 3 * k_stride + d), a3);
+    }
+    s[j] = _mm512_reduce_add_ps(a0) * scale;
+    s[j + 1] = _mm512_reduce_add_ps(a1) * scale;
+    s[j + 2] = _mm512_reduce_add_ps(a2) * scale;
+    s[j + 3] = _mm512_reduce_add_ps(a3) * scale;
+  }
+  for (; j < nk; ++j) {
+    __m512 a0 = _mm512_setzero_ps();
+    for (int64_t d = 0; d < dim; d += 16) {
+      const __mmask16 m = lanes(dim - d);
+      a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + d),
+                           _mm512_maskz_loadu_ps(m, k + j * k_stride + d), a0);
+    }
+    s[j] = _mm512_reduce_add_ps(a0) * scale;
+  }
+}
+
+}  // namespace tessera::kernels::cpu::detail::avx512
