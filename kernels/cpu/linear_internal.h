@@ -1,0 +1,85 @@
+// Internals of cpu::linear shared by its ISA-specific files (linear.cpp, linear_avx2.cpp,
+// linear_avx512.cpp) and by tests/kernels/linear_test.cpp, which runs every variant explicitly.
+//
+// Plan of cpu::linear (y[m, n] = x[m, :] . w[n, :] + bias[n]):
+// - Small m (m <= kBlockedMaxRowsF32 / kBlockedMaxRowsBf16), or BLAS not in use: the "row-block"
+//   path. Output rows n are split across default_thread_pool(); each task walks its weight rows in
+//   blocks of kRowBlock rows and, for every block, runs the dot kernel over all m rows of x,
+//   kMaxRowsPerPass at a time. The block is read from memory once and re-read from L1/L2 by later
+//   passes, so for the decode GEMV (m == 1) and small m the weights stream through exactly once:
+//   the memory-bound case. bf16 weights are widened to f32 in registers (exact), x stays f32.
+// - Larger m with BLAS: GEMM through single-threaded OpenBLAS sgemm, one call per column block of
+//   y inside the pool (linear.cpp says why OpenBLAS runs single-threaded). bf16 weights are first
+//   expanded into a per-thread f32 panel of kPanelRows x kPanelCols.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/ops.h"
+
+namespace tessera::kernels::cpu::linear_detail {
+
+// Instruction set of the dot-product and conversion kernels.
+enum class Isa { kScalar, kAvx2, kAvx512 };
+
+struct LinearConfig {
+  Isa isa = Isa::kScalar;
+  // Large m through OpenBLAS sgemm. False gives the all-scalar path (TESSERA_NO_SIMD=1) that uses
+  // no vector code of ours or OpenBLAS's.
+  bool use_blas = false;
+};
+
+// What cpu::linear uses now: the best ISA cpu_features() allows (scalar when SIMD is disabled or
+// the CPU lacks AVX2+FMA), BLAS unless SIMD is disabled.
+LinearConfig default_linear_config();
+const char* isa_name(Isa isa);
+// True when this CPU (cpu_features(), so the SIMD switch included) can run `isa`.
+bool isa_supported(Isa isa);
+
+// cpu::linear with an explicit configuration (tests, benchmarks). `config.isa` must be supported
+// (asserted). Same contract as cpu::linear otherwise.
+void linear_with_config(const LinearConfig& config, const float* x, int64_t m, const Weight& w,
+                        const float* bias, float* y);
+
+// Largest m served by the row-block path when BLAS is available, per weight dtype. Measured on
+// Zen 4, 2 threads (best of 15 runs; the machine was shared): f32 sgemm wins from m ~ 12 on; bf16
+// weights must first be expanded into panels for sgemm, and the row-block kernel (which expands in
+// registers) stays ahead up to m ~ 100 (1536x1536: 134 vs 115 GFLOP/s at m = 77; 71 vs 89 at m =
+// 256).
+constexpr int64_t kBlockedMaxRowsF32 = 8;
+constexpr int64_t kBlockedMaxRowsBf16 = 96;
+// Rows of x handled per pass over a weight block by the dot kernels (register blocking limit).
+constexpr int64_t kMaxRowsPerPass = 4;
+// Weight rows per block in the row-block path: the block is reused from cache for every pass.
+constexpr int64_t kRowBlock = 16;
+// f32 panel of expanded bf16 weights for the sgemm path (per thread, 1 MiB): 256 output columns x
+// 1024 of K. sgemm packs x once per call, so each packed element of x is reused 2 * 256 flops.
+constexpr int64_t kPanelRows = 256;
+constexpr int64_t kPanelCols = 1024;
+
+// Dot-product kernel of the row-block path, one per ISA:
+//   y[i * ldy + n] = sum_k x[i * k_dim + k] * w[n, k]  (+ bias[n] when bias != nullptr)
+// for i in [0, rows) with rows <= kMaxRowsPerPass, and n in [n_begin, n_end).
+// w.dtype is kF32 or kBF16; k_dim == w.cols.
+using DotRowsFn = void (*)(const float* x, int64_t rows, const Weight& w, const float* bias,
+                           float* y, int64_t ldy, int64_t n_begin, int64_t n_end);
+void dot_rows_scalar(const float* x, int64_t rows, const Weight& w, const float* bias, float* y,
+                     int64_t ldy, int64_t n_begin, int64_t n_end);
+void dot_rows_avx2(const float* x, int64_t rows, const Weight& w, const float* bias, float* y,
+                   int64_t ldy, int64_t n_begin, int64_t n_end);
+void dot_rows_avx512(const float* x, int64_t rows, const Weight& w, const float* bias, float* y,
+                     int64_t ldy, int64_t n_begin, int64_t n_end);
+
+// bf16 -> f32 for a rows x cols block: dst[r * ld_dst + c] = src[r * ld_src + c]. Exact.
+using ExpandBf16Fn = void (*)(const uint16_t* src, int64_t ld_src, int64_t rows, int64_t cols,
+                              float* dst, int64_t ld_dst);
+void expand_bf16_scalar(const uint16_t* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
+                        int64_t ld_dst);
+void expand_bf16_avx2(const uint16_t* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
+                      int64_t ld_dst);
+void expand_bf16_avx512(const uint16_t* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
+                        int64_t ld_dst);
+// The expansion kernel of `isa` (also used by cpu::embedding_gather).
+ExpandBf16Fn expand_bf16_for(Isa isa);
+
+}  // namespace tessera::kernels::cpu::linear_detail

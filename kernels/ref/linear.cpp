@@ -1,0 +1,29 @@
+// Reference linear layer: the plain triple loop every fast version is tested against. Accumulates
+// in double, so its own rounding error is negligible next to the f32 kernels it checks.
+#include <cassert>
+
+#include "engine/core/dtype.h"
+#include "kernels/ops.h"
+
+namespace tessera::kernels::ref {
+
+void linear(const float* x, int64_t m, const Weight& w, const float* bias, float* y) {
+  assert(w.dtype == DType::kF32 || w.dtype == DType::kBF16);
+  const int64_t n_out = w.rows;
+  const int64_t k_dim = w.cols;
+  const auto* w_f32 = static_cast<const float*>(w.data);
+  const auto* w_bf16 = static_cast<const uint16_t*>(w.data);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t n = 0; n < n_out; ++n) {
+      double sum = bias ? static_cast<double>(bias[n]) : 0.0;
+      for (int64_t k = 0; k < k_dim; ++k) {
+        const float wk =
+            w.dtype == DType::kF32 ? w_f32[n * k_dim + k] : bf16_to_f32(w_bf16[n * k_dim + k]);
+        sum += static_cast<double>(x[i * k_dim + k]) * static_cast<double>(wk);
+      }
+      y[i * n_out + n] = static_cast<float>(sum);
+    }
+  }
+}
+
+}  // namespace tessera::kernels::ref
