@@ -1,40 +1,20 @@
 // End-to-end tests of the `tessera` executable: runs it as a user would and checks output and exit
-// codes, including bad input (missing files, directories, truncated checkpoints, invalid UTF-8).
-#include <sys/wait.h>
-
+// codes, including bad input (missing files, directories, truncated checkpoints, odd prompts).
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
+#include "engine/core/safetensors.h"
+#include "tests/support/cli_runner.h"
+
+namespace tessera {
 namespace {
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out;  // stdout and stderr, interleaved
-};
-
-[[maybe_unused]] std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += (c == '\'') ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-RunResult run_cli(const std::string& args) {
-  RunResult r;
-  const std::string cmd = std::string(TESSERA_CLI_PATH) + " " + args + " 2>&1";
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  if (!pipe) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  const int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
+using testing::run_tessera;
+using testing::shell_quote;
 
 class CliTest : public ::testing::Test {
  protected:
@@ -46,20 +26,89 @@ class CliTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  // A small checkpoint with Cube-like names: two f32 tensors and one bf16.
+  std::string write_checkpoint() {
+    const std::string file = path("small.safetensors");
+    std::vector<float> a(3 * 4, 0.5f), b(7, -1.0f), c(2 * 3, 2.0f);
+    std::vector<TensorToWrite> tensors = {
+        TensorToWrite::from_f32("text_proj.weight", DType::kF32, {3, 4}, a.data()),
+        TensorToWrite::from_f32("text_proj.bias", DType::kF32, {7}, b.data()),
+        TensorToWrite::from_f32("lm_head.weight", DType::kBF16, {2, 3}, c.data()),
+    };
+    const Status st = write_safetensors(file, tensors, {{"format", "pt"}});
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    return file;
+  }
   std::filesystem::path dir_;
 };
 
 TEST_F(CliTest, VersionNamesBuildCudaAndCpu) {
-  const RunResult r = run_cli("--version");
-  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto r = run_tessera("--version");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("tessera " TESSERA_VERSION), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("cuda:"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("cpu features:"), std::string::npos) << r.out;
 }
 
 TEST_F(CliTest, UnknownCommandIsAUsageError) {
-  const RunResult r = run_cli("frobnicate");
+  const auto r = run_tessera("frobnicate");
   EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(r.exit_code, 128) << "killed by a signal";
+}
+
+TEST_F(CliTest, InfoListsTensorsParametersAndMetadata) {
+  const std::string file = write_checkpoint();
+  const auto r = run_tessera("info " + shell_quote(file));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* expected : {"text_proj.weight", "text_proj.bias", "lm_head.weight", "BF16",
+                               "[3, 4]", "25", "format"}) {
+    EXPECT_NE(r.out.find(expected), std::string::npos) << expected << "\n" << r.out;
+  }
+  const auto json = run_tessera("info --json " + shell_quote(file));
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_NE(json.out.find("\"lm_head.weight\""), std::string::npos) << json.out;
+}
+
+TEST_F(CliTest, InfoOnBadInputIsAClearErrorNotACrash) {
+  const std::string file = write_checkpoint();
+  // Truncated copy.
+  std::ifstream in(file, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string truncated = path("truncated.safetensors");
+  std::ofstream(truncated, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size() - 5));
+  const std::string garbage = path("garbage.safetensors");
+  std::ofstream(garbage, std::ios::binary) << "this is not a checkpoint at all";
+  for (const std::string& bad : {truncated, garbage, path("missing.safetensors"), dir_.string()}) {
+    const auto r = run_tessera("info " + shell_quote(bad));
+    EXPECT_EQ(r.exit_code, 1) << bad << "\n" << r.out << r.err;
+    EXPECT_EQ(r.err.rfind("tessera info: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(bad), std::string::npos) << "error must name the file: " << r.err;
+  }
+}
+
+TEST_F(CliTest, TokenizeOddPromptsNeverCrash) {
+  // Empty prompt: BOS EOS only.
+  const auto empty = run_tessera("tokenize ''");
+  EXPECT_EQ(empty.exit_code, 0) << empty.err;
+  EXPECT_EQ(empty.out, "49406 49407\n");
+  // 10,000 characters: works and is padded/truncated to 77 on request.
+  const std::string long_prompt(10000, 'a');
+  const auto longest = run_tessera("tokenize --pad 77 " + shell_quote(std::string(5000, 'x') + " " +
+                                                              std::string(4999, 'y')));
+  EXPECT_EQ(longest.exit_code, 0) << longest.err;
+  int ids = 0;
+  for (char c : longest.out) ids += (c == ' ');
+  EXPECT_EQ(ids + 1, 77) << longest.out;
+  EXPECT_NE(longest.out.find("49406 "), std::string::npos);
+  EXPECT_EQ(longest.out.substr(longest.out.size() - 6), "49407\n");
+  const auto unpadded = run_tessera("tokenize " + shell_quote(long_prompt));
+  EXPECT_EQ(unpadded.exit_code, 0) << unpadded.err;
+  // Invalid UTF-8 bytes: replaced (documented in engine/text/clip_tokenizer.h), not an error.
+  const auto invalid = run_tessera("tokenize \"$(printf 'a \\377\\376 cat')\"");
+  EXPECT_EQ(invalid.exit_code, 0) << invalid.err;
+  EXPECT_EQ(invalid.out.rfind("49406 320 ", 0), 0u) << invalid.out;
 }
 
 }  // namespace
+}  // namespace tessera

@@ -1,45 +1,16 @@
 // End-to-end checks of `tessera tokenize` (the binary built next to the tests).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
+
+#include "tests/support/cli_runner.h"
 
 namespace {
 
-namespace fs = std::filesystem;
+using tessera::testing::CliResult;
 
-struct CliResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-// Runs `tessera tokenize ARGS` through the shell; ARGS must be quoted by the caller.
 CliResult run_tokenize(const std::string& args, const std::string& env = "") {
-  const fs::path dir =
-      fs::temp_directory_path() / ("tessera_cli_tok_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const std::string cmd = env + " '" + TESSERA_CLI_PATH + "' tokenize " + args + " >'" +
-                          (dir / "out").string() + "' 2>'" + (dir / "err").string() + "'";
-  const int status = std::system(cmd.c_str());
-  CliResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(dir / "out");
-  r.err = slurp(dir / "err");
-  fs::remove_all(dir);
-  return r;
+  return tessera::testing::run_tessera("tokenize " + args, env);
 }
 
 const std::string kVocabDir = std::string(TESSERA_SOURCE_DIR) + "/assets/vocab/clip";
