@@ -97,8 +97,13 @@ void infer_cube_gpt(const ShapeIndex& idx, CheckpointKindInfo* info) {
   put(info, "mlp_hidden", idx.dim("transformer.dual_blocks.0.post_1.mlp.gate_proj.weight", 0));
   put(info, "text_dim", idx.dim("text_proj.weight", 1));
   put(info, "code_dim", idx.dim("shape_proj.weight", 1));
-  // Not visible in the GPT's shapes; fixed per version by the reference (spec/cube3d.md).
-  put(info, "num_latents", v05 ? 1024 : 512);
+  // Not visible in the GPT's shapes. The published checkpoints fix it per version
+  // (spec/cube3d.md); for any other size it is the shape tokenizer's latent count.
+  const auto vocab = idx.dim("transformer.wte.weight", 0);
+  if (n_embd && *n_embd == 1536 && vocab && *vocab == 16387)
+    put(info, "num_latents", v05 ? 1024 : 512);
+  else
+    info->notes.push_back("num_latents not fixed by this GPT: it is the shape tokenizer's latent count");
 }
 
 void infer_cube_shape(const ShapeIndex& idx, CheckpointKindInfo* info) {

@@ -15,7 +15,8 @@
 // This is a coarse classification for `tessera info` and for early, clear error messages; model
 // loaders still check every tensor they use (SafeTensors::expect) and report what is missing.
 // Config values that the shapes cannot show are not invented, with one documented exception:
-// cube3d-gpt's "num_latents" (generation length), which the spec fixes per version.
+// cube3d-gpt's "num_latents" (generation length), which the spec fixes per version for the
+// published full-size checkpoints (other sizes get a note instead).
 #pragma once
 
 #include <cstdint>
