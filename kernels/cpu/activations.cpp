@@ -1,51 +1,25 @@
 // CPU elementwise activations: threads over contiguous chunks, AVX-512 / AVX2 bodies picked at run
 // time (activations_avx512.cpp, activations_avx2.cpp), plain scalar loops when SIMD is off.
 //
-// This file also owns the ISA choice every CPU op of this family uses (detail::active_isa) and the
-// scalar exp helpers that softmax and attention share with the SIMD files.
+// This file also defines the scalar exp helper that softmax and attention share with the SIMD
+// files (simd_internal.h).
 //
 // Accuracy of the SIMD paths (measured against double references in activations_test):
 //   exp: Cephes polynomial, <= 2 ulp relative on [-87, 88]; exactly 0 for -inf and below -87.3
 //   (AVX2) / -104 (AVX-512). erf: rational approximation (Eigen / XLA), <= 1.5e-7 absolute on all
 //   of R. silu = x * sigmoid(x); gelu_tanh = x * sigmoid(2u) == 0.5x(1 + tanh(u)) (exact identity),
 //   with sigmoid evaluated from exp(-|t|) so it never overflows.
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 
-#include "engine/core/cpu_features.h"
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/simd_internal.h"
 #include "kernels/ops.h"
 
 namespace tessera::kernels::cpu {
 
 namespace detail {
-enum class Isa : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
-
-namespace {
-std::atomic<int> g_isa_limit{static_cast<int>(Isa::kAvx512)};
-}  // namespace
-
-// The best ISA that cpu_features() allows (nothing when SIMD is switched off), capped by
-// limit_isa(). AVX2 also needs FMA; AVX-512 needs only AVX512F for these ops.
-Isa active_isa() {
-  const CpuFeatures f = cpu_features();
-  Isa best = Isa::kScalar;
-  if (f.avx512f && f.avx2 && f.fma) {
-    best = Isa::kAvx512;
-  } else if (f.avx2 && f.fma) {
-    best = Isa::kAvx2;
-  }
-  const int limit = g_isa_limit.load(std::memory_order_relaxed);
-  return static_cast<int>(best) <= limit ? best : static_cast<Isa>(limit);
-}
-
-// Caps the ISA (tests use it to run the AVX2 path on AVX-512 machines). Not for use while kernels
-// run.
-void limit_isa(Isa max_isa) {
-  g_isa_limit.store(static_cast<int>(max_isa));
-}
-
 namespace scalar {
 float exp_sub_sum(const float* x, float shift, float* y, int64_t n) {
   float sum = 0.0f;
@@ -54,9 +28,6 @@ float exp_sub_sum(const float* x, float shift, float* y, int64_t n) {
     sum += y[i];
   }
   return sum;
-}
-void exp_sub_vec(const float* x, const float* shift, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i] - shift[i]);
 }
 }  // namespace scalar
 
@@ -76,7 +47,6 @@ TESSERA_ACTIVATION_ISA_DECLS
 }  // namespace detail
 
 namespace {
-using detail::Isa;
 
 // Elementwise ops are memory bound: a chunk of 32K floats (128 KiB in + out) amortises a task
 // hand-off; smaller arrays (a decode step's activations) run on the calling thread.
@@ -95,7 +65,7 @@ float gelu_tanh_scalar(float x) {
 
 template <class Avx512Fn, class Avx2Fn, class ScalarFn>
 void elementwise(int64_t n, Avx512Fn avx512_fn, Avx2Fn avx2_fn, ScalarFn scalar_fn) {
-  const Isa isa = detail::active_isa();
+  const Isa isa = active_isa();
   default_thread_pool().parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
     switch (isa) {
       case Isa::kAvx512:
@@ -150,7 +120,7 @@ void swiglu(const float* gate, const float* up, float* y, int64_t n) {
 
 void geglu(const float* x, float* y, int64_t rows, int64_t hidden) {
   if (rows <= 0 || hidden <= 0) return;
-  const Isa isa = detail::active_isa();
+  const Isa isa = active_isa();
   const int64_t grain = hidden >= kGrain ? 1 : kGrain / hidden;
   default_thread_pool().parallel_for(rows, grain, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {

@@ -1,10 +1,12 @@
 // AVX2 + FMA bodies of the elementwise activations and the vectorised exp shared with softmax and
 // attention: the fallback for CPUs without AVX-512. Compiled with AVX2 flags: call only after
-// detail::active_isa() returned kAvx2 (or better). Helpers have internal linkage so no AVX2 code
+// active_isa() returned kAvx2 (or better). Helpers have internal linkage so no AVX2 code
 // can leak into portable objects through a shared inline symbol.
 #include <immintrin.h>
 
 #include <cstdint>
+
+#include "kernels/cpu/simd_internal.h"
 
 namespace tessera::kernels::cpu::detail::avx2 {
 

@@ -1,10 +1,12 @@
 // AVX-512 bodies of the elementwise activations and the vectorised exp shared with softmax and
-// attention. Compiled with AVX-512 flags: call only after detail::active_isa() returned kAvx512.
+// attention. Compiled with AVX-512 flags: call only after active_isa() returned kAvx512.
 // Everything but the exported functions has internal linkage, so no AVX-512 code can leak into the
 // portable objects through a shared inline symbol.
 #include <immintrin.h>
 
 #include <cstdint>
+
+#include "kernels/cpu/simd_internal.h"
 
 // GCC 12's avx512fintrin.h initialises the unused pass-through operand of unmasked intrinsics
 // (_mm512_max_ps, _mm512_scalef_ps, ...) from itself, which -W(maybe-)uninitialized reports once

@@ -28,14 +28,13 @@
 #include <limits>
 
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/simd_internal.h"
 #include "kernels/ops.h"
 
 namespace tessera::kernels::cpu {
 
 namespace detail {
-enum class Isa : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
-Isa active_isa();  // activations.cpp
-
 // The micro-kernels. bq (queries per tile, the row length of qt/st/pt) is a multiple of 16 and at
 // most 64 for qk_tile and softmax_tile; pv_tile also accepts bq == 1 (decode).
 #define TESSERA_ATTENTION_ISA_DECLS                                                                \
@@ -51,18 +50,13 @@ Isa active_isa();  // activations.cpp
                int64_t nk, int64_t dim, const float* alpha, float* o, int64_t ldo);                \
   /* s[j] = scale * (q . k_j) for j < nk. */                                                       \
   void dot_scores(const float* q, const float* k, int64_t k_stride, int64_t nk, int64_t dim,       \
-                  float scale, float* s);                                                          \
-  /* y = exp(x - shift); returns sum(y) (activations_*.cpp). */                                    \
-  float exp_sub_sum(const float* x, float shift, float* y, int64_t n);
+                  float scale, float* s);
 namespace avx512 {
 TESSERA_ATTENTION_ISA_DECLS
 }  // namespace avx512
 namespace avx2 {
 TESSERA_ATTENTION_ISA_DECLS
 }  // namespace avx2
-namespace scalar {
-float exp_sub_sum(const float* x, float shift, float* y, int64_t n);  // activations.cpp
-}  // namespace scalar
 #undef TESSERA_ATTENTION_ISA_DECLS
 }  // namespace detail
 
@@ -141,7 +135,7 @@ struct Kernels {
   decltype(&detail::scalar::exp_sub_sum) exp_sub_sum;
 };
 
-const Kernels& kernels_for(detail::Isa isa) {
+const Kernels& kernels_for(Isa isa) {
   static const Kernels kScalar{qk_tile_scalar, softmax_tile_scalar, pv_tile_scalar,
                                dot_scores_scalar, detail::scalar::exp_sub_sum};
   static const Kernels kAvx2{detail::avx2::qk_tile, detail::avx2::softmax_tile,
@@ -151,11 +145,11 @@ const Kernels& kernels_for(detail::Isa isa) {
                                detail::avx512::pv_tile, detail::avx512::dot_scores,
                                detail::avx512::exp_sub_sum};
   switch (isa) {
-    case detail::Isa::kAvx512:
+    case Isa::kAvx512:
       return kAvx512;
-    case detail::Isa::kAvx2:
+    case Isa::kAvx2:
       return kAvx2;
-    case detail::Isa::kScalar:
+    case Isa::kScalar:
       break;
   }
   return kScalar;
@@ -269,7 +263,7 @@ void attention_rows(const Kernels& kr, const float* q, const float* k, const flo
 void attention_decode(const float* q, const float* k, const float* v, float* o,
                       const AttentionShape& s) {
   assert(s.q_len == 1);
-  const Kernels& kr = kernels_for(detail::active_isa());
+  const Kernels& kr = kernels_for(active_isa());
   const int64_t dim = s.head_dim;
   const int64_t pairs = s.batch * s.heads;
   ThreadPool& pool = default_thread_pool();
@@ -348,7 +342,7 @@ void attention(const float* q, const float* k, const float* v, float* o, const A
     attention_decode(q, k, v, o, s);
     return;
   }
-  const Kernels& kr = kernels_for(detail::active_isa());
+  const Kernels& kr = kernels_for(active_isa());
   const int64_t bq = query_tile_for(s.head_dim);
   if (bq == 0) {
     attention_rows(kr, q, k, v, o, s);

@@ -1,13 +1,13 @@
 // AVX2 + FMA micro-kernels of CPU attention (contracts in attention.cpp), the fallback for CPUs
-// without AVX-512. Call only after detail::active_isa() returned kAvx2 or better. Helpers have
+// without AVX-512. Call only after active_isa() returned kAvx2 or better. Helpers have
 // internal linkage (no AVX2 code can leak into portable objects through a shared inline symbol).
 #include <immintrin.h>
 
 #include <cstdint>
 
-namespace tessera::kernels::cpu::detail::avx2 {
+#include "kernels/cpu/simd_internal.h"
 
-void exp_sub_vec(const float* x, const float* shift, float* y, int64_t n);  // activations_avx2.cpp
+namespace tessera::kernels::cpu::detail::avx2 {
 
 namespace {
 

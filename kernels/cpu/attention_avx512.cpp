@@ -1,9 +1,11 @@
 // AVX-512 micro-kernels of CPU attention (contracts in attention.cpp). Call only after
-// detail::active_isa() returned kAvx512. Helpers have internal linkage (no AVX-512 code can leak
+// active_isa() returned kAvx512. Helpers have internal linkage (no AVX-512 code can leak
 // into portable objects through a shared inline symbol).
 #include <immintrin.h>
 
 #include <cstdint>
+
+#include "kernels/cpu/simd_internal.h"
 
 // GCC 12's avx512fintrin.h initialises the unused pass-through operand of unmasked intrinsics
 // (_mm512_max_ps, _mm512_scalef_ps, ...) from itself, which -W(maybe-)uninitialized reports once
@@ -14,9 +16,6 @@
 #endif
 
 namespace tessera::kernels::cpu::detail::avx512 {
-
-void exp_sub_vec(const float* x, const float* shift, float* y,
-                 int64_t n);  // activations_avx512.cpp
 
 namespace {
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/linear_internal.h"
 #include "kernels/ops.h"
 
@@ -14,8 +15,7 @@ void embedding_gather(const Weight& table, const int32_t* ids, int64_t n, float*
   assert(table.dtype == DType::kF32 || table.dtype == DType::kBF16);
   const int64_t dim = table.cols;
   if (n <= 0 || dim <= 0) return;
-  const linear_detail::ExpandBf16Fn expand =
-      linear_detail::expand_bf16_for(linear_detail::default_linear_config().isa);
+  const linear_detail::ExpandBf16Fn expand = linear_detail::expand_bf16_for(active_isa());
   auto gather_range = [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       assert(ids[i] >= 0 && ids[i] < table.rows);

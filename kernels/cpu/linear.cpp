@@ -19,6 +19,7 @@
 #include "engine/core/cpu_features.h"
 #include "engine/core/dtype.h"
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/linear_internal.h"
 #include "kernels/ops.h"
 
@@ -198,36 +199,9 @@ ExpandBf16Fn expand_bf16_for(Isa isa) {
   return expand_bf16_scalar;
 }
 
-const char* isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::kAvx512:
-      return "avx512";
-    case Isa::kAvx2:
-      return "avx2";
-    case Isa::kScalar:
-      break;
-  }
-  return "scalar";
-}
-
-bool isa_supported(Isa isa) {
-  const CpuFeatures f = cpu_features();
-  switch (isa) {
-    case Isa::kAvx512:
-      return f.avx512f && f.avx512bw && f.avx512vl && f.avx2 && f.fma;
-    case Isa::kAvx2:
-      return f.avx2 && f.fma;
-    case Isa::kScalar:
-      break;
-  }
-  return true;
-}
-
 LinearConfig default_linear_config() {
   LinearConfig config;
-  config.isa = isa_supported(Isa::kAvx512) ? Isa::kAvx512
-               : isa_supported(Isa::kAvx2) ? Isa::kAvx2
-                                           : Isa::kScalar;
+  config.isa = active_isa();
   config.use_blas = simd_enabled();
   return config;
 }

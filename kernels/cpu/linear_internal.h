@@ -15,26 +15,22 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/isa.h"
 #include "kernels/ops.h"
 
 namespace tessera::kernels::cpu::linear_detail {
 
-// Instruction set of the dot-product and conversion kernels.
-enum class Isa { kScalar, kAvx2, kAvx512 };
-
 struct LinearConfig {
+  // Instruction set of the dot-product and conversion kernels (isa.h).
   Isa isa = Isa::kScalar;
   // Large m through OpenBLAS sgemm. False gives the all-scalar path (TESSERA_NO_SIMD=1) that uses
   // no vector code of ours or OpenBLAS's.
   bool use_blas = false;
 };
 
-// What cpu::linear uses now: the best ISA cpu_features() allows (scalar when SIMD is disabled or
-// the CPU lacks AVX2+FMA), BLAS unless SIMD is disabled.
+// What cpu::linear uses now: active_isa() (scalar when SIMD is disabled or the CPU lacks
+// AVX2+FMA), BLAS unless SIMD is disabled.
 LinearConfig default_linear_config();
-const char* isa_name(Isa isa);
-// True when this CPU (cpu_features(), so the SIMD switch included) can run `isa`.
-bool isa_supported(Isa isa);
 
 // cpu::linear with an explicit configuration (tests, benchmarks). `config.isa` must be supported
 // (asserted). Same contract as cpu::linear otherwise.

@@ -11,14 +11,12 @@
 #include <cstdint>
 
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/ops.h"
 
 namespace tessera::kernels::cpu {
 
 namespace detail {
-enum class Isa : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
-Isa active_isa();  // activations.cpp
-
 #define TESSERA_NORM_ISA_DECLS                                                          \
   void layer_norm_row(const float* x, const float* weight, const float* bias, float* y, \
                       int64_t dim, float eps);                                          \
@@ -33,7 +31,6 @@ TESSERA_NORM_ISA_DECLS
 }  // namespace detail
 
 namespace {
-using detail::Isa;
 
 void layer_norm_row_scalar(const float* x, const float* weight, const float* bias, float* y,
                            int64_t dim, float eps) {
@@ -75,7 +72,7 @@ int64_t row_grain(int64_t dim) {
 void layer_norm(const float* x, const float* weight, const float* bias, float* y, int64_t rows,
                 int64_t dim, float eps) {
   if (rows <= 0 || dim <= 0) return;
-  const Isa isa = detail::active_isa();
+  const Isa isa = active_isa();
   default_thread_pool().parallel_for(rows, row_grain(dim), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float* xr = x + r * dim;
@@ -97,7 +94,7 @@ void layer_norm(const float* x, const float* weight, const float* bias, float* y
 
 void rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps) {
   if (rows <= 0 || dim <= 0) return;
-  const Isa isa = detail::active_isa();
+  const Isa isa = active_isa();
   default_thread_pool().parallel_for(rows, row_grain(dim), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float* xr = x + r * dim;

@@ -1,5 +1,5 @@
 // AVX2 + FMA row bodies of LayerNorm / RMSNorm (algorithm and accuracy notes in norms.cpp).
-// Compiled with AVX2 flags: call only after detail::active_isa() returned kAvx2 or better.
+// Compiled with AVX2 flags: call only after active_isa() returned kAvx2 or better.
 #include <immintrin.h>
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // AVX-512 row bodies of LayerNorm / RMSNorm (algorithm and accuracy notes in norms.cpp). Compiled
-// with AVX-512 flags: call only after detail::active_isa() returned kAvx512.
+// with AVX-512 flags: call only after active_isa() returned kAvx512.
 #include <immintrin.h>
 
 #include <cstdint>

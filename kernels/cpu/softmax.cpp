@@ -10,16 +10,13 @@
 #include <limits>
 
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/simd_internal.h"
 #include "kernels/ops.h"
 
 namespace tessera::kernels::cpu {
 
 namespace detail {
-enum class Isa : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
-Isa active_isa();  // activations.cpp
-namespace scalar {
-float exp_sub_sum(const float* x, float shift, float* y, int64_t n);  // activations.cpp
-}  // namespace scalar
 namespace avx512 {
 void softmax_row(const float* x, float* y, int64_t n);
 }  // namespace avx512
@@ -29,7 +26,6 @@ void softmax_row(const float* x, float* y, int64_t n);
 }  // namespace detail
 
 namespace {
-using detail::Isa;
 
 void softmax_row_scalar(const float* x, float* y, int64_t n) {
   float mx = -std::numeric_limits<float>::infinity();
@@ -45,7 +41,7 @@ void softmax_row_scalar(const float* x, float* y, int64_t n) {
 
 void softmax(const float* x, float* y, int64_t rows, int64_t cols) {
   if (rows <= 0 || cols <= 0) return;
-  const Isa isa = detail::active_isa();
+  const Isa isa = active_isa();
   const int64_t grain = std::max<int64_t>(1, (16 * 1024) / cols);
   default_thread_pool().parallel_for(rows, grain, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {

@@ -1,12 +1,12 @@
-// AVX2 softmax row (see softmax.cpp). Call only after detail::active_isa() returned kAvx2 or
+// AVX2 softmax row (see softmax.cpp). Call only after active_isa() returned kAvx2 or
 // better.
 #include <immintrin.h>
 
 #include <cstdint>
 
-namespace tessera::kernels::cpu::detail::avx2 {
+#include "kernels/cpu/simd_internal.h"
 
-float exp_sub_sum(const float* x, float shift, float* y, int64_t n);  // activations_avx2.cpp
+namespace tessera::kernels::cpu::detail::avx2 {
 
 // y may alias x.
 void softmax_row(const float* x, float* y, int64_t n) {

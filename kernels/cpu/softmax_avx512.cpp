@@ -1,7 +1,9 @@
-// AVX-512 softmax row (see softmax.cpp). Call only after detail::active_isa() returned kAvx512.
+// AVX-512 softmax row (see softmax.cpp). Call only after active_isa() returned kAvx512.
 #include <immintrin.h>
 
 #include <cstdint>
+
+#include "kernels/cpu/simd_internal.h"
 
 // GCC 12's avx512fintrin.h initialises the unused pass-through operand of unmasked intrinsics
 // (_mm512_max_ps, _mm512_scalef_ps, ...) from itself, which -W(maybe-)uninitialized reports once
@@ -12,8 +14,6 @@
 #endif
 
 namespace tessera::kernels::cpu::detail::avx512 {
-
-float exp_sub_sum(const float* x, float shift, float* y, int64_t n);  // activations_avx512.cpp
 
 // y may alias x.
 void softmax_row(const float* x, float* y, int64_t n) {

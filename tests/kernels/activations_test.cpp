@@ -9,47 +9,12 @@
 
 #include "engine/core/cpu_features.h"
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/ops.h"
 #include "tests/support/kernel_test_util.h"
 
-// Declared by kernels/cpu/activations.cpp: caps the SIMD level so AVX2 runs on AVX-512 machines.
-namespace tessera::kernels::cpu::detail {
-enum class Isa : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
-void limit_isa(Isa max_isa);
-}  // namespace tessera::kernels::cpu::detail
-
 namespace tessera {
 namespace {
-
-// Runs fn once per (code path, thread count): AVX-512 and AVX2 where the CPU has them, scalar
-// (SIMD switched off), each with 1 and 2 threads. Restores the defaults afterwards.
-template <class Fn>
-void for_each_mode(Fn fn) {
-  using kernels::cpu::detail::Isa;
-  const CpuFeatures& f = cpu_features_detected();
-  struct Mode {
-    const char* name;
-    bool simd;
-    Isa limit;
-  };
-  const bool simd_was_enabled = simd_enabled();
-  std::vector<Mode> modes;
-  if (f.avx512f && f.avx2 && f.fma) modes.push_back({"avx512", true, Isa::kAvx512});
-  if (f.avx2 && f.fma) modes.push_back({"avx2", true, Isa::kAvx2});
-  modes.push_back({"scalar", false, Isa::kScalar});
-  for (const Mode& mode : modes) {
-    for (int threads : {1, 2}) {
-      set_simd_enabled(mode.simd);
-      kernels::cpu::detail::limit_isa(mode.limit);
-      set_default_threads(threads);
-      SCOPED_TRACE(std::string(mode.name) + ", threads " + std::to_string(threads));
-      fn();
-    }
-  }
-  set_simd_enabled(simd_was_enabled);
-  kernels::cpu::detail::limit_isa(Isa::kAvx512);
-  set_default_threads(0);
-}
 
 namespace ref = kernels::ref;
 namespace cpu = kernels::cpu;
@@ -94,7 +59,7 @@ TEST(Activations, UnaryMatchReference) {
       const auto x = inputs(n, uint64_t(n));
       std::vector<float> expected(x.size()), actual(x.size());
       op.ref_op(x.data(), expected.data(), n);
-      for_each_mode([&] {
+      test::for_each_cpu_mode([&] {
         SCOPED_TRACE(std::string(op.name) + " n " + std::to_string(n));
         op.cpu_op(x.data(), actual.data(), n);
         EXPECT_TRUE(close_to(actual, expected, x));
@@ -112,7 +77,7 @@ TEST(Activations, ExtremeInputs) {
   for (const Unary& op : kUnary) {
     std::vector<float> expected(x.size()), actual(x.size());
     op.ref_op(x.data(), expected.data(), int64_t(x.size()));
-    for_each_mode([&] {
+    test::for_each_cpu_mode([&] {
       SCOPED_TRACE(op.name);
       op.cpu_op(x.data(), actual.data(), int64_t(x.size()));
       for (float v : actual) ASSERT_FALSE(std::isnan(v));
@@ -125,7 +90,7 @@ TEST(Activations, GeluVariantsAgreeWithKnownValues) {
   // gelu_erf(1) = 0.5 * (1 + erf(1/sqrt2)) = 0.8413447; gelu_tanh(1) = 0.8411920.
   const float one = 1.0f;
   float y = 0.0f;
-  for_each_mode([&] {
+  test::for_each_cpu_mode([&] {
     cpu::gelu_erf(&one, &y, 1);
     EXPECT_NEAR(y, 0.8413447460685429, 1e-6);
     cpu::gelu_tanh(&one, &y, 1);
@@ -144,7 +109,7 @@ TEST(Activations, SwigluMatchesReferenceAndAliases) {
     // Bound scale: |gate * up| stands in for |x| in the error budget.
     std::vector<float> scale(static_cast<size_t>(n));
     for (size_t i = 0; i < scale.size(); ++i) scale[i] = gate[i] * up[i];
-    for_each_mode([&] {
+    test::for_each_cpu_mode([&] {
       SCOPED_TRACE("n " + std::to_string(n));
       cpu::swiglu(gate.data(), up.data(), actual.data(), n);
       EXPECT_TRUE(close_to(actual, expected, scale));
@@ -170,7 +135,7 @@ TEST(Activations, GegluMatchesReference) {
         for (int64_t i = 0; i < hidden; ++i)
           scale[size_t(r * hidden + i)] =
               x[size_t(r * 2 * hidden + i)] * x[size_t(r * 2 * hidden + hidden + i)];
-      for_each_mode([&] {
+      test::for_each_cpu_mode([&] {
         SCOPED_TRACE("rows " + std::to_string(rows) + " hidden " + std::to_string(hidden));
         cpu::geglu(x.data(), actual.data(), rows, hidden);
         EXPECT_TRUE(close_to(actual, expected, scale));

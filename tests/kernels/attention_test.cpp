@@ -11,47 +11,12 @@
 
 #include "engine/core/cpu_features.h"
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/ops.h"
 #include "tests/support/kernel_test_util.h"
 
-// Declared by kernels/cpu/activations.cpp: caps the SIMD level so AVX2 runs on AVX-512 machines.
-namespace tessera::kernels::cpu::detail {
-enum class Isa : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
-void limit_isa(Isa max_isa);
-}  // namespace tessera::kernels::cpu::detail
-
 namespace tessera {
 namespace {
-
-// Runs fn once per (code path, thread count): AVX-512 and AVX2 where the CPU has them, scalar
-// (SIMD switched off), each with 1 and 2 threads. Restores the defaults afterwards.
-template <class Fn>
-void for_each_mode(Fn fn) {
-  using kernels::cpu::detail::Isa;
-  const CpuFeatures& f = cpu_features_detected();
-  struct Mode {
-    const char* name;
-    bool simd;
-    Isa limit;
-  };
-  const bool simd_was_enabled = simd_enabled();
-  std::vector<Mode> modes;
-  if (f.avx512f && f.avx2 && f.fma) modes.push_back({"avx512", true, Isa::kAvx512});
-  if (f.avx2 && f.fma) modes.push_back({"avx2", true, Isa::kAvx2});
-  modes.push_back({"scalar", false, Isa::kScalar});
-  for (const Mode& mode : modes) {
-    for (int threads : {1, 2}) {
-      set_simd_enabled(mode.simd);
-      kernels::cpu::detail::limit_isa(mode.limit);
-      set_default_threads(threads);
-      SCOPED_TRACE(std::string(mode.name) + ", threads " + std::to_string(threads));
-      fn();
-    }
-  }
-  set_simd_enabled(simd_was_enabled);
-  kernels::cpu::detail::limit_isa(Isa::kAvx512);
-  set_default_threads(0);
-}
 
 namespace ref = kernels::ref;
 namespace cpu = kernels::cpu;
@@ -120,7 +85,7 @@ std::string describe(const AttentionShape& s) {
 void check_against_reference(const Problem& p, bool decode) {
   std::vector<float> expected(p.o_size, NAN);
   ref::attention(p.qp, p.kp, p.vp, expected.data(), p.shape);
-  for_each_mode([&] {
+  test::for_each_cpu_mode([&] {
     SCOPED_TRACE(describe(p.shape) + (decode ? " decode" : ""));
     std::vector<float> actual(p.o_size, NAN);
     if (decode) {
@@ -216,7 +181,7 @@ TEST(AttentionDecode, EqualsLastRowOfFullAttention) {
     last.o_batch_stride = heads * head_dim;
     const float* q_last = full.qp + (len - 1) * full.shape.q_token_stride;
     std::vector<float> o_dec(static_cast<size_t>(2 * heads * head_dim));
-    for_each_mode([&] {
+    test::for_each_cpu_mode([&] {
       SCOPED_TRACE("len " + std::to_string(len));
       cpu::attention(full.qp, full.kp, full.vp, o_full.data(), full.shape);
       cpu::attention_decode(q_last, full.kp, full.vp, o_dec.data(), last);
@@ -236,7 +201,7 @@ TEST(Attention, EqualKeysAverageValues) {
   auto p = make_problem(1, 1, 77, kv_len, head_dim, true, false, 3);
   for (int64_t j = 1; j < kv_len; ++j)
     for (int64_t d = 0; d < head_dim; ++d) p.k[size_t(j * head_dim + d)] = p.k[size_t(d)];
-  for_each_mode([&] {
+  test::for_each_cpu_mode([&] {
     std::vector<float> out(p.o_size);
     cpu::attention(p.qp, p.kp, p.vp, out.data(), p.shape);
     for (int64_t i : {int64_t{0}, int64_t{40}, kv_len - 1}) {

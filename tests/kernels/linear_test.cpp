@@ -11,6 +11,7 @@
 #include "engine/core/cpu_features.h"
 #include "engine/core/dtype.h"
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/linear_internal.h"
 #include "kernels/ops.h"
 #include "tests/support/kernel_test_util.h"
@@ -18,7 +19,7 @@
 namespace tessera::kernels {
 namespace {
 
-using cpu::linear_detail::Isa;
+using cpu::Isa;
 using cpu::linear_detail::LinearConfig;
 
 // Restores the default pool size and the SIMD switch however a test ends.
@@ -34,14 +35,14 @@ class LinearTest : public ::testing::Test {
 std::vector<LinearConfig> supported_configs() {
   std::vector<LinearConfig> configs = {{Isa::kScalar, false}, {Isa::kScalar, true}};
   for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
-    if (cpu::linear_detail::isa_supported(isa)) configs.push_back({isa, true});
+    if (cpu::isa_supported(isa)) configs.push_back({isa, true});
   }
   return configs;
 }
 
 std::string describe(const LinearConfig& c, int threads, int64_t m, int64_t n, int64_t k,
                      DType dtype, bool bias) {
-  return std::string(cpu::linear_detail::isa_name(c.isa)) + (c.use_blas ? "+blas" : "") +
+  return std::string(cpu::isa_name(c.isa)) + (c.use_blas ? "+blas" : "") +
          " threads=" + std::to_string(threads) + " m=" + std::to_string(m) +
          " n=" + std::to_string(n) + " k=" + std::to_string(k) + " " + dtype_name(dtype) +
          (bias ? " bias" : "");

@@ -9,47 +9,12 @@
 
 #include "engine/core/cpu_features.h"
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/ops.h"
 #include "tests/support/kernel_test_util.h"
 
-// Declared by kernels/cpu/activations.cpp: caps the SIMD level so AVX2 runs on AVX-512 machines.
-namespace tessera::kernels::cpu::detail {
-enum class Isa : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
-void limit_isa(Isa max_isa);
-}  // namespace tessera::kernels::cpu::detail
-
 namespace tessera {
 namespace {
-
-// Runs fn once per (code path, thread count): AVX-512 and AVX2 where the CPU has them, scalar
-// (SIMD switched off), each with 1 and 2 threads. Restores the defaults afterwards.
-template <class Fn>
-void for_each_mode(Fn fn) {
-  using kernels::cpu::detail::Isa;
-  const CpuFeatures& f = cpu_features_detected();
-  struct Mode {
-    const char* name;
-    bool simd;
-    Isa limit;
-  };
-  const bool simd_was_enabled = simd_enabled();
-  std::vector<Mode> modes;
-  if (f.avx512f && f.avx2 && f.fma) modes.push_back({"avx512", true, Isa::kAvx512});
-  if (f.avx2 && f.fma) modes.push_back({"avx2", true, Isa::kAvx2});
-  modes.push_back({"scalar", false, Isa::kScalar});
-  for (const Mode& mode : modes) {
-    for (int threads : {1, 2}) {
-      set_simd_enabled(mode.simd);
-      kernels::cpu::detail::limit_isa(mode.limit);
-      set_default_threads(threads);
-      SCOPED_TRACE(std::string(mode.name) + ", threads " + std::to_string(threads));
-      fn();
-    }
-  }
-  set_simd_enabled(simd_was_enabled);
-  kernels::cpu::detail::limit_isa(Isa::kAvx512);
-  set_default_threads(0);
-}
 
 namespace ref = kernels::ref;
 namespace cpu = kernels::cpu;
@@ -74,7 +39,7 @@ TEST(Norms, LayerNormMatchesReference) {
         const float* bp = (affine & 2) ? b.data() : nullptr;
         std::vector<float> expected(x.size()), actual(x.size());
         ref::layer_norm(x.data(), wp, bp, expected.data(), rows, dim, 1e-5f);
-        for_each_mode([&] {
+        test::for_each_cpu_mode([&] {
           SCOPED_TRACE("rows " + std::to_string(rows) + " dim " + std::to_string(dim) + " affine " +
                        std::to_string(affine));
           cpu::layer_norm(x.data(), wp, bp, actual.data(), rows, dim, 1e-5f);
@@ -94,7 +59,7 @@ TEST(Norms, RmsNormMatchesReference) {
       for (const float* wp : {static_cast<const float*>(nullptr), w.data()}) {
         std::vector<float> expected(x.size()), actual(x.size());
         ref::rms_norm(x.data(), wp, expected.data(), rows, dim, 1e-6f);
-        for_each_mode([&] {
+        test::for_each_cpu_mode([&] {
           SCOPED_TRACE("rows " + std::to_string(rows) + " dim " + std::to_string(dim));
           cpu::rms_norm(x.data(), wp, actual.data(), rows, dim, 1e-6f);
           EXPECT_TRUE(test::all_close(actual.data(), expected.data(), x.size(), kAtol, kRtol));
@@ -112,7 +77,7 @@ TEST(Norms, InPlace) {
   std::vector<float> ln(x.size()), rms(x.size());
   ref::layer_norm(x.data(), w.data(), b.data(), ln.data(), rows, dim, 1e-5f);
   ref::rms_norm(x.data(), w.data(), rms.data(), rows, dim, 1e-5f);
-  for_each_mode([&] {
+  test::for_each_cpu_mode([&] {
     std::vector<float> y = x;
     cpu::layer_norm(y.data(), w.data(), b.data(), y.data(), rows, dim, 1e-5f);
     EXPECT_TRUE(test::all_close(y.data(), ln.data(), y.size(), kAtol, kRtol));
@@ -134,7 +99,7 @@ TEST(Norms, ConstantAndHugeRows) {
   std::vector<float> ln_ref(x.size()), rms_ref(x.size()), ln(x.size()), rms(x.size());
   ref::layer_norm(x.data(), nullptr, b.data(), ln_ref.data(), 3, dim, 1e-5f);
   ref::rms_norm(x.data(), nullptr, rms_ref.data(), 3, dim, 1e-5f);
-  for_each_mode([&] {
+  test::for_each_cpu_mode([&] {
     cpu::layer_norm(x.data(), nullptr, b.data(), ln.data(), 3, dim, 1e-5f);
     cpu::rms_norm(x.data(), nullptr, rms.data(), 3, dim, 1e-5f);
     EXPECT_TRUE(test::all_close(ln.data(), ln_ref.data(), ln.size(), kAtol, kRtol));

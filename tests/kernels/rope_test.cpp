@@ -9,47 +9,12 @@
 
 #include "engine/core/cpu_features.h"
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/ops.h"
 #include "tests/support/kernel_test_util.h"
 
-// Declared by kernels/cpu/activations.cpp: caps the SIMD level so AVX2 runs on AVX-512 machines.
-namespace tessera::kernels::cpu::detail {
-enum class Isa : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
-void limit_isa(Isa max_isa);
-}  // namespace tessera::kernels::cpu::detail
-
 namespace tessera {
 namespace {
-
-// Runs fn once per (code path, thread count): AVX-512 and AVX2 where the CPU has them, scalar
-// (SIMD switched off), each with 1 and 2 threads. Restores the defaults afterwards.
-template <class Fn>
-void for_each_mode(Fn fn) {
-  using kernels::cpu::detail::Isa;
-  const CpuFeatures& f = cpu_features_detected();
-  struct Mode {
-    const char* name;
-    bool simd;
-    Isa limit;
-  };
-  const bool simd_was_enabled = simd_enabled();
-  std::vector<Mode> modes;
-  if (f.avx512f && f.avx2 && f.fma) modes.push_back({"avx512", true, Isa::kAvx512});
-  if (f.avx2 && f.fma) modes.push_back({"avx2", true, Isa::kAvx2});
-  modes.push_back({"scalar", false, Isa::kScalar});
-  for (const Mode& mode : modes) {
-    for (int threads : {1, 2}) {
-      set_simd_enabled(mode.simd);
-      kernels::cpu::detail::limit_isa(mode.limit);
-      set_default_threads(threads);
-      SCOPED_TRACE(std::string(mode.name) + ", threads " + std::to_string(threads));
-      fn();
-    }
-  }
-  set_simd_enabled(simd_was_enabled);
-  kernels::cpu::detail::limit_isa(Isa::kAvx512);
-  set_default_threads(0);
-}
 
 namespace ref = kernels::ref;
 namespace cpu = kernels::cpu;
@@ -75,7 +40,7 @@ TEST(Rope, MatchesReference) {
       std::vector<float> expected = x;
       ref::rope_interleaved(expected.data(), c.tokens, c.heads, c.head_dim, c.token_stride,
                             positions.data(), theta);
-      for_each_mode([&] {
+      test::for_each_cpu_mode([&] {
         SCOPED_TRACE("tokens " + std::to_string(c.tokens) + " heads " + std::to_string(c.heads) +
                      " head_dim " + std::to_string(c.head_dim) + " theta " + std::to_string(theta));
         std::vector<float> actual = x;

@@ -10,47 +10,12 @@
 
 #include "engine/core/cpu_features.h"
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/ops.h"
 #include "tests/support/kernel_test_util.h"
 
-// Declared by kernels/cpu/activations.cpp: caps the SIMD level so AVX2 runs on AVX-512 machines.
-namespace tessera::kernels::cpu::detail {
-enum class Isa : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
-void limit_isa(Isa max_isa);
-}  // namespace tessera::kernels::cpu::detail
-
 namespace tessera {
 namespace {
-
-// Runs fn once per (code path, thread count): AVX-512 and AVX2 where the CPU has them, scalar
-// (SIMD switched off), each with 1 and 2 threads. Restores the defaults afterwards.
-template <class Fn>
-void for_each_mode(Fn fn) {
-  using kernels::cpu::detail::Isa;
-  const CpuFeatures& f = cpu_features_detected();
-  struct Mode {
-    const char* name;
-    bool simd;
-    Isa limit;
-  };
-  const bool simd_was_enabled = simd_enabled();
-  std::vector<Mode> modes;
-  if (f.avx512f && f.avx2 && f.fma) modes.push_back({"avx512", true, Isa::kAvx512});
-  if (f.avx2 && f.fma) modes.push_back({"avx2", true, Isa::kAvx2});
-  modes.push_back({"scalar", false, Isa::kScalar});
-  for (const Mode& mode : modes) {
-    for (int threads : {1, 2}) {
-      set_simd_enabled(mode.simd);
-      kernels::cpu::detail::limit_isa(mode.limit);
-      set_default_threads(threads);
-      SCOPED_TRACE(std::string(mode.name) + ", threads " + std::to_string(threads));
-      fn();
-    }
-  }
-  set_simd_enabled(simd_was_enabled);
-  kernels::cpu::detail::limit_isa(Isa::kAvx512);
-  set_default_threads(0);
-}
 
 namespace ref = kernels::ref;
 namespace cpu = kernels::cpu;
@@ -79,7 +44,7 @@ TEST(Softmax, MatchesReference) {
             test::random_floats(size_t(rows * cols), uint64_t(rows * 7919 + cols), -range, range);
         std::vector<float> expected(x.size()), actual(x.size());
         ref::softmax(x.data(), expected.data(), rows, cols);
-        for_each_mode([&] {
+        test::for_each_cpu_mode([&] {
           SCOPED_TRACE("rows " + std::to_string(rows) + " cols " + std::to_string(cols) +
                        " range " + std::to_string(range));
           cpu::softmax(x.data(), actual.data(), rows, cols);
@@ -103,7 +68,7 @@ TEST(Softmax, ExtremeRows) {
   }
   std::vector<float> expected(x.size()), actual(x.size());
   ref::softmax(x.data(), expected.data(), 5, cols);
-  for_each_mode([&] {
+  test::for_each_cpu_mode([&] {
     cpu::softmax(x.data(), actual.data(), 5, cols);
     EXPECT_TRUE(test::all_close(actual.data(), expected.data(), x.size(), kAtol, kRtol));
     for (int64_t c = 0; c < cols; ++c) {
@@ -124,7 +89,7 @@ TEST(Softmax, InPlace) {
   const auto x = test::random_floats(size_t(rows * cols), 5, -20.0f, 20.0f);
   std::vector<float> expected(x.size());
   ref::softmax(x.data(), expected.data(), rows, cols);
-  for_each_mode([&] {
+  test::for_each_cpu_mode([&] {
     std::vector<float> y = x;
     cpu::softmax(y.data(), y.data(), rows, cols);
     EXPECT_TRUE(test::all_close(y.data(), expected.data(), y.size(), kAtol, kRtol));

@@ -9,6 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/cpu_features.h"
+#include "engine/core/thread_pool.h"
+#include "kernels/cpu/isa.h"
+
 namespace tessera::test {
 
 // n floats uniform in [lo, hi), reproducible from `seed` (std::mt19937_64 with a fixed recipe, so
@@ -45,5 +49,37 @@ ErrorStats compare(const float* actual, const float* expected, size_t n, double 
                                       const double* bound, size_t n);
 // Success when actual and expected are bitwise equal (NaNs with equal payloads compare equal).
 ::testing::AssertionResult all_equal(const float* actual, const float* expected, size_t n);
+
+// Runs fn once per (code path, thread count): AVX-512 and AVX2 where the CPU has them, scalar
+// (SIMD switched off), each with 1 and 2 threads. Restores the defaults afterwards.
+template <class Fn>
+void for_each_cpu_mode(Fn fn) {
+  using ::tessera::kernels::cpu::Isa;
+  const CpuFeatures& f = cpu_features_detected();
+  struct Mode {
+    const char* name;
+    bool simd;
+    Isa limit;
+  };
+  const bool simd_was_enabled = simd_enabled();
+  std::vector<Mode> modes;
+  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx2 && f.fma) {
+    modes.push_back({"avx512", true, Isa::kAvx512});
+  }
+  if (f.avx2 && f.fma) modes.push_back({"avx2", true, Isa::kAvx2});
+  modes.push_back({"scalar", false, Isa::kScalar});
+  for (const Mode& mode : modes) {
+    for (int threads : {1, 2}) {
+      set_simd_enabled(mode.simd);
+      ::tessera::kernels::cpu::limit_isa(mode.limit);
+      set_default_threads(threads);
+      SCOPED_TRACE(std::string(mode.name) + ", threads " + std::to_string(threads));
+      fn();
+    }
+  }
+  set_simd_enabled(simd_was_enabled);
+  ::tessera::kernels::cpu::limit_isa(Isa::kAvx512);
+  set_default_threads(0);
+}
 
 }  // namespace tessera::test
