@@ -1,0 +1,103 @@
+// Backend: the op interface as an object, so model code is written once and never branches on the
+// device (ARCHITECTURE.md). A model holds a Backend& and calls its ops on buffers the backend
+// allocated; the CPU backend calls tessera::kernels::cpu::*, the CUDA backend (issue: CUDA backend)
+// tessera::kernels::cuda::* on its stream.
+//
+// Contract:
+// - Every pointer passed to an op is memory of this backend (host memory for the CPU backend,
+//   device memory for CUDA). Weights from a memory-mapped checkpoint are host memory: backends that
+//   are not on the host upload them once at load time (upload_weight).
+// - Ops have exactly the semantics documented in kernels/ops.h. They return Status: the CPU backend
+//   always returns ok (shapes are validated by the model at load time); device backends report
+//   launch failures and out-of-memory.
+// - Ops may run asynchronously (CUDA streams); synchronize() waits for all of them. Copies to the
+//   host (download) synchronize.
+// - Memory comes from allocate(); each backend buffer is freed by the DeviceBuffer that owns it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/core/status.h"
+#include "engine/core/tensor.h"
+#include "kernels/ops.h"
+
+namespace tessera::kernels {
+
+class Backend;
+
+// Move-only owner of one backend allocation.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Backend* backend, void* data, size_t bytes) : backend_(backend), data_(data), bytes_(bytes) {}
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* data() const { return data_; }
+  template <typename T> T* as() const { return static_cast<T*>(data_); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  Backend* backend_ = nullptr;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual Device device() const = 0;
+  // "cpu (avx512, 2 threads)", "cuda (NVIDIA H200, sm_90)"
+  virtual std::string name() const = 0;
+
+  // ---- memory ------------------------------------------------------------------------------------
+  // `bytes` of backend memory, 64-byte aligned, uninitialised; kOutOfMemory naming the size.
+  virtual Expected<DeviceBuffer> allocate(size_t bytes) = 0;
+  virtual void release(void* data) = 0;  // called by DeviceBuffer
+  virtual Status upload(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual Status download(void* host_dst, const void* src, size_t bytes) = 0;  // synchronizes
+  virtual Status copy(void* dst, const void* src, size_t bytes) = 0;          // backend -> backend
+  virtual Status fill_zero(void* dst, size_t bytes) = 0;
+  virtual Status synchronize() = 0;
+  // A weight for ops from host memory (e.g. a memory-mapped checkpoint). The CPU backend returns a
+  // view of the same memory (zero-copy; `storage` stays empty); device backends copy it into
+  // `storage`, which must outlive the returned Weight.
+  virtual Expected<Weight> upload_weight(const Weight& host, DeviceBuffer* storage) = 0;
+  // Same for a plain f32 vector (norm scales, biases).
+  virtual Expected<const float*> upload_f32(const float* host, int64_t n, DeviceBuffer* storage) = 0;
+
+  // ---- ops (semantics: kernels/ops.h) ------------------------------------------------------------
+  virtual Status linear(const float* x, int64_t m, const Weight& w, const float* bias, float* y) = 0;
+  virtual Status layer_norm(const float* x, const float* weight, const float* bias, float* y,
+                            int64_t rows, int64_t dim, float eps) = 0;
+  virtual Status rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim,
+                          float eps) = 0;
+  virtual Status rope_interleaved(float* x, int64_t tokens, int64_t heads, int64_t head_dim,
+                                  int64_t token_stride, const int32_t* positions, float theta) = 0;
+  virtual Status softmax(const float* x, float* y, int64_t rows, int64_t cols) = 0;
+  virtual Status silu(const float* x, float* y, int64_t n) = 0;
+  virtual Status gelu_erf(const float* x, float* y, int64_t n) = 0;
+  virtual Status gelu_tanh(const float* x, float* y, int64_t n) = 0;
+  virtual Status quick_gelu(const float* x, float* y, int64_t n) = 0;
+  virtual Status swiglu(const float* gate, const float* up, float* y, int64_t n) = 0;
+  virtual Status geglu(const float* x, float* y, int64_t rows, int64_t hidden) = 0;
+  // y = a + b elementwise (residual connections); y may alias a or b.
+  virtual Status add(const float* a, const float* b, float* y, int64_t n) = 0;
+  virtual Status attention(const float* q, const float* k, const float* v, float* o,
+                           const AttentionShape& s) = 0;
+  virtual Status attention_decode(const float* q, const float* k, const float* v, float* o,
+                                  const AttentionShape& s) = 0;
+  virtual Status embedding_gather(const Weight& table, const int32_t* ids, int64_t n, float* out) = 0;
+};
+
+// The CPU backend (kernels/cpu, default_thread_pool()).
+std::unique_ptr<Backend> make_cpu_backend();
+
+}  // namespace tessera::kernels
