@@ -1,0 +1,173 @@
+#!/usr/bin/python3
+"""Stage 3 of tessera-tiny: writes the shipped model folder from the training checkpoints.
+
+  assets/models/tessera-tiny/
+    shape_gpt.safetensors            Cube GPT (v0.5 layout: bbox_proj present), real key names, F32
+    shape_tokenizer.safetensors      shape tokenizer (OneDAutoEncoder keys incl. the encoder), F32
+    text_encoder/model.safetensors   CLIP text model (HF keys text_model.*), F32
+    text_encoder/config.json         HF CLIPTextConfig (num_attention_heads: heads are not in shapes)
+    vocab.json, merges.txt           the tiny CLIP-format BPE vocabulary
+    model.json                       model card: families, sizes, special ids, training data, seed;
+                                     evaluate.py adds the metrics
+
+Every file is checked after writing: the configs inferred from the tensor shapes (tessera_ref.config)
+must equal the training configs. Usage: /usr/bin/python3 tools/train/export_tiny.py [--allow-unfinished]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from train import common  # noqa: E402
+from train import train_gpt  # noqa: E402
+from tessera_ref import st_io  # noqa: E402
+
+OUT_DIR = os.path.join(common.REPO, "assets", "models", "tessera-tiny")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--run-dir", default=common.RUN_DIR)
+    p.add_argument("--out", default=OUT_DIR)
+    p.add_argument("--allow-unfinished", action="store_true",
+                   help="export the latest checkpoints even if a stage has not finished")
+    return p.parse_args(argv)
+
+
+def _load_state(path):
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: checkpoint missing")
+    return torch.load(path, map_location="cpu")
+
+
+def export(run_dir, out, allow_unfinished=False):
+    for stage in ("ae", "gpt"):
+        if not allow_unfinished and not os.path.exists(os.path.join(run_dir, f"{stage}_done.json")):
+            raise RuntimeError(f"{run_dir}/{stage}_done.json missing: stage '{stage}' has not finished "
+                               "(--allow-unfinished exports the latest checkpoint)")
+    ae_state = _load_state(os.path.join(run_dir, "ae_ckpt.pt"))
+    shape_cfg = common.tiny_shape_config()
+    shape = common.TrainShapeTokenizer(shape_cfg)
+    shape.load_state_dict(ae_state["model"])
+    vocab_dir = os.path.join(run_dir, "vocab")
+    gpt_state = _load_state(os.path.join(run_dir, "gpt_ckpt.pt"))
+    tok, clip, gpt = train_gpt.build_models(vocab_dir, shape.codebook_vectors().detach(), 0)
+    joint = train_gpt.Joint(clip, gpt)
+    joint.load_state_dict(gpt_state["model"])
+
+    os.makedirs(os.path.join(out, "text_encoder"), exist_ok=True)
+    meta = {"format": "pt", "model": "tessera-tiny"}
+    shape_sd = common.strip_training_buffers(shape.state_dict())
+    st_io.save_torch_state_dict(os.path.join(out, "shape_tokenizer.safetensors"), shape_sd, meta)
+    st_io.save_torch_state_dict(os.path.join(out, "shape_gpt.safetensors"), gpt.export_state_dict(), meta)
+    st_io.save_torch_state_dict(os.path.join(out, "text_encoder", "model.safetensors"),
+                                clip.state_dict(), meta)
+    with open(os.path.join(out, "text_encoder", "config.json"), "w") as f:
+        json.dump(common.C.clip_hf_config_json(clip.cfg), f, indent=2, sort_keys=True)
+        f.write("\n")
+    for name in ("vocab.json", "merges.txt"):
+        shutil.copyfile(os.path.join(vocab_dir, name), os.path.join(out, name))
+
+    # Round trip: configs inferred from the written shapes must equal the training configs.
+    got_shape = common.C.shape_from_shapes(st_io.shapes(os.path.join(out, "shape_tokenizer.safetensors")))
+    got_gpt = common.C.gpt_from_shapes(st_io.shapes(os.path.join(out, "shape_gpt.safetensors")),
+                                       num_latents=got_shape.num_latents)
+    got_clip = common.C.clip_from_shapes(st_io.shapes(os.path.join(out, "text_encoder", "model.safetensors")),
+                                         os.path.join(out, "text_encoder", "config.json"))
+    for what, a, b in (("shape tokenizer", got_shape, shape_cfg), ("GPT", got_gpt, gpt.cfg),
+                       ("text encoder", got_clip, clip.cfg)):
+        if common.C.as_dict(a) != common.C.as_dict(b):
+            raise RuntimeError(f"{what}: config inferred from the exported shapes {common.C.as_dict(a)} "
+                               f"differs from the trained one {common.C.as_dict(b)}")
+
+    data_man = {}
+    for split in ("train", "val"):
+        p = os.path.join(common.DATA_DIR, split, "manifest.json")
+        if os.path.exists(p):
+            with open(p) as f:
+                m = json.load(f)
+            data_man[split] = {k: m[k] for k in ("seed", "split", "per_family", "samples", "n_surface",
+                                                 "n_occ", "near_fraction", "sigmas") if k in m}
+            data_man["families"] = m["families"]
+    card_path = os.path.join(out, "model.json")
+    old = {}
+    if os.path.exists(card_path):
+        with open(card_path) as f:
+            old = json.load(f)
+    n_params = {"shape_tokenizer": sum(int(np.prod(v.shape)) for v in shape_sd.values()),
+                "shape_gpt": sum(int(np.prod(v.shape)) for v in gpt.export_state_dict().values()),
+                "text_encoder": sum(p.numel() for p in clip.parameters())}
+    ae_args = _done_args(run_dir, "ae")
+    gpt_args = _done_args(run_dir, "gpt")
+    card = {
+        "name": "tessera-tiny",
+        "description": "Tiny text-to-shape model with the exact Cube 3D architecture and tensor names "
+                       "(DualStreamRoformer GPT v0.5 style with a bounding-box token, OneDAutoEncoder "
+                       "shape tokenizer, CLIP text encoder), trained on Tessera's procedural shape "
+                       "families on a CPU.",
+        "families": data_man.get("families", []),
+        "architecture": {
+            "shape_gpt": common.C.as_dict(gpt.cfg),
+            "shape_tokenizer": common.C.as_dict(shape_cfg),
+            "text_encoder": common.C.as_dict(clip.cfg),
+        },
+        "parameters": n_params,
+        "tokens": {
+            "num_latents": shape_cfg.num_latents,
+            "codebook_size": shape_cfg.num_codes,
+            "fill_token_id": common.fill_code_id(shape_cfg),
+            "fill_token_note": "the last codebook entry is a learned 'fill' code, never produced by the "
+                               "encoder: a prefix of k generated tokens followed by fill_token_id up to "
+                               "num_latents decodes to a coarse version of the shape (live preview)",
+            "bos_id": gpt.cfg.bos_id, "eos_id": gpt.cfg.eos_id, "pad_id": gpt.cfg.pad_id,
+        },
+        "conditioning": {
+            "text": "CLIP text encoder over 77 positions, padded with EOS, attention mask on the padding "
+                    "(as Cube 3D); the empty prompt is the unconditional branch",
+            "bbox": "v0.5 bbox token: bbox_xyz = the shape's extents (x, y, z; +Y up) divided by the "
+                    "largest one, i.e. proportions only; (0, 0, 0) = no box (the default and the "
+                    "unconditional branch)",
+            "guidance": "classifier-free guidance as Cube 3D: l = (1+g) l_cond - g l_uncond, "
+                        "g = scale * (N - i) / N, default scale 3.0; greedy decoding",
+        },
+        "encoder_queries": "latent query l = encoder.query[1 + l] + feat_in(p_l) where p_l is the l-th "
+                           "farthest-point sample of the input surface points (first: the highest point); "
+                           "Cube 3D uses encoder.query alone. Only the Python tools run the encoder.",
+        "coordinates": "+Y up, shapes centred in [-0.95, 0.95]^3, occupancy queried in [-1.05, 1.05]^3",
+        "training_data": data_man,
+        "training": {"seed": 0, "autoencoder": ae_args, "gpt": gpt_args,
+                     "autoencoder_steps": int(ae_state["step"]), "gpt_steps": int(gpt_state["step"]),
+                     "pipeline": "tools/train (README.md there)",
+                     "heldout_prompt_template": train_gpt.HELDOUT_TEMPLATE.strip() + " {np}"},
+        "metrics": old.get("metrics", {}),
+    }
+    with open(card_path, "w") as f:
+        json.dump(card, f, indent=2, sort_keys=True)
+        f.write("\n")
+    total = sum(os.path.getsize(os.path.join(dp, fn)) for dp, _, fns in os.walk(out) for fn in fns)
+    print(f"exported {out}: {total / 1e6:.1f} MB; parameters {n_params}")
+    return card
+
+
+def _done_args(run_dir, stage):
+    p = os.path.join(run_dir, f"{stage}_done.json")
+    if os.path.exists(p):
+        with open(p) as f:
+            return json.load(f).get("args", {})
+    return {"unfinished": True}
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    export(a.run_dir, a.out, a.allow_unfinished)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,230 @@
+#!/usr/bin/python3
+"""Stage 1 of tessera-tiny: trains the shape tokenizer (OneDAutoEncoder-compatible autoencoder).
+
+Encoder over surface points + normals with FPS latent queries (see common.py), spherical VQ bottleneck
+(straight-through, commitment loss, k-means initialisation at the end of a codebook-free warm-up, dead-code
+restarts), latent transformer decoder and occupancy head trained with BCE on occupancy samples (half near
+the surface, half uniform: the dataset's surface-weighted queries). Token-prefix robustness: for a
+fraction of the samples a random-length tail of the latent sequence is replaced by the reserved fill
+code (id num_codes - 1), with short prefixes favoured (log-uniform length).
+
+Resumable: the run directory holds ae_ckpt.pt (model + optimizer + RNG states + step, rewritten every
+--ckpt-minutes), ae_metrics.jsonl and, once --steps are done, ae_done.json. Running the script again
+continues from the checkpoint; a finished run exits at once.
+
+  /usr/bin/python3 tools/train/train_autoencoder.py [--threads 1] [--steps 6000] [--max-minutes M]
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from train import common  # noqa: E402
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--run-dir", default=common.RUN_DIR)
+    p.add_argument("--data", default=common.DATA_DIR)
+    p.add_argument("--threads", type=int, default=1, help="torch threads (the machine is shared)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--steps", type=int, default=6000, help="total optimizer steps (cosine schedule length)")
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--n-points", type=int, default=512, help="encoder surface points per shape")
+    p.add_argument("--n-query", type=int, default=512, help="occupancy samples per shape per step")
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--warmup", type=int, default=200, help="LR warm-up steps")
+    p.add_argument("--vq-start", type=int, default=2500, help="steps without the codebook (warm-up)")
+    p.add_argument("--tail-prob", type=float, default=0.3, help="fraction of samples with a fill tail")
+    p.add_argument("--fourier-std", type=float, default=4.0, help="init std of the Fourier frequencies")
+    p.add_argument("--tie-qk-init", type=int, default=0, help="1: encoder cross-attn c_k = c_q at init")
+    p.add_argument("--commit", type=float, default=0.25)
+    p.add_argument("--ckpt-minutes", type=float, default=5.0)
+    p.add_argument("--eval-every", type=int, default=500)
+    p.add_argument("--log-every", type=int, default=25)
+    p.add_argument("--max-minutes", type=float, default=0.0, help="stop (after a checkpoint) after this")
+    return p.parse_args(argv)
+
+
+class ValSet:
+    """A fixed held-out subset (2 shapes per family) with ground-truth grids from the SDFs."""
+
+    def __init__(self, val, per_family=2, res=32, seed=1):
+        from shapes.families import make_shape
+        from shapes.dataset import SPLITS
+        self.res = res
+        pick, gts, fams = [], [], []
+        names = val["family_names"]
+        for fi, fam in enumerate(names):
+            rows = np.nonzero(val["family_ids"] == fi)[0][:per_family]
+            for r in rows:
+                rng = np.random.default_rng([int(val["manifest"]["seed"]), SPLITS["val"], fi,
+                                             int(val["indices"][r])])
+                shape = make_shape(fam, rng)
+                gts.append(common.sdf_grid(shape.sdf, res))
+                pick.append(int(r))
+                fams.append(fam)
+        self.rows, self.gts, self.fams = pick, gts, fams
+
+
+def keep_lengths(b, n, prob, gen):
+    """Per-sample kept prefix length: n for (1-prob) of samples, else log-uniform in [1, n]."""
+    u = torch.rand(b, generator=gen)
+    k = torch.exp(torch.rand(b, generator=gen) * math.log(n)).floor().long().clamp(1, n)
+    return torch.where(u < prob, k, torch.full_like(k, n))
+
+
+@torch.no_grad()
+def evaluate(model, val, vs, n_points, quantize, prefixes=(64, 16)):
+    """Grid IoU of reconstructions (full and prefix decodes) on the fixed val subset; before the
+    codebook exists (quantize False) the continuous projections are decoded."""
+    model.eval()
+    pts = torch.from_numpy(val["surface_points"][vs.rows, :n_points])
+    nrm = torch.from_numpy(val["surface_normals"][vs.rows, :n_points])
+    ids = model.encode_ids(pts, nrm)
+    out = {}
+    for k in prefixes:
+        lat = model.reconstruct_latents(pts, nrm, k, quantize=quantize)
+        ious = [common.iou(common.occupancy_grid_from_latents(model, lat[i:i + 1], vs.res), vs.gts[i])
+                for i in range(len(vs.rows))]
+        out[k] = ious
+    model.train()
+    fam_iou = {}
+    for f, v in zip(vs.fams, out[prefixes[0]]):
+        fam_iou.setdefault(f, []).append(v)
+    return ({k: float(np.mean(v)) for k, v in out.items()},
+            {f: round(float(np.mean(v)), 3) for f, v in fam_iou.items()},
+            int(torch.unique(ids).numel()))
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    common.set_threads(a.threads)
+    os.makedirs(a.run_dir, exist_ok=True)
+    ckpt_path = os.path.join(a.run_dir, "ae_ckpt.pt")
+    done_path = os.path.join(a.run_dir, "ae_done.json")
+    logger = common.Logger(os.path.join(a.run_dir, "ae_metrics.jsonl"))
+    lock = common.acquire_lock(os.path.join(a.run_dir, "ae.lock"), logger)  # noqa: F841 (held)
+    if os.path.exists(done_path):
+        common.finalize_checkpoint(a.run_dir, "ae")
+        logger.log(f"autoencoder already trained ({done_path}); nothing to do")
+        return 0
+
+    train = common.load_split(os.path.join(a.data, "train"))
+    val = common.load_split(os.path.join(a.data, "val"))
+    sp = torch.from_numpy(train["surface_points"])
+    sn = torch.from_numpy(train["surface_normals"])
+    op = torch.from_numpy(train["occ_points"])
+    ol = torch.from_numpy(train["occ_labels"].astype(np.float32))
+    n_train = sp.shape[0]
+    vs = ValSet(val)
+    logger.log(f"data: {n_train} train shapes, {len(vs.rows)} val shapes for in-training IoU "
+               f"({len(train['family_names'])} families)")
+
+    torch.manual_seed(a.seed)
+    cfg = common.tiny_shape_config()
+    model = common.TrainShapeTokenizer(cfg, seed=a.seed, fourier_std=a.fourier_std)
+    if a.tie_qk_init:
+        model.tie_encoder_qk_()
+    opt = torch.optim.AdamW(common.param_groups(model, 0.01), lr=a.lr, betas=(0.9, 0.99))
+    gen = torch.Generator().manual_seed(a.seed + 1)
+    step, extra = 0, {"vq_on": False}
+    if os.path.exists(ckpt_path):
+        step, extra = common.load_checkpoint(ckpt_path, model, opt, gen)
+        logger.log(f"resumed from {ckpt_path} at step {step}")
+    n_params = sum(p.numel() for p in model.parameters())
+    logger.log(f"shape tokenizer: {n_params:,} parameters; config {common.C.as_dict(cfg)}; args {vars(a)}")
+
+    t_start = t_ckpt = t_log = time.time()
+    s_log = step
+    acc_sum = loss_sum = 0.0
+    n_sum = 0
+    while step < a.steps:
+        if not extra["vq_on"] and step >= a.vq_start:
+            # end of the codebook-free warm-up: k-means the encoder outputs into the codebook
+            model.eval()
+            with torch.no_grad():
+                zs = []
+                for _ in range(8):
+                    idx = torch.randint(n_train, (32,), generator=gen)
+                    zs.append(model.project(model.encode_latents(sp[idx, :a.n_points],
+                                                                 sn[idx, :a.n_points])))
+                model.kmeans_init_codebook(torch.cat(zs), gen)
+            model.train()
+            extra["vq_on"] = True
+            logger.log(f"step {step}: codebook initialised by k-means; VQ on")
+        lr = common.cosine_lr(step, a.steps, a.lr, a.warmup)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        idx = torch.randint(n_train, (a.batch,), generator=gen)
+        ps = torch.rand(a.batch, sp.shape[1], generator=gen).argsort(dim=1)[:, :a.n_points]
+        pq = torch.rand(a.batch, op.shape[1], generator=gen).argsort(dim=1)[:, :a.n_query]
+        pts = torch.gather(sp[idx], 1, ps[..., None].expand(-1, -1, 3))
+        nrm = torch.gather(sn[idx], 1, ps[..., None].expand(-1, -1, 3))
+        qp = torch.gather(op[idx], 1, pq[..., None].expand(-1, -1, 3))
+        ql = torch.gather(ol[idx], 1, pq)
+        keep = keep_lengths(a.batch, cfg.num_latents, a.tail_prob, gen)
+        logits, aux = model.forward_train(pts, nrm, qp, keep, vq_on=extra["vq_on"])
+        loss = F.binary_cross_entropy_with_logits(logits, ql)
+        if extra["vq_on"]:
+            loss = loss + aux["codebook"] + a.commit * aux["commit"]
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        with torch.no_grad():
+            full = keep == cfg.num_latents
+            if full.any():
+                acc_sum += float(((logits[full] > 0).float() == ql[full]).float().mean())
+                n_sum += 1
+            loss_sum += float(loss)
+            if extra["vq_on"]:
+                model.update_usage(aux["ids"])
+                if step % 100 == 0:
+                    nd = model.restart_dead_codes(aux["z"].detach(), gen)
+                    if nd:
+                        logger.log(f"step {step}: restarted {nd} dead codes")
+        if step % a.log_every == 0:
+            now = time.time()
+            rate = (step - s_log) / max(1e-6, now - t_log)
+            msg = (f"step {step} loss {loss_sum / a.log_every:.4f} acc(full) "
+                   f"{acc_sum / max(1, n_sum):.4f} lr {lr:.2e} {rate:.2f} steps/s")
+            if extra["vq_on"]:
+                msg += f" commit {float(aux['commit']):.4f}"
+            logger.log(msg)
+            logger.metrics(step=step, loss=loss_sum / a.log_every, acc=acc_sum / max(1, n_sum), lr=lr,
+                           steps_per_s=rate, vq_on=extra["vq_on"])
+            t_log, s_log, acc_sum, loss_sum, n_sum = now, step, 0.0, 0.0, 0
+        if step % a.eval_every == 0 or step == a.steps:
+            te = time.time()
+            means, fam, used = evaluate(model, val, vs, a.n_points, extra["vq_on"])
+            logger.log(f"step {step} EVAL iou(full) {means[64]:.4f} iou(16-token prefix) {means[16]:.4f} "
+                       f"codes used {used} ({time.time() - te:.0f} s) per family {fam}")
+            logger.metrics(step=step, val_iou=means[64], val_iou_prefix16=means[16],
+                           val_iou_family=fam, codes_used=used)
+        out_of_time = a.max_minutes > 0 and time.time() - t_start > 60 * a.max_minutes
+        if time.time() - t_ckpt > 60 * a.ckpt_minutes or step == a.steps or out_of_time:
+            common.save_checkpoint(ckpt_path, model, opt, step, gen, extra)
+            t_ckpt = time.time()
+            logger.log(f"step {step}: checkpoint {ckpt_path}")
+        if out_of_time:
+            logger.log(f"--max-minutes {a.max_minutes} reached; stopping (resume by running again)")
+            return 0
+    with open(done_path, "w") as f:
+        json.dump({"step": step, "args": vars(a)}, f, indent=2)
+    common.finalize_checkpoint(a.run_dir, "ae")
+    logger.log(f"done: {step} steps")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

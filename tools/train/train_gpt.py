@@ -1,0 +1,270 @@
+#!/usr/bin/python3
+"""Stage 2 of tessera-tiny: encodes the dataset with the trained shape tokenizer, then trains the tiny
+CLIP text encoder and the Cube GPT (DualStreamRoformer, v0.5 style with the bounding-box token) jointly.
+
+Steps (each skipped when its output exists, so the script resumes wherever it stopped):
+1. vocabulary: tools/build_bpe_vocab.py -> RUN_DIR/vocab/{vocab.json,merges.txt} (CLIP format);
+2. tokens: every training shape encoded twice (two disjoint 512-point subsets of its surface samples)
+   -> RUN_DIR/tokens.npz, with 4 captions per shape (the dataset's + 3 re-drawn from the same shape);
+   captions of the held-out template "a sculpture of ..." are reduced to their noun phrase, so that
+   template only appears in evaluate.py's held-out prompts;
+3. training: next-token cross-entropy over the shape codes; the condition is CLIP(caption) (77
+   positions, EOS padding, padded keys masked) ++ bbox_proj(bbox), bbox = extents / max(extents) for half
+   of the samples and (0,0,0) ("no box") otherwise; condition dropout --cond-drop: the empty prompt with
+   bbox 0, which is exactly the unconditional branch of classifier-free guidance at inference.
+   Checkpoints RUN_DIR/gpt_ckpt.pt every --ckpt-minutes, log metrics to gpt_metrics.jsonl, and writes
+   gpt_done.json at the end.
+
+  /usr/bin/python3 tools/train/train_gpt.py [--threads 1] [--steps 3000]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from train import common  # noqa: E402
+
+HELDOUT_TEMPLATE = "a sculpture of "
+CAPTIONS_PER_SHAPE = 4
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--run-dir", default=common.RUN_DIR)
+    p.add_argument("--data", default=common.DATA_DIR)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--steps", type=int, default=3000)
+    p.add_argument("--batch", type=int, default=48)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--warmup", type=int, default=200)
+    p.add_argument("--cond-drop", type=float, default=0.1)
+    p.add_argument("--bbox-prob", type=float, default=0.5, help="fraction of samples given their box")
+    p.add_argument("--ckpt-minutes", type=float, default=5.0)
+    p.add_argument("--log-every", type=int, default=25)
+    p.add_argument("--eval-every", type=int, default=500)
+    p.add_argument("--max-minutes", type=float, default=0.0)
+    p.add_argument("--allow-unfinished-ae", action="store_true",
+                   help="encode with the autoencoder checkpoint even if its training is not done")
+    return p.parse_args(argv)
+
+
+def ensure_vocab(run_dir, logger):
+    out = os.path.join(run_dir, "vocab")
+    if os.path.exists(os.path.join(out, "vocab.json")) and os.path.exists(os.path.join(out, "merges.txt")):
+        return out
+    script = os.path.join(common.TOOLS, "build_bpe_vocab.py")
+    logger.log(f"building the BPE vocabulary: {script} {out}")
+    subprocess.run([sys.executable, script, out], check=True, cwd=common.REPO)
+    return out
+
+
+def normalize_caption(c):
+    c = str(c)
+    return c[len(HELDOUT_TEMPLATE):] if c.startswith(HELDOUT_TEMPLATE) else c
+
+
+def load_shape_tokenizer(run_dir, allow_unfinished):
+    ckpt = os.path.join(run_dir, "ae_ckpt.pt")
+    if not os.path.exists(ckpt):
+        raise FileNotFoundError(f"{ckpt}: no autoencoder checkpoint (run train_autoencoder.py first)")
+    if not allow_unfinished and not os.path.exists(os.path.join(run_dir, "ae_done.json")):
+        raise RuntimeError(f"{run_dir}/ae_done.json missing: the autoencoder has not finished training "
+                           "(pass --allow-unfinished-ae to use its latest checkpoint anyway)")
+    model = common.TrainShapeTokenizer(common.tiny_shape_config())
+    state = torch.load(ckpt, map_location="cpu")
+    model.load_state_dict(state["model"])
+    return model.eval(), int(state["step"])
+
+
+def ensure_tokens(a, logger):
+    path = os.path.join(a.run_dir, "tokens.npz")
+    if os.path.exists(path):
+        return path
+    from shapes.captions import make_caption
+    from shapes.dataset import SPLITS
+    from shapes.families import make_shape
+    model, ae_step = load_shape_tokenizer(a.run_dir, a.allow_unfinished_ae)
+    out = {}
+    for split in ("train", "val"):
+        d = common.load_split(os.path.join(a.data, split))
+        n = d["surface_points"].shape[0]
+        toks = []
+        subsets = [slice(0, 512), slice(512, 1024)] if split == "train" else [slice(0, 512)]
+        for sl in subsets:
+            ids = []
+            for i in range(0, n, 64):
+                ids.append(model.encode_ids(torch.from_numpy(d["surface_points"][i:i + 64, sl]),
+                                            torch.from_numpy(d["surface_normals"][i:i + 64, sl])))
+            toks.append(torch.cat(ids).numpy().astype(np.int16))
+        caps = []
+        seed = int(d["manifest"]["seed"])
+        for i in range(n):
+            fam, fid, idx = str(d["families"][i]), int(d["family_ids"][i]), int(d["indices"][i])
+            row = [normalize_caption(d["captions"][i])]
+            shape = make_shape(fam, np.random.default_rng([seed, SPLITS[split], fid, idx]))
+            for j in range(1, CAPTIONS_PER_SHAPE):
+                rng = np.random.default_rng([seed, 1000 + j, SPLITS[split], fid, idx])
+                row.append(normalize_caption(make_caption(shape, rng)))
+            caps.append("|".join(row))
+        ext = d["extents"].astype(np.float32)
+        out[f"{split}_tokens"] = np.stack(toks, axis=1)            # (n, encodings, L)
+        out[f"{split}_captions"] = np.array(caps, dtype=str)
+        out[f"{split}_bbox"] = ext / ext.max(axis=1, keepdims=True)
+        out[f"{split}_family_ids"] = d["family_ids"]
+        out[f"{split}_indices"] = d["indices"]
+        logger.log(f"encoded {split}: {n} shapes x {len(subsets)} encodings, "
+                   f"{len(np.unique(out[f'{split}_tokens']))} distinct codes")
+    out["family_names"] = np.array(d["family_names"], dtype=str)
+    out["ae_step"] = np.array(ae_step)
+    tmp = path + ".tmp.npz"
+    np.savez_compressed(tmp, **out)
+    os.replace(tmp, path)
+    return path
+
+
+def build_models(vocab_dir, codebook, seed):
+    tok = common.BpeTokenizer(os.path.join(vocab_dir, "vocab.json"), os.path.join(vocab_dir, "merges.txt"))
+    clip_cfg = common.tiny_clip_config(len(tok.encoder), tok.bos_id, tok.eos_id)
+    clip = common.init_clip_(common.ClipTextModel(clip_cfg), seed + 7)
+    gpt_cfg = common.tiny_gpt_config(common.tiny_shape_config(), clip_cfg.width)
+    gpt = common.TrainGPT(gpt_cfg, codebook, seed=seed + 8)
+    return tok, clip, gpt
+
+
+class Joint(torch.nn.Module):
+    """Text encoder + GPT trained together (one optimizer, one checkpoint)."""
+
+    def __init__(self, clip, gpt):
+        super().__init__()
+        self.clip = clip
+        self.gpt = gpt
+
+    def condition(self, ids, mask, bbox):
+        return self.gpt.encode_condition(common.clip_hidden(self.clip, ids, mask), bbox)
+
+    def forward(self, codes, ids, mask, bbox):
+        """codes (B,L) -> logits (B,L,K) over the shape codes for every position (teacher forcing)."""
+        cfg = self.gpt.cfg
+        bos = torch.full((codes.shape[0], 1), cfg.bos_id, dtype=torch.long)
+        inp = torch.cat([bos, codes[:, :-1]], dim=1)
+        return self.gpt(inp, self.condition(ids, mask, bbox))[..., :cfg.codebook_size]
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    common.set_threads(a.threads)
+    os.makedirs(a.run_dir, exist_ok=True)
+    logger = common.Logger(os.path.join(a.run_dir, "gpt_metrics.jsonl"))
+    lock = common.acquire_lock(os.path.join(a.run_dir, "gpt.lock"), logger)  # noqa: F841 (held)
+    done_path = os.path.join(a.run_dir, "gpt_done.json")
+    if os.path.exists(done_path):
+        common.finalize_checkpoint(a.run_dir, "gpt")
+        logger.log(f"GPT already trained ({done_path}); nothing to do")
+        return 0
+    common.finalize_checkpoint(a.run_dir, "ae")
+    vocab_dir = ensure_vocab(a.run_dir, logger)
+    tok_path = ensure_tokens(a, logger)
+    data = np.load(tok_path)
+    shape_model, _ = load_shape_tokenizer(a.run_dir, True)
+    codebook = shape_model.codebook_vectors().detach()
+    torch.manual_seed(a.seed)
+    tok, clip, gpt = build_models(vocab_dir, codebook, a.seed)
+    joint = Joint(clip, gpt)
+    opt = torch.optim.AdamW(common.param_groups(joint, 0.01), lr=a.lr, betas=(0.9, 0.98))
+    gen = torch.Generator().manual_seed(a.seed + 3)
+    step, extra = 0, {}
+    ckpt_path = os.path.join(a.run_dir, "gpt_ckpt.pt")
+    if os.path.exists(ckpt_path):
+        step, extra = common.load_checkpoint(ckpt_path, joint, opt, gen)
+        logger.log(f"resumed from {ckpt_path} at step {step}")
+    logger.log(f"text encoder {sum(p.numel() for p in clip.parameters()):,} params, GPT "
+               f"{sum(p.numel() for p in gpt.parameters()):,} params; vocab {len(tok.encoder)}; "
+               f"gpt config {common.C.as_dict(gpt.cfg)}; args {vars(a)}")
+
+    tokens = torch.from_numpy(data["train_tokens"].astype(np.int64))      # (n, E, L)
+    caps = [c.split("|") for c in data["train_captions"]]
+    bbox = torch.from_numpy(data["train_bbox"])
+    n, n_enc = tokens.shape[0], tokens.shape[1]
+    cap_cache = {}
+
+    def encode_text(texts):
+        rows = []
+        for t in texts:
+            if t not in cap_cache:
+                cap_cache[t] = tok.pad77(t)
+            rows.append(cap_cache[t])
+        ids, masks = zip(*rows)
+        return torch.tensor(ids), torch.tensor(masks)
+
+    val_tokens = torch.from_numpy(data["val_tokens"][:, 0].astype(np.int64))
+    val_caps = [c.split("|")[0] for c in data["val_captions"]]
+    val_bbox = torch.zeros(len(val_caps), 3)
+
+    t_start = t_ckpt = t_log = time.time()
+    s_log, loss_sum, acc_sum = step, 0.0, 0.0
+    while step < a.steps:
+        lr = common.cosine_lr(step, a.steps, a.lr, a.warmup)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        idx = torch.randint(n, (a.batch,), generator=gen)
+        enc = torch.randint(n_enc, (a.batch,), generator=gen)
+        codes = tokens[idx, enc]
+        which = torch.randint(len(caps[0]), (a.batch,), generator=gen)
+        drop = torch.rand(a.batch, generator=gen) < a.cond_drop
+        use_box = (torch.rand(a.batch, generator=gen) < a.bbox_prob) & ~drop
+        texts = ["" if drop[i] else caps[int(idx[i])][int(which[i])] for i in range(a.batch)]
+        ids, mask = encode_text(texts)
+        box = torch.where(use_box[:, None], bbox[idx], torch.zeros(a.batch, 3))
+        logits = joint(codes, ids, mask, box)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), codes.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(joint.parameters(), 1.0)
+        opt.step()
+        step += 1
+        loss_sum += float(loss)
+        acc_sum += float((logits.argmax(-1) == codes).float().mean())
+        if step % a.log_every == 0:
+            now = time.time()
+            rate = (step - s_log) / max(1e-6, now - t_log)
+            logger.log(f"step {step} loss {loss_sum / a.log_every:.4f} token-acc "
+                       f"{acc_sum / a.log_every:.4f} lr {lr:.2e} {rate:.2f} steps/s")
+            logger.metrics(step=step, loss=loss_sum / a.log_every, acc=acc_sum / a.log_every, lr=lr,
+                           steps_per_s=rate)
+            t_log, s_log, loss_sum, acc_sum = now, step, 0.0, 0.0
+        if step % a.eval_every == 0 or step == a.steps:
+            joint.eval()
+            with torch.no_grad():
+                vi, vm = encode_text(val_caps)
+                vl = joint(val_tokens, vi, vm, val_bbox)
+                vloss = float(F.cross_entropy(vl.reshape(-1, vl.shape[-1]), val_tokens.reshape(-1)))
+                vacc = float((vl.argmax(-1) == val_tokens).float().mean())
+            joint.train()
+            logger.log(f"step {step} EVAL held-out shapes: loss {vloss:.4f} token-acc {vacc:.4f}")
+            logger.metrics(step=step, val_loss=vloss, val_acc=vacc)
+        out_of_time = a.max_minutes > 0 and time.time() - t_start > 60 * a.max_minutes
+        if time.time() - t_ckpt > 60 * a.ckpt_minutes or step == a.steps or out_of_time:
+            common.save_checkpoint(ckpt_path, joint, opt, step, gen, extra)
+            t_ckpt = time.time()
+            logger.log(f"step {step}: checkpoint {ckpt_path}")
+        if out_of_time:
+            logger.log(f"--max-minutes {a.max_minutes} reached; stopping (resume by running again)")
+            return 0
+    with open(done_path, "w") as f:
+        json.dump({"step": step, "args": vars(a)}, f, indent=2)
+    common.finalize_checkpoint(a.run_dir, "gpt")
+    logger.log(f"done: {step} steps")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
