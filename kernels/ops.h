@@ -92,6 +92,10 @@ inline AttentionShape contiguous_attention(int64_t batch, int64_t heads, int64_t
   void silu(const float* x, float* y, int64_t n);                                                  \
   void gelu_erf(const float* x, float* y, int64_t n);                                              \
   void gelu_tanh(const float* x, float* y, int64_t n);                                             \
+  /* quick_gelu(x) = x * sigmoid(1.702 x), CLIP's activation. In place OK. */                     \
+  void quick_gelu(const float* x, float* y, int64_t n);                                            \
+  /* y = a + b elementwise over n (residual connections). y may alias a or b. */                   \
+  void add(const float* a, const float* b, float* y, int64_t n);                                   \
   /* y = silu(gate) * up, elementwise over n. y may alias gate or up. */                           \
   void swiglu(const float* gate, const float* up, float* y, int64_t n);                            \
   /* x rows are [value (hidden) | gate (hidden)]; y[r, i] = value * gelu_erf(gate). */             \

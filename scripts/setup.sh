@@ -4,9 +4,10 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config zlib1g-dev libopenblas-dev
       nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
-      clang libclang-rt-14-dev python3 python3-numpy python3-torch libopenblas0-pthread)
+      clang libclang-rt-14-dev python3 python3-numpy python3-torch libopenblas0-pthread
+      libmeshoptimizer-dev)
 if [[ "${1:-}" == "--gui" ]]; then
-  pkgs+=(qt6-base-dev libimgui-dev libglfw3-dev libassimp-dev libmeshoptimizer-dev xvfb xauth)
+  pkgs+=(qt6-base-dev libimgui-dev libglfw3-dev libassimp-dev xvfb xauth)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

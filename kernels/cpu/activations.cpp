@@ -7,8 +7,9 @@
 // Accuracy of the SIMD paths (measured against double references in activations_test):
 //   exp: Cephes polynomial, <= 2 ulp relative on [-87, 88]; exactly 0 for -inf and below -87.3
 //   (AVX2) / -104 (AVX-512). erf: rational approximation (Eigen / XLA), <= 1.5e-7 absolute on all
-//   of R. silu = x * sigmoid(x); gelu_tanh = x * sigmoid(2u) == 0.5x(1 + tanh(u)) (exact identity),
-//   with sigmoid evaluated from exp(-|t|) so it never overflows.
+//   of R. silu = x * sigmoid(x), quick_gelu = x * sigmoid(1.702x); gelu_tanh = x * sigmoid(2u) ==
+//   0.5x(1 + tanh(u)) (exact identity), with sigmoid evaluated from exp(-|t|) so it never
+//   overflows.
 #include <cmath>
 #include <cstdint>
 
@@ -35,6 +36,8 @@ float exp_sub_sum(const float* x, float shift, float* y, int64_t n) {
   void silu(const float* x, float* y, int64_t n);                       \
   void gelu_erf(const float* x, float* y, int64_t n);                   \
   void gelu_tanh(const float* x, float* y, int64_t n);                  \
+  void quick_gelu(const float* x, float* y, int64_t n);                 \
+  void add(const float* a, const float* b, float* y, int64_t n);        \
   void swiglu(const float* gate, const float* up, float* y, int64_t n); \
   void geglu_row(const float* value, const float* gate, float* y, int64_t n);
 namespace avx512 {
@@ -61,6 +64,10 @@ float gelu_erf_scalar(float x) {
 float gelu_tanh_scalar(float x) {
   const float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
   return 0.5f * x * (1.0f + std::tanh(u));
+}
+
+float quick_gelu_scalar(float x) {
+  return x / (1.0f + std::exp(-1.702f * x));
 }
 
 template <class Avx512Fn, class Avx2Fn, class ScalarFn>
@@ -106,6 +113,26 @@ void gelu_tanh(const float* x, float* y, int64_t n) {
       [&](int64_t b, int64_t e) { detail::avx2::gelu_tanh(x + b, y + b, e - b); },
       [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) y[i] = gelu_tanh_scalar(x[i]);
+      });
+}
+
+void quick_gelu(const float* x, float* y, int64_t n) {
+  elementwise(
+      n, [&](int64_t b, int64_t e) { detail::avx512::quick_gelu(x + b, y + b, e - b); },
+      [&](int64_t b, int64_t e) { detail::avx2::quick_gelu(x + b, y + b, e - b); },
+      [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) y[i] = quick_gelu_scalar(x[i]);
+      });
+}
+
+// Residual adds run once per sub-layer on [tokens, width] activations: same chunking as the
+// activations (memory bound, one pass over three arrays).
+void add(const float* a, const float* b, float* y, int64_t n) {
+  elementwise(
+      n, [&](int64_t s, int64_t e) { detail::avx512::add(a + s, b + s, y + s, e - s); },
+      [&](int64_t s, int64_t e) { detail::avx2::add(a + s, b + s, y + s, e - s); },
+      [&](int64_t s, int64_t e) {
+        for (int64_t i = s; i < e; ++i) y[i] = a[i] + b[i];
       });
 }
 

@@ -128,6 +128,16 @@ void gelu_tanh(const float* x, float* y, int64_t n) {
   map1(x, y, n, [](__m512 v) { return gelu_tanh_ps(v); });
 }
 
+void quick_gelu(const float* x, float* y, int64_t n) {
+  map1(x, y, n, [](__m512 v) {
+    return _mm512_mul_ps(v, sigmoid_ps(_mm512_mul_ps(_mm512_set1_ps(1.702f), v)));
+  });
+}
+
+void add(const float* a, const float* b, float* y, int64_t n) {
+  map2(a, b, y, n, [](__m512 u, __m512 v) { return _mm512_add_ps(u, v); });
+}
+
 void swiglu(const float* gate, const float* up, float* y, int64_t n) {
   map2(gate, up, y, n, [](__m512 g, __m512 u) { return _mm512_mul_ps(silu_ps(g), u); });
 }

@@ -1,4 +1,5 @@
-// CUDA elementwise activations (grid-stride loops) and the fused gated units swiglu / geglu.
+// CUDA elementwise activations (grid-stride loops), the residual add and the fused gated units
+// swiglu / geglu.
 // Precise expf/erff/tanhf (the build does not use --use_fast_math), so results match the reference
 // to a few ulp. In place is safe: each element is read and written by the same thread.
 #include <cuda_runtime.h>
@@ -24,6 +25,10 @@ __device__ __forceinline__ float gelu_tanh_f(float v) {
   return 0.5f * v * (1.f + tanhf(kSqrt2OverPi * (v + 0.044715f * v * v * v)));
 }
 
+__device__ __forceinline__ float quick_gelu_f(float v) {
+  return v / (1.f + expf(-1.702f * v));
+}
+
 struct SiluOp {
   __device__ float operator()(float v) const { return silu_f(v); }
 };
@@ -34,12 +39,24 @@ struct GeluTanhOp {
   __device__ float operator()(float v) const { return gelu_tanh_f(v); }
 };
 
+struct QuickGeluOp {
+  __device__ float operator()(float v) const { return quick_gelu_f(v); }
+};
+
 template <typename Op>
 __global__ void __launch_bounds__(kActThreads)
     unary_kernel(const float* x, float* y, int64_t n, Op op) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     y[i] = op(x[i]);
+  }
+}
+
+__global__ void __launch_bounds__(kActThreads)
+    add_kernel(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    y[i] = a[i] + b[i];
   }
 }
 
@@ -92,6 +109,18 @@ Status gelu_erf(const float* x, float* y, int64_t n, cudaStream_t stream) {
 }
 Status gelu_tanh(const float* x, float* y, int64_t n, cudaStream_t stream) {
   return launch_unary<GeluTanhOp>("gelu_tanh", x, y, n, stream);
+}
+
+Status quick_gelu(const float* x, float* y, int64_t n, cudaStream_t stream) {
+  return launch_unary<QuickGeluOp>("quick_gelu", x, y, n, stream);
+}
+
+Status add(const float* a, const float* b, float* y, int64_t n, cudaStream_t stream) {
+  TESSERA_RETURN_IF_ERROR(check_elementwise("add", a, b, y, n));
+  if (n == 0) return Status();
+  add_kernel<<<detail::grid_stride_blocks(n, kActThreads), kActThreads, 0, stream>>>(a, b, y, n);
+  TESSERA_CUDA_CHECK_LAUNCH("add: kernel launch");
+  return Status();
 }
 
 Status swiglu(const float* gate, const float* up, float* y, int64_t n, cudaStream_t stream) {

@@ -68,6 +68,10 @@ Status softmax(const float* x, float* y, int64_t rows, int64_t cols, cudaStream_
 Status silu(const float* x, float* y, int64_t n, cudaStream_t stream);
 Status gelu_erf(const float* x, float* y, int64_t n, cudaStream_t stream);
 Status gelu_tanh(const float* x, float* y, int64_t n, cudaStream_t stream);
+// quick_gelu(x) = x * sigmoid(1.702 x) (CLIP's activation). In place OK.
+Status quick_gelu(const float* x, float* y, int64_t n, cudaStream_t stream);
+// y = a + b elementwise over n (residual connections). y may alias a or b.
+Status add(const float* a, const float* b, float* y, int64_t n, cudaStream_t stream);
 // y = silu(gate) * up, elementwise over n. y may alias gate or up.
 Status swiglu(const float* gate, const float* up, float* y, int64_t n, cudaStream_t stream);
 // x rows are [value (hidden) | gate (hidden)]; y[r, i] = value * gelu_erf(gate). y is [rows,

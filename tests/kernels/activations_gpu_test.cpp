@@ -1,6 +1,6 @@
-// cuda::silu / gelu_erf / gelu_tanh / swiglu / geglu against the double-precision references:
-// lengths 1 to 100003 (grid-stride tails), inputs in [-8, 8] (saturated tails included), in place
-// and aliased outputs.
+// cuda::silu / gelu_erf / gelu_tanh / quick_gelu / add / swiglu / geglu against the
+// double-precision references: lengths 1 to 100003 (grid-stride tails), inputs in [-8, 8]
+// (saturated tails included), in place and aliased outputs.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -45,6 +45,7 @@ class CudaActivations : public test::GpuTest {
       check_unary("silu", ref::silu, cuda::silu, n, in_place, seed++);
       check_unary("gelu_erf", ref::gelu_erf, cuda::gelu_erf, n, in_place, seed++);
       check_unary("gelu_tanh", ref::gelu_tanh, cuda::gelu_tanh, n, in_place, seed++);
+      check_unary("quick_gelu", ref::quick_gelu, cuda::quick_gelu, n, in_place, seed++);
     }
   }
 
@@ -65,6 +66,25 @@ class CudaActivations : public test::GpuTest {
     ASSERT_TRUE(sync());
     const std::vector<float> actual = download<float>(result, count);
     EXPECT_TRUE(test::all_close(actual.data(), expected.data(), count, kAtol, kRtol));
+  }
+
+  // alias: 0 = separate output, 1 = y aliases a, 2 = y aliases b. An f32 add is correctly
+  // rounded on both sides: the result must be bit-identical to the reference.
+  void check_add(int64_t n, int alias, uint64_t seed) {
+    SCOPED_TRACE("add n=" + std::to_string(n) + " alias=" + std::to_string(alias));
+    const size_t count = static_cast<size_t>(n);
+    const std::vector<float> a = test::random_floats(count, seed, -100.f, 100.f);
+    const std::vector<float> b = test::random_floats(count, seed + 1, -1.f, 1.f);
+    std::vector<float> expected(count);
+    ref::add(a.data(), b.data(), expected.data(), n);
+    cuda::DeviceBuffer d_a = upload(a);
+    cuda::DeviceBuffer d_b = upload(b);
+    cuda::DeviceBuffer d_out = alloc<float>(count);
+    const cuda::DeviceBuffer& result = alias == 1 ? d_a : (alias == 2 ? d_b : d_out);
+    TESSERA_ASSERT_OK(cuda::add(d_a.as<float>(), d_b.as<float>(), result.as<float>(), n, stream_));
+    ASSERT_TRUE(sync());
+    const std::vector<float> actual = download<float>(result, count);
+    EXPECT_TRUE(test::all_equal(actual.data(), expected.data(), count));
   }
 
   void check_geglu(int64_t rows, int64_t hidden, uint64_t seed) {
@@ -99,6 +119,13 @@ TEST_F(CudaActivations, SmallSwiglu) {
   }
 }
 
+TEST_F(CudaActivations, Add) {
+  uint64_t seed = 300;
+  for (int64_t n : {1, 33, 4097, 100003}) {
+    for (int alias : {0, 1, 2}) check_add(n, alias, seed++);
+  }
+}
+
 TEST_F(CudaActivations, SmallGeglu) {
   uint64_t seed = 200;
   for (int64_t rows : {1, 3, 17}) {
@@ -111,7 +138,10 @@ TEST(CudaActivationsArgs, RejectsNegativeSizes) {
   EXPECT_EQ(cuda::silu(&dummy, &dummy, -1, nullptr).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(cuda::geglu(&dummy, &dummy, 2, -1, nullptr).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(cuda::swiglu(nullptr, &dummy, &dummy, 4, nullptr).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(cuda::quick_gelu(&dummy, &dummy, -1, nullptr).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(cuda::add(&dummy, nullptr, &dummy, 4, nullptr).code(), ErrorCode::kInvalidArgument);
   TESSERA_EXPECT_OK(cuda::gelu_tanh(nullptr, nullptr, 0, nullptr));
+  TESSERA_EXPECT_OK(cuda::add(nullptr, nullptr, nullptr, 0, nullptr));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// The elementwise activations (silu, gelu_erf, gelu_tanh, swiglu, geglu) against double-precision
-// references on every code path, over ordinary and extreme inputs, in place and aliased.
+// The elementwise ops (silu, gelu_erf, gelu_tanh, quick_gelu, add, swiglu, geglu) against
+// double-precision references on every code path, over ordinary and extreme inputs, in place and
+// aliased.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -39,7 +40,8 @@ struct Unary {
 };
 const Unary kUnary[] = {{"silu", ref::silu, cpu::silu},
                         {"gelu_erf", ref::gelu_erf, cpu::gelu_erf},
-                        {"gelu_tanh", ref::gelu_tanh, cpu::gelu_tanh}};
+                        {"gelu_tanh", ref::gelu_tanh, cpu::gelu_tanh},
+                        {"quick_gelu", ref::quick_gelu, cpu::quick_gelu}};
 
 // Sizes around the vector widths, a prime, and 70001 (> two 32K chunks: three tasks).
 const int64_t kSizes[] = {1, 7, 8, 15, 16, 17, 31, 257, 70001};
@@ -97,6 +99,9 @@ TEST(Activations, GeluVariantsAgreeWithKnownValues) {
     EXPECT_NEAR(y, 0.8411919906082768, 1e-6);
     cpu::silu(&one, &y, 1);
     EXPECT_NEAR(y, 0.7310585786300049, 1e-6);
+    // quick_gelu(1) = sigmoid(1.702) = 1 / (1 + e^-1.702) (CLIP's activation).
+    cpu::quick_gelu(&one, &y, 1);
+    EXPECT_NEAR(y, 0.8457957659328212, 1e-6);
   });
 }
 
@@ -119,6 +124,31 @@ TEST(Activations, SwigluMatchesReferenceAndAliases) {
       g = gate;
       cpu::swiglu(g.data(), u.data(), u.data(), n);  // y aliases up
       EXPECT_TRUE(test::all_equal(u.data(), actual.data(), actual.size()));
+    });
+  }
+}
+
+TEST(Activations, AddIsExactAndAliases) {
+  for (int64_t n : kSizes) {
+    const auto a = inputs(n, uint64_t(n) + 300);
+    const auto b = inputs(n, uint64_t(n) + 400);
+    std::vector<float> expected(static_cast<size_t>(n)), actual(static_cast<size_t>(n));
+    ref::add(a.data(), b.data(), expected.data(), n);
+    test::for_each_cpu_mode([&] {
+      SCOPED_TRACE("n " + std::to_string(n));
+      actual.assign(actual.size(), -1.0f);
+      cpu::add(a.data(), b.data(), actual.data(), n);
+      // A single f32 addition is correctly rounded in every ISA: results are bit-identical.
+      EXPECT_TRUE(test::all_equal(actual.data(), expected.data(), actual.size()));
+      std::vector<float> x = a, y = b;
+      cpu::add(x.data(), y.data(), x.data(), n);  // y aliases a
+      EXPECT_TRUE(test::all_equal(x.data(), expected.data(), expected.size()));
+      x = a;
+      cpu::add(x.data(), y.data(), y.data(), n);  // y aliases b
+      EXPECT_TRUE(test::all_equal(y.data(), expected.data(), expected.size()));
+      y = a;
+      cpu::add(y.data(), y.data(), y.data(), n);  // x + x in place
+      for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], a[i] * 2.0f) << "element " << i;
     });
   }
 }

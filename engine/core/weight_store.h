@@ -1,0 +1,85 @@
+// WeightStore: the host weights of one checkpoint in the precision a model runs at, each tensor
+// converted at most once.
+//
+// A model loader asks the store for every tensor it uses, with the shape it expects; the store
+// checks name, dtype and shape (errors name the tensor, the file and expected vs actual) and hands
+// out host pointers that stay valid while the store lives (moving the store keeps them valid: the
+// mapped file and the converted buffers do not move).
+//
+// Formats (WeightFormat):
+//   kF32  matrices and vectors are f32. An aligned F32 tensor is a zero-copy view into the
+//         memory-mapped file; F16 / BF16 (or unaligned F32) tensors are converted into owned f32
+//         buffers.
+//   kBF16 matrices (linear weights, embedding tables) are bf16: a BF16 tensor of the file is used
+//         zero-copy, anything else is converted once (round to nearest even) into an owned
+//         buffer. Vectors (biases, norm scales) stay f32 in both formats.
+// Asking twice for the same tensor in the same form returns the same pointer (no second
+// conversion).
+//
+// Thread safety: not thread-safe; load models from one thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/core/safetensors.h"
+#include "engine/core/status.h"
+#include "kernels/ops.h"
+
+namespace tessera {
+
+enum class WeightFormat {
+  kF32,   // memory-mapped f32 (zero-copy for F32 checkpoints)
+  kBF16,  // matrices converted once to bf16 (half the bytes read per token)
+};
+
+// "f32" / "bf16".
+const char* weight_format_name(WeightFormat format);
+
+class WeightStore {
+ public:
+  WeightStore() = default;
+  // Takes ownership of an opened checkpoint.
+  WeightStore(SafeTensors file, WeightFormat format);
+  WeightStore(WeightStore&&) noexcept = default;
+  WeightStore& operator=(WeightStore&&) noexcept = default;
+  WeightStore(const WeightStore&) = delete;
+  WeightStore& operator=(const WeightStore&) = delete;
+
+  const SafeTensors& file() const { return file_; }
+  WeightFormat format() const { return format_; }
+
+  // A 2-D tensor [rows, cols] as a kernels::Weight in the store's format (see above). Errors:
+  // kNotFound (no such tensor), kInvalidArgument (not 2-D of that shape, or a dtype other than
+  // F32/F16/BF16), all naming the tensor and the file. rows/cols of -1 accept any size.
+  Expected<kernels::Weight> matrix(const std::string& name, int64_t rows, int64_t cols);
+  // The same, always f32 (e.g. a table the model post-processes on the host).
+  Expected<kernels::Weight> matrix_f32(const std::string& name, int64_t rows, int64_t cols);
+  // Any tensor as f32 with the expected shape (-1 = any size in that dimension); the element
+  // count is numel of the actual shape. For biases and norm scales pass {n}.
+  Expected<const float*> f32(const std::string& name, const std::vector<int64_t>& shape);
+
+  // Bytes held in converted buffers (0 when everything is zero-copy).
+  size_t converted_bytes() const { return converted_bytes_; }
+
+ private:
+  Expected<const void*> get(const std::string& name, const std::vector<int64_t>& shape, DType want);
+
+  SafeTensors file_;
+  WeightFormat format_ = WeightFormat::kF32;
+  // (name, dtype) -> owned converted copy. unique_ptr keeps addresses stable across moves.
+  std::map<std::pair<std::string, DType>, std::unique_ptr<uint8_t[]>> converted_;
+  size_t converted_bytes_ = 0;
+};
+
+// Checks every floating-point tensor (F64/F32/F16/BF16) of `file` for NaN and +-inf. Returns ok, or
+// kCorruptData naming the first offending tensor (in file order), the element index and the value
+// kind, e.g. "gpt.safetensors: tensor 'lm_head.weight' element 17 is NaN". Reads every byte of the
+// float tensors (about 1 s per 4 GB on 2 cores; multithreaded over default_thread_pool()).
+Status scan_non_finite(const SafeTensors& file);
+
+}  // namespace tessera

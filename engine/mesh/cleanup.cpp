@@ -1,0 +1,242 @@
+#include "engine/mesh/cleanup.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#if __has_include(<meshoptimizer.h>) && defined(TESSERA_HAVE_MESHOPTIMIZER)
+#include <meshoptimizer.h>
+#define TESSERA_MESHOPT 1
+#else
+#define TESSERA_MESHOPT 0
+#endif
+
+namespace tessera::mesh {
+namespace {
+
+struct KeyHash {
+  size_t operator()(const std::array<int64_t, 3>& k) const {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t v : k) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
+int64_t find_root(std::vector<int64_t>& parent, int64_t x) {
+  while (parent[x] != x) {
+    parent[x] = parent[parent[x]];
+    x = parent[x];
+  }
+  return x;
+}
+
+}  // namespace
+
+int64_t weld_vertices(Mesh& mesh, float tolerance) {
+  const int64_t n = mesh.vertex_count();
+  if (n == 0) return 0;
+  const double inv = tolerance > 0 ? 1.0 / tolerance : 0.0;
+  std::unordered_map<std::array<int64_t, 3>, uint32_t, KeyHash> first;
+  first.reserve(static_cast<size_t>(n));
+  std::vector<uint32_t> remap(static_cast<size_t>(n));
+  std::vector<float> positions;
+  positions.reserve(mesh.positions.size());
+  for (int64_t v = 0; v < n; ++v) {
+    std::array<int64_t, 3> key{};
+    for (int d = 0; d < 3; ++d) {
+      const float p = mesh.positions[3 * v + d];
+      if (inv > 0) {
+        key[d] = static_cast<int64_t>(std::llround(p * inv));
+      } else {
+        uint32_t bits;
+        std::memcpy(&bits, &p, 4);
+        key[d] = p == 0.0f ? 0 : bits;  // exact match; +0 and -0 weld
+      }
+    }
+    auto [it, inserted] = first.try_emplace(key, static_cast<uint32_t>(positions.size() / 3));
+    if (inserted) {
+      for (int d = 0; d < 3; ++d) positions.push_back(mesh.positions[3 * v + d]);
+    }
+    remap[static_cast<size_t>(v)] = it->second;
+  }
+  for (uint32_t& t : mesh.triangles) t = remap[t];
+  const int64_t merged = n - static_cast<int64_t>(positions.size() / 3);
+  mesh.positions = std::move(positions);
+  mesh.normals.clear();
+  return merged;
+}
+
+int64_t remove_degenerate_triangles(Mesh& mesh, double min_area) {
+  std::vector<uint32_t> kept;
+  kept.reserve(mesh.triangles.size());
+  std::unordered_set<std::array<int64_t, 3>, KeyHash> seen;
+  seen.reserve(mesh.triangles.size() / 3);
+  const auto& p = mesh.positions;
+  for (size_t t = 0; t + 2 < mesh.triangles.size(); t += 3) {
+    const uint32_t a = mesh.triangles[t], b = mesh.triangles[t + 1], c = mesh.triangles[t + 2];
+    if (a == b || b == c || a == c) continue;
+    const double u[3] = {p[3 * b] - p[3 * a], p[3 * b + 1] - p[3 * a + 1], p[3 * b + 2] - p[3 * a + 2]};
+    const double w[3] = {p[3 * c] - p[3 * a], p[3 * c + 1] - p[3 * a + 1], p[3 * c + 2] - p[3 * a + 2]};
+    const double nx = u[1] * w[2] - u[2] * w[1], ny = u[2] * w[0] - u[0] * w[2],
+                 nz = u[0] * w[1] - u[1] * w[0];
+    if (0.5 * std::sqrt(nx * nx + ny * ny + nz * nz) <= min_area) continue;
+    std::array<int64_t, 3> key{a, b, c};
+    std::sort(key.begin(), key.end());
+    if (!seen.insert(key).second) continue;
+    kept.insert(kept.end(), {a, b, c});
+  }
+  const auto removed = static_cast<int64_t>((mesh.triangles.size() - kept.size()) / 3);
+  mesh.triangles = std::move(kept);
+  return removed;
+}
+
+int64_t remove_small_components(Mesh& mesh, double fraction) {
+  const int64_t nv = mesh.vertex_count(), nt = mesh.triangle_count();
+  if (nt == 0 || fraction <= 0) return 0;
+  std::vector<int64_t> parent(static_cast<size_t>(nv));
+  std::iota(parent.begin(), parent.end(), 0);
+  for (int64_t t = 0; t < nt; ++t) {
+    const int64_t a = find_root(parent, mesh.triangles[3 * t]);
+    for (int v = 1; v < 3; ++v) {
+      const int64_t b = find_root(parent, mesh.triangles[3 * t + v]);
+      if (a != b) parent[b] = a;
+    }
+  }
+  struct Component {
+    float lo[3] = {INFINITY, INFINITY, INFINITY};
+    float hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    int64_t triangles = 0;
+  };
+  std::unordered_map<int64_t, Component> comps;
+  for (int64_t t = 0; t < nt; ++t) {
+    Component& c = comps[find_root(parent, mesh.triangles[3 * t])];
+    ++c.triangles;
+    for (int v = 0; v < 3; ++v) {
+      const uint32_t i = mesh.triangles[3 * t + v];
+      for (int d = 0; d < 3; ++d) {
+        c.lo[d] = std::min(c.lo[d], mesh.positions[3 * i + d]);
+        c.hi[d] = std::max(c.hi[d], mesh.positions[3 * i + d]);
+      }
+    }
+  }
+  const double limit = fraction * compute_bounds(mesh).diagonal();
+  int64_t largest = -1, largest_count = -1;
+  for (const auto& [root, c] : comps) {
+    if (c.triangles > largest_count) {
+      largest = root;
+      largest_count = c.triangles;
+    }
+  }
+  std::unordered_set<int64_t> drop;
+  for (const auto& [root, c] : comps) {
+    double s = 0;
+    for (int d = 0; d < 3; ++d) s += (static_cast<double>(c.hi[d]) - c.lo[d]) * (c.hi[d] - c.lo[d]);
+    if (root != largest && std::sqrt(s) < limit) drop.insert(root);
+  }
+  if (drop.empty()) return 0;
+  std::vector<uint32_t> kept;
+  kept.reserve(mesh.triangles.size());
+  for (int64_t t = 0; t < nt; ++t) {
+    if (drop.count(find_root(parent, mesh.triangles[3 * t])) != 0) continue;
+    kept.insert(kept.end(), mesh.triangles.begin() + 3 * t, mesh.triangles.begin() + 3 * t + 3);
+  }
+  const int64_t removed = nt - static_cast<int64_t>(kept.size() / 3);
+  mesh.triangles = std::move(kept);
+  compact_vertices(mesh);
+  return removed;
+}
+
+void compact_vertices(Mesh& mesh) {
+  const int64_t n = mesh.vertex_count();
+  std::vector<int64_t> remap(static_cast<size_t>(n), -1);
+  int64_t next = 0;
+  for (uint32_t t : mesh.triangles) {
+    if (remap[t] < 0) remap[t] = next++;
+  }
+  if (next == n) {
+    // Already compact, but keep first-use order stable only when it changes something.
+    bool identity = true;
+    for (int64_t v = 0; v < n && identity; ++v) identity = remap[static_cast<size_t>(v)] == v;
+    if (identity) return;
+  }
+  const bool has_normals = !mesh.normals.empty();
+  std::vector<float> pos(static_cast<size_t>(next) * 3), nor(has_normals ? pos.size() : 0);
+  for (int64_t v = 0; v < n; ++v) {
+    const int64_t r = remap[static_cast<size_t>(v)];
+    if (r < 0) continue;
+    for (int d = 0; d < 3; ++d) {
+      pos[3 * r + d] = mesh.positions[3 * v + d];
+      if (has_normals) nor[3 * r + d] = mesh.normals[3 * v + d];
+    }
+  }
+  for (uint32_t& t : mesh.triangles) t = static_cast<uint32_t>(remap[t]);
+  mesh.positions = std::move(pos);
+  mesh.normals = std::move(nor);
+}
+
+void compute_vertex_normals(Mesh& mesh) {
+  std::vector<double> acc(mesh.positions.size(), 0.0);
+  const auto& p = mesh.positions;
+  for (size_t t = 0; t + 2 < mesh.triangles.size(); t += 3) {
+    const uint32_t a = mesh.triangles[t], b = mesh.triangles[t + 1], c = mesh.triangles[t + 2];
+    const double u[3] = {p[3 * b] - p[3 * a], p[3 * b + 1] - p[3 * a + 1], p[3 * b + 2] - p[3 * a + 2]};
+    const double w[3] = {p[3 * c] - p[3 * a], p[3 * c + 1] - p[3 * a + 1], p[3 * c + 2] - p[3 * a + 2]};
+    // The unnormalised cross product is twice the area: area weighting for free.
+    const double n[3] = {u[1] * w[2] - u[2] * w[1], u[2] * w[0] - u[0] * w[2], u[0] * w[1] - u[1] * w[0]};
+    for (uint32_t v : {a, b, c}) {
+      for (int d = 0; d < 3; ++d) acc[3 * v + d] += n[d];
+    }
+  }
+  mesh.normals.assign(mesh.positions.size(), 0.0f);
+  for (size_t v = 0; v + 2 < acc.size(); v += 3) {
+    const double len = std::sqrt(acc[v] * acc[v] + acc[v + 1] * acc[v + 1] + acc[v + 2] * acc[v + 2]);
+    if (len > 0) {
+      for (int d = 0; d < 3; ++d) mesh.normals[v + d] = static_cast<float>(acc[v + d] / len);
+    } else {
+      mesh.normals[v + 2] = 1.0f;
+    }
+  }
+}
+
+Status decimate(Mesh& mesh, int64_t max_triangles) {
+  if (max_triangles < 1) {
+    return invalid_argument("decimate: face budget " + std::to_string(max_triangles) + " must be >= 1");
+  }
+  if (mesh.triangle_count() <= max_triangles) return Status();
+#if TESSERA_MESHOPT
+  std::vector<uint32_t> out(mesh.triangles.size());
+  // target_error is relative to the mesh extent; 1.0 lets the face budget decide.
+  const size_t count = meshopt_simplify(out.data(), mesh.triangles.data(), mesh.triangles.size(),
+                                        mesh.positions.data(), static_cast<size_t>(mesh.vertex_count()),
+                                        3 * sizeof(float), static_cast<size_t>(max_triangles) * 3,
+                                        1.0f, 0, nullptr);
+  out.resize(count);
+  mesh.triangles = std::move(out);
+  compact_vertices(mesh);
+  if (!mesh.normals.empty()) compute_vertex_normals(mesh);
+  return Status();
+#else
+  return unsupported("decimate: this build of Tessera has no meshoptimizer (install "
+                     "libmeshoptimizer-dev and reconfigure)");
+#endif
+}
+
+Status cleanup(Mesh& mesh, const CleanupOptions& options) {
+  TESSERA_RETURN_IF_ERROR(validate(mesh));
+  const double diagonal = compute_bounds(mesh).diagonal();
+  weld_vertices(mesh, static_cast<float>(options.weld_tolerance_fraction * diagonal));
+  remove_degenerate_triangles(mesh, 0.0);
+  remove_small_components(mesh, options.min_component_fraction);
+  if (options.max_triangles > 0) TESSERA_RETURN_IF_ERROR(decimate(mesh, options.max_triangles));
+  compact_vertices(mesh);
+  if (options.normals) compute_vertex_normals(mesh);
+  return Status();
+}
+
+}  // namespace tessera::mesh

@@ -1,0 +1,49 @@
+// Mesh clean-up after extraction: the steps of the Cube 3D reference's post-processing, plus
+// normals. Every step edits the mesh in place and keeps it valid (mesh.h invariants); vertices no
+// triangle uses are dropped and indices compacted.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/core/status.h"
+#include "engine/mesh/mesh.h"
+
+namespace tessera::mesh {
+
+// Merges vertices whose positions agree to within `tolerance` (absolute units; they are snapped to
+// a grid of that size, so two vertices closer than the tolerance but in different grid cells are
+// kept apart). Normals, if present, are dropped: recompute them afterwards. Returns vertices merged.
+int64_t weld_vertices(Mesh& mesh, float tolerance);
+
+// Removes triangles that repeat a vertex index, have area <= min_area, or repeat another
+// triangle's vertex set (any orientation). Returns triangles removed.
+int64_t remove_degenerate_triangles(Mesh& mesh, double min_area = 0.0);
+
+// Drops connected components (triangles connected through shared vertices) whose bounding-box
+// diagonal is below `fraction` of the whole mesh's diagonal. The largest component is always kept.
+// Returns triangles removed.
+int64_t remove_small_components(Mesh& mesh, double fraction);
+
+// Removes vertices that no triangle references (compacts indices, keeps normals aligned).
+void compact_vertices(Mesh& mesh);
+
+// Area-weighted vertex normals (unit length; (0, 0, 1) for a vertex whose faces have zero area).
+void compute_vertex_normals(Mesh& mesh);
+
+// Quadric-error decimation (meshoptimizer's meshopt_simplify) down to at most `max_triangles`
+// where the topology allows it; borders are kept. No-op when the mesh is already within budget.
+// kUnsupported when Tessera was built without meshoptimizer, kInvalidArgument for max_triangles < 1.
+Status decimate(Mesh& mesh, int64_t max_triangles);
+
+struct CleanupOptions {
+  double weld_tolerance_fraction = 1e-6;  // of the bbox diagonal
+  double min_component_fraction = 0.15;   // of the bbox diagonal (the reference's 15 %); 0: keep all
+  int64_t max_triangles = 0;              // decimation budget; 0: no decimation
+  bool normals = true;
+};
+
+// weld -> degenerate faces -> small components -> optional decimation -> compaction -> normals.
+// Errors: the mesh fails validate(), or decimate() fails.
+Status cleanup(Mesh& mesh, const CleanupOptions& options);
+
+}  // namespace tessera::mesh

@@ -1,0 +1,120 @@
+#include "engine/mesh/mesh.h"
+
+#include <cmath>
+#include <string>
+#include <unordered_map>
+
+namespace tessera::mesh {
+
+double Bounds::diagonal() const {
+  double s = 0;
+  for (int d = 0; d < 3; ++d) {
+    const double e = static_cast<double>(max[d]) - min[d];
+    s += e * e;
+  }
+  return std::sqrt(s);
+}
+
+Status validate(const Mesh& mesh) {
+  if (mesh.positions.size() % 3 != 0) {
+    return invalid_argument("mesh: positions size " + std::to_string(mesh.positions.size()) +
+                            " is not a multiple of 3");
+  }
+  if (!mesh.normals.empty() && mesh.normals.size() != mesh.positions.size()) {
+    return invalid_argument("mesh: normals size " + std::to_string(mesh.normals.size()) +
+                            " != positions size " + std::to_string(mesh.positions.size()));
+  }
+  if (mesh.triangles.size() % 3 != 0) {
+    return invalid_argument("mesh: triangles size " + std::to_string(mesh.triangles.size()) +
+                            " is not a multiple of 3");
+  }
+  const auto n = static_cast<uint64_t>(mesh.vertex_count());
+  for (size_t i = 0; i < mesh.triangles.size(); ++i) {
+    if (mesh.triangles[i] >= n) {
+      return invalid_argument("mesh: triangle " + std::to_string(i / 3) + " references vertex " +
+                              std::to_string(mesh.triangles[i]) + " of " + std::to_string(n));
+    }
+  }
+  for (size_t i = 0; i < mesh.positions.size(); ++i) {
+    if (!std::isfinite(mesh.positions[i])) {
+      return invalid_argument("mesh: vertex " + std::to_string(i / 3) + " has a non-finite position");
+    }
+  }
+  return Status();
+}
+
+Bounds compute_bounds(const Mesh& mesh) {
+  Bounds b;
+  if (mesh.positions.empty()) return b;
+  for (int d = 0; d < 3; ++d) b.min[d] = b.max[d] = mesh.positions[d];
+  for (size_t i = 0; i < mesh.positions.size(); i += 3) {
+    for (int d = 0; d < 3; ++d) {
+      b.min[d] = std::min(b.min[d], mesh.positions[i + d]);
+      b.max[d] = std::max(b.max[d], mesh.positions[i + d]);
+    }
+  }
+  return b;
+}
+
+namespace {
+struct Vec3d {
+  double x, y, z;
+};
+Vec3d vertex(const Mesh& m, uint32_t i) {
+  return {m.positions[3 * i], m.positions[3 * i + 1], m.positions[3 * i + 2]};
+}
+Vec3d sub(Vec3d a, Vec3d b) { return {a.x - b.x, a.y - b.y, a.z - b.z}; }
+Vec3d cross(Vec3d a, Vec3d b) {
+  return {a.y * b.z - a.z * b.y, a.z * b.x - a.x * b.z, a.x * b.y - a.y * b.x};
+}
+}  // namespace
+
+double surface_area(const Mesh& mesh) {
+  double area = 0;
+  for (size_t t = 0; t + 2 < mesh.triangles.size(); t += 3) {
+    const Vec3d a = vertex(mesh, mesh.triangles[t]);
+    const Vec3d n = cross(sub(vertex(mesh, mesh.triangles[t + 1]), a),
+                          sub(vertex(mesh, mesh.triangles[t + 2]), a));
+    area += 0.5 * std::sqrt(n.x * n.x + n.y * n.y + n.z * n.z);
+  }
+  return area;
+}
+
+double signed_volume(const Mesh& mesh) {
+  // Sum of signed tetrahedra (origin, a, b, c): the divergence theorem for a closed surface.
+  double v = 0;
+  for (size_t t = 0; t + 2 < mesh.triangles.size(); t += 3) {
+    const Vec3d a = vertex(mesh, mesh.triangles[t]);
+    const Vec3d b = vertex(mesh, mesh.triangles[t + 1]);
+    const Vec3d c = vertex(mesh, mesh.triangles[t + 2]);
+    const Vec3d bc = cross(b, c);
+    v += (a.x * bc.x + a.y * bc.y + a.z * bc.z) / 6.0;
+  }
+  return v;
+}
+
+Topology compute_topology(const Mesh& mesh) {
+  Topology topo;
+  std::unordered_map<uint64_t, int> edge_use;
+  edge_use.reserve(mesh.triangles.size() * 2);
+  std::vector<char> used(static_cast<size_t>(mesh.vertex_count()), 0);
+  for (size_t t = 0; t + 2 < mesh.triangles.size(); t += 3) {
+    for (int e = 0; e < 3; ++e) {
+      const uint32_t a = mesh.triangles[t + e];
+      const uint32_t b = mesh.triangles[t + (e + 1) % 3];
+      used[a] = 1;
+      const uint64_t key = (static_cast<uint64_t>(std::min(a, b)) << 32) | std::max(a, b);
+      ++edge_use[key];
+    }
+  }
+  for (char u : used) topo.vertices_used += u;
+  topo.edges = static_cast<int64_t>(edge_use.size());
+  for (const auto& [key, count] : edge_use) {
+    if (count == 1) ++topo.boundary_edges;
+    if (count > 2) ++topo.non_manifold_edges;
+  }
+  topo.euler_characteristic = topo.vertices_used - topo.edges + mesh.triangle_count();
+  return topo;
+}
+
+}  // namespace tessera::mesh

@@ -1,0 +1,57 @@
+// Mesh: an indexed triangle mesh, the engine's one geometry exchange type (extraction produces it,
+// clean-up edits it in place, exporters and the viewer read it).
+//
+// Conventions: positions and normals are xyz float triples per vertex (object units: the shape
+// decoder's [-1.05, 1.05]^3 cube); `normals` is either empty or exactly as long as `positions`;
+// triangles are index triples, counter-clockwise when seen from outside (right-hand normal points
+// out of the solid). The struct owns its arrays; it is a plain value (copyable, movable).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "engine/core/status.h"
+
+namespace tessera::mesh {
+
+struct Mesh {
+  std::vector<float> positions;     // 3 * vertex_count()
+  std::vector<float> normals;       // empty or 3 * vertex_count()
+  std::vector<uint32_t> triangles;  // 3 * triangle_count()
+
+  int64_t vertex_count() const { return static_cast<int64_t>(positions.size() / 3); }
+  int64_t triangle_count() const { return static_cast<int64_t>(triangles.size() / 3); }
+  bool empty() const { return triangles.empty(); }
+};
+
+struct Bounds {
+  std::array<float, 3> min{0, 0, 0};
+  std::array<float, 3> max{0, 0, 0};
+  double diagonal() const;
+};
+
+// Checks the invariants above (array sizes, every index < vertex_count(), finite positions).
+// kInvalidArgument naming the first violation.
+Status validate(const Mesh& mesh);
+
+// Axis-aligned bounds of all vertices (zeros for a mesh without vertices).
+Bounds compute_bounds(const Mesh& mesh);
+
+// Total triangle area, and the signed volume enclosed (positive for a closed, outward-oriented
+// mesh; meaningless for open meshes). Computed in double.
+double surface_area(const Mesh& mesh);
+double signed_volume(const Mesh& mesh);
+
+// Topology summary: edges counted once per unordered vertex pair.
+struct Topology {
+  int64_t vertices_used = 0;       // vertices referenced by at least one triangle
+  int64_t edges = 0;
+  int64_t boundary_edges = 0;      // edges used by one triangle
+  int64_t non_manifold_edges = 0;  // edges used by more than two triangles
+  int64_t euler_characteristic = 0;  // V - E + F over referenced vertices
+  bool watertight() const { return boundary_edges == 0 && non_manifold_edges == 0; }
+};
+Topology compute_topology(const Mesh& mesh);
+
+}  // namespace tessera::mesh

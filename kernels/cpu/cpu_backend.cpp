@@ -1,0 +1,179 @@
+// The CPU backend: kernels::Backend over tessera::kernels::cpu::* (SIMD + default_thread_pool()),
+// plus DeviceBuffer, which every backend shares.
+//
+// Memory is plain host memory (64-byte aligned: one cache line, one AVX-512 vector), copies are
+// memcpy, weights are used where they lie (zero-copy from a memory-mapped checkpoint). Ops run
+// synchronously on the calling thread (and the pool), so synchronize() has nothing to wait for.
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "engine/core/thread_pool.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/isa.h"
+
+namespace tessera::kernels {
+
+DeviceBuffer::~DeviceBuffer() {
+  if (backend_ != nullptr && data_ != nullptr) backend_->release(data_);
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
+    : backend_(o.backend_), data_(o.data_), bytes_(o.bytes_) {
+  o.backend_ = nullptr;
+  o.data_ = nullptr;
+  o.bytes_ = 0;
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (backend_ != nullptr && data_ != nullptr) backend_->release(data_);
+    backend_ = o.backend_;
+    data_ = o.data_;
+    bytes_ = o.bytes_;
+    o.backend_ = nullptr;
+    o.data_ = nullptr;
+    o.bytes_ = 0;
+  }
+  return *this;
+}
+
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+class CpuBackend final : public Backend {
+ public:
+  Device device() const override { return Device::kCpu; }
+
+  std::string name() const override {
+    const int threads = default_thread_pool().num_threads();
+    return std::string("cpu (") + cpu::isa_name(cpu::active_isa()) + ", " +
+           std::to_string(threads) + (threads == 1 ? " thread)" : " threads)");
+  }
+
+  Expected<DeviceBuffer> allocate(size_t bytes) override {
+    // aligned_alloc needs a multiple of the alignment; a zero-byte request still gets a unique,
+    // freeable pointer (one line), so callers need no special case.
+    const size_t rounded =
+        bytes == 0 ? kAlignment : (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    if (rounded < bytes) {
+      return out_of_memory("cpu backend: cannot allocate " + std::to_string(bytes) + " bytes");
+    }
+    void* data = std::aligned_alloc(kAlignment, rounded);
+    if (data == nullptr) {
+      return out_of_memory("cpu backend: out of memory allocating " + std::to_string(bytes) +
+                           " bytes");
+    }
+    return DeviceBuffer(this, data, bytes);
+  }
+
+  void release(void* data) override { std::free(data); }
+
+  Status upload(void* dst, const void* host_src, size_t bytes) override {
+    if (bytes != 0) std::memcpy(dst, host_src, bytes);
+    return Status();
+  }
+  Status download(void* host_dst, const void* src, size_t bytes) override {
+    if (bytes != 0) std::memcpy(host_dst, src, bytes);
+    return Status();
+  }
+  Status copy(void* dst, const void* src, size_t bytes) override {
+    // memmove: an overlapping copy within one buffer (e.g. shifting a window) is well defined.
+    if (bytes != 0) std::memmove(dst, src, bytes);
+    return Status();
+  }
+  Status fill_zero(void* dst, size_t bytes) override {
+    if (bytes != 0) std::memset(dst, 0, bytes);
+    return Status();
+  }
+  Status synchronize() override { return Status(); }
+
+  Expected<Weight> upload_weight(const Weight& host, DeviceBuffer* /*storage*/) override {
+    if (host.dtype != DType::kF32 && host.dtype != DType::kBF16) {
+      return invalid_argument(std::string("cpu backend: weight dtype ") + dtype_name(host.dtype) +
+                              " is not supported (f32 or bf16)");
+    }
+    return host;
+  }
+  Expected<const float*> upload_f32(const float* host, int64_t /*n*/,
+                                    DeviceBuffer* /*storage*/) override {
+    return host;
+  }
+
+  Status linear(const float* x, int64_t m, const Weight& w, const float* bias, float* y) override {
+    cpu::linear(x, m, w, bias, y);
+    return Status();
+  }
+  Status layer_norm(const float* x, const float* weight, const float* bias, float* y, int64_t rows,
+                    int64_t dim, float eps) override {
+    cpu::layer_norm(x, weight, bias, y, rows, dim, eps);
+    return Status();
+  }
+  Status rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim,
+                  float eps) override {
+    cpu::rms_norm(x, weight, y, rows, dim, eps);
+    return Status();
+  }
+  Status rope_interleaved(float* x, int64_t tokens, int64_t heads, int64_t head_dim,
+                          int64_t token_stride, const int32_t* positions, float theta) override {
+    cpu::rope_interleaved(x, tokens, heads, head_dim, token_stride, positions, theta);
+    return Status();
+  }
+  Status softmax(const float* x, float* y, int64_t rows, int64_t cols) override {
+    cpu::softmax(x, y, rows, cols);
+    return Status();
+  }
+  Status silu(const float* x, float* y, int64_t n) override {
+    cpu::silu(x, y, n);
+    return Status();
+  }
+  Status gelu_erf(const float* x, float* y, int64_t n) override {
+    cpu::gelu_erf(x, y, n);
+    return Status();
+  }
+  Status gelu_tanh(const float* x, float* y, int64_t n) override {
+    cpu::gelu_tanh(x, y, n);
+    return Status();
+  }
+  Status quick_gelu(const float* x, float* y, int64_t n) override {
+    cpu::quick_gelu(x, y, n);
+    return Status();
+  }
+  Status swiglu(const float* gate, const float* up, float* y, int64_t n) override {
+    cpu::swiglu(gate, up, y, n);
+    return Status();
+  }
+  Status geglu(const float* x, float* y, int64_t rows, int64_t hidden) override {
+    cpu::geglu(x, y, rows, hidden);
+    return Status();
+  }
+  Status add(const float* a, const float* b, float* y, int64_t n) override {
+    cpu::add(a, b, y, n);
+    return Status();
+  }
+  Status attention(const float* q, const float* k, const float* v, float* o,
+                   const AttentionShape& s) override {
+    cpu::attention(q, k, v, o, s);
+    return Status();
+  }
+  Status attention_decode(const float* q, const float* k, const float* v, float* o,
+                          const AttentionShape& s) override {
+    cpu::attention_decode(q, k, v, o, s);
+    return Status();
+  }
+  Status embedding_gather(const Weight& table, const int32_t* ids, int64_t n, float* out) override {
+    cpu::embedding_gather(table, ids, n, out);
+    return Status();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() {
+  return std::make_unique<CpuBackend>();
+}
+
+}  // namespace tessera::kernels

@@ -1,0 +1,335 @@
+// Marching cubes, coarse-to-fine extraction, clean-up and exporters on analytic fields.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/core/mapped_file.h"
+#include "engine/mesh/cleanup.h"
+#include "engine/mesh/export.h"
+#include "engine/mesh/extraction.h"
+#include "engine/mesh/marching_cubes.h"
+#include "engine/mesh/mesh.h"
+
+namespace tessera::mesh {
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+// Occupancy-style logits: positive inside, scaled so that |logit| grows quickly off the surface.
+OccupancyFn sphere(float r, int64_t* calls = nullptr) {
+  return [r, calls](const float* p, int64_t n, float* out) {
+    if (calls != nullptr) *calls += n;
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = 10.0f * (r - std::sqrt(p[3 * i] * p[3 * i] + p[3 * i + 1] * p[3 * i + 1] +
+                                      p[3 * i + 2] * p[3 * i + 2]));
+    }
+    return Status();
+  };
+}
+
+OccupancyFn torus(float major, float minor) {
+  return [major, minor](const float* p, int64_t n, float* out) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float q = std::sqrt(p[3 * i] * p[3 * i] + p[3 * i + 1] * p[3 * i + 1]) - major;
+      out[i] = 10.0f * (minor - std::sqrt(q * q + p[3 * i + 2] * p[3 * i + 2]));
+    }
+    return Status();
+  };
+}
+
+TEST(MarchingCubes, SphereIsClosedWithAnalyticAreaAndVolume) {
+  ExtractionOptions o;
+  o.resolution_base = 6;
+  auto mesh = extract_dense(sphere(0.7f), o);
+  ASSERT_TRUE(mesh.ok()) << mesh.status().to_string();
+  const Topology t = compute_topology(*mesh);
+  EXPECT_TRUE(t.watertight()) << t.boundary_edges << " boundary, " << t.non_manifold_edges;
+  EXPECT_EQ(t.euler_characteristic, 2);
+  const double r = 0.7;
+  EXPECT_NEAR(surface_area(*mesh), 4 * kPi * r * r, 0.01 * 4 * kPi * r * r);
+  EXPECT_NEAR(signed_volume(*mesh), 4.0 / 3 * kPi * r * r * r, 0.01 * 4.0 / 3 * kPi * r * r * r);
+}
+
+TEST(MarchingCubes, TorusHasGenusOne) {
+  ExtractionOptions o;
+  o.resolution_base = 6;
+  auto mesh = extract_dense(torus(0.6f, 0.25f), o);
+  ASSERT_TRUE(mesh.ok()) << mesh.status().to_string();
+  const Topology t = compute_topology(*mesh);
+  EXPECT_TRUE(t.watertight());
+  EXPECT_EQ(t.euler_characteristic, 0);
+  EXPECT_NEAR(signed_volume(*mesh), 2 * kPi * kPi * 0.6 * 0.25 * 0.25, 0.02 * 2 * kPi * kPi * 0.6 * 0.0625);
+}
+
+TEST(MarchingCubes, RandomFieldIsConsistent) {
+  // A noisy field has every ambiguous configuration; the Kuhn split must still close every edge
+  // (the lattice boundary is forced outside so the surface is closed).
+  Lattice l;
+  l.n = {12, 11, 10};
+  std::vector<float> v(static_cast<size_t>(l.num_points()));
+  uint32_t s = 12345;
+  for (int64_t k = 0; k < l.n[2]; ++k) {
+    for (int64_t j = 0; j < l.n[1]; ++j) {
+      for (int64_t i = 0; i < l.n[0]; ++i) {
+        s = s * 1664525u + 1013904223u;
+        const bool border = i == 0 || j == 0 || k == 0 || i == l.n[0] - 1 || j == l.n[1] - 1 || k == l.n[2] - 1;
+        v[static_cast<size_t>(l.index(i, j, k))] = border ? -1.0f : static_cast<float>(s >> 8) / 16777216.0f - 0.5f;
+      }
+    }
+  }
+  auto mesh = marching_cubes(v.data(), l, 0.0f);
+  ASSERT_TRUE(mesh.ok());
+  ASSERT_GT(mesh->triangle_count(), 100);
+  EXPECT_TRUE(compute_topology(*mesh).watertight());
+  EXPECT_GT(signed_volume(*mesh), 0.0);
+}
+
+TEST(MarchingCubes, RejectsDegenerateLattice) {
+  Lattice l;
+  l.n = {1, 4, 4};
+  float v[16] = {};
+  EXPECT_FALSE(marching_cubes(v, l, 0.0f).ok());
+}
+
+TEST(Extraction, CoarseToFineMatchesDenseWithFarFewerQueries) {
+  for (const auto& [name, field] : {std::pair{"sphere", sphere(0.8f)}, std::pair{"torus", torus(0.6f, 0.25f)}}) {
+    ExtractionOptions o;
+    o.resolution_base = 6;
+    ExtractionStats dense_stats, c2f_stats;
+    auto dense = extract_dense(field, o, &dense_stats);
+    auto c2f = extract_coarse_to_fine(field, o, &c2f_stats);
+    ASSERT_TRUE(dense.ok() && c2f.ok()) << name;
+    // Every surface cell found: the same lattice vertices, hence the same mesh up to ordering.
+    EXPECT_EQ(c2f->triangle_count(), dense->triangle_count()) << name;
+    EXPECT_EQ(c2f->vertex_count(), dense->vertex_count()) << name;
+    EXPECT_NEAR(surface_area(*c2f), surface_area(*dense), 1e-6 * surface_area(*dense)) << name;
+    EXPECT_TRUE(compute_topology(*c2f).watertight()) << name;
+    EXPECT_EQ(dense_stats.queries, 65 * 65 * 65);
+    // At 2^8 + 1 the dense grid would need 257^3 queries; count the coarse-to-fine ones.
+    o.resolution_base = 8;
+    auto fine = extract_coarse_to_fine(field, o, &c2f_stats);
+    ASSERT_TRUE(fine.ok()) << name;
+    EXPECT_LE(c2f_stats.queries * 20, int64_t{257} * 257 * 257) << name << ": " << c2f_stats.queries;
+    EXPECT_EQ(c2f_stats.levels, 4);
+    EXPECT_TRUE(compute_topology(*fine).watertight()) << name;
+  }
+}
+
+TEST(Extraction, NearSurfaceThresholdRefinesMoreButSameSurface) {
+  ExtractionOptions o;
+  o.resolution_base = 6;
+  ExtractionStats plain, near;
+  auto a = extract_coarse_to_fine(sphere(0.5f), o, &plain);
+  o.near_surface_logit = 1.0f;
+  auto b = extract_coarse_to_fine(sphere(0.5f), o, &near);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_GT(near.queries, plain.queries);
+  EXPECT_EQ(a->triangle_count(), b->triangle_count());
+}
+
+TEST(Extraction, EmptyFieldReportsNoSurface) {
+  auto outside = [](const float*, int64_t n, float* out) {
+    std::fill(out, out + n, -3.0f);
+    return Status();
+  };
+  ExtractionOptions o;
+  o.resolution_base = 5;
+  auto dense = extract_dense(outside, o);
+  auto c2f = extract_coarse_to_fine(outside, o);
+  ASSERT_FALSE(dense.ok());
+  ASSERT_FALSE(c2f.ok());
+  EXPECT_NE(dense.status().message().find("no surface"), std::string::npos);
+  EXPECT_NE(c2f.status().message().find("no surface"), std::string::npos);
+}
+
+TEST(Extraction, ReportsNaNAndCallbackErrorsAndBadOptions) {
+  auto nan_field = [](const float*, int64_t n, float* out) {
+    std::fill(out, out + n, NAN);
+    return Status();
+  };
+  ExtractionOptions o;
+  o.resolution_base = 4;
+  o.coarse_base = 3;
+  auto r = extract_coarse_to_fine(nan_field, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("not finite"), std::string::npos);
+  auto cancel = [](const float*, int64_t, float*) { return cancelled("stop"); };
+  EXPECT_EQ(extract_coarse_to_fine(cancel, o).status().code(), ErrorCode::kCancelled);
+  o.coarse_base = 9;
+  EXPECT_EQ(extract_coarse_to_fine(sphere(0.5f), o).status().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(Cleanup, RemovesSmallFloatingBlobAndComputesNormals) {
+  ExtractionOptions o;
+  o.resolution_base = 6;
+  auto two = [](const float* p, int64_t n, float* out) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float x = p[3 * i], y = p[3 * i + 1], z = p[3 * i + 2];
+      const float big = 0.6f - std::sqrt(x * x + y * y + z * z);
+      const float bx = x - 0.9f, by = y - 0.9f, bz = z - 0.9f;
+      const float blob = 0.08f - std::sqrt(bx * bx + by * by + bz * bz);
+      out[i] = std::max(big, blob);
+    }
+    return Status();
+  };
+  auto mesh = extract_dense(two, o);
+  ASSERT_TRUE(mesh.ok());
+  const int64_t before = mesh->triangle_count();
+  CleanupOptions c;
+  ASSERT_TRUE(cleanup(*mesh, c).ok());
+  EXPECT_LT(mesh->triangle_count(), before);
+  const Bounds b = compute_bounds(*mesh);
+  EXPECT_LT(b.max[0], 0.65f);  // the blob near (0.9, 0.9, 0.9) is gone
+  EXPECT_EQ(compute_topology(*mesh).euler_characteristic, 2);
+  ASSERT_EQ(mesh->normals.size(), mesh->positions.size());
+  // Outward normals on a sphere: n . p > 0.
+  for (int64_t v = 0; v < mesh->vertex_count(); v += 97) {
+    const float d = mesh->normals[3 * v] * mesh->positions[3 * v] + mesh->normals[3 * v + 1] * mesh->positions[3 * v + 1] +
+                    mesh->normals[3 * v + 2] * mesh->positions[3 * v + 2];
+    EXPECT_GT(d, 0.0f);
+  }
+}
+
+TEST(Cleanup, WeldsDuplicatesAndDropsDegenerateFaces) {
+  Mesh m;
+  m.positions = {0, 0, 0, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 2, 2, 2};
+  m.triangles = {0, 1, 2, 4, 3, 2, 0, 0, 1, 2, 1, 0};  // tri 1 duplicates tri 0 after welding
+  EXPECT_EQ(weld_vertices(m, 1e-6f), 2);
+  EXPECT_EQ(remove_degenerate_triangles(m), 3);
+  compact_vertices(m);
+  EXPECT_EQ(m.triangle_count(), 1);
+  EXPECT_EQ(m.vertex_count(), 3);
+}
+
+TEST(Cleanup, DecimatesToFaceBudget) {
+  ExtractionOptions o;
+  o.resolution_base = 6;
+  auto mesh = extract_dense(sphere(0.7f), o);
+  ASSERT_TRUE(mesh.ok());
+  CleanupOptions c;
+  c.max_triangles = 2000;
+  Status st = cleanup(*mesh, c);
+  if (st.code() == ErrorCode::kUnsupported) GTEST_SKIP() << st.message();
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  EXPECT_LE(mesh->triangle_count(), 2000);
+  EXPECT_GT(mesh->triangle_count(), 500);
+  EXPECT_NEAR(signed_volume(*mesh), 4.0 / 3 * kPi * 0.343, 0.03 * 4.0 / 3 * kPi * 0.343);
+  EXPECT_EQ(decimate(*mesh, 0).code(), ErrorCode::kInvalidArgument);
+}
+
+class ExportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("tessera_mesh_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+    ExtractionOptions o;
+    o.resolution_base = 4;
+    auto m = extract_dense(torus(0.6f, 0.3f), o);
+    ASSERT_TRUE(m.ok());
+    mesh_ = std::move(*m);
+    ASSERT_TRUE(cleanup(mesh_, CleanupOptions()).ok());
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+  Mesh mesh_;
+};
+
+TEST_F(ExportTest, ObjRoundTrip) {
+  const std::string path = (dir_ / "t.obj").string();
+  ASSERT_TRUE(write_mesh(mesh_, path).ok());
+  auto text = read_file(path);
+  ASSERT_TRUE(text.ok());
+  std::istringstream in(*text);
+  std::string line;
+  int64_t v = 0, vn = 0, f = 0;
+  std::vector<float> pos;
+  while (std::getline(in, line)) {
+    if (line.rfind("v ", 0) == 0) {
+      float x, y, z;
+      ASSERT_EQ(std::sscanf(line.c_str(), "v %f %f %f", &x, &y, &z), 3);
+      pos.insert(pos.end(), {x, y, z});
+      ++v;
+    } else if (line.rfind("vn ", 0) == 0) {
+      ++vn;
+    } else if (line.rfind("f ", 0) == 0) {
+      unsigned a, b, c, a2, b2, c2;
+      ASSERT_EQ(std::sscanf(line.c_str(), "f %u//%u %u//%u %u//%u", &a, &a2, &b, &b2, &c, &c2), 6);
+      EXPECT_EQ(a, a2);
+      EXPECT_EQ(mesh_.triangles[3 * f] + 1, a);
+      EXPECT_LE(std::max({a, b, c}), static_cast<unsigned>(mesh_.vertex_count()));
+      ++f;
+    }
+  }
+  EXPECT_EQ(v, mesh_.vertex_count());
+  EXPECT_EQ(vn, mesh_.vertex_count());
+  EXPECT_EQ(f, mesh_.triangle_count());
+  for (size_t i = 0; i < pos.size(); ++i) EXPECT_NEAR(pos[i], mesh_.positions[i], 1e-6f);
+}
+
+TEST_F(ExportTest, GlbRoundTrip) {
+  const std::string path = (dir_ / "t.glb").string();
+  ASSERT_TRUE(write_mesh(mesh_, path).ok());
+  auto bytes = read_file(path);
+  ASSERT_TRUE(bytes.ok());
+  const std::string& s = *bytes;
+  auto u32 = [&](size_t off) {
+    uint32_t v;
+    std::memcpy(&v, s.data() + off, 4);
+    return v;
+  };
+  ASSERT_GE(s.size(), 28u);
+  EXPECT_EQ(u32(0), 0x46546C67u);
+  EXPECT_EQ(u32(4), 2u);
+  EXPECT_EQ(u32(8), s.size());
+  const uint32_t json_len = u32(12);
+  EXPECT_EQ(json_len % 4, 0u);
+  EXPECT_EQ(u32(16), 0x4E4F534Au);
+  const auto doc = nlohmann::json::parse(s.substr(20, json_len));
+  const size_t bin_off = 20 + json_len;
+  const uint32_t bin_len = u32(bin_off);
+  EXPECT_EQ(u32(bin_off + 4), 0x004E4942u);
+  EXPECT_EQ(bin_len % 4, 0u);
+  EXPECT_EQ(bin_off + 8 + bin_len, s.size());
+  const char* bin = s.data() + bin_off + 8;
+  const auto& prim = doc["meshes"][0]["primitives"][0];
+  const auto& pos_acc = doc["accessors"][prim["attributes"]["POSITION"].get<int>()];
+  const auto& idx_acc = doc["accessors"][prim["indices"].get<int>()];
+  EXPECT_EQ(pos_acc["count"].get<int64_t>(), mesh_.vertex_count());
+  EXPECT_EQ(idx_acc["count"].get<int64_t>(), mesh_.triangle_count() * 3);
+  EXPECT_TRUE(prim["attributes"].contains("NORMAL"));
+  const Bounds b = compute_bounds(mesh_);
+  for (int d = 0; d < 3; ++d) {
+    EXPECT_FLOAT_EQ(pos_acc["min"][d].get<float>(), b.min[d]);
+    EXPECT_FLOAT_EQ(pos_acc["max"][d].get<float>(), b.max[d]);
+  }
+  for (const auto& view : doc["bufferViews"]) EXPECT_EQ(view["byteOffset"].get<size_t>() % 4, 0u);
+  const auto& iview = doc["bufferViews"][idx_acc["bufferView"].get<int>()];
+  std::vector<uint32_t> idx(mesh_.triangles.size());
+  ASSERT_EQ(iview["byteLength"].get<size_t>(), idx.size() * 4);
+  std::memcpy(idx.data(), bin + iview["byteOffset"].get<size_t>(), idx.size() * 4);
+  EXPECT_EQ(idx, mesh_.triangles);
+}
+
+TEST_F(ExportTest, ErrorsNameThePath) {
+  const std::string path = (dir_ / "missing_dir" / "t.obj").string();
+  Status st = write_obj(mesh_, path);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("missing_dir"), std::string::npos) << st.message();
+  EXPECT_FALSE(write_mesh(mesh_, (dir_ / "t.stl").string()).ok());
+  Mesh bad = mesh_;
+  bad.triangles[0] = 1u << 30;
+  EXPECT_FALSE(write_glb(bad, (dir_ / "b.glb").string()).ok());
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "b.glb"));
+}
+
+}  // namespace
+}  // namespace tessera::mesh
