@@ -1,0 +1,121 @@
+#include "engine/shape/generator.h"
+
+#include <algorithm>
+#include <string>
+
+namespace tessera::shape {
+
+Expected<std::unique_ptr<ShapeGenerator>> ShapeGenerator::create(const CubeGpt& model,
+                                                                 int64_t max_tokens) {
+  const GptConfig& c = model.config();
+  if (max_tokens == 0) max_tokens = c.num_latents;
+  if (max_tokens < 1) {
+    return invalid_argument(
+        "ShapeGenerator: number of tokens unknown (num_latents not set) or < 1");
+  }
+  std::unique_ptr<ShapeGenerator> g(new ShapeGenerator());
+  g->model_ = &model;
+  TESSERA_ASSIGN_OR_RETURN(g->session_, GptSession::create(model, 2, max_tokens));
+  g->logits_.resize(static_cast<size_t>(2 * c.vocab_size));
+  g->hidden_.resize(static_cast<size_t>(2 * c.text_len * c.text_embed_dim));
+  g->guided_.resize(static_cast<size_t>(c.codebook_size));
+  g->history_.resize(static_cast<size_t>(2 * max_tokens));
+  g->step_ids_.resize(static_cast<size_t>(2 * max_tokens));
+  return g;
+}
+
+Expected<std::vector<int32_t>> ShapeGenerator::generate(const ConditionInputs& inputs,
+                                                        const GenerateOptions& options,
+                                                        const TokenCallback& on_token) {
+  const GptConfig& c = model_->config();
+  const int64_t n = options.num_tokens > 0 ? options.num_tokens : c.num_latents;
+  if (n < 1 || n > session_->max_shape_tokens()) {
+    return invalid_argument("generate: num_tokens " + std::to_string(n) + " outside [1, " +
+                            std::to_string(session_->max_shape_tokens()) + "]");
+  }
+  if (!(options.guidance_scale >= 0.0f)) {
+    return invalid_argument("generate: guidance_scale " + std::to_string(options.guidance_scale) +
+                            " must be >= 0");
+  }
+  if (options.sampler.sample) TESSERA_RETURN_IF_ERROR(validate_sampler_options(options.sampler));
+  if (!inputs.cond_hidden) return invalid_argument("generate: no condition (CLIP hidden states)");
+  const bool guided = options.guidance_scale > 0.0f;
+  if (guided && !inputs.uncond_hidden) {
+    return invalid_argument(
+        "generate: guidance needs the unconditional (empty prompt) hidden states");
+  }
+  const int64_t batch = guided ? 2 : 1;
+  const size_t hidden_n = static_cast<size_t>(c.text_len * c.text_embed_dim);
+  std::copy(inputs.cond_hidden, inputs.cond_hidden + hidden_n, hidden_.begin());
+  if (guided)
+    std::copy(inputs.uncond_hidden, inputs.uncond_hidden + hidden_n, hidden_.begin() + hidden_n);
+  float bbox[6] = {0, 0, 0, 0, 0, 0};
+  if (inputs.bbox) std::copy(inputs.bbox->begin(), inputs.bbox->end(), bbox);
+  {
+    ScopedTimer timer(options.trace, "gpt.condition");
+    TESSERA_RETURN_IF_ERROR(session_->set_condition(batch, hidden_.data(), bbox));
+  }
+  if (options.trace) options.trace->keep_samples("gpt.decode");
+  if (options.guided_logits) {
+    options.guided_logits->reserve(options.guided_logits->size() +
+                                   static_cast<size_t>(n * c.codebook_size));
+  }
+
+  Sampler sampler(options.sampler, c.codebook_size);
+  const int64_t k = c.codebook_size, v = c.vocab_size;
+  std::vector<int32_t> tokens;
+  tokens.reserve(static_cast<size_t>(n));
+  for (int64_t b = 0; b < batch; ++b) history_[static_cast<size_t>(b * n)] = c.bos_id();
+  for (int64_t i = 0; i < n; ++i) {
+    if (options.cancel && options.cancel->load(std::memory_order_relaxed)) {
+      return cancelled("generation cancelled after " + std::to_string(i) + " of " +
+                       std::to_string(n) + " tokens");
+    }
+    Stopwatch watch;
+    if (options.use_kv_cache) {
+      for (int64_t b = 0; b < batch; ++b) {
+        step_ids_[static_cast<size_t>(b)] = history_[static_cast<size_t>(b * n + i)];
+      }
+      TESSERA_RETURN_IF_ERROR(i == 0 ? session_->prefill(step_ids_.data(), logits_.data())
+                                     : session_->decode(step_ids_.data(), logits_.data()));
+    } else {
+      // Pack the rows' histories [batch][i + 1] contiguously for the full recompute.
+      for (int64_t b = 0; b < batch; ++b) {
+        std::copy(history_.begin() + b * n, history_.begin() + b * n + i + 1,
+                  step_ids_.begin() + b * (i + 1));
+      }
+      TESSERA_RETURN_IF_ERROR(
+          session_->forward_full(step_ids_.data(), i + 1, logits_.data(), nullptr));
+    }
+    // Restrict to the codes and mix the guidance in f32, as the reference does.
+    const float* cond = logits_.data();
+    if (guided) {
+      const float g = options.guidance_scale * static_cast<float>(n - i) / static_cast<float>(n);
+      const float* uncond = logits_.data() + v;
+      for (int64_t j = 0; j < k; ++j) {
+        guided_[static_cast<size_t>(j)] = (1.0f + g) * cond[j] - g * uncond[j];
+      }
+    } else {
+      std::copy(cond, cond + k, guided_.begin());
+    }
+    if (options.guided_logits) {
+      options.guided_logits->insert(options.guided_logits->end(), guided_.begin(), guided_.end());
+    }
+    auto next = sampler.next(guided_.data(), k);
+    if (!next.ok()) {
+      return next.status().with_context("generate: step " + std::to_string(i) + " of " +
+                                        std::to_string(n));
+    }
+    const int32_t id = *next;
+    tokens.push_back(id);
+    if (i + 1 < n) {
+      for (int64_t b = 0; b < batch; ++b) history_[static_cast<size_t>(b * n + i + 1)] = id;
+    }
+    const double ms = watch.elapsed_ms();
+    if (options.trace) options.trace->add(i == 0 ? "gpt.prefill" : "gpt.decode", ms);
+    if (on_token) on_token(i, id, ms);
+  }
+  return tokens;
+}
+
+}  // namespace tessera::shape

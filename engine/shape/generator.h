@@ -1,0 +1,84 @@
+// ShapeGenerator: the token loop of the Cube 3D GPT: condition -> num_tokens shape codes.
+//
+// Per step i of N: logits of the current position for the batch [cond ; uncond], restricted to the
+// codes [0, codebook_size), mixed with the reference's decaying classifier-free guidance
+//   l = (1 + g) * l_cond - g * l_uncond,  g = guidance_scale * (N - i) / N,
+// then the sampler picks the code, which both rows take as their next input. With guidance_scale
+// == 0 only the conditional row runs (batch 1).
+//
+// KV cache on (default): one prefill (condition + BOS), then one decode step per token, each
+// processing one token per row (the GEMV path). KV cache off (the `--no-kv-cache` baseline):
+// every step recomputes the whole sequence. Both give the same tokens.
+//
+// Timings go to GenerateOptions::trace (if given): "gpt.condition" (text/bbox projection),
+// "gpt.prefill" (step 0), "gpt.decode" (every later step; its mean is the TPOT, samples kept).
+// The token callback runs on the calling thread after each token with (index, id, milliseconds of
+// that step). Cancellation: the flag is checked before every step; a set flag returns kCancelled.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/core/trace.h"
+#include "engine/shape/gpt.h"
+#include "engine/shape/sampler.h"
+
+namespace tessera::shape {
+
+struct ConditionInputs {
+  // CLIP last hidden state of the prompt, [77, text_embed_dim] host f32. Required.
+  const float* cond_hidden = nullptr;
+  // CLIP last hidden state of the empty prompt (the unconditional branch), same shape. Required
+  // when guidance_scale > 0.
+  const float* uncond_hidden = nullptr;
+  // v0.5 bounding box (x, y, z) of the conditional row; none = (0, 0, 0). The unconditional row
+  // always gets (0, 0, 0). Ignored by v0.1 checkpoints.
+  std::optional<std::array<float, 3>> bbox;
+};
+
+struct GenerateOptions {
+  int64_t num_tokens = 0;       // 0: the model's num_latents
+  float guidance_scale = 3.0f;  // >= 0; 0 disables guidance
+  bool use_kv_cache = true;
+  SamplerOptions sampler;                     // greedy by default
+  const std::atomic<bool>* cancel = nullptr;  // may be null
+  Trace* trace = nullptr;                     // may be null
+  // Test hook (may be null): receives the guided, restricted logits of every step appended
+  // ([num_tokens, codebook_size]).
+  std::vector<float>* guided_logits = nullptr;
+};
+
+using TokenCallback = std::function<void(int64_t index, int32_t id, double ms)>;
+
+class ShapeGenerator {
+ public:
+  // Preallocates a session for batch 2 and max_tokens shape positions (0: the model's
+  // num_latents). The model must outlive the generator.
+  static Expected<std::unique_ptr<ShapeGenerator>> create(const CubeGpt& model,
+                                                          int64_t max_tokens = 0);
+
+  // Generates options.num_tokens codes. Errors: invalid options (naming them), missing inputs,
+  // non-finite logits (naming the step), kCancelled.
+  Expected<std::vector<int32_t>> generate(const ConditionInputs& inputs,
+                                          const GenerateOptions& options,
+                                          const TokenCallback& on_token = {});
+
+  GptSession& session() { return *session_; }
+
+ private:
+  ShapeGenerator() = default;
+  const CubeGpt* model_ = nullptr;
+  std::unique_ptr<GptSession> session_;
+  // Host scratch sized at create(): logits [2, vocab], token history [2, max_tokens], condition
+  // inputs [2, 77, text_dim], guided logits [codebook].
+  std::vector<float> logits_, hidden_, guided_;
+  std::vector<int32_t> history_, step_ids_;
+};
+
+}  // namespace tessera::shape

@@ -1,0 +1,671 @@
+#include "engine/shape/gpt.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "engine/core/dtype.h"
+
+namespace tessera::shape {
+
+using kernels::Backend;
+using kernels::DeviceBuffer;
+using kernels::Weight;
+
+// ---- normalized codebook ----------------------------------------------------------------------
+
+NormalizedCodebook normalize_codebook(const float* codebook, int64_t rows, int64_t dim,
+                                      const float* cb_weight, const float* cb_bias,
+                                      const float* norm_weight, float eps) {
+  NormalizedCodebook out;
+  out.rows = rows;
+  out.dim = dim;
+  out.values.resize(static_cast<size_t>(rows * dim));
+  for (int64_t r = 0; r < rows; ++r) {
+    float* o = out.values.data() + r * dim;
+    double sum_sq = 0;
+    for (int64_t d = 0; d < dim; ++d) {
+      o[d] = codebook[r * dim + d] * cb_weight[d] + cb_bias[d];
+      sum_sq += static_cast<double>(o[d]) * o[d];
+    }
+    const float inv = 1.0f / std::sqrt(static_cast<float>(sum_sq / static_cast<double>(dim)) + eps);
+    for (int64_t d = 0; d < dim; ++d) o[d] = o[d] * inv * norm_weight[d];
+  }
+  return out;
+}
+
+Expected<NormalizedCodebook> load_normalized_codebook(const SafeTensors& tokenizer) {
+  const std::string cb_name = "bottleneck.block.codebook.weight";
+  const TensorInfo* info = tokenizer.find(cb_name);
+  if (!info) return not_found(tokenizer.path() + ": missing tensor '" + cb_name + "'");
+  if (info->shape.size() != 2 || info->shape[0] < 1 || info->shape[1] < 1) {
+    return corrupt_data(tokenizer.path() + ": tensor '" + cb_name + "' has shape " +
+                        info->shape_string() + ", expected [codes, dim]");
+  }
+  const int64_t rows = info->shape[0], dim = info->shape[1];
+  std::vector<float> codebook(static_cast<size_t>(rows * dim));
+  TESSERA_RETURN_IF_ERROR(tokenizer.load_f32(cb_name, codebook.data(), codebook.size()));
+  std::vector<float> vecs[3];
+  const char* names[3] = {"bottleneck.block.cb_weight", "bottleneck.block.cb_bias",
+                          "bottleneck.block.norm.weight"};
+  for (int i = 0; i < 3; ++i) {
+    const TensorInfo* vi = tokenizer.find(names[i]);
+    if (!vi) return not_found(tokenizer.path() + ": missing tensor '" + names[i] + "'");
+    if (vi->shape != std::vector<int64_t>{dim}) {
+      return corrupt_data(tokenizer.path() + ": tensor '" + names[i] + "' has shape " +
+                          vi->shape_string() + ", expected [" + std::to_string(dim) + "]");
+    }
+    vecs[i].resize(static_cast<size_t>(dim));
+    TESSERA_RETURN_IF_ERROR(tokenizer.load_f32(names[i], vecs[i].data(), vecs[i].size()));
+  }
+  return normalize_codebook(codebook.data(), rows, dim, vecs[0].data(), vecs[1].data(),
+                            vecs[2].data());
+}
+
+// ---- loading ------------------------------------------------------------------------------------
+
+// Builds a CubeGpt's weights: checks each tensor, converts where needed, hands them to the backend.
+class GptLoader {
+ public:
+  GptLoader(const SafeTensors& file, Backend& backend, CubeGpt& model, bool bf16)
+      : file_(file), backend_(backend), model_(model), bf16_(bf16) {}
+
+  Status check_dtype(const TensorInfo& info) const {
+    if (info.dtype != DType::kF32 && info.dtype != DType::kBF16 && info.dtype != DType::kF16) {
+      return unsupported(file_.path() + ": tensor '" + info.name + "' has dtype " +
+                         dtype_name(info.dtype) + "; expected F32, BF16 or F16");
+    }
+    return {};
+  }
+
+  Expected<const TensorInfo*> lookup(const std::string& name, const std::vector<int64_t>& shape) {
+    const TensorInfo* info = file_.find(name);
+    if (!info) return not_found(file_.path() + ": missing tensor '" + name + "'");
+    if (info->shape != shape) {
+      return corrupt_data(file_.path() + ": tensor '" + name + "' has shape " +
+                          info->shape_string() + ", expected " + shape_to_string(shape));
+    }
+    TESSERA_RETURN_IF_ERROR(check_dtype(*info));
+    return info;
+  }
+
+  // A [rows, cols] matrix in the model's weight dtype, on the backend.
+  Expected<Weight> matrix(const std::string& name, int64_t rows, int64_t cols) {
+    TESSERA_ASSIGN_OR_RETURN(const TensorInfo* info, lookup(name, {rows, cols}));
+    TESSERA_ASSIGN_OR_RETURN(TensorView view, file_.view(name));
+    const DType target = (bf16_ || info->dtype == DType::kBF16) ? DType::kBF16 : DType::kF32;
+    Weight host{view.data, target, rows, cols};
+    if (info->dtype != target || !info->aligned) {
+      const size_t n = static_cast<size_t>(rows * cols);
+      std::vector<float> f32(n);
+      TESSERA_RETURN_IF_ERROR(file_.load_f32(name, f32.data(), n));
+      if (target == DType::kF32) {
+        model_.host_f32_.push_back(std::move(f32));
+        host.data = model_.host_f32_.back().data();
+      } else {
+        std::vector<uint16_t> b(n);
+        convert_f32_to_bf16(f32.data(), b.data(), n);
+        model_.host_u16_.push_back(std::move(b));
+        host.data = model_.host_u16_.back().data();
+      }
+    }
+    return upload(host);
+  }
+
+  Expected<Weight> upload(const Weight& host) {
+    DeviceBuffer storage;
+    TESSERA_ASSIGN_OR_RETURN(Weight w, backend_.upload_weight(host, &storage));
+    if (storage.data()) model_.device_.push_back(std::move(storage));
+    return w;
+  }
+
+  // An f32 vector of n values on the backend.
+  Expected<const float*> vec(const std::string& name, int64_t n) {
+    TESSERA_ASSIGN_OR_RETURN(const TensorInfo* info, lookup(name, {n}));
+    const float* host = nullptr;
+    if (info->dtype == DType::kF32 && info->aligned) {
+      TESSERA_ASSIGN_OR_RETURN(TensorView view, file_.view(name));
+      host = view.as<const float>();
+    } else {
+      TESSERA_ASSIGN_OR_RETURN(auto values, file_.to_f32(name));
+      model_.host_f32_.push_back(std::move(values));
+      host = model_.host_f32_.back().data();
+    }
+    return upload_f32(host, n);
+  }
+
+  Expected<const float*> upload_f32(const float* host, int64_t n) {
+    DeviceBuffer storage;
+    TESSERA_ASSIGN_OR_RETURN(const float* p, backend_.upload_f32(host, n, &storage));
+    if (storage.data()) model_.device_.push_back(std::move(storage));
+    return p;
+  }
+
+  Expected<detail::GptLinear> linear(const std::string& prefix, int64_t out, int64_t in,
+                                     bool bias) {
+    detail::GptLinear l;
+    TESSERA_ASSIGN_OR_RETURN(l.w, matrix(prefix + ".weight", out, in));
+    if (bias) {
+      TESSERA_ASSIGN_OR_RETURN(l.bias, vec(prefix + ".bias", out));
+    } else if (file_.contains(prefix + ".bias")) {
+      return corrupt_data(file_.path() + ": unexpected tensor '" + prefix +
+                          ".bias' (this layer has no bias in Cube 3D)");
+    }
+    return l;
+  }
+
+  // Splits a [2d, d] c_qk weight into its q (rows 0..d-1) and k (rows d..2d-1) halves.
+  static void split_qk(const Weight& qk, Weight* q, Weight* k) {
+    const int64_t d = qk.cols;
+    *q = Weight{qk.data, qk.dtype, d, d};
+    *k = Weight{
+        static_cast<const char*>(qk.data) + d * d * static_cast<int64_t>(dtype_size(qk.dtype)),
+        qk.dtype, d, d};
+  }
+
+  Expected<detail::GptPreAttention> pre_attention(const std::string& p, bool query) {
+    const GptConfig& c = model_.config_;
+    detail::GptPreAttention pre;
+    pre.query = query;
+    if (query) {
+      TESSERA_ASSIGN_OR_RETURN(auto qk, linear(p + ".c_qk", 2 * c.n_embd, c.n_embd, false));
+      split_qk(qk.w, &pre.q.w, &pre.k.w);
+      TESSERA_ASSIGN_OR_RETURN(pre.q_norm, vec(p + ".q_norm.weight", c.head_dim));
+    } else {
+      TESSERA_ASSIGN_OR_RETURN(pre.k, linear(p + ".c_k", c.n_embd, c.n_embd, true));
+    }
+    TESSERA_ASSIGN_OR_RETURN(pre.k_norm, vec(p + ".k_norm.weight", c.head_dim));
+    TESSERA_ASSIGN_OR_RETURN(pre.v, linear(p + ".c_v", c.n_embd, c.n_embd, true));
+    return pre;
+  }
+
+  Status mlp(const std::string& p, detail::GptPostAttention* post) {
+    const GptConfig& c = model_.config_;
+    TESSERA_ASSIGN_OR_RETURN(post->gate, linear(p + ".gate_proj", c.mlp_hidden, c.n_embd, true));
+    TESSERA_ASSIGN_OR_RETURN(post->up, linear(p + ".up_proj", c.mlp_hidden, c.n_embd, true));
+    TESSERA_ASSIGN_OR_RETURN(post->down, linear(p + ".down_proj", c.n_embd, c.mlp_hidden, true));
+    return {};
+  }
+
+  Expected<detail::GptPostAttention> post_attention(const std::string& p) {
+    detail::GptPostAttention post;
+    TESSERA_ASSIGN_OR_RETURN(
+        post.c_proj, linear(p + ".c_proj", model_.config_.n_embd, model_.config_.n_embd, true));
+    TESSERA_RETURN_IF_ERROR(mlp(p + ".mlp", &post));
+    return post;
+  }
+
+  // wte with rows 0..K-1 = shape_proj(codebook), the rest from the file.
+  Status token_table(const NormalizedCodebook& codebook) {
+    const GptConfig& c = model_.config_;
+    const int64_t k = c.codebook_size, d = c.n_embd;
+    TESSERA_ASSIGN_OR_RETURN(auto proj, linear("shape_proj", d, c.shape_embed_dim, true));
+    TESSERA_RETURN_IF_ERROR(lookup("transformer.wte.weight", {c.vocab_size, d}).status());
+    // shape_proj on the backend (805 M multiply-adds at full size), result back to the host.
+    TESSERA_ASSIGN_OR_RETURN(DeviceBuffer cb,
+                             backend_.allocate(codebook.values.size() * sizeof(float)));
+    TESSERA_ASSIGN_OR_RETURN(DeviceBuffer rows,
+                             backend_.allocate(static_cast<size_t>(k * d) * sizeof(float)));
+    TESSERA_RETURN_IF_ERROR(backend_.upload(cb.data(), codebook.values.data(), cb.bytes()));
+    TESSERA_RETURN_IF_ERROR(
+        backend_.linear(cb.as<float>(), k, proj.w, proj.bias, rows.as<float>()));
+    std::vector<float> table(static_cast<size_t>(c.vocab_size * d));
+    TESSERA_RETURN_IF_ERROR(backend_.download(table.data(), rows.data(), rows.bytes()));
+    std::vector<float> wte(table.size());
+    TESSERA_RETURN_IF_ERROR(file_.load_f32("transformer.wte.weight", wte.data(), wte.size()));
+    std::copy(wte.begin() + k * d, wte.end(), table.begin() + k * d);
+    Weight host{nullptr, model_.weight_dtype_, c.vocab_size, d};
+    if (model_.weight_dtype_ == DType::kBF16) {
+      std::vector<uint16_t> b(table.size());
+      convert_f32_to_bf16(table.data(), b.data(), b.size());
+      model_.host_u16_.push_back(std::move(b));
+      host.data = model_.host_u16_.back().data();
+    } else {
+      model_.host_f32_.push_back(std::move(table));
+      host.data = model_.host_f32_.back().data();
+    }
+    TESSERA_ASSIGN_OR_RETURN(model_.weights_.wte, upload(host));
+    return {};
+  }
+
+  Status load_all(const NormalizedCodebook& codebook) {
+    const GptConfig& c = model_.config_;
+    detail::GptWeights& w = model_.weights_;
+    const int64_t d = c.n_embd;
+    TESSERA_ASSIGN_OR_RETURN(w.text_proj, linear("text_proj", d, c.text_embed_dim, true));
+    if (c.use_bbox) {
+      TESSERA_ASSIGN_OR_RETURN(w.bbox_proj, linear("bbox_proj", d, 3, true));
+    }
+    TESSERA_RETURN_IF_ERROR(token_table(codebook));
+    TESSERA_ASSIGN_OR_RETURN(w.lm_head, matrix("lm_head.weight", c.vocab_size, d));
+    for (int64_t i = 0; i < c.n_dual; ++i) {
+      const std::string p = "transformer.dual_blocks." + std::to_string(i);
+      detail::GptDualBlock b;
+      b.cond_pre_only = i == c.n_dual - 1;
+      TESSERA_ASSIGN_OR_RETURN(b.pre_x, pre_attention(p + ".attn.pre_x", true));
+      TESSERA_ASSIGN_OR_RETURN(b.pre_c, pre_attention(p + ".attn.pre_c", !b.cond_pre_only));
+      TESSERA_ASSIGN_OR_RETURN(b.post_1, post_attention(p + ".post_1"));
+      if (!b.cond_pre_only) {
+        TESSERA_ASSIGN_OR_RETURN(b.post_2, post_attention(p + ".post_2"));
+      }
+      w.dual.push_back(b);
+    }
+    for (int64_t i = 0; i < c.n_single; ++i) {
+      const std::string p = "transformer.single_blocks." + std::to_string(i);
+      detail::GptSingleBlock b;
+      TESSERA_ASSIGN_OR_RETURN(b.attn, pre_attention(p + ".attn", true));
+      TESSERA_ASSIGN_OR_RETURN(b.post.c_proj, linear(p + ".attn.c_proj", d, d, true));
+      TESSERA_RETURN_IF_ERROR(mlp(p + ".mlp", &b.post));
+      w.single.push_back(b);
+    }
+    return {};
+  }
+
+ private:
+  const SafeTensors& file_;
+  Backend& backend_;
+  CubeGpt& model_;
+  bool bf16_;
+};
+
+CubeGpt::~CubeGpt() = default;
+
+int64_t CubeGpt::decode_weight_bytes() const {
+  return config_.decode_weight_elements() * static_cast<int64_t>(dtype_size(weight_dtype_));
+}
+
+Expected<std::unique_ptr<CubeGpt>> CubeGpt::load(const SafeTensors& file,
+                                                 const NormalizedCodebook& codebook,
+                                                 Backend& backend, const GptLoadOptions& options) {
+  std::unique_ptr<CubeGpt> model(new CubeGpt());
+  TESSERA_ASSIGN_OR_RETURN(model->config_, infer_gpt_config(file));
+  const GptConfig& c = model->config_;
+  if (codebook.rows != c.codebook_size || codebook.dim != c.shape_embed_dim) {
+    return invalid_argument(
+        file.path() + ": the GPT expects a codebook of " + std::to_string(c.codebook_size) + " x " +
+        std::to_string(c.shape_embed_dim) + " (vocabulary " + std::to_string(c.vocab_size) +
+        " - 3), the shape tokenizer has " + std::to_string(codebook.rows) + " x " +
+        std::to_string(codebook.dim) + ": GPT and shape tokenizer do not match");
+  }
+  const TensorInfo* wte = file.find("transformer.wte.weight");
+  model->backend_ = &backend;
+  model->weight_dtype_ =
+      (options.bf16 || (wte && wte->dtype == DType::kBF16)) ? DType::kBF16 : DType::kF32;
+  // Pointers into the host_* inner vectors are handed out while the outer vectors grow: moving an
+  // inner vector keeps its buffer, so they stay valid.
+  GptLoader loader(file, backend, *model, options.bf16);
+  TESSERA_RETURN_IF_ERROR(loader.load_all(codebook));
+  return model;
+}
+
+// ---- session ------------------------------------------------------------------------------------
+
+GptSession::~GptSession() = default;
+
+Expected<std::unique_ptr<GptSession>> GptSession::create(const CubeGpt& model, int64_t max_batch,
+                                                         int64_t max_shape_tokens) {
+  if (max_batch < 1 || max_shape_tokens < 1) {
+    return invalid_argument("GptSession: batch " + std::to_string(max_batch) +
+                            " and shape tokens " + std::to_string(max_shape_tokens) +
+                            " must be >= 1");
+  }
+  const GptConfig& c = model.config();
+  std::unique_ptr<GptSession> s(new GptSession());
+  s->model_ = &model;
+  s->be_ = &model.backend();
+  s->max_batch_ = max_batch;
+  s->max_len_ = max_shape_tokens;
+  s->cond_len_ = c.cond_len();
+  s->joint_len_ = s->cond_len_ + max_shape_tokens;
+  const int64_t b = max_batch, d = c.n_embd, rows = b * std::max(s->cond_len_, max_shape_tokens);
+  auto alloc = [&](int64_t elements, auto** out) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(DeviceBuffer buf, s->be_->allocate(static_cast<size_t>(elements) * 4));
+    *out = static_cast<std::remove_reference_t<decltype(**out)>*>(buf.data());
+    s->buffers_.push_back(std::move(buf));
+    return {};
+  };
+  TESSERA_RETURN_IF_ERROR(alloc(b * s->cond_len_ * d, &s->cond_));
+  TESSERA_RETURN_IF_ERROR(alloc(b * s->cond_len_ * d, &s->c_));
+  TESSERA_RETURN_IF_ERROR(alloc(b * max_shape_tokens * d, &s->x_));
+  for (float** p : {&s->h_, &s->q_, &s->k_, &s->v_, &s->y_, &s->t_}) {
+    TESSERA_RETURN_IF_ERROR(alloc(rows * d, p));
+  }
+  TESSERA_RETURN_IF_ERROR(alloc(rows * c.mlp_hidden, &s->gate_));
+  TESSERA_RETURN_IF_ERROR(alloc(rows * c.mlp_hidden, &s->up_));
+  TESSERA_RETURN_IF_ERROR(alloc(b * s->joint_len_ * d, &s->qj_));
+  TESSERA_RETURN_IF_ERROR(alloc(b * s->joint_len_ * d, &s->oj_));
+  TESSERA_RETURN_IF_ERROR(alloc(b * c.vocab_size, &s->logits_));
+  TESSERA_RETURN_IF_ERROR(alloc(b * c.text_len * c.text_embed_dim, &s->clip_in_));
+  TESSERA_RETURN_IF_ERROR(alloc(b * 3, &s->bbox_in_));
+  TESSERA_RETURN_IF_ERROR(alloc(b * max_shape_tokens, &s->ids_));
+  TESSERA_RETURN_IF_ERROR(alloc(b * max_shape_tokens, &s->positions_));
+  for (int64_t i = 0; i < c.n_dual + c.n_single; ++i) {
+    const int64_t len = i < c.n_dual ? s->joint_len_ : max_shape_tokens;
+    float *k = nullptr, *v = nullptr;
+    TESSERA_RETURN_IF_ERROR(alloc(b * len * d, &k));
+    TESSERA_RETURN_IF_ERROR(alloc(b * len * d, &v));
+    s->k_cache_.push_back(k);
+    s->v_cache_.push_back(v);
+  }
+  s->host_positions_.resize(static_cast<size_t>(b * max_shape_tokens));
+  return s;
+}
+
+Status GptSession::set_condition(int64_t batch, const float* clip_hidden, const float* bbox) {
+  const GptConfig& c = model_->config();
+  if (batch < 1 || batch > max_batch_) {
+    return invalid_argument("GptSession::set_condition: batch " + std::to_string(batch) +
+                            " outside [1, " + std::to_string(max_batch_) + "]");
+  }
+  if (!clip_hidden) return invalid_argument("GptSession::set_condition: no CLIP hidden states");
+  batch_ = batch;
+  length_ = 0;
+  has_condition_ = false;
+  const detail::GptWeights& w = model_->weights();
+  const int64_t d = c.n_embd, s = cond_len_;
+  TESSERA_RETURN_IF_ERROR(be_->upload(
+      clip_in_, clip_hidden, static_cast<size_t>(batch * c.text_len * c.text_embed_dim) * 4));
+  for (int64_t b = 0; b < batch; ++b) {
+    TESSERA_RETURN_IF_ERROR(be_->linear(clip_in_ + b * c.text_len * c.text_embed_dim, c.text_len,
+                                        w.text_proj.w, w.text_proj.bias, cond_ + b * s * d));
+  }
+  if (c.use_bbox) {
+    float zeros[3] = {0, 0, 0};
+    for (int64_t b = 0; b < batch; ++b) {
+      TESSERA_RETURN_IF_ERROR(be_->upload(bbox_in_ + 3 * b, bbox ? bbox + 3 * b : zeros, 12));
+    }
+    TESSERA_RETURN_IF_ERROR(be_->linear(bbox_in_, batch, w.bbox_proj.w, w.bbox_proj.bias, t_));
+    for (int64_t b = 0; b < batch; ++b) {
+      TESSERA_RETURN_IF_ERROR(
+          be_->copy(cond_ + (b * s + c.text_len) * d, t_ + b * d, static_cast<size_t>(d) * 4));
+    }
+  }
+  has_condition_ = true;
+  return {};
+}
+
+Status GptSession::read_condition(std::vector<float>* out) const {
+  if (!has_condition_) return invalid_argument("GptSession: no condition set");
+  out->resize(static_cast<size_t>(batch_ * cond_len_ * model_->config().n_embd));
+  return be_->download(out->data(), cond_, out->size() * 4);
+}
+
+Status GptSession::upload_ids(const int32_t* ids, int64_t n) {
+  const int32_t vocab = static_cast<int32_t>(model_->config().vocab_size);
+  for (int64_t i = 0; i < n; ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab) {
+      return invalid_argument("Cube GPT: token id " + std::to_string(ids[i]) + " at index " +
+                              std::to_string(i) + " outside the vocabulary [0, " +
+                              std::to_string(vocab) + ")");
+    }
+  }
+  return be_->upload(ids_, ids, static_cast<size_t>(n) * 4);
+}
+
+// positions[b * len + t] = first + t for every row b.
+Status GptSession::upload_positions(int64_t len, int64_t first) {
+  for (int64_t b = 0; b < batch_; ++b) {
+    for (int64_t t = 0; t < len; ++t)
+      host_positions_[static_cast<size_t>(b * len + t)] = static_cast<int32_t>(first + t);
+  }
+  return be_->upload(positions_, host_positions_.data(), static_cast<size_t>(batch_ * len) * 4);
+}
+
+// q/k/v of `rows` tokens (normalized input h): per-head RMSNorm of q and k, RoPE at positions_
+// when `rope` (condition tokens sit at position 0, where the rotation is the identity).
+Status GptSession::project(const detail::GptPreAttention& pre, const float* h, int64_t rows,
+                           bool rope, float* q, float* k, float* v) {
+  const GptConfig& c = model_->config();
+  const int64_t heads_rows = rows * c.n_head;
+  if (pre.query) {
+    TESSERA_RETURN_IF_ERROR(be_->linear(h, rows, pre.q.w, pre.q.bias, q));
+    TESSERA_RETURN_IF_ERROR(be_->rms_norm(q, pre.q_norm, q, heads_rows, c.head_dim, c.qk_norm_eps));
+    if (rope) {
+      TESSERA_RETURN_IF_ERROR(
+          be_->rope_interleaved(q, rows, c.n_head, c.head_dim, c.n_embd, positions_, c.rope_theta));
+    }
+  }
+  TESSERA_RETURN_IF_ERROR(be_->linear(h, rows, pre.k.w, pre.k.bias, k));
+  TESSERA_RETURN_IF_ERROR(be_->rms_norm(k, pre.k_norm, k, heads_rows, c.head_dim, c.qk_norm_eps));
+  if (rope) {
+    TESSERA_RETURN_IF_ERROR(
+        be_->rope_interleaved(k, rows, c.n_head, c.head_dim, c.n_embd, positions_, c.rope_theta));
+  }
+  return be_->linear(h, rows, pre.v.w, pre.v.bias, v);
+}
+
+// x += c_proj(y); x += SwiGLU(LN(x)).
+Status GptSession::post(const detail::GptPostAttention& p, float* x, const float* y, int64_t rows) {
+  const GptConfig& c = model_->config();
+  const int64_t n = rows * c.n_embd;
+  TESSERA_RETURN_IF_ERROR(be_->linear(y, rows, p.c_proj.w, p.c_proj.bias, t_));
+  TESSERA_RETURN_IF_ERROR(be_->add(x, t_, x, n));
+  TESSERA_RETURN_IF_ERROR(be_->layer_norm(x, nullptr, nullptr, h_, rows, c.n_embd, c.eps));
+  TESSERA_RETURN_IF_ERROR(be_->linear(h_, rows, p.gate.w, p.gate.bias, gate_));
+  TESSERA_RETURN_IF_ERROR(be_->linear(h_, rows, p.up.w, p.up.bias, up_));
+  TESSERA_RETURN_IF_ERROR(be_->swiglu(gate_, up_, gate_, rows * c.mlp_hidden));
+  TESSERA_RETURN_IF_ERROR(be_->linear(gate_, rows, p.down.w, p.down.bias, t_));
+  return be_->add(x, t_, x, n);
+}
+
+// One dual block over the condition stream c_ [batch, S] and `len` shape tokens x_ [batch, len].
+// The joint sequence [c ; x] of row b lives at slots 0..S+len-1 of qj_/oj_/the layer's cache.
+Status GptSession::dual_full(size_t i, int64_t len) {
+  const GptConfig& c = model_->config();
+  const detail::GptDualBlock& blk = model_->weights().dual[i];
+  const int64_t d = c.n_embd, s = cond_len_, t = joint_len_;
+  const size_t row_bytes = static_cast<size_t>(d) * 4;
+  float* kc = k_cache_[i];
+  float* vc = v_cache_[i];
+  // Condition stream: rows batch * S.
+  TESSERA_RETURN_IF_ERROR(be_->layer_norm(c_, nullptr, nullptr, h_, batch_ * s, d, c.eps));
+  TESSERA_RETURN_IF_ERROR(project(blk.pre_c, h_, batch_ * s, false, q_, k_, v_));
+  for (int64_t b = 0; b < batch_; ++b) {
+    const size_t bytes = static_cast<size_t>(s) * row_bytes;
+    if (blk.pre_c.query) TESSERA_RETURN_IF_ERROR(be_->copy(qj_ + b * t * d, q_ + b * s * d, bytes));
+    TESSERA_RETURN_IF_ERROR(be_->copy(kc + b * t * d, k_ + b * s * d, bytes));
+    TESSERA_RETURN_IF_ERROR(be_->copy(vc + b * t * d, v_ + b * s * d, bytes));
+  }
+  // Shape stream: rows batch * len, positions 0..len-1.
+  TESSERA_RETURN_IF_ERROR(be_->layer_norm(x_, nullptr, nullptr, h_, batch_ * len, d, c.eps));
+  TESSERA_RETURN_IF_ERROR(project(blk.pre_x, h_, batch_ * len, true, q_, k_, v_));
+  for (int64_t b = 0; b < batch_; ++b) {
+    const size_t bytes = static_cast<size_t>(len) * row_bytes;
+    const int64_t at = (b * t + s) * d;
+    TESSERA_RETURN_IF_ERROR(be_->copy(qj_ + at, q_ + b * len * d, bytes));
+    TESSERA_RETURN_IF_ERROR(be_->copy(kc + at, k_ + b * len * d, bytes));
+    TESSERA_RETURN_IF_ERROR(be_->copy(vc + at, v_ + b * len * d, bytes));
+  }
+  // One causal attention over the joint sequence. Condition-pre-only: queries are the shape tokens,
+  // the last `len` positions of the joint sequence.
+  kernels::AttentionShape as;
+  as.batch = batch_;
+  as.heads = c.n_head;
+  as.head_dim = c.head_dim;
+  as.kv_len = s + len;
+  as.q_len = blk.cond_pre_only ? len : s + len;
+  as.q_token_stride = as.k_token_stride = as.v_token_stride = as.o_token_stride = d;
+  as.q_batch_stride = as.k_batch_stride = as.v_batch_stride = as.o_batch_stride = t * d;
+  as.causal = true;
+  as.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  const int64_t q_off = blk.cond_pre_only ? s * d : 0;
+  TESSERA_RETURN_IF_ERROR(be_->attention(qj_ + q_off, kc, vc, oj_ + q_off, as));
+  for (int64_t b = 0; b < batch_; ++b) {
+    TESSERA_RETURN_IF_ERROR(
+        be_->copy(y_ + b * len * d, oj_ + (b * t + s) * d, static_cast<size_t>(len) * row_bytes));
+  }
+  TESSERA_RETURN_IF_ERROR(post(blk.post_1, x_, y_, batch_ * len));
+  if (blk.cond_pre_only) return {};
+  for (int64_t b = 0; b < batch_; ++b) {
+    TESSERA_RETURN_IF_ERROR(
+        be_->copy(y_ + b * s * d, oj_ + b * t * d, static_cast<size_t>(s) * row_bytes));
+  }
+  return post(blk.post_2, c_, y_, batch_ * s);
+}
+
+Status GptSession::single_full(size_t i, int64_t len) {
+  const GptConfig& c = model_->config();
+  const detail::GptSingleBlock& blk = model_->weights().single[i];
+  const int64_t d = c.n_embd, layer = c.n_dual + static_cast<int64_t>(i);
+  float* kc = k_cache_[static_cast<size_t>(layer)];
+  float* vc = v_cache_[static_cast<size_t>(layer)];
+  TESSERA_RETURN_IF_ERROR(be_->layer_norm(x_, nullptr, nullptr, h_, batch_ * len, d, c.eps));
+  TESSERA_RETURN_IF_ERROR(project(blk.attn, h_, batch_ * len, true, q_, k_, v_));
+  for (int64_t b = 0; b < batch_; ++b) {
+    const size_t bytes = static_cast<size_t>(len * d) * 4;
+    TESSERA_RETURN_IF_ERROR(be_->copy(kc + b * max_len_ * d, k_ + b * len * d, bytes));
+    TESSERA_RETURN_IF_ERROR(be_->copy(vc + b * max_len_ * d, v_ + b * len * d, bytes));
+  }
+  kernels::AttentionShape as =
+      kernels::contiguous_attention(batch_, c.n_head, len, len, c.head_dim, true,
+                                    1.0f / std::sqrt(static_cast<float>(c.head_dim)));
+  as.k_batch_stride = as.v_batch_stride = max_len_ * d;
+  TESSERA_RETURN_IF_ERROR(be_->attention(q_, kc, vc, y_, as));
+  return post(blk.post, x_, y_, batch_ * len);
+}
+
+Status GptSession::observe(const GptBlockObserver& observer, const std::string& name,
+                           const float* data, int64_t n) const {
+  if (!observer) return {};
+  std::vector<float> host(static_cast<size_t>(n));
+  TESSERA_RETURN_IF_ERROR(be_->download(host.data(), data, host.size() * 4));
+  observer(name, host);
+  return {};
+}
+
+Status GptSession::run_full(const int32_t* ids, int64_t len, const GptBlockObserver& observer) {
+  const GptConfig& c = model_->config();
+  if (!has_condition_)
+    return invalid_argument("Cube GPT: no condition set (call set_condition first)");
+  if (len < 1 || len > max_len_) {
+    return invalid_argument("Cube GPT: " + std::to_string(len) +
+                            " shape tokens outside the session's [1, " + std::to_string(max_len_) +
+                            "]");
+  }
+  length_ = 0;
+  const int64_t d = c.n_embd;
+  TESSERA_RETURN_IF_ERROR(upload_ids(ids, batch_ * len));
+  TESSERA_RETURN_IF_ERROR(be_->embedding_gather(model_->weights().wte, ids_, batch_ * len, x_));
+  TESSERA_RETURN_IF_ERROR(be_->copy(c_, cond_, static_cast<size_t>(batch_ * cond_len_ * d) * 4));
+  TESSERA_RETURN_IF_ERROR(upload_positions(len, 0));
+  for (size_t i = 0; i < static_cast<size_t>(c.n_dual); ++i) {
+    TESSERA_RETURN_IF_ERROR(dual_full(i, len));
+    TESSERA_RETURN_IF_ERROR(
+        observe(observer, "dual." + std::to_string(i) + ".x", x_, batch_ * len * d));
+    if (!model_->weights().dual[i].cond_pre_only) {
+      TESSERA_RETURN_IF_ERROR(
+          observe(observer, "dual." + std::to_string(i) + ".c", c_, batch_ * cond_len_ * d));
+    }
+  }
+  for (size_t i = 0; i < static_cast<size_t>(c.n_single); ++i) {
+    TESSERA_RETURN_IF_ERROR(single_full(i, len));
+    TESSERA_RETURN_IF_ERROR(
+        observe(observer, "single." + std::to_string(i) + ".x", x_, batch_ * len * d));
+  }
+  if (observer) {
+    TESSERA_RETURN_IF_ERROR(be_->layer_norm(x_, nullptr, nullptr, h_, batch_ * len, d, c.eps));
+    TESSERA_RETURN_IF_ERROR(observe(observer, "ln_f", h_, batch_ * len * d));
+  }
+  length_ = len;
+  return {};
+}
+
+// logits = lm_head(ln_f(rows_in [batch, D])) -> host [batch, vocab].
+Status GptSession::head(const float* rows_in, float* logits) {
+  const GptConfig& c = model_->config();
+  TESSERA_RETURN_IF_ERROR(be_->layer_norm(rows_in, nullptr, nullptr, h_, batch_, c.n_embd, c.eps));
+  TESSERA_RETURN_IF_ERROR(be_->linear(h_, batch_, model_->weights().lm_head, nullptr, logits_));
+  return be_->download(logits, logits_, static_cast<size_t>(batch_ * c.vocab_size) * 4);
+}
+
+Status GptSession::forward_full(const int32_t* ids, int64_t len, float* logits_last,
+                                float* logits_all, const GptBlockObserver& observer) {
+  TESSERA_RETURN_IF_ERROR(run_full(ids, len, observer));
+  const GptConfig& c = model_->config();
+  const int64_t d = c.n_embd, v = c.vocab_size;
+  const size_t row_bytes = static_cast<size_t>(d) * 4;
+  if (logits_all) {
+    std::vector<float> step(static_cast<size_t>(batch_ * v));
+    for (int64_t t = 0; t < len; ++t) {
+      for (int64_t b = 0; b < batch_; ++b) {
+        TESSERA_RETURN_IF_ERROR(be_->copy(y_ + b * d, x_ + (b * len + t) * d, row_bytes));
+      }
+      TESSERA_RETURN_IF_ERROR(head(y_, step.data()));
+      for (int64_t b = 0; b < batch_; ++b) {
+        std::copy(step.begin() + b * v, step.begin() + (b + 1) * v, logits_all + (b * len + t) * v);
+      }
+    }
+  }
+  if (logits_last) {
+    for (int64_t b = 0; b < batch_; ++b) {
+      TESSERA_RETURN_IF_ERROR(be_->copy(y_ + b * d, x_ + (b * len + len - 1) * d, row_bytes));
+    }
+    TESSERA_RETURN_IF_ERROR(head(y_, logits_last));
+  }
+  return {};
+}
+
+Status GptSession::prefill(const int32_t* ids, float* logits) {
+  TESSERA_RETURN_IF_ERROR(run_full(ids, 1, {}));
+  return head(x_, logits);  // len 1: x_ is [batch, D]
+}
+
+Status GptSession::decode(const int32_t* ids, float* logits) {
+  const GptConfig& c = model_->config();
+  if (!has_condition_ || length_ == 0) {
+    return invalid_argument("Cube GPT: decode before prefill (no condition in the cache)");
+  }
+  if (length_ >= max_len_) {
+    return invalid_argument("Cube GPT: KV cache full (" + std::to_string(max_len_) +
+                            " shape tokens)");
+  }
+  const int64_t d = c.n_embd, pos = length_, s = cond_len_, t = joint_len_;
+  const size_t row_bytes = static_cast<size_t>(d) * 4;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  TESSERA_RETURN_IF_ERROR(upload_ids(ids, batch_));
+  TESSERA_RETURN_IF_ERROR(be_->embedding_gather(model_->weights().wte, ids_, batch_, x_));
+  TESSERA_RETURN_IF_ERROR(upload_positions(1, pos));
+  // One query per (row, head) over the cache: q [batch, D], keys at row stride `slots` * D.
+  auto attend = [&](float* kc, float* vc, int64_t slots, int64_t kv_len) {
+    kernels::AttentionShape as;
+    as.batch = batch_;
+    as.heads = c.n_head;
+    as.head_dim = c.head_dim;
+    as.q_len = 1;
+    as.kv_len = kv_len;
+    as.q_token_stride = as.k_token_stride = as.v_token_stride = as.o_token_stride = d;
+    as.q_batch_stride = as.o_batch_stride = d;
+    as.k_batch_stride = as.v_batch_stride = slots * d;
+    as.causal = false;  // one query at the end of the sequence sees every key
+    as.scale = scale;
+    return be_->attention_decode(q_, kc, vc, y_, as);
+  };
+  const detail::GptWeights& w = model_->weights();
+  for (size_t i = 0; i < w.dual.size(); ++i) {
+    TESSERA_RETURN_IF_ERROR(be_->layer_norm(x_, nullptr, nullptr, h_, batch_, d, c.eps));
+    TESSERA_RETURN_IF_ERROR(project(w.dual[i].pre_x, h_, batch_, true, q_, k_, v_));
+    for (int64_t b = 0; b < batch_; ++b) {
+      const int64_t at = (b * t + s + pos) * d;
+      TESSERA_RETURN_IF_ERROR(be_->copy(k_cache_[i] + at, k_ + b * d, row_bytes));
+      TESSERA_RETURN_IF_ERROR(be_->copy(v_cache_[i] + at, v_ + b * d, row_bytes));
+    }
+    TESSERA_RETURN_IF_ERROR(attend(k_cache_[i], v_cache_[i], t, s + pos + 1));
+    TESSERA_RETURN_IF_ERROR(post(w.dual[i].post_1, x_, y_, batch_));
+  }
+  for (size_t i = 0; i < w.single.size(); ++i) {
+    const size_t layer = w.dual.size() + i;
+    TESSERA_RETURN_IF_ERROR(be_->layer_norm(x_, nullptr, nullptr, h_, batch_, d, c.eps));
+    TESSERA_RETURN_IF_ERROR(project(w.single[i].attn, h_, batch_, true, q_, k_, v_));
+    for (int64_t b = 0; b < batch_; ++b) {
+      const int64_t at = (b * max_len_ + pos) * d;
+      TESSERA_RETURN_IF_ERROR(be_->copy(k_cache_[layer] + at, k_ + b * d, row_bytes));
+      TESSERA_RETURN_IF_ERROR(be_->copy(v_cache_[layer] + at, v_ + b * d, row_bytes));
+    }
+    TESSERA_RETURN_IF_ERROR(attend(k_cache_[layer], v_cache_[layer], max_len_, pos + 1));
+    TESSERA_RETURN_IF_ERROR(post(w.single[i].post, x_, y_, batch_));
+  }
+  length_ = pos + 1;
+  return head(x_, logits);
+}
+
+}  // namespace tessera::shape

@@ -1,0 +1,202 @@
+// CubeGpt: the Cube 3D text-to-shape GPT ("DualStreamRoformer"), and GptSession: its preallocated
+// KV cache and activations for one generation at a time.
+//
+// Computation (spec/cube3d.md; oracle: tools/tessera_ref/cube_gpt.py):
+//   condition c = text_proj(CLIP last hidden state [77]) (++ bbox_proj(bbox) on v0.5), S tokens;
+//   shape stream x = wte[ids], ids[0] = BOS;
+//   n_dual dual-stream blocks: per stream non-affine LayerNorm, q/k/v projections, per-head q/k
+//     RMSNorm, interleaved RoPE (condition positions 0, shape positions 0..L-1), ONE causal
+//     attention over [c ; x], per-stream c_proj + SwiGLU. The last dual block is "condition pre
+//     only" (the condition gives keys/values only and ends there);
+//   n_single single-stream blocks (causal self-attention over x), ln_f, lm_head -> logits [vocab].
+//
+// Memory: weights are views of the memory-mapped checkpoint (f32 or bf16 files, zero-copy on the
+// CPU backend) unless GptLoadOptions::bf16 asks to convert f32 weights to bf16 once at load (then
+// the model owns them). The token table is always owned: rows 0..codebook-1 are replaced at load by
+// shape_proj(normalized codebook), the step the reference performs.
+//
+// Errors come back as Status/Expected; messages name the file and the tensor.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/core/safetensors.h"
+#include "engine/core/status.h"
+#include "engine/shape/gpt_config.h"
+#include "kernels/backend.h"
+
+namespace tessera::shape {
+
+// The shape tokenizer's normalized codebook, row-major [rows, dim], f32 on the host:
+// RMSNorm(codebook.weight * cb_weight + cb_bias) * norm.weight, eps 1e-5, computed in f32.
+struct NormalizedCodebook {
+  int64_t rows = 0;
+  int64_t dim = 0;
+  std::vector<float> values;
+};
+
+// Reads bottleneck.block.{codebook.weight, cb_weight, cb_bias, norm.weight} from the shape
+// tokenizer file and normalizes the codebook. Errors name the missing or mis-shaped tensor.
+Expected<NormalizedCodebook> load_normalized_codebook(const SafeTensors& tokenizer);
+// The same computation from raw arrays (codebook [rows, dim], the three vectors [dim]).
+NormalizedCodebook normalize_codebook(const float* codebook, int64_t rows, int64_t dim,
+                                      const float* cb_weight, const float* cb_bias,
+                                      const float* norm_weight, float eps = 1e-5f);
+
+struct GptLoadOptions {
+  // Convert f32 weights to bf16 once at load (halves the bytes read per decoded token). bf16 files
+  // stay bf16 either way; f16 files are converted (to f32, or to bf16 when this is set).
+  bool bf16 = false;
+};
+
+namespace detail {
+struct GptLinear {
+  kernels::Weight w;
+  const float* bias = nullptr;  // null: no bias
+};
+struct GptPreAttention {
+  bool query = true;  // false: keys/values only (condition stream of the last dual block)
+  GptLinear q, k, v;  // q/k are the halves of c_qk (or k is c_k, with bias)
+  const float* q_norm = nullptr;
+  const float* k_norm = nullptr;
+};
+struct GptPostAttention {
+  GptLinear c_proj, gate, up, down;
+};
+struct GptDualBlock {
+  bool cond_pre_only = false;
+  GptPreAttention pre_x, pre_c;
+  GptPostAttention post_1, post_2;  // post_2 unused when cond_pre_only
+};
+struct GptSingleBlock {
+  GptPreAttention attn;
+  GptPostAttention post;  // attn.c_proj + mlp
+};
+struct GptWeights {
+  GptLinear text_proj, bbox_proj;  // bbox_proj only with use_bbox
+  kernels::Weight wte;             // [vocab, n_embd], codebook rows installed
+  kernels::Weight lm_head;         // [vocab, n_embd], no bias
+  std::vector<GptDualBlock> dual;
+  std::vector<GptSingleBlock> single;
+};
+}  // namespace detail
+
+class CubeGpt {
+ public:
+  // Loads the GPT from `file` (which must outlive the model: weights may be views of its memory)
+  // on `backend` (which must outlive the model). `codebook` must have config.codebook_size rows of
+  // config.shape_embed_dim values (error naming both sizes otherwise: GPT and shape tokenizer do
+  // not belong together). Every tensor is checked for name, dtype (F32/BF16/F16) and shape.
+  static Expected<std::unique_ptr<CubeGpt>> load(const SafeTensors& file,
+                                                 const NormalizedCodebook& codebook,
+                                                 kernels::Backend& backend,
+                                                 const GptLoadOptions& options = {});
+  ~CubeGpt();
+  CubeGpt(const CubeGpt&) = delete;
+  CubeGpt& operator=(const CubeGpt&) = delete;
+
+  const GptConfig& config() const { return config_; }
+  // Tokens per shape come from the shape tokenizer (decoder.positional_encodings rows).
+  void set_num_latents(int64_t n) { config_.num_latents = n; }
+  kernels::Backend& backend() const { return *backend_; }
+  const detail::GptWeights& weights() const { return weights_; }
+  // Storage type of the large matrices (kF32 or kBF16).
+  DType weight_dtype() const { return weight_dtype_; }
+  // Bytes of weights one decode step reads (config().decode_weight_elements() at weight_dtype()).
+  int64_t decode_weight_bytes() const;
+
+ private:
+  CubeGpt() = default;
+  friend class GptLoader;
+
+  GptConfig config_;
+  kernels::Backend* backend_ = nullptr;
+  DType weight_dtype_ = DType::kF32;
+  detail::GptWeights weights_;
+  // Host memory the model owns (converted weights, the token table) and backend copies.
+  std::vector<std::vector<uint16_t>> host_u16_;
+  std::vector<std::vector<float>> host_f32_;
+  std::vector<kernels::DeviceBuffer> device_;
+};
+
+// Per-block outputs of forward_full for parity tests: name ("dual.I.x", "dual.I.c", "single.I.x",
+// "ln_f") and the values [batch, tokens, n_embd] copied to the host.
+using GptBlockObserver =
+    std::function<void(const std::string& name, const std::vector<float>& values)>;
+
+// The KV cache and every activation buffer of one generation, allocated once from the model's
+// backend in create(); prefill/decode/forward_full allocate nothing (forward_full with an observer
+// or all-position logits copies to host vectors: test path). Not thread-safe; one session per
+// worker. The model must outlive the session.
+//
+// Layout: per layer K and V caches [max_batch][S + max_shape_tokens][n_embd] for dual blocks (the
+// S condition slots first) and [max_batch][max_shape_tokens][n_embd] for single blocks, f32.
+class GptSession {
+ public:
+  // max_batch: rows generated together (2 = [cond ; uncond] for guidance). max_shape_tokens:
+  // shape positions the cache holds, BOS included (generating N tokens needs N).
+  static Expected<std::unique_ptr<GptSession>> create(const CubeGpt& model, int64_t max_batch,
+                                                      int64_t max_shape_tokens);
+
+  // Sets the condition of `batch` rows (1 <= batch <= max_batch): clip_hidden [batch, 77,
+  // text_embed_dim] host f32 (CLIP last hidden state); bbox [batch, 3] host f32 or null (= zeros;
+  // ignored on v0.1). Computes c = text_proj(...) (++ bbox_proj) and resets the cache.
+  Status set_condition(int64_t batch, const float* clip_hidden, const float* bbox);
+  // The projected condition [batch, S, n_embd] on the host.
+  Status read_condition(std::vector<float>* out) const;
+
+  // KV-cache path. prefill runs the condition stream and the first shape token of each row
+  // (normally BOS) through every block once, filling the caches; decode appends one token per row
+  // at the next position. ids: [batch] host; logits: [batch, vocab] host. Errors: no condition,
+  // cache full, id out of range.
+  Status prefill(const int32_t* ids, float* logits);
+  Status decode(const int32_t* ids, float* logits);
+  // Shape tokens in the cache (0 before prefill).
+  int64_t length() const { return length_; }
+  int64_t batch() const { return batch_; }
+  int64_t max_shape_tokens() const { return max_len_; }
+
+  // Uncached path (the --no-kv-cache baseline): recomputes condition and all `len` shape tokens.
+  // ids [batch, len] host. logits_last [batch, vocab] (may be null); logits_all [batch, len,
+  // vocab] (may be null; test path). The observer (may be empty) gets per-block outputs.
+  // Overwrites the cache (it is used as the attention buffer); a following decode continues from
+  // position len.
+  Status forward_full(const int32_t* ids, int64_t len, float* logits_last, float* logits_all,
+                      const GptBlockObserver& observer = {});
+
+  ~GptSession();
+
+ private:
+  GptSession() = default;
+  Status upload_ids(const int32_t* ids, int64_t n);
+  Status upload_positions(int64_t len, int64_t first);
+  Status run_full(const int32_t* ids, int64_t len, const GptBlockObserver& observer);
+  Status dual_full(size_t i, int64_t len);
+  Status single_full(size_t i, int64_t len);
+  Status post(const detail::GptPostAttention& p, float* x, const float* y, int64_t rows);
+  Status project(const detail::GptPreAttention& pre, const float* h, int64_t rows, bool rope,
+                 float* q, float* k, float* v);
+  Status head(const float* rows_in, float* logits);  // [batch, D] backend -> logits host
+  Status observe(const GptBlockObserver& observer, const std::string& name, const float* data,
+                 int64_t n) const;
+
+  const CubeGpt* model_ = nullptr;
+  kernels::Backend* be_ = nullptr;
+  int64_t max_batch_ = 0, max_len_ = 0, batch_ = 0, length_ = 0;
+  int64_t cond_len_ = 0, joint_len_ = 0;  // S, S + max_len
+  bool has_condition_ = false;
+  std::vector<int32_t> host_positions_;
+  std::vector<kernels::DeviceBuffer> buffers_;
+  float *cond_ = nullptr, *c_ = nullptr, *x_ = nullptr, *h_ = nullptr, *q_ = nullptr, *k_ = nullptr,
+        *v_ = nullptr, *y_ = nullptr, *t_ = nullptr, *gate_ = nullptr, *up_ = nullptr,
+        *qj_ = nullptr, *oj_ = nullptr, *logits_ = nullptr, *clip_in_ = nullptr,
+        *bbox_in_ = nullptr;
+  int32_t *ids_ = nullptr, *positions_ = nullptr;
+  std::vector<float*> k_cache_, v_cache_;  // n_dual + n_single layers
+};
+
+}  // namespace tessera::shape
