@@ -1,0 +1,264 @@
+// tessera generate: prompt -> shape tokens -> mesh (.obj / .glb), through a runtime::Session (the
+// same worker-thread path the studio uses), with a progress bar and a per-stage timing summary on
+// stderr.
+//
+// Sampling: greedy by default (reproduces the reference); giving any of --seed, --temperature,
+// --top-k, --top-p switches to sampling with those settings (the others at their neutral values:
+// seed 0, temperature 1, no top-k, top-p 1).
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "app/cli/commands.h"
+#include "app/cli/shape_cli.h"
+#include "engine/mesh/export.h"
+#include "engine/runtime/session.h"
+
+namespace tessera::cli {
+
+namespace {
+
+struct GenerateCliOptions {
+  std::string prompt;
+  std::string model;
+  std::string output;
+  std::string tokens_out;
+  uint64_t seed = 0;
+  float temperature = 1.0f;
+  int64_t top_k = 0;
+  float top_p = 1.0f;
+  bool sample = false;  // set when any sampling option was given
+  float guidance = 3.0f;
+  std::vector<float> bbox;
+  bool no_kv_cache = false;
+  bool bf16 = false;
+  int resolution = 257;
+  int64_t preview_every = 0;
+  int preview_resolution = 33;
+  int64_t tokens = 0;
+};
+
+// Redraws "[#####.....] 512/1024 tokens  190.3 tokens/s" in place on a terminal (at most ~10 times
+// a second); elsewhere (logs, pipes) prints a line at each quarter.
+class ProgressBar {
+ public:
+  explicit ProgressBar(int64_t total) : total_(total), tty_(::isatty(STDERR_FILENO) == 1) {}
+
+  void update(int64_t done, double elapsed_ms) {
+    const bool last = done == total_;
+    if (tty_) {
+      const auto now = std::chrono::steady_clock::now();
+      if (!last && done > 1 && now - last_draw_ < std::chrono::milliseconds(100)) return;
+      last_draw_ = now;
+      std::fprintf(stderr, "\r%s", line(done, elapsed_ms).c_str());
+      if (last) std::fputc('\n', stderr);
+    } else {
+      const int64_t quarter = total_ > 0 ? (4 * done) / total_ : 4;
+      if (quarter <= last_quarter_) return;
+      last_quarter_ = quarter;
+      std::fprintf(stderr, "%s\n", line(done, elapsed_ms).c_str());
+    }
+    std::fflush(stderr);
+  }
+  // Ends a partly drawn bar (cancel / error) so the next message starts on its own line.
+  void finish() {
+    if (tty_) std::fputc('\n', stderr);
+  }
+
+ private:
+  std::string line(int64_t done, double elapsed_ms) const {
+    constexpr int kWidth = 30;
+    const int filled = total_ > 0 ? static_cast<int>(kWidth * done / total_) : kWidth;
+    std::string bar(static_cast<size_t>(filled), '#');
+    bar.append(static_cast<size_t>(kWidth - filled), '.');
+    const double rate = elapsed_ms > 0 ? 1000.0 * static_cast<double>(done) / elapsed_ms : 0.0;
+    char text[160];
+    std::snprintf(text, sizeof(text), "[%s] %lld/%lld tokens  %.1f tokens/s", bar.c_str(),
+                  static_cast<long long>(done), static_cast<long long>(total_), rate);
+    return text;
+  }
+
+  int64_t total_;
+  bool tty_;
+  int64_t last_quarter_ = 0;
+  std::chrono::steady_clock::time_point last_draw_{};
+};
+
+int run_generate(const GenerateCliOptions& o) {
+  auto fail = [](const std::string& message) {
+    std::fprintf(stderr, "tessera generate: %s\n", message.c_str());
+    return 1;
+  };
+  // Everything that can be checked before loading and generating.
+  if (Status st = check_mesh_output(o.output); !st.ok()) return fail(st.message());
+  if (!o.tokens_out.empty()) {
+    if (Status st = check_output_file(o.tokens_out, "--tokens-out"); !st.ok())
+      return fail(st.message());
+  }
+  if (auto k = shape::resolution_base(o.resolution); !k.ok())
+    return fail("--resolution: " + k.status().message());
+  if (o.preview_every > 0) {
+    if (auto k = shape::resolution_base(o.preview_resolution); !k.ok()) {
+      return fail("--preview-resolution: " + k.status().message());
+    }
+  }
+  auto model_dir = resolve_model_dir(o.model);
+  if (!model_dir.ok()) return fail(model_dir.status().message());
+
+  Stopwatch load_watch;
+  auto session = runtime::Session::open(*model_dir, cli_pipeline_options(o.bf16));
+  if (!session.ok()) return fail(session.status().message());
+  const double load_ms = load_watch.elapsed_ms();
+  if (o.tokens > (*session)->num_latents()) {
+    return fail("--tokens " + std::to_string(o.tokens) + " exceeds the model's " +
+                std::to_string((*session)->num_latents()) + " tokens per shape");
+  }
+
+  runtime::JobOptions job;
+  job.prompt = o.prompt;
+  job.generation.sampler.sample = o.sample;
+  job.generation.sampler.seed = o.seed;
+  job.generation.sampler.temperature = o.temperature;
+  job.generation.sampler.top_k = o.top_k;
+  job.generation.sampler.top_p = o.top_p;
+  job.generation.guidance_scale = o.guidance;
+  if (!o.bbox.empty()) job.generation.bbox = std::array<float, 3>{o.bbox[0], o.bbox[1], o.bbox[2]};
+  job.generation.use_kv_cache = !o.no_kv_cache;
+  job.generation.num_tokens = o.tokens;
+  job.mesh.resolution = o.resolution;
+  job.preview_every = o.preview_every;
+  job.preview_resolution = o.preview_resolution;
+
+  const int64_t total = o.tokens > 0 ? o.tokens : (*session)->num_latents();
+  ProgressBar progress(total);
+  Stopwatch generation_watch;
+  std::vector<int32_t> tokens;
+  std::vector<std::pair<std::string, double>> stages;
+  int64_t previews = 0;
+  std::shared_ptr<const runtime::FinalMeshEvent> final_mesh;
+  double job_ms = 0;
+  const uint64_t id = (*session)->submit(job);
+  for (bool done = false; !done;) {
+    auto event = (*session)->wait_event(std::chrono::milliseconds(200));
+    if (!event || event->job != id) continue;
+    if (const auto* t = std::get_if<runtime::TokenEvent>(&event->payload)) {
+      tokens.push_back(t->id);
+      progress.update(static_cast<int64_t>(tokens.size()), generation_watch.elapsed_ms());
+    } else if (const auto* s = std::get_if<runtime::StageEvent>(&event->payload)) {
+      stages.emplace_back(s->name, s->ms);
+      // The tokens are complete: save them now, so that they survive a failed extraction.
+      if (s->name == runtime::kStageDecode && !o.tokens_out.empty()) {
+        if (Status st = write_tokens_file(o.tokens_out, tokens); !st.ok())
+          return fail(st.message());
+      }
+    } else if (std::holds_alternative<runtime::PartialMeshEvent>(event->payload)) {
+      ++previews;
+    } else if (auto* f = std::get_if<runtime::FinalMeshEvent>(&event->payload)) {
+      final_mesh = std::make_shared<const runtime::FinalMeshEvent>(std::move(*f));
+    } else if (const auto* e = std::get_if<runtime::ErrorEvent>(&event->payload)) {
+      progress.finish();
+      return fail(e->status.message());
+    } else if (const auto* c = std::get_if<runtime::CancelledEvent>(&event->payload)) {
+      progress.finish();
+      return fail("cancelled: " + c->reason);
+    } else if (const auto* d = std::get_if<runtime::DoneEvent>(&event->payload)) {
+      job_ms = d->total_ms;
+      done = true;
+    }
+  }
+  if (!final_mesh) return fail("internal error: the job ended without a mesh");
+  Stopwatch write_watch;
+  if (Status st = mesh::write_mesh(*final_mesh->mesh, o.output); !st.ok())
+    return fail(st.message());
+  const double write_ms = write_watch.elapsed_ms();
+
+  // Timing summary.
+  auto stage_ms = [&](const char* name) {
+    for (const auto& [n, ms] : stages) {
+      if (n == name) return ms;
+    }
+    return 0.0;
+  };
+  const double prefill = stage_ms(runtime::kStagePrefill), decode = stage_ms(runtime::kStageDecode);
+  const int64_t steps = static_cast<int64_t>(tokens.size()) - 1;
+  const double tpot = steps > 0 ? decode / static_cast<double>(steps) : 0.0;
+  const double rate =
+      prefill + decode > 0 ? 1000.0 * static_cast<double>(tokens.size()) / (prefill + decode) : 0.0;
+  std::fprintf(stderr, "timings (ms):\n");
+  std::fprintf(stderr, "  load           %9.1f\n", load_ms);
+  std::fprintf(stderr, "  text           %9.1f\n", stage_ms(runtime::kStageText));
+  std::fprintf(stderr, "  prefill        %9.1f\n", prefill);
+  std::fprintf(stderr, "  decode         %9.1f  (%lld steps, TPOT %.2f ms, %.1f tokens/s%s)\n",
+               decode, static_cast<long long>(std::max<int64_t>(steps, 0)), tpot, rate,
+               o.no_kv_cache ? ", no KV cache" : "");
+  std::fprintf(stderr, "  latent decode  %9.1f\n", stage_ms(runtime::kStageLatentDecode));
+  std::fprintf(
+      stderr, "  extraction     %9.1f  (resolution %d, %lld occupancy queries, %d levels)\n",
+      stage_ms(runtime::kStageExtraction), o.resolution,
+      static_cast<long long>(final_mesh->extraction.queries), final_mesh->extraction.levels);
+  std::fprintf(stderr, "  cleanup        %9.1f\n", stage_ms(runtime::kStageCleanup));
+  std::fprintf(stderr, "  write          %9.1f\n", write_ms);
+  std::fprintf(stderr, "  job total      %9.1f%s\n", job_ms,
+               previews > 0 ? ("  (" + std::to_string(previews) + " preview meshes)").c_str() : "");
+  if (final_mesh->prompt_truncated) {
+    std::fprintf(
+        stderr,
+        "note: the prompt has %d CLIP tokens; only the first 77 (BOS + 75 + EOS) were used\n",
+        final_mesh->prompt_tokens);
+  }
+  std::printf("wrote %s (%lld vertices, %lld triangles)\n", o.output.c_str(),
+              static_cast<long long>(final_mesh->mesh->vertex_count()),
+              static_cast<long long>(final_mesh->mesh->triangle_count()));
+  if (!o.tokens_out.empty()) {
+    std::printf("wrote %s (%zu shape tokens)\n", o.tokens_out.c_str(), final_mesh->tokens.size());
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_generate(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<GenerateCliOptions>();
+  CLI::App* cmd = app.add_subcommand("generate", "Generate a 3D mesh from a text prompt");
+  cmd->add_option("--prompt,-p", o->prompt, "The text prompt (\"\" is the unconditional shape)")
+      ->required();
+  cmd->add_option("--model,-m", o->model, "Model directory (default: the embedded tessera-tiny)");
+  cmd->add_option("--output,-o", o->output, "Mesh to write: .obj or .glb")->required();
+  cmd->add_option("--tokens-out", o->tokens_out, "Also save the shape tokens (one line of ids)");
+  auto* seed = cmd->add_option("--seed", o->seed, "Sampling seed (switches to sampling)");
+  auto* temperature = cmd->add_option("--temperature", o->temperature,
+                                      "Sampling temperature > 0 (switches to sampling)");
+  auto* top_k = cmd->add_option("--top-k", o->top_k,
+                                "Keep the K most likely codes, 0: all (switches to sampling)")
+                    ->check(CLI::NonNegativeNumber);
+  auto* top_p = cmd->add_option("--top-p", o->top_p,
+                                "Nucleus sampling threshold in (0, 1] (switches to sampling)");
+  cmd->add_option("--guidance", o->guidance, "Classifier-free guidance scale, 0: off (default 3)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--bbox", o->bbox, "Bounding box proportions X Y Z (v0.5 models)")->expected(3);
+  cmd->add_flag("--no-kv-cache", o->no_kv_cache,
+                "Recompute the whole sequence every step (baseline)");
+  cmd->add_flag("--bf16", o->bf16, "Convert the weights to bf16 once at load");
+  cmd->add_option("--resolution,-r", o->resolution,
+                  "Extraction lattice points per axis, 2^k+1 (default 257)");
+  cmd->add_option("--preview-every", o->preview_every,
+                  "Decode a low-resolution preview every K tokens")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--preview-resolution", o->preview_resolution,
+                  "Preview lattice, 2^k+1 (default 33)");
+  cmd->add_option("--tokens", o->tokens,
+                  "Generate only the first N tokens (0: all; the rest is filled)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->callback([o, exit_code, seed, temperature, top_k, top_p] {
+    o->sample = seed->count() + temperature->count() + top_k->count() + top_p->count() > 0;
+    *exit_code = run_generate(*o);
+  });
+}
+
+}  // namespace tessera::cli

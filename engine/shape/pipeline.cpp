@@ -1,0 +1,271 @@
+#include "engine/shape/pipeline.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+
+#include "engine/core/mapped_file.h"
+
+namespace tessera::shape {
+
+namespace {
+
+bool is_cancelled(const std::atomic<bool>* cancel) {
+  return cancel != nullptr && cancel->load(std::memory_order_relaxed);
+}
+
+// model.json's tokens.fill_token_id (tessera-tiny's model card), if the file and field exist.
+// A present but malformed card is an error: it belongs to the model and something is wrong with it.
+Expected<std::optional<int32_t>> read_fill_token(const std::string& dir, int64_t codebook_size) {
+  namespace fs = std::filesystem;
+  const std::string path = (fs::path(dir) / "model.json").string();
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return std::optional<int32_t>();
+  TESSERA_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  const nlohmann::json card = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (card.is_discarded() || !card.is_object()) {
+    return corrupt_data(path + ": not a JSON object");
+  }
+  const auto tokens = card.find("tokens");
+  if (tokens == card.end() || !tokens->is_object()) return std::optional<int32_t>();
+  const auto fill = tokens->find("fill_token_id");
+  if (fill == tokens->end() || fill->is_null()) return std::optional<int32_t>();
+  if (!fill->is_number_integer()) {
+    return corrupt_data(path + ": tokens.fill_token_id is not an integer");
+  }
+  const int64_t id = fill->get<int64_t>();
+  if (id < 0 || id >= codebook_size) {
+    return corrupt_data(path + ": tokens.fill_token_id " + std::to_string(id) +
+                        " is outside the codebook [0, " + std::to_string(codebook_size) + ")");
+  }
+  return std::optional<int32_t>(static_cast<int32_t>(id));
+}
+
+}  // namespace
+
+Expected<int> resolution_base(int resolution) {
+  for (int k = 1; k <= 10; ++k) {
+    if (resolution == (1 << k) + 1) return k;
+  }
+  return invalid_argument(
+      "resolution " + std::to_string(resolution) +
+      " is not 2^k + 1 points per axis with k in [1, 10] (e.g. 33, 65, 129, 257)");
+}
+
+ShapePipeline::~ShapePipeline() = default;
+
+Expected<std::unique_ptr<ShapePipeline>> ShapePipeline::load(const std::string& model_dir,
+                                                             const PipelineOptions& options,
+                                                             kernels::Backend* backend) {
+  std::unique_ptr<ShapePipeline> p(new ShapePipeline());
+  if (backend == nullptr) {
+    p->owned_backend_ = kernels::make_cpu_backend();
+    backend = p->owned_backend_.get();
+  }
+  p->backend_ = backend;
+
+  ModelDirOptions dir_options;
+  dir_options.weights = options.weights;
+  dir_options.check_finite = options.check_finite;
+  dir_options.clip_vocab_fallback = options.clip_vocab_fallback;
+  TESSERA_ASSIGN_OR_RETURN(ModelDir opened, open_model_dir(model_dir, dir_options));
+  p->model_ = std::make_unique<ModelDir>(std::move(opened));
+  ModelDir& m = *p->model_;
+
+  TESSERA_ASSIGN_OR_RETURN(text::ClipTokenizer tokenizer, text::ClipTokenizer::load(m.paths.vocab));
+  p->tokenizer_.emplace(std::move(tokenizer));
+  text::ClipTextEncoderOptions clip_options;
+  clip_options.n_heads = m.text_heads;
+  auto encoder = text::ClipTextEncoder::create(std::move(m.text_encoder), *backend, clip_options);
+  if (!encoder.ok()) return encoder.status().with_context(m.paths.text_encoder);
+  p->text_encoder_.emplace(std::move(encoder).value());
+
+  auto decoder = ShapeDecoder::load(m.shape_tokenizer, *backend, options.occupancy_chunk);
+  if (!decoder.ok()) return decoder.status().with_context(m.paths.shape_tokenizer);
+  p->decoder_ = std::move(decoder).value();
+  const ShapeDecoderConfig& dc = p->decoder_->config();
+
+  NormalizedCodebook codebook;
+  codebook.rows = dc.num_codes;
+  codebook.dim = dc.embed_dim;
+  codebook.values = p->decoder_->normalized_codebook();
+  GptLoadOptions gpt_options;
+  gpt_options.bf16 = options.weights == WeightFormat::kBF16;
+  auto gpt = CubeGpt::load(m.shape_gpt.file(), codebook, *backend, gpt_options);
+  if (!gpt.ok()) return gpt.status().with_context(m.paths.shape_gpt);
+  p->gpt_ = std::move(gpt).value();
+  p->gpt_->set_num_latents(dc.num_latents);
+  const GptConfig& gc = p->gpt_->config();
+
+  // The condition is the CLIP hidden state at all text_len positions: the encoder must have that
+  // many positions and the GPT's text_proj must take its width.
+  const text::ClipTextConfig& tc = p->text_encoder_->config();
+  if (tc.max_positions < gc.text_len) {
+    return invalid_argument("model directory '" + model_dir + "': the CLIP text encoder has " +
+                            std::to_string(tc.max_positions) + " positions, the GPT needs " +
+                            std::to_string(gc.text_len));
+  }
+  if (tc.width != gc.text_embed_dim) {
+    return invalid_argument("model directory '" + model_dir + "': CLIP width " +
+                            std::to_string(tc.width) + " differs from the GPT's text_proj input " +
+                            std::to_string(gc.text_embed_dim));
+  }
+  TESSERA_ASSIGN_OR_RETURN(p->generator_, ShapeGenerator::create(*p->gpt_, dc.num_latents));
+
+  TESSERA_ASSIGN_OR_RETURN(std::optional<int32_t> fill,
+                           read_fill_token(m.paths.dir, gc.codebook_size));
+  p->learned_fill_ = fill.has_value();
+  p->fill_token_id_ = fill.value_or(0);
+
+  p->clip_ids_.resize(static_cast<size_t>(gc.text_len));
+  p->clip_lengths_.resize(1);
+  p->filled_ids_.resize(static_cast<size_t>(dc.num_latents));
+  p->latents_.resize(static_cast<size_t>(dc.num_latents * dc.width));
+  return p;
+}
+
+Expected<EncodedPrompt> ShapePipeline::encode_prompt(std::string_view prompt, Trace* trace,
+                                                     const std::atomic<bool>* cancel) {
+  if (is_cancelled(cancel)) return cancelled("cancelled before text encoding");
+  ScopedTimer timer(trace, kTraceText);
+  const int context = static_cast<int>(gpt_->config().text_len);
+  const int32_t eos = tokenizer_->eos_id();
+  // One row at a time (batch 1) for both the prompt and "": the unconditional hidden states are
+  // then bit-identical from job to job, whatever else ran, so greedy generation is reproducible.
+  auto encode_one = [&](std::string_view text, std::vector<float>* out) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(text::PaddedTokens padded,
+                             tokenizer_->encode_padded(text, context, eos));
+    std::copy(padded.ids.begin(), padded.ids.end(), clip_ids_.begin());
+    clip_lengths_[0] = padded.length;
+    return text_encoder_->encode_to_host(clip_ids_.data(), clip_lengths_.data(), 1, context, out);
+  };
+  EncodedPrompt encoded;
+  encoded.prompt_tokens = static_cast<int>(tokenizer_->encode(prompt).size());
+  encoded.truncated = encoded.prompt_tokens > context;
+  TESSERA_RETURN_IF_ERROR(encode_one(prompt, &encoded.cond));
+  if (uncond_cache_.empty()) TESSERA_RETURN_IF_ERROR(encode_one("", &uncond_cache_));
+  encoded.uncond = uncond_cache_;
+  return encoded;
+}
+
+Expected<std::vector<int32_t>> ShapePipeline::generate(const EncodedPrompt& prompt,
+                                                       const GenerationOptions& options,
+                                                       const TokenCallback& on_token, Trace* trace,
+                                                       const std::atomic<bool>* cancel) {
+  const GptConfig& c = gpt_->config();
+  const size_t hidden = static_cast<size_t>(c.text_len * c.text_embed_dim);
+  if (prompt.cond.size() != hidden || prompt.uncond.size() != hidden) {
+    return invalid_argument("generate: the encoded prompt holds " +
+                            std::to_string(prompt.cond.size()) + " / " +
+                            std::to_string(prompt.uncond.size()) + " values, expected " +
+                            std::to_string(hidden) + " (77 x CLIP width) each");
+  }
+  if (options.num_tokens < 0 || options.num_tokens > num_latents()) {
+    return invalid_argument("generate: num_tokens " + std::to_string(options.num_tokens) +
+                            " outside [0, " + std::to_string(num_latents()) + "]");
+  }
+  if (options.bbox) {
+    for (float v : *options.bbox) {
+      if (!std::isfinite(v)) return invalid_argument("generate: bbox has a non-finite component");
+    }
+  }
+  ConditionInputs inputs;
+  inputs.cond_hidden = prompt.cond.data();
+  inputs.uncond_hidden = prompt.uncond.data();
+  inputs.bbox = options.bbox;
+  GenerateOptions g;
+  g.num_tokens = options.num_tokens;
+  g.guidance_scale = options.guidance_scale;
+  g.use_kv_cache = options.use_kv_cache;
+  g.sampler = options.sampler;
+  g.cancel = cancel;
+  g.trace = trace;
+  return generator_->generate(inputs, g, on_token);
+}
+
+Status ShapePipeline::validate_tokens(const std::vector<int32_t>& ids) const {
+  if (ids.empty()) return invalid_argument("shape tokens: no ids");
+  if (static_cast<int64_t>(ids.size()) > num_latents()) {
+    return invalid_argument("shape tokens: " + std::to_string(ids.size()) +
+                            " ids, the model decodes at most " + std::to_string(num_latents()));
+  }
+  const int64_t codes = decoder_->config().num_codes;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= codes) {
+      return invalid_argument("shape tokens: id " + std::to_string(ids[i]) + " at position " +
+                              std::to_string(i) + " is outside the codebook [0, " +
+                              std::to_string(codes) + ")");
+    }
+  }
+  return Status();
+}
+
+Status ShapePipeline::decode_latents(const std::vector<int32_t>& ids, Trace* trace) {
+  latents_ready_ = false;
+  TESSERA_RETURN_IF_ERROR(validate_tokens(ids));
+  ScopedTimer timer(trace, kTraceLatentDecode);
+  std::copy(ids.begin(), ids.end(), filled_ids_.begin());
+  std::fill(filled_ids_.begin() + static_cast<std::ptrdiff_t>(ids.size()), filled_ids_.end(),
+            fill_token_id_);
+  const int64_t n = num_latents();
+  TESSERA_RETURN_IF_ERROR(decoder_->decode_tokens(filled_ids_.data(), n, latents_.data()));
+  TESSERA_RETURN_IF_ERROR(decoder_->set_latents(latents_.data(), n));
+  latents_ready_ = true;
+  return Status();
+}
+
+Expected<mesh::Mesh> ShapePipeline::extract_mesh(const MeshOptions& options, Trace* trace,
+                                                 const std::atomic<bool>* cancel,
+                                                 mesh::ExtractionStats* stats) {
+  if (!latents_ready_)
+    return invalid_argument("extract_mesh: no latents (call decode_latents first)");
+  TESSERA_ASSIGN_OR_RETURN(const int k, resolution_base(options.resolution));
+  if (options.coarse_base < 1) {
+    return invalid_argument("extract_mesh: coarse_base " + std::to_string(options.coarse_base) +
+                            " must be >= 1");
+  }
+  mesh::ExtractionOptions ex;
+  ex.resolution_base = k;
+  ex.coarse_base = std::min(options.coarse_base, k);
+  mesh::OccupancyFn occupancy = [&](const float* points, int64_t n, float* logits) -> Status {
+    if (is_cancelled(cancel)) return cancelled("cancelled during surface extraction");
+    return decoder_->query(points, n, logits);
+  };
+  Expected<mesh::Mesh> extracted = [&] {
+    ScopedTimer timer(trace, kTraceExtraction);
+    return mesh::extract_coarse_to_fine(occupancy, ex, stats);
+  }();
+  if (!extracted.ok()) {
+    const Status& st = extracted.status();
+    // extraction.h reports an empty field as kInvalidArgument "no surface"; here it is not the
+    // caller's argument that is wrong but the shape: report it as such.
+    if (st.code() == ErrorCode::kInvalidArgument &&
+        st.message().find("no surface") != std::string::npos) {
+      return not_found("no surface at resolution " + std::to_string(options.resolution) +
+                       ": the decoded shape is empty (" + st.message() + ")");
+    }
+    return st;
+  }
+  mesh::Mesh result = std::move(extracted).value();
+  {
+    ScopedTimer timer(trace, kTraceCleanup);
+    TESSERA_RETURN_IF_ERROR(mesh::cleanup(result, options.cleanup));
+  }
+  return result;
+}
+
+Expected<mesh::Mesh> ShapePipeline::tokens_to_mesh(const std::vector<int32_t>& ids,
+                                                   const MeshOptions& options, Trace* trace,
+                                                   const std::atomic<bool>* cancel,
+                                                   mesh::ExtractionStats* stats) {
+  if (is_cancelled(cancel)) return cancelled("cancelled before latent decoding");
+  // Validate the resolution before the (costly) decode.
+  TESSERA_RETURN_IF_ERROR(resolution_base(options.resolution).status());
+  TESSERA_RETURN_IF_ERROR(decode_latents(ids, trace));
+  return extract_mesh(options, trace, cancel, stats);
+}
+
+}  // namespace tessera::shape

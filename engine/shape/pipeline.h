@@ -1,0 +1,190 @@
+// ShapePipeline: a loaded Cube 3D-compatible model directory, prompt -> shape tokens -> mesh.
+//
+// Owns, on one kernels::Backend: the opened model directory (engine/shape/model_dir.h), the CLIP
+// tokenizer and text encoder, the Cube GPT with its ShapeGenerator (KV cache preallocated for
+// num_latents tokens) and the shape decoder. Stages, each a method, so callers (Session, CLI,
+// benchmarks) can time, stream and cancel between them:
+//   1. encode_prompt: CLIP over 77 positions for the prompt (cond) and for "" (uncond, the
+//      classifier-free-guidance branch), padded with CLIP's EOS and run with the tokenizer's
+//      attention mask (padded keys hidden), as spec/cube3d.md says. The empty prompt is valid (it
+//      is the unconditional branch itself). A prompt longer than 77 CLIP tokens is truncated to
+//      BOS + its first 75 tokens + EOS (EncodedPrompt::truncated says so). There is no "bad"
+//      prompt: invalid UTF-8 is replaced by U+FFFD by the tokenizer.
+//   2. generate: the token loop (engine/shape/generator.h), options below.
+//   3. decode_latents / extract_mesh / tokens_to_mesh: token ids -> latents -> coarse-to-fine
+//      occupancy extraction on a lattice of R = 2^k + 1 points per axis -> clean-up -> Mesh.
+//
+// Token prefixes (live preview, truncated token files): fewer than num_latents ids are completed
+// to num_latents with the fill token: model.json's `tokens.fill_token_id` when the model directory
+// has a model.json with that field (tessera-tiny trains its last code as a learned "fill" code),
+// else code 0 (the real Cube 3D checkpoints have no such code; code 0 is as neutral as any, and the
+// decoder needs a full sequence because its positional encodings cover num_latents positions).
+//
+// Timings go to the Trace passed in (may be null), names in ms (see kTrace* below); the generator
+// adds "gpt.condition", "gpt.prefill" and "gpt.decode" (one sample per token: its mean is TPOT).
+//
+// Errors come back as Status: the model directory's (missing file, wrong architecture, mismatched
+// files: see model_dir.h), NaN/inf in the weights (kCorruptData naming the tensor, when
+// PipelineOptions::check_finite), non-finite logits during generation (naming the step),
+// out-of-range or too many token ids (kInvalidArgument naming the position), a field with no
+// surface (kNotFound, "no surface ..."), and kCancelled when the cancel flag was set.
+//
+// Thread safety: none. One pipeline serves one thread at a time (runtime::Session gives it a worker
+// thread); the methods reuse preallocated buffers.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/core/trace.h"
+#include "engine/core/weight_store.h"
+#include "engine/mesh/cleanup.h"
+#include "engine/mesh/extraction.h"
+#include "engine/mesh/mesh.h"
+#include "engine/shape/generator.h"
+#include "engine/shape/gpt.h"
+#include "engine/shape/model_dir.h"
+#include "engine/shape/sampler.h"
+#include "engine/shape/shape_decoder.h"
+#include "engine/text/clip_text_encoder.h"
+#include "engine/text/clip_tokenizer.h"
+#include "kernels/backend.h"
+
+namespace tessera::shape {
+
+// Trace names the pipeline records (milliseconds).
+inline constexpr const char* kTraceText = "text";                   // CLIP, cond + uncond
+inline constexpr const char* kTraceLatentDecode = "latent_decode";  // ids -> latents
+inline constexpr const char* kTraceExtraction = "extraction";       // occupancy + marching cubes
+inline constexpr const char* kTraceCleanup = "cleanup";             // weld, components, normals
+
+struct PipelineOptions {
+  // f32: weights memory-mapped as stored; bf16: matrices converted once at load (half the bytes
+  // read per token).
+  WeightFormat weights = WeightFormat::kF32;
+  // Scan every weight for NaN / inf at load (about 1 s per 4 GB of weights on 2 cores). Off, a
+  // NaN still never becomes a mesh: it shows up as non-finite logits, reported by the generator
+  // or by extraction.
+  bool check_finite = true;
+  // See ModelDirOptions::clip_vocab_fallback.
+  std::string clip_vocab_fallback;
+  // Points per occupancy chunk of the shape decoder (buffers are sized for this at load).
+  int64_t occupancy_chunk = ShapeDecoder::kDefaultOccupancyChunk;
+};
+
+// CLIP last hidden states of a prompt and of the empty prompt, host f32 [text_len, width] each.
+struct EncodedPrompt {
+  std::vector<float> cond;
+  std::vector<float> uncond;
+  int prompt_tokens = 0;   // CLIP tokens of the prompt, BOS and EOS included, before truncation
+  bool truncated = false;  // prompt_tokens > 77
+};
+
+struct GenerationOptions {
+  SamplerOptions sampler;       // greedy by default (the reference); seed/temperature/top-k/top-p
+  float guidance_scale = 3.0f;  // >= 0; 0: conditional row only
+  // v0.5 bounding box (x, y, z; proportions); none = (0, 0, 0). Ignored (not an error) on v0.1
+  // checkpoints, which have no box token.
+  std::optional<std::array<float, 3>> bbox;
+  bool use_kv_cache = true;  // false: recompute the whole sequence per step (the baseline)
+  int64_t num_tokens = 0;    // 0: the model's num_latents; fewer gives a prefix
+};
+
+struct MeshOptions {
+  // Lattice points per axis of the finest level, R = 2^k + 1 with k in [1, 10] (257: the
+  // reference's default; 33 or 65 for previews).
+  int resolution = 257;
+  // First lattice of the coarse-to-fine search: 2^coarse_base + 1 points per axis (clamped to
+  // the resolution).
+  int coarse_base = 5;
+  mesh::CleanupOptions cleanup;
+};
+
+// Checks that `resolution` is 2^k + 1 with k in [1, 10] and returns k; the message names the value.
+Expected<int> resolution_base(int resolution);
+
+class ShapePipeline {
+ public:
+  // Opens `model_dir` and loads every model on `backend` (null: the CPU backend, owned by the
+  // pipeline; otherwise not owned and it must outlive the pipeline).
+  static Expected<std::unique_ptr<ShapePipeline>> load(const std::string& model_dir,
+                                                       const PipelineOptions& options = {},
+                                                       kernels::Backend* backend = nullptr);
+  ~ShapePipeline();
+  ShapePipeline(const ShapePipeline&) = delete;
+  ShapePipeline& operator=(const ShapePipeline&) = delete;
+
+  // Stage 1. `cancel` may be null; it is checked before the encoder runs.
+  Expected<EncodedPrompt> encode_prompt(std::string_view prompt, Trace* trace = nullptr,
+                                        const std::atomic<bool>* cancel = nullptr);
+
+  // Stage 2: num_tokens codes in [0, codebook_size). on_token runs on this thread after every
+  // token (index, id, ms of that step). Errors: invalid options (naming them), non-finite logits,
+  // kCancelled (checked before every step).
+  Expected<std::vector<int32_t>> generate(const EncodedPrompt& prompt,
+                                          const GenerationOptions& options,
+                                          const TokenCallback& on_token = {},
+                                          Trace* trace = nullptr,
+                                          const std::atomic<bool>* cancel = nullptr);
+
+  // Stage 3a: ids (1 <= size <= num_latents, each in [0, codebook_size)) filled up to num_latents
+  // with fill_token_id(), decoded to latents [num_latents, width] and made current for
+  // extract_mesh. Errors name the offending position.
+  Status decode_latents(const std::vector<int32_t>& ids, Trace* trace = nullptr);
+  // Stage 3b: coarse-to-fine extraction of the current latents, then clean-up. `stats` may be
+  // null. Errors: bad resolution, kNotFound "no surface" (the field never crosses 0), a
+  // non-finite logit, kCancelled (checked before every occupancy batch).
+  Expected<mesh::Mesh> extract_mesh(const MeshOptions& options, Trace* trace = nullptr,
+                                    const std::atomic<bool>* cancel = nullptr,
+                                    mesh::ExtractionStats* stats = nullptr);
+  // decode_latents + extract_mesh.
+  Expected<mesh::Mesh> tokens_to_mesh(const std::vector<int32_t>& ids, const MeshOptions& options,
+                                      Trace* trace = nullptr,
+                                      const std::atomic<bool>* cancel = nullptr,
+                                      mesh::ExtractionStats* stats = nullptr);
+
+  // Checks ids against the model (count and range) without decoding; messages name the position.
+  Status validate_tokens(const std::vector<int32_t>& ids) const;
+
+  const GptConfig& gpt_config() const { return gpt_->config(); }
+  const ShapeDecoderConfig& decoder_config() const { return decoder_->config(); }
+  int64_t num_latents() const { return decoder_->config().num_latents; }
+  int64_t codebook_size() const { return gpt_->config().codebook_size; }
+  int32_t fill_token_id() const { return fill_token_id_; }
+  // True when fill_token_id() came from model.json (false: the code-0 default).
+  bool has_learned_fill_token() const { return learned_fill_; }
+  const ModelPaths& paths() const { return model_->paths; }
+  const CubeGpt& gpt() const { return *gpt_; }
+  kernels::Backend& backend() const { return *backend_; }
+
+ private:
+  ShapePipeline() = default;
+
+  std::unique_ptr<kernels::Backend> owned_backend_;
+  kernels::Backend* backend_ = nullptr;
+  // Heap-allocated and never moved: the models hold views of its memory-mapped files.
+  std::unique_ptr<ModelDir> model_;
+  std::optional<text::ClipTokenizer> tokenizer_;
+  std::optional<text::ClipTextEncoder> text_encoder_;
+  std::unique_ptr<ShapeDecoder> decoder_;
+  std::unique_ptr<CubeGpt> gpt_;
+  std::unique_ptr<ShapeGenerator> generator_;
+  int32_t fill_token_id_ = 0;
+  bool learned_fill_ = false;
+  // Scratch: padded ids / length for CLIP [77] / [1], filled ids and latents [num_latents(,
+  // width)].
+  std::vector<int32_t> clip_ids_, clip_lengths_, filled_ids_;
+  std::vector<float> latents_;
+  // CLIP hidden states of "" (computed on the first encode_prompt, then reused).
+  std::vector<float> uncond_cache_;
+  bool latents_ready_ = false;
+};
+
+}  // namespace tessera::shape

@@ -1,0 +1,369 @@
+// Session: the worker thread, event order, cancellation at every point, replacement of a running
+// job, and submit/cancel storms (run under -DTESSERA_SANITIZE=thread to check for races), on a
+// model directory assembled from the parity fixtures.
+#include "engine/runtime/session.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/core/safetensors.h"
+#include "tests/support/fixture_model_dir.h"
+
+namespace tessera::runtime {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::FixtureModelDir;
+
+constexpr milliseconds kEventTimeout{30000};
+
+// Small resolutions: the fixture's decoder is slow per query and the shape does not matter here.
+JobOptions small_job(const std::string& prompt = testing::kParityPrompt) {
+  JobOptions job;
+  job.prompt = prompt;
+  job.generation.bbox = std::array<float, 3>{0.5f, 1.0f, 0.25f};
+  job.mesh.resolution = 17;
+  job.preview_resolution = 9;
+  return job;
+}
+
+std::unique_ptr<Session> open_session(const FixtureModelDir& dir, SessionOptions options = {}) {
+  auto session = Session::open(dir.path(), {}, std::move(options));
+  EXPECT_TRUE(session.ok()) << session.status().to_string();
+  return session.ok() ? std::move(session).value() : nullptr;
+}
+
+// Events until the terminal event of job `id` (those of other jobs included).
+std::vector<Event> collect_until_terminal(Session& session, uint64_t id) {
+  std::vector<Event> events;
+  for (;;) {
+    auto e = session.wait_event(kEventTimeout);
+    if (!e) {
+      ADD_FAILURE() << "no event within the timeout";
+      return events;
+    }
+    events.push_back(*e);
+    if (e->job == id && e->terminal()) return events;
+  }
+}
+
+// Thread-safe event recorder for callback mode.
+struct Recorder {
+  std::mutex mutex;
+  std::vector<Event> events;
+  void add(const Event& e) {
+    std::lock_guard<std::mutex> lock(mutex);
+    events.push_back(e);
+  }
+  std::vector<Event> snapshot() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return events;
+  }
+  bool has_terminal(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const Event& e : events) {
+      if (e.job == id && e.terminal()) return true;
+    }
+    return false;
+  }
+};
+
+bool wait_for(const std::function<bool()>& condition) {
+  const auto deadline = std::chrono::steady_clock::now() + kEventTimeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  return true;
+}
+
+class SessionTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { dir_ = new FixtureModelDir("session"); }
+  static void TearDownTestSuite() { delete dir_; }
+  static FixtureModelDir* dir_;
+};
+FixtureModelDir* SessionTest::dir_ = nullptr;
+
+TEST_F(SessionTest, EventsArriveInOrder) {
+  auto session = open_session(*dir_);
+  ASSERT_NE(session, nullptr);
+  EXPECT_EQ(session->num_latents(), 16);
+  JobOptions job = small_job();
+  job.preview_every = 4;
+  const uint64_t id = session->submit(job);
+  const std::vector<Event> events = collect_until_terminal(*session, id);
+  ASSERT_FALSE(events.empty());
+
+  std::vector<std::string> stages;
+  std::vector<int32_t> token_ids;
+  std::vector<int64_t> partial_at;
+  const FinalMeshEvent* final_mesh = nullptr;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const Event& e = events[i];
+    EXPECT_EQ(e.job, id);
+    if (const auto* s = std::get_if<StageEvent>(&e.payload)) {
+      stages.push_back(s->name);
+      EXPECT_GE(s->ms, 0.0);
+    } else if (const auto* t = std::get_if<TokenEvent>(&e.payload)) {
+      EXPECT_EQ(t->index, static_cast<int64_t>(token_ids.size()));
+      EXPECT_GE(t->ms, 0.0);
+      token_ids.push_back(t->id);
+    } else if (const auto* p = std::get_if<PartialMeshEvent>(&e.payload)) {
+      // Right after the token that completed its prefix.
+      EXPECT_EQ(p->tokens, static_cast<int64_t>(token_ids.size()));
+      EXPECT_EQ(p->tokens % 4, 0);
+      ASSERT_NE(p->mesh, nullptr);
+      EXPECT_TRUE(mesh::validate(*p->mesh).ok());
+      partial_at.push_back(p->tokens);
+    } else if (const auto* f = std::get_if<FinalMeshEvent>(&e.payload)) {
+      final_mesh = f;
+      EXPECT_EQ(stages.back(), kStageCleanup);
+    } else if (const auto* err = std::get_if<ErrorEvent>(&e.payload)) {
+      FAIL() << err->status.to_string();
+    }
+  }
+  EXPECT_TRUE(std::holds_alternative<DoneEvent>(events.back().payload));
+  const std::vector<std::string> expected_stages = {
+      kStageText, kStagePrefill, kStageDecode, kStageLatentDecode, kStageExtraction, kStageCleanup};
+  EXPECT_EQ(stages, expected_stages);
+  // Prefill is reported before the first token, decode after the last.
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_TRUE(std::holds_alternative<StageEvent>(events[1].payload));
+  EXPECT_TRUE(std::holds_alternative<TokenEvent>(events[2].payload));
+  ASSERT_EQ(token_ids.size(), 16u);
+  // Previews at 4, 8, 12 where that prefix has a surface (none after the last token).
+  for (int64_t at : partial_at) EXPECT_LT(at, 16);
+  ASSERT_NE(final_mesh, nullptr);
+  EXPECT_EQ(final_mesh->tokens, token_ids);
+  EXPECT_EQ(final_mesh->prompt_tokens, 8);
+  EXPECT_GT(final_mesh->mesh->triangle_count(), 0);
+  EXPECT_GT(final_mesh->extraction.queries, 0);
+  // Greedy from the fixture's prompt and box: the reference's tokens.
+  SafeTensors expected = SafeTensors::open(std::string(TESSERA_SOURCE_DIR) +
+                                           "/tests/fixtures/parity/expected.safetensors")
+                             .value();
+  TensorView greedy = expected.view("gpt.greedy_tokens").value();
+  EXPECT_EQ(token_ids,
+            std::vector<int32_t>(greedy.as<const int32_t>(), greedy.as<const int32_t>() + 16));
+  EXPECT_TRUE(wait_for([&] { return session->idle(); }));
+  EXPECT_FALSE(session->poll().has_value());
+}
+
+TEST_F(SessionTest, CancelMidGenerationEndsWithCancelled) {
+  Recorder recorder;
+  Session* self = nullptr;
+  std::atomic<bool> ready{false};
+  SessionOptions options;
+  options.on_event = [&](const Event& e) {
+    recorder.add(e);
+    const auto* t = std::get_if<TokenEvent>(&e.payload);
+    if (t != nullptr && e.job == 1 && t->index == 5 && ready.load()) self->cancel();
+  };
+  auto session = open_session(*dir_, options);
+  ASSERT_NE(session, nullptr);
+  self = session.get();
+  ready.store(true);
+  const uint64_t id = session->submit(small_job());
+  ASSERT_TRUE(wait_for([&] { return recorder.has_terminal(id); }));
+  const std::vector<Event> events = recorder.snapshot();
+  ASSERT_FALSE(events.empty());
+  const auto* cancelled = std::get_if<CancelledEvent>(&events.back().payload);
+  ASSERT_NE(cancelled, nullptr);
+  EXPECT_NE(cancelled->reason.find("cancelled"), std::string::npos) << cancelled->reason;
+  int64_t tokens = 0;
+  for (const Event& e : events) {
+    EXPECT_FALSE(std::holds_alternative<FinalMeshEvent>(e.payload));
+    EXPECT_FALSE(std::holds_alternative<DoneEvent>(e.payload));
+    if (std::holds_alternative<TokenEvent>(e.payload)) ++tokens;
+  }
+  EXPECT_EQ(tokens, 6);  // the flag is checked before the next step
+  EXPECT_TRUE(wait_for([&] { return session->idle(); }));
+  // The session keeps working after a cancel.
+  const uint64_t next = session->submit(small_job());
+  ASSERT_TRUE(wait_for([&] { return recorder.has_terminal(next); }));
+  EXPECT_TRUE(std::holds_alternative<DoneEvent>(recorder.snapshot().back().payload));
+}
+
+TEST_F(SessionTest, CancelDuringEveryStage) {
+  // Cancel when each kind of event is seen; every run must end Cancelled (or Done when the cancel
+  // came after the last check) and never with an error.
+  const std::vector<std::string> at = {kStageText,         kStagePrefill,    kStageDecode,
+                                       kStageLatentDecode, kStageExtraction, "partial"};
+  for (const std::string& stage : at) {
+    SCOPED_TRACE(stage);
+    Recorder recorder;
+    Session* self = nullptr;
+    SessionOptions options;
+    options.on_event = [&](const Event& e) {
+      recorder.add(e);
+      const auto* s = std::get_if<StageEvent>(&e.payload);
+      const bool hit = (s != nullptr && s->name == stage) ||
+                       (stage == "partial" && std::holds_alternative<PartialMeshEvent>(e.payload));
+      if (hit) self->cancel();
+    };
+    auto session = open_session(*dir_, options);
+    ASSERT_NE(session, nullptr);
+    self = session.get();
+    JobOptions job = small_job();
+    job.preview_every = 2;
+    const uint64_t id = session->submit(job);
+    ASSERT_TRUE(wait_for([&] { return recorder.has_terminal(id); }));
+    const Event last = recorder.snapshot().back();
+    EXPECT_FALSE(std::holds_alternative<ErrorEvent>(last.payload));
+    if (stage != kStageExtraction && stage != "partial") {
+      EXPECT_TRUE(std::holds_alternative<CancelledEvent>(last.payload));
+    }
+  }
+}
+
+TEST_F(SessionTest, ANewSubmitReplacesTheRunningJob) {
+  Recorder recorder;
+  Session* self = nullptr;
+  std::atomic<uint64_t> replacement{0};
+  SessionOptions options;
+  options.on_event = [&](const Event& e) {
+    recorder.add(e);
+    const auto* t = std::get_if<TokenEvent>(&e.payload);
+    if (t != nullptr && e.job == 1 && t->index == 3)
+      replacement.store(self->submit(small_job("c d")));
+  };
+  auto session = open_session(*dir_, options);
+  ASSERT_NE(session, nullptr);
+  self = session.get();
+  const uint64_t first = session->submit(small_job());
+  ASSERT_EQ(first, 1u);
+  ASSERT_TRUE(wait_for(
+      [&] { return replacement.load() != 0 && recorder.has_terminal(replacement.load()); }));
+  const uint64_t second = replacement.load();
+  EXPECT_GT(second, first);
+  const std::vector<Event> events = recorder.snapshot();
+  // All of the first job's events come before the second's; the first ends Cancelled, the second
+  // Done.
+  bool seen_second = false;
+  std::map<uint64_t, const Event*> terminal;
+  for (const Event& e : events) {
+    if (e.job == second) seen_second = true;
+    if (e.job == first) {
+      EXPECT_FALSE(seen_second) << "events of the two jobs interleave";
+    }
+    if (e.terminal()) {
+      EXPECT_EQ(terminal.count(e.job), 0u) << "two terminal events for job " << e.job;
+      terminal[e.job] = &e;
+    }
+  }
+  ASSERT_EQ(terminal.size(), 2u);
+  EXPECT_TRUE(std::holds_alternative<CancelledEvent>(terminal[first]->payload));
+  EXPECT_TRUE(std::holds_alternative<DoneEvent>(terminal[second]->payload));
+}
+
+TEST_F(SessionTest, QueuedJobsAreReplacedAndEveryJobEndsOnce) {
+  auto session = open_session(*dir_);
+  ASSERT_NE(session, nullptr);
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(session->submit(small_job()));
+  const std::vector<Event> events = collect_until_terminal(*session, ids.back());
+  std::map<uint64_t, int> terminals;
+  uint64_t last_job = 0;
+  for (const Event& e : events) {
+    EXPECT_GE(e.job, last_job) << "events out of job order";
+    last_job = e.job;
+    if (e.terminal()) ++terminals[e.job];
+    if (e.job != ids.back()) {
+      EXPECT_FALSE(std::holds_alternative<FinalMeshEvent>(e.payload));
+    }
+  }
+  for (uint64_t id : ids) EXPECT_EQ(terminals[id], 1) << "job " << id;
+  EXPECT_TRUE(std::holds_alternative<DoneEvent>(events.back().payload));
+}
+
+TEST_F(SessionTest, BadOptionsComeBackAsErrorEvents) {
+  auto session = open_session(*dir_);
+  ASSERT_NE(session, nullptr);
+  JobOptions job = small_job();
+  job.mesh.resolution = 100;
+  uint64_t id = session->submit(job);
+  auto events = collect_until_terminal(*session, id);
+  const auto* err = std::get_if<ErrorEvent>(&events.back().payload);
+  ASSERT_NE(err, nullptr);
+  EXPECT_NE(err->status.message().find("resolution 100"), std::string::npos)
+      << err->status.message();
+  EXPECT_EQ(events.size(), 1u);  // rejected before any work
+
+  job = small_job();
+  job.preview_every = 3;
+  job.preview_resolution = 10;
+  id = session->submit(job);
+  events = collect_until_terminal(*session, id);
+  err = std::get_if<ErrorEvent>(&events.back().payload);
+  ASSERT_NE(err, nullptr);
+  EXPECT_NE(err->status.message().find("preview"), std::string::npos) << err->status.message();
+
+  job = small_job();
+  job.generation.sampler.sample = true;
+  job.generation.sampler.temperature = -1.0f;
+  id = session->submit(job);
+  events = collect_until_terminal(*session, id);
+  err = std::get_if<ErrorEvent>(&events.back().payload);
+  ASSERT_NE(err, nullptr);
+  EXPECT_NE(err->status.message().find("temperature"), std::string::npos) << err->status.message();
+}
+
+TEST_F(SessionTest, SubmitCancelStormsDoNotCrashOrLoseJobs) {
+  auto session = open_session(*dir_);
+  ASSERT_NE(session, nullptr);
+  std::set<uint64_t> submitted;
+  // Two threads hammer the session while this one drains events.
+  auto hammer = [&](int seed, std::vector<uint64_t>* ids) {
+    std::mt19937 local(static_cast<uint32_t>(seed));
+    for (int i = 0; i < 25; ++i) {
+      if (local() % 3 == 0) {
+        session->cancel();
+      } else {
+        JobOptions job = small_job(local() % 2 ? "a b" : "");
+        job.preview_every = local() % 2 ? 4 : 0;
+        job.generation.use_kv_cache = local() % 2;
+        ids->push_back(session->submit(job));
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(local() % 3000));
+    }
+  };
+  std::vector<uint64_t> ids_a, ids_b;
+  std::thread a(hammer, 1, &ids_a), b(hammer, 2, &ids_b);
+  std::map<uint64_t, int> terminals;
+  std::atomic<bool> hammering{true};
+  std::thread drainer([&] {
+    while (hammering.load() || !session->idle()) {
+      if (auto e = session->wait_event(milliseconds(5))) {
+        if (e->terminal()) ++terminals[e->job];
+      }
+    }
+    while (auto e = session->poll()) {
+      if (e->terminal()) ++terminals[e->job];
+    }
+  });
+  a.join();
+  b.join();
+  hammering.store(false);
+  drainer.join();
+  submitted.insert(ids_a.begin(), ids_a.end());
+  submitted.insert(ids_b.begin(), ids_b.end());
+  for (uint64_t id : submitted) EXPECT_EQ(terminals[id], 1) << "job " << id;
+  EXPECT_EQ(terminals.size(), submitted.size());
+
+  // A session destroyed while a job runs cancels and joins it.
+  session->submit(small_job());
+  session.reset();
+}
+
+}  // namespace
+}  // namespace tessera::runtime

@@ -1,0 +1,243 @@
+// ShapePipeline end to end on a model directory assembled from the parity fixtures: prompt text
+// -> CLIP -> GPT -> tokens reproduces the PyTorch reference's greedy tokens; tokens -> mesh; fill
+// token, prefix decoding, bad tokens, cancellation and model.json errors.
+#include "engine/shape/pipeline.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "engine/core/safetensors.h"
+#include "tests/support/fixture_model_dir.h"
+
+namespace tessera::shape {
+namespace {
+
+using testing::FixtureModelDir;
+using testing::kParityPrompt;
+
+const std::string kExpected =
+    std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/parity/expected.safetensors";
+
+std::vector<int32_t> expected_i32(const std::string& name) {
+  SafeTensors file = SafeTensors::open(kExpected).value();
+  TensorView v = file.view(name).value();
+  const auto* p = v.as<const int32_t>();
+  return std::vector<int32_t>(p, p + v.numel());
+}
+
+double max_rel_diff(const std::vector<float>& a, const float* b, size_t n) {
+  double worst = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double d = std::abs(static_cast<double>(a[i]) - b[i]) /
+                     std::max(1.0, std::abs(static_cast<double>(b[i])));
+    worst = std::max(worst, d);
+  }
+  return worst;
+}
+
+class PipelineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new FixtureModelDir("pipeline");
+    auto loaded = ShapePipeline::load(dir_->path());
+    ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+    pipeline_ = std::move(loaded).value().release();
+  }
+  static void TearDownTestSuite() {
+    delete pipeline_;
+    delete dir_;
+  }
+  static FixtureModelDir* dir_;
+  static ShapePipeline* pipeline_;
+};
+FixtureModelDir* PipelineTest::dir_ = nullptr;
+ShapePipeline* PipelineTest::pipeline_ = nullptr;
+
+TEST_F(PipelineTest, LoadsTheFixtureSizes) {
+  EXPECT_EQ(pipeline_->num_latents(), 16);
+  EXPECT_EQ(pipeline_->codebook_size(), 64);
+  EXPECT_TRUE(pipeline_->gpt_config().use_bbox);
+  EXPECT_EQ(pipeline_->fill_token_id(), 0);  // no model.json: code 0
+  EXPECT_FALSE(pipeline_->has_learned_fill_token());
+}
+
+TEST_F(PipelineTest, PromptEncodingMatchesTheReference) {
+  Trace trace;
+  auto encoded = pipeline_->encode_prompt(kParityPrompt, &trace);
+  ASSERT_TRUE(encoded.ok()) << encoded.status().to_string();
+  EXPECT_EQ(encoded->prompt_tokens, 8);
+  EXPECT_FALSE(encoded->truncated);
+  const std::vector<float> expected =
+      SafeTensors::open(kExpected).value().to_f32("clip.last_hidden_state").value();  // [2, 77, 32]
+  ASSERT_EQ(encoded->cond.size(), 77u * 32u);
+  EXPECT_LT(max_rel_diff(encoded->cond, expected.data(), 77 * 32), 1e-4);
+  EXPECT_LT(max_rel_diff(encoded->uncond, expected.data() + 77 * 32, 77 * 32), 1e-4);
+  ASSERT_NE(trace.find(kTraceText), nullptr);
+
+  // Over 77 tokens: truncated, still encoded.
+  std::string long_prompt;
+  for (int i = 0; i < 100; ++i) long_prompt += "a ";
+  auto truncated = pipeline_->encode_prompt(long_prompt);
+  ASSERT_TRUE(truncated.ok()) << truncated.status().to_string();
+  EXPECT_TRUE(truncated->truncated);
+  EXPECT_EQ(truncated->prompt_tokens, 102);
+  // The empty prompt is the unconditional branch itself.
+  auto empty = pipeline_->encode_prompt("");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty->cond, empty->uncond);
+}
+
+TEST_F(PipelineTest, GreedyTokensFromTextMatchTheReferenceWithAndWithoutCache) {
+  auto encoded = pipeline_->encode_prompt(kParityPrompt).value();
+  const std::vector<int32_t> expected = expected_i32("gpt.greedy_tokens");
+  for (bool cache : {true, false}) {
+    SCOPED_TRACE(cache ? "kv cache" : "no kv cache");
+    GenerationOptions options;
+    options.bbox = std::array<float, 3>{0.5f, 1.0f, 0.25f};  // gpt.bbox row 0
+    options.use_kv_cache = cache;
+    Trace trace;
+    int64_t calls = 0;
+    auto tokens = pipeline_->generate(
+        encoded, options, [&](int64_t, int32_t, double) { ++calls; }, &trace);
+    ASSERT_TRUE(tokens.ok()) << tokens.status().to_string();
+    EXPECT_EQ(*tokens, expected);
+    EXPECT_EQ(calls, 16);
+    ASSERT_NE(trace.find("gpt.decode"), nullptr);
+    EXPECT_EQ(trace.find("gpt.decode")->count, 15);
+  }
+}
+
+TEST_F(PipelineTest, SeededSamplingIsReproducibleAndPrefixesWork) {
+  auto encoded = pipeline_->encode_prompt("b c").value();
+  GenerationOptions options;
+  options.sampler.sample = true;
+  options.sampler.seed = 7;
+  options.sampler.temperature = 1.5f;
+  options.sampler.top_k = 20;
+  options.sampler.top_p = 0.9f;
+  auto a = pipeline_->generate(encoded, options).value();
+  auto b = pipeline_->generate(encoded, options).value();
+  EXPECT_EQ(a, b);
+  // A shorter run is a prefix of the longer one without guidance (the guidance schedule
+  // g = scale * (N - i) / N depends on N).
+  options.guidance_scale = 0.0f;
+  auto full = pipeline_->generate(encoded, options).value();
+  options.num_tokens = 5;
+  auto prefix = pipeline_->generate(encoded, options).value();
+  EXPECT_EQ(prefix, std::vector<int32_t>(full.begin(), full.begin() + 5));
+  options.num_tokens = 17;
+  EXPECT_FALSE(pipeline_->generate(encoded, options).ok());
+  options.num_tokens = 0;
+  options.sampler.top_p = 0.0f;
+  auto bad = pipeline_->generate(encoded, options);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("top_p"), std::string::npos) << bad.status().message();
+}
+
+TEST_F(PipelineTest, TokensToMeshGivesAValidMeshOrANamedNoSurface) {
+  const std::vector<int32_t> ids = expected_i32("gpt.greedy_tokens");
+  MeshOptions options;
+  options.resolution = 17;  // small: the fixture decoder costs ~10 us per query
+  Trace trace;
+  mesh::ExtractionStats stats;
+  auto m = pipeline_->tokens_to_mesh(ids, options, &trace, nullptr, &stats);
+  ASSERT_NE(trace.find(kTraceLatentDecode), nullptr);
+  if (m.ok()) {
+    EXPECT_TRUE(mesh::validate(*m).ok());
+    EXPECT_GT(m->triangle_count(), 0);
+    EXPECT_EQ(m->normals.size(), m->positions.size());
+    EXPECT_GT(stats.queries, 0);
+    ASSERT_NE(trace.find(kTraceExtraction), nullptr);
+  } else {
+    EXPECT_EQ(m.status().code(), ErrorCode::kNotFound) << m.status().to_string();
+    EXPECT_NE(m.status().message().find("no surface"), std::string::npos);
+  }
+  // Same tokens, same result (deterministic decode).
+  auto again = pipeline_->tokens_to_mesh(ids, options);
+  ASSERT_EQ(again.ok(), m.ok());
+  if (m.ok()) {
+    EXPECT_EQ(again->positions, m->positions);
+  }
+}
+
+TEST_F(PipelineTest, PrefixesAreFilledAndBadTokensAreNamed) {
+  std::vector<int32_t> prefix = {3, 5, 7};
+  EXPECT_TRUE(pipeline_->decode_latents(prefix).ok());
+  Status too_many = pipeline_->decode_latents(std::vector<int32_t>(17, 1));
+  EXPECT_EQ(too_many.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(too_many.message().find("17 ids"), std::string::npos) << too_many.message();
+  Status out_of_range = pipeline_->decode_latents({1, 2, 64});
+  EXPECT_EQ(out_of_range.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(out_of_range.message().find("position 2"), std::string::npos) << out_of_range.message();
+  EXPECT_FALSE(pipeline_->decode_latents({-1}).ok());
+  EXPECT_FALSE(pipeline_->decode_latents({}).ok());
+  // After a failed decode there are no current latents.
+  EXPECT_FALSE(pipeline_->extract_mesh(MeshOptions()).ok());
+  MeshOptions bad_resolution;
+  bad_resolution.resolution = 100;
+  auto r = pipeline_->tokens_to_mesh(prefix, bad_resolution);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("resolution 100"), std::string::npos) << r.status().message();
+}
+
+TEST_F(PipelineTest, CancelFlagStopsEveryStage) {
+  std::atomic<bool> cancel{true};
+  EXPECT_EQ(pipeline_->encode_prompt("a", nullptr, &cancel).status().code(), ErrorCode::kCancelled);
+  auto encoded = pipeline_->encode_prompt("a").value();
+  EXPECT_EQ(pipeline_->generate(encoded, GenerationOptions(), {}, nullptr, &cancel).status().code(),
+            ErrorCode::kCancelled);
+  MeshOptions options;
+  options.resolution = 17;
+  EXPECT_EQ(pipeline_->tokens_to_mesh({1, 2, 3}, options, nullptr, &cancel).status().code(),
+            ErrorCode::kCancelled);
+  ASSERT_TRUE(pipeline_->decode_latents({1, 2, 3}).ok());
+  EXPECT_EQ(pipeline_->extract_mesh(options, nullptr, &cancel).status().code(),
+            ErrorCode::kCancelled);
+}
+
+TEST(PipelineLoadTest, FillTokenComesFromModelJson) {
+  FixtureModelDir dir("pipeline-fill", /*v05=*/false, /*fill_token=*/63);
+  auto p = ShapePipeline::load(dir.path());
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_EQ((*p)->fill_token_id(), 63);
+  EXPECT_TRUE((*p)->has_learned_fill_token());
+  EXPECT_FALSE((*p)->gpt_config().use_bbox);
+
+  FixtureModelDir bad("pipeline-badfill", true, 64);
+  auto q = ShapePipeline::load(bad.path());
+  ASSERT_FALSE(q.ok());
+  EXPECT_NE(q.status().message().find("model.json"), std::string::npos) << q.status().message();
+  EXPECT_NE(q.status().message().find("fill_token_id 64"), std::string::npos)
+      << q.status().message();
+}
+
+TEST(PipelineLoadTest, MissingDirectoryAndBrokenCardAreNamed) {
+  auto missing = ShapePipeline::load("/nonexistent/tessera-model");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("/nonexistent/tessera-model"), std::string::npos);
+
+  FixtureModelDir dir("pipeline-badcard");
+  std::ofstream(dir.path() + "/model.json") << "{not json";
+  auto broken = ShapePipeline::load(dir.path());
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().message().find("model.json"), std::string::npos)
+      << broken.status().message();
+}
+
+TEST(PipelineLoadTest, ResolutionMustBeAPowerOfTwoPlusOne) {
+  EXPECT_EQ(resolution_base(257).value(), 8);
+  EXPECT_EQ(resolution_base(3).value(), 1);
+  EXPECT_EQ(resolution_base(1025).value(), 10);
+  EXPECT_FALSE(resolution_base(2049).ok());
+  EXPECT_FALSE(resolution_base(256).ok());
+  EXPECT_FALSE(resolution_base(0).ok());
+}
+
+}  // namespace
+}  // namespace tessera::shape
