@@ -1,10 +1,9 @@
 #include "engine/mesh/extraction.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
-#include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "engine/mesh/marching_cubes.h"
@@ -48,7 +47,8 @@ class BatchEvaluator {
   // Writes the logits of `indices` (lattice indices) to out[0..indices.size()).
   Status evaluate(const Lattice& l, const std::vector<int64_t>& indices, float* out) {
     const auto total = static_cast<int64_t>(indices.size());
-    if (points_.empty() && total > 0) points_.resize(static_cast<size_t>(std::min(batch_, total)) * 3);
+    if (points_.empty() && total > 0)
+      points_.resize(static_cast<size_t>(std::min(batch_, total)) * 3);
     for (int64_t begin = 0; begin < total; begin += batch_) {
       const int64_t n = std::min(batch_, total - begin);
       if (static_cast<int64_t>(points_.size()) < n * 3) points_.resize(static_cast<size_t>(n) * 3);
@@ -62,11 +62,10 @@ class BatchEvaluator {
       TESSERA_RETURN_IF_ERROR(fn_(points_.data(), n, out + begin));
       for (int64_t p = 0; p < n; ++p) {
         if (!std::isfinite(out[begin + p])) {
-          return invalid_argument("extraction: occupancy logit at (" +
-                                  std::to_string(points_[3 * p]) + ", " +
-                                  std::to_string(points_[3 * p + 1]) + ", " +
-                                  std::to_string(points_[3 * p + 2]) +
-                                  ") is not finite (NaN/Inf in the model or its weights?)");
+          return invalid_argument(
+              "extraction: occupancy logit at (" + std::to_string(points_[3 * p]) + ", " +
+              std::to_string(points_[3 * p + 1]) + ", " + std::to_string(points_[3 * p + 2]) +
+              ") is not finite (NaN/Inf in the model or its weights?)");
         }
       }
     }
@@ -79,6 +78,46 @@ class BatchEvaluator {
   int64_t batch_;
   ExtractionStats* stats_;
   std::vector<float> points_;
+};
+
+// Open-addressing hash map from a lattice index (>= 0) to a slot number, linear probing in a
+// power-of-two table sized once per level for its worst case (load <= 1/2, no rehashing), so a
+// level costs two flat arrays instead of a node allocation per point (std::unordered_map).
+class LatticeHash {
+ public:
+  // Empties the table and sizes it for up to `max_keys` keys.
+  void reset(size_t max_keys) {
+    size_t cap = 16;
+    int bits = 4;
+    while (cap < 2 * max_keys) {
+      cap *= 2;
+      ++bits;
+    }
+    keys_.assign(cap, -1);
+    slots_.resize(cap);
+    mask_ = cap - 1;
+    shift_ = 64 - bits;
+  }
+  // The slot of `key`, inserting it with `slot` if absent.
+  int32_t find_or_insert(int64_t key, int32_t slot) {
+    // Fibonacci hashing: the top bits of key * 2^64/phi.
+    size_t h = static_cast<size_t>((static_cast<uint64_t>(key) * 0x9E3779B97F4A7C15ull) >> shift_);
+    while (true) {
+      if (keys_[h] == key) return slots_[h];
+      if (keys_[h] < 0) {
+        keys_[h] = key;
+        slots_[h] = slot;
+        return slot;
+      }
+      h = (h + 1) & mask_;
+    }
+  }
+
+ private:
+  std::vector<int64_t> keys_;
+  std::vector<int32_t> slots_;
+  size_t mask_ = 0;
+  int shift_ = 60;
 };
 
 Status no_surface(float lo, float hi, float iso) {
@@ -119,104 +158,130 @@ Expected<Mesh> extract_coarse_to_fine(const OccupancyFn& occupancy,
   BatchEvaluator eval(occupancy, options.batch_points, st);
   const float iso = options.iso;
 
-  // Coarse level: every point.
+  // The surface cells of the current level, each with its 8 corner values (corner c at offset
+  // (c & 1, (c >> 1) & 1, c >> 2)). Carrying the corners with the cell means no level ever looks a
+  // value up by position: only the points new at a level go through the hash map, once each.
+  std::vector<int64_t> cells;
+  std::vector<std::array<float, 8>> corners;
+  auto is_active = [&](const std::array<float, 8>& v, bool finest) {
+    bool inside = false, outside = false;
+    float nearest = INFINITY;
+    for (float x : v) {
+      (x > iso ? inside : outside) = true;
+      nearest = std::min(nearest, std::fabs(x - iso));
+    }
+    return (inside && outside) || (!finest && nearest < options.near_surface_logit);
+  };
+
+  // Coarse level: every point, in a dense array.
   Lattice l = make_lattice(options.coarse_base, options.bound);
-  std::unordered_map<int64_t, float> values;  // lattice index at the current level -> logit
+  float lo = 0, hi = 0;
   {
     std::vector<int64_t> all(static_cast<size_t>(l.num_points()));
     for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
     std::vector<float> v(all.size());
     TESSERA_RETURN_IF_ERROR(eval.evaluate(l, all, v.data()));
-    values.reserve(all.size() * 2);
-    for (size_t i = 0; i < all.size(); ++i) values.emplace(all[i], v[i]);
-  }
-  st->levels = 1;
-  float lo = values.begin()->second, hi = lo;
-  for (const auto& [idx, v] : values) {
-    lo = std::min(lo, v);
-    hi = std::max(hi, v);
-  }
-  // Cells of the current level to examine, by their (i, j, k) corner-0 lattice index.
-  std::vector<int64_t> cells;
-  for (int64_t k = 0; k + 1 < l.n[2]; ++k) {
-    for (int64_t j = 0; j + 1 < l.n[1]; ++j) {
-      for (int64_t i = 0; i + 1 < l.n[0]; ++i) cells.push_back(l.index(i, j, k));
-    }
-  }
-  auto corners_of = [](const Lattice& lat, int64_t cell, const std::unordered_map<int64_t, float>& vals,
-                       float out[8]) {
-    const int64_t i = cell % lat.n[0], j = (cell / lat.n[0]) % lat.n[1], k = cell / (lat.n[0] * lat.n[1]);
-    for (int c = 0; c < 8; ++c) {
-      out[c] = vals.at(lat.index(i + (c & 1), j + ((c >> 1) & 1), k + ((c >> 2) & 1)));
-    }
-  };
-  for (int level = options.coarse_base;; ++level) {
-    const bool finest = level == options.resolution_base;
-    // Select the cells that hold (or may hold) surface.
-    std::vector<int64_t> active;
-    float corner[8];
-    for (int64_t cell : cells) {
-      corners_of(l, cell, values, corner);
-      bool inside = false, outside = false;
-      float nearest = INFINITY;
-      for (float v : corner) {
-        (v > iso ? inside : outside) = true;
-        nearest = std::min(nearest, std::fabs(v - iso));
-      }
-      if ((inside && outside) || (!finest && nearest < options.near_surface_logit)) {
-        active.push_back(cell);
-      }
-    }
-    if (finest) {
-      if (active.empty()) return no_surface(lo, hi, iso);
-      CellPolygonizer poly(l, iso);
-      for (int64_t cell : active) {
-        corners_of(l, cell, values, corner);
-        poly.add_cell(cell % l.n[0], (cell / l.n[0]) % l.n[1], cell / (l.n[0] * l.n[1]), corner);
-      }
-      st->surface_cells = static_cast<int64_t>(active.size());
-      return poly.take_mesh();
-    }
-    if (active.empty()) return no_surface(lo, hi, iso);
-    // Next level: lattice index (i, j, k) -> (2i, 2j, 2k). Carry known values, query new points.
-    const Lattice next = make_lattice(level + 1, options.bound);
-    std::unordered_map<int64_t, float> next_values;
-    next_values.reserve(active.size() * 16);
-    std::vector<int64_t> missing;
-    std::vector<int64_t> next_cells;
-    next_cells.reserve(active.size() * 8);
-    for (int64_t cell : active) {
-      const int64_t i = cell % l.n[0], j = (cell / l.n[0]) % l.n[1], k = cell / (l.n[0] * l.n[1]);
-      for (int64_t dk = 0; dk <= 2; ++dk) {
-        for (int64_t dj = 0; dj <= 2; ++dj) {
-          for (int64_t di = 0; di <= 2; ++di) {
-            const int64_t idx = next.index(2 * i + di, 2 * j + dj, 2 * k + dk);
-            if (next_values.count(idx) != 0) continue;
-            if (di % 2 == 0 && dj % 2 == 0 && dk % 2 == 0) {
-              next_values.emplace(idx, values.at(l.index(i + di / 2, j + dj / 2, k + dk / 2)));
-            } else {
-              next_values.emplace(idx, 0.0f);  // placeholder, filled below
-              missing.push_back(idx);
-            }
+    const auto [mn, mx] = std::minmax_element(v.begin(), v.end());
+    lo = *mn;
+    hi = *mx;
+    const bool finest = options.coarse_base == options.resolution_base;
+    for (int64_t k = 0; k + 1 < l.n[2]; ++k) {
+      for (int64_t j = 0; j + 1 < l.n[1]; ++j) {
+        for (int64_t i = 0; i + 1 < l.n[0]; ++i) {
+          std::array<float, 8> c;
+          for (int q = 0; q < 8; ++q) {
+            c[static_cast<size_t>(q)] = v[static_cast<size_t>(
+                l.index(i + (q & 1), j + ((q >> 1) & 1), k + ((q >> 2) & 1)))];
+          }
+          if (is_active(c, finest)) {
+            cells.push_back(l.index(i, j, k));
+            corners.push_back(c);
           }
         }
       }
-      for (int c = 0; c < 8; ++c) {
-        next_cells.push_back(next.index(2 * i + (c & 1), 2 * j + ((c >> 1) & 1), 2 * k + ((c >> 2) & 1)));
+    }
+  }
+  st->levels = 1;
+  LatticeHash hash;
+  std::vector<int64_t> missing;      // next-level lattice indices to query, each once
+  std::vector<int32_t> block_slots;  // per parent cell: 27 slots into `missing` (-1: a corner)
+  std::vector<float> missing_values;
+  std::vector<int64_t> next_cells;
+  std::vector<std::array<float, 8>> next_corners;
+  for (int level = options.coarse_base; level < options.resolution_base; ++level) {
+    if (cells.empty()) return no_surface(lo, hi, iso);
+    // Next level: lattice index (i, j, k) -> (2i, 2j, 2k); each parent cell needs the 3x3x3 points
+    // of its 8 children, of which the 8 even ones are its own corners.
+    const Lattice next = make_lattice(level + 1, options.bound);
+    const bool finest = level + 1 == options.resolution_base;
+    hash.reset(cells.size() * 19);
+    missing.clear();
+    block_slots.resize(cells.size() * 27);
+    for (size_t a = 0; a < cells.size(); ++a) {
+      const int64_t cell = cells[a];
+      const int64_t i = cell % l.n[0], j = (cell / l.n[0]) % l.n[1], k = cell / (l.n[0] * l.n[1]);
+      int32_t* slots = block_slots.data() + 27 * a;
+      for (int b = 0; b < 27; ++b) {
+        const int di = b % 3, dj = (b / 3) % 3, dk = b / 9;
+        if (di % 2 == 0 && dj % 2 == 0 && dk % 2 == 0) {
+          slots[b] = -1;
+          continue;
+        }
+        const int64_t idx = next.index(2 * i + di, 2 * j + dj, 2 * k + dk);
+        slots[b] = hash.find_or_insert(idx, static_cast<int32_t>(missing.size()));
+        if (slots[b] == static_cast<int32_t>(missing.size())) missing.push_back(idx);
       }
     }
-    std::vector<float> v(missing.size());
-    TESSERA_RETURN_IF_ERROR(eval.evaluate(next, missing, v.data()));
-    for (size_t m = 0; m < missing.size(); ++m) {
-      next_values[missing[m]] = v[m];
-      lo = std::min(lo, v[m]);
-      hi = std::max(hi, v[m]);
+    missing_values.resize(missing.size());
+    TESSERA_RETURN_IF_ERROR(eval.evaluate(next, missing, missing_values.data()));
+    if (!missing_values.empty()) {
+      const auto [mn, mx] = std::minmax_element(missing_values.begin(), missing_values.end());
+      lo = std::min(lo, *mn);
+      hi = std::max(hi, *mx);
     }
-    values = std::move(next_values);
-    cells = std::move(next_cells);
+    next_cells.clear();
+    next_corners.clear();
+    for (size_t a = 0; a < cells.size(); ++a) {
+      const int64_t cell = cells[a];
+      const int64_t i = cell % l.n[0], j = (cell / l.n[0]) % l.n[1], k = cell / (l.n[0] * l.n[1]);
+      const int32_t* slots = block_slots.data() + 27 * a;
+      float block[27];
+      for (int b = 0; b < 27; ++b) {
+        if (slots[b] >= 0) {
+          block[b] = missing_values[static_cast<size_t>(slots[b])];
+        } else {
+          const int c = (b % 3) / 2 + ((b / 3) % 3) / 2 * 2 + (b / 9) / 2 * 4;
+          block[b] = corners[a][static_cast<size_t>(c)];
+        }
+      }
+      for (int child = 0; child < 8; ++child) {
+        const int ci = child & 1, cj = (child >> 1) & 1, ck = child >> 2;
+        std::array<float, 8> c;
+        for (int q = 0; q < 8; ++q) {
+          c[static_cast<size_t>(q)] =
+              block[(ci + (q & 1)) + 3 * (cj + ((q >> 1) & 1)) + 9 * (ck + (q >> 2))];
+        }
+        if (is_active(c, finest)) {
+          next_cells.push_back(next.index(2 * i + ci, 2 * j + cj, 2 * k + ck));
+          next_corners.push_back(c);
+        }
+      }
+    }
+    std::swap(cells, next_cells);
+    std::swap(corners, next_corners);
     l = next;
     ++st->levels;
   }
+  // Finest level: the cells with a sign change, polygonized on the dense path's lattice.
+  if (cells.empty()) return no_surface(lo, hi, iso);
+  CellPolygonizer poly(l, iso);
+  for (size_t a = 0; a < cells.size(); ++a) {
+    const int64_t cell = cells[a];
+    poly.add_cell(cell % l.n[0], (cell / l.n[0]) % l.n[1], cell / (l.n[0] * l.n[1]),
+                  corners[a].data());
+  }
+  st->surface_cells = static_cast<int64_t>(cells.size());
+  return poly.take_mesh();
 }
 
 }  // namespace tessera::mesh

@@ -6,10 +6,14 @@
 // - extract_coarse_to_fine: samples a coarse lattice (2^coarse_base + 1 per axis), then level by
 //   level subdivides only the cells that hold surface: cells whose corners change sign, or whose
 //   smallest |logit| is below near_surface_logit (catches features thinner than a coarse cell
-//   whose corners all agree). Each subdivided cell needs the 27 points of its 2x2x2 children; points
-//   shared with neighbours or earlier levels are queried once. At the finest level the cells with a
-//   sign change are polygonized on the same lattice as the dense path, so wherever the coarse levels
-//   found the surface the two meshes are identical.
+//   whose corners all agree). Each subdivided cell needs the 27 points of its 2x2x2 children;
+//   points shared with neighbours or earlier levels are queried once. At the finest level the cells
+//   with a sign change are polygonized on the same lattice as the dense path, so wherever the
+//   coarse levels found the surface the two meshes are identical. Each level's points are queried
+//   in one pass (batches of batch_points); the bookkeeping is flat arrays: surface cells carry
+//   their 8 corner values down the levels, and the points new at a level are deduplicated with an
+//   open-addressing hash of their lattice index. Memory is O(surface cells) per level, never
+//   O(lattice) beyond the coarse one.
 //
 // The occupancy function takes a batch of points and writes one logit per point (inside > 0, the
 // surface is logit = iso). It is called with at most `batch_points` points at a time from the
@@ -38,9 +42,9 @@ struct ExtractionOptions {
 };
 
 struct ExtractionStats {
-  int64_t queries = 0;         // points evaluated
-  int64_t surface_cells = 0;   // finest-level cells polygonized
-  int levels = 0;              // lattices evaluated
+  int64_t queries = 0;        // points evaluated
+  int64_t surface_cells = 0;  // finest-level cells polygonized
+  int levels = 0;             // lattices evaluated
 };
 
 // Errors: kInvalidArgument for bad options (resolution_base outside [1, 10], coarse_base outside

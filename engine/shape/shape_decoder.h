@@ -4,12 +4,15 @@
 // cross-attention layer, MLP, ln_f, c_head).
 //
 // Config is inferred from tensor shapes (positional encodings -> latents and width, q_norm ->
-// head_dim, block indices -> layers, codebook -> codes and embed dim, embedder weight -> frequencies);
-// every tensor is checked by name and shape at load, and errors name the tensor and the file.
-// Weights are owned by the WeightStore (which must outlive the decoder) and uploaded through the
-// Backend; all activation buffers are allocated once at load for num_latents tokens and chunks of
-// `occupancy_chunk` points, so decoding and queries allocate nothing. Not thread-safe: one decoder
-// serves one thread at a time.
+// head_dim, block indices -> layers, codebook -> codes and embed dim, embedder weight ->
+// frequencies); every tensor is checked by name and shape at load, and errors name the tensor and
+// the file. Weights are owned by the WeightStore (which must outlive the decoder) and uploaded
+// through the Backend; all activation buffers are allocated once at load for num_latents tokens and
+// chunks of `occupancy_chunk` points, so decoding and queries allocate nothing. Chunks should be
+// thousands of points (the default 8192) so that the query MLP's linear layers run as real GEMMs
+// rather than thin matrix products; the chunk's Fourier embedding is written straight into the
+// backend buffer when that is host memory. Not thread-safe: one decoder serves one thread at a
+// time.
 #pragma once
 
 #include <cstdint>
@@ -45,7 +48,43 @@ Expected<ShapeDecoderConfig> infer_shape_decoder_config(const SafeTensors& file)
 // Phase-modulated Fourier embedding (fp32; the weights are high-frequency, so no lower precision):
 // out[n * (3 + 6F)] = [p0, p1, p2, cos(fm) + cos(pm) (3F), sin(fm) + sin(pm) (3F)] with
 // fm[d*F + j] = p_d * weight[d, j], pm[d*F + j] = p_d * pi/2 + carrier_j. weight is [3, F].
-void fourier_embed(const float* points, int64_t n, const float* weight, int64_t num_freqs, float* out);
+//
+// FourierEmbedder is the fast version used by the decoder: the carrier's cos/sin are tabulated
+// once, cos(pm)/sin(pm) come from the angle-addition formulas (one sincos of p_d * pi/2 per point
+// and axis), and sincos(fm) is a Cody-Waite reduction + minimax polynomial (Cephes sinf/cosf, ~1
+// ulp) vectorised with AVX2+FMA when cpu_features() allows (a scalar loop of the same algorithm
+// otherwise: the off switch). Arguments beyond |x| > 8192 (where the 3-part reduction loses bits)
+// and NaN fall back to std::sin/std::cos. Points are spread over default_thread_pool(). Against
+// fourier_embed_reference (libm on the fp32 arguments, what PyTorch computes) the difference is a
+// few 1e-6 absolute: pm is not rounded to fp32 before its cos/sin (an fp32 pm near 100 rad carries
+// up to 4e-6 rad of rounding error, so the fast path is the closer one to the exact value).
+class FourierEmbedder {
+ public:
+  FourierEmbedder() = default;
+  // `weight` [3, num_freqs] host fp32 must outlive the embedder; num_freqs >= 1.
+  FourierEmbedder(const float* weight, int64_t num_freqs);
+
+  int64_t num_freqs() const { return num_freqs_; }
+  int64_t dim() const { return 3 + 6 * num_freqs_; }
+  // points: host [n, 3]; out: host [n, dim()]. Thread-safe (const; uses the default pool).
+  void embed(const float* points, int64_t n, float* out) const;
+
+ private:
+  void embed_range(const float* points, int64_t begin, int64_t end, float* out, bool simd) const;
+
+  const float* weight_ = nullptr;
+  int64_t num_freqs_ = 0;
+  std::vector<float> carrier_cos_,
+      carrier_sin_;  // cos/sin of the fp32 carrier, rounded from double
+};
+
+// One-shot FourierEmbedder (tables built per call).
+void fourier_embed(const float* points, int64_t n, const float* weight, int64_t num_freqs,
+                   float* out);
+// The plain reference: libm cos/sin of the fp32 fm and pm, single-threaded (tests compare the fast
+// path with it).
+void fourier_embed_reference(const float* points, int64_t n, const float* weight, int64_t num_freqs,
+                             float* out);
 // carrier_j = ((F/8)^linspace(1,0,F)_j + linspace(0,1,F)_j) * 2 pi (fixed, not stored in files).
 std::vector<float> fourier_carrier(int64_t num_freqs);
 
@@ -54,8 +93,9 @@ class ShapeDecoder {
   static constexpr int64_t kDefaultOccupancyChunk = 8192;
 
   // `store` and `backend` must outlive the decoder.
-  static Expected<std::unique_ptr<ShapeDecoder>> load(WeightStore& store, kernels::Backend& backend,
-                                                      int64_t occupancy_chunk = kDefaultOccupancyChunk);
+  static Expected<std::unique_ptr<ShapeDecoder>> load(
+      WeightStore& store, kernels::Backend& backend,
+      int64_t occupancy_chunk = kDefaultOccupancyChunk);
 
   const ShapeDecoderConfig& config() const { return config_; }
   // RMSNorm(codebook * cb_weight + cb_bias) * norm.weight, [num_codes, embed_dim], host f32.
@@ -89,10 +129,10 @@ class ShapeDecoder {
   };
   ShapeDecoder(kernels::Backend& backend) : backend_(backend) {}
   Status load_weights(WeightStore& store);
-  Expected<kernels::Weight> weight(WeightStore& store, const std::string& name, int64_t rows, int64_t cols,
-                                   int64_t row_offset = 0, int64_t take_rows = -1);
-  Expected<const float*> vec(WeightStore& store, const std::string& name, int64_t n, int64_t offset = 0,
-                             int64_t take = -1);
+  Expected<kernels::Weight> weight(WeightStore& store, const std::string& name, int64_t rows,
+                                   int64_t cols, int64_t row_offset = 0, int64_t take_rows = -1);
+  Expected<const float*> vec(WeightStore& store, const std::string& name, int64_t n,
+                             int64_t offset = 0, int64_t take = -1);
   Expected<float*> buffer(int64_t floats);
   Status query_chunk(const float* points, int64_t n, float* logits);
 
@@ -103,7 +143,8 @@ class ShapeDecoder {
   std::vector<kernels::DeviceBuffer> buffers_;  // activations
   std::vector<float> codebook_;
   const float* fourier_weight_ = nullptr;
-  std::vector<float> embed_host_;
+  FourierEmbedder embedder_;
+  std::vector<float> embed_host_;  // staging for backends whose memory is not host memory
 
   kernels::Weight codebook_w_{}, c_out_{};
   const float* c_out_bias_ = nullptr;
@@ -117,10 +158,10 @@ class ShapeDecoder {
   const float* head_bias_ = nullptr;
 
   // Activation buffers (backend memory).
-  float *ids_buf_ = nullptr, *x_ = nullptr, *h_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr,
-        *att_ = nullptr, *mlp_ = nullptr;
-  float *emb_ = nullptr, *qx_ = nullptr, *qh_ = nullptr, *qq_ = nullptr, *qatt_ = nullptr, *qmlp_ = nullptr,
-        *lat_ = nullptr, *lk_ = nullptr, *lv_ = nullptr, *logit_ = nullptr;
+  float *ids_buf_ = nullptr, *x_ = nullptr, *h_ = nullptr, *q_ = nullptr, *k_ = nullptr,
+        *v_ = nullptr, *att_ = nullptr, *mlp_ = nullptr;
+  float *emb_ = nullptr, *qx_ = nullptr, *qh_ = nullptr, *qq_ = nullptr, *qatt_ = nullptr,
+        *qmlp_ = nullptr, *lat_ = nullptr, *lk_ = nullptr, *lv_ = nullptr, *logit_ = nullptr;
   int64_t latents_ready_ = 0;
 };
 

@@ -122,6 +122,22 @@ TEST(Extraction, CoarseToFineMatchesDenseWithFarFewerQueries) {
   }
 }
 
+TEST(Extraction, CoarseToFineWithoutRefinementIsTheDensePath) {
+  // coarse_base == resolution_base: one level, every cell examined, same mesh as dense.
+  ExtractionOptions o;
+  o.resolution_base = 5;
+  o.coarse_base = 5;
+  o.batch_points = 1000;  // several occupancy calls per level
+  ExtractionStats dense_stats, c2f_stats;
+  auto dense = extract_dense(torus(0.6f, 0.25f), o, &dense_stats);
+  auto c2f = extract_coarse_to_fine(torus(0.6f, 0.25f), o, &c2f_stats);
+  ASSERT_TRUE(dense.ok() && c2f.ok());
+  EXPECT_EQ(c2f_stats.levels, 1);
+  EXPECT_EQ(c2f_stats.queries, dense_stats.queries);
+  EXPECT_EQ(c2f->triangle_count(), dense->triangle_count());
+  EXPECT_NEAR(surface_area(*c2f), surface_area(*dense), 1e-6 * surface_area(*dense));
+}
+
 TEST(Extraction, NearSurfaceThresholdRefinesMoreButSameSurface) {
   ExtractionOptions o;
   o.resolution_base = 6;

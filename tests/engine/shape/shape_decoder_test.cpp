@@ -5,7 +5,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <string>
+
+#include "engine/core/cpu_features.h"
 
 namespace tessera::shape {
 namespace {
@@ -71,9 +74,49 @@ TEST_F(ShapeDecoderParity, ConfigCodebookLatentsAndOccupancy) {
   fourier_embed(points.data(), 32, decoder_->fourier_weight(), 128, emb.data());
   expect_close(emb.data(), want("shape.fourier_embedding"), "fourier");
 
-  std::vector<float> logits(256);
-  ASSERT_TRUE(decoder_->occupancy(latents.data(), 16, points.data(), 256, logits.data()).ok());
-  expect_close(logits.data(), want("shape.occupancy_logits"), "occupancy");
+  fourier_embed_reference(points.data(), 32, decoder_->fourier_weight(), 128, emb.data());
+  expect_close(emb.data(), want("shape.fourier_embedding"), "fourier reference");
+
+  // The fast path with SIMD on and off (the off switch), and a chunk that does not divide 256.
+  const bool simd = simd_enabled();
+  for (bool on : {true, false}) {
+    set_simd_enabled(on);
+    std::vector<float> logits(256);
+    ASSERT_TRUE(decoder_->occupancy(latents.data(), 16, points.data(), 256, logits.data()).ok());
+    expect_close(logits.data(), want("shape.occupancy_logits"), on ? "occupancy simd" : "occupancy scalar");
+  }
+  set_simd_enabled(simd);
+}
+
+// The fast embedding (SIMD and scalar) against the libm reference on random points, frequency
+// counts that are not multiples of the vector width, and weights large enough to reach the
+// |x| > 8192 fallback. Tolerance: a few fp32 ulps of the argument's range reduction, plus the
+// reference's own rounding of pm (<= 0.5 ulp of ~110 rad).
+TEST(FourierEmbedder, MatchesReferenceOnAwkwardSizes) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> coord(-1.05f, 1.05f);
+  std::normal_distribution<float> gauss(0.0f, 8.0f);
+  const bool simd = simd_enabled();
+  for (int64_t F : {1, 7, 13, 128}) {
+    std::vector<float> w(static_cast<size_t>(3 * F));
+    for (float& x : w) x = gauss(rng);
+    w[0] = 9000.0f;  // |p * w| > 8192 for |p| > 0.91: the libm fallback
+    const int64_t n = 203;
+    std::vector<float> p(static_cast<size_t>(3 * n));
+    for (float& x : p) x = coord(rng);
+    p[0] = 1.0f;
+    const int64_t dim = 3 + 6 * F;
+    std::vector<float> ref(static_cast<size_t>(n * dim)), got(ref.size());
+    fourier_embed_reference(p.data(), n, w.data(), F, ref.data());
+    for (bool on : {true, false}) {
+      set_simd_enabled(on);
+      FourierEmbedder(w.data(), F).embed(p.data(), n, got.data());
+      double max_err = 0;
+      for (size_t i = 0; i < ref.size(); ++i) max_err = std::max(max_err, std::fabs(static_cast<double>(got[i]) - ref[i]));
+      EXPECT_LE(max_err, 2e-5) << "F " << F << (on ? " simd" : " scalar");
+    }
+  }
+  set_simd_enabled(simd);
 }
 
 TEST_F(ShapeDecoderParity, RejectsOutOfRangeIds) {
