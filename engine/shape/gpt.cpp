@@ -348,6 +348,9 @@ Expected<std::unique_ptr<GptSession>> GptSession::create(const CubeGpt& model, i
     s->v_cache_.push_back(v);
   }
   s->host_positions_.resize(static_cast<size_t>(b * max_shape_tokens));
+  s->cache_condition_.resize(static_cast<size_t>(b * s->cond_len_ * d));
+  s->condition_scratch_.resize(static_cast<size_t>(s->cond_len_ * d));
+  s->cache_condition_valid_.assign(static_cast<size_t>(b), false);
   return s;
 }
 
@@ -450,17 +453,19 @@ Status GptSession::post(const detail::GptPostAttention& p, float* x, const float
 
 // One dual block over the condition stream c_ [batch, S] and `len` shape tokens x_ [batch, len].
 // The joint sequence [c ; x] of row b lives at slots 0..S+len-1 of qj_/oj_/the layer's cache.
-Status GptSession::dual_full(size_t i, int64_t len) {
+Status GptSession::dual_full(size_t i, int64_t len, int64_t cond_rows) {
   const GptConfig& c = model_->config();
   const detail::GptDualBlock& blk = model_->weights().dual[i];
   const int64_t d = c.n_embd, s = cond_len_, t = joint_len_;
   const size_t row_bytes = static_cast<size_t>(d) * 4;
   float* kc = k_cache_[i];
   float* vc = v_cache_[i];
-  // Condition stream: rows batch * S.
-  TESSERA_RETURN_IF_ERROR(be_->layer_norm(c_, nullptr, nullptr, h_, batch_ * s, d, c.eps));
-  TESSERA_RETURN_IF_ERROR(project(blk.pre_c, h_, batch_ * s, false, q_, k_, v_));
-  for (int64_t b = 0; b < batch_; ++b) {
+  // Condition stream: rows cond_rows * S (the other rows' condition K/V are in the cache).
+  if (cond_rows > 0) {
+    TESSERA_RETURN_IF_ERROR(be_->layer_norm(c_, nullptr, nullptr, h_, cond_rows * s, d, c.eps));
+    TESSERA_RETURN_IF_ERROR(project(blk.pre_c, h_, cond_rows * s, false, q_, k_, v_));
+  }
+  for (int64_t b = 0; b < cond_rows; ++b) {
     const size_t bytes = static_cast<size_t>(s) * row_bytes;
     if (blk.pre_c.query) TESSERA_RETURN_IF_ERROR(be_->copy(qj_ + b * t * d, q_ + b * s * d, bytes));
     TESSERA_RETURN_IF_ERROR(be_->copy(kc + b * t * d, k_ + b * s * d, bytes));
@@ -476,31 +481,41 @@ Status GptSession::dual_full(size_t i, int64_t len) {
     TESSERA_RETURN_IF_ERROR(be_->copy(kc + at, k_ + b * len * d, bytes));
     TESSERA_RETURN_IF_ERROR(be_->copy(vc + at, v_ + b * len * d, bytes));
   }
-  // One causal attention over the joint sequence. Condition-pre-only: queries are the shape tokens,
-  // the last `len` positions of the joint sequence.
+  // One causal attention over the joint sequence. Condition-pre-only, and rows whose condition
+  // stream is skipped: queries are the shape tokens, the last `len` positions of the joint
+  // sequence.
   kernels::AttentionShape as;
-  as.batch = batch_;
   as.heads = c.n_head;
   as.head_dim = c.head_dim;
   as.kv_len = s + len;
-  as.q_len = blk.cond_pre_only ? len : s + len;
   as.q_token_stride = as.k_token_stride = as.v_token_stride = as.o_token_stride = d;
   as.q_batch_stride = as.k_batch_stride = as.v_batch_stride = as.o_batch_stride = t * d;
   as.causal = true;
   as.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  const int64_t q_off = blk.cond_pre_only ? s * d : 0;
-  TESSERA_RETURN_IF_ERROR(be_->attention(qj_ + q_off, kc, vc, oj_ + q_off, as));
+  auto attend = [&](int64_t first_row, int64_t rows, bool condition_queries) {
+    as.batch = rows;
+    as.q_len = condition_queries ? s + len : len;
+    const int64_t at = first_row * t * d;
+    const int64_t q_off = at + (condition_queries ? 0 : s * d);
+    return be_->attention(qj_ + q_off, kc + at, vc + at, oj_ + q_off, as);
+  };
+  if (blk.cond_pre_only) {
+    TESSERA_RETURN_IF_ERROR(attend(0, batch_, false));
+  } else {
+    if (cond_rows > 0) TESSERA_RETURN_IF_ERROR(attend(0, cond_rows, true));
+    if (cond_rows < batch_) TESSERA_RETURN_IF_ERROR(attend(cond_rows, batch_ - cond_rows, false));
+  }
   for (int64_t b = 0; b < batch_; ++b) {
     TESSERA_RETURN_IF_ERROR(
         be_->copy(y_ + b * len * d, oj_ + (b * t + s) * d, static_cast<size_t>(len) * row_bytes));
   }
   TESSERA_RETURN_IF_ERROR(post(blk.post_1, x_, y_, batch_ * len));
-  if (blk.cond_pre_only) return {};
-  for (int64_t b = 0; b < batch_; ++b) {
+  if (blk.cond_pre_only || cond_rows == 0) return {};
+  for (int64_t b = 0; b < cond_rows; ++b) {
     TESSERA_RETURN_IF_ERROR(
         be_->copy(y_ + b * s * d, oj_ + b * t * d, static_cast<size_t>(s) * row_bytes));
   }
-  return post(blk.post_2, c_, y_, batch_ * s);
+  return post(blk.post_2, c_, y_, cond_rows * s);
 }
 
 Status GptSession::single_full(size_t i, int64_t len) {
@@ -533,7 +548,27 @@ Status GptSession::observe(const GptBlockObserver& observer, const std::string& 
   return {};
 }
 
-Status GptSession::run_full(const int32_t* ids, int64_t len, const GptBlockObserver& observer) {
+Expected<bool> GptSession::cached_condition_matches(int64_t b) {
+  if (!cache_condition_valid_[static_cast<size_t>(b)]) return false;
+  const size_t n = condition_scratch_.size();
+  TESSERA_RETURN_IF_ERROR(
+      be_->download(condition_scratch_.data(), cond_ + static_cast<int64_t>(n) * b, n * 4));
+  return std::memcmp(condition_scratch_.data(),
+                     cache_condition_.data() + n * static_cast<size_t>(b), n * 4) == 0;
+}
+
+Status GptSession::remember_condition(int64_t rows) {
+  const size_t n = condition_scratch_.size();
+  if (rows > 0) {
+    TESSERA_RETURN_IF_ERROR(
+        be_->download(cache_condition_.data(), cond_, n * static_cast<size_t>(rows) * 4));
+  }
+  for (int64_t b = 0; b < rows; ++b) cache_condition_valid_[static_cast<size_t>(b)] = true;
+  return {};
+}
+
+Status GptSession::run_full(const int32_t* ids, int64_t len, const GptBlockObserver& observer,
+                            int64_t cond_rows) {
   const GptConfig& c = model_->config();
   if (!has_condition_)
     return invalid_argument("Cube GPT: no condition set (call set_condition first)");
@@ -544,12 +579,14 @@ Status GptSession::run_full(const int32_t* ids, int64_t len, const GptBlockObser
   }
   length_ = 0;
   const int64_t d = c.n_embd;
+  // Rows [0, cond_rows) get new condition K/V; valid again only once they are complete.
+  for (int64_t b = 0; b < cond_rows; ++b) cache_condition_valid_[static_cast<size_t>(b)] = false;
   TESSERA_RETURN_IF_ERROR(upload_ids(ids, batch_ * len));
   TESSERA_RETURN_IF_ERROR(be_->embedding_gather(model_->weights().wte, ids_, batch_ * len, x_));
   TESSERA_RETURN_IF_ERROR(be_->copy(c_, cond_, static_cast<size_t>(batch_ * cond_len_ * d) * 4));
   TESSERA_RETURN_IF_ERROR(upload_positions(len, 0));
   for (size_t i = 0; i < static_cast<size_t>(c.n_dual); ++i) {
-    TESSERA_RETURN_IF_ERROR(dual_full(i, len));
+    TESSERA_RETURN_IF_ERROR(dual_full(i, len, cond_rows));
     TESSERA_RETURN_IF_ERROR(
         observe(observer, "dual." + std::to_string(i) + ".x", x_, batch_ * len * d));
     if (!model_->weights().dual[i].cond_pre_only) {
@@ -566,6 +603,7 @@ Status GptSession::run_full(const int32_t* ids, int64_t len, const GptBlockObser
     TESSERA_RETURN_IF_ERROR(be_->layer_norm(x_, nullptr, nullptr, h_, batch_ * len, d, c.eps));
     TESSERA_RETURN_IF_ERROR(observe(observer, "ln_f", h_, batch_ * len * d));
   }
+  TESSERA_RETURN_IF_ERROR(remember_condition(cond_rows));
   length_ = len;
   return {};
 }
@@ -580,7 +618,7 @@ Status GptSession::head(const float* rows_in, float* logits) {
 
 Status GptSession::forward_full(const int32_t* ids, int64_t len, float* logits_last,
                                 float* logits_all, const GptBlockObserver& observer) {
-  TESSERA_RETURN_IF_ERROR(run_full(ids, len, observer));
+  TESSERA_RETURN_IF_ERROR(run_full(ids, len, observer, batch_));
   const GptConfig& c = model_->config();
   const int64_t d = c.n_embd, v = c.vocab_size;
   const size_t row_bytes = static_cast<size_t>(d) * 4;
@@ -606,7 +644,14 @@ Status GptSession::forward_full(const int32_t* ids, int64_t len, float* logits_l
 }
 
 Status GptSession::prefill(const int32_t* ids, float* logits) {
-  TESSERA_RETURN_IF_ERROR(run_full(ids, 1, {}));
+  // Trailing rows whose cached condition K/V still hold: skip their condition stream.
+  int64_t cond_rows = batch_;
+  while (cond_rows > 0 && has_condition_) {
+    TESSERA_ASSIGN_OR_RETURN(const bool same, cached_condition_matches(cond_rows - 1));
+    if (!same) break;
+    --cond_rows;
+  }
+  TESSERA_RETURN_IF_ERROR(run_full(ids, 1, {}, cond_rows));
   return head(x_, logits);  // len 1: x_ is [batch, D]
 }
 

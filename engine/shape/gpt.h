@@ -153,6 +153,12 @@ class GptSession {
   // (normally BOS) through every block once, filling the caches; decode appends one token per row
   // at the next position. ids: [batch] host; logits: [batch, vocab] host. Errors: no condition,
   // cache full, id out of range.
+  // The condition stream of a row depends on that row's projected condition only (condition
+  // tokens come first in the causal joint sequence), so prefill skips it for trailing rows whose
+  // projected condition is bit-identical to the one their cached condition K/V were computed from
+  // (the unconditional row of every generation with guidance: same empty prompt, zero bbox).
+  // Those rows' keys/values are the ones computed before (possibly by a different GEMM path, so
+  // logits may differ from a from-scratch prefill in the last bits).
   Status prefill(const int32_t* ids, float* logits);
   Status decode(const int32_t* ids, float* logits);
   // Shape tokens in the cache (0 before prefill).
@@ -174,8 +180,14 @@ class GptSession {
   GptSession() = default;
   Status upload_ids(const int32_t* ids, int64_t n);
   Status upload_positions(int64_t len, int64_t first);
-  Status run_full(const int32_t* ids, int64_t len, const GptBlockObserver& observer);
-  Status dual_full(size_t i, int64_t len);
+  // cond_rows: batch rows [0, cond_rows) run the condition stream; the others' condition K/V are
+  // already in the cache (prefill only; forward_full recomputes every row).
+  Status run_full(const int32_t* ids, int64_t len, const GptBlockObserver& observer,
+                  int64_t cond_rows);
+  Status dual_full(size_t i, int64_t len, int64_t cond_rows);
+  // Whether the cache's condition K/V of row b were computed from the current condition of row b.
+  Expected<bool> cached_condition_matches(int64_t b);
+  Status remember_condition(int64_t rows);
   Status single_full(size_t i, int64_t len);
   Status post(const detail::GptPostAttention& p, float* x, const float* y, int64_t rows);
   Status project(const detail::GptPreAttention& pre, const float* h, int64_t rows, bool rope,
@@ -190,6 +202,10 @@ class GptSession {
   int64_t cond_len_ = 0, joint_len_ = 0;  // S, S + max_len
   bool has_condition_ = false;
   std::vector<int32_t> host_positions_;
+  // Per row (max_batch x S x n_embd, host): the projected condition the cached condition K/V
+  // were computed from, and whether they are valid; scratch for the comparison.
+  std::vector<float> cache_condition_, condition_scratch_;
+  std::vector<bool> cache_condition_valid_;
   std::vector<kernels::DeviceBuffer> buffers_;
   float *cond_ = nullptr, *c_ = nullptr, *x_ = nullptr, *h_ = nullptr, *q_ = nullptr, *k_ = nullptr,
         *v_ = nullptr, *y_ = nullptr, *t_ = nullptr, *gate_ = nullptr, *up_ = nullptr,

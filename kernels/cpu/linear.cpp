@@ -84,6 +84,12 @@ void row_block_range(DotRowsFn dot, const float* x, int64_t m, const Weight& w, 
                      float* y, int64_t n_begin, int64_t n_end) {
   const int64_t n_out = w.rows;
   const int64_t k_dim = w.cols;
+  if (m <= kMaxRowsPerPass) {
+    // One pass: the GEMV case. The kernel streams the whole range in order (and may prepare x
+    // once per call, see linear_avx512.cpp).
+    dot(x, m, w, bias, y, n_out, n_begin, n_end);
+    return;
+  }
   for (int64_t nb = n_begin; nb < n_end; nb += kRowBlock) {
     const int64_t ne = std::min(n_end, nb + kRowBlock);
     for (int64_t i = 0; i < m; i += kMaxRowsPerPass) {

@@ -4,7 +4,10 @@
 // of x runs as two sub-passes over the same (L1-resident) weight rows.
 #include <immintrin.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <type_traits>
 
 #include "kernels/cpu/linear_internal.h"
 
@@ -81,9 +84,110 @@ void dot_rows_m(const float* x, const T* w, int64_t k, const float* bias, float*
   for (; n < n_end; ++n) dot_block<1, M>(x, w + n * k, k, bias ? bias + n : nullptr, y + n, ldy);
 }
 
+// bf16 GEMV with one or two rows of x without the widening shuffle (as in linear_avx512.cpp): a
+// 256-bit load holds 16 bf16 weights, 32-bit lane j holds weight 2j (low half) and 2j+1 (high
+// half); a shift left by 16 gives the even weights as f32, a mask of the high half the odd ones.
+// x is split the same way once per call (deinterleave_x, into per-thread scratch).
+constexpr int kPairLanes = 2 * kLanes;  // bf16 weights per 256-bit load
+
+// xp[i * k16 + b * 16 + (0..7)] = x[i * k + b * 16 + 2 * (0..7)], then the 8 odd ones, for the
+// k16 = k - k % 16 columns covered by whole 16-weight loads.
+inline void deinterleave_x(const float* x, int rows, int64_t k, int64_t k16, float* xp) {
+  for (int i = 0; i < rows; ++i) {
+    for (int64_t c = 0; c < k16; c += kPairLanes) {
+      for (int j = 0; j < kLanes; ++j) {
+        xp[i * k16 + c + j] = x[i * k + c + 2 * j];
+        xp[i * k16 + c + kLanes + j] = x[i * k + c + 2 * j + 1];
+      }
+    }
+  }
+}
+
+// Per-thread scratch for deinterleave_x; grows on a thread's first call with a larger M * K and is
+// kept (steady-state decode steps allocate nothing). 64-byte aligned: the x loads then never
+// straddle two cache lines (measured: unaligned scratch cost the AVX-512 m = 2 kernel ~25 %).
+struct FreeDeleter {
+  void operator()(float* p) const { std::free(p); }
+};
+float* pair_scratch(int64_t floats) {
+  thread_local std::unique_ptr<float[], FreeDeleter> buffer;
+  thread_local int64_t capacity = 0;
+  if (floats > capacity) {
+    const size_t bytes = (static_cast<size_t>(floats) * sizeof(float) + 63) / 64 * 64;
+    buffer.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+    capacity = buffer ? floats : 0;
+  }
+  return buffer.get();
+}
+
+// y[i][r] for R bf16 weight rows at w (row stride k) and M rows of x; even/odd accumulators
+// (R * M * 2 <= 8, next to 2 R weight and 2 x vectors: within the 16 ymm registers).
+template <int R, int M>
+inline void dot_block_pairs(const float* x, const float* xp, const uint16_t* w, int64_t k,
+                            int64_t k16, const float* bias, float* y, int64_t ldy) {
+  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  __m256 acc[R][M][2];
+  for (int r = 0; r < R; ++r) {
+    for (int i = 0; i < M; ++i) acc[r][i][0] = acc[r][i][1] = _mm256_setzero_ps();
+  }
+  for (int64_t c = 0; c < k16; c += kPairLanes) {
+    __m256 w_even[R], w_odd[R];
+    for (int r = 0; r < R; ++r) {
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + r * k + c));
+      w_even[r] = _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
+      w_odd[r] = _mm256_castsi256_ps(_mm256_and_si256(raw, high));
+    }
+    for (int i = 0; i < M; ++i) {
+      const __m256 x_even = _mm256_loadu_ps(xp + i * k16 + c);
+      const __m256 x_odd = _mm256_loadu_ps(xp + i * k16 + c + kLanes);
+      for (int r = 0; r < R; ++r) {
+        acc[r][i][0] = _mm256_fmadd_ps(w_even[r], x_even, acc[r][i][0]);
+        acc[r][i][1] = _mm256_fmadd_ps(w_odd[r], x_odd, acc[r][i][1]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const float b = bias ? bias[r] : 0.0f;
+    for (int i = 0; i < M; ++i) {
+      float tail = 0.0f;  // fewer than 16 columns left: scalar, natural order
+      for (int64_t t = k16; t < k; ++t) tail += weight_scalar(w + r * k + t) * x[i * k + t];
+      y[i * ldy + r] = horizontal_sum(_mm256_add_ps(acc[r][i][0], acc[r][i][1])) + tail + b;
+    }
+  }
+}
+
+// Rows longer than this are read two at a time (x, M * K * 4 bytes, then no longer fits in L1
+// and is re-read from L2 once per two weight rows; four would not fit the registers); shorter
+// ones one at a time (one sequential stream through the task's rows), as in linear_avx512.cpp.
+constexpr int64_t kStreamMaxRowBytes = 8192;
+
+template <int M>
+void dot_rows_pairs(const float* x, const uint16_t* w, int64_t k, const float* bias, float* y,
+                    int64_t ldy, int64_t n_begin, int64_t n_end) {
+  const int64_t k16 = k - k % kPairLanes;
+  float* xp = pair_scratch(M * k16);
+  if (!xp && k16 > 0) {  // no scratch (out of memory): the widening kernel needs none
+    return dot_rows_m<M>(x, w, k, bias, y, ldy, n_begin, n_end);
+  }
+  deinterleave_x(x, M, k, k16, xp);
+  int64_t n = n_begin;
+  if (k * 2 > kStreamMaxRowBytes) {
+    for (; n + 2 <= n_end; n += 2) {
+      dot_block_pairs<2, M>(x, xp, w + n * k, k, k16, bias ? bias + n : nullptr, y + n, ldy);
+    }
+  }
+  for (; n < n_end; ++n) {
+    dot_block_pairs<1, M>(x, xp, w + n * k, k, k16, bias ? bias + n : nullptr, y + n, ldy);
+  }
+}
+
 template <typename T>
 void dot_rows_typed(const float* x, int64_t rows, const T* w, int64_t k, const float* bias,
                     float* y, int64_t ldy, int64_t n_begin, int64_t n_end) {
+  if constexpr (std::is_same_v<T, uint16_t>) {
+    if (rows == 1) return dot_rows_pairs<1>(x, w, k, bias, y, ldy, n_begin, n_end);
+    if (rows == 2) return dot_rows_pairs<2>(x, w, k, bias, y, ldy, n_begin, n_end);
+  }
   for (int64_t i = 0; i < rows; i += 2) {
     if (rows - i >= 2) {
       dot_rows_m<2>(x + i * k, w, k, bias, y + i * ldy, ldy, n_begin, n_end);

@@ -7,7 +7,10 @@
 //   blocks of kRowBlock rows and, for every block, runs the dot kernel over all m rows of x,
 //   kMaxRowsPerPass at a time. The block is read from memory once and re-read from L1/L2 by later
 //   passes, so for the decode GEMV (m == 1) and small m the weights stream through exactly once:
-//   the memory-bound case. bf16 weights are widened to f32 in registers (exact), x stays f32.
+//   the memory-bound case. With m <= kMaxRowsPerPass (one pass: the decode GEMVs) a task makes a
+//   single dot-kernel call over its whole range of rows, so that the kernel can stream the rows in
+//   order and prepare x once per call (linear_avx512.cpp). bf16 weights are widened to f32 in
+//   registers (exact), x stays f32.
 // - Larger m with BLAS: GEMM through single-threaded OpenBLAS sgemm, one call per column block of
 //   y inside the pool (linear.cpp says why OpenBLAS runs single-threaded). bf16 weights are first
 //   expanded into a per-thread f32 panel of kPanelRows x kPanelCols.

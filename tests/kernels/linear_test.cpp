@@ -137,10 +137,12 @@ TEST_F(LinearTest, MatchesReferenceOnAwkwardSizes) {
   }
   // Large ones: several sgemm column blocks and bf16 panels (kPanelRows = 256), K beyond one panel
   // (kPanelCols = 1024) and not a multiple of any vector width, m just past the GEMV limit, and
-  // rows longer than 8 KB (K = 4500), which the AVX-512 kernel reads four rows at a time.
+  // rows longer than 8 KB (K = 4500), which the AVX-512 kernel reads four rows at a time. m = 2
+  // (the decode step with guidance) has its own bf16 kernels: short and long rows, K with a tail
+  // past the last whole 32-column load, N not a multiple of the row blocks.
   for (Size s : {Size{1, 1000, 1000}, Size{3, 1000, 257}, Size{8, 257, 1000}, Size{9, 300, 1100},
                  Size{17, 1000, 100}, Size{64, 257, 257}, Size{129, 513, 1031}, Size{1, 37, 4500},
-                 Size{5, 37, 4500}}) {
+                 Size{5, 37, 4500}, Size{2, 37, 4500}, Size{2, 257, 1031}, Size{2, 131, 1536}}) {
     sizes.push_back(s);
   }
   const std::vector<LinearConfig> configs = supported_configs();

@@ -276,6 +276,51 @@ TEST(CubeGptTest, CachedAndUncachedDecodeMatch) {
   EXPECT_FALSE(full->forward_full(bad, 1, logits.data(), nullptr).ok());
 }
 
+// prefill skips the condition stream of trailing rows whose projected condition is unchanged
+// (the unconditional row): the result must equal a fresh session's, and a changed row must be
+// recomputed.
+TEST(CubeGptTest, PrefillReusesUnchangedConditionRows) {
+  Fixture& f = fixture();
+  const std::vector<float> hidden = f.f32("clip.last_hidden_state");
+  const std::vector<float> bbox = f.f32("gpt.bbox");
+  const int32_t bos[2] = {f.model05->config().bos_id(), f.model05->config().bos_id()};
+  const size_t row = hidden.size() / 2;
+  auto fresh_logits = [&](const std::vector<float>& h, int32_t next, std::vector<float>* prefill,
+                          std::vector<float>* decode) {
+    auto s = GptSession::create(*f.model05, 2, 4).value();
+    ASSERT_TRUE(s->set_condition(2, h.data(), bbox.data()).ok());
+    prefill->resize(2 * 67);
+    decode->resize(2 * 67);
+    ASSERT_TRUE(s->prefill(bos, prefill->data()).ok());
+    const int32_t ids[2] = {next, next};
+    ASSERT_TRUE(s->decode(ids, decode->data()).ok());
+  };
+  auto reused = GptSession::create(*f.model05, 2, 4).value();
+  std::vector<float> logits(2 * 67), step(2 * 67), want_prefill, want_decode;
+  ASSERT_TRUE(reused->set_condition(2, hidden.data(), bbox.data()).ok());
+  ASSERT_TRUE(reused->prefill(bos, logits.data()).ok());
+  // New prompt row, same unconditional row: row 1's condition K/V are reused.
+  std::vector<float> changed_cond = hidden;
+  for (size_t i = 0; i < row; ++i) changed_cond[i] *= -0.5f;
+  fresh_logits(changed_cond, 5, &want_prefill, &want_decode);
+  ASSERT_TRUE(reused->set_condition(2, changed_cond.data(), bbox.data()).ok());
+  ASSERT_TRUE(reused->prefill(bos, logits.data()).ok());
+  EXPECT_TRUE(test::all_close(logits.data(), want_prefill.data(), logits.size(), 1e-5, 1e-5));
+  const int32_t next[2] = {5, 5};
+  ASSERT_TRUE(reused->decode(next, step.data()).ok());
+  EXPECT_TRUE(test::all_close(step.data(), want_decode.data(), step.size(), 1e-5, 1e-5));
+  // A changed unconditional row is recomputed, not reused.
+  std::vector<float> changed_uncond = changed_cond;
+  for (size_t i = row; i < 2 * row; ++i) changed_uncond[i] *= 0.25f;
+  fresh_logits(changed_uncond, 7, &want_prefill, &want_decode);
+  ASSERT_TRUE(reused->set_condition(2, changed_uncond.data(), bbox.data()).ok());
+  ASSERT_TRUE(reused->prefill(bos, logits.data()).ok());
+  EXPECT_TRUE(test::all_close(logits.data(), want_prefill.data(), logits.size(), 1e-5, 1e-5));
+  const int32_t next2[2] = {7, 7};
+  ASSERT_TRUE(reused->decode(next2, step.data()).ok());
+  EXPECT_TRUE(test::all_close(step.data(), want_decode.data(), step.size(), 1e-5, 1e-5));
+}
+
 TEST(CubeGptTest, GreedyGenerationWithGuidanceMatches) {
   Fixture& f = fixture();
   const std::vector<float> hidden = f.f32("clip.last_hidden_state");
