@@ -1,0 +1,248 @@
+// Shared machinery of `tessera bench kernels` and `tessera bench shape` (bench_common.h).
+#include "app/cli/bench_common.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <iterator>
+
+#include "engine/core/cpu_features.h"
+#include "engine/core/mapped_file.h"
+#include "engine/core/thread_pool.h"
+
+namespace tessera::cli::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+Timing summarize(std::vector<double> seconds) {
+  std::sort(seconds.begin(), seconds.end());
+  Timing t;
+  t.reps = static_cast<int>(seconds.size());
+  const size_t n = seconds.size();
+  t.median = n % 2 ? seconds[n / 2] : 0.5 * (seconds[n / 2 - 1] + seconds[n / 2]);
+  t.min = seconds.front();
+  t.max = seconds.back();
+  return t;
+}
+
+// One warm-up call, then `reps` timed calls of fn; each call's time is divided by `per_call`
+// (a call that runs the kernel several times over rotating buffers).
+Timing time_it(int reps, double per_call, const std::function<void()>& fn) {
+  fn();
+  std::vector<double> seconds;
+  for (int r = 0; r < reps; ++r) {
+    const auto start = Clock::now();
+    fn();
+    seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count() / per_call);
+  }
+  return summarize(std::move(seconds));
+}
+
+Expected<Buffer> allocate(size_t bytes, const char* what) {
+  const size_t rounded = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, std::max<size_t>(64, rounded));
+  if (!p) {
+    return out_of_memory(std::string("bench: cannot allocate ") + std::to_string(bytes >> 20) +
+                         " MiB for " + what);
+  }
+  Buffer buffer(static_cast<uint8_t*>(p));
+  const int64_t pages = static_cast<int64_t>((rounded + 4095) / 4096);
+  default_thread_pool().parallel_for(pages, 256, [&](int64_t b, int64_t e) {
+    std::memset(
+        buffer.get() + b * 4096, 0,
+        std::min<size_t>(rounded, static_cast<size_t>(e) * 4096) - static_cast<size_t>(b) * 4096);
+  });
+  return buffer;
+}
+
+// Deterministic values in [-1, 1) without the cost of <random> over a gigabyte.
+void fill_floats(float* data, size_t n, uint32_t seed) {
+  default_thread_pool().parallel_for(static_cast<int64_t>(n), 1 << 16, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+      h ^= h >> 15;
+      h *= 2246822519u;
+      h ^= h >> 13;
+      data[i] = static_cast<float>(h >> 8) * (2.0f / 16777216.0f) - 1.0f;
+    }
+  });
+}
+
+double load_average() {
+  std::ifstream in("/proc/loadavg");
+  double one = -1;
+  in >> one;
+  return one;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
+  return buf;
+}
+
+// The exact command line, from /proc/self/cmdline (arguments are NUL-separated).
+std::string command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string out;
+  size_t start = 0;
+  bool first = true;
+  while (start < raw.size()) {
+    size_t end = raw.find('\0', start);
+    if (end == std::string::npos) end = raw.size();
+    std::string arg = raw.substr(start, end - start);
+    if (first) {  // the program as "tessera", whatever path it was started from
+      const size_t slash = arg.rfind('/');
+      if (slash != std::string::npos) arg = arg.substr(slash + 1);
+      first = false;
+    } else {
+      out += ' ';
+    }
+    out += arg;
+    start = end + 1;
+  }
+  return out;
+}
+
+Expected<Bandwidth> bench_bandwidth(const Options& opt, int reps, std::vector<Row>* rows) {
+  ThreadPool& pool = default_thread_pool();
+  const int threads = pool.num_threads();
+  const size_t read_bytes = opt.quick ? (size_t{256} << 20) : (size_t{1} << 30);
+  const size_t copy_bytes = opt.quick ? (size_t{128} << 20) : (size_t{512} << 20);  // per array
+  Bandwidth bw;
+  {
+    TESSERA_ASSIGN_OR_RETURN(Buffer data, allocate(read_bytes, "the read-bandwidth array"));
+    const auto* words = reinterpret_cast<const uint64_t*>(data.get());
+    const size_t n_words = read_bytes / 8;
+    std::vector<uint64_t> sinks(static_cast<size_t>(threads) * 8);
+    // Integer sums with 8 independent accumulators: the compiler vectorises them (integer adds
+    // reassociate freely) and they keep up with memory on one core.
+    const Timing t = time_it(reps, 1, [&] {
+      pool.run(threads, [&](int64_t part) {
+        const size_t begin = n_words * static_cast<size_t>(part) / static_cast<size_t>(threads);
+        const size_t end = n_words * static_cast<size_t>(part + 1) / static_cast<size_t>(threads);
+        uint64_t a[8] = {};
+        size_t i = begin;
+        for (; i + 8 <= end; i += 8) {
+          for (int j = 0; j < 8; ++j) a[j] += words[i + static_cast<size_t>(j)];
+        }
+        for (; i < end; ++i) a[0] += words[i];
+        sinks[static_cast<size_t>(part) * 8] =
+            a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
+      });
+    });
+    Row r{"bandwidth", "read-only " + std::to_string(read_bytes >> 20) + " MiB",
+          "sum",       "-",
+          0,           t,
+          "GB/s",      static_cast<double>(read_bytes),
+          ""};
+    bw.read_gbs = r.value();
+    rows->push_back(r);
+  }
+  {
+    TESSERA_ASSIGN_OR_RETURN(Buffer src, allocate(copy_bytes, "the copy source"));
+    TESSERA_ASSIGN_OR_RETURN(Buffer dst, allocate(copy_bytes, "the copy destination"));
+    const Timing t = time_it(reps, 1, [&] {
+      pool.run(threads, [&](int64_t part) {
+        const size_t begin = copy_bytes * static_cast<size_t>(part) / static_cast<size_t>(threads);
+        const size_t end =
+            copy_bytes * static_cast<size_t>(part + 1) / static_cast<size_t>(threads);
+        std::memcpy(dst.get() + begin, src.get() + begin, end - begin);
+      });
+    });
+    Row r{"bandwidth",
+          "copy 2 x " + std::to_string(copy_bytes >> 20) + " MiB",
+          "memcpy",
+          "-",
+          0,
+          t,
+          "GB/s",
+          2.0 * static_cast<double>(copy_bytes),
+          "read + write bytes"};
+    bw.copy_gbs = r.value();
+    rows->push_back(r);
+  }
+  return bw;
+}
+
+Machine describe_machine() {
+  Machine machine;
+  machine.cpu = cpu_model_name();
+  machine.threads = default_thread_pool().num_threads();
+  machine.features = cpu_features_string(cpu_features());
+  machine.simd = simd_enabled();
+  machine.date = utc_now();
+  machine.command = command_line();
+  machine.load = load_average();
+  errno = 0;
+  const int priority = getpriority(PRIO_PROCESS, 0);
+  machine.nice = errno == 0 ? priority : 0;
+  return machine;
+}
+
+void warn_if_busy(const Machine& machine) {
+  if (machine.load > 0.5) {
+    std::fprintf(stderr,
+                 "tessera bench: warning: load average %.2f > 0.5, the machine is not idle; "
+                 "timings will be low and noisy\n",
+                 machine.load);
+  }
+}
+
+std::string results_path(const Options& opt) {
+  return opt.results_path.empty() ? std::string(TESSERA_SOURCE_DIR) + "/bench/RESULTS.md"
+                                  : opt.results_path;
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
+  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+// Replaces the section that starts with `heading` ("## Kernels (CPU)\n"; up to the next "## "
+// heading) or appends it.
+Status write_results_section(const std::string& path, const std::string& heading,
+                             const std::string& section) {
+  std::string text;
+  {
+    std::ifstream in(path, std::ios::binary);
+    if (in) text.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  if (text.empty()) {
+    text =
+        "# Benchmark results\n\nMeasured numbers, one section per benchmark command; each "
+        "section names the command that produced it.\n\n";
+  }
+  size_t begin = text.rfind("\n" + heading);
+  begin = begin == std::string::npos ? (text.rfind(heading, 0) == 0 ? 0 : std::string::npos)
+                                     : begin + 1;
+  if (begin == std::string::npos) {
+    if (!text.empty() && text.back() != '\n') text += '\n';
+    if (text.size() < 2 || text.substr(text.size() - 2) != "\n\n") text += '\n';
+    text += section;
+  } else {
+    size_t end = text.find("\n## ", begin + heading.size());
+    end = end == std::string::npos ? text.size() : end + 1;
+    text.replace(begin, end - begin, section);
+  }
+  return write_file_atomic(path, text.data(), text.size()).with_context("bench: --write-results");
+}
+
+}  // namespace tessera::cli::bench

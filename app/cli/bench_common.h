@@ -1,0 +1,120 @@
+// Machinery shared by `tessera bench kernels` (cmd_bench.cpp) and `tessera bench shape`
+// (cmd_bench_shape.cpp): options, repeated timing, aligned buffers, result rows, the machine
+// header, the memory-bandwidth measurement and the bench/RESULTS.md section writer.
+//
+// Everything runs on default_thread_pool(). Errors (allocation, file I/O) come back as Status /
+// Expected whose message starts with "bench"; timings themselves never fail.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/core/status.h"
+
+namespace tessera::cli::bench {
+
+// Command-line options of both subcommands (each uses the fields it registers).
+struct Options {
+  std::string json_path;
+  std::string results_path;
+  bool quick = false;
+  bool write_results = false;
+  int64_t tokens = 0;  // bench shape: KV-cache decode steps timed per length (0: default)
+};
+
+// Median, min and max of repeated timings (seconds).
+struct Timing {
+  double median = 0, min = 0, max = 0;
+  int reps = 0;
+};
+
+// Sorts `seconds` and summarises it. `seconds` must not be empty.
+Timing summarize(std::vector<double> seconds);
+
+// One warm-up call, then `reps` timed calls of fn; each call's time is divided by `per_call`
+// (a call that runs the kernel several times over rotating buffers).
+Timing time_it(int reps, double per_call, const std::function<void()>& fn);
+
+// 64-byte aligned heap buffer, touched by the pool's threads (first touch places the pages).
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<uint8_t[], FreeDeleter>;
+
+// Allocates `bytes` (rounded up to 64), zero-filled in parallel. Out of memory comes back as an
+// error naming `what`.
+Expected<Buffer> allocate(size_t bytes, const char* what);
+
+// Deterministic values in [-1, 1) without the cost of <random> over a gigabyte: data[0, n).
+void fill_floats(float* data, size_t n, uint32_t seed);
+
+// One benchmark result row.
+struct Row {
+  std::string group;  // "bandwidth", "gemv", "gemm", "attention", "embedding"
+  std::string name;   // "c_qk 1536->3072"
+  std::string impl;   // "cpu", "ref", "memcpy", ...
+  std::string dtype;  // weight dtype or "-"
+  int64_t m = 0;
+  Timing time;        // seconds per call
+  std::string unit;   // "GB/s" or "GFLOP/s"
+  double amount = 0;  // bytes or flops per call
+  std::string note;
+  double value() const { return time.median > 0 ? amount / time.median / 1e9 : 0; }
+  double value_at(double seconds) const { return seconds > 0 ? amount / seconds / 1e9 : 0; }
+};
+
+// 1-minute load average from /proc/loadavg (-1 when unreadable).
+double load_average();
+
+// The current time as "YYYY-MM-DD HH:MM UTC".
+std::string utc_now();
+
+// The exact command line, from /proc/self/cmdline, the program shown as "tessera".
+std::string command_line();
+
+// Measured memory bandwidths, GB/s.
+struct Bandwidth {
+  double copy_gbs = 0;  // bytes read + bytes written (STREAM convention)
+  double read_gbs = 0;
+};
+
+// Measures read-only and copy bandwidth over arrays far larger than the caches (opt.quick:
+// 256 MiB / 2 x 128 MiB, else 1 GiB / 2 x 512 MiB), `reps` timed runs each; appends one Row per
+// measurement to *rows (non-null). Fails only when an array cannot be allocated.
+Expected<Bandwidth> bench_bandwidth(const Options& opt, int reps, std::vector<Row>* rows);
+
+// The machine header of every result (JSON and markdown).
+struct Machine {
+  std::string cpu, features, date, command;
+  int threads = 0;
+  int nice = 0;  // the process's nice value: a benchmark run at raised priority says so
+  double load = 0;
+  bool simd = true;
+};
+
+Machine describe_machine();
+
+// Prints a warning to stderr when the load average says the machine is not idle.
+void warn_if_busy(const Machine& machine);
+
+// --results, or the source tree's bench/RESULTS.md.
+std::string results_path(const Options& opt);
+
+// Nearest-rank percentile `p` (0-100) of v; 0 for an empty v.
+double percentile(std::vector<double> v, double p);
+
+// Replaces the section of the markdown file `path` that starts with `heading`
+// ("## Kernels (CPU)\n"; up to the next "## " heading) with `section`, or appends it; creates the
+// file with a title when it is missing. Written atomically; I/O errors come back as a Status.
+Status write_results_section(const std::string& path, const std::string& heading,
+                             const std::string& section);
+
+// `tessera bench shape` (cmd_bench_shape.cpp). Errors: bad fixtures, allocation, file I/O.
+Status run_bench_shape(const Options& opt);
+
+}  // namespace tessera::cli::bench

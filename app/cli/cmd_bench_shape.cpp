@@ -1,0 +1,583 @@
+// `tessera bench shape [--quick] [--tokens N] [--json FILE] [--write-results] [--results FILE]`:
+// the Cube 3D GPT on the CPU backend. A full-size v0.5 model (tensor names and shapes from
+// tests/fixtures/cube3d/cube3d-gpt_v05-tensors.txt, random bf16 values built in memory: no
+// download, no disk; ~3.6 GB of RAM) and the parity fixture GPT (tests/fixtures/parity) as a
+// small-model row. Per model, batch 2 ([cond ; uncond]): text/bbox projection; prefill from
+// scratch and with the unconditional row reused; at 64, 256 and 1024 tokens in the cache (--quick:
+// 64, 256) the uncached step (forward_full: 1-3 runs; ~1 minute at 1024 on 2 cores) and N
+// KV-cache decode steps (--tokens, default 16) with median/p50/p99, against the bandwidth floor:
+// bf16 weight bytes per step / the read bandwidth measured just before (same process); and a
+// per-op breakdown of a decode step (every Backend call timed through a forwarding backend).
+// --write-results replaces the "## Shape engine (CPU)" section of bench/RESULTS.md.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "app/cli/bench_common.h"
+#include "engine/core/cpu_features.h"
+#include "engine/core/dtype.h"
+#include "engine/core/mapped_file.h"
+#include "engine/core/safetensors.h"
+#include "engine/core/status.h"
+#include "engine/core/thread_pool.h"
+#include "engine/core/trace.h"
+#include "engine/shape/gpt.h"
+#include "engine/shape/gpt_config.h"
+#include "kernels/backend.h"
+#include "kernels/ops.h"
+
+namespace tessera::cli::bench {
+
+namespace {
+
+// A Backend that forwards every call to the CPU backend and, while `trace` is set, adds the time of
+// each op to it under its kind ("linear 1536->6144", "attention_decode", "layer_norm", ...): the
+// per-op breakdown of a decode step. The CPU backend's ops are synchronous, so wall time per call
+// is the op's time. Buffers come from (and go back to) the wrapped backend.
+class TimedBackend final : public kernels::Backend {
+ public:
+  explicit TimedBackend(std::unique_ptr<kernels::Backend> inner) : inner_(std::move(inner)) {}
+  Trace* trace = nullptr;  // null: no timing
+
+  Device device() const override { return inner_->device(); }
+  std::string name() const override { return inner_->name(); }
+  Expected<kernels::DeviceBuffer> allocate(size_t bytes) override {
+    return inner_->allocate(bytes);
+  }
+  void release(void* data) override { inner_->release(data); }
+  Status upload(void* dst, const void* src, size_t bytes) override {
+    return timed("upload", [&] { return inner_->upload(dst, src, bytes); });
+  }
+  Status download(void* dst, const void* src, size_t bytes) override {
+    return timed("download", [&] { return inner_->download(dst, src, bytes); });
+  }
+  Status copy(void* dst, const void* src, size_t bytes) override {
+    return timed("copy", [&] { return inner_->copy(dst, src, bytes); });
+  }
+  Status fill_zero(void* dst, size_t bytes) override {
+    return timed("fill_zero", [&] { return inner_->fill_zero(dst, bytes); });
+  }
+  Status synchronize() override { return inner_->synchronize(); }
+  Expected<kernels::Weight> upload_weight(const kernels::Weight& host,
+                                          kernels::DeviceBuffer* storage) override {
+    return inner_->upload_weight(host, storage);
+  }
+  Expected<const float*> upload_f32(const float* host, int64_t n,
+                                    kernels::DeviceBuffer* storage) override {
+    return inner_->upload_f32(host, n, storage);
+  }
+  Status linear(const float* x, int64_t m, const kernels::Weight& w, const float* bias,
+                float* y) override {
+    if (!trace) return inner_->linear(x, m, w, bias, y);
+    return timed("linear " + std::to_string(w.cols) + "->" + std::to_string(w.rows),
+                 [&] { return inner_->linear(x, m, w, bias, y); });
+  }
+  Status layer_norm(const float* x, const float* weight, const float* bias, float* y, int64_t rows,
+                    int64_t dim, float eps) override {
+    return timed("layer_norm",
+                 [&] { return inner_->layer_norm(x, weight, bias, y, rows, dim, eps); });
+  }
+  Status rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim,
+                  float eps) override {
+    return timed("rms_norm", [&] { return inner_->rms_norm(x, weight, y, rows, dim, eps); });
+  }
+  Status rope_interleaved(float* x, int64_t tokens, int64_t heads, int64_t head_dim,
+                          int64_t token_stride, const int32_t* positions, float theta) override {
+    return timed("rope", [&] {
+      return inner_->rope_interleaved(x, tokens, heads, head_dim, token_stride, positions, theta);
+    });
+  }
+  Status softmax(const float* x, float* y, int64_t rows, int64_t cols) override {
+    return timed("softmax", [&] { return inner_->softmax(x, y, rows, cols); });
+  }
+  Status silu(const float* x, float* y, int64_t n) override {
+    return timed("silu", [&] { return inner_->silu(x, y, n); });
+  }
+  Status gelu_erf(const float* x, float* y, int64_t n) override {
+    return timed("gelu_erf", [&] { return inner_->gelu_erf(x, y, n); });
+  }
+  Status gelu_tanh(const float* x, float* y, int64_t n) override {
+    return timed("gelu_tanh", [&] { return inner_->gelu_tanh(x, y, n); });
+  }
+  Status quick_gelu(const float* x, float* y, int64_t n) override {
+    return timed("quick_gelu", [&] { return inner_->quick_gelu(x, y, n); });
+  }
+  Status swiglu(const float* gate, const float* up, float* y, int64_t n) override {
+    return timed("swiglu", [&] { return inner_->swiglu(gate, up, y, n); });
+  }
+  Status geglu(const float* x, float* y, int64_t rows, int64_t hidden) override {
+    return timed("geglu", [&] { return inner_->geglu(x, y, rows, hidden); });
+  }
+  Status add(const float* a, const float* b, float* y, int64_t n) override {
+    return timed("add", [&] { return inner_->add(a, b, y, n); });
+  }
+  Status attention(const float* q, const float* k, const float* v, float* o,
+                   const kernels::AttentionShape& s) override {
+    return timed("attention", [&] { return inner_->attention(q, k, v, o, s); });
+  }
+  Status attention_decode(const float* q, const float* k, const float* v, float* o,
+                          const kernels::AttentionShape& s) override {
+    return timed("attention_decode", [&] { return inner_->attention_decode(q, k, v, o, s); });
+  }
+  Status embedding_gather(const kernels::Weight& table, const int32_t* ids, int64_t n,
+                          float* out) override {
+    return timed("embedding_gather", [&] { return inner_->embedding_gather(table, ids, n, out); });
+  }
+
+ private:
+  template <typename Fn>
+  Status timed(const std::string& kind, const Fn& fn) {
+    if (!trace) return fn();
+    const Stopwatch watch;
+    Status st = fn();
+    trace->add(kind, watch.elapsed_ms());
+    return st;
+  }
+  std::unique_ptr<kernels::Backend> inner_;
+};
+
+// Tensor names and shapes of a published checkpoint, from a tests/fixtures/cube3d/*-tensors.txt
+// list ("name (d0, d1)" per line; the trailing summary lines, which have no parenthesised shape,
+// are skipped).
+Expected<shape::TensorShapes> read_tensor_list(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return not_found("bench shape: cannot open the tensor list " + path);
+  shape::TensorShapes shapes;
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty()) continue;
+    const size_t open = line.find(" (");
+    const size_t close = line.rfind(')');
+    if (open == std::string::npos || close == std::string::npos || close < open ||
+        close + 1 != line.find_last_not_of(" \r") + 1) {
+      continue;
+    }
+    std::vector<int64_t> dims;
+    std::istringstream ds(line.substr(open + 2, close - open - 2));
+    std::string dim;
+    while (std::getline(ds, dim, ',')) {
+      if (dim.find_first_not_of(' ') == std::string::npos) continue;
+      char* end = nullptr;
+      const long long v = std::strtoll(dim.c_str(), &end, 10);
+      if (v < 1 || v > (int64_t{1} << 32)) {
+        return corrupt_data(path + ":" + std::to_string(line_no) + ": bad dimension '" + dim + "'");
+      }
+      dims.push_back(v);
+    }
+    shapes[line.substr(0, open)] = dims;
+  }
+  if (shapes.empty()) return corrupt_data("bench shape: the tensor list " + path + " is empty");
+  return shapes;
+}
+
+// A checkpoint with the given tensors, random bf16 values (uniform in [-0.02, 0.02); norm scales
+// 1), built in memory as a safetensors image (no file): the full-size model without a download.
+struct RandomCheckpoint {
+  Buffer bytes;
+  uint64_t data_bytes = 0;
+  SafeTensors file;
+};
+
+Expected<RandomCheckpoint> make_random_checkpoint(const shape::TensorShapes& shapes) {
+  nlohmann::json header;
+  uint64_t offset = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> norm_ranges;  // element ranges set to 1
+  for (const auto& [name, shape] : shapes) {
+    uint64_t count = 1;
+    for (int64_t d : shape) count *= static_cast<uint64_t>(d);
+    header[name] = {
+        {"dtype", "BF16"}, {"shape", shape}, {"data_offsets", {offset, offset + 2 * count}}};
+    if (name.find("norm") != std::string::npos) norm_ranges.push_back({offset / 2, count});
+    offset += 2 * count;
+  }
+  std::string text = header.dump();
+  while ((8 + text.size()) % 64) text += ' ';  // data section 64-byte aligned in the buffer
+  const size_t total = 8 + text.size() + offset;
+  RandomCheckpoint ck;
+  ck.data_bytes = offset;
+  TESSERA_ASSIGN_OR_RETURN(ck.bytes, allocate(total, "the random checkpoint"));
+  const uint64_t header_len = text.size();
+  std::memcpy(ck.bytes.get(), &header_len, 8);
+  std::memcpy(ck.bytes.get() + 8, text.data(), text.size());
+  auto* values = reinterpret_cast<uint16_t*>(ck.bytes.get() + 8 + text.size());
+  const int64_t n = static_cast<int64_t>(offset / 2);
+  default_thread_pool().parallel_for(n, 1 << 20, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ 0x9e3779b9u;
+      h ^= h >> 15;
+      h *= 2246822519u;
+      h ^= h >> 13;
+      // The top 16 bits of an f32 in [-0.02, 0.02): truncation is a valid bf16 value.
+      const float v = (static_cast<float>(h >> 8) * (1.0f / 16777216.0f) - 0.5f) * 0.04f;
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      values[i] = static_cast<uint16_t>(bits >> 16);
+    }
+  });
+  for (const auto& [begin, count] : norm_ranges) {
+    std::fill(values + begin, values + begin + count, f32_to_bf16(1.0f));
+  }
+  TESSERA_ASSIGN_OR_RETURN(ck.file, SafeTensors::parse(ck.bytes.get(), total, "random-v05"));
+  return ck;
+}
+
+// One model's results.
+struct ShapeLengthResult {
+  int64_t length = 0;
+  Timing kv;  // KV-cache decode step at this length
+  double kv_p50 = 0, kv_p99 = 0;
+  Timing no_kv;         // uncached step (recomputes condition + `length` tokens)
+  double read_gbs = 0;  // read bandwidth measured just before
+  double weight_floor_ms = 0, kv_floor_ms = 0;  // weights only; weights + K/V of both rows
+};
+
+struct ShapeModelResult {
+  std::string name, config;
+  int64_t weight_bytes = 0;
+  Timing condition;
+  double prefill_cold_ms = 0;  // fresh session: both rows' condition streams
+  Timing prefill;              // new prompt row, unconditional row's condition K/V reused
+  std::vector<ShapeLengthResult> lengths;
+  std::vector<std::pair<std::string, TraceStats>> breakdown;  // per op kind, one decode step
+  int64_t breakdown_steps = 0, breakdown_length = 0;
+};
+
+// Read bandwidth right now (256 MiB, 3 runs, median): the floor of the step measured next.
+Expected<double> quick_read_bandwidth() {
+  Options o;
+  o.quick = true;
+  std::vector<Row> scratch;
+  TESSERA_ASSIGN_OR_RETURN(const Bandwidth bw, bench_bandwidth(o, 3, &scratch));
+  return bw.read_gbs;
+}
+
+Expected<ShapeModelResult> bench_shape_model(const std::string& name, const SafeTensors& file,
+                                             const shape::NormalizedCodebook& codebook,
+                                             TimedBackend& backend,
+                                             const std::vector<int64_t>& lengths, int64_t steps,
+                                             bool quick) {
+  ShapeModelResult res;
+  res.name = name;
+  TESSERA_ASSIGN_OR_RETURN(auto model, shape::CubeGpt::load(file, codebook, backend));
+  const shape::GptConfig& c = model->config();
+  res.config = c.summary() + ", " + dtype_name(model->weight_dtype()) + " weights";
+  res.weight_bytes = model->decode_weight_bytes();
+  const int64_t max_len = lengths.back() + steps + 1;
+  TESSERA_ASSIGN_OR_RETURN(auto session, shape::GptSession::create(*model, 2, max_len));
+  // [cond ; uncond] CLIP states: random prompt row, a different random "empty prompt" row.
+  std::vector<float> hidden(static_cast<size_t>(2 * c.text_len * c.text_embed_dim));
+  fill_floats(hidden.data(), hidden.size(), 31);
+  std::vector<float> logits(static_cast<size_t>(2 * c.vocab_size));
+  std::vector<int32_t> ids(static_cast<size_t>(2 * max_len));
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<int32_t>((i * 2654435761u >> 7) % static_cast<uint64_t>(c.codebook_size));
+  }
+  const int32_t bos[2] = {c.bos_id(), c.bos_id()};
+  const int reps = quick ? 2 : 3;
+  Status failed;
+  res.condition = time_it(reps, 1, [&] {
+    const Status st = session->set_condition(2, hidden.data(), nullptr);
+    if (!st.ok()) failed = st;
+  });
+  TESSERA_RETURN_IF_ERROR(failed);
+  TESSERA_ASSIGN_OR_RETURN(session, shape::GptSession::create(*model, 2, max_len));
+  TESSERA_RETURN_IF_ERROR(session->set_condition(2, hidden.data(), nullptr));
+  // Prefill from scratch once (a fresh session: no condition K/V cached), then with a new prompt
+  // row each time and the same unconditional row, as in consecutive generations (the session
+  // reuses that row's condition K/V, gpt.h).
+  {
+    const Stopwatch watch;
+    TESSERA_RETURN_IF_ERROR(session->prefill(bos, logits.data()));
+    res.prefill_cold_ms = watch.elapsed_ms();
+  }
+  std::vector<double> seconds;
+  for (int r = 0; r < reps; ++r) {
+    fill_floats(hidden.data(), hidden.size() / 2, 100 + static_cast<uint32_t>(r));  // row 0 only
+    TESSERA_RETURN_IF_ERROR(session->set_condition(2, hidden.data(), nullptr));
+    const Stopwatch watch;
+    TESSERA_RETURN_IF_ERROR(session->prefill(bos, logits.data()));
+    seconds.push_back(watch.elapsed_ms() / 1e3);
+  }
+  res.prefill = summarize(seconds);
+  for (int64_t len : lengths) {
+    ShapeLengthResult lr;
+    lr.length = len;
+    // Rows of ids are [batch, len]: row 1 starts at ids + len.
+    std::vector<int32_t> full(static_cast<size_t>(2 * len));
+    for (int64_t b = 0; b < 2; ++b) {
+      for (int64_t t = 0; t < len; ++t)
+        full[static_cast<size_t>(b * len + t)] = ids[static_cast<size_t>(t)];
+      full[static_cast<size_t>(b * len)] = c.bos_id();
+    }
+    // The uncached step at `len`: 1-2 runs at 1024 (tens of seconds each at full size).
+    const int no_kv_reps = len >= 1024 ? 1 : (len >= 256 || quick ? 2 : 3);
+    seconds.clear();
+    for (int r = 0; r < no_kv_reps; ++r) {
+      const Stopwatch watch;
+      TESSERA_RETURN_IF_ERROR(session->forward_full(full.data(), len, logits.data(), nullptr));
+      seconds.push_back(watch.elapsed_ms() / 1e3);
+    }
+    lr.no_kv = summarize(seconds);
+    // forward_full left `len` tokens in the cache: decode steps continue at position len.
+    TESSERA_ASSIGN_OR_RETURN(lr.read_gbs, quick_read_bandwidth());
+    seconds.clear();
+    std::vector<double> ms;
+    for (int64_t s = 0; s < steps; ++s) {
+      const int32_t step_ids[2] = {ids[static_cast<size_t>(len + s)],
+                                   ids[static_cast<size_t>(len + s)]};
+      const Stopwatch watch;
+      TESSERA_RETURN_IF_ERROR(session->decode(step_ids, logits.data()));
+      const double t = watch.elapsed_ms();
+      seconds.push_back(t / 1e3);
+      ms.push_back(t);
+    }
+    lr.kv = summarize(seconds);
+    lr.kv_p50 = percentile(ms, 50);
+    lr.kv_p99 = percentile(ms, 99);
+    // K and V of both rows, every layer, read by attention_decode at this length (f32).
+    const double kv_bytes =
+        2.0 * 2.0 * 4.0 * static_cast<double>(c.n_embd) *
+        (static_cast<double>(c.n_dual) * static_cast<double>(c.cond_len() + len) +
+         static_cast<double>(c.n_single) * static_cast<double>(len));
+    lr.weight_floor_ms = static_cast<double>(res.weight_bytes) / (lr.read_gbs * 1e9) * 1e3;
+    lr.kv_floor_ms = (static_cast<double>(res.weight_bytes) + kv_bytes) / (lr.read_gbs * 1e9) * 1e3;
+    std::printf(
+        "  %s: length %lld: no-KV step %.1f ms, KV step %.1f ms (p99 %.1f), %.2fx the "
+        "weight floor at %.1f GB/s\n",
+        name.c_str(), static_cast<long long>(len), lr.no_kv.median * 1e3, lr.kv.median * 1e3,
+        lr.kv_p99, lr.kv.median * 1e3 / lr.weight_floor_ms, lr.read_gbs);
+    std::fflush(stdout);
+    res.lengths.push_back(lr);
+  }
+  // Per-op breakdown of a few decode steps at the shortest length.
+  {
+    const int64_t len = lengths.front();
+    std::vector<int32_t> full(static_cast<size_t>(2 * len), c.bos_id());
+    TESSERA_RETURN_IF_ERROR(session->forward_full(full.data(), len, logits.data(), nullptr));
+    Trace trace;
+    backend.trace = &trace;
+    const int64_t n = std::min<int64_t>(steps, 4);
+    for (int64_t s = 0; s < n; ++s) {
+      const int32_t step_ids[2] = {ids[static_cast<size_t>(s)], ids[static_cast<size_t>(s)]};
+      const Status st = session->decode(step_ids, logits.data());
+      if (!st.ok()) {
+        backend.trace = nullptr;
+        return st;
+      }
+    }
+    backend.trace = nullptr;
+    for (const auto& [kind, stats] : trace.all()) res.breakdown.push_back({kind, stats});
+    std::sort(res.breakdown.begin(), res.breakdown.end(),
+              [](const auto& a, const auto& b) { return a.second.total_ms > b.second.total_ms; });
+    res.breakdown_steps = n;
+    res.breakdown_length = len;
+  }
+  return res;
+}
+
+// Milliseconds with three significant digits or so ("0.123 ms", "12.3 ms", "1234.5 ms").
+std::string fmt_ms(double ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, ms < 1 ? "%.3f ms" : (ms < 10 ? "%.2f ms" : "%.1f ms"), ms);
+  return buf;
+}
+
+std::string shape_markdown(const Machine& machine, const std::vector<ShapeModelResult>& models,
+                           bool for_terminal) {
+  std::ostringstream md;
+  char buf[256];
+  if (!for_terminal) {
+    md << "## Shape engine (CPU)\n\n";
+    md << "Command: `" << machine.command << "`  \n";
+    md << "Machine: " << machine.cpu << ", " << machine.threads
+       << " threads, features: " << machine.features << (machine.simd ? "" : " (SIMD disabled)")
+       << "  \n";
+    md << "Date: " << machine.date << ", load average before the run: " << machine.load
+       << (machine.load > 0.5 ? " (machine not idle: figures may be low)" : "");
+    if (machine.nice != 0) md << ", run at nice " << machine.nice;
+    md << "\n\n";
+    md << "Cube 3D GPT with random bf16 weights built in memory, batch 2 ([cond ; uncond], "
+          "guidance). Prefill = condition stream + BOS through every block (after the text/bbox "
+          "projection, listed separately): from scratch, and with a new prompt row while the "
+          "unconditional row's condition K/V are reused (consecutive generations). TPOT = one "
+          "KV-cache decode step at the given number "
+          "of tokens in the cache (median of the steps, p50/p99 nearest rank); no-KV = one "
+          "uncached step at that length (recomputes the condition and every token). Floor = "
+          "bf16 weight bytes read per step (once for both rows) / read bandwidth measured just "
+          "before the steps; \"+KV\" adds the f32 K/V of both rows that the step's attention "
+          "reads.\n\n";
+  }
+  for (const ShapeModelResult& m : models) {
+    md << (for_terminal ? "" : "**") << m.name << (for_terminal ? "" : "**") << " (" << m.config
+       << "): ";
+    std::snprintf(buf, sizeof buf, "%.4g GB of weights per step; condition projection %s, ",
+                  static_cast<double>(m.weight_bytes) / 1e9,
+                  fmt_ms(m.condition.median * 1e3).c_str());
+    md << buf;
+    std::snprintf(buf, sizeof buf,
+                  "prefill from scratch %s; prefill with a new prompt and the unconditional row "
+                  "reused %s (median of %d, %s - %s)\n\n",
+                  fmt_ms(m.prefill_cold_ms).c_str(), fmt_ms(m.prefill.median * 1e3).c_str(),
+                  m.prefill.reps, fmt_ms(m.prefill.min * 1e3).c_str(),
+                  fmt_ms(m.prefill.max * 1e3).c_str());
+    md << buf;
+    md << "| tokens | TPOT (KV) | p50 / p99 | steps | read GB/s | floor | TPOT / floor | floor +KV "
+          "| TPOT / floor+KV | no-KV step | KV speed-up |\n";
+    md << "|---|---|---|---|---|---|---|---|---|---|---|\n";
+    for (const ShapeLengthResult& l : m.lengths) {
+      std::snprintf(
+          buf, sizeof buf,
+          "| %lld | %s | %s / %s | %d | %.1f | %s | %.2fx | %s | %.2fx | %s (%d) | %.1fx |\n",
+          static_cast<long long>(l.length), fmt_ms(l.kv.median * 1e3).c_str(),
+          fmt_ms(l.kv_p50).c_str(), fmt_ms(l.kv_p99).c_str(), l.kv.reps, l.read_gbs,
+          fmt_ms(l.weight_floor_ms).c_str(), l.kv.median * 1e3 / l.weight_floor_ms,
+          fmt_ms(l.kv_floor_ms).c_str(), l.kv.median * 1e3 / l.kv_floor_ms,
+          fmt_ms(l.no_kv.median * 1e3).c_str(), l.no_kv.reps, l.no_kv.median / l.kv.median);
+      md << buf;
+    }
+    md << "\n";
+    std::snprintf(
+        buf, sizeof buf, "Per-op time of a decode step at %lld tokens (mean over %lld steps):\n\n",
+        static_cast<long long>(m.breakdown_length), static_cast<long long>(m.breakdown_steps));
+    md << buf;
+    md << "| op | calls/step | ms/step | share |\n|---|---|---|---|\n";
+    double total = 0;
+    for (const auto& [kind, s] : m.breakdown) total += s.total_ms;
+    for (const auto& [kind, s] : m.breakdown) {
+      const double steps = static_cast<double>(std::max<int64_t>(1, m.breakdown_steps));
+      std::snprintf(buf, sizeof buf, "| %s | %.0f | %.3f | %.1f%% |\n", kind.c_str(),
+                    static_cast<double>(s.count) / steps, s.total_ms / steps,
+                    100.0 * s.total_ms / std::max(total, 1e-9));
+      md << buf;
+    }
+    md << "\n";
+  }
+  return md.str();
+}
+
+nlohmann::json shape_json(const Machine& machine, const std::vector<ShapeModelResult>& models) {
+  nlohmann::json j;
+  j["machine"] = {{"cpu", machine.cpu},           {"threads", machine.threads},
+                  {"features", machine.features}, {"simd_enabled", machine.simd},
+                  {"date", machine.date},         {"load_average_1min", machine.load},
+                  {"nice", machine.nice},         {"command", machine.command}};
+  nlohmann::json list = nlohmann::json::array();
+  for (const ShapeModelResult& m : models) {
+    nlohmann::json e = {{"model", m.name},
+                        {"config", m.config},
+                        {"decode_weight_bytes", m.weight_bytes},
+                        {"condition_ms", m.condition.median * 1e3},
+                        {"prefill_from_scratch_ms", m.prefill_cold_ms},
+                        {"prefill_uncond_reused_ms",
+                         {{"median", m.prefill.median * 1e3},
+                          {"min", m.prefill.min * 1e3},
+                          {"max", m.prefill.max * 1e3}}}};
+    nlohmann::json lengths = nlohmann::json::array();
+    for (const ShapeLengthResult& l : m.lengths) {
+      lengths.push_back(
+          {{"tokens", l.length},
+           {"tpot_ms",
+            {{"median", l.kv.median * 1e3},
+             {"p50", l.kv_p50},
+             {"p99", l.kv_p99},
+             {"min", l.kv.min * 1e3},
+             {"max", l.kv.max * 1e3},
+             {"steps", l.kv.reps}}},
+           {"read_bandwidth_gbs", l.read_gbs},
+           {"weight_floor_ms", l.weight_floor_ms},
+           {"tpot_over_floor", l.kv.median * 1e3 / l.weight_floor_ms},
+           {"weight_kv_floor_ms", l.kv_floor_ms},
+           {"no_kv_step_ms", {{"median", l.no_kv.median * 1e3}, {"runs", l.no_kv.reps}}},
+           {"kv_speedup", l.no_kv.median / l.kv.median}});
+    }
+    e["lengths"] = lengths;
+    nlohmann::json ops = nlohmann::json::object();
+    for (const auto& [kind, s] : m.breakdown) {
+      ops[kind] = {{"calls", s.count}, {"total_ms", s.total_ms}};
+    }
+    e["decode_breakdown"] = {
+        {"steps", m.breakdown_steps}, {"tokens", m.breakdown_length}, {"ops", ops}};
+    list.push_back(e);
+  }
+  j["models"] = list;
+  return j;
+}
+
+}  // namespace
+
+Status run_bench_shape(const Options& opt) {
+  const Machine machine = describe_machine();
+  std::printf("tessera bench shape: %s, %d threads, features: %s\n", machine.cpu.c_str(),
+              machine.threads, machine.features.c_str());
+  warn_if_busy(machine);
+  std::vector<int64_t> lengths = {64, 256, 1024};
+  if (opt.quick) lengths = {64, 256};
+  const int64_t steps = opt.tokens > 0 ? opt.tokens : (opt.quick ? 6 : 16);
+  TimedBackend backend(kernels::make_cpu_backend());
+  std::vector<ShapeModelResult> models;
+  {
+    const std::string list =
+        std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/cube3d/cube3d-gpt_v05-tensors.txt";
+    TESSERA_ASSIGN_OR_RETURN(const shape::TensorShapes shapes, read_tensor_list(list));
+    TESSERA_ASSIGN_OR_RETURN(const shape::GptConfig config, shape::infer_gpt_config(shapes, list));
+    const Stopwatch watch;
+    TESSERA_ASSIGN_OR_RETURN(RandomCheckpoint ck, make_random_checkpoint(shapes));
+    shape::NormalizedCodebook codebook;
+    codebook.rows = config.codebook_size;
+    codebook.dim = config.shape_embed_dim;
+    codebook.values.resize(static_cast<size_t>(codebook.rows * codebook.dim));
+    fill_floats(codebook.values.data(), codebook.values.size(), 41);
+    std::printf("full-size v0.5: %s; random bf16 checkpoint (%.2f GB) built in %.1f s\n",
+                config.summary().c_str(), static_cast<double>(ck.data_bytes) / 1e9,
+                watch.elapsed_ms() / 1e3);
+    std::fflush(stdout);
+    TESSERA_ASSIGN_OR_RETURN(ShapeModelResult r,
+                             bench_shape_model("Cube 3D v0.5 full size, random weights", ck.file,
+                                               codebook, backend, lengths, steps, opt.quick));
+    models.push_back(std::move(r));
+  }
+  {
+    const std::string dir = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/parity/";
+    TESSERA_ASSIGN_OR_RETURN(SafeTensors gpt,
+                             SafeTensors::open(dir + "gpt_v05/shape_gpt.safetensors"));
+    TESSERA_ASSIGN_OR_RETURN(SafeTensors tok,
+                             SafeTensors::open(dir + "shape_tokenizer.safetensors"));
+    TESSERA_ASSIGN_OR_RETURN(shape::NormalizedCodebook codebook,
+                             shape::load_normalized_codebook(tok));
+    TESSERA_ASSIGN_OR_RETURN(ShapeModelResult r,
+                             bench_shape_model("parity fixture gpt_v05", gpt, codebook, backend,
+                                               lengths, steps, opt.quick));
+    models.push_back(std::move(r));
+  }
+  std::printf("\n%s", shape_markdown(machine, models, true).c_str());
+  if (!opt.json_path.empty()) {
+    const std::string json = shape_json(machine, models).dump(2) + "\n";
+    TESSERA_RETURN_IF_ERROR(
+        write_file_atomic(opt.json_path, json.data(), json.size()).with_context("bench: --json"));
+  }
+  if (opt.write_results) {
+    const std::string path = results_path(opt);
+    TESSERA_RETURN_IF_ERROR(write_results_section(path, "## Shape engine (CPU)\n",
+                                                  shape_markdown(machine, models, false)));
+    std::printf("wrote the \"Shape engine (CPU)\" section of %s\n", path.c_str());
+  }
+  return Status::ok_status();
+}
+
+}  // namespace tessera::cli::bench
