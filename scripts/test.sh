@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Builds and runs every test: installs missing Debian packages, builds incrementally (build/), runs
 # ctest (unit + cli; gpu tests skip cleanly without a device), then builds the libFuzzer targets with
-# clang + ASan/UBSan (build-fuzz/) and runs each for a bounded time on its seed corpus.
+# clang + ASan/UBSan (build-fuzz/) and runs each for a bounded time on its seed corpus. A
+# ThreadSanitizer build (build-tsan/) runs the thread pool and Session tests.
 #
 # Environment: TESSERA_FUZZ_SECONDS (default 60 per fuzzer, 0 skips fuzzing), TESSERA_JOBS (default
-# nproc), TESSERA_WITH_CUDA (default AUTO: CUDA sources compile when nvcc exists).
+# nproc), TESSERA_WITH_CUDA (default AUTO: CUDA sources compile when nvcc exists), TESSERA_TSAN
+# (default 1; 0 skips the ThreadSanitizer stage).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -21,6 +23,15 @@ ninja -C build -j"$jobs"
 
 echo "== tests"
 (cd build && ctest --output-on-failure -j"$jobs" --timeout 600)
+
+if [[ "${TESSERA_TSAN:-1}" != "0" ]]; then
+  echo "== ThreadSanitizer: thread pool and Session (worker thread, cancel/replace) tests"
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_SANITIZE=thread \
+    -DTESSERA_WITH_CUDA=OFF >build-tsan-configure.log 2>&1 || { cat build-tsan-configure.log; exit 1; }
+  ninja -C build-tsan -j"$jobs" tessera_tests
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+    build-tsan/tests/tessera_tests --gtest_filter='Session*:ThreadPool*' --gtest_brief=1
+fi
 
 if [[ "$fuzz_seconds" != "0" ]]; then
   echo "== fuzzers (clang, ASan+UBSan, ${fuzz_seconds}s each)"
