@@ -245,4 +245,18 @@ Status write_results_section(const std::string& path, const std::string& heading
   return write_file_atomic(path, text.data(), text.size()).with_context("bench: --write-results");
 }
 
+// "Command / Machine / Date" lines that open every RESULTS.md section, then a blank line.
+std::string machine_markdown(const Machine& machine) {
+  std::ostringstream md;
+  md << "Command: `" << machine.command << "`  \n";
+  md << "Machine: " << machine.cpu << ", " << machine.threads
+     << " threads, features: " << machine.features << (machine.simd ? "" : " (SIMD disabled)")
+     << "  \n";
+  md << "Date: " << machine.date << ", load average before the run: " << machine.load
+     << (machine.load > 0.5 ? " (machine not idle: figures may be low)" : "");
+  if (machine.nice != 0) md << ", run at nice " << machine.nice;
+  md << "\n\n";
+  return md.str();
+}
+
 }  // namespace tessera::cli::bench

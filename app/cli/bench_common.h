@@ -98,6 +98,8 @@ struct Machine {
 };
 
 Machine describe_machine();
+// "Command / Machine / Date" lines that open every RESULTS.md section, then a blank line.
+std::string machine_markdown(const Machine& machine);
 
 // Prints a warning to stderr when the load average says the machine is not idle.
 void warn_if_busy(const Machine& machine);

@@ -60,6 +60,7 @@ using bench::Buffer;
 using bench::describe_machine;
 using bench::fill_floats;
 using bench::Machine;
+using bench::machine_markdown;
 using bench::Options;
 using bench::results_path;
 using bench::Row;
@@ -278,15 +279,7 @@ nlohmann::json to_json(const Machine& machine, const Bandwidth& bw, const std::v
 
 std::string markdown_section(const Machine& machine, const std::vector<Row>& rows) {
   std::ostringstream md;
-  md << "## Kernels (CPU)\n\n";
-  md << "Command: `" << machine.command << "`  \n";
-  md << "Machine: " << machine.cpu << ", " << machine.threads
-     << " threads, features: " << machine.features << (machine.simd ? "" : " (SIMD disabled)")
-     << "  \n";
-  md << "Date: " << machine.date << ", load average before the run: " << machine.load
-     << (machine.load > 0.5 ? " (machine not idle: figures may be low)" : "");
-  if (machine.nice != 0) md << ", run at nice " << machine.nice;
-  md << "\n\n";
+  md << "## Kernels (CPU)\n\n" << machine_markdown(machine);
   md << "Median of >= 5 runs after a warm-up, (worst-best) in parentheses. GEMV bytes are the "
         "weights plus x and y; the weights rotate through copies totalling several times the "
         "last-level cache, so they come from memory. Copy bandwidth counts bytes read + "

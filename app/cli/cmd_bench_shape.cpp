@@ -403,15 +403,7 @@ std::string shape_markdown(const Machine& machine, const std::vector<ShapeModelR
   std::ostringstream md;
   char buf[256];
   if (!for_terminal) {
-    md << "## Shape engine (CPU)\n\n";
-    md << "Command: `" << machine.command << "`  \n";
-    md << "Machine: " << machine.cpu << ", " << machine.threads
-       << " threads, features: " << machine.features << (machine.simd ? "" : " (SIMD disabled)")
-       << "  \n";
-    md << "Date: " << machine.date << ", load average before the run: " << machine.load
-       << (machine.load > 0.5 ? " (machine not idle: figures may be low)" : "");
-    if (machine.nice != 0) md << ", run at nice " << machine.nice;
-    md << "\n\n";
+    md << "## Shape engine (CPU)\n\n" << machine_markdown(machine);
     md << "Cube 3D GPT with random bf16 weights built in memory, batch 2 ([cond ; uncond], "
           "guidance). Prefill = condition stream + BOS through every block (after the text/bbox "
           "projection, listed separately): from scratch, and with a new prompt row while the "
