@@ -51,6 +51,12 @@ def parse_args(argv=None):
     p.add_argument("--eval-every", type=int, default=500)
     p.add_argument("--log-every", type=int, default=25)
     p.add_argument("--max-minutes", type=float, default=0.0, help="stop (after a checkpoint) after this")
+    p.add_argument("--init-from", default="",
+                   help="start a new run from the weights (codebook included, VQ on) of another run's "
+                        "ae_ckpt.pt: a fine-tuning phase with its own schedule, optimizer and run dir")
+    p.add_argument("--family-weights", default="",
+                   help="sampling weight per family, 'name=w,...' (default 1), or 'auto': "
+                        "1 + 2 * (1 - IoU) from the last evaluation in the --init-from run's metrics")
     return p.parse_args(argv)
 
 
@@ -73,6 +79,33 @@ class ValSet:
                 pick.append(int(r))
                 fams.append(fam)
         self.rows, self.gts, self.fams = pick, gts, fams
+
+
+def family_weights(a, names):
+    """Per-family sampling weights from --family-weights (see its help)."""
+    w = {n: 1.0 for n in names}
+    spec = a.family_weights.strip()
+    if spec == "auto":
+        if not a.init_from:
+            raise SystemExit("--family-weights auto needs --init-from (it reads that run's last IoUs)")
+        metrics = os.path.join(os.path.dirname(os.path.abspath(a.init_from)), "ae_metrics.jsonl")
+        last = None
+        with open(metrics) as f:
+            for line in f:
+                rec = json.loads(line)
+                if "val_iou_family" in rec:
+                    last = rec["val_iou_family"]
+        if last is None:
+            raise SystemExit(f"{metrics}: no evaluation with per-family IoU to weight by")
+        for n in names:
+            w[n] = round(1.0 + 2.0 * (1.0 - float(last.get(n, 0.5))), 3)
+    elif spec:
+        for item in spec.split(","):
+            name, _, val = item.partition("=")
+            if name.strip() not in w:
+                raise SystemExit(f"--family-weights: unknown family '{name.strip()}' (known: {names})")
+            w[name.strip()] = float(val)
+    return w
 
 
 def keep_lengths(b, n, prob, gen):
@@ -137,11 +170,23 @@ def main(argv=None):
     opt = torch.optim.AdamW(common.param_groups(model, 0.01), lr=a.lr, betas=(0.9, 0.99))
     gen = torch.Generator().manual_seed(a.seed + 1)
     step, extra = 0, {"vq_on": False}
+    if a.init_from and not os.path.exists(ckpt_path):
+        state = torch.load(a.init_from, map_location="cpu")
+        model.load_state_dict(state["model"])
+        extra = dict(state.get("extra") or {})
+        extra["vq_on"] = bool(extra.get("vq_on", False))
+        logger.log(f"initialised from {a.init_from} (its step {state.get('step')}, VQ "
+                   f"{'on' if extra['vq_on'] else 'off'}); new schedule of {a.steps} steps")
     if os.path.exists(ckpt_path):
         step, extra = common.load_checkpoint(ckpt_path, model, opt, gen)
         logger.log(f"resumed from {ckpt_path} at step {step}")
     n_params = sum(p.numel() for p in model.parameters())
     logger.log(f"shape tokenizer: {n_params:,} parameters; config {common.C.as_dict(cfg)}; args {vars(a)}")
+
+    fam_w = family_weights(a, train["family_names"])
+    logger.log(f"family sampling weights {fam_w}")
+    sample_w = torch.tensor([fam_w[train["family_names"][int(f)]] for f in train["family_ids"]],
+                            dtype=torch.double)
 
     t_start = t_ckpt = t_log = time.time()
     s_log = step
@@ -164,7 +209,7 @@ def main(argv=None):
         lr = common.cosine_lr(step, a.steps, a.lr, a.warmup)
         for g in opt.param_groups:
             g["lr"] = lr
-        idx = torch.randint(n_train, (a.batch,), generator=gen)
+        idx = torch.multinomial(sample_w, a.batch, replacement=True, generator=gen)
         ps = torch.rand(a.batch, sp.shape[1], generator=gen).argsort(dim=1)[:, :a.n_points]
         pq = torch.rand(a.batch, op.shape[1], generator=gen).argsort(dim=1)[:, :a.n_query]
         pts = torch.gather(sp[idx], 1, ps[..., None].expand(-1, -1, 3))

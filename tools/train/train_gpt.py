@@ -52,6 +52,8 @@ def parse_args(argv=None):
     p.add_argument("--log-every", type=int, default=25)
     p.add_argument("--eval-every", type=int, default=500)
     p.add_argument("--max-minutes", type=float, default=0.0)
+    p.add_argument("--init-from", default="",
+                   help="start a new run from another run's gpt_ckpt.pt weights (text encoder + GPT)")
     p.add_argument("--allow-unfinished-ae", action="store_true",
                    help="encode with the autoencoder checkpoint even if its training is not done")
     return p.parse_args(argv)
@@ -183,6 +185,9 @@ def main(argv=None):
     gen = torch.Generator().manual_seed(a.seed + 3)
     step, extra = 0, {}
     ckpt_path = os.path.join(a.run_dir, "gpt_ckpt.pt")
+    if a.init_from and not os.path.exists(ckpt_path):
+        joint.load_state_dict(torch.load(a.init_from, map_location="cpu")["model"])
+        logger.log(f"initialised from {a.init_from}; new schedule of {a.steps} steps")
     if os.path.exists(ckpt_path):
         step, extra = common.load_checkpoint(ckpt_path, joint, opt, gen)
         logger.log(f"resumed from {ckpt_path} at step {step}")
