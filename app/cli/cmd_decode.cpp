@@ -23,6 +23,7 @@ struct DecodeCliOptions {
   std::string output;
   int resolution = 257;
   bool bf16 = false;
+  MeshExportCli exporting;
 };
 
 int run_decode(const DecodeCliOptions& o) {
@@ -31,6 +32,8 @@ int run_decode(const DecodeCliOptions& o) {
     return 1;
   };
   if (Status st = check_mesh_output(o.output); !st.ok()) return fail(st.message());
+  auto export_options = to_export_options(o.exporting);
+  if (!export_options.ok()) return fail(export_options.status().message());
   if (auto k = shape::resolution_base(o.resolution); !k.ok())
     return fail("--resolution: " + k.status().message());
   auto ids = read_tokens_file(o.tokens);
@@ -47,11 +50,13 @@ int run_decode(const DecodeCliOptions& o) {
   }
   shape::MeshOptions mesh_options;
   mesh_options.resolution = o.resolution;
+  mesh_options.cleanup.max_triangles = o.exporting.max_faces;  // decimated before normals
   Trace trace;
   mesh::ExtractionStats stats;
   auto result = (*pipeline)->tokens_to_mesh(*ids, mesh_options, &trace, nullptr, &stats);
   if (!result.ok()) return fail(result.status().message());
-  if (Status st = mesh::write_mesh(*result, o.output); !st.ok()) return fail(st.message());
+  if (Status st = mesh::write_mesh(*result, o.output, *export_options); !st.ok())
+    return fail(st.message());
 
   auto total = [&](const char* name) {
     const TraceStats* s = trace.find(name);
@@ -85,7 +90,9 @@ void register_decode(CLI::App& app, int* exit_code) {
       app.add_subcommand("decode", "Turn saved shape tokens into a mesh (no generation)");
   cmd->add_option("--tokens,-t", o->tokens, "Tokens file (from generate --tokens-out)")->required();
   cmd->add_option("--model,-m", o->model, "Model directory (default: the embedded tessera-tiny)");
-  cmd->add_option("--output,-o", o->output, "Mesh to write: .obj or .glb")->required();
+  cmd->add_option("--output,-o", o->output, "Mesh to write: .obj (+ .mtl), .glb or .fbx")
+      ->required();
+  add_mesh_export_options(cmd, &o->exporting);
   cmd->add_option("--resolution,-r", o->resolution,
                   "Extraction lattice points per axis, 2^k+1 (default 257)");
   cmd->add_flag("--bf16", o->bf16, "Convert the weights to bf16 once at load");

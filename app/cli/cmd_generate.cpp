@@ -1,6 +1,6 @@
-// tessera generate: prompt -> shape tokens -> mesh (.obj / .glb), through a runtime::Session (the
-// same worker-thread path the studio uses), with a progress bar and a per-stage timing summary on
-// stderr.
+// tessera generate: prompt -> shape tokens -> mesh (.obj / .glb / .fbx), through a runtime::Session
+// (the same worker-thread path the studio uses), with a progress bar and a per-stage timing summary
+// on stderr.
 //
 // Sampling: greedy by default (reproduces the reference); giving any of --seed, --temperature,
 // --top-k, --top-p switches to sampling with those settings (the others at their neutral values:
@@ -42,6 +42,7 @@ struct GenerateCliOptions {
   int64_t preview_every = 0;
   int preview_resolution = 33;
   int64_t tokens = 0;
+  MeshExportCli exporting;
 };
 
 // Redraws "[#####.....] 512/1024 tokens  190.3 tokens/s" in place on a terminal (at most ~10 times
@@ -97,6 +98,8 @@ int run_generate(const GenerateCliOptions& o) {
   };
   // Everything that can be checked before loading and generating.
   if (Status st = check_mesh_output(o.output); !st.ok()) return fail(st.message());
+  auto export_options = to_export_options(o.exporting);
+  if (!export_options.ok()) return fail(export_options.status().message());
   if (!o.tokens_out.empty()) {
     if (Status st = check_output_file(o.tokens_out, "--tokens-out"); !st.ok())
       return fail(st.message());
@@ -132,6 +135,7 @@ int run_generate(const GenerateCliOptions& o) {
   job.generation.use_kv_cache = !o.no_kv_cache;
   job.generation.num_tokens = o.tokens;
   job.mesh.resolution = o.resolution;
+  job.mesh.cleanup.max_triangles = o.exporting.max_faces;  // decimated before normals
   job.preview_every = o.preview_every;
   job.preview_resolution = o.preview_resolution;
 
@@ -174,7 +178,7 @@ int run_generate(const GenerateCliOptions& o) {
   }
   if (!final_mesh) return fail("internal error: the job ended without a mesh");
   Stopwatch write_watch;
-  if (Status st = mesh::write_mesh(*final_mesh->mesh, o.output); !st.ok())
+  if (Status st = mesh::write_mesh(*final_mesh->mesh, o.output, *export_options); !st.ok())
     return fail(st.message());
   const double write_ms = write_watch.elapsed_ms();
 
@@ -229,7 +233,9 @@ void register_generate(CLI::App& app, int* exit_code) {
   cmd->add_option("--prompt,-p", o->prompt, "The text prompt (\"\" is the unconditional shape)")
       ->required();
   cmd->add_option("--model,-m", o->model, "Model directory (default: the embedded tessera-tiny)");
-  cmd->add_option("--output,-o", o->output, "Mesh to write: .obj or .glb")->required();
+  cmd->add_option("--output,-o", o->output, "Mesh to write: .obj (+ .mtl), .glb or .fbx")
+      ->required();
+  add_mesh_export_options(cmd, &o->exporting);
   cmd->add_option("--tokens-out", o->tokens_out, "Also save the shape tokens (one line of ids)");
   auto* seed = cmd->add_option("--seed", o->seed, "Sampling seed (switches to sampling)");
   auto* temperature = cmd->add_option("--temperature", o->temperature,

@@ -1,5 +1,6 @@
 // Pieces shared by `tessera generate` and `tessera decode`: the default model directory, output
-// path checks, and the shape-tokens file format.
+// path checks, the mesh export options (--up-axis, --scale, --max-faces), and the shape-tokens
+// file format.
 //
 // Tokens file: the shape tokens of one object as decimal ids separated by spaces on one line
 // (ending with a newline); readers accept any whitespace. Ids are codes of the model's codebook;
@@ -18,6 +19,7 @@
 #include "app/cli/commands.h"
 #include "engine/core/mapped_file.h"
 #include "engine/core/status.h"
+#include "engine/mesh/export.h"
 #include "engine/shape/pipeline.h"
 
 namespace tessera::cli {
@@ -64,16 +66,45 @@ inline Status check_output_file(const std::string& path, const std::string& what
   return Status();
 }
 
-// Mesh output: .obj or .glb (case-insensitive), in an existing directory.
+// Mesh output: .obj, .glb or .fbx (case-insensitive), in an existing directory.
 inline Status check_mesh_output(const std::string& path) {
-  std::string ext = std::filesystem::path(path).extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  if (ext != ".obj" && ext != ".glb") {
-    return invalid_argument("output '" + path + "': unknown extension '" + ext +
-                            "' (write .obj or .glb)");
+  if (!mesh::is_supported_mesh_extension(path)) {
+    return invalid_argument("output '" + path + "': unknown extension '" +
+                            std::filesystem::path(path).extension().string() + "' (write " +
+                            mesh::kSupportedMeshExtensions + ")");
   }
   return check_output_file(path, "output");
+}
+
+// The export options both commands share, as given on the command line.
+struct MeshExportCli {
+  std::string up_axis = "y";  // --up-axis y|z
+  float scale = 1.0f;         // --scale S: file units per model unit
+  int64_t max_faces = 0;      // --max-faces N: decimation budget (cleanup.h); 0: no decimation
+};
+
+inline void add_mesh_export_options(CLI::App* cmd, MeshExportCli* o) {
+  cmd->add_option("--up-axis", o->up_axis,
+                  "Up axis of the written file: y (default; Maya, Unity, glTF) or z (Blender, "
+                  "3ds Max); the mesh is rotated +Y -> +Z for z")
+      ->check(CLI::IsMember({"y", "z", "Y", "Z"}));
+  cmd->add_option("--scale", o->scale,
+                  "File units per model unit (default 1; the model spans about 2 units); FBX and "
+                  "GLB files are in metres");
+  cmd->add_option("--max-faces", o->max_faces,
+                  "Decimate the final mesh to at most N triangles (quadric error; 0: keep all)")
+      ->check(CLI::NonNegativeNumber);
+}
+
+// kInvalidArgument naming the option for a bad --scale (the up axis is checked by CLI11).
+inline Expected<mesh::ExportOptions> to_export_options(const MeshExportCli& o) {
+  mesh::ExportOptions options;
+  options.up_axis = (o.up_axis == "z" || o.up_axis == "Z") ? mesh::UpAxis::kZ : mesh::UpAxis::kY;
+  options.scale = o.scale;
+  if (Status st = mesh::validate_export_options(options); !st.ok()) {
+    return invalid_argument("--scale " + std::to_string(o.scale) + ": must be finite and > 0");
+  }
+  return options;
 }
 
 inline Status write_tokens_file(const std::string& path, const std::vector<int32_t>& ids) {

@@ -4,11 +4,15 @@
 #include <cctype>
 #include <cstdint>
 #include <cstdio>
+#include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/core/mapped_file.h"
+#include "engine/mesh/export_fbx.h"
 
 namespace tessera::mesh {
 namespace {
@@ -23,13 +27,77 @@ void append_bytes(std::string& s, const void* data, size_t n) {
   s.append(static_cast<const char*>(data), n);  // little-endian host (x86-64, aarch64)
 }
 
+std::string lower_extension(const std::string& path) {
+  std::string ext = std::filesystem::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return ext;
+}
+
+bool is_identity(const ExportOptions& options) {
+  return options.up_axis == UpAxis::kY && options.scale == 1.0f;
+}
+
+// Holds a transformed copy only when the options change anything (the default path copies
+// nothing).
+class ExportView {
+ public:
+  ExportView(const Mesh& mesh, const ExportOptions& options) : mesh_(&mesh) {
+    if (!is_identity(options)) {
+      copy_ = transform_for_export(mesh, options);
+      mesh_ = &*copy_;
+    }
+  }
+  const Mesh& mesh() const { return *mesh_; }
+
+ private:
+  const Mesh* mesh_;
+  std::optional<Mesh> copy_;
+};
+
 }  // namespace
 
-std::string to_obj(const Mesh& mesh) {
+Status validate_export_options(const ExportOptions& options) {
+  if (!std::isfinite(options.scale) || options.scale <= 0.0f) {
+    return invalid_argument("export scale " + std::to_string(options.scale) +
+                            " must be finite and > 0");
+  }
+  if (options.up_axis != UpAxis::kY && options.up_axis != UpAxis::kZ) {
+    return invalid_argument("export up axis must be Y or Z");
+  }
+  return Status();
+}
+
+const char* up_axis_name(UpAxis axis) { return axis == UpAxis::kZ ? "z" : "y"; }
+
+Mesh transform_for_export(const Mesh& mesh, const ExportOptions& options) {
+  Mesh out = mesh;
+  const bool z_up = options.up_axis == UpAxis::kZ;
+  for (size_t i = 0; i + 2 < out.positions.size(); i += 3) {
+    const float x = mesh.positions[i] * options.scale, y = mesh.positions[i + 1] * options.scale,
+                z = mesh.positions[i + 2] * options.scale;
+    out.positions[i] = x;
+    out.positions[i + 1] = z_up ? -z : y;
+    out.positions[i + 2] = z_up ? y : z;
+  }
+  if (z_up) {
+    for (size_t i = 0; i + 2 < out.normals.size(); i += 3) {
+      out.normals[i + 1] = -mesh.normals[i + 2];
+      out.normals[i + 2] = mesh.normals[i + 1];
+    }
+  }
+  return out;
+}
+
+std::string to_obj(const Mesh& input, const ExportOptions& options, const std::string& mtl_file) {
+  const ExportView view(input, options);
+  const Mesh& mesh = view.mesh();
   std::string out;
   out.reserve(static_cast<size_t>(mesh.vertex_count()) * 80 + static_cast<size_t>(mesh.triangle_count()) * 40);
   out += "# Tessera mesh: " + std::to_string(mesh.vertex_count()) + " vertices, " +
-         std::to_string(mesh.triangle_count()) + " triangles\n";
+         std::to_string(mesh.triangle_count()) + " triangles, up axis " +
+         up_axis_name(options.up_axis) + "\n";
+  if (!mtl_file.empty()) out += "mtllib " + mtl_file + "\n";
   char line[128];
   for (int64_t v = 0; v < mesh.vertex_count(); ++v) {
     const int n = std::snprintf(line, sizeof line, "v %.7g %.7g %.7g\n", mesh.positions[3 * v],
@@ -44,6 +112,7 @@ std::string to_obj(const Mesh& mesh) {
       out.append(line, static_cast<size_t>(n));
     }
   }
+  if (!mtl_file.empty()) out += std::string("usemtl ") + kObjMaterialName + "\n";
   for (int64_t t = 0; t < mesh.triangle_count(); ++t) {
     const uint32_t a = mesh.triangles[3 * t] + 1, b = mesh.triangles[3 * t + 1] + 1,
                    c = mesh.triangles[3 * t + 2] + 1;
@@ -54,14 +123,41 @@ std::string to_obj(const Mesh& mesh) {
   return out;
 }
 
-Status write_obj(const Mesh& mesh, const std::string& path) {
-  TESSERA_RETURN_IF_ERROR(validate(mesh).with_context(path));
-  const std::string text = to_obj(mesh);
-  return write_file_atomic(path, text.data(), text.size());
+std::string default_mtl() {
+  // Diffuse 0.8 grey, a faint white specular: how Blender's and Maya's default materials look.
+  return std::string("# Tessera default material\nnewmtl ") + kObjMaterialName +
+         "\nKa 0 0 0\nKd 0.8 0.8 0.8\nKs 0.04 0.04 0.04\nNs 50\nd 1\nillum 2\n";
 }
 
-Expected<std::string> to_glb(const Mesh& mesh) {
-  TESSERA_RETURN_IF_ERROR(validate(mesh));
+Status write_obj(const Mesh& mesh, const std::string& path, const ExportOptions& options) {
+  TESSERA_RETURN_IF_ERROR(validate(mesh).with_context(path));
+  TESSERA_RETURN_IF_ERROR(validate_export_options(options).with_context(path));
+  if (mesh.vertex_count() == 0 || mesh.triangle_count() == 0) {
+    return invalid_argument(path + ": obj: the mesh is empty");
+  }
+  namespace fs = std::filesystem;
+  const fs::path mtl_path = fs::path(path).replace_extension(".mtl");
+  if (mtl_path == fs::path(path)) {
+    return invalid_argument(path + ": an OBJ path must not end in .mtl (the material file goes there)");
+  }
+  const std::string mtl = default_mtl();
+  // The error names the OBJ too: that is the path the caller asked for.
+  TESSERA_RETURN_IF_ERROR(
+      write_file_atomic(mtl_path.string(), mtl.data(), mtl.size()).with_context(path));
+  const std::string text = to_obj(mesh, options, mtl_path.filename().string());
+  Status st = write_file_atomic(path, text.data(), text.size());
+  if (!st.ok()) {
+    std::error_code ec;
+    fs::remove(mtl_path, ec);  // best effort: the error being returned is the OBJ's
+  }
+  return st;
+}
+
+Expected<std::string> to_glb(const Mesh& input, const ExportOptions& options) {
+  TESSERA_RETURN_IF_ERROR(validate(input));
+  TESSERA_RETURN_IF_ERROR(validate_export_options(options));
+  const ExportView view(input, options);
+  const Mesh& mesh = view.mesh();
   if (mesh.vertex_count() == 0 || mesh.triangle_count() == 0) {
     return invalid_argument("glb: the mesh is empty");
   }
@@ -127,20 +223,24 @@ Expected<std::string> to_glb(const Mesh& mesh) {
   return out;
 }
 
-Status write_glb(const Mesh& mesh, const std::string& path) {
-  Expected<std::string> bytes = to_glb(mesh);
+Status write_glb(const Mesh& mesh, const std::string& path, const ExportOptions& options) {
+  Expected<std::string> bytes = to_glb(mesh, options);
   if (!bytes.ok()) return bytes.status().with_context(path);
   return write_file_atomic(path, bytes->data(), bytes->size());
 }
 
-Status write_mesh(const Mesh& mesh, const std::string& path) {
-  std::string ext;
-  const size_t dot = path.find_last_of('.');
-  if (dot != std::string::npos) ext = path.substr(dot);
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (ext == ".obj") return write_obj(mesh, path);
-  if (ext == ".glb") return write_glb(mesh, path);
-  return invalid_argument(path + ": unknown mesh format '" + ext + "' (use .obj or .glb)");
+bool is_supported_mesh_extension(const std::string& path) {
+  const std::string ext = lower_extension(path);
+  return ext == ".obj" || ext == ".glb" || ext == ".fbx";
+}
+
+Status write_mesh(const Mesh& mesh, const std::string& path, const ExportOptions& options) {
+  const std::string ext = lower_extension(path);
+  if (ext == ".obj") return write_obj(mesh, path, options);
+  if (ext == ".glb") return write_glb(mesh, path, options);
+  if (ext == ".fbx") return write_fbx(mesh, path, options);
+  return invalid_argument(path + ": unknown mesh format '" + ext + "' (use " +
+                          kSupportedMeshExtensions + ")");
 }
 
 }  // namespace tessera::mesh

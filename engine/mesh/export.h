@@ -1,8 +1,16 @@
-// Mesh exporters: Wavefront OBJ (positions, normals, triangles) and binary glTF 2.0 (GLB).
+// Mesh exporters: Wavefront OBJ (+ MTL), binary glTF 2.0 (GLB) and binary FBX 7.4 (export_fbx.h).
 //
-// Both validate the mesh first (mesh.h invariants; kInvalidArgument), build the file in memory and
-// write it with write_file_atomic, so a failure never leaves a partial file; I/O errors are
-// kIoError naming the path. Meshes without normals are written without them.
+// All of them validate the mesh first (mesh.h invariants; kInvalidArgument), build the file in
+// memory and write it with write_file_atomic, so a failure never leaves a partial file; I/O errors
+// are kIoError naming the path. Meshes without normals are written without them.
+//
+// Coordinates: the engine's meshes are Y-up (the shape decoder's frame, also glTF's and the FBX
+// SDK's default). ExportOptions converts them on the way out, the same way for every format:
+// first `scale` (file units per model unit), then for UpAxis::kZ a +90 degree rotation about X,
+// (x, y, z) -> (x, -z, y), which takes +Y to +Z and keeps the handedness (and so the winding and
+// the outward normals). Normals are rotated too (and stay unit length: the scale is uniform).
+// GLB positions are metres by the glTF spec, FBX files declare metres (export_fbx.h), OBJ has no
+// unit: in all three, one file unit = `scale` model units' worth of metres.
 #pragma once
 
 #include <string>
@@ -12,17 +20,51 @@
 
 namespace tessera::mesh {
 
-// OBJ: "v x y z", "vn x y z" (one per vertex, same index), "f a//a b//b c//c" (1-based).
-std::string to_obj(const Mesh& mesh);
-Status write_obj(const Mesh& mesh, const std::string& path);
+enum class UpAxis { kY, kZ };
+
+struct ExportOptions {
+  UpAxis up_axis = UpAxis::kY;  // kY: as the engine produces it; kZ: Blender / 3ds Max style
+  float scale = 1.0f;           // file units per model unit; finite and > 0
+};
+
+// kInvalidArgument for a scale that is not finite and > 0 (a negative scale would mirror the mesh
+// and turn it inside out).
+Status validate_export_options(const ExportOptions& options);
+
+// `mesh` with `options` applied (positions scaled then rotated, normals rotated). Does not
+// validate either argument.
+Mesh transform_for_export(const Mesh& mesh, const ExportOptions& options);
+
+// "up-axis y" / "up-axis z" style names for messages and the CLI ("y", "z").
+const char* up_axis_name(UpAxis axis);
+
+// OBJ text: "v x y z", "vn x y z" (one per vertex, same index), "f a//a b//b c//c" (1-based).
+// A non-empty `mtl_file` adds "mtllib <mtl_file>" and "usemtl <kObjMaterialName>" lines.
+// Does not validate (write_obj does).
+inline constexpr const char* kObjMaterialName = "tessera_default";
+std::string to_obj(const Mesh& mesh, const ExportOptions& options = {},
+                   const std::string& mtl_file = "");
+// The MTL text that write_obj puts beside the OBJ: one neutral grey material, kObjMaterialName.
+std::string default_mtl();
+// Writes `path` and, beside it, the same stem with ".mtl" (referenced by mtllib), both atomically.
+// The MTL is written first; if the OBJ then fails, the MTL is removed again, so a failure leaves
+// neither file behind (a pre-existing .mtl of that name is overwritten either way).
+Status write_obj(const Mesh& mesh, const std::string& path, const ExportOptions& options = {});
 
 // GLB: one mesh, one primitive (mode TRIANGLES) with POSITION (min/max set, as glTF requires),
 // NORMAL (if present) and UNSIGNED_INT indices; JSON and BIN chunks padded to 4 bytes (spaces and
-// zeros); all buffer views 4-byte aligned. Positions in metres per glTF (the object spans ~2 units).
-Expected<std::string> to_glb(const Mesh& mesh);
-Status write_glb(const Mesh& mesh, const std::string& path);
+// zeros); all buffer views 4-byte aligned. Positions in metres per glTF (the object spans ~2 units
+// at scale 1). glTF is Y-up by definition: UpAxis::kZ rotates the data, and glTF viewers will show
+// it lying on its back (for pipelines that re-rotate on import).
+Expected<std::string> to_glb(const Mesh& mesh, const ExportOptions& options = {});
+Status write_glb(const Mesh& mesh, const std::string& path, const ExportOptions& options = {});
 
-// Picks the writer from the extension (.obj or .glb, case-insensitive); kInvalidArgument otherwise.
-Status write_mesh(const Mesh& mesh, const std::string& path);
+// Picks the writer from the extension (.obj, .glb or .fbx, case-insensitive); any other extension
+// is kInvalidArgument naming the path and the accepted extensions.
+Status write_mesh(const Mesh& mesh, const std::string& path, const ExportOptions& options = {});
+
+// True when `path` ends in one of the extensions write_mesh accepts (case-insensitive).
+bool is_supported_mesh_extension(const std::string& path);
+inline constexpr const char* kSupportedMeshExtensions = ".obj, .glb or .fbx";
 
 }  // namespace tessera::mesh

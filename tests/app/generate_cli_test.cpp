@@ -124,7 +124,9 @@ TEST_F(GenerateCliTest, WritesAnObjAndTokensThatRoundTripThroughDecode) {
   EXPECT_EQ(ids, std::vector<int32_t>(greedy.as<const int32_t>(), greedy.as<const int32_t>() + 16));
 
   // decode at the same resolution gives the same file; at another one, another valid mesh.
-  const std::string decoded = path("decoded.obj");
+  // Same file name (in another directory), so that the OBJ's "mtllib out.mtl" line matches too.
+  std::filesystem::create_directories(dir_ / "decoded");
+  const std::string decoded = path("decoded/out.obj");
   const auto d = run_tessera("decode" + model_arg() + " --tokens " + shell_quote(tokens) +
                              " --resolution 17 -o " + shell_quote(decoded));
   ASSERT_EQ(d.exit_code, 0) << d.err;

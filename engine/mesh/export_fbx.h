@@ -1,0 +1,48 @@
+// Binary FBX 7.4 (version 7400) writer for one static triangle mesh, following
+// /work/shared/spec/fbx.md (the structure Blender's own exporter writes, checked against Blender
+// 3.4's importer).
+//
+// What the file holds: FBXHeaderExtension, FileId/CreationTime/Creator (the consistent triple the
+// spec gives, tied to the footer ID), GlobalSettings (axes and units, below), Documents,
+// References, Definitions (object counts), Objects { Geometry, Model, Material }, Connections
+// (model -> scene root, geometry -> model, material -> model), Takes, then the top-level NULL
+// record and the FBX SDK style footer (file length a multiple of 16).
+// - Geometry: Vertices d[3N], PolygonVertexIndex i[3T] (the last corner of each triangle stored as
+//   ~index), LayerElementNormal (ByPolygonVertex / Direct, the vertex normal of each corner) when
+//   the mesh has normals, LayerElementMaterial (AllSame, material 0), and a Layer 0 that lists them
+//   (Blender ignores Layer; Assimp and SDK importers need it). The Mesh type has no UVs, so there
+//   is no LayerElementUV.
+// - Material: one Phong material, neutral grey (the same as the OBJ's MTL).
+// - Arrays are stored raw (encoding 0); the spec allows it and every reader accepts it.
+// - Output is deterministic: fixed object ids and the spec's fixed creation time.
+//
+// Axes and units: ExportOptions (export.h) is applied to the data, and GlobalSettings describes
+// the result: UpAxis::kY writes UpAxis=1 / FrontAxis=2 / CoordAxis=0 (all +), UpAxis::kZ writes
+// UpAxis=2 / FrontAxis=1 (sign -1) / CoordAxis=0, so the mesh stands upright in Blender (Z-up)
+// and in Y-up tools either way. UnitScaleFactor=100 (centimetres per file unit): file units are
+// metres, as in GLB, so a coordinate of 1.0 imports as 1 m in Blender, Unity and Maya.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "engine/core/status.h"
+#include "engine/mesh/export.h"
+#include "engine/mesh/mesh.h"
+
+namespace tessera::mesh {
+
+// Checks that a mesh of this size fits binary FBX 7.4: corner indices are int32 (so at most
+// INT32_MAX vertices), array element counts are uint32, and the whole file must stay below 4 GiB
+// (node EndOffsets are uint32). kInvalidArgument naming the limit otherwise. Negative counts are
+// kInvalidArgument too. Cheap: it looks at the counts only (to_fbx calls it before allocating).
+Status check_fbx_limits(int64_t vertex_count, int64_t triangle_count, bool has_normals);
+
+// The whole file in memory. Errors: the mesh fails validate() or is empty, bad options, or
+// check_fbx_limits() (all kInvalidArgument).
+Expected<std::string> to_fbx(const Mesh& mesh, const ExportOptions& options = {});
+
+// to_fbx() then write_file_atomic(); errors are prefixed with the path.
+Status write_fbx(const Mesh& mesh, const std::string& path, const ExportOptions& options = {});
+
+}  // namespace tessera::mesh
