@@ -21,7 +21,7 @@ struct DecodeCliOptions {
   std::string tokens;
   std::string model;
   std::string output;
-  int resolution = 257;
+  int resolution = 0;  // 0: the model's default (tessera-tiny: 65; Cube 3D: 257)
   bool bf16 = false;
   MeshExportCli exporting;
 };
@@ -34,7 +34,7 @@ int run_decode(const DecodeCliOptions& o) {
   if (Status st = check_mesh_output(o.output); !st.ok()) return fail(st.message());
   auto export_options = to_export_options(o.exporting);
   if (!export_options.ok()) return fail(export_options.status().message());
-  if (auto k = shape::resolution_base(o.resolution); !k.ok())
+  if (auto k = shape::resolution_base(o.resolution); o.resolution != 0 && !k.ok())
     return fail("--resolution: " + k.status().message());
   auto ids = read_tokens_file(o.tokens);
   if (!ids.ok()) return fail(ids.status().message());
@@ -73,7 +73,8 @@ int run_decode(const DecodeCliOptions& o) {
                    : "");
   std::fprintf(stderr,
                "  extraction     %9.1f  (resolution %d, %lld occupancy queries, %d levels)\n",
-               total(shape::kTraceExtraction), o.resolution, static_cast<long long>(stats.queries),
+               total(shape::kTraceExtraction), (*pipeline)->resolve_resolution(o.resolution),
+               static_cast<long long>(stats.queries),
                stats.levels);
   std::fprintf(stderr, "  cleanup        %9.1f\n", total(shape::kTraceCleanup));
   std::printf("wrote %s (%lld vertices, %lld triangles)\n", o.output.c_str(),
@@ -94,7 +95,7 @@ void register_decode(CLI::App& app, int* exit_code) {
       ->required();
   add_mesh_export_options(cmd, &o->exporting);
   cmd->add_option("--resolution,-r", o->resolution,
-                  "Extraction lattice points per axis, 2^k+1 (default 257)");
+                  "Extraction lattice points per axis, 2^k+1 (default: the model's, 65 for tessera-tiny, 257 for Cube 3D)");
   cmd->add_flag("--bf16", o->bf16, "Convert the weights to bf16 once at load");
   cmd->callback([o, exit_code] { *exit_code = run_decode(*o); });
 }

@@ -38,7 +38,7 @@ struct GenerateCliOptions {
   std::vector<float> bbox;
   bool no_kv_cache = false;
   bool bf16 = false;
-  int resolution = 257;
+  int resolution = 0;  // 0: the model's default (tessera-tiny: 65; Cube 3D: 257)
   int64_t preview_every = 0;
   int preview_resolution = 33;
   int64_t tokens = 0;
@@ -104,7 +104,7 @@ int run_generate(const GenerateCliOptions& o) {
     if (Status st = check_output_file(o.tokens_out, "--tokens-out"); !st.ok())
       return fail(st.message());
   }
-  if (auto k = shape::resolution_base(o.resolution); !k.ok())
+  if (auto k = shape::resolution_base(o.resolution); o.resolution != 0 && !k.ok())
     return fail("--resolution: " + k.status().message());
   if (o.preview_every > 0) {
     if (auto k = shape::resolution_base(o.preview_resolution); !k.ok()) {
@@ -204,7 +204,8 @@ int run_generate(const GenerateCliOptions& o) {
   std::fprintf(stderr, "  latent decode  %9.1f\n", stage_ms(runtime::kStageLatentDecode));
   std::fprintf(
       stderr, "  extraction     %9.1f  (resolution %d, %lld occupancy queries, %d levels)\n",
-      stage_ms(runtime::kStageExtraction), o.resolution,
+      stage_ms(runtime::kStageExtraction),
+      o.resolution != 0 ? o.resolution : (*session)->default_resolution(),
       static_cast<long long>(final_mesh->extraction.queries), final_mesh->extraction.levels);
   std::fprintf(stderr, "  cleanup        %9.1f\n", stage_ms(runtime::kStageCleanup));
   std::fprintf(stderr, "  write          %9.1f\n", write_ms);
@@ -252,7 +253,7 @@ void register_generate(CLI::App& app, int* exit_code) {
                 "Recompute the whole sequence every step (baseline)");
   cmd->add_flag("--bf16", o->bf16, "Convert the weights to bf16 once at load");
   cmd->add_option("--resolution,-r", o->resolution,
-                  "Extraction lattice points per axis, 2^k+1 (default 257)");
+                  "Extraction lattice points per axis, 2^k+1 (default: the model's, 65 for tessera-tiny, 257 for Cube 3D)");
   cmd->add_option("--preview-every", o->preview_every,
                   "Decode a low-resolution preview every K tokens")
       ->check(CLI::NonNegativeNumber);

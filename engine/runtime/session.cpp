@@ -34,7 +34,8 @@ Session::Session(std::unique_ptr<shape::ShapePipeline> pipeline, SessionOptions 
     : pipeline_(std::move(pipeline)),
       options_(std::move(options)),
       num_latents_(pipeline_->num_latents()),
-      codebook_size_(pipeline_->codebook_size()) {
+      codebook_size_(pipeline_->codebook_size()),
+      default_resolution_(pipeline_->default_resolution()) {
   worker_ = std::thread([this] { worker_loop(); });
 }
 
@@ -165,7 +166,8 @@ void Session::run_job(const Job& job) {
   };
 
   // Options first: a bad resolution should not cost a generation.
-  if (Status st = shape::resolution_base(o.mesh.resolution).status(); !st.ok()) {
+  if (Status st = shape::resolution_base(pipeline_->resolve_resolution(o.mesh.resolution)).status();
+      !st.ok()) {
     return finish_with(st.with_context("mesh"));
   }
   if (o.preview_every < 0) {

@@ -143,6 +143,8 @@ class Session {
   // The pipeline's model facts (immutable after load; safe from any thread).
   int64_t num_latents() const { return num_latents_; }
   int64_t codebook_size() const { return codebook_size_; }
+  // The final-mesh resolution a job with mesh.resolution == 0 gets (ShapePipeline's).
+  int default_resolution() const { return default_resolution_; }
 
  private:
   struct Job {
@@ -160,6 +162,7 @@ class Session {
   SessionOptions options_;
   const int64_t num_latents_;
   const int64_t codebook_size_;
+  const int default_resolution_;
 
   mutable std::mutex mutex_;
   std::condition_variable work_cv_;   // worker waits for a job or stop

@@ -17,31 +17,54 @@ bool is_cancelled(const std::atomic<bool>* cancel) {
   return cancel != nullptr && cancel->load(std::memory_order_relaxed);
 }
 
-// model.json's tokens.fill_token_id (tessera-tiny's model card), if the file and field exist.
+// What Tessera reads from a model directory's model.json card (tessera-tiny has one; the released
+// Cube 3D folders do not): tokens.fill_token_id and defaults.resolution, each optional.
+struct ModelCard {
+  std::optional<int32_t> fill_token_id;
+  std::optional<int> default_resolution;
+};
+
 // A present but malformed card is an error: it belongs to the model and something is wrong with it.
-Expected<std::optional<int32_t>> read_fill_token(const std::string& dir, int64_t codebook_size) {
+Expected<ModelCard> read_model_card(const std::string& dir, int64_t codebook_size) {
   namespace fs = std::filesystem;
+  ModelCard out;
   const std::string path = (fs::path(dir) / "model.json").string();
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return std::optional<int32_t>();
+  if (!fs::is_regular_file(path, ec)) return out;
   TESSERA_ASSIGN_OR_RETURN(std::string text, read_file(path));
   const nlohmann::json card = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (card.is_discarded() || !card.is_object()) {
     return corrupt_data(path + ": not a JSON object");
   }
-  const auto tokens = card.find("tokens");
-  if (tokens == card.end() || !tokens->is_object()) return std::optional<int32_t>();
-  const auto fill = tokens->find("fill_token_id");
-  if (fill == tokens->end() || fill->is_null()) return std::optional<int32_t>();
-  if (!fill->is_number_integer()) {
-    return corrupt_data(path + ": tokens.fill_token_id is not an integer");
+  if (const auto tokens = card.find("tokens"); tokens != card.end() && tokens->is_object()) {
+    const auto fill = tokens->find("fill_token_id");
+    if (fill != tokens->end() && !fill->is_null()) {
+      if (!fill->is_number_integer()) {
+        return corrupt_data(path + ": tokens.fill_token_id is not an integer");
+      }
+      const int64_t id = fill->get<int64_t>();
+      if (id < 0 || id >= codebook_size) {
+        return corrupt_data(path + ": tokens.fill_token_id " + std::to_string(id) +
+                            " is outside the codebook [0, " + std::to_string(codebook_size) + ")");
+      }
+      out.fill_token_id = static_cast<int32_t>(id);
+    }
   }
-  const int64_t id = fill->get<int64_t>();
-  if (id < 0 || id >= codebook_size) {
-    return corrupt_data(path + ": tokens.fill_token_id " + std::to_string(id) +
-                        " is outside the codebook [0, " + std::to_string(codebook_size) + ")");
+  if (const auto defaults = card.find("defaults"); defaults != card.end() && defaults->is_object()) {
+    const auto res = defaults->find("resolution");
+    if (res != defaults->end() && !res->is_null()) {
+      if (!res->is_number_integer()) {
+        return corrupt_data(path + ": defaults.resolution is not an integer");
+      }
+      const int64_t r = res->get<int64_t>();
+      if (r < 0 || r > 1025 || !resolution_base(static_cast<int>(r)).ok()) {
+        return corrupt_data(path + ": defaults.resolution " + std::to_string(r) +
+                            " is not 2^k + 1 with k in [1, 10]");
+      }
+      out.default_resolution = static_cast<int>(r);
+    }
   }
-  return std::optional<int32_t>(static_cast<int32_t>(id));
+  return out;
 }
 
 }  // namespace
@@ -115,10 +138,10 @@ Expected<std::unique_ptr<ShapePipeline>> ShapePipeline::load(const std::string& 
   }
   TESSERA_ASSIGN_OR_RETURN(p->generator_, ShapeGenerator::create(*p->gpt_, dc.num_latents));
 
-  TESSERA_ASSIGN_OR_RETURN(std::optional<int32_t> fill,
-                           read_fill_token(m.paths.dir, gc.codebook_size));
-  p->learned_fill_ = fill.has_value();
-  p->fill_token_id_ = fill.value_or(0);
+  TESSERA_ASSIGN_OR_RETURN(const ModelCard card, read_model_card(m.paths.dir, gc.codebook_size));
+  p->learned_fill_ = card.fill_token_id.has_value();
+  p->fill_token_id_ = card.fill_token_id.value_or(0);
+  p->default_resolution_ = card.default_resolution.value_or(kReferenceResolution);
 
   p->clip_ids_.resize(static_cast<size_t>(gc.text_len));
   p->clip_lengths_.resize(1);
@@ -222,7 +245,8 @@ Expected<mesh::Mesh> ShapePipeline::extract_mesh(const MeshOptions& options, Tra
                                                  mesh::ExtractionStats* stats) {
   if (!latents_ready_)
     return invalid_argument("extract_mesh: no latents (call decode_latents first)");
-  TESSERA_ASSIGN_OR_RETURN(const int k, resolution_base(options.resolution));
+  const int resolution = resolve_resolution(options.resolution);
+  TESSERA_ASSIGN_OR_RETURN(const int k, resolution_base(resolution));
   if (options.coarse_base < 1) {
     return invalid_argument("extract_mesh: coarse_base " + std::to_string(options.coarse_base) +
                             " must be >= 1");
@@ -244,7 +268,7 @@ Expected<mesh::Mesh> ShapePipeline::extract_mesh(const MeshOptions& options, Tra
     // caller's argument that is wrong but the shape: report it as such.
     if (st.code() == ErrorCode::kInvalidArgument &&
         st.message().find("no surface") != std::string::npos) {
-      return not_found("no surface at resolution " + std::to_string(options.resolution) +
+      return not_found("no surface at resolution " + std::to_string(resolution) +
                        ": the decoded shape is empty (" + st.message() + ")");
     }
     return st;
@@ -263,7 +287,7 @@ Expected<mesh::Mesh> ShapePipeline::tokens_to_mesh(const std::vector<int32_t>& i
                                                    mesh::ExtractionStats* stats) {
   if (is_cancelled(cancel)) return cancelled("cancelled before latent decoding");
   // Validate the resolution before the (costly) decode.
-  TESSERA_RETURN_IF_ERROR(resolution_base(options.resolution).status());
+  TESSERA_RETURN_IF_ERROR(resolution_base(resolve_resolution(options.resolution)).status());
   TESSERA_RETURN_IF_ERROR(decode_latents(ids, trace));
   return extract_mesh(options, trace, cancel, stats);
 }

@@ -99,13 +99,17 @@ struct GenerationOptions {
 
 struct MeshOptions {
   // Lattice points per axis of the finest level, R = 2^k + 1 with k in [1, 10] (257: the
-  // reference's default; 33 or 65 for previews).
-  int resolution = 257;
+  // reference's default; 33 or 65 for previews). 0: the model's default (model.json
+  // defaults.resolution, else kReferenceResolution).
+  int resolution = 0;
   // First lattice of the coarse-to-fine search: 2^coarse_base + 1 points per axis (clamped to
   // the resolution).
   int coarse_base = 5;
   mesh::CleanupOptions cleanup;
 };
+
+// The Cube 3D reference's extraction resolution (2^8 + 1), the default for models without a card.
+inline constexpr int kReferenceResolution = 257;
 
 // Checks that `resolution` is 2^k + 1 with k in [1, 10] and returns k; the message names the value.
 Expected<int> resolution_base(int resolution);
@@ -158,6 +162,13 @@ class ShapePipeline {
   int64_t num_latents() const { return decoder_->config().num_latents; }
   int64_t codebook_size() const { return gpt_->config().codebook_size; }
   int32_t fill_token_id() const { return fill_token_id_; }
+  // Final-mesh resolution used when MeshOptions::resolution is 0: model.json's
+  // defaults.resolution (tessera-tiny: its training grid's scale), else kReferenceResolution.
+  int default_resolution() const { return default_resolution_; }
+  // `requested` unless it is 0 (then default_resolution()); not validated.
+  int resolve_resolution(int requested) const {
+    return requested == 0 ? default_resolution_ : requested;
+  }
   // True when fill_token_id() came from model.json (false: the code-0 default).
   bool has_learned_fill_token() const { return learned_fill_; }
   const ModelPaths& paths() const { return model_->paths; }
@@ -178,6 +189,7 @@ class ShapePipeline {
   std::unique_ptr<ShapeGenerator> generator_;
   int32_t fill_token_id_ = 0;
   bool learned_fill_ = false;
+  int default_resolution_ = kReferenceResolution;
   // Scratch: padded ids / length for CLIP [77] / [1], filled ids and latents [num_latents(,
   // width)].
   std::vector<int32_t> clip_ids_, clip_lengths_, filled_ids_;

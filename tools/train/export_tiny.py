@@ -127,6 +127,12 @@ def export(run_dir, out, allow_unfinished=False):
                                "num_latents decodes to a coarse version of the shape (live preview)",
             "bos_id": gpt.cfg.bos_id, "eos_id": gpt.cfg.eos_id, "pad_id": gpt.cfg.pad_id,
         },
+        "defaults": {
+            "resolution": 65,
+            "resolution_note": "final-mesh lattice used when the user does not choose one: the model was "
+                               "trained on occupancy at the scale of a 64^3 grid, so finer lattices "
+                               "only cost time (any 2^k+1 still works)",
+        },
         "conditioning": {
             "text": "CLIP text encoder over 77 positions, padded with EOS, attention mask on the padding "
                     "(as Cube 3D); the empty prompt is the unconditional branch",

@@ -217,6 +217,37 @@ TEST(PipelineLoadTest, FillTokenComesFromModelJson) {
       << q.status().message();
 }
 
+TEST(PipelineLoadTest, DefaultResolutionComesFromModelJson) {
+  FixtureModelDir plain("pipeline-defres-none");
+  auto p = ShapePipeline::load(plain.path());
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_EQ((*p)->default_resolution(), kReferenceResolution);  // no card: the reference's 257
+  EXPECT_EQ((*p)->resolve_resolution(0), 257);
+  EXPECT_EQ((*p)->resolve_resolution(33), 33);
+
+  FixtureModelDir carded("pipeline-defres-17");
+  std::ofstream(carded.path() + "/model.json") << R"({"defaults": {"resolution": 17}})";
+  auto q = ShapePipeline::load(carded.path());
+  ASSERT_TRUE(q.ok()) << q.status().to_string();
+  EXPECT_EQ((*q)->default_resolution(), 17);
+  // resolution 0 in MeshOptions extracts at the card's lattice.
+  ASSERT_TRUE((*q)->decode_latents({1, 2, 3}).ok());
+  mesh::ExtractionStats stats;
+  auto m = (*q)->extract_mesh(MeshOptions(), nullptr, nullptr, &stats);
+  if (m.ok()) EXPECT_LE(stats.queries, 17 * 17 * 17);
+  else EXPECT_EQ(m.status().code(), ErrorCode::kNotFound) << m.status().to_string();
+
+  for (const char* bad : {R"({"defaults": {"resolution": 100}})", R"({"defaults": {"resolution": "65"}})",
+                          R"({"defaults": {"resolution": -1}})"}) {
+    FixtureModelDir dir("pipeline-defres-bad");
+    std::ofstream(dir.path() + "/model.json") << bad;
+    auto r = ShapePipeline::load(dir.path());
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("defaults.resolution"), std::string::npos)
+        << r.status().message();
+  }
+}
+
 TEST(PipelineLoadTest, MissingDirectoryAndBrokenCardAreNamed) {
   auto missing = ShapePipeline::load("/nonexistent/tessera-model");
   ASSERT_FALSE(missing.ok());
