@@ -1,0 +1,125 @@
+// tessera-studio: the desktop studio (Qt 6 Widgets). Interactive by default; with --generate,
+// --screenshot and --quit-when-done it runs one generation unattended (tests, demos):
+//   tessera-studio --prompt "a torus" --generate --screenshot shot.png --quit-when-done
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QSurfaceFormat>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "engine/core/thread_pool.h"
+#include "ui/studio/main_window.h"
+#include "ui/studio/viewport.h"
+
+namespace {
+
+// Same lookup as the CLI's assets_dir(): $TESSERA_ASSETS, else <exe>/../share/tessera/assets
+// (installed), else the source tree's assets/ (developer build).
+std::string assets_dir() {
+  namespace fs = std::filesystem;
+  if (const char* env = std::getenv("TESSERA_ASSETS")) return env;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path installed = exe.parent_path().parent_path() / "share" / "tessera" / "assets";
+    if (fs::is_directory(installed, ec)) return installed.string();
+  }
+  return std::string(TESSERA_SOURCE_DIR) + "/assets";
+}
+
+// A 2^k + 1 lattice size, or an error message.
+bool parse_resolution(const QString& text, const char* option, int* out) {
+  bool ok = false;
+  const int value = text.toInt(&ok);
+  const bool valid = ok && value >= 3 && value <= 1025 && ((value - 1) & (value - 2)) == 0;
+  if (!valid) {
+    std::fprintf(stderr, "tessera-studio: %s %s: expected 2^k + 1 (9, 17, 33, 65, 129, 257, ...)\n",
+                 option, qPrintable(text));
+    return false;
+  }
+  *out = value;
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // GL 3.3 core for the viewport: must be the default before the QApplication exists.
+  QSurfaceFormat::setDefaultFormat(tessera::studio::make_default_surface_format());
+  // Leave one core to the UI thread and the (often software) GL rasterizer, so the viewport stays
+  // smooth while tokens stream; $TESSERA_THREADS overrides.
+  if (std::getenv("TESSERA_THREADS") == nullptr) {
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    tessera::set_default_threads(cores > 1 ? cores - 1 : 1);
+  }
+  QApplication app(argc, argv);
+  QCoreApplication::setOrganizationName(QStringLiteral("Tessera"));
+  QCoreApplication::setApplicationName(QStringLiteral("tessera-studio"));
+  QCoreApplication::setApplicationVersion(QStringLiteral(TESSERA_VERSION));
+
+  QCommandLineParser parser;
+  parser.setApplicationDescription(QStringLiteral("Tessera Studio: text prompt to 3D asset"));
+  parser.addHelpOption();
+  parser.addVersionOption();
+  const QCommandLineOption prompt({"p", "prompt"}, "Prompt to put in the prompt bar.", "text");
+  const QCommandLineOption generate("generate", "Generate the prompt once the model has loaded.");
+  const QCommandLineOption screenshot("screenshot",
+                                      "When the job ends, save the viewport (with the overlay) "
+                                      "as a PNG.", "file");
+  const QCommandLineOption screenshot_window("screenshot-window",
+                                             "Make --screenshot capture the whole window.");
+  const QCommandLineOption quit("quit-when-done",
+                                "Exit when the scripted job ends (0: done, 1: failed).");
+  const QCommandLineOption model({"m", "model"}, "Model directory (default: tessera-tiny).", "dir");
+  const QCommandLineOption record("record", "Save a viewport frame per partial mesh into dir.",
+                                  "dir");
+  const QCommandLineOption export_path("export",
+                                       "When the job ends, write the mesh (.obj, .glb, .fbx).",
+                                       "file");
+  const QCommandLineOption resolution({"r", "resolution"}, "Final resolution, 2^k + 1.", "n");
+  const QCommandLineOption preview_resolution("preview-resolution", "Preview resolution, 2^k + 1.",
+                                              "n");
+  const QCommandLineOption preview_every("preview-every", "Preview every K tokens (0: none).", "k");
+  const QCommandLineOption no_grid("no-grid", "Hide the grid and axes.");
+  parser.addOptions({prompt, generate, screenshot, screenshot_window, quit, model, record,
+                     export_path, resolution, preview_resolution, preview_every, no_grid});
+  parser.process(app);
+
+  tessera::studio::LaunchOptions options;
+  options.assets_dir = QString::fromStdString(assets_dir());
+  options.prompt = parser.value(prompt);
+  options.generate = parser.isSet(generate);
+  options.screenshot = parser.value(screenshot);
+  options.screenshot_window = parser.isSet(screenshot_window);
+  options.quit_when_done = parser.isSet(quit);
+  options.model_dir = parser.value(model);
+  options.record_dir = parser.value(record);
+  options.export_path = parser.value(export_path);
+  options.no_grid = parser.isSet(no_grid);
+  if (parser.isSet(resolution) &&
+      !parse_resolution(parser.value(resolution), "--resolution", &options.resolution)) {
+    return 2;
+  }
+  if (parser.isSet(preview_resolution) &&
+      !parse_resolution(parser.value(preview_resolution), "--preview-resolution",
+                        &options.preview_resolution)) {
+    return 2;
+  }
+  if (parser.isSet(preview_every)) {
+    bool ok = false;
+    options.preview_every = parser.value(preview_every).toInt(&ok);
+    if (!ok || options.preview_every < 0) {
+      std::fprintf(stderr, "tessera-studio: --preview-every %s: expected a count >= 0\n",
+                   qPrintable(parser.value(preview_every)));
+      return 2;
+    }
+  }
+  if (options.generate && options.prompt.isNull()) options.prompt = QString("");
+
+  tessera::studio::MainWindow window(options);
+  window.show();
+  return app.exec();
+}

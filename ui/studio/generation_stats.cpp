@@ -1,0 +1,114 @@
+#include "ui/studio/generation_stats.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+
+namespace tessera::studio {
+
+void GenerationStats::start(uint64_t id, int64_t tokens, std::chrono::steady_clock::time_point now) {
+  job = id;
+  state = JobState::kRunning;
+  message.clear();
+  expected_tokens = tokens;
+  token_ms.clear();
+  token_ids.clear();
+  stage_ms.fill(-1.0);
+  partial_meshes = 0;
+  first_partial_ms = -1;
+  total_ms = 0;
+  final_vertices = final_triangles = 0;
+  submitted = now;
+}
+
+bool GenerationStats::apply(const runtime::Event& event,
+                            std::chrono::steady_clock::time_point now) {
+  if (event.job != job || job == 0) return false;
+  if (const auto* t = std::get_if<runtime::TokenEvent>(&event.payload)) {
+    // Indices arrive in order; be tolerant of a gap rather than trusting it blindly.
+    const size_t index = static_cast<size_t>(std::max<int64_t>(t->index, 0));
+    if (token_ms.size() <= index) {
+      token_ms.resize(index + 1, 0.0f);
+      token_ids.resize(index + 1, 0);
+    }
+    token_ms[index] = static_cast<float>(t->ms);
+    token_ids[index] = t->id;
+  } else if (const auto* s = std::get_if<runtime::StageEvent>(&event.payload)) {
+    for (size_t i = 0; i < kStageNames.size(); ++i) {
+      if (s->name == kStageNames[i]) stage_ms[i] = s->ms;
+    }
+  } else if (std::holds_alternative<runtime::PartialMeshEvent>(event.payload)) {
+    if (partial_meshes++ == 0) {
+      first_partial_ms = std::chrono::duration<double, std::milli>(now - submitted).count();
+    }
+  } else if (const auto* f = std::get_if<runtime::FinalMeshEvent>(&event.payload)) {
+    final_vertices = f->mesh->vertex_count();
+    final_triangles = f->mesh->triangle_count();
+  } else if (const auto* d = std::get_if<runtime::DoneEvent>(&event.payload)) {
+    state = JobState::kDone;
+    total_ms = d->total_ms;
+  } else if (const auto* c = std::get_if<runtime::CancelledEvent>(&event.payload)) {
+    state = JobState::kCancelled;
+    message = c->reason;
+  } else if (const auto* e = std::get_if<runtime::ErrorEvent>(&event.payload)) {
+    state = JobState::kFailed;
+    message = e->status.message();
+  }
+  return true;
+}
+
+double GenerationStats::tpot_mean_ms() const {
+  if (token_ms.size() < 2) return 0.0;
+  const double sum = std::accumulate(token_ms.begin() + 1, token_ms.end(), 0.0);
+  return sum / static_cast<double>(token_ms.size() - 1);
+}
+
+double GenerationStats::tpot_percentile_ms(double p) const {
+  if (token_ms.size() < 2) return 0.0;
+  return percentile(std::vector<float>(token_ms.begin() + 1, token_ms.end()), p);
+}
+
+double GenerationStats::tokens_per_second() const {
+  const double sum = std::accumulate(token_ms.begin(), token_ms.end(), 0.0);
+  return sum > 0 ? 1000.0 * static_cast<double>(token_ms.size()) / sum : 0.0;
+}
+
+double percentile(std::vector<float> values, double p) {
+  if (values.empty()) return 0.0;
+  p = std::clamp(p, 0.0, 100.0);
+  // Nearest rank: the smallest value with at least p% of the samples at or below it.
+  const size_t n = values.size();
+  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(n)));
+  rank = std::clamp<size_t>(rank, 1, n);
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(rank - 1),
+                   values.end());
+  return values[rank - 1];
+}
+
+int64_t resident_memory_bytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  long long size_pages = 0, resident_pages = 0;
+  const int read = std::fscanf(f, "%lld %lld", &size_pages, &resident_pages);
+  std::fclose(f);
+  if (read != 2) return 0;
+  const long page = ::sysconf(_SC_PAGESIZE);
+  return resident_pages * static_cast<int64_t>(page > 0 ? page : 4096);
+}
+
+const char* job_state_name(JobState state) {
+  switch (state) {
+    case JobState::kIdle: return "idle";
+    case JobState::kRunning: return "running";
+    case JobState::kDone: return "done";
+    case JobState::kCancelled: return "cancelled";
+    case JobState::kFailed: return "failed";
+  }
+  return "?";
+}
+
+}  // namespace tessera::studio

@@ -1,0 +1,67 @@
+// GenerationStats: the snapshot of one job's progress that the studio's panels read (the ImGui
+// overlay, the token strip, the status bar). It is fed engine events on the UI thread by
+// EngineBridge and never points into the engine: panels read a plain value, never engine state.
+//
+// Units: milliseconds for times, bytes for memory. Token samples are kept per token index (the
+// latency plot is "ms over token index", independent of the frame rate).
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/runtime/session.h"
+
+namespace tessera::studio {
+
+// The stages the overlay breaks a job into, in order (names of runtime::StageEvent).
+inline constexpr std::array<const char*, 6> kStageNames = {
+    runtime::kStageText,          runtime::kStagePrefill,    runtime::kStageDecode,
+    runtime::kStageLatentDecode, runtime::kStageExtraction, runtime::kStageCleanup};
+
+enum class JobState { kIdle, kRunning, kDone, kCancelled, kFailed };
+
+struct GenerationStats {
+  uint64_t job = 0;  // 0: no job yet
+  JobState state = JobState::kIdle;
+  std::string message;  // error text (kFailed) or cancel reason (kCancelled)
+
+  int64_t expected_tokens = 0;    // tokens the job will generate (for progress)
+  std::vector<float> token_ms;    // ms of each generation step, by token index
+  std::vector<int32_t> token_ids;
+  std::array<double, kStageNames.size()> stage_ms{};  // -1: not reached yet
+  int64_t partial_meshes = 0;
+  double first_partial_ms = -1;  // wall-clock from submit to the first partial mesh, -1: none yet
+  double total_ms = 0;           // DoneEvent::total_ms
+  int64_t final_vertices = 0, final_triangles = 0;
+
+  // Model / mode facts, set by the bridge when the job starts.
+  std::string backend;  // e.g. "cpu (avx512, 2 threads)"
+  bool kv_cache = true;
+  bool cuda_graph_available = false;  // no CUDA backend in this build / on this machine
+
+  std::chrono::steady_clock::time_point submitted{};
+
+  // Clears the per-job fields for a new job `id` expecting `tokens` tokens.
+  void start(uint64_t id, int64_t tokens, std::chrono::steady_clock::time_point now);
+  // Applies one event of the current job (events of other jobs are ignored; returns false then).
+  bool apply(const runtime::Event& event, std::chrono::steady_clock::time_point now);
+
+  // TPOT statistics over the decode steps (every token after the first, which includes prefill).
+  double tpot_mean_ms() const;
+  double tpot_percentile_ms(double p) const;  // p in [0, 100]; 0 when there are no samples
+  // Tokens per second over the generation steps so far (0 before the first token).
+  double tokens_per_second() const;
+};
+
+// Nearest-rank percentile of `values` (copied; p in [0, 100]); 0 for an empty input.
+double percentile(std::vector<float> values, double p);
+
+// Resident set size of this process in bytes (from /proc/self/statm); 0 when unavailable.
+int64_t resident_memory_bytes();
+
+const char* job_state_name(JobState state);
+
+}  // namespace tessera::studio

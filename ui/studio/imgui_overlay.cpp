@@ -1,0 +1,237 @@
+#include "ui/studio/imgui_overlay.h"
+
+#include <imgui.h>
+#include <backends/imgui_impl_opengl3.h>
+
+#include <algorithm>
+#include <cstdio>
+
+namespace tessera::studio {
+
+namespace {
+
+// Makes our context current for the duration of a call (several overlays may exist).
+class ContextScope {
+ public:
+  explicit ContextScope(ImGuiContext* context) : previous_(ImGui::GetCurrentContext()) {
+    ImGui::SetCurrentContext(context);
+  }
+  ~ContextScope() { ImGui::SetCurrentContext(previous_); }
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+
+ private:
+  ImGuiContext* previous_;
+};
+
+const char* stage_label(size_t i) {
+  static const char* const kLabels[] = {"text (CLIP)", "prefill",    "decode",
+                                        "latent decode", "extraction", "cleanup"};
+  return i < sizeof(kLabels) / sizeof(kLabels[0]) ? kLabels[i] : "?";
+}
+
+}  // namespace
+
+ImGuiOverlay::~ImGuiOverlay() { shutdown(); }
+
+Status ImGuiOverlay::init() {
+  if (context_ != nullptr) return Status();
+  ImGuiContext* previous = ImGui::GetCurrentContext();
+  context_ = ImGui::CreateContext();
+  ImGui::SetCurrentContext(context_);
+  ImGuiIO& io = ImGui::GetIO();
+  io.IniFilename = nullptr;  // panel layout is not persisted in a file next to the binary
+  io.LogFilename = nullptr;
+  io.BackendPlatformName = "tessera_qt";
+  const std::pair<ImGuiKey_, OverlayKey> keymap[] = {
+      {ImGuiKey_Tab, OverlayKey::kTab},           {ImGuiKey_LeftArrow, OverlayKey::kLeft},
+      {ImGuiKey_RightArrow, OverlayKey::kRight},  {ImGuiKey_UpArrow, OverlayKey::kUp},
+      {ImGuiKey_DownArrow, OverlayKey::kDown},    {ImGuiKey_PageUp, OverlayKey::kPageUp},
+      {ImGuiKey_PageDown, OverlayKey::kPageDown}, {ImGuiKey_Home, OverlayKey::kHome},
+      {ImGuiKey_End, OverlayKey::kEnd},           {ImGuiKey_Insert, OverlayKey::kInsert},
+      {ImGuiKey_Delete, OverlayKey::kDelete},     {ImGuiKey_Backspace, OverlayKey::kBackspace},
+      {ImGuiKey_Space, OverlayKey::kSpace},       {ImGuiKey_Enter, OverlayKey::kEnter},
+      {ImGuiKey_Escape, OverlayKey::kEscape},     {ImGuiKey_A, OverlayKey::kA},
+      {ImGuiKey_C, OverlayKey::kC},               {ImGuiKey_V, OverlayKey::kV},
+      {ImGuiKey_X, OverlayKey::kX},               {ImGuiKey_Y, OverlayKey::kY},
+      {ImGuiKey_Z, OverlayKey::kZ}};
+  for (const auto& [imgui_key, ours] : keymap) io.KeyMap[imgui_key] = static_cast<int>(ours);
+  ImGui::StyleColorsDark();
+  ImGui::GetStyle().WindowRounding = 4.0f;
+  const bool ok = ImGui_ImplOpenGL3_Init("#version 330 core");
+  ImGui::SetCurrentContext(previous);
+  if (!ok) {
+    shutdown();
+    return internal_error("ImGui OpenGL 3 backend failed to initialise (GL 3.3 core needed)");
+  }
+  last_frame_ = std::chrono::steady_clock::now();
+  return Status();
+}
+
+void ImGuiOverlay::shutdown() {
+  if (context_ == nullptr) return;
+  {
+    ContextScope scope(context_);
+    if (ImGui::GetIO().BackendRendererUserData != nullptr) ImGui_ImplOpenGL3_Shutdown();
+  }
+  ImGui::DestroyContext(context_);
+  context_ = nullptr;
+}
+
+void ImGuiOverlay::mouse_move(float x, float y) {
+  if (!context_) return;
+  ContextScope scope(context_);
+  ImGui::GetIO().MousePos = ImVec2(x, y);
+}
+
+void ImGuiOverlay::mouse_leave() {
+  if (!context_) return;
+  ContextScope scope(context_);
+  ImGui::GetIO().MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
+}
+
+void ImGuiOverlay::mouse_button(int button, bool down) {
+  if (!context_ || button < 0 || button >= 5) return;
+  ContextScope scope(context_);
+  ImGui::GetIO().MouseDown[button] = down;
+}
+
+void ImGuiOverlay::mouse_wheel(float steps) {
+  if (!context_) return;
+  ContextScope scope(context_);
+  ImGui::GetIO().MouseWheel += steps;
+}
+
+void ImGuiOverlay::key(OverlayKey key, bool down) {
+  if (!context_) return;
+  ContextScope scope(context_);
+  ImGui::GetIO().KeysDown[static_cast<int>(key)] = down;
+}
+
+void ImGuiOverlay::modifiers(bool ctrl, bool shift, bool alt) {
+  if (!context_) return;
+  ContextScope scope(context_);
+  ImGuiIO& io = ImGui::GetIO();
+  io.KeyCtrl = ctrl;
+  io.KeyShift = shift;
+  io.KeyAlt = alt;
+}
+
+void ImGuiOverlay::text(const std::string& utf8) {
+  if (!context_ || utf8.empty()) return;
+  ContextScope scope(context_);
+  ImGui::GetIO().AddInputCharactersUTF8(utf8.c_str());
+}
+
+bool ImGuiOverlay::wants_mouse() const {
+  if (!context_) return false;
+  ContextScope scope(context_);
+  return ImGui::GetIO().WantCaptureMouse;
+}
+
+bool ImGuiOverlay::wants_keyboard() const {
+  if (!context_) return false;
+  ContextScope scope(context_);
+  return ImGui::GetIO().WantCaptureKeyboard;
+}
+
+void ImGuiOverlay::render(const GenerationStats& stats, const OverlayPanels& panels, int width,
+                          int height, float device_pixel_ratio) {
+  if (!context_) return;
+  ContextScope scope(context_);
+  ImGuiIO& io = ImGui::GetIO();
+  const auto now = std::chrono::steady_clock::now();
+  io.DeltaTime = std::max(1e-4f, std::chrono::duration<float>(now - last_frame_).count());
+  last_frame_ = now;
+  io.DisplaySize = ImVec2(static_cast<float>(std::max(width, 1)),
+                          static_cast<float>(std::max(height, 1)));
+  io.DisplayFramebufferScale = ImVec2(device_pixel_ratio, device_pixel_ratio);
+  // /proc reads are cheap but not free: four times a second is plenty for a memory readout.
+  if (now - last_memory_read_ > std::chrono::milliseconds(250)) {
+    memory_bytes_ = resident_memory_bytes();
+    last_memory_read_ = now;
+  }
+
+  ImGui_ImplOpenGL3_NewFrame();
+  ImGui::NewFrame();
+  const ImGuiWindowFlags flags = ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoFocusOnAppearing;
+  const int64_t tokens = static_cast<int64_t>(stats.token_ms.size());
+
+  if (panels.timing) {
+    ImGui::SetNextWindowPos(ImVec2(kTimingPanelX, kTimingPanelY), ImGuiCond_FirstUseEver);
+    ImGui::SetNextWindowSize(ImVec2(kTimingPanelWidth, kTimingPanelHeight), ImGuiCond_FirstUseEver);
+    ImGui::SetNextWindowBgAlpha(0.85f);
+    if (ImGui::Begin("Timing", nullptr, flags)) {
+      // Scale to the decode steps: token 0 includes the prefill and would flatten the rest.
+      float max_ms = 0.01f;
+      for (size_t i = stats.token_ms.size() > 1 ? 1 : 0; i < stats.token_ms.size(); ++i) {
+        max_ms = std::max(max_ms, stats.token_ms[i]);
+      }
+      char overlay[64];
+      std::snprintf(overlay, sizeof(overlay), "ms per token, %lld tokens",
+                    static_cast<long long>(tokens));
+      // One sample per token index (not per frame): the plot's x axis is the token index.
+      ImGui::PlotLines("##latency", stats.token_ms.data(), static_cast<int>(tokens), 0, overlay,
+                       0.0f, max_ms * 1.15f, ImVec2(-1, 80));
+      ImGui::Text("progress  %lld / %lld  (%s)", static_cast<long long>(tokens),
+                  static_cast<long long>(stats.expected_tokens), job_state_name(stats.state));
+      ImGui::Text("TPOT mean %.2f  p50 %.2f  p99 %.2f ms", stats.tpot_mean_ms(),
+                  stats.tpot_percentile_ms(50), stats.tpot_percentile_ms(99));
+      ImGui::Text("tokens/s  %.1f", stats.tokens_per_second());
+      if (stats.first_partial_ms >= 0) {
+        ImGui::Text("first preview %.0f ms after Generate (%lld previews)", stats.first_partial_ms,
+                    static_cast<long long>(stats.partial_meshes));
+      } else {
+        ImGui::TextDisabled("no preview mesh yet");
+      }
+    }
+    ImGui::End();
+  }
+
+  if (panels.stages) {
+    ImGui::SetNextWindowPos(ImVec2(kTimingPanelX, kTimingPanelY + kTimingPanelHeight + 8),
+                            ImGuiCond_FirstUseEver);
+    ImGui::SetNextWindowSize(ImVec2(kTimingPanelWidth, 150), ImGuiCond_FirstUseEver);
+    ImGui::SetNextWindowBgAlpha(0.85f);
+    if (ImGui::Begin("Stages", nullptr, flags)) {
+      for (size_t i = 0; i < kStageNames.size(); ++i) {
+        const double ms = stats.stage_ms[i];
+        if (ms >= 0) {
+          ImGui::Text("%-14s %9.1f ms", stage_label(i), ms);
+        } else {
+          ImGui::TextDisabled("%-14s         -", stage_label(i));
+        }
+      }
+      if (stats.state == JobState::kDone) ImGui::Text("%-14s %9.1f ms", "job total", stats.total_ms);
+    }
+    ImGui::End();
+  }
+
+  if (panels.system) {
+    ImGui::SetNextWindowPos(ImVec2(static_cast<float>(width) - 268, 8), ImGuiCond_FirstUseEver);
+    ImGui::SetNextWindowSize(ImVec2(260, 110), ImGuiCond_FirstUseEver);
+    ImGui::SetNextWindowBgAlpha(0.85f);
+    if (ImGui::Begin("System", nullptr, flags)) {
+      ImGui::Text("memory  %.1f MiB resident", static_cast<double>(memory_bytes_) / (1 << 20));
+      ImGui::TextWrapped("backend %s", stats.backend.empty() ? "(no model)" : stats.backend.c_str());
+      ImGui::Text("KV cache %s", stats.kv_cache ? "on" : "off");
+      ImGui::Text("CUDA graph %s", stats.cuda_graph_available ? "on" : "n/a (CPU)");
+    }
+    ImGui::End();
+  }
+
+  if (panels.diffusion) {
+    ImGui::SetNextWindowPos(ImVec2(static_cast<float>(width) - 268, 126), ImGuiCond_FirstUseEver);
+    ImGui::SetNextWindowSize(ImVec2(260, 70), ImGuiCond_FirstUseEver);
+    ImGui::SetNextWindowBgAlpha(0.85f);
+    if (ImGui::Begin("Diffusion", nullptr, flags)) {
+      ImGui::TextDisabled("concept image: no diffusion model loaded");
+    }
+    ImGui::End();
+  }
+
+  ImGui::Render();
+  ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+}
+
+}  // namespace tessera::studio

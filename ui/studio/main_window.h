@@ -1,0 +1,153 @@
+// MainWindow: Tessera Studio's window. Prompt bar (PromptEdit + Generate / Cancel), the viewport
+// with its ImGui overlay and the token strip, a Settings dock (model picker + SettingsPanel), a
+// Gallery dock of this session's results, menus (File, View, Help), a status bar, and QSettings
+// persistence (window layout, prompt history, model directory, settings, view options).
+//
+// The engine is reached only through EngineBridge (signals on the UI thread). Nothing here blocks
+// on the engine: model loading runs in the background and every job streams its events.
+//
+// Scripted mode (LaunchOptions, from the command line of tessera-studio): load a model, generate
+// one prompt, save a screenshot / the recorded frames / an export, and quit with exit code 0 on
+// success or 1 when the model or the job failed (the reason goes to stderr). Scripted runs neither
+// read nor write QSettings, so they are reproducible.
+#pragma once
+
+#include <QImage>
+#include <QMainWindow>
+#include <QString>
+#include <memory>
+#include <vector>
+
+#include "engine/mesh/export.h"
+#include "engine/mesh/mesh.h"
+#include "ui/studio/engine_bridge.h"
+
+class QAction;
+class QLabel;
+class QLineEdit;
+class QListWidget;
+class QListWidgetItem;
+class QProgressBar;
+class QPushButton;
+
+namespace tessera::studio {
+
+class PromptEdit;
+class SettingsPanel;
+class TokenStrip;
+class Viewport;
+
+struct LaunchOptions {
+  QString assets_dir;   // $TESSERA_ASSETS / installed / source tree (see default_model_dir)
+  QString model_dir;    // empty: the saved one, else the embedded default
+  QString prompt;
+  bool generate = false;        // generate `prompt` once the model has loaded
+  QString screenshot;           // PNG of the viewport (overlay included) when the job ends
+  bool screenshot_window = false;  // ... of the whole window instead
+  bool quit_when_done = false;  // exit after the scripted job (0: done, 1: failed)
+  QString record_dir;           // a viewport frame per partial mesh (and the final one)
+  QString export_path;          // write the final mesh (.obj/.glb/.fbx) when the job ends
+  int resolution = 0;           // > 0: final resolution override
+  int preview_resolution = 0;   // > 0: preview resolution override
+  int preview_every = -1;       // >= 0: preview interval override
+  bool no_grid = false;         // hide grid and axes (plain background, for screenshot checks)
+  bool scripted() const { return generate || quit_when_done || !screenshot.isEmpty(); }
+};
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+
+ public:
+  explicit MainWindow(LaunchOptions options, QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  // Actions (also reachable from the UI; public for tests and scripting).
+  void generate();  // submits the prompt with the current settings (replacing a running job)
+  void cancel();
+  void load_model(const QString& dir);
+  // Shows a mesh file (OBJ / GLB / FBX); false with a message box (and status bar) on failure.
+  bool open_mesh_file(const QString& path);
+  // Writes the shown mesh; the error message is returned (and not shown) for scripted use.
+  Status export_mesh(const QString& path, const mesh::ExportOptions& options);
+  // Starts / stops saving a viewport frame per partial mesh into `dir` (empty: stop).
+  void set_record_dir(const QString& dir);
+
+  EngineBridge& engine() { return *engine_; }
+  Viewport* viewport() const { return viewport_; }
+  PromptEdit* prompt_edit() const { return prompt_; }
+  SettingsPanel* settings_panel() const { return settings_; }
+  QListWidget* gallery() const { return gallery_; }
+  QString status_text() const;
+  QString model_status_text() const;
+  // Viewport frame statistics of the last finished job (frames drawn, largest gap in ms).
+  int64_t last_job_frames() const { return last_job_frames_; }
+  double last_job_max_frame_gap_ms() const { return last_job_max_gap_ms_; }
+  int exit_code() const { return exit_code_; }
+
+ Q_SIGNALS:
+  // Scripted mode finished (also emitted before quitting when quit_when_done).
+  void scriptFinished(int exit_code);
+
+ protected:
+  void closeEvent(QCloseEvent* event) override;
+
+ private:
+  struct Result {
+    QString prompt;
+    std::shared_ptr<const mesh::Mesh> mesh;
+  };
+
+  void build_ui();
+  void build_menus();
+  void load_settings();
+  void save_settings();
+  void show_status(const QString& text, bool error = false);
+  // A QMessageBox::Icon message box, shown without blocking (open(), deleted on close).
+  void show_message(int icon, const QString& title, const QString& text);
+  void update_buttons();
+  void on_model_loading(const QString& dir);
+  void on_model_loaded(const QString& dir);
+  void on_model_failed(const QString& dir, const QString& message);
+  void on_partial_mesh(std::shared_ptr<const mesh::Mesh> mesh, qint64 tokens);
+  void on_final_mesh(std::shared_ptr<const mesh::Mesh> mesh);
+  void on_job_finished(quint64 job, int state, const QString& message);
+  void on_stats_changed();
+  void record_frame();
+  void add_to_gallery(std::shared_ptr<const mesh::Mesh> mesh);
+  void show_gallery_item(QListWidgetItem* item);
+  void run_export_dialog();
+  void choose_model_dir();
+  void show_about();
+  void finish_script(int code, const QString& message);
+  QImage screenshot_image();
+
+  LaunchOptions launch_;
+  EngineBridge* engine_ = nullptr;
+  Viewport* viewport_ = nullptr;
+  TokenStrip* token_strip_ = nullptr;
+  PromptEdit* prompt_ = nullptr;
+  QPushButton* generate_button_ = nullptr;
+  QPushButton* cancel_button_ = nullptr;
+  SettingsPanel* settings_ = nullptr;
+  QLineEdit* model_path_ = nullptr;
+  QLabel* model_status_ = nullptr;
+  QListWidget* gallery_ = nullptr;
+  QLabel* status_label_ = nullptr;
+  QLabel* model_label_ = nullptr;
+  QProgressBar* progress_ = nullptr;
+  QAction* record_action_ = nullptr;
+  QAction* export_action_ = nullptr;
+
+  std::vector<Result> results_;
+  QString current_prompt_;
+  bool mesh_framed_for_job_ = false;
+  QString record_dir_;
+  int record_frame_ = 0;
+  bool script_started_ = false;
+  bool script_done_ = false;
+  int exit_code_ = 0;
+  int64_t last_job_frames_ = 0;
+  double last_job_max_gap_ms_ = 0;
+};
+
+}  // namespace tessera::studio

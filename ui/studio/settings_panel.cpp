@@ -1,0 +1,233 @@
+#include "ui/studio/settings_panel.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPushButton>
+#include <QRandomGenerator>
+#include <QSpinBox>
+#include <QStandardItemModel>
+#include <QVBoxLayout>
+#include <limits>
+
+#include "ui/studio/engine_bridge.h"
+
+namespace tessera::studio {
+
+namespace {
+constexpr int kResolutions[] = {9, 17, 33, 65, 129, 257};
+}
+
+SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+
+  auto* sampling = new QGroupBox(tr("Sampling"), this);
+  auto* sf = new QFormLayout(sampling);
+  seed_ = new QSpinBox(sampling);
+  seed_->setRange(0, std::numeric_limits<int>::max());
+  seed_lock_ = new QCheckBox(tr("Lock"), sampling);
+  seed_lock_->setToolTip(tr("Locked: every Generate reuses this seed. Unlocked: a new random seed "
+                            "each time."));
+  randomise_ = new QPushButton(tr("Randomise"), sampling);
+  connect(randomise_, &QPushButton::clicked, this, [this] {
+    seed_->setValue(static_cast<int>(QRandomGenerator::global()->bounded(
+        std::numeric_limits<int>::max())));
+  });
+  auto* seed_row = new QHBoxLayout;
+  seed_row->addWidget(seed_, 1);
+  seed_row->addWidget(seed_lock_);
+  seed_row->addWidget(randomise_);
+  sf->addRow(tr("Seed"), seed_row);
+  sample_ = new QCheckBox(tr("Sample (off: greedy, the reference)"), sampling);
+  sf->addRow(sample_);
+  temperature_ = new QDoubleSpinBox(sampling);
+  temperature_->setRange(0.05, 5.0);
+  temperature_->setSingleStep(0.05);
+  temperature_->setValue(1.0);
+  sf->addRow(tr("Temperature"), temperature_);
+  top_k_ = new QSpinBox(sampling);
+  top_k_->setRange(0, 1 << 16);
+  top_k_->setSpecialValueText(tr("off"));
+  sf->addRow(tr("Top-k"), top_k_);
+  top_p_ = new QDoubleSpinBox(sampling);
+  top_p_->setRange(0.01, 1.0);
+  top_p_->setSingleStep(0.01);
+  top_p_->setValue(1.0);
+  sf->addRow(tr("Top-p"), top_p_);
+  guidance_ = new QDoubleSpinBox(sampling);
+  guidance_->setRange(0.0, 20.0);
+  guidance_->setSingleStep(0.5);
+  guidance_->setValue(3.0);
+  guidance_->setToolTip(tr("Classifier-free guidance scale (0: off)"));
+  sf->addRow(tr("Guidance"), guidance_);
+  auto update_sampling = [this] {
+    const bool on = sample_->isChecked();
+    temperature_->setEnabled(on);
+    top_k_->setEnabled(on);
+    top_p_->setEnabled(on);
+    seed_->setEnabled(on);
+    seed_lock_->setEnabled(on);
+    randomise_->setEnabled(on);
+  };
+  connect(sample_, &QCheckBox::toggled, this, update_sampling);
+  update_sampling();
+  layout->addWidget(sampling);
+
+  auto* mesh = new QGroupBox(tr("Mesh"), this);
+  auto* mf = new QFormLayout(mesh);
+  preview_every_ = new QSpinBox(mesh);
+  preview_every_->setRange(0, 4096);
+  preview_every_->setValue(16);
+  preview_every_->setSpecialValueText(tr("no live preview"));
+  preview_every_->setSuffix(tr(" tokens"));
+  mf->addRow(tr("Preview every"), preview_every_);
+  preview_resolution_ = new QComboBox(mesh);
+  final_resolution_ = new QComboBox(mesh);
+  for (int r : kResolutions) {
+    preview_resolution_->addItem(QString::number(r), r);
+    final_resolution_->addItem(QString::number(r), r);
+  }
+  select_resolution(preview_resolution_, 33);
+  select_resolution(final_resolution_, 129);
+  mf->addRow(tr("Preview resolution"), preview_resolution_);
+  mf->addRow(tr("Final resolution"), final_resolution_);
+  layout->addWidget(mesh);
+
+  auto* box = new QGroupBox(tr("Bounding box (v0.5 models)"), this);
+  auto* bf = new QFormLayout(box);
+  bbox_enabled_ = new QCheckBox(tr("Use proportions"), box);
+  bf->addRow(bbox_enabled_);
+  auto* bbox_row = new QHBoxLayout;
+  for (int i = 0; i < 3; ++i) {
+    bbox_[i] = new QDoubleSpinBox(box);
+    bbox_[i]->setRange(0.0, 1.0);
+    bbox_[i]->setSingleStep(0.05);
+    bbox_[i]->setValue(1.0);
+    bbox_[i]->setPrefix(QStringLiteral("%1 ").arg(QChar("XYZ"[i])));
+    bbox_row->addWidget(bbox_[i]);
+  }
+  bf->addRow(bbox_row);
+  bbox_note_ = new QLabel(box);
+  bbox_note_->setWordWrap(true);
+  bf->addRow(bbox_note_);
+  auto update_bbox = [this] {
+    for (auto* s : bbox_) s->setEnabled(bbox_enabled_->isChecked() && model_uses_bbox_);
+    bbox_enabled_->setEnabled(model_uses_bbox_);
+    bbox_note_->setText(model_uses_bbox_ ? QString()
+                                         : tr("This model (v0.1) has no bounding-box token."));
+    bbox_note_->setVisible(!model_uses_bbox_);
+  };
+  connect(bbox_enabled_, &QCheckBox::toggled, this, update_bbox);
+  update_bbox();
+  layout->addWidget(box);
+
+  auto* engine = new QGroupBox(tr("Engine"), this);
+  auto* ef = new QFormLayout(engine);
+  kv_cache_ = new QCheckBox(tr("KV cache (off: recompute every step, the baseline)"), engine);
+  kv_cache_->setChecked(true);
+  ef->addRow(kv_cache_);
+  device_ = new QComboBox(engine);
+  device_->addItem(tr("CPU"));
+  device_->addItem(tr("GPU (CUDA)"));
+  std::string why;
+  if (!gpu_available(&why)) {
+    auto* model = qobject_cast<QStandardItemModel*>(device_->model());
+    if (model) model->item(1)->setEnabled(false);
+    device_->setItemData(1, tr("Unavailable: %1").arg(QString::fromStdString(why)),
+                         Qt::ToolTipRole);
+    device_->setToolTip(tr("GPU unavailable: %1").arg(QString::fromStdString(why)));
+  }
+  ef->addRow(tr("Device"), device_);
+  layout->addWidget(engine);
+  layout->addStretch(1);
+}
+
+void SettingsPanel::select_resolution(QComboBox* box, int resolution) {
+  int index = box->findData(resolution);
+  if (index < 0) {
+    box->addItem(QString::number(resolution), resolution);
+    index = box->count() - 1;
+  }
+  box->setCurrentIndex(index);
+}
+
+runtime::JobOptions SettingsPanel::make_job(const QString& prompt) {
+  runtime::JobOptions job;
+  job.prompt = prompt.toStdString();
+  auto& sampler = job.generation.sampler;
+  sampler.sample = sample_->isChecked();
+  if (sampler.sample && !seed_lock_->isChecked()) randomise_->click();
+  sampler.seed = static_cast<uint64_t>(seed_->value());
+  sampler.temperature = static_cast<float>(temperature_->value());
+  sampler.top_k = top_k_->value();
+  sampler.top_p = static_cast<float>(top_p_->value());
+  job.generation.guidance_scale = static_cast<float>(guidance_->value());
+  if (model_uses_bbox_ && bbox_enabled_->isChecked()) {
+    job.generation.bbox = std::array<float, 3>{static_cast<float>(bbox_[0]->value()),
+                                               static_cast<float>(bbox_[1]->value()),
+                                               static_cast<float>(bbox_[2]->value())};
+  }
+  job.generation.use_kv_cache = kv_cache_->isChecked();
+  job.preview_every = preview_every_->value();
+  job.preview_resolution = preview_resolution_->currentData().toInt();
+  job.mesh.resolution = final_resolution_->currentData().toInt();
+  return job;
+}
+
+void SettingsPanel::set_model_facts(int64_t num_latents, int64_t codebook_size, bool uses_bbox) {
+  top_k_->setMaximum(static_cast<int>(std::max<int64_t>(codebook_size, 1)));
+  preview_every_->setMaximum(static_cast<int>(std::max<int64_t>(num_latents, 1)));
+  model_uses_bbox_ = uses_bbox;
+  Q_EMIT bbox_enabled_->toggled(bbox_enabled_->isChecked());
+}
+
+void SettingsPanel::load(QSettings& s) {
+  s.beginGroup(QStringLiteral("generation"));
+  seed_->setValue(s.value("seed", 0).toInt());
+  seed_lock_->setChecked(s.value("seed_locked", false).toBool());
+  sample_->setChecked(s.value("sample", false).toBool());
+  temperature_->setValue(s.value("temperature", 1.0).toDouble());
+  top_k_->setValue(s.value("top_k", 0).toInt());
+  top_p_->setValue(s.value("top_p", 1.0).toDouble());
+  guidance_->setValue(s.value("guidance", 3.0).toDouble());
+  preview_every_->setValue(s.value("preview_every", 16).toInt());
+  select_resolution(preview_resolution_, s.value("preview_resolution", 33).toInt());
+  select_resolution(final_resolution_, s.value("final_resolution", 129).toInt());
+  bbox_enabled_->setChecked(s.value("bbox_enabled", false).toBool());
+  for (int i = 0; i < 3; ++i) bbox_[i]->setValue(s.value(QStringLiteral("bbox%1").arg(i), 1.0).toDouble());
+  kv_cache_->setChecked(s.value("kv_cache", true).toBool());
+  s.endGroup();
+}
+
+void SettingsPanel::save(QSettings& s) const {
+  s.beginGroup(QStringLiteral("generation"));
+  s.setValue("seed", seed_->value());
+  s.setValue("seed_locked", seed_lock_->isChecked());
+  s.setValue("sample", sample_->isChecked());
+  s.setValue("temperature", temperature_->value());
+  s.setValue("top_k", top_k_->value());
+  s.setValue("top_p", top_p_->value());
+  s.setValue("guidance", guidance_->value());
+  s.setValue("preview_every", preview_every_->value());
+  s.setValue("preview_resolution", preview_resolution_->currentData().toInt());
+  s.setValue("final_resolution", final_resolution_->currentData().toInt());
+  s.setValue("bbox_enabled", bbox_enabled_->isChecked());
+  for (int i = 0; i < 3; ++i) s.setValue(QStringLiteral("bbox%1").arg(i), bbox_[i]->value());
+  s.setValue("kv_cache", kv_cache_->isChecked());
+  s.endGroup();
+}
+
+void SettingsPanel::set_final_resolution(int r) { select_resolution(final_resolution_, r); }
+void SettingsPanel::set_preview_resolution(int r) { select_resolution(preview_resolution_, r); }
+void SettingsPanel::set_preview_every(int tokens) { preview_every_->setValue(tokens); }
+void SettingsPanel::set_seed(uint64_t seed, bool locked) {
+  seed_->setValue(static_cast<int>(std::min<uint64_t>(seed, std::numeric_limits<int>::max())));
+  seed_lock_->setChecked(locked);
+}
+void SettingsPanel::set_sampling(bool sample) { sample_->setChecked(sample); }
+
+}  // namespace tessera::studio

@@ -1,0 +1,68 @@
+// SettingsPanel: the generation settings (the "Settings" dock): seed with lock / randomise,
+// sampling (temperature, top-k, top-p) or greedy, guidance scale, live preview every K tokens and
+// its resolution, final resolution, the v0.5 bounding box, KV cache, and the CPU/GPU choice
+// (GPU greyed out when gpu_available() says no). Values persist through load()/save().
+#pragma once
+
+#include <QSettings>
+#include <QWidget>
+#include <cstdint>
+
+#include "engine/runtime/session.h"
+
+class QCheckBox;
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QPushButton;
+class QSpinBox;
+
+namespace tessera::studio {
+
+class SettingsPanel : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit SettingsPanel(QWidget* parent = nullptr);
+
+  // The job for `prompt` from the current values. Unless the seed is locked, a fresh random
+  // seed is drawn first (and shown), so every Generate gives a new shape when sampling.
+  runtime::JobOptions make_job(const QString& prompt);
+
+  // Adapts ranges to the loaded model (top-k up to the codebook; the bounding box only for
+  // models that have the box token).
+  void set_model_facts(int64_t num_latents, int64_t codebook_size, bool uses_bbox);
+
+  void load(QSettings& settings);
+  void save(QSettings& settings) const;
+
+  // Scripted-mode / test overrides. Resolutions must be 2^k + 1 (added to the lists if absent).
+  void set_final_resolution(int resolution);
+  void set_preview_resolution(int resolution);
+  void set_preview_every(int tokens);
+  void set_seed(uint64_t seed, bool locked);
+  void set_sampling(bool sample);
+
+ private:
+  static void select_resolution(QComboBox* box, int resolution);
+
+  QSpinBox* seed_ = nullptr;
+  QCheckBox* seed_lock_ = nullptr;
+  QPushButton* randomise_ = nullptr;
+  QCheckBox* sample_ = nullptr;
+  QDoubleSpinBox* temperature_ = nullptr;
+  QSpinBox* top_k_ = nullptr;
+  QDoubleSpinBox* top_p_ = nullptr;
+  QDoubleSpinBox* guidance_ = nullptr;
+  QSpinBox* preview_every_ = nullptr;
+  QComboBox* preview_resolution_ = nullptr;
+  QComboBox* final_resolution_ = nullptr;
+  QCheckBox* bbox_enabled_ = nullptr;
+  QDoubleSpinBox* bbox_[3] = {nullptr, nullptr, nullptr};
+  QLabel* bbox_note_ = nullptr;
+  QCheckBox* kv_cache_ = nullptr;
+  QComboBox* device_ = nullptr;
+  bool model_uses_bbox_ = true;
+};
+
+}  // namespace tessera::studio
