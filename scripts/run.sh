@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Builds (incrementally) and runs Tessera. Until the studio lands this runs the `tessera` CLI on the
-# embedded default assets: with no arguments it prints the version and tokenizes an example prompt;
-# otherwise the arguments go to `tessera` (e.g. scripts/run.sh tokenize "a red torus").
+# Builds (incrementally) and runs Tessera Studio on the embedded default model (tessera-tiny).
+#   scripts/run.sh                 the studio (needs a display; without one, a scripted generation
+#                                  runs under Xvfb and the screenshot is saved to studio-demo.png)
+#   scripts/run.sh ARGS...         the studio with arguments (see tessera-studio --help)
+#   scripts/run.sh cli ARGS...     the `tessera` command line tool instead (e.g. cli generate
+#                                  --prompt "a torus" -o torus.obj)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -9,11 +12,15 @@ cd "$root"
 if [[ ! -f build/build.ninja ]]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >build-configure.log 2>&1 || { cat build-configure.log; exit 1; }
 fi
-ninja -C build -j"${TESSERA_JOBS:-$(nproc)}" tessera >/dev/null
-if [[ $# -eq 0 ]]; then
-  build/app/cli/tessera --version
-  echo "\$ tessera tokenize \"a photo of a cat\""
-  build/app/cli/tessera tokenize "a photo of a cat"
-else
+if [[ "${1:-}" == "cli" ]]; then
+  shift
+  ninja -C build -j"${TESSERA_JOBS:-$(nproc)}" tessera >/dev/null
   exec build/app/cli/tessera "$@"
 fi
+ninja -C build -j"${TESSERA_JOBS:-$(nproc)}" tessera-studio >/dev/null
+if [[ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]]; then
+  exec build/app/studio/tessera-studio "$@"
+fi
+echo "no display: running a scripted generation under Xvfb; screenshot -> studio-demo.png"
+exec xvfb-run -a -s "-screen 0 1280x800x24" build/app/studio/tessera-studio \
+  --prompt "a torus" --generate --screenshot studio-demo.png --quit-when-done "$@"
