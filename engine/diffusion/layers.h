@@ -1,0 +1,188 @@
+// Building blocks shared by the SD UNet and VAE decoder (engine/diffusion/unet.h, vae_decoder.h):
+// kernel choices, a reusable activation workspace, convolutions with packed weights, GroupNorm,
+// ResBlocks and attention blocks over NHWC activations, all on the CPU kernels of
+// kernels/diffusion_ops.h. Weights are read from a WeightStore, which must outlive the layers
+// (they keep pointers into it). Loading checks every tensor's name, dtype and shape: errors come
+// back from the WeightStore naming the tensor, the file and expected vs actual shape.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/core/weight_store.h"
+#include "kernels/diffusion_ops.h"
+
+namespace tessera::diffusion {
+
+// How 3x3 convolutions are computed.
+enum class ConvPolicy {
+  kAuto,      // kernels::cpu::choose_conv_algo per layer and shape
+  kGemm,      // im2col + GEMM everywhere (the exact path)
+  kWinograd,  // Winograd F(4x4,3x3) wherever it applies (3x3 stride 1), GEMM elsewhere
+};
+
+// Every fusion's switch (the ablation and the parity tests run each combination); defaults are
+// the fast path. Changing them between forward passes is allowed (packed weights for another
+// convolution algorithm are made on first use).
+struct KernelOptions {
+  kernels::Fusion group_norm_silu = kernels::Fusion::kOn;  // GroupNorm + SiLU in one pass
+  kernels::Fusion geglu = kernels::Fusion::kOn;            // GEGLU split, GELU and gate in one pass
+  kernels::Fusion upsample = kernels::Fusion::kOn;  // nearest x2 read inside the conv, not stored
+  kernels::AttentionAlgo attention = kernels::AttentionAlgo::kAuto;
+  ConvPolicy conv = ConvPolicy::kAuto;
+};
+
+// Named scratch buffers that grow to the largest size requested and are then reused, so a
+// denoising loop at a fixed size allocates only in its first step. Pointers are valid until the
+// same slot is requested with a larger size.
+class Workspace {
+ public:
+  enum Slot : int {
+    kResA,
+    kResB,
+    kEmb,  // ResBlock temporaries
+    kTokens,
+    kNorm,
+    kQ,
+    kK,
+    kV,
+    kO,
+    kFf1,
+    kFf2,
+    kAttnScratch,  // transformer / attention
+    kUpsample,     // unfused upsample
+    kSlotCount
+  };
+  float* get(Slot slot, int64_t floats);
+
+ private:
+  std::array<std::vector<float>, kSlotCount> buffers_;
+};
+
+struct GroupNorm {
+  const float* gamma = nullptr;
+  const float* beta = nullptr;
+  int64_t channels = 0;
+  int64_t groups = 32;
+  float eps = 1e-5f;
+
+  static Expected<GroupNorm> load(WeightStore& store, const std::string& name, int64_t channels,
+                                  int64_t groups, float eps);
+  void run(const float* x, float* y, const kernels::ImageShape& s, bool silu,
+           const KernelOptions& opt) const;
+};
+
+// A convolution (kernel 1 or 3, stride 1 or 2, optional fused nearest x2 upsample of its input).
+// 1x1 convolutions run as kernels::cpu::linear with the [out, in] weight as stored.
+class Conv2d {
+ public:
+  static Expected<Conv2d> load(WeightStore& store, const std::string& name, int64_t in_c,
+                               int64_t out_c, int64_t kernel, int64_t stride = 1,
+                               bool upsample2x = false);
+  // x [batch, h, w, in_c] -> y [batch, out_h, out_w, out_c]; y must not alias x.
+  void run(const float* x, int64_t batch, int64_t h, int64_t w, float* y, const KernelOptions& opt,
+           Workspace& ws);
+  int64_t out_channels() const { return out_c_; }
+
+ private:
+  const float* weight_ = nullptr;  // PyTorch [out][in][k][k], in the store
+  const float* bias_ = nullptr;
+  int64_t in_c_ = 0, out_c_ = 0, kernel_ = 3, stride_ = 1;
+  bool upsample2x_ = false;
+  std::array<std::vector<float>, 2> packed_;  // by kernels::ConvAlgo, made on first use
+};
+
+// A linear layer (weight in the store's format, optional bias).
+struct Linear {
+  kernels::Weight w;
+  const float* bias = nullptr;
+  static Expected<Linear> load(WeightStore& store, const std::string& name, int64_t out, int64_t in,
+                               bool bias);
+  // A 1x1 convolution's weight [out, in, 1, 1] used as a linear layer (always f32).
+  static Expected<Linear> load_conv1x1(WeightStore& store, const std::string& name, int64_t out,
+                                       int64_t in);
+  void run(const float* x, int64_t rows, float* y) const;
+};
+
+// The residual block of both models: y = skip(x) + conv2(act(norm2(conv1(act(norm1(x))) + e))),
+// act = SiLU, e = Linear(SiLU(emb)) per image when the block has a timestep projection (UNet).
+struct ResBlockNames {
+  const char* norm1;
+  const char* conv1;
+  const char* emb;  // nullptr: no timestep projection (VAE)
+  const char* norm2;
+  const char* conv2;
+  const char* skip;
+};
+inline constexpr ResBlockNames kUNetResNames = {"in_layers.0",  "in_layers.2",  "emb_layers.1",
+                                                "out_layers.0", "out_layers.3", "skip_connection"};
+inline constexpr ResBlockNames kVaeResNames = {"norm1", "conv1", nullptr,
+                                               "norm2", "conv2", "nin_shortcut"};
+
+class ResBlock {
+ public:
+  static Expected<ResBlock> load(WeightStore& store, const std::string& prefix,
+                                 const ResBlockNames& names, int64_t in_c, int64_t out_c,
+                                 int64_t emb_dim, int64_t groups, float eps);
+  // x [batch, h, w, in_c] -> y [.., out_c]; silu_emb [batch, emb_dim] (SiLU already applied)
+  // when the block has a timestep projection, else ignored. y must not alias x.
+  void run(const float* x, float* y, int64_t batch, int64_t h, int64_t w, const float* silu_emb,
+           const KernelOptions& opt, Workspace& ws);
+
+ private:
+  int64_t in_c_ = 0, out_c_ = 0;
+  GroupNorm norm1_, norm2_;
+  Conv2d conv1_, conv2_;
+  std::optional<Linear> emb_;
+  std::optional<Linear> skip_;
+};
+
+// SD 1.x SpatialTransformer with one BasicTransformerBlock: y = x + proj_out(block(proj_in(
+// GroupNorm(x)))), block = self-attention, cross-attention over the context, GEGLU feed-forward,
+// each pre-LayerNorm and residual.
+class SpatialTransformer {
+ public:
+  static Expected<SpatialTransformer> load(WeightStore& store, const std::string& prefix,
+                                           int64_t channels, int64_t context_dim, int64_t heads,
+                                           int64_t groups, float gn_eps, float ln_eps);
+  // x [batch, h, w, C] -> y (must not alias x); context [batch, context_len, context_dim].
+  void run(const float* x, float* y, int64_t batch, int64_t h, int64_t w, const float* context,
+           int64_t context_len, const KernelOptions& opt, Workspace& ws) const;
+
+ private:
+  int64_t c_ = 0, ctx_dim_ = 0, heads_ = 1;
+  float ln_eps_ = 1e-5f;
+  GroupNorm norm_;
+  Linear proj_in_, proj_out_;
+  const float* ln_[3][2] = {};  // norm1..3 weight, bias
+  Linear q1_, k1_, v1_, out1_, q2_, k2_, v2_, out2_, ff1_, ff2_;
+};
+
+// The VAE's single-head attention over all channels: y = x + proj_out(attn(q, k, v)(norm(x))).
+class VaeAttention {
+ public:
+  static Expected<VaeAttention> load(WeightStore& store, const std::string& prefix,
+                                     int64_t channels, int64_t groups, float eps);
+  void run(const float* x, float* y, int64_t batch, int64_t h, int64_t w, const KernelOptions& opt,
+           Workspace& ws) const;
+
+ private:
+  int64_t c_ = 0;
+  GroupNorm norm_;
+  Linear q_, k_, v_, proj_out_;
+};
+
+// Attention over contiguous [batch][len][heads][head_dim] q, k, v into o with opt.attention.
+void run_attention(const float* q, const float* k, const float* v, float* o, int64_t batch,
+                   int64_t heads, int64_t q_len, int64_t kv_len, int64_t head_dim,
+                   const KernelOptions& opt, Workspace& ws);
+
+// NCHW <-> NHWC copies (fixtures and PyTorch-side tensors are NCHW).
+void nchw_to_nhwc(const float* x, float* y, int64_t batch, int64_t channels, int64_t h, int64_t w);
+void nhwc_to_nchw(const float* x, float* y, int64_t batch, int64_t channels, int64_t h, int64_t w);
+
+}  // namespace tessera::diffusion

@@ -1,0 +1,93 @@
+// The Stable Diffusion 1.x UNet (epsilon prediction) on the CPU, NHWC activations.
+//
+// Structure and key names: engine/diffusion/sd_config.h, tools/tessera_ref/sd_unet.py (the
+// PyTorch reference the parity tests compare against, tests/fixtures/diffusion/). Weights come from
+// a WeightStore (F32 / F16 / BF16 tensors; linear layers run in the store's format, convolutions,
+// norms and 1x1 convolutions in f32); the store must outlive the model. Loading checks every tensor
+// the config implies: a missing tensor or a wrong shape comes back as a Status naming the tensor
+// and the file.
+//
+// Memory: activations live in buffers the model owns and reuses; they grow on the first forward
+// at a size (and packed convolution weights are made on first use of an algorithm), so later
+// steps at the same size allocate nothing. Not thread-safe: one forward at a time per model (the
+// kernels use default_thread_pool() inside).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/core/weight_store.h"
+#include "engine/diffusion/layers.h"
+#include "engine/diffusion/sd_config.h"
+
+namespace tessera::diffusion {
+
+// SD's sinusoidal timestep embedding (flip_sin_to_cos: cos first): out[n] = [cos(t_n f_i) for i <
+// dim/2, sin(t_n f_i) for i < dim/2], f_i = 10000^(-i / (dim/2)), computed in f32 in the order
+// PyTorch does. t holds batch timesteps (fractional allowed); out is [batch, dim], dim even.
+void timestep_embedding(const float* t, int64_t batch, int64_t dim, float* out);
+
+// Receives intermediate activations during a forward (tests, debugging). data is NHWC
+// [shape.batch, shape.height, shape.width, shape.channels] ("time_embed": [batch, 1, 1, 4 C0]),
+// valid only during the call.
+using ActivationTap = std::function<void(const std::string& name, const float* data,
+                                         const kernels::ImageShape& shape)>;
+
+class UNet {
+ public:
+  // Loads the weights under `prefix` for `config` (see infer_unet_config). Errors: kInvalidArgument
+  // for a config whose channels do not split into its groups / heads; the WeightStore's kNotFound /
+  // kInvalidArgument naming a missing tensor or one of the wrong shape or dtype.
+  static Expected<std::unique_ptr<UNet>> load(WeightStore& store, const UNetConfig& config,
+                                              const std::string& prefix = kUNetPrefix);
+
+  const UNetConfig& config() const { return config_; }
+  const KernelOptions& options() const { return options_; }
+  void set_options(const KernelOptions& options) { options_ = options; }
+  // Called with "time_embed", "input_blocks.N", "middle_block", "output_blocks.N" (N as in the
+  // checkpoint). Empty (default) = no taps.
+  void set_tap(ActivationTap tap) { tap_ = std::move(tap); }
+
+  // eps = UNet(x, t, context) for a batch of latents.
+  //   x        [batch, height, width, in_channels] NHWC latents (already scaled for the sigma,
+  //            as the scheduler feeds them)
+  //   t        [batch] timesteps in [0, 1000)
+  //   context  [batch, context_len, context_dim] cross-attention context (CLIP hidden states)
+  //   eps      [batch, height, width, out_channels]; must not alias x
+  // Errors (kInvalidArgument): null pointers, batch / context_len < 1, height or width not a
+  // positive multiple of config().size_multiple().
+  Status forward(const float* x, const float* t, const float* context, int64_t batch,
+                 int64_t height, int64_t width, int64_t context_len, float* eps);
+
+ private:
+  struct Block {
+    std::optional<Conv2d> conv;  // conv_in or a stride-2 downsample (input blocks)
+    std::optional<ResBlock> res;
+    std::optional<SpatialTransformer> attn;
+    std::optional<Conv2d> upsample;  // output blocks: nearest x2 + conv
+    int64_t out_c = 0;
+    int64_t skip_c = 0;  // output blocks: channels of the skip concatenated to the input
+  };
+  UNet() = default;
+  float* buffer(int i, int64_t floats);
+  void tap(const std::string& name, const float* data, int64_t b, int64_t h, int64_t w, int64_t c);
+
+  UNetConfig config_;
+  KernelOptions options_;
+  ActivationTap tap_;
+  Linear time_embed0_, time_embed2_;
+  std::vector<Block> input_, middle_, output_;
+  GroupNorm out_norm_;
+  std::optional<Conv2d> out_conv_;
+  Workspace ws_;
+  std::vector<std::vector<float>> skips_;  // one per input block
+  std::vector<float> main_[3];             // ping-pong activations + the concatenation
+  std::vector<float> emb_[3];              // sinusoid, hidden, SiLU(embedding)
+};
+
+}  // namespace tessera::diffusion
