@@ -1,8 +1,10 @@
-"""tessera_ref: fp32 PyTorch reference models (Cube 3D GPT, shape tokenizer, CLIP text model) whose
-state_dict keys equal the real checkpoints' keys; the oracle for the C++ parity tests.
+"""tessera_ref: fp32 PyTorch reference models (Cube 3D GPT, shape tokenizer, CLIP text model, SD 1.x
+UNet and VAE decoder) whose state_dict keys equal the real checkpoints' keys; the oracle for the C++
+parity tests.
 
 Run with Debian's /usr/bin/python3 + python3-torch. Modules: config (configs and inference from tensor
-shapes), st_io (safetensors on numpy), cube_gpt, shape_tokenizer, clip_text.
+shapes), st_io (safetensors on numpy), cube_gpt, shape_tokenizer, clip_text, sd_unet and sd_vae
+(CompVis key layout).
 """
 
 import torch
