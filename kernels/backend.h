@@ -95,6 +95,33 @@ class Backend {
   virtual Status attention_decode(const float* q, const float* k, const float* v, float* o,
                                   const AttentionShape& s) = 0;
   virtual Status embedding_gather(const Weight& table, const int32_t* ids, int64_t n, float* out) = 0;
+
+  // Several linear layers over the same x (kernels/ops.h: linear_multi). The default runs them one
+  // by one; the CPU backend as one parallel pass for small m.
+  virtual Status linear_multi(const float* x, int64_t m, const LinearPart* parts, int64_t n_parts) {
+    for (int64_t p = 0; p < n_parts; ++p) {
+      TESSERA_RETURN_IF_ERROR(linear(x, m, parts[p].w, parts[p].bias, parts[p].y));
+    }
+    return Status();
+  }
+
+  // ---- bf16 K/V cache (optional; the defaults report kUnsupported) ------------------------------
+  // dst[i] = bf16(src[i]) (round to nearest even, as convert_f32_to_bf16), i < n: K/V cache writes.
+  virtual Status convert_f32_to_bf16(uint16_t* dst, const float* src, int64_t n) {
+    (void)dst, (void)src, (void)n;
+    return unsupported(name() + ": no bf16 conversion (bf16 K/V cache)");
+  }
+  // dst[i] = f32(src[i]) (exact), i < n.
+  virtual Status convert_bf16_to_f32(float* dst, const uint16_t* src, int64_t n) {
+    (void)dst, (void)src, (void)n;
+    return unsupported(name() + ": no bf16 conversion (bf16 K/V cache)");
+  }
+  // attention_decode over bf16 k/v (kernels/ops.h: attention_decode_bf16kv).
+  virtual Status attention_decode_bf16kv(const float* q, const uint16_t* k, const uint16_t* v,
+                                         float* o, const AttentionShape& s) {
+    (void)q, (void)k, (void)v, (void)o, (void)s;
+    return unsupported(name() + ": no decode attention over a bf16 K/V cache");
+  }
 };
 
 // The CPU backend (kernels/cpu, default_thread_pool()).

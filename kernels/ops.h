@@ -119,3 +119,40 @@ TESSERA_DECLARE_HOST_OPS
 namespace tessera::kernels::cpu {
 TESSERA_DECLARE_HOST_OPS
 }  // namespace tessera::kernels::cpu
+
+// ---- Decode attention over a bf16 K/V cache (appended; ref and cpu only) ------------------------
+// Same contract as attention_decode (s.q_len == 1, every key visible, strides of s), except that k
+// and v are bf16 (the upper 16 bits of an f32, e.g. from convert_f32_to_bf16 in
+// engine/core/dtype.h): each element is widened exactly to f32, so the result is attention_decode
+// over the widened K/V, with f32 accumulation. Halves the bytes a decode step's attention reads
+// from the cache.
+namespace tessera::kernels::ref {
+void attention_decode_bf16kv(const float* q, const uint16_t* k, const uint16_t* v, float* o,
+                             const ::tessera::kernels::AttentionShape& s);
+}  // namespace tessera::kernels::ref
+namespace tessera::kernels::cpu {
+void attention_decode_bf16kv(const float* q, const uint16_t* k, const uint16_t* v, float* o,
+                             const ::tessera::kernels::AttentionShape& s);
+}  // namespace tessera::kernels::cpu
+
+// ---- Several linear layers over the same input (appended; ref and cpu only) --------------------
+namespace tessera::kernels {
+// One output of linear_multi: y[m, w.rows] = x[m, :] . w^T (+ bias[n] when bias != nullptr).
+struct LinearPart {
+  Weight w;
+  const float* bias = nullptr;
+  float* y = nullptr;  // must not alias x or another part's y
+};
+}  // namespace tessera::kernels
+// y_p = linear(x, m, parts[p].w, parts[p].bias) for every p < n_parts; every w has the same cols
+// (K). Same results as n_parts linear() calls; the CPU version runs the small-m (decode GEMV) case
+// as one parallel pass over all parts' rows (q/k/v, or gate/up: one thread hand-off instead of
+// several, one load-balancing tail) and x is prepared once per thread.
+namespace tessera::kernels::ref {
+void linear_multi(const float* x, int64_t m, const ::tessera::kernels::LinearPart* parts,
+                  int64_t n_parts);
+}  // namespace tessera::kernels::ref
+namespace tessera::kernels::cpu {
+void linear_multi(const float* x, int64_t m, const ::tessera::kernels::LinearPart* parts,
+                  int64_t n_parts);
+}  // namespace tessera::kernels::cpu

@@ -35,8 +35,11 @@
 #include "engine/core/status.h"
 #include "engine/core/thread_pool.h"
 #include "engine/core/trace.h"
+#include "engine/core/weight_store.h"
+#include "engine/mesh/extraction.h"
 #include "engine/shape/gpt.h"
 #include "engine/shape/gpt_config.h"
+#include "engine/shape/shape_decoder.h"
 #include "kernels/backend.h"
 #include "kernels/ops.h"
 
@@ -85,6 +88,16 @@ class TimedBackend final : public kernels::Backend {
     if (!trace) return inner_->linear(x, m, w, bias, y);
     return timed("linear " + std::to_string(w.cols) + "->" + std::to_string(w.rows),
                  [&] { return inner_->linear(x, m, w, bias, y); });
+  }
+  Status linear_multi(const float* x, int64_t m, const kernels::LinearPart* parts,
+                      int64_t n_parts) override {
+    if (!trace) return inner_->linear_multi(x, m, parts, n_parts);
+    std::string kind = "linear " + std::to_string(parts[0].w.cols) + "->";
+    for (int64_t p = 0; p < n_parts; ++p) {
+      if (p > 0) kind.push_back('+');
+      kind.append(std::to_string(parts[p].w.rows));
+    }
+    return timed(kind, [&] { return inner_->linear_multi(x, m, parts, n_parts); });
   }
   Status layer_norm(const float* x, const float* weight, const float* bias, float* y, int64_t rows,
                     int64_t dim, float eps) override {
@@ -136,6 +149,17 @@ class TimedBackend final : public kernels::Backend {
   Status embedding_gather(const kernels::Weight& table, const int32_t* ids, int64_t n,
                           float* out) override {
     return timed("embedding_gather", [&] { return inner_->embedding_gather(table, ids, n, out); });
+  }
+  Status convert_f32_to_bf16(uint16_t* dst, const float* src, int64_t n) override {
+    return timed("to_bf16", [&] { return inner_->convert_f32_to_bf16(dst, src, n); });
+  }
+  Status convert_bf16_to_f32(float* dst, const uint16_t* src, int64_t n) override {
+    return timed("from_bf16", [&] { return inner_->convert_bf16_to_f32(dst, src, n); });
+  }
+  Status attention_decode_bf16kv(const float* q, const uint16_t* k, const uint16_t* v, float* o,
+                                 const kernels::AttentionShape& s) override {
+    return timed("attention_decode_bf16kv",
+                 [&] { return inner_->attention_decode_bf16kv(q, k, v, o, s); });
   }
 
  private:
@@ -237,6 +261,16 @@ Expected<RandomCheckpoint> make_random_checkpoint(const shape::TensorShapes& sha
   return ck;
 }
 
+// A whole object's time from measured parts (estimate_object says how).
+struct ObjectEstimate {
+  double prefill_ms = 0, decode_ms = 0, latent_ms = 0, query_us = 0, extraction_ms = 0;
+  int64_t queries = 0, tokens = 0;
+  double polygonize_ms = 0;
+  double total_s() const {
+    return (prefill_ms + decode_ms + latent_ms + extraction_ms + polygonize_ms) / 1e3;
+  }
+};
+
 // One model's results.
 struct ShapeLengthResult {
   int64_t length = 0;
@@ -256,6 +290,8 @@ struct ShapeModelResult {
   std::vector<ShapeLengthResult> lengths;
   std::vector<std::pair<std::string, TraceStats>> breakdown;  // per op kind, one decode step
   int64_t breakdown_steps = 0, breakdown_length = 0;
+  bool has_object = false;  // full-size model only
+  ObjectEstimate object;
 };
 
 // Read bandwidth right now (256 MiB, 3 runs, median): the floor of the step measured next.
@@ -350,9 +386,11 @@ Expected<ShapeModelResult> bench_shape_model(const std::string& name, const Safe
     lr.kv = summarize(seconds);
     lr.kv_p50 = percentile(ms, 50);
     lr.kv_p99 = percentile(ms, 99);
-    // K and V of both rows, every layer, read by attention_decode at this length (f32).
+    // K and V of both rows, every layer, read by the decode attention at this length (f32 or
+    // bf16 cache).
     const double kv_bytes =
-        2.0 * 2.0 * 4.0 * static_cast<double>(c.n_embd) *
+        2.0 * 2.0 * static_cast<double>(dtype_size(session->kv_dtype())) *
+        static_cast<double>(c.n_embd) *
         (static_cast<double>(c.n_dual) * static_cast<double>(c.cond_len() + len) +
          static_cast<double>(c.n_single) * static_cast<double>(len));
     lr.weight_floor_ms = static_cast<double>(res.weight_bytes) / (lr.read_gbs * 1e9) * 1e3;
@@ -391,6 +429,90 @@ Expected<ShapeModelResult> bench_shape_model(const std::string& name, const Safe
   return res;
 }
 
+// A whole v0.5 object on this machine (the issue's "1024 tokens + extraction at 2^8 + 1"),
+// assembled from measured parts because a literal run takes minutes per repetition:
+//   prefill (measured above, unconditional row reused) + the sum of the TPOTs of steps 1..1023,
+//   interpolated piecewise-linearly between the TPOTs measured above (a step's attention grows
+//   linearly with the length; constant before the first measured length) + latent decode of 1024
+//   tokens through the full-size v0.5 shape decoder (random bf16 weights, measured) + extraction:
+//   the occupancy queries that coarse-to-fine extraction at 2^8 + 1 makes for a sphere of radius
+//   0.8 (counted, analytic field: random weights give no surface) x the measured time per query
+//   of that decoder (a batch of 16384 random points after a warm-up batch) + marching cubes
+//   (measured on the sphere's cells).
+Expected<ObjectEstimate> estimate_object(const ShapeModelResult& gpt, bool quick) {
+  ObjectEstimate est;
+  est.tokens = 1024;  // Cube 3D v0.5: 1024 shape tokens per object
+  est.prefill_ms = gpt.prefill.median * 1e3;
+  // TPOT(L) from the measured lengths (ms).
+  std::vector<std::pair<double, double>> pts;
+  for (const ShapeLengthResult& l : gpt.lengths) {
+    pts.push_back({static_cast<double>(l.length), l.kv.median * 1e3});
+  }
+  auto tpot = [&](double len) {
+    if (len <= pts.front().first) return pts.front().second;
+    for (size_t i = 1; i < pts.size(); ++i) {
+      if (len <= pts[i].first) {
+        const double f = (len - pts[i - 1].first) / (pts[i].first - pts[i - 1].first);
+        return pts[i - 1].second + f * (pts[i].second - pts[i - 1].second);
+      }
+    }
+    // Past the last length: extend the last segment's slope.
+    const auto& a = pts[pts.size() - 2];
+    const auto& b = pts.back();
+    return b.second + (len - b.first) * (b.second - a.second) / (b.first - a.first);
+  };
+  for (int64_t len = 1; len < est.tokens; ++len) est.decode_ms += tpot(static_cast<double>(len));
+
+  const std::string list =
+      std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/cube3d/cube3d-shape_v05-tensors.txt";
+  TESSERA_ASSIGN_OR_RETURN(const shape::TensorShapes shapes, read_tensor_list(list));
+  TESSERA_ASSIGN_OR_RETURN(RandomCheckpoint ck, make_random_checkpoint(shapes));
+  WeightStore store(std::move(ck.file), WeightFormat::kBF16);
+  std::unique_ptr<kernels::Backend> backend = kernels::make_cpu_backend();
+  TESSERA_ASSIGN_OR_RETURN(auto decoder, shape::ShapeDecoder::load(store, *backend));
+  const shape::ShapeDecoderConfig& dc = decoder->config();
+  const int64_t n_lat = std::min(est.tokens, dc.num_latents);
+  std::vector<int32_t> ids(static_cast<size_t>(n_lat));
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<int32_t>((i * 2654435761u >> 7) % static_cast<uint64_t>(dc.num_codes));
+  }
+  std::vector<float> latents(static_cast<size_t>(n_lat * dc.width));
+  {
+    const Stopwatch watch;
+    TESSERA_RETURN_IF_ERROR(decoder->decode_tokens(ids.data(), n_lat, latents.data()));
+    est.latent_ms = watch.elapsed_ms();
+  }
+  TESSERA_RETURN_IF_ERROR(decoder->set_latents(latents.data(), n_lat));
+  // Two batches of random points (the decoder works in chunks of 8192 whatever the batch); the
+  // second is timed, after the first has touched every buffer.
+  const int64_t batch = quick ? 8192 : 16384;
+  std::vector<float> points(static_cast<size_t>(3 * batch)), logits(static_cast<size_t>(batch));
+  for (uint32_t rep = 0; rep < 2; ++rep) {
+    fill_floats(points.data(), points.size(), 77 + rep);  // in [-1, 1)
+    const Stopwatch watch;
+    TESSERA_RETURN_IF_ERROR(decoder->query(points.data(), batch, logits.data()));
+    est.query_us = watch.elapsed_ms() * 1e3 / static_cast<double>(batch);
+  }
+  // The query count and polygonization of a smooth closed surface at 2^8 + 1.
+  mesh::ExtractionOptions eo;
+  eo.resolution_base = 8;
+  mesh::ExtractionStats stats;
+  const mesh::OccupancyFn sphere = [](const float* p, int64_t n, float* out) {
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = 10.0f * (0.8f - std::sqrt(p[3 * i] * p[3 * i] + p[3 * i + 1] * p[3 * i + 1] +
+                                         p[3 * i + 2] * p[3 * i + 2]));
+    }
+    return Status();
+  };
+  const Stopwatch watch;
+  TESSERA_ASSIGN_OR_RETURN(const mesh::Mesh m, mesh::extract_coarse_to_fine(sphere, eo, &stats));
+  est.polygonize_ms = watch.elapsed_ms();  // includes the (cheap) analytic field
+  (void)m;
+  est.queries = stats.queries;
+  est.extraction_ms = static_cast<double>(est.queries) * est.query_us / 1e3;
+  return est;
+}
+
 // Milliseconds with three significant digits or so ("0.123 ms", "12.3 ms", "1234.5 ms").
 std::string fmt_ms(double ms) {
   char buf[32];
@@ -412,8 +534,8 @@ std::string shape_markdown(const Machine& machine, const std::vector<ShapeModelR
           "of tokens in the cache (median of the steps, p50/p99 nearest rank); no-KV = one "
           "uncached step at that length (recomputes the condition and every token). Floor = "
           "bf16 weight bytes read per step (once for both rows) / read bandwidth measured just "
-          "before the steps; \"+KV\" adds the f32 K/V of both rows that the step's attention "
-          "reads.\n\n";
+          "before the steps; \"+KV\" adds the K/V of both rows that the step's attention reads "
+          "(bf16 cache for bf16 weights, f32 for f32 weights).\n\n";
   }
   for (const ShapeModelResult& m : models) {
     md << (for_terminal ? "" : "**") << m.name << (for_terminal ? "" : "**") << " (" << m.config
@@ -444,6 +566,22 @@ std::string shape_markdown(const Machine& machine, const std::vector<ShapeModelR
       md << buf;
     }
     md << "\n";
+    if (m.has_object) {
+      const ObjectEstimate& o = m.object;
+      std::snprintf(buf, sizeof buf,
+                    "Whole object (%lld tokens + coarse-to-fine extraction at 2^8 + 1), from "
+                    "measured parts: prefill %s + decode steps 1..%lld %.1f s (TPOT interpolated "
+                    "between the lengths above) + latent decode %.2f s + ",
+                    static_cast<long long>(o.tokens), fmt_ms(o.prefill_ms).c_str(),
+                    static_cast<long long>(o.tokens - 1), o.decode_ms / 1e3, o.latent_ms / 1e3);
+      md << buf;
+      std::snprintf(buf, sizeof buf,
+                    "extraction %lld queries (radius-0.8 sphere) x %.1f us/query = %.1f s + "
+                    "polygonization %s = **%.0f s** (issue target: <= 150 s).\n\n",
+                    static_cast<long long>(o.queries), o.query_us, o.extraction_ms / 1e3,
+                    fmt_ms(o.polygonize_ms).c_str(), o.total_s());
+      md << buf;
+    }
     std::snprintf(
         buf, sizeof buf, "Per-op time of a decode step at %lld tokens (mean over %lld steps):\n\n",
         static_cast<long long>(m.breakdown_length), static_cast<long long>(m.breakdown_steps));
@@ -503,6 +641,18 @@ nlohmann::json shape_json(const Machine& machine, const std::vector<ShapeModelRe
     for (const auto& [kind, s] : m.breakdown) {
       ops[kind] = {{"calls", s.count}, {"total_ms", s.total_ms}};
     }
+    if (m.has_object) {
+      const ObjectEstimate& o = m.object;
+      e["whole_object_estimate"] = {{"tokens", o.tokens},
+                                    {"prefill_ms", o.prefill_ms},
+                                    {"decode_steps_ms", o.decode_ms},
+                                    {"latent_decode_ms", o.latent_ms},
+                                    {"queries", o.queries},
+                                    {"us_per_query", o.query_us},
+                                    {"extraction_ms", o.extraction_ms},
+                                    {"polygonize_ms", o.polygonize_ms},
+                                    {"total_s", o.total_s()}};
+    }
     e["decode_breakdown"] = {
         {"steps", m.breakdown_steps}, {"tokens", m.breakdown_length}, {"ops", ops}};
     list.push_back(e);
@@ -557,6 +707,11 @@ Status run_bench_shape(const Options& opt) {
                                                lengths, steps, opt.quick));
     models.push_back(std::move(r));
   }
+  // Last, so that the shape decoder's allocations cannot disturb the TPOT rows above.
+  std::printf("whole object: timing the full-size shape decoder (random bf16 weights)\n");
+  std::fflush(stdout);
+  TESSERA_ASSIGN_OR_RETURN(models.front().object, estimate_object(models.front(), opt.quick));
+  models.front().has_object = true;
   std::printf("\n%s", shape_markdown(machine, models, true).c_str());
   if (!opt.json_path.empty()) {
     const std::string json = shape_json(machine, models).dump(2) + "\n";

@@ -18,7 +18,6 @@
 
 #include <array>
 #include <cstdint>
-#include <unordered_map>
 #include <vector>
 
 #include "engine/core/status.h"
@@ -37,6 +36,28 @@ struct Lattice {
   int64_t index(int64_t i, int64_t j, int64_t k) const { return i + n[0] * (j + n[1] * k); }
 };
 
+// "No vertex yet" in the edge-vertex caches.
+inline constexpr uint32_t kNoVertex = 0xffffffffu;
+
+// Edge id (smaller lattice point * 8 + direction mask) -> vertex index: an open-addressing hash
+// table (linear probing, at most half full), for cells that arrive in any order. slot() returns a
+// reference to the key's value, kNoVertex when the key was not there before (it is then inserted);
+// the reference is valid until the next slot() call. Keys must not be ~0.
+class EdgeVertexMap {
+ public:
+  uint32_t& slot(uint64_t key);
+  void clear();
+
+ private:
+  static constexpr uint64_t kEmptyKey = ~uint64_t{0};
+  static uint64_t hash(uint64_t key) { return (key * 0x9e3779b97f4a7c15ull) >> 17; }
+  void grow();
+
+  std::vector<uint64_t> keys_;
+  std::vector<uint32_t> values_;
+  size_t size_ = 0;
+};
+
 // Polygonizes cells one at a time (the coarse-to-fine extractor feeds it only the cells that hold
 // surface). Cells may come in any order; each must be added at most once.
 class CellPolygonizer {
@@ -52,19 +73,17 @@ class CellPolygonizer {
   Mesh take_mesh();
 
  private:
-  uint32_t edge_vertex(int64_t point_a, int64_t point_b, int dir, float value_a, float value_b,
-                       const float pos_a[3], const float pos_b[3]);
-
   Lattice lattice_;
   float iso_;
   Mesh mesh_;
-  std::unordered_map<uint64_t, uint32_t> edge_vertices_;  // edge id -> vertex index
+  EdgeVertexMap edge_vertices_;
 };
 
 // Dense path: `values` holds lattice.num_points() samples in lattice index order. Every cell is
-// polygonized. kInvalidArgument if the lattice has fewer than 2 points along an axis or values is
-// null; the result may be empty when no cell straddles `iso` (callers decide whether that is an
-// error).
+// polygonized, layer by layer, with the edge vertices cached over two z-slabs (marching_cubes.cpp);
+// the output equals CellPolygonizer fed the same cells in index order. kInvalidArgument if the
+// lattice has fewer than 2 points along an axis or values is null; the result may be empty when no
+// cell straddles `iso` (callers decide whether that is an error).
 Expected<Mesh> marching_cubes(const float* values, const Lattice& lattice, float iso);
 
 }  // namespace tessera::mesh

@@ -303,14 +303,22 @@ Expected<std::unique_ptr<CubeGpt>> CubeGpt::load(const SafeTensors& file,
 GptSession::~GptSession() = default;
 
 Expected<std::unique_ptr<GptSession>> GptSession::create(const CubeGpt& model, int64_t max_batch,
-                                                         int64_t max_shape_tokens) {
+                                                         int64_t max_shape_tokens,
+                                                         const GptSessionOptions& options) {
   if (max_batch < 1 || max_shape_tokens < 1) {
     return invalid_argument("GptSession: batch " + std::to_string(max_batch) +
                             " and shape tokens " + std::to_string(max_shape_tokens) +
                             " must be >= 1");
   }
+  const DType kv_dtype =
+      options.kv_dtype.value_or(model.weight_dtype() == DType::kBF16 ? DType::kBF16 : DType::kF32);
+  if (kv_dtype != DType::kF32 && kv_dtype != DType::kBF16) {
+    return invalid_argument(std::string("GptSession: K/V cache dtype ") + dtype_name(kv_dtype) +
+                            " is not supported (F32 or BF16)");
+  }
   const GptConfig& c = model.config();
   std::unique_ptr<GptSession> s(new GptSession());
+  s->kv_dtype_ = kv_dtype;
   s->model_ = &model;
   s->be_ = &model.backend();
   s->max_batch_ = max_batch;
@@ -319,7 +327,8 @@ Expected<std::unique_ptr<GptSession>> GptSession::create(const CubeGpt& model, i
   s->joint_len_ = s->cond_len_ + max_shape_tokens;
   const int64_t b = max_batch, d = c.n_embd, rows = b * std::max(s->cond_len_, max_shape_tokens);
   auto alloc = [&](int64_t elements, auto** out) -> Status {
-    TESSERA_ASSIGN_OR_RETURN(DeviceBuffer buf, s->be_->allocate(static_cast<size_t>(elements) * 4));
+    TESSERA_ASSIGN_OR_RETURN(DeviceBuffer buf,
+                             s->be_->allocate(static_cast<size_t>(elements) * sizeof(**out)));
     *out = static_cast<std::remove_reference_t<decltype(**out)>*>(buf.data());
     s->buffers_.push_back(std::move(buf));
     return {};
@@ -341,11 +350,27 @@ Expected<std::unique_ptr<GptSession>> GptSession::create(const CubeGpt& model, i
   TESSERA_RETURN_IF_ERROR(alloc(b * max_shape_tokens, &s->positions_));
   for (int64_t i = 0; i < c.n_dual + c.n_single; ++i) {
     const int64_t len = i < c.n_dual ? s->joint_len_ : max_shape_tokens;
-    float *k = nullptr, *v = nullptr;
-    TESSERA_RETURN_IF_ERROR(alloc(b * len * d, &k));
-    TESSERA_RETURN_IF_ERROR(alloc(b * len * d, &v));
-    s->k_cache_.push_back(k);
-    s->v_cache_.push_back(v);
+    if (kv_dtype == DType::kBF16) {
+      uint16_t *k = nullptr, *v = nullptr;
+      TESSERA_RETURN_IF_ERROR(alloc(b * len * d, &k));
+      TESSERA_RETURN_IF_ERROR(alloc(b * len * d, &v));
+      s->k_cache16_.push_back(k);
+      s->v_cache16_.push_back(v);
+    } else {
+      float *k = nullptr, *v = nullptr;
+      TESSERA_RETURN_IF_ERROR(alloc(b * len * d, &k));
+      TESSERA_RETURN_IF_ERROR(alloc(b * len * d, &v));
+      s->k_cache_.push_back(k);
+      s->v_cache_.push_back(v);
+    }
+  }
+  if (kv_dtype == DType::kBF16) {
+    // joint_len_ >= max_shape_tokens: also holds a single block's [max_batch][max_len] K/V.
+    TESSERA_RETURN_IF_ERROR(alloc(b * s->joint_len_ * d, &s->kj_));
+    TESSERA_RETURN_IF_ERROR(alloc(b * s->joint_len_ * d, &s->vj_));
+    // Fail here, not in the first decode step, on a backend without bf16 K/V support.
+    TESSERA_RETURN_IF_ERROR(s->be_->convert_f32_to_bf16(s->k_cache16_[0], s->kj_, 0));
+    TESSERA_RETURN_IF_ERROR(s->be_->convert_bf16_to_f32(s->kj_, s->k_cache16_[0], 0));
   }
   s->host_positions_.resize(static_cast<size_t>(b * max_shape_tokens));
   s->cache_condition_.resize(static_cast<size_t>(b * s->cond_len_ * d));
@@ -420,21 +445,23 @@ Status GptSession::project(const detail::GptPreAttention& pre, const float* h, i
                            bool rope, float* q, float* k, float* v) {
   const GptConfig& c = model_->config();
   const int64_t heads_rows = rows * c.n_head;
+  // q, k and v read the same h: one linear_multi (one pass over the three weights on the CPU).
+  const kernels::LinearPart parts[3] = {
+      {pre.k.w, pre.k.bias, k}, {pre.v.w, pre.v.bias, v}, {pre.q.w, pre.q.bias, q}};
+  TESSERA_RETURN_IF_ERROR(be_->linear_multi(h, rows, parts, pre.query ? 3 : 2));
   if (pre.query) {
-    TESSERA_RETURN_IF_ERROR(be_->linear(h, rows, pre.q.w, pre.q.bias, q));
     TESSERA_RETURN_IF_ERROR(be_->rms_norm(q, pre.q_norm, q, heads_rows, c.head_dim, c.qk_norm_eps));
     if (rope) {
       TESSERA_RETURN_IF_ERROR(
           be_->rope_interleaved(q, rows, c.n_head, c.head_dim, c.n_embd, positions_, c.rope_theta));
     }
   }
-  TESSERA_RETURN_IF_ERROR(be_->linear(h, rows, pre.k.w, pre.k.bias, k));
   TESSERA_RETURN_IF_ERROR(be_->rms_norm(k, pre.k_norm, k, heads_rows, c.head_dim, c.qk_norm_eps));
   if (rope) {
     TESSERA_RETURN_IF_ERROR(
         be_->rope_interleaved(k, rows, c.n_head, c.head_dim, c.n_embd, positions_, c.rope_theta));
   }
-  return be_->linear(h, rows, pre.v.w, pre.v.bias, v);
+  return {};
 }
 
 // x += c_proj(y); x += SwiGLU(LN(x)).
@@ -444,8 +471,8 @@ Status GptSession::post(const detail::GptPostAttention& p, float* x, const float
   TESSERA_RETURN_IF_ERROR(be_->linear(y, rows, p.c_proj.w, p.c_proj.bias, t_));
   TESSERA_RETURN_IF_ERROR(be_->add(x, t_, x, n));
   TESSERA_RETURN_IF_ERROR(be_->layer_norm(x, nullptr, nullptr, h_, rows, c.n_embd, c.eps));
-  TESSERA_RETURN_IF_ERROR(be_->linear(h_, rows, p.gate.w, p.gate.bias, gate_));
-  TESSERA_RETURN_IF_ERROR(be_->linear(h_, rows, p.up.w, p.up.bias, up_));
+  const kernels::LinearPart gate_up[2] = {{p.gate.w, p.gate.bias, gate_}, {p.up.w, p.up.bias, up_}};
+  TESSERA_RETURN_IF_ERROR(be_->linear_multi(h_, rows, gate_up, 2));
   TESSERA_RETURN_IF_ERROR(be_->swiglu(gate_, up_, gate_, rows * c.mlp_hidden));
   TESSERA_RETURN_IF_ERROR(be_->linear(gate_, rows, p.down.w, p.down.bias, t_));
   return be_->add(x, t_, x, n);
@@ -458,8 +485,8 @@ Status GptSession::dual_full(size_t i, int64_t len, int64_t cond_rows) {
   const detail::GptDualBlock& blk = model_->weights().dual[i];
   const int64_t d = c.n_embd, s = cond_len_, t = joint_len_;
   const size_t row_bytes = static_cast<size_t>(d) * 4;
-  float* kc = k_cache_[i];
-  float* vc = v_cache_[i];
+  float* kc = full_k(i);
+  float* vc = full_v(i);
   // Condition stream: rows cond_rows * S (the other rows' condition K/V are in the cache).
   if (cond_rows > 0) {
     TESSERA_RETURN_IF_ERROR(be_->layer_norm(c_, nullptr, nullptr, h_, cond_rows * s, d, c.eps));
@@ -480,6 +507,14 @@ Status GptSession::dual_full(size_t i, int64_t len, int64_t cond_rows) {
     TESSERA_RETURN_IF_ERROR(be_->copy(qj_ + at, q_ + b * len * d, bytes));
     TESSERA_RETURN_IF_ERROR(be_->copy(kc + at, k_ + b * len * d, bytes));
     TESSERA_RETURN_IF_ERROR(be_->copy(vc + at, v_ + b * len * d, bytes));
+  }
+  // The K/V cache gets the new slots: [c ; x] of rows that ran the condition stream, x of the
+  // others, whose cached condition K/V the attention below reads (widened, with a bf16 cache).
+  for (int64_t b = 0; b < batch_; ++b) {
+    const bool with_condition = b < cond_rows;
+    if (!with_condition) TESSERA_RETURN_IF_ERROR(widen_cached_kv(i, b * t, s));
+    TESSERA_RETURN_IF_ERROR(
+        store_full_kv(i, b * t + (with_condition ? 0 : s), len + (with_condition ? s : 0)));
   }
   // One causal attention over the joint sequence. Condition-pre-only, and rows whose condition
   // stream is skipped: queries are the shape tokens, the last `len` positions of the joint
@@ -522,14 +557,15 @@ Status GptSession::single_full(size_t i, int64_t len) {
   const GptConfig& c = model_->config();
   const detail::GptSingleBlock& blk = model_->weights().single[i];
   const int64_t d = c.n_embd, layer = c.n_dual + static_cast<int64_t>(i);
-  float* kc = k_cache_[static_cast<size_t>(layer)];
-  float* vc = v_cache_[static_cast<size_t>(layer)];
+  float* kc = full_k(static_cast<size_t>(layer));
+  float* vc = full_v(static_cast<size_t>(layer));
   TESSERA_RETURN_IF_ERROR(be_->layer_norm(x_, nullptr, nullptr, h_, batch_ * len, d, c.eps));
   TESSERA_RETURN_IF_ERROR(project(blk.attn, h_, batch_ * len, true, q_, k_, v_));
   for (int64_t b = 0; b < batch_; ++b) {
     const size_t bytes = static_cast<size_t>(len * d) * 4;
     TESSERA_RETURN_IF_ERROR(be_->copy(kc + b * max_len_ * d, k_ + b * len * d, bytes));
     TESSERA_RETURN_IF_ERROR(be_->copy(vc + b * max_len_ * d, v_ + b * len * d, bytes));
+    TESSERA_RETURN_IF_ERROR(store_full_kv(static_cast<size_t>(layer), b * max_len_, len));
   }
   kernels::AttentionShape as =
       kernels::contiguous_attention(batch_, c.n_head, len, len, c.head_dim, true,
@@ -537,6 +573,22 @@ Status GptSession::single_full(size_t i, int64_t len) {
   as.k_batch_stride = as.v_batch_stride = max_len_ * d;
   TESSERA_RETURN_IF_ERROR(be_->attention(q_, kc, vc, y_, as));
   return post(blk.post, x_, y_, batch_ * len);
+}
+
+Status GptSession::store_full_kv(size_t layer, int64_t first, int64_t n) {
+  if (kv_dtype_ != DType::kBF16 || n <= 0) return {};
+  const int64_t d = model_->config().n_embd;
+  TESSERA_RETURN_IF_ERROR(
+      be_->convert_f32_to_bf16(k_cache16_[layer] + first * d, kj_ + first * d, n * d));
+  return be_->convert_f32_to_bf16(v_cache16_[layer] + first * d, vj_ + first * d, n * d);
+}
+
+Status GptSession::widen_cached_kv(size_t layer, int64_t first, int64_t n) {
+  if (kv_dtype_ != DType::kBF16 || n <= 0) return {};
+  const int64_t d = model_->config().n_embd;
+  TESSERA_RETURN_IF_ERROR(
+      be_->convert_bf16_to_f32(kj_ + first * d, k_cache16_[layer] + first * d, n * d));
+  return be_->convert_bf16_to_f32(vj_ + first * d, v_cache16_[layer] + first * d, n * d);
 }
 
 Status GptSession::observe(const GptBlockObserver& observer, const std::string& name,
@@ -670,8 +722,21 @@ Status GptSession::decode(const int32_t* ids, float* logits) {
   TESSERA_RETURN_IF_ERROR(upload_ids(ids, batch_));
   TESSERA_RETURN_IF_ERROR(be_->embedding_gather(model_->weights().wte, ids_, batch_, x_));
   TESSERA_RETURN_IF_ERROR(upload_positions(1, pos));
-  // One query per (row, head) over the cache: q [batch, D], keys at row stride `slots` * D.
-  auto attend = [&](float* kc, float* vc, int64_t slots, int64_t kv_len) {
+  // One query per (row, head) over layer's cache: q [batch, D], keys at row stride `slots` * D,
+  // the new token's K/V (k_, v_ [batch, D]) first written at slot `at` of each row (rounded to
+  // bf16 with a bf16 cache).
+  auto attend = [&](size_t layer, int64_t slots, int64_t at, int64_t kv_len) -> Status {
+    const bool bf16 = kv_dtype_ == DType::kBF16;
+    for (int64_t b = 0; b < batch_; ++b) {
+      const int64_t dst = (b * slots + at) * d;
+      if (bf16) {
+        TESSERA_RETURN_IF_ERROR(be_->convert_f32_to_bf16(k_cache16_[layer] + dst, k_ + b * d, d));
+        TESSERA_RETURN_IF_ERROR(be_->convert_f32_to_bf16(v_cache16_[layer] + dst, v_ + b * d, d));
+      } else {
+        TESSERA_RETURN_IF_ERROR(be_->copy(k_cache_[layer] + dst, k_ + b * d, row_bytes));
+        TESSERA_RETURN_IF_ERROR(be_->copy(v_cache_[layer] + dst, v_ + b * d, row_bytes));
+      }
+    }
     kernels::AttentionShape as;
     as.batch = batch_;
     as.heads = c.n_head;
@@ -683,30 +748,23 @@ Status GptSession::decode(const int32_t* ids, float* logits) {
     as.k_batch_stride = as.v_batch_stride = slots * d;
     as.causal = false;  // one query at the end of the sequence sees every key
     as.scale = scale;
-    return be_->attention_decode(q_, kc, vc, y_, as);
+    if (bf16) {
+      return be_->attention_decode_bf16kv(q_, k_cache16_[layer], v_cache16_[layer], y_, as);
+    }
+    return be_->attention_decode(q_, k_cache_[layer], v_cache_[layer], y_, as);
   };
   const detail::GptWeights& w = model_->weights();
   for (size_t i = 0; i < w.dual.size(); ++i) {
     TESSERA_RETURN_IF_ERROR(be_->layer_norm(x_, nullptr, nullptr, h_, batch_, d, c.eps));
     TESSERA_RETURN_IF_ERROR(project(w.dual[i].pre_x, h_, batch_, true, q_, k_, v_));
-    for (int64_t b = 0; b < batch_; ++b) {
-      const int64_t at = (b * t + s + pos) * d;
-      TESSERA_RETURN_IF_ERROR(be_->copy(k_cache_[i] + at, k_ + b * d, row_bytes));
-      TESSERA_RETURN_IF_ERROR(be_->copy(v_cache_[i] + at, v_ + b * d, row_bytes));
-    }
-    TESSERA_RETURN_IF_ERROR(attend(k_cache_[i], v_cache_[i], t, s + pos + 1));
+    TESSERA_RETURN_IF_ERROR(attend(i, t, s + pos, s + pos + 1));
     TESSERA_RETURN_IF_ERROR(post(w.dual[i].post_1, x_, y_, batch_));
   }
   for (size_t i = 0; i < w.single.size(); ++i) {
     const size_t layer = w.dual.size() + i;
     TESSERA_RETURN_IF_ERROR(be_->layer_norm(x_, nullptr, nullptr, h_, batch_, d, c.eps));
     TESSERA_RETURN_IF_ERROR(project(w.single[i].attn, h_, batch_, true, q_, k_, v_));
-    for (int64_t b = 0; b < batch_; ++b) {
-      const int64_t at = (b * max_len_ + pos) * d;
-      TESSERA_RETURN_IF_ERROR(be_->copy(k_cache_[layer] + at, k_ + b * d, row_bytes));
-      TESSERA_RETURN_IF_ERROR(be_->copy(v_cache_[layer] + at, v_ + b * d, row_bytes));
-    }
-    TESSERA_RETURN_IF_ERROR(attend(k_cache_[layer], v_cache_[layer], max_len_, pos + 1));
+    TESSERA_RETURN_IF_ERROR(attend(layer, max_len_, pos, pos + 1));
     TESSERA_RETURN_IF_ERROR(post(w.single[i].post, x_, y_, batch_));
   }
   length_ = pos + 1;

@@ -21,9 +21,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/core/dtype.h"
 #include "engine/core/safetensors.h"
 #include "engine/core/status.h"
 #include "engine/shape/gpt_config.h"
@@ -134,13 +136,32 @@ using GptBlockObserver =
 // worker. The model must outlive the session.
 //
 // Layout: per layer K and V caches [max_batch][S + max_shape_tokens][n_embd] for dual blocks (the
-// S condition slots first) and [max_batch][max_shape_tokens][n_embd] for single blocks, f32.
+// S condition slots first) and [max_batch][max_shape_tokens][n_embd] for single blocks, f32 or
+// bf16 (GptSessionOptions::kv_dtype).
+//
+// bf16 K/V cache: keys and values are rounded to bf16 (nearest even) when they are written, and a
+// decode step's attention widens them back exactly (Backend::attention_decode_bf16kv), so the
+// step reads half the cache bytes (0.65 -> 0.33 GB per step at 1024 tokens on the full-size v0.5
+// model). Full passes (prefill, forward_full) attend over f32 K/V in a one-layer f32 scratch and
+// then store them rounded; rows whose condition stream prefill skips widen their cached condition
+// K/V into that scratch. Decode logits then differ from the f32 cache by the bf16 rounding of K/V
+// (relative ~2^-9 per element); prefill and forward_full logits are unchanged.
+struct GptSessionOptions {
+  // kF32 or kBF16. Unset: bf16 when the model's weights are bf16 (their own rounding dominates),
+  // f32 otherwise (f32 checkpoints keep the reference's exact numerics; the parity tests use them).
+  std::optional<DType> kv_dtype;
+};
+
 class GptSession {
  public:
   // max_batch: rows generated together (2 = [cond ; uncond] for guidance). max_shape_tokens:
-  // shape positions the cache holds, BOS included (generating N tokens needs N).
+  // shape positions the cache holds, BOS included (generating N tokens needs N). Errors: sizes
+  // < 1, a kv_dtype other than F32/BF16, out of memory, a backend without bf16 K/V support.
   static Expected<std::unique_ptr<GptSession>> create(const CubeGpt& model, int64_t max_batch,
-                                                      int64_t max_shape_tokens);
+                                                      int64_t max_shape_tokens,
+                                                      const GptSessionOptions& options = {});
+  // Element type of the K/V cache (kF32 or kBF16).
+  DType kv_dtype() const { return kv_dtype_; }
 
   // Sets the condition of `batch` rows (1 <= batch <= max_batch): clip_hidden [batch, 77,
   // text_embed_dim] host f32 (CLIP last hidden state); bbox [batch, 3] host f32 or null (= zeros;
@@ -212,7 +233,20 @@ class GptSession {
         *qj_ = nullptr, *oj_ = nullptr, *logits_ = nullptr, *clip_in_ = nullptr,
         *bbox_in_ = nullptr;
   int32_t *ids_ = nullptr, *positions_ = nullptr;
-  std::vector<float*> k_cache_, v_cache_;  // n_dual + n_single layers
+  DType kv_dtype_ = DType::kF32;
+  // n_dual + n_single layers: f32 caches (kv_dtype_ kF32) or bf16 ones (kBF16); the other is empty.
+  std::vector<float*> k_cache_, v_cache_;
+  std::vector<uint16_t*> k_cache16_, v_cache16_;
+  // bf16 cache only: one layer's K/V in f32 ([max_batch][S + max_shape_tokens][n_embd]), the
+  // attention buffer of full passes.
+  float *kj_ = nullptr, *vj_ = nullptr;
+  // The f32 K/V buffer a full pass of `layer` attends over: the cache itself, or kj_/vj_.
+  float* full_k(size_t layer) const { return k_cache_.empty() ? kj_ : k_cache_[layer]; }
+  float* full_v(size_t layer) const { return v_cache_.empty() ? vj_ : v_cache_[layer]; }
+  // bf16 cache: rounds K/V slots [first, first + n) of the full-pass buffer into layer's cache,
+  // or (widen) the reverse. f32 cache: nothing to do.
+  Status store_full_kv(size_t layer, int64_t first, int64_t n);
+  Status widen_cached_kv(size_t layer, int64_t first, int64_t n);
 };
 
 }  // namespace tessera::shape

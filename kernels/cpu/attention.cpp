@@ -14,6 +14,9 @@
 // keys are split into chunks; each chunk yields (max, sum, unnormalised output) and a second pass
 // merges them with weights exp(max_c - max). Otherwise one task per head accumulates directly in
 // the output row.
+// attention_decode_bf16kv(): the same split over a bf16 K/V cache; each tile of keys and values is
+// widened exactly into f32 stack scratch (linear's expand_bf16 kernels) and then goes through the
+// same f32 micro-kernels, so it computes attention_decode of the widened cache.
 //
 // A query that sees no key (causal with q_len > kv_len) gets zeros. The micro-kernels (qk_tile,
 // softmax_tile, pv_tile, dot_scores) exist as AVX-512, AVX2 and scalar versions; the tiling,
@@ -26,9 +29,11 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "engine/core/thread_pool.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/linear_internal.h"
 #include "kernels/cpu/simd_internal.h"
 #include "kernels/ops.h"
 
@@ -71,6 +76,9 @@ constexpr int64_t kTileScratch = 40 * 1024;
 constexpr int64_t kDecodeScratch = 32 * 1024;
 // The smallest key chunk worth a task of its own in the decode split.
 constexpr int64_t kMinDecodeChunk = 64;
+// Floats of stack scratch for one widened tile of bf16 keys (and one of values) in
+// attention_decode_bf16kv: 64 keys of head_dim 128; larger head dims get fewer keys per tile.
+constexpr int64_t kBf16TileFloats = 64 * 128;
 
 // ---- scalar micro-kernels (SIMD off; also the definition the SIMD versions are tested against) --
 
@@ -188,6 +196,43 @@ void accumulate_keys(const Kernels& kr, const float* q, const float* k, int64_t 
   }
 }
 
+// accumulate_keys over bf16 keys/values: each tile of keys is first widened (exactly) into f32
+// scratch on the stack, [keys][dim] for K and V, then scored and summed as in accumulate_keys.
+// The cache is read once, at half the bytes of f32; the widened tile is reused from L1/L2.
+void accumulate_keys_bf16(const Kernels& kr, linear_detail::ExpandBf16Fn expand, const float* q,
+                          const uint16_t* k, int64_t k_stride, const uint16_t* v, int64_t v_stride,
+                          int64_t j_begin, int64_t j_end, int64_t dim, float scale, float* m,
+                          float* l, float* acc) {
+  alignas(64) float stack_tiles[2 * kBf16TileFloats];
+  alignas(64) float scores[kKeyTile];
+  float* kt = stack_tiles;
+  float* vt = stack_tiles + kBf16TileFloats;
+  // A head too wide for even one key in the stack tile (head_dim > 8192; no model here) widens one
+  // key at a time into heap scratch instead.
+  std::vector<float> wide;
+  if (dim > kBf16TileFloats) {
+    wide.resize(static_cast<size_t>(2 * dim));
+    kt = wide.data();
+    vt = kt + dim;
+  }
+  const int64_t tile =
+      std::clamp<int64_t>(kBf16TileFloats / std::max<int64_t>(1, dim), 1, kKeyTile);
+  for (int64_t j0 = j_begin; j0 < j_end; j0 += tile) {
+    const int64_t nk = std::min(tile, j_end - j0);
+    expand(k + j0 * k_stride, k_stride, nk, dim, kt, dim);
+    kr.dot_scores(q, kt, dim, nk, dim, scale, scores);
+    float m_new = *m;
+    for (int64_t j = 0; j < nk; ++j) m_new = std::max(m_new, scores[j]);
+    const float m_safe = m_new == kNegInf ? 0.0f : m_new;
+    const float alpha = std::exp(*m - m_safe);
+    const float sum = kr.exp_sub_sum(scores, m_safe, scores, nk);
+    expand(v + j0 * v_stride, v_stride, nk, dim, vt, dim);
+    kr.pv_tile(scores, 1, 1, vt, dim, nk, dim, &alpha, acc, dim);
+    *l = *l * alpha + sum;
+    *m = m_new;
+  }
+}
+
 // One (batch, head, query tile) of attention().
 void attention_tile(const Kernels& kr, const float* q, const float* k, const float* v, float* o,
                     const AttentionShape& s, int64_t b, int64_t h, int64_t q0, int64_t rows) {
@@ -258,12 +303,12 @@ void attention_rows(const Kernels& kr, const float* q, const float* k, const flo
   });
 }
 
-}  // namespace
-
-void attention_decode(const float* q, const float* k, const float* v, float* o,
-                      const AttentionShape& s) {
+// attention_decode over keys/values of element type T (float, or uint16_t = bf16); `fold` is
+// accumulate_keys for f32 and accumulate_keys_bf16 for bf16 (same arguments).
+template <typename T, typename Fold>
+void decode_impl(const Fold& fold, const float* q, const T* k, const T* v, float* o,
+                 const AttentionShape& s) {
   assert(s.q_len == 1);
-  const Kernels& kr = kernels_for(active_isa());
   const int64_t dim = s.head_dim;
   const int64_t pairs = s.batch * s.heads;
   ThreadPool& pool = default_thread_pool();
@@ -278,6 +323,27 @@ void attention_decode(const float* q, const float* k, const float* v, float* o,
   };
   auto v_of = [&](int64_t bh) {
     return v + (bh / s.heads) * s.v_batch_stride + (bh % s.heads) * dim;
+  };
+  // o of every pair from its chunks' partials [acc (dim) | m | l] at partials + (bh * chunks + c)
+  // * (dim + 2): weights exp(m_c - max), then 1 / sum.
+  auto merge_partials = [&](const float* partials, int64_t chunks) {
+    for (int64_t bh = 0; bh < pairs; ++bh) {
+      const float* first = partials + bh * chunks * (dim + 2);
+      float m_max = kNegInf;
+      for (int64_t c = 0; c < chunks; ++c) m_max = std::max(m_max, first[c * (dim + 2) + dim]);
+      float* oi = o_of(bh);
+      std::fill(oi, oi + dim, 0.0f);
+      if (m_max == kNegInf) continue;  // no visible key with a finite score
+      float l_total = 0.0f;
+      for (int64_t c = 0; c < chunks; ++c) {
+        const float* part = first + c * (dim + 2);
+        const float w = std::exp(part[dim] - m_max);  // 0 for an empty chunk (m = -inf)
+        l_total += w * part[dim + 1];
+        for (int64_t d = 0; d < dim; ++d) oi[d] += w * part[d];
+      }
+      const float inv = l_total > 0.0f ? 1.0f / l_total : 0.0f;
+      for (int64_t d = 0; d < dim; ++d) oi[d] *= inv;
+    }
   };
 
   // Split the keys only when the heads alone cannot keep the threads busy: about two chunks per
@@ -294,8 +360,8 @@ void attention_decode(const float* q, const float* k, const float* v, float* o,
       float* oi = o_of(bh);
       std::fill(oi, oi + dim, 0.0f);
       float m = kNegInf, l = 0.0f;
-      accumulate_keys(kr, q_of(bh), k_of(bh), s.k_token_stride, v_of(bh), s.v_token_stride, 0,
-                      s.kv_len, dim, s.scale, &m, &l, oi);
+      fold(q_of(bh), k_of(bh), s.k_token_stride, v_of(bh), s.v_token_stride, 0, s.kv_len, dim,
+           s.scale, &m, &l, oi);
       const float inv = l > 0.0f ? 1.0f / l : 0.0f;
       for (int64_t d = 0; d < dim; ++d) oi[d] *= inv;
     });
@@ -312,28 +378,41 @@ void attention_decode(const float* q, const float* k, const float* v, float* o,
     float m = kNegInf, l = 0.0f;
     const int64_t j_begin = std::min(s.kv_len, c * chunk_len);
     const int64_t j_end = std::min(s.kv_len, j_begin + chunk_len);
-    accumulate_keys(kr, q_of(bh), k_of(bh), s.k_token_stride, v_of(bh), s.v_token_stride, j_begin,
-                    j_end, dim, s.scale, &m, &l, part);
+    fold(q_of(bh), k_of(bh), s.k_token_stride, v_of(bh), s.v_token_stride, j_begin, j_end, dim,
+         s.scale, &m, &l, part);
     part[dim] = m;
     part[dim + 1] = l;
   });
-  for (int64_t bh = 0; bh < pairs; ++bh) {
-    const float* first = partials + bh * chunks * (dim + 2);
-    float m_max = kNegInf;
-    for (int64_t c = 0; c < chunks; ++c) m_max = std::max(m_max, first[c * (dim + 2) + dim]);
-    float* oi = o_of(bh);
-    std::fill(oi, oi + dim, 0.0f);
-    if (m_max == kNegInf) continue;  // no visible key with a finite score
-    float l_total = 0.0f;
-    for (int64_t c = 0; c < chunks; ++c) {
-      const float* part = first + c * (dim + 2);
-      const float w = std::exp(part[dim] - m_max);  // 0 for an empty chunk (m = -inf)
-      l_total += w * part[dim + 1];
-      for (int64_t d = 0; d < dim; ++d) oi[d] += w * part[d];
-    }
-    const float inv = l_total > 0.0f ? 1.0f / l_total : 0.0f;
-    for (int64_t d = 0; d < dim; ++d) oi[d] *= inv;
-  }
+  merge_partials(partials, chunks);
+}
+
+}  // namespace
+
+void attention_decode(const float* q, const float* k, const float* v, float* o,
+                      const AttentionShape& s) {
+  const Kernels& kr = kernels_for(active_isa());
+  decode_impl(
+      [&](const float* qi, const float* kb, int64_t k_stride, const float* vb, int64_t v_stride,
+          int64_t j_begin, int64_t j_end, int64_t dim, float scale, float* m, float* l,
+          float* acc) {
+        accumulate_keys(kr, qi, kb, k_stride, vb, v_stride, j_begin, j_end, dim, scale, m, l, acc);
+      },
+      q, k, v, o, s);
+}
+
+void attention_decode_bf16kv(const float* q, const uint16_t* k, const uint16_t* v, float* o,
+                             const AttentionShape& s) {
+  const Isa isa = active_isa();
+  const Kernels& kr = kernels_for(isa);
+  const linear_detail::ExpandBf16Fn expand = linear_detail::expand_bf16_for(isa);
+  decode_impl(
+      [&](const float* qi, const uint16_t* kb, int64_t k_stride, const uint16_t* vb,
+          int64_t v_stride, int64_t j_begin, int64_t j_end, int64_t dim, float scale, float* m,
+          float* l, float* acc) {
+        accumulate_keys_bf16(kr, expand, qi, kb, k_stride, vb, v_stride, j_begin, j_end, dim, scale,
+                             m, l, acc);
+      },
+      q, k, v, o, s);
 }
 
 void attention(const float* q, const float* k, const float* v, float* o, const AttentionShape& s) {

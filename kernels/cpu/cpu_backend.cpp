@@ -10,6 +10,7 @@
 #include <new>
 #include <string>
 
+#include "engine/core/dtype.h"
 #include "engine/core/thread_pool.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/isa.h"
@@ -107,6 +108,11 @@ class CpuBackend final : public Backend {
     cpu::linear(x, m, w, bias, y);
     return Status();
   }
+  Status linear_multi(const float* x, int64_t m, const LinearPart* parts,
+                      int64_t n_parts) override {
+    cpu::linear_multi(x, m, parts, n_parts);
+    return Status();
+  }
   Status layer_norm(const float* x, const float* weight, const float* bias, float* y, int64_t rows,
                     int64_t dim, float eps) override {
     cpu::layer_norm(x, weight, bias, y, rows, dim, eps);
@@ -166,6 +172,19 @@ class CpuBackend final : public Backend {
   }
   Status embedding_gather(const Weight& table, const int32_t* ids, int64_t n, float* out) override {
     cpu::embedding_gather(table, ids, n, out);
+    return Status();
+  }
+  Status convert_f32_to_bf16(uint16_t* dst, const float* src, int64_t n) override {
+    if (n > 0) ::tessera::convert_f32_to_bf16(src, dst, static_cast<size_t>(n));
+    return Status();
+  }
+  Status convert_bf16_to_f32(float* dst, const uint16_t* src, int64_t n) override {
+    if (n > 0) ::tessera::convert_bf16_to_f32(src, dst, static_cast<size_t>(n));
+    return Status();
+  }
+  Status attention_decode_bf16kv(const float* q, const uint16_t* k, const uint16_t* v, float* o,
+                                 const AttentionShape& s) override {
+    cpu::attention_decode_bf16kv(q, k, v, o, s);
     return Status();
   }
 };

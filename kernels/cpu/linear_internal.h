@@ -2,6 +2,9 @@
 // linear_avx512.cpp) and by tests/kernels/linear_test.cpp, which runs every variant explicitly.
 //
 // Plan of cpu::linear (y[m, n] = x[m, :] . w[n, :] + bias[n]):
+// - m <= kMaxRowsPerPass (the decode GEMVs): tasks of ~kGemvTaskBytes of weight rows, each one
+//   dot-kernel call over its rows (linear.cpp, gemv_parts); cpu::linear_multi runs several layers
+//   over the same x as one such pass.
 // - Small m (m <= kBlockedMaxRowsF32 / kBlockedMaxRowsBf16), or BLAS not in use: the "row-block"
 //   path. Output rows n are split across default_thread_pool(); each task walks its weight rows in
 //   blocks of kRowBlock rows and, for every block, runs the dot kernel over all m rows of x,
@@ -40,6 +43,10 @@ LinearConfig default_linear_config();
 void linear_with_config(const LinearConfig& config, const float* x, int64_t m, const Weight& w,
                         const float* bias, float* y);
 
+// cpu::linear_multi with an explicit configuration (tests, benchmarks).
+void linear_multi_with_config(const LinearConfig& config, const float* x, int64_t m,
+                              const LinearPart* parts, int64_t n_parts);
+
 // Largest m served by the row-block path when BLAS is available, per weight dtype. Measured on
 // Zen 4, 2 threads (best of 15 runs; the machine was shared): f32 sgemm wins from m ~ 12 on; bf16
 // weights must first be expanded into panels for sgemm, and the row-block kernel (which expands in
@@ -51,6 +58,10 @@ constexpr int64_t kBlockedMaxRowsBf16 = 96;
 constexpr int64_t kMaxRowsPerPass = 4;
 // Weight rows per block in the row-block path: the block is reused from cache for every pass.
 constexpr int64_t kRowBlock = 16;
+// Weight bytes per task of the GEMV path (m <= kMaxRowsPerPass): ~64 rows of K = 1536 bf16, 16 of
+// K = 6144. Large enough that a task's x preparation (the even/odd split, <= 48 KB) and its
+// hand-out cost < 2 % of its streaming time, small enough that a 4.7 MB layer makes 24 tasks.
+constexpr int64_t kGemvTaskBytes = 192 * 1024;
 // f32 panel of expanded bf16 weights for the sgemm path (per thread, 1 MiB): 256 output columns x
 // 1024 of K. sgemm packs x once per call, so each packed element of x is reused 2 * 256 flops.
 constexpr int64_t kPanelRows = 256;

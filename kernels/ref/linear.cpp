@@ -26,4 +26,8 @@ void linear(const float* x, int64_t m, const Weight& w, const float* bias, float
   }
 }
 
+void linear_multi(const float* x, int64_t m, const LinearPart* parts, int64_t n_parts) {
+  for (int64_t p = 0; p < n_parts; ++p) linear(x, m, parts[p].w, parts[p].bias, parts[p].y);
+}
+
 }  // namespace tessera::kernels::ref

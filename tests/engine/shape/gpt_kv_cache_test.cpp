@@ -1,0 +1,159 @@
+// GptSession's bf16 K/V cache (GptSessionOptions::kv_dtype) on the v0.5 parity fixture: the
+// default follows the weight dtype, prefill and forward_full logits are those of the f32 cache
+// (their attention runs over f32 K/V), decode logits stay within the bf16 rounding of K/V of the
+// f32 cache's and of the reference's, greedy tokens agree, and the reuse of the unconditional
+// row's condition K/V works from the bf16 cache.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/core/safetensors.h"
+#include "engine/shape/gpt.h"
+#include "kernels/backend.h"
+#include "tests/support/kernel_test_util.h"
+
+namespace tessera::shape {
+namespace {
+
+const std::string kParity = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/parity/";
+constexpr int kVocab = 67;
+
+struct Models {
+  SafeTensors expected, gpt05, tokenizer;
+  std::unique_ptr<kernels::Backend> backend;
+  NormalizedCodebook codebook;
+  std::unique_ptr<CubeGpt> f32, bf16;
+  std::vector<float> f(const std::string& name) const { return expected.to_f32(name).value(); }
+};
+
+Models& models() {
+  static Models* m = [] {
+    auto* x = new Models();
+    x->expected = SafeTensors::open(kParity + "expected.safetensors").value();
+    x->gpt05 = SafeTensors::open(kParity + "gpt_v05/shape_gpt.safetensors").value();
+    x->tokenizer = SafeTensors::open(kParity + "shape_tokenizer.safetensors").value();
+    x->backend = kernels::make_cpu_backend();
+    x->codebook = load_normalized_codebook(x->tokenizer).value();
+    x->f32 = CubeGpt::load(x->gpt05, x->codebook, *x->backend).value();
+    GptLoadOptions bf16;
+    bf16.bf16 = true;
+    x->bf16 = CubeGpt::load(x->gpt05, x->codebook, *x->backend, bf16).value();
+    return x;
+  }();
+  return *m;
+}
+
+// |a - e| <= rel * max|e| elementwise: bf16 K/V move logits by ~2^-9 of their scale.
+::testing::AssertionResult close_to_scale(const std::vector<float>& a, const std::vector<float>& e,
+                                          double rel) {
+  double scale = 0;
+  for (float v : e) scale = std::max(scale, static_cast<double>(std::fabs(v)));
+  return test::all_close(a.data(), e.data(), a.size(), rel * scale, 0.0);
+}
+
+std::unique_ptr<GptSession> session(const CubeGpt& model, DType kv, int64_t len) {
+  GptSessionOptions o;
+  o.kv_dtype = kv;
+  return GptSession::create(model, 2, len, o).value();
+}
+
+TEST(GptKvCacheTest, DefaultFollowsWeightDtype) {
+  Models& m = models();
+  EXPECT_EQ(GptSession::create(*m.f32, 2, 4).value()->kv_dtype(), DType::kF32);
+  EXPECT_EQ(GptSession::create(*m.bf16, 2, 4).value()->kv_dtype(), DType::kBF16);
+  EXPECT_EQ(session(*m.f32, DType::kBF16, 4)->kv_dtype(), DType::kBF16);
+  EXPECT_EQ(session(*m.bf16, DType::kF32, 4)->kv_dtype(), DType::kF32);
+  GptSessionOptions f16;
+  f16.kv_dtype = DType::kF16;
+  const auto bad = GptSession::create(*m.f32, 2, 4, f16);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("F16"), std::string::npos) << bad.status().message();
+}
+
+// Teacher-forced prefill + 8 decode steps, f32 weights: bf16 cache vs f32 cache vs reference.
+TEST(GptKvCacheTest, Bf16CacheDecodeStaysCloseToF32Cache) {
+  Models& m = models();
+  const std::vector<float> hidden = m.f("clip.last_hidden_state");
+  const std::vector<float> bbox = m.f("gpt.bbox");
+  const TensorView idv = m.expected.view("gpt.teacher_ids").value();
+  const int32_t* ids = idv.as<const int32_t>();  // [2, 9]
+  auto a = session(*m.f32, DType::kF32, 9);
+  auto b = session(*m.f32, DType::kBF16, 9);
+  ASSERT_TRUE(a->set_condition(2, hidden.data(), bbox.data()).ok());
+  ASSERT_TRUE(b->set_condition(2, hidden.data(), bbox.data()).ok());
+  std::vector<float> la(2 * kVocab), lb(2 * kVocab), dec_b;
+  const int32_t bos[2] = {ids[0], ids[9]};
+  ASSERT_TRUE(a->prefill(bos, la.data()).ok());
+  ASSERT_TRUE(b->prefill(bos, lb.data()).ok());
+  EXPECT_TRUE(test::all_equal(la.data(), lb.data(), la.size()));  // f32 attention in prefill
+  for (int step = 1; step <= 8; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    const int32_t next[2] = {ids[step], ids[9 + step]};
+    ASSERT_TRUE(a->decode(next, la.data()).ok());
+    ASSERT_TRUE(b->decode(next, lb.data()).ok());
+    EXPECT_TRUE(close_to_scale(lb, la, 1e-2));
+    for (int r = 0; r < 2; ++r) {  // same greedy token
+      EXPECT_EQ(
+          std::max_element(lb.begin() + r * kVocab, lb.begin() + (r + 1) * kVocab) - lb.begin(),
+          std::max_element(la.begin() + r * kVocab, la.begin() + (r + 1) * kVocab) - la.begin());
+    }
+    dec_b.insert(dec_b.end(), lb.begin(), lb.end());
+  }
+  // Against the reference's cached decode logits ([b][step][v] there, [step][b][v] here).
+  const std::vector<float> want = m.f("gpt.decode_logits_cached");
+  std::vector<float> got(want.size());
+  for (int s = 0; s < 8; ++s)
+    for (int r = 0; r < 2; ++r)
+      for (int v = 0; v < kVocab; ++v)
+        got[(r * 8 + s) * kVocab + v] = dec_b[(s * 2 + r) * kVocab + v];
+  EXPECT_TRUE(close_to_scale(got, want, 1e-2));
+  // forward_full stores its K/V rounded; decoding continues from them.
+  std::vector<int32_t> prefix(ids, ids + 18);
+  ASSERT_TRUE(a->forward_full(prefix.data(), 9, la.data(), nullptr).ok());
+  ASSERT_TRUE(b->forward_full(prefix.data(), 9, lb.data(), nullptr).ok());
+  EXPECT_TRUE(test::all_equal(la.data(), lb.data(), la.size()));
+  auto a2 = session(*m.f32, DType::kF32, 10), b2 = session(*m.f32, DType::kBF16, 10);
+  for (GptSession* s : {a2.get(), b2.get()}) {
+    ASSERT_TRUE(s->set_condition(2, hidden.data(), bbox.data()).ok());
+    ASSERT_TRUE(s->forward_full(prefix.data(), 9, nullptr, nullptr).ok());
+  }
+  const int32_t next[2] = {5, 7};
+  ASSERT_TRUE(a2->decode(next, la.data()).ok());
+  ASSERT_TRUE(b2->decode(next, lb.data()).ok());
+  EXPECT_TRUE(close_to_scale(lb, la, 1e-2));
+}
+
+// Consecutive generations with a bf16 cache: the unconditional row's condition K/V are widened
+// from the cache, the new prompt row is recomputed; logits stay within the bf16 rounding of a
+// fresh session's (bf16 weights, the configuration that uses the bf16 cache by default).
+TEST(GptKvCacheTest, Bf16CacheReusesUnconditionalRow) {
+  Models& m = models();
+  std::vector<float> hidden = m.f("clip.last_hidden_state");
+  const std::vector<float> bbox = m.f("gpt.bbox");
+  const int32_t bos[2] = {m.bf16->config().bos_id(), m.bf16->config().bos_id()};
+  const int32_t next[2] = {3, 3};
+  auto reused = GptSession::create(*m.bf16, 2, 4).value();
+  ASSERT_EQ(reused->kv_dtype(), DType::kBF16);
+  std::vector<float> p(2 * kVocab), d(2 * kVocab), fp(2 * kVocab), fd(2 * kVocab);
+  ASSERT_TRUE(reused->set_condition(2, hidden.data(), bbox.data()).ok());
+  ASSERT_TRUE(reused->prefill(bos, p.data()).ok());
+  // A new prompt row 0, the same row 1.
+  for (size_t i = 0; i < hidden.size() / 2; ++i) hidden[i] = -hidden[i];
+  ASSERT_TRUE(reused->set_condition(2, hidden.data(), bbox.data()).ok());
+  ASSERT_TRUE(reused->prefill(bos, p.data()).ok());
+  ASSERT_TRUE(reused->decode(next, d.data()).ok());
+  auto fresh = GptSession::create(*m.bf16, 2, 4).value();
+  ASSERT_TRUE(fresh->set_condition(2, hidden.data(), bbox.data()).ok());
+  ASSERT_TRUE(fresh->prefill(bos, fp.data()).ok());
+  ASSERT_TRUE(fresh->decode(next, fd.data()).ok());
+  EXPECT_TRUE(close_to_scale(p, fp, 1e-2));
+  EXPECT_TRUE(close_to_scale(d, fd, 1e-2));
+}
+
+}  // namespace
+}  // namespace tessera::shape
