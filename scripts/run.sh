@@ -19,8 +19,8 @@ if [[ "${1:-}" == "cli" ]]; then
 fi
 ninja -C build -j"${TESSERA_JOBS:-$(nproc)}" tessera-studio >/dev/null
 if [[ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]]; then
-  exec build/app/studio/tessera-studio "$@"
+  exec build/app/tessera-studio "$@"
 fi
 echo "no display: running a scripted generation under Xvfb; screenshot -> studio-demo.png"
-exec xvfb-run -a -s "-screen 0 1280x800x24" build/app/studio/tessera-studio \
+exec xvfb-run -a -s "-screen 0 1280x800x24" build/app/tessera-studio \
   --prompt "a torus" --generate --screenshot studio-demo.png --quit-when-done "$@"

@@ -4,6 +4,7 @@
 #include <backends/imgui_impl_opengl3.h>
 
 #include <algorithm>
+#include <vector>
 #include <cstdio>
 
 namespace tessera::studio {
@@ -162,17 +163,23 @@ void ImGuiOverlay::render(const GenerationStats& stats, const OverlayPanels& pan
     ImGui::SetNextWindowSize(ImVec2(kTimingPanelWidth, kTimingPanelHeight), ImGuiCond_FirstUseEver);
     ImGui::SetNextWindowBgAlpha(0.85f);
     if (ImGui::Begin("Timing", nullptr, flags)) {
-      // Scale to the decode steps: token 0 includes the prefill and would flatten the rest.
-      float max_ms = 0.01f;
-      for (size_t i = stats.token_ms.size() > 1 ? 1 : 0; i < stats.token_ms.size(); ++i) {
-        max_ms = std::max(max_ms, stats.token_ms[i]);
-      }
+      // Scale to the decode steps: token 0 includes the prefill, and the steps that also decode a
+      // preview are spikes; either would flatten the rest. The scale is 1.5x the p95 of the decode
+      // steps (spikes are clipped at the top), never below 1.15x their median.
+      std::vector<float> steps(stats.token_ms.size() > 1 ? stats.token_ms.begin() + 1
+                                                         : stats.token_ms.begin(),
+                               stats.token_ms.end());
+      const float p95 = static_cast<float>(percentile(steps, 95));
+      const float p50 = static_cast<float>(percentile(steps, 50));
+      const float max_ms = std::max({0.01f, 1.5f * p95, 1.15f * p50});
       char overlay[64];
-      std::snprintf(overlay, sizeof(overlay), "ms per token, %lld tokens",
+      std::snprintf(overlay, sizeof(overlay), "ms per token (0 - %.2f), %lld tokens", max_ms,
                     static_cast<long long>(tokens));
-      // One sample per token index (not per frame): the plot's x axis is the token index.
+      // One sample per token index (not per frame): the plot's x axis is the token index. An
+      // explicit width: a negative one collapses in a window whose size ImGui is still settling.
+      const float plot_width = std::max(120.0f, ImGui::GetContentRegionAvail().x);
       ImGui::PlotLines("##latency", stats.token_ms.data(), static_cast<int>(tokens), 0, overlay,
-                       0.0f, max_ms * 1.15f, ImVec2(-1, 80));
+                       0.0f, max_ms, ImVec2(plot_width, 80));
       ImGui::Text("progress  %lld / %lld  (%s)", static_cast<long long>(tokens),
                   static_cast<long long>(stats.expected_tokens), job_state_name(stats.state));
       ImGui::Text("TPOT mean %.2f  p50 %.2f  p99 %.2f ms", stats.tpot_mean_ms(),
