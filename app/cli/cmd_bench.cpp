@@ -334,6 +334,8 @@ Status run_bench_kernels(const Options& opt) {
 
 }  // namespace
 
+void register_bench_generate(CLI::App* bench, int* exit_code);  // cmd_bench_generate.cpp
+
 void register_bench(CLI::App& app, int* exit_code) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks (never fail on timings)");
   bench->require_subcommand(1);
@@ -375,6 +377,7 @@ void register_bench(CLI::App& app, int* exit_code) {
       *exit_code = 1;
     }
   });
+  register_bench_generate(bench, exit_code);
 }
 
 }  // namespace tessera::cli

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -253,6 +254,25 @@ TEST_F(GenerateCliTest, BadTokensFilesAreNamed) {
   r = decode(write("nosurface.txt", "5 6 7\n"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("no surface"), std::string::npos) << r.err;
+}
+
+TEST_F(GenerateCliTest, BenchGenerateTimesWholeJobsAndWritesItsSection) {
+  const std::string results = write("RESULTS.md", "# Benchmark results\n\n## Other\n\nkept\n");
+  const auto r = run_tessera("bench generate" + model_arg() + " --prompt " +
+                             shell_quote(testing::kParityPrompt) +
+                             " --repeat 2 --resolution 17 --write-results --results " +
+                             shell_quote(results));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("## Generation end to end (CPU)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("resolution 17"), std::string::npos) << r.out;
+  std::ifstream in(results);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("## Generation end to end (CPU)"), std::string::npos) << text;
+  EXPECT_NE(text.find("kept"), std::string::npos) << text;  // other sections untouched
+
+  const auto bad = run_tessera("bench generate --model /nonexistent/tessera-model --repeat 1");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("/nonexistent/tessera-model"), std::string::npos) << bad.err;
 }
 
 }  // namespace

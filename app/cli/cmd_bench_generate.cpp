@@ -1,0 +1,166 @@
+// tessera bench generate: prompt -> final mesh through the runtime Session, end to end, as the
+// studio and `tessera generate` run it (text encoder, prefill, decode with guidance, latent
+// decode, coarse-to-fine extraction at the model's default resolution, clean-up; no file write).
+// One warm-up job, then --repeat timed jobs per prompt; reports the median, min and max of the job
+// time (submit -> Done) and the median of every stage, and optionally writes the
+// "## Generation end to end (CPU)" section of bench/RESULTS.md.
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "app/cli/bench_common.h"
+#include "app/cli/shape_cli.h"
+#include "engine/core/thread_pool.h"
+#include "engine/runtime/session.h"
+
+namespace tessera::cli {
+namespace {
+
+struct GenerateBenchOptions {
+  std::string model;
+  std::vector<std::string> prompts;
+  int repeat = 5;
+  int resolution = 0;
+  bool write_results = false;
+  std::string results_path;
+};
+
+struct JobResult {
+  double total_ms = 0;
+  std::map<std::string, double> stage_ms;
+  int64_t queries = 0;
+  int64_t triangles = 0;
+};
+
+// Runs one job to its terminal event. Errors: the job's Error event, or a cancel.
+Expected<JobResult> run_job(runtime::Session& session, const std::string& prompt, int resolution) {
+  runtime::JobOptions job;
+  job.prompt = prompt;
+  job.mesh.resolution = resolution;
+  const auto start = std::chrono::steady_clock::now();
+  const uint64_t id = session.submit(std::move(job));
+  JobResult result;
+  for (;;) {
+    auto event = session.wait_event(std::chrono::milliseconds(1000));
+    if (!event || event->job != id) continue;
+    if (const auto* s = std::get_if<runtime::StageEvent>(&event->payload)) {
+      result.stage_ms[s->name] += s->ms;
+    } else if (const auto* f = std::get_if<runtime::FinalMeshEvent>(&event->payload)) {
+      result.queries = f->extraction.queries;
+      result.triangles = static_cast<int64_t>(f->mesh->triangle_count());
+    } else if (std::holds_alternative<runtime::DoneEvent>(event->payload)) {
+      result.total_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+              .count();
+      return result;
+    } else if (const auto* e = std::get_if<runtime::ErrorEvent>(&event->payload)) {
+      return e->status;
+    } else if (std::holds_alternative<runtime::CancelledEvent>(event->payload)) {
+      return cancelled("bench generate: the job was cancelled");
+    }
+  }
+}
+
+Status run_bench_generate(const GenerateBenchOptions& o) {
+  if (o.repeat < 1) return invalid_argument("bench generate: --repeat must be >= 1");
+  TESSERA_ASSIGN_OR_RETURN(const std::string model_dir, resolve_model_dir(o.model));
+  const bench::Machine machine = bench::describe_machine();
+  bench::warn_if_busy(machine);
+  const auto load_start = std::chrono::steady_clock::now();
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Session> session,
+                           runtime::Session::open(model_dir, cli_pipeline_options(false)));
+  const double load_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start)
+          .count();
+  const int resolution = o.resolution != 0 ? o.resolution : session->default_resolution();
+  const std::vector<std::string> prompts =
+      o.prompts.empty() ? std::vector<std::string>{"a torus", "a tall thin cylinder", "a mug",
+                                                   "a wide flat box", "a snowman"}
+                        : o.prompts;
+  const char* stages[] = {runtime::kStageText,       runtime::kStagePrefill,
+                          runtime::kStageDecode,     runtime::kStageLatentDecode,
+                          runtime::kStageExtraction, runtime::kStageCleanup};
+
+  std::string table =
+      "| prompt | job (median) | min - max | text | prefill | decode | latent decode | "
+      "extraction | cleanup | queries | triangles |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  std::vector<double> all_medians;
+  for (const std::string& prompt : prompts) {
+    TESSERA_RETURN_IF_ERROR(run_job(*session, prompt, o.resolution).status());  // warm-up
+    std::vector<double> totals;
+    std::map<std::string, std::vector<double>> per_stage;
+    JobResult last;
+    for (int r = 0; r < o.repeat; ++r) {
+      TESSERA_ASSIGN_OR_RETURN(last, run_job(*session, prompt, o.resolution));
+      totals.push_back(last.total_ms);
+      for (const char* s : stages) per_stage[s].push_back(last.stage_ms[s]);
+    }
+    const bench::Timing t = bench::summarize(totals);
+    all_medians.push_back(t.median);
+    char line[512];
+    std::snprintf(line, sizeof(line), "| %s | %.0f ms | %.0f - %.0f ms |", prompt.c_str(), t.median,
+                  t.min, t.max);
+    table += line;
+    for (const char* s : stages) {
+      std::snprintf(line, sizeof(line), " %.1f |", bench::percentile(per_stage[s], 50));
+      table += line;
+    }
+    std::snprintf(line, sizeof(line), " %lld | %lld |\n", static_cast<long long>(last.queries),
+                  static_cast<long long>(last.triangles));
+    table += line;
+  }
+  const double overall = bench::percentile(all_medians, 50);
+  char head[1024];
+  std::snprintf(head, sizeof(head),
+                "Model `%s`, resolution %d (the model's default unless --resolution), greedy, "
+                "guidance 3.0, %d timed jobs per prompt after one warm-up, %d threads; model load "
+                "%.0f ms (once). Job = submit -> Done through the runtime Session (no file "
+                "write). Median over prompts of the per-prompt medians: **%.0f ms**.\n\n",
+                model_dir.c_str(), resolution, o.repeat, default_thread_pool().num_threads(),
+                load_ms, overall);
+  const std::string section = "## Generation end to end (CPU)\n\n" +
+                              bench::machine_markdown(machine) + head + table + "\n";
+  std::fputs(section.c_str(), stdout);
+  if (o.write_results) {
+    bench::Options paths;
+    paths.results_path = o.results_path;
+    const std::string path = bench::results_path(paths);
+    TESSERA_RETURN_IF_ERROR(
+        bench::write_results_section(path, "## Generation end to end (CPU)\n", section));
+    std::printf("wrote the \"Generation end to end (CPU)\" section of %s\n", path.c_str());
+  }
+  return Status::ok_status();
+}
+
+}  // namespace
+
+void register_bench_generate(CLI::App* bench, int* exit_code) {
+  auto o = std::make_shared<GenerateBenchOptions>();
+  CLI::App* cmd = bench->add_subcommand(
+      "generate", "Prompt -> final mesh end to end through the Session (default: tessera-tiny)");
+  cmd->add_option("--model,-m", o->model, "Model directory (default: the embedded tessera-tiny)");
+  cmd->add_option("--prompt,-p", o->prompts, "Prompt (repeatable; default: five examples)");
+  cmd->add_option("--repeat", o->repeat, "Timed jobs per prompt after one warm-up (default 5)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--resolution,-r", o->resolution,
+                  "Extraction lattice 2^k+1 (default: the model's)");
+  cmd->add_flag("--write-results", o->write_results,
+                "Replace the \"## Generation end to end (CPU)\" section of bench/RESULTS.md");
+  cmd->add_option("--results", o->results_path, "Results file for --write-results");
+  cmd->callback([o, exit_code] {
+    const Status st = run_bench_generate(*o);
+    if (!st.ok()) {
+      std::fprintf(stderr, "tessera bench generate: %s\n", st.to_string().c_str());
+      *exit_code = 1;
+    }
+  });
+}
+
+}  // namespace tessera::cli
