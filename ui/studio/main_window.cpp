@@ -11,6 +11,7 @@
 #include <QDir>
 #include <QDockWidget>
 #include <QDoubleSpinBox>
+#include <QSpinBox>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
@@ -32,6 +33,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "engine/mesh/cleanup.h"
 #include "ui/render/renderer.h"
 #include "ui/studio/mesh_import.h"
 #include "ui/studio/prompt_edit.h"
@@ -610,10 +612,19 @@ bool MainWindow::open_mesh_file(const QString& path) {
   return true;
 }
 
-Status MainWindow::export_mesh(const QString& path, const mesh::ExportOptions& options) {
+Status MainWindow::export_mesh(const QString& path, const mesh::ExportOptions& options,
+                               int64_t max_faces) {
   const auto mesh = viewport_->mesh();
   if (!mesh) return invalid_argument("there is no mesh to export yet");
-  return mesh::write_mesh(*mesh, path.toStdString(), options);
+  if (max_faces <= 0 || mesh->triangle_count() <= max_faces) {
+    return mesh::write_mesh(*mesh, path.toStdString(), options);
+  }
+  // Decimate a copy: the viewport keeps the full mesh; normals are recomputed for the new faces.
+  mesh::Mesh reduced = *mesh;
+  TESSERA_RETURN_IF_ERROR(mesh::decimate(reduced, max_faces));
+  mesh::compact_vertices(reduced);
+  mesh::compute_vertex_normals(reduced);
+  return mesh::write_mesh(reduced, path.toStdString(), options);
 }
 
 void MainWindow::run_export_dialog() {
@@ -643,6 +654,14 @@ void MainWindow::run_export_dialog() {
   scale->setValue(s.value(QStringLiteral("export/scale"), 1.0).toDouble());
   scale->setToolTip(tr("File units per model unit (the model spans about 2 units)"));
   form->addRow(tr("Scale"), scale);
+  auto* max_faces = new QSpinBox(&dialog);
+  max_faces->setRange(0, 100000000);
+  max_faces->setSingleStep(1000);
+  max_faces->setSpecialValueText(tr("keep all"));
+  max_faces->setValue(s.value(QStringLiteral("export/max_faces"), 0).toInt());
+  max_faces->setToolTip(tr("Decimate to at most this many triangles (quadric error); the viewport "
+                           "keeps the full mesh"));
+  form->addRow(tr("Max faces"), max_faces);
   auto* box = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, &dialog);
   form->addRow(box);
   connect(box, &QDialogButtonBox::accepted, &dialog, &QDialog::accept);
@@ -658,7 +677,7 @@ void MainWindow::run_export_dialog() {
   options.up_axis = static_cast<mesh::UpAxis>(up->currentData().toInt());
   options.scale = static_cast<float>(scale->value());
   const QString target = path->text().trimmed();
-  if (Status st = export_mesh(target, options); !st.ok()) {
+  if (Status st = export_mesh(target, options, max_faces->value()); !st.ok()) {
     const QString message = QString::fromStdString(st.message());
     show_status(tr("Export failed: %1").arg(one_line(message, 160)), true);
     show_message(QMessageBox::Critical, tr("Export failed"), message);
@@ -667,6 +686,7 @@ void MainWindow::run_export_dialog() {
   s.setValue(QStringLiteral("export/path"), target);
   s.setValue(QStringLiteral("export/up_z"), options.up_axis == mesh::UpAxis::kZ);
   s.setValue(QStringLiteral("export/scale"), scale->value());
+  s.setValue(QStringLiteral("export/max_faces"), max_faces->value());
   show_status(tr("Exported %1").arg(target));
 }
 

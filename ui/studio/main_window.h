@@ -68,7 +68,9 @@ class MainWindow : public QMainWindow {
   // Shows a mesh file (OBJ / GLB / FBX); false with a message box (and status bar) on failure.
   bool open_mesh_file(const QString& path);
   // Writes the shown mesh; the error message is returned (and not shown) for scripted use.
-  Status export_mesh(const QString& path, const mesh::ExportOptions& options);
+  // Writes the viewport's mesh (format from the extension); max_faces > 0 decimates a copy first.
+  Status export_mesh(const QString& path, const mesh::ExportOptions& options,
+                     int64_t max_faces = 0);
   // Starts / stops saving a viewport frame per partial mesh into `dir` (empty: stop).
   void set_record_dir(const QString& dir);
 

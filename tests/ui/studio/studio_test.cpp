@@ -323,6 +323,15 @@ TEST(Studio, ImportAndExport) {
     ASSERT_TRUE(window->open_mesh_file(out.filePath(name))) << window->status_text().toStdString();
     EXPECT_EQ(window->viewport()->mesh()->triangle_count(), triangles) << name;
   }
+  // A decimation budget applies to the written file only; the viewport keeps the full mesh.
+  if (triangles > 40) {
+    const int64_t budget = triangles / 2;
+    Status reduced = window->export_mesh(out.filePath("half.obj"), {}, budget);
+    ASSERT_TRUE(reduced.ok()) << reduced.message();
+    ASSERT_TRUE(window->open_mesh_file(out.filePath("half.obj")));
+    EXPECT_LE(window->viewport()->mesh()->triangle_count(), budget);
+    EXPECT_GT(window->viewport()->mesh()->triangle_count(), 0);
+  }
   // Files that are not meshes: a message, and the shown mesh stays.
   const QString text = out.filePath("notes.txt");
   std::ofstream(text.toStdString()) << "not a mesh\n";
