@@ -48,6 +48,12 @@ Written by `/usr/bin/python3 tools/make_diffusion_fixtures.py` from the fp32 PyT
 runs give identical bytes). Random weights with the CompVis single-file key names, stored F16 (the
 reference computes with the F16-rounded values in f32).
 
+## scheduler.json
+Written separately by `tools/make_scheduler_fixtures.py` from `tools/tessera_ref/sd_sampler.py`
+(numpy float64): training sigmas, normal and Karras schedules with timesteps, and sampler
+trajectories (Euler, Euler-a with supplied noise, DPM++ 2M) on a toy eps model; its docstring
+documents the format.
+
 ## sd_tiny.safetensors (UNet + VAE decoder, CompVis layout)
 - UNet (`model.diffusion_model.`): {unet}
   (GroupNorm eps 1e-5, 1e-6 around transformers; LayerNorm eps 1e-5; heads are not visible in the
