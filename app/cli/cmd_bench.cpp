@@ -334,7 +334,8 @@ Status run_bench_kernels(const Options& opt) {
 
 }  // namespace
 
-void register_bench_generate(CLI::App* bench, int* exit_code);  // cmd_bench_generate.cpp
+void register_bench_generate(CLI::App* bench, int* exit_code);   // cmd_bench_generate.cpp
+void register_bench_diffusion(CLI::App* bench, int* exit_code);  // cmd_bench_diffusion.cpp
 
 void register_bench(CLI::App& app, int* exit_code) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks (never fail on timings)");
@@ -378,6 +379,7 @@ void register_bench(CLI::App& app, int* exit_code) {
     }
   });
   register_bench_generate(bench, exit_code);
+  register_bench_diffusion(bench, exit_code);
 }
 
 }  // namespace tessera::cli

@@ -1,0 +1,489 @@
+// `tessera bench diffusion [--size N] [--quick] [--write-results] [--results FILE] [--json FILE]`:
+// the Stable Diffusion 1.5 UNet and VAE decoder on the CPU with random weights (no download), under
+// an ablation of the fused kernels of kernels/diffusion_ops.h (Chen et al. 2023).
+//
+// The weights: every tensor of engine/diffusion/sd_config.h's SD 1.5 tensor list, written into an
+// in-memory safetensors image in BF16 (1.8 GB instead of 3.6 GB in F32) and loaded through a
+// WeightStore in WeightFormat::kBF16, exactly as a real checkpoint loads (linear layers run on
+// bf16 weights, convolutions and norms in f32). Values follow PyTorch's default init
+// (U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights, norm scales 1, biases 0) so the activations stay
+// in the ranges a real model sees; the timings do not depend on the values otherwise.
+//
+// Timed: one guided UNet step (batch 2: conditional + unconditional, 77 context tokens) and one VAE
+// decode (batch 1), each under every KernelOptions row of the ablation: all on (the per-layer
+// chooser), GroupNorm+SiLU unfused, GEGLU unfused, naive attention, im2col+GEMM only (Winograd
+// off), upsample unfused, everything off. Each row is one warm-up (packs the convolution weights
+// for a new algorithm) then --repeat timed runs; the median is reported with min and max, the
+// achieved GFLOP/s from an analytic count (convolutions, linear layers and attention's two
+// products; norms and activations are not counted), and the saving of the row's kernel vs all-on.
+// --quick: size 256 unless --size is given, the VAE decode timed with everything on only.
+// Hidden `--config tiny`: the parity fixtures' tiny architecture (tests/fixtures/diffusion), for
+// the CLI test. Errors (bad --size, allocation, file I/O) exit 1 with a message; timings never do.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "app/cli/bench_common.h"
+#include "engine/core/dtype.h"
+#include "engine/core/mapped_file.h"
+#include "engine/core/safetensors.h"
+#include "engine/core/status.h"
+#include "engine/core/thread_pool.h"
+#include "engine/core/weight_store.h"
+#include "engine/diffusion/layers.h"
+#include "engine/diffusion/sd_config.h"
+#include "engine/diffusion/unet.h"
+#include "engine/diffusion/vae_decoder.h"
+
+namespace tessera::cli {
+namespace {
+
+using diffusion::KernelOptions;
+using diffusion::UNetConfig;
+using diffusion::VaeDecoderConfig;
+
+constexpr const char* kHeading = "## Diffusion (CPU)\n";
+constexpr int64_t kContextLen = 77;  // CLIP's token count
+constexpr int64_t kGuidanceBatch = 2;
+
+struct DiffusionBenchOptions {
+  int64_t size = 0;  // image pixels; 0: 512, or 256 with --quick
+  bool quick = false;
+  int repeat = 0;  // 0: 3, or 2 with --quick
+  bool write_results = false;
+  std::string results_path;
+  std::string json_path;
+  std::string config = "sd15";  // hidden: "tiny"
+};
+
+// The parity fixtures' architecture (tests/fixtures/diffusion/README.md).
+UNetConfig tiny_unet_config() {
+  UNetConfig c;
+  c.model_channels = 32;
+  c.level_channels = {32, 64};
+  c.level_attention = {true, false};
+  c.num_res_blocks = 1;
+  c.num_heads = 2;
+  c.context_dim = 32;
+  return c;
+}
+
+VaeDecoderConfig tiny_vae_config() {
+  VaeDecoderConfig c;
+  c.level_channels = {64, 32};
+  c.blocks_per_level = 1;
+  return c;
+}
+
+// ---- analytic FLOP counts (2 per multiply-add) --------------------------------------------------
+
+double conv_flops(int64_t out_pixels, int64_t in_c, int64_t out_c, int64_t kernel) {
+  return 2.0 * static_cast<double>(out_pixels) *
+         static_cast<double>(in_c * out_c * kernel * kernel);
+}
+double linear_flops(int64_t rows, int64_t in, int64_t out) {
+  return 2.0 * static_cast<double>(rows) * static_cast<double>(in * out);
+}
+// Q K^T and P V over all heads: 2 products of q_len x kv_len x channels.
+double attention_flops(int64_t batch, int64_t q_len, int64_t kv_len, int64_t channels) {
+  return 4.0 * static_cast<double>(batch * q_len) * static_cast<double>(kv_len * channels);
+}
+
+// ResBlock at `pixels` (all images): two 3x3 convolutions, the 1x1 shortcut when the channels
+// change, and the timestep projection (emb_dim > 0, one row per image).
+double resblock_flops(int64_t batch, int64_t pixels, int64_t in_c, int64_t out_c, int64_t emb_dim) {
+  double f = conv_flops(pixels, in_c, out_c, 3) + conv_flops(pixels, out_c, out_c, 3);
+  if (in_c != out_c) f += linear_flops(pixels, in_c, out_c);
+  if (emb_dim > 0) f += linear_flops(batch, emb_dim, out_c);
+  return f;
+}
+
+// SpatialTransformer with one block over hw tokens per image (layers.h).
+double transformer_flops(int64_t batch, int64_t hw, int64_t c, int64_t context_dim) {
+  const int64_t rows = batch * hw;
+  double f = 2 * linear_flops(rows, c, c);                                // proj_in, proj_out
+  f += 4 * linear_flops(rows, c, c) + attention_flops(batch, hw, hw, c);  // self-attention
+  f += 2 * linear_flops(rows, c, c) + 2 * linear_flops(batch * kContextLen, context_dim, c) +
+       attention_flops(batch, hw, kContextLen, c);                   // cross-attention
+  f += linear_flops(rows, c, 8 * c) + linear_flops(rows, 4 * c, c);  // GEGLU feed-forward
+  return f;
+}
+
+// One UNet forward over `batch` latents of h x w (the structure of UNet::load).
+double unet_flops(const UNetConfig& c, int64_t batch, int64_t h, int64_t w) {
+  const int64_t emb = c.time_embed_dim();
+  auto px = [&](int64_t level) { return batch * (h >> level) * (w >> level); };
+  double f = linear_flops(batch, c.model_channels, emb) + linear_flops(batch, emb, emb);
+  f += conv_flops(px(0), c.in_channels, c.model_channels, 3);
+  std::vector<int64_t> skips = {c.model_channels};
+  int64_t ch = c.model_channels;
+  const int64_t levels = c.levels();
+  for (int64_t l = 0; l < levels; ++l) {
+    for (int64_t r = 0; r < c.num_res_blocks; ++r) {
+      f += resblock_flops(batch, px(l), ch, c.level_channels[l], emb);
+      ch = c.level_channels[l];
+      if (c.level_attention[l]) f += transformer_flops(batch, px(l) / batch, ch, c.context_dim);
+      skips.push_back(ch);
+    }
+    if (l + 1 < levels) {
+      f += conv_flops(px(l + 1), ch, ch, 3);  // stride-2 downsample
+      skips.push_back(ch);
+    }
+  }
+  const int64_t low = levels - 1;
+  f += 2 * resblock_flops(batch, px(low), ch, ch, emb) +
+       transformer_flops(batch, px(low) / batch, ch, c.context_dim);
+  for (int64_t l = levels - 1; l >= 0; --l) {
+    for (int64_t r = 0; r <= c.num_res_blocks; ++r) {
+      const int64_t skip = skips.back();
+      skips.pop_back();
+      f += resblock_flops(batch, px(l), ch + skip, c.level_channels[l], emb);
+      ch = c.level_channels[l];
+      if (c.level_attention[l]) f += transformer_flops(batch, px(l) / batch, ch, c.context_dim);
+      if (l > 0 && r == c.num_res_blocks) f += conv_flops(px(l - 1), ch, ch, 3);  // upsample conv
+    }
+  }
+  f += conv_flops(px(0), ch, c.out_channels, 3);
+  return f;
+}
+
+// One VAE decode of `batch` latents of h x w (the structure of VaeDecoder::load).
+double vae_flops(const VaeDecoderConfig& c, int64_t batch, int64_t h, int64_t w) {
+  const int64_t levels = c.levels();
+  // Pixels of up level l (level levels-1 runs at the latent size).
+  auto px = [&](int64_t level) {
+    const int64_t s = levels - 1 - level;
+    return batch * (h << s) * (w << s);
+  };
+  int64_t ch = c.level_channels.back();
+  double f = linear_flops(px(levels - 1), c.z_channels, c.z_channels);
+  f += conv_flops(px(levels - 1), c.z_channels, ch, 3);
+  const int64_t lo = px(levels - 1);
+  f += 2 * resblock_flops(batch, lo, ch, ch, 0) + 4 * linear_flops(lo, ch, ch) +
+       attention_flops(batch, lo / batch, lo / batch, ch);
+  for (int64_t l = levels - 1; l >= 0; --l) {
+    for (int64_t j = 0; j < c.blocks_per_level; ++j) {
+      f += resblock_flops(batch, px(l), ch, c.level_channels[l], 0);
+      ch = c.level_channels[l];
+    }
+    if (l > 0) f += conv_flops(px(l - 1), ch, ch, 3);
+  }
+  f += conv_flops(px(0), ch, c.out_channels, 3);
+  return f;
+}
+
+// ---- random weights ----------------------------------------------------------------------------
+
+// A safetensors image in memory (BF16 tensors), for SafeTensors::parse.
+Expected<std::vector<uint8_t>> random_checkpoint(const diffusion::TensorShapes& shapes) {
+  nlohmann::json header = nlohmann::json::object();
+  uint64_t offset = 0;
+  for (const auto& [name, shape] : shapes) {
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    const uint64_t bytes = static_cast<uint64_t>(numel) * 2;
+    header[name] = {
+        {"dtype", "BF16"}, {"shape", shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  text.append((8 - (8 + text.size()) % 8) % 8, ' ');  // data section 8-byte aligned
+  std::vector<uint8_t> image;
+  try {
+    image.resize(8 + text.size() + offset);
+  } catch (const std::bad_alloc&) {
+    return Status(ErrorCode::kOutOfMemory, "bench diffusion: cannot allocate " +
+                                               std::to_string(offset >> 20) +
+                                               " MiB for the random weights");
+  }
+  const uint64_t header_len = text.size();
+  for (int i = 0; i < 8; ++i) image[i] = static_cast<uint8_t>(header_len >> (8 * i));
+  std::memcpy(image.data() + 8, text.data(), text.size());
+  uint8_t* data = image.data() + 8 + text.size();
+  std::vector<float> values;
+  uint32_t seed = 1;
+  for (const auto& [name, shape] : shapes) {
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    values.resize(static_cast<size_t>(numel));
+    if (shape.size() >= 2) {
+      const int64_t fan_in = numel / shape[0];
+      bench::fill_floats(values.data(), values.size(), 0x9e3779b9u * seed++);
+      const float bound = 1.0f / std::sqrt(static_cast<float>(fan_in));
+      for (float& v : values) v *= bound;
+    } else {
+      // Norm scales (".weight" of a 1-D tensor) 1, biases 0.
+      const bool scale = name.size() >= 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
+      std::fill(values.begin(), values.end(), scale ? 1.0f : 0.0f);
+    }
+    convert_f32_to_bf16(values.data(), reinterpret_cast<uint16_t*>(data), values.size());
+    data += values.size() * 2;
+  }
+  return image;
+}
+
+// ---- the ablation ------------------------------------------------------------------------------
+
+struct Variant {
+  std::string name;
+  KernelOptions options;
+  bool unet = true, vae = true;  // whether the switch changes anything in the model
+};
+
+std::vector<Variant> ablation() {
+  using kernels::AttentionAlgo;
+  using kernels::Fusion;
+  std::vector<Variant> v;
+  v.push_back({"all fusions on (default chooser)", KernelOptions{}});
+  KernelOptions o;
+  o.group_norm_silu = Fusion::kOff;
+  v.push_back({"GroupNorm+SiLU unfused", o});
+  o = {};
+  o.geglu = Fusion::kOff;
+  v.push_back({"GEGLU unfused", o, true, false});  // the VAE has no feed-forward
+  o = {};
+  o.attention = AttentionAlgo::kNaive;
+  v.push_back({"attention naive", o});
+  o = {};
+  o.conv = diffusion::ConvPolicy::kGemm;
+  v.push_back({"conv im2col+GEMM only (Winograd off)", o});
+  o = {};
+  o.upsample = Fusion::kOff;
+  v.push_back({"upsample unfused", o});
+  o = {Fusion::kOff, Fusion::kOff, Fusion::kOff, AttentionAlgo::kNaive,
+       diffusion::ConvPolicy::kGemm};
+  v.push_back({"everything off", o});
+  return v;
+}
+
+struct Result {
+  std::string model;  // "unet" / "vae"
+  std::string variant;
+  bench::Timing time;  // seconds
+  double flops = 0;
+  double saving_s = 0;  // this row's time - all-on time
+};
+
+std::string ms(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, seconds < 0.1 ? "%.1f" : "%.0f", seconds * 1e3);
+  return buf;
+}
+
+std::string table(const std::vector<Result>& results) {
+  std::ostringstream t;
+  t << "| model | kernels | time (ms, median) | min - max | GFLOP/s | vs all on |\n"
+       "|---|---|---|---|---|---|\n";
+  for (const Result& r : results) {
+    char rate[32], saving[64];
+    std::snprintf(rate, sizeof rate, "%.1f", r.flops / r.time.median / 1e9);
+    if (r.variant == ablation().front().name) {
+      std::snprintf(saving, sizeof saving, "-");
+    } else {
+      // What the row's fused kernel saves: the off time minus the all-on time, and its share of
+      // the off time.
+      std::snprintf(saving, sizeof saving, "%s%s ms (%+.1f%%)", r.saving_s < 0 ? "-" : "+",
+                    ms(std::fabs(r.saving_s)).c_str(), 100.0 * r.saving_s / r.time.median);
+    }
+    t << "| " << r.model << " | " << r.variant << " | " << ms(r.time.median) << " | "
+      << ms(r.time.min) << " - " << ms(r.time.max) << " | " << rate << " | " << saving << " |\n";
+  }
+  return t.str();
+}
+
+Status run_bench_diffusion(DiffusionBenchOptions o) {
+  const bool tiny = o.config == "tiny";
+  if (!tiny && o.config != "sd15") {
+    return invalid_argument("bench diffusion: --config must be sd15 or tiny, not '" + o.config +
+                            "'");
+  }
+  const UNetConfig ucfg = tiny ? tiny_unet_config() : diffusion::sd15_unet_config();
+  const VaeDecoderConfig vcfg = tiny ? tiny_vae_config() : diffusion::sd15_vae_decoder_config();
+  if (o.size == 0) o.size = o.quick ? 256 : 512;
+  const int64_t multiple = vcfg.upscale() * ucfg.size_multiple();
+  if (o.size < multiple || o.size % multiple != 0) {
+    return invalid_argument("bench diffusion: --size " + std::to_string(o.size) +
+                            " must be a positive multiple of " + std::to_string(multiple) +
+                            " (the VAE's x" + std::to_string(vcfg.upscale()) +
+                            " times the UNet's halvings)");
+  }
+  const int reps = o.repeat > 0 ? o.repeat : (o.quick ? 2 : 3);
+  const int64_t latent = o.size / vcfg.upscale();
+
+  const bench::Machine machine = bench::describe_machine();
+  std::fputs(bench::machine_markdown(machine).c_str(), stdout);
+  bench::warn_if_busy(machine);
+
+  diffusion::TensorShapes shapes = diffusion::unet_tensor_shapes(ucfg);
+  for (auto& entry : diffusion::vae_decoder_tensor_shapes(vcfg)) shapes.insert(std::move(entry));
+  const auto build_start = std::chrono::steady_clock::now();
+  TESSERA_ASSIGN_OR_RETURN(const std::vector<uint8_t> image, random_checkpoint(shapes));
+  TESSERA_ASSIGN_OR_RETURN(SafeTensors file,
+                           SafeTensors::parse(image.data(), image.size(), "random SD weights"));
+  WeightStore store(std::move(file), WeightFormat::kBF16);
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<diffusion::UNet> unet,
+                           diffusion::UNet::load(store, ucfg));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<diffusion::VaeDecoder> vae,
+                           diffusion::VaeDecoder::load(store, vcfg));
+  const double build_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - build_start).count();
+  const int64_t params =
+      diffusion::unet_parameter_count(ucfg) + diffusion::vae_decoder_parameter_count(vcfg);
+  std::printf(
+      "%s: UNet %s; VAE decoder %s\n%.1fM parameters (BF16 image %.0f MiB), built in %.1f s; "
+      "image %lldx%lld (latent %lldx%lld), %d timed runs per row after a warm-up, %d threads\n",
+      tiny ? "tiny fixture config" : "SD 1.5", ucfg.summary().c_str(), vcfg.summary().c_str(),
+      static_cast<double>(params) / 1e6, static_cast<double>(image.size()) / (1 << 20), build_s,
+      static_cast<long long>(o.size), static_cast<long long>(o.size),
+      static_cast<long long>(latent), static_cast<long long>(latent), reps,
+      default_thread_pool().num_threads());
+  std::fflush(stdout);
+
+  // Inputs: N(0,1)-like latents and context, as a sampler's first step sees them.
+  std::vector<float> x(static_cast<size_t>(kGuidanceBatch * latent * latent * ucfg.in_channels));
+  std::vector<float> ctx(static_cast<size_t>(kGuidanceBatch * kContextLen * ucfg.context_dim));
+  std::vector<float> eps(static_cast<size_t>(kGuidanceBatch * latent * latent * ucfg.out_channels));
+  std::vector<float> z(static_cast<size_t>(latent * latent * vcfg.z_channels));
+  std::vector<float> rgb(static_cast<size_t>(o.size * o.size * vcfg.out_channels));
+  bench::fill_floats(x.data(), x.size(), 3);
+  bench::fill_floats(ctx.data(), ctx.size(), 4);
+  bench::fill_floats(z.data(), z.size(), 5);
+  for (float& v : z) v *= diffusion::kSdLatentScale;
+  const float t[kGuidanceBatch] = {500.0f, 500.0f};
+  const double unet_f = unet_flops(ucfg, kGuidanceBatch, latent, latent);
+  const double vae_f = vae_flops(vcfg, 1, latent, latent);
+  std::printf("analytic work: UNet step with guidance %.1f GFLOP, VAE decode %.1f GFLOP\n\n",
+              unet_f / 1e9, vae_f / 1e9);
+
+  std::vector<Result> results;
+  Status failure = Status::ok_status();
+  const std::vector<Variant> variants = ablation();
+  for (const char* model : {"unet", "vae"}) {
+    const bool is_unet = std::strcmp(model, "unet") == 0;
+    double all_on = 0;
+    for (size_t i = 0; i < variants.size(); ++i) {
+      const Variant& v = variants[i];
+      if (!(is_unet ? v.unet : v.vae)) continue;
+      if (!is_unet && o.quick && i > 0) break;  // --quick: the VAE with everything on only
+      bench::Timing timing;
+      if (is_unet) {
+        unet->set_options(v.options);
+        timing = bench::time_it(reps, 1, [&] {
+          const Status st = unet->forward(x.data(), t, ctx.data(), kGuidanceBatch, latent, latent,
+                                          kContextLen, eps.data());
+          if (!st.ok() && failure.ok()) failure = st;
+        });
+      } else {
+        vae->set_options(v.options);
+        timing = bench::time_it(reps, 1, [&] {
+          const Status st = vae->decode(z.data(), 1, latent, latent, rgb.data());
+          if (!st.ok() && failure.ok()) failure = st;
+        });
+      }
+      TESSERA_RETURN_IF_ERROR(failure);
+      if (i == 0) all_on = timing.median;
+      Result r{is_unet ? "UNet step (batch 2, guidance)" : "VAE decode", v.name, timing,
+               is_unet ? unet_f : vae_f, timing.median - all_on};
+      std::printf("%-30s %-38s %9s ms  %7.1f GFLOP/s\n", r.model.c_str(), r.variant.c_str(),
+                  ms(timing.median).c_str(), r.flops / timing.median / 1e9);
+      std::fflush(stdout);
+      results.push_back(r);
+    }
+  }
+  unet->set_options(KernelOptions{});
+  vae->set_options(KernelOptions{});
+
+  std::ostringstream section;
+  section << kHeading << "\n" << bench::machine_markdown(machine);
+  char head[1024];
+  std::snprintf(
+      head, sizeof head,
+      "%s with random weights (BF16 linear weights, f32 convolutions), %lldx%lld image (latent "
+      "%lldx%lld), %d threads. One UNet step = one forward over batch 2 (conditional + "
+      "unconditional, %lld context tokens); VAE decode = batch 1. Median of %d runs after a "
+      "warm-up. GFLOP/s from an analytic count of convolutions, linear layers and attention "
+      "(UNet step %.1f GFLOP, VAE decode %.1f GFLOP). \"vs all on\": the row's time minus the "
+      "all-on time (what that fused kernel saves), and that as a share of the row's time.%s\n\n",
+      tiny ? "Tiny fixture config (`--config tiny`)" : "SD 1.5 config",
+      static_cast<long long>(o.size), static_cast<long long>(o.size),
+      static_cast<long long>(latent), static_cast<long long>(latent),
+      default_thread_pool().num_threads(), static_cast<long long>(kContextLen), reps, unet_f / 1e9,
+      vae_f / 1e9, o.quick ? " `--quick`: the VAE decode with everything on only." : "");
+  section << head << table(results) << "\n";
+  std::printf("\n%s", table(results).c_str());
+
+  if (!o.json_path.empty()) {
+    nlohmann::json j;
+    j["machine"] = {
+        {"cpu", machine.cpu},   {"threads", machine.threads},        {"features", machine.features},
+        {"date", machine.date}, {"load_average_1min", machine.load}, {"command", machine.command}};
+    j["config"] = tiny ? "tiny" : "sd15";
+    j["size"] = o.size;
+    j["unet_gflop"] = unet_f / 1e9;
+    j["vae_gflop"] = vae_f / 1e9;
+    nlohmann::json rows = nlohmann::json::array();
+    for (const Result& r : results) {
+      rows.push_back(
+          {{"model", r.model},
+           {"kernels", r.variant},
+           {"seconds", {{"median", r.time.median}, {"min", r.time.min}, {"max", r.time.max}}},
+           {"reps", r.time.reps},
+           {"gflops", r.flops / r.time.median / 1e9},
+           {"saving_seconds", r.saving_s}});
+    }
+    j["results"] = rows;
+    const std::string text = j.dump(2) + "\n";
+    TESSERA_RETURN_IF_ERROR(write_file_atomic(o.json_path, text.data(), text.size())
+                                .with_context("bench diffusion: --json"));
+  }
+  if (o.write_results) {
+    bench::Options paths;
+    paths.results_path = o.results_path;
+    const std::string path = bench::results_path(paths);
+    TESSERA_RETURN_IF_ERROR(bench::write_results_section(path, kHeading, section.str()));
+    std::printf("wrote the \"Diffusion (CPU)\" section of %s\n", path.c_str());
+  }
+  return Status::ok_status();
+}
+
+}  // namespace
+
+void register_bench_diffusion(CLI::App* bench, int* exit_code) {
+  auto o = std::make_shared<DiffusionBenchOptions>();
+  CLI::App* cmd = bench->add_subcommand(
+      "diffusion",
+      "SD 1.5 UNet step (guidance) and VAE decode, random weights, fused-kernel ablation");
+  cmd->add_option("--size", o->size,
+                  "Image pixels per side: a multiple of 64 for SD 1.5 (the VAE's x8 times the "
+                  "UNet's three halvings; default 512, 256 with --quick)");
+  cmd->add_flag("--quick", o->quick, "Size 256 and the VAE decode with all fusions on only");
+  cmd->add_option("--repeat", o->repeat,
+                  "Timed runs per row after a warm-up (default 3, --quick 2)")
+      ->check(CLI::Range(1, 100));
+  cmd->add_flag("--write-results", o->write_results,
+                "Replace the \"## Diffusion (CPU)\" section of bench/RESULTS.md");
+  cmd->add_option("--results", o->results_path, "Results file for --write-results");
+  cmd->add_option("--json", o->json_path, "Also write the results as JSON to FILE");
+  // The parity fixtures' tiny architecture, for tests.
+  cmd->add_option("--config", o->config, "sd15 (default) or tiny")->group("");
+  cmd->callback([o, exit_code] {
+    const Status st = run_bench_diffusion(*o);
+    if (!st.ok()) {
+      std::fprintf(stderr, "tessera bench diffusion: %s\n", st.to_string().c_str());
+      *exit_code = 1;
+    }
+  });
+}
+
+}  // namespace tessera::cli
