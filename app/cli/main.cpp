@@ -7,22 +7,13 @@
 
 #include "app/cli/commands.h"
 #include "engine/core/cpu_features.h"
+#include "engine/core/assets.h"
 #include "engine/core/thread_pool.h"
 #include "kernels/cuda/device.h"
 
 namespace tessera::cli {
 
-std::string assets_dir() {
-  namespace fs = std::filesystem;
-  if (const char* env = std::getenv("TESSERA_ASSETS")) return env;
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const fs::path installed = exe.parent_path().parent_path() / "share" / "tessera" / "assets";
-    if (fs::is_directory(installed, ec)) return installed.string();
-  }
-  return std::string(TESSERA_SOURCE_DIR) + "/assets";
-}
+std::string assets_dir() { return find_assets_dir(std::string(TESSERA_SOURCE_DIR) + "/assets"); }
 
 namespace {
 void print_version() {

@@ -10,32 +10,19 @@
 #include <string>
 #include <thread>
 
+#include "engine/core/assets.h"
 #include "engine/core/thread_pool.h"
+#include "engine/shape/pipeline.h"
 #include "ui/studio/main_window.h"
 #include "ui/studio/viewport.h"
 
 namespace {
 
-// Same lookup as the CLI's assets_dir(): $TESSERA_ASSETS, else <exe>/../share/tessera/assets
-// (installed), else the source tree's assets/ (developer build).
-std::string assets_dir() {
-  namespace fs = std::filesystem;
-  if (const char* env = std::getenv("TESSERA_ASSETS")) return env;
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const fs::path installed = exe.parent_path().parent_path() / "share" / "tessera" / "assets";
-    if (fs::is_directory(installed, ec)) return installed.string();
-  }
-  return std::string(TESSERA_SOURCE_DIR) + "/assets";
-}
-
 // A 2^k + 1 lattice size, or an error message.
 bool parse_resolution(const QString& text, const char* option, int* out) {
   bool ok = false;
   const int value = text.toInt(&ok);
-  const bool valid = ok && value >= 3 && value <= 1025 && ((value - 1) & (value - 2)) == 0;
-  if (!valid) {
+  if (!ok || !tessera::shape::resolution_base(value).ok()) {
     std::fprintf(stderr, "tessera-studio: %s %s: expected 2^k + 1 (9, 17, 33, 65, 129, 257, ...)\n",
                  option, qPrintable(text));
     return false;
@@ -89,7 +76,8 @@ int main(int argc, char** argv) {
   parser.process(app);
 
   tessera::studio::LaunchOptions options;
-  options.assets_dir = QString::fromStdString(assets_dir());
+  options.assets_dir = QString::fromStdString(
+      tessera::find_assets_dir(std::string(TESSERA_SOURCE_DIR) + "/assets"));
   options.prompt = parser.value(prompt);
   options.generate = parser.isSet(generate);
   options.screenshot = parser.value(screenshot);
