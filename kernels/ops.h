@@ -10,7 +10,9 @@
 // - Activations are f32, row-major, contiguous unless a stride argument says otherwise. Sizes and
 //   strides are element counts (int64_t).
 // - Weights of linear layers use PyTorch's nn.Linear layout: W is [N, K] (out_features, in_features),
-//   stored f32 or bf16; accumulation is always f32.
+//   stored f32 or bf16; accumulation is always f32. With bf16 weights the CPU and CUDA backends may
+//   also round x to bf16 for large m (cpu::linear does on CPUs with AVX-512 BF16, m > 32: the bf16
+//   GEMM, kernels/cpu/gemm_bf16.h), as PyTorch's bf16 matmul does; f32 weights keep f32 x.
 // - Outputs are owned by the caller; ops allocate nothing (CPU ops may use per-thread stack scratch).
 // - Unless stated, an output must not alias an input. Ops marked "in place OK" allow y == x.
 // - Ops do not validate sizes beyond asserts: the caller (model code) checked shapes when it loaded.

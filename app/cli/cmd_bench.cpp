@@ -47,6 +47,7 @@
 #include "engine/shape/gpt.h"
 #include "engine/shape/gpt_config.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/linear_internal.h"
 #include "kernels/ops.h"
 
 namespace tessera::cli {
@@ -157,8 +158,8 @@ Status bench_gemv(const Options& opt, int reps, const Bandwidth& bw, std::vector
 
 Status bench_gemm(const Options& opt, int reps, std::vector<Row>* rows) {
   const LinearShape shapes[] = {{"attn_proj", 1536, 1536}, {"mlp_up", 1536, 6144}};
-  std::vector<int64_t> ms = {77, 256, 1024};
-  if (opt.quick) ms = {77, 256};
+  std::vector<int64_t> ms = {16, 77, 256, 1024, 4096};
+  if (opt.quick) ms = {16, 77, 256};
   for (const LinearShape& s : shapes) {
     for (DType dtype : {DType::kF32, DType::kBF16}) {
       TESSERA_ASSIGN_OR_RETURN(WeightSet weights, make_weights(s, dtype, 0));
@@ -171,8 +172,24 @@ Status bench_gemm(const Options& opt, int reps, std::vector<Row>* rows) {
         const double flops = 2.0 * static_cast<double>(m * s.n * s.k);
         const Timing t =
             time_it(reps, 1, [&] { kernels::cpu::linear(x.data(), m, w, bias.data(), y.data()); });
-        rows->push_back(
-            {"gemm", shape_label(s), "cpu", dtype_name(dtype), m, t, "GFLOP/s", flops, ""});
+        const kernels::cpu::linear_detail::LinearConfig config =
+            kernels::cpu::linear_detail::default_linear_config();
+        rows->push_back({"gemm", shape_label(s), "cpu", dtype_name(dtype), m, t, "GFLOP/s", flops,
+                         dtype == DType::kBF16 && config.bf16_gemm
+                             ? "AVX-512 BF16 GEMM (x rounded to bf16)"
+                             : ""});
+        if (dtype == DType::kBF16 && config.bf16_gemm) {
+          // The same layer without gemm_bf16 (f32 x, weights widened): the path CPUs without
+          // AVX-512 BF16 take, and the baseline of the bf16 GEMM's speed-up.
+          kernels::cpu::linear_detail::LinearConfig f32x = config;
+          f32x.bf16_gemm = false;
+          const Timing t2 = time_it(reps, 1, [&] {
+            kernels::cpu::linear_detail::linear_with_config(f32x, x.data(), m, w, bias.data(),
+                                                            y.data());
+          });
+          rows->push_back({"gemm", shape_label(s), "cpu-f32x", dtype_name(dtype), m, t2,
+                           "GFLOP/s", flops, "bf16 weights widened, f32 x (no bf16 GEMM)"});
+        }
         if (m == 77 && !opt.quick && s.n == 1536) {
           const Timing tr =
               time_it(5, 1, [&] { kernels::ref::linear(x.data(), m, w, bias.data(), y.data()); });

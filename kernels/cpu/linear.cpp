@@ -19,6 +19,7 @@
 #include "engine/core/cpu_features.h"
 #include "engine/core/dtype.h"
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/linear_internal.h"
 #include "kernels/ops.h"
@@ -254,6 +255,7 @@ LinearConfig default_linear_config() {
   LinearConfig config;
   config.isa = active_isa();
   config.use_blas = simd_enabled();
+  config.bf16_gemm = gemm_bf16::available();
   return config;
 }
 
@@ -266,6 +268,12 @@ void linear_with_config(const LinearConfig& config, const float* x, int64_t m, c
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t n = 0; n < w.rows; ++n) y[i * w.rows + n] = bias ? bias[n] : 0.0f;
     }
+    return;
+  }
+  if (config.bf16_gemm && w.dtype == DType::kBF16 && m > kBf16GemmMinRows) {
+    assert(gemm_bf16::available());
+    const gemm_bf16::BMatrix b{w.data, gemm_bf16::BLayout::kBf16NK, w.cols};
+    gemm_bf16::gemm(m, w.rows, w.cols, x, w.cols, b, bias, y, w.rows, false);
     return;
   }
   const int64_t blocked_max = w.dtype == DType::kBF16 ? kBlockedMaxRowsBf16 : kBlockedMaxRowsF32;

@@ -14,6 +14,8 @@
 //   single dot-kernel call over its whole range of rows, so that the kernel can stream the rows in
 //   order and prepare x once per call (linear_avx512.cpp). bf16 weights are widened to f32 in
 //   registers (exact), x stays f32.
+// - bf16 weights, m > kBf16GemmMinRows, CPU with AVX-512 BF16 (LinearConfig::bf16_gemm):
+//   gemm_bf16 (vdpbf16ps, x rounded to bf16, f32 accumulation): ~2x the f32 rate.
 // - Larger m with BLAS: GEMM through single-threaded OpenBLAS sgemm, one call per column block of
 //   y inside the pool (linear.cpp says why OpenBLAS runs single-threaded). bf16 weights are first
 //   expanded into a per-thread f32 panel of kPanelRows x kPanelCols.
@@ -32,6 +34,9 @@ struct LinearConfig {
   // Large m through OpenBLAS sgemm. False gives the all-scalar path (TESSERA_NO_SIMD=1) that uses
   // no vector code of ours or OpenBLAS's.
   bool use_blas = false;
+  // bf16 weights with m > kBf16GemmMinRows through gemm_bf16 (AVX-512 BF16: x rounded to bf16,
+  // ~2x the f32 rate). Only where gemm_bf16::available(); default_linear_config() turns it on there.
+  bool bf16_gemm = false;
 };
 
 // What cpu::linear uses now: active_isa() (scalar when SIMD is disabled or the CPU lacks
@@ -53,6 +58,9 @@ void linear_multi_with_config(const LinearConfig& config, const float* x, int64_
 // registers) stays ahead up to m ~ 100 (1536x1536: 134 vs 115 GFLOP/s at m = 77; 71 vs 89 at m =
 // 256).
 constexpr int64_t kBlockedMaxRowsF32 = 8;
+// Smallest m (exclusive) that bf16 weights send through gemm_bf16 when LinearConfig::bf16_gemm is
+// set (`tessera bench kernels`, rows "gemm bf16"; see bench/RESULTS.md).
+constexpr int64_t kBf16GemmMinRows = 32;
 constexpr int64_t kBlockedMaxRowsBf16 = 96;
 // Rows of x handled per pass over a weight block by the dot kernels (register blocking limit).
 constexpr int64_t kMaxRowsPerPass = 4;

@@ -72,9 +72,13 @@ struct Problem {
 // bf16 weights are expanded exactly, so the same bound holds with the bf16 values. The bound is
 // rigorous (a correct kernel cannot fail it) yet tight enough to catch a dropped or misplaced term:
 // for K = 1000 and inputs in [-1, 1] it is ~0.015 while such a bug moves outputs by O(0.3).
-Problem make_problem(int64_t m, int64_t n, int64_t k, DType dtype, bool with_bias, uint64_t seed) {
+Problem make_problem(int64_t m, int64_t n, int64_t k, DType dtype, bool with_bias, uint64_t seed,
+                     bool bf16_x = false) {
   Problem p{m, n, k, dtype, {}, {}, {}, {}, {}, {}};
   p.x = test::random_floats(static_cast<size_t>(m * k), seed);
+  if (bf16_x) {
+    for (float& v : p.x) v = bf16_to_f32(f32_to_bf16(v));
+  }
   if (dtype == DType::kF32) {
     p.w_f32 = test::random_floats(static_cast<size_t>(n * k), seed + 1);
   } else {
@@ -211,7 +215,12 @@ TEST_F(LinearTest, PublicEntryFollowsSimdSwitch) {
     }
     for (int64_t m : {1, 6, 40}) {
       for (DType dtype : {DType::kF32, DType::kBF16}) {
-        const Problem p = make_problem(m, 131, 300, dtype, true, 4242 + static_cast<uint64_t>(m));
+        // The bf16 GEMM rounds x to bf16 (linear_internal.h): give it x that is bf16 already, so
+        // the f32 reference and its bound still apply exactly.
+        const bool rounds_x = config.bf16_gemm && dtype == DType::kBF16 &&
+                              m > cpu::linear_detail::kBf16GemmMinRows;
+        const Problem p = make_problem(m, 131, 300, dtype, true, 4242 + static_cast<uint64_t>(m),
+                                       rounds_x);
         std::vector<float> y(p.expected.size()), y_config(p.expected.size());
         cpu::linear(p.x.data(), m, p.weight(), p.bias_ptr(), y.data());
         cpu::linear_detail::linear_with_config(config, p.x.data(), m, p.weight(), p.bias_ptr(),
