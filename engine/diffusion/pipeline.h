@@ -1,0 +1,189 @@
+// The Stable Diffusion 1.x text-to-image pipeline on the CPU: CLIP text encoder -> UNet denoising
+// loop with classifier-free guidance (engine/diffusion/scheduler.h samplers) -> VAE decoder ->
+// RGB8. The PyTorch oracle is tools/tessera_ref/sd_pipeline.py (fixture:
+// tests/fixtures/diffusion/pipeline/, tools/make_pipeline_fixtures.py).
+//
+// Model layouts DiffusionModel::load accepts (safetensors only; every size inferred from shapes):
+//   (a) CompVis single file FILE.safetensors: UNet `model.diffusion_model.*`, VAE
+//       `first_stage_model.*` (only post_quant_conv + decoder are read), CLIP text encoder
+//       `cond_stage_model.transformer.text_model.*`. When the file has no text encoder, the
+//       Hugging Face-layout one next to it is used: DIR/text_encoder/, else DIR/../text_encoder/
+//       (DIR = the file's directory; e.g. a diffusion model beside the tessera-tiny shape model
+//       whose text encoder it shares). A directory holding exactly one .safetensors file and no
+//       unet/ folder is this layout too.
+//   (b) diffusers folder DIR: DIR/unet/diffusion_pytorch_model.safetensors,
+//       DIR/vae/diffusion_pytorch_model.safetensors, DIR/text_encoder/model.safetensors (+
+//       config.json). UNet and VAE keys are renamed to the CompVis ones on load (the VAE's linear
+//       attention weights [C, C] become the 1x1 convolutions [C, C, 1, 1]); error messages then
+//       name the CompVis key and "<file> (diffusers keys renamed)". Cost: the renamed tensors are
+//       copied into memory once (CompVis files are mapped zero-copy).
+// Tokenizer (ClipTokenizer): the first of DIR/tokenizer/, DIR/ (vocab.json + merges.txt),
+// DIR/text_encoder/, DIR/.., DIR/bpe_simple_vocab_16e6.txt.gz, then options.clip_vocab_fallback
+// when the text encoder has CLIP's 49408-token vocabulary.
+// Head counts are not visible in shapes: UNet heads from options.unet_heads, else the diffusers
+// DIR/unet/config.json (`num_attention_heads`, else `attention_head_dim`, which diffusers' SD 1.x
+// configs use as the head count), else 8 (SD 1.x); CLIP heads from options.text_heads, else the
+// text encoder's config.json, else width / 64.
+//
+// Errors name the file/tensor: kNotFound for a missing file or tensor (a missing VAE says "VAE"),
+// kUnsupported for other SD versions (SD 2.x: OpenCLIP text encoder or linear proj_in; SDXL),
+// kInvalidArgument when the text encoder's width differs from the UNet's cross-attention context
+// dim (both files named).
+//
+// Thread safety: load from one thread; generate() one call at a time per model (buffers are
+// reused). The callbacks run on the calling thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/core/weight_store.h"
+#include "engine/diffusion/layers.h"
+#include "engine/diffusion/scheduler.h"
+#include "engine/diffusion/sd_config.h"
+
+namespace tessera::diffusion {
+
+enum class ModelLayout { kCompVis, kDiffusers };
+const char* model_layout_name(ModelLayout layout);  // "compvis", "diffusers"
+
+struct DiffusionLoadOptions {
+  WeightFormat weights = WeightFormat::kF32;  // linear layers' format (see WeightStore)
+  int64_t unet_heads = 0;                     // 0: from the model (see above)
+  int64_t text_heads = 0;                     // 0: from the model (see above)
+  // Overrides (empty: search as above). text_encoder: a HF text encoder directory or .safetensors
+  // file; vocab: what ClipTokenizer::load accepts.
+  std::string text_encoder;
+  std::string vocab;
+  // Tokenizer for real CLIP (49408 tokens) when the model has none (the CLI passes
+  // assets/vocab/clip/bpe_simple_vocab_16e6.txt.gz).
+  std::string clip_vocab_fallback;
+};
+
+// Where the parts of a model are (as given; "" when not applicable).
+struct DiffusionModelFiles {
+  ModelLayout layout = ModelLayout::kCompVis;
+  std::string unet;          // the CompVis file, or unet/diffusion_pytorch_model.safetensors
+  std::string vae;           // the CompVis file, or vae/diffusion_pytorch_model.safetensors
+  std::string text_encoder;  // the CompVis file (embedded) or a HF model.safetensors
+  std::string vocab;         // what ClipTokenizer::load was given
+};
+
+// The usual 4 x 3 linear map from SD 1.x latents to RGB in about [-1, 1] (rows: latent channels),
+// for previews: rgb_c = sum_k latent_k * kLatentRgb[k][c].
+inline constexpr float kLatentRgb[4][3] = {{0.3512f, 0.2297f, 0.3227f},
+                                           {0.3250f, 0.4974f, 0.2350f},
+                                           {-0.2829f, 0.1762f, 0.2721f},
+                                           {-0.2120f, -0.2616f, -0.7177f}};
+// latents NHWC [h, w, 4] (one image) -> rgb [h, w, 3] RGB8 via kLatentRgb, (v + 1) / 2 clamped.
+void latents_to_rgb_preview(const float* latents, int64_t height, int64_t width, uint8_t* rgb);
+// image NHWC [h, w, 3] in [-1, 1] -> RGB8: round(clamp((v + 1) / 2, 0, 1) * 255).
+void image_to_rgb8(const float* image, int64_t pixels, uint8_t* rgb);
+
+struct GenerateRequest {
+  std::string prompt;
+  std::string negative_prompt;  // "" = unconditional
+  int64_t width = 512;          // pixels; a multiple of DiffusionModel::size_multiple()
+  int64_t height = 512;
+  int steps = 20;               // >= 1
+  float guidance_scale = 7.5f;  // finite; 1: one UNet pass per step (no negative branch)
+  SamplerKind sampler = SamplerKind::kEuler;
+  // Default: Karras for DPM++ 2M, normal for the others.
+  std::optional<SigmaSchedule> schedule;
+  uint64_t seed = 0;
+  // Optional N(0, 1) initial noise, NHWC [height / f, width / f, 4] (f = the VAE's upscale), in
+  // place of the seed's stream 0 (parity with other RNGs). Must hold exactly that many floats.
+  const std::vector<float>* initial_noise = nullptr;
+};
+
+// Sent after every denoising step. Pointers are valid during the callback only.
+struct StepProgress {
+  int step = 0;  // 0-based
+  int steps = 0;
+  double sigma = 0;                // the step's starting sigma
+  double ms = 0;                   // wall time of this step (UNet passes + sampler update)
+  const float* latents = nullptr;  // NHWC [latent_height, latent_width, channels] after the step
+  int64_t latent_height = 0, latent_width = 0, latent_channels = 0;
+  // Cheap preview of the model's current prediction of the clean latents (x - sigma * eps)
+  // through kLatentRgb: RGB8 [latent_height, latent_width, 3]; null when the latents do not have
+  // 4 channels.
+  const uint8_t* preview_rgb = nullptr;
+};
+
+struct GenerateCallbacks {
+  std::function<void(const StepProgress&)> on_step;  // may be empty
+  // Checked before the text encoder, before every step and before the VAE decode; set ->
+  // generate() returns kCancelled. May be null.
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+struct GeneratedImage {
+  int64_t width = 0, height = 0;
+  std::vector<uint8_t> rgb;    // RGB8, row-major, top row first, width * height * 3
+  std::vector<float> decoded;  // the VAE output NHWC [height, width, 3], about [-1, 1], unclamped
+  std::vector<float> latents;  // the final latents NHWC
+  double text_ms = 0, denoise_ms = 0, vae_ms = 0;
+};
+
+class DiffusionModel {
+ public:
+  ~DiffusionModel();
+  DiffusionModel(const DiffusionModel&) = delete;
+  DiffusionModel& operator=(const DiffusionModel&) = delete;
+
+  // `path`: a CompVis .safetensors file, a diffusers folder, or a folder with one CompVis file
+  // (see the top of this file).
+  static Expected<std::unique_ptr<DiffusionModel>> load(const std::string& path,
+                                                        const DiffusionLoadOptions& options = {});
+
+  const DiffusionModelFiles& files() const { return files_; }
+  const UNetConfig& unet_config() const;
+  const VaeDecoderConfig& vae_config() const;
+  int64_t text_width() const;
+  int64_t context_length() const;  // the text encoder's positions (77)
+  // Image width and height must be multiples of this: the VAE's upscale x the UNet's
+  // downsampling (SD 1.5: 8 x 8 = 64).
+  int64_t size_multiple() const;
+  // The default image side: 512 for SD-sized UNets (model channels >= 320), else 64 rounded up
+  // to size_multiple() (the tiny models are trained at 64 x 64).
+  int64_t default_image_size() const;
+  // UNet and VAE kernel switches (fusions, convolution algorithm).
+  void set_kernel_options(const KernelOptions& options);
+
+  // The UNet context of `prompt` and `negative_prompt`: [2, context_length, text_width] rows
+  // [negative, prompt] (EOS-padded ids, causal-only CLIP as SD runs it). Errors: tokenizer /
+  // encoder ones.
+  Status encode_prompts(const std::string& prompt, const std::string& negative_prompt,
+                        std::vector<float>* context);
+
+  // Runs the whole pipeline. Errors: kInvalidArgument naming the field (width / height not a
+  // positive multiple of size_multiple(), steps < 1 or > 1000, a non-finite guidance scale, a
+  // wrong initial_noise size); kCancelled; kCorruptData when the latents or the UNet output
+  // become NaN / infinite ("step 2 of 20 (sigma ...): ..."), or the decoded image does.
+  Expected<GeneratedImage> generate(const GenerateRequest& request,
+                                    const GenerateCallbacks& callbacks = {});
+
+ private:
+  struct Impl;
+  explicit DiffusionModel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+  DiffusionModelFiles files_;
+};
+
+// Diffusers -> CompVis key names (exposed for tests and tools). `layers_per_block`: ResBlocks per
+// down level (up levels have one more); `up_block_has_attention(i)`: whether up_blocks.i has
+// attentions (decides the upsampler's index). Returns "" for a name outside the model.
+std::string diffusers_unet_key_to_compvis(
+    const std::string& name, int64_t layers_per_block,
+    const std::function<bool(int64_t)>& up_block_has_attention);
+// `up_levels`: the number of decoder.up_blocks (they are numbered in reverse in CompVis). Returns
+// "" for names the decoder does not use (the encoder, quant_conv).
+std::string diffusers_vae_key_to_compvis(const std::string& name, int64_t up_levels);
+
+}  // namespace tessera::diffusion

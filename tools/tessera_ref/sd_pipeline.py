@@ -1,0 +1,102 @@
+"""Reference SD 1.x text-to-image pipeline (fp32 PyTorch + numpy), the oracle for
+engine/diffusion/pipeline.cpp.
+
+Stages, as the C++ pipeline runs them:
+1. Text: CLIP ids padded with EOS to 77 (the tokenizer's EOS id), run causal-only (SD does not mask
+   the padding), last hidden state after final_layer_norm. Guidance batch order: [uncond, cond].
+2. Initial latents: N(0, 1) from NoiseRng(seed) stream 0 (the counter-based generator documented
+   in engine/diffusion/scheduler.h, reimplemented below bit for bit; it fills the engine's NHWC
+   latents in order) times sigma_0, rounded to f32.
+3. Sampling (k-diffusion form, sd_sampler.py formulas): per step, x_in = f32(x * c_in(sigma)),
+   t = f32(sigma_to_t(sigma)), eps from the UNet on the batch [x_in, x_in] with the contexts
+   [uncond, cond], guided in f32 as u + scale * (c - u) (one pass with the cond context alone when
+   scale == 1), then the sampler update in float64 per element, rounded to f32.
+4. VAE decode of the final latents (z / 0.18215 inside the decoder) -> image in [-1, 1].
+
+Everything is float32 except the sampler arithmetic (float64 on f32 latents, as the C++ does).
+"""
+
+import math
+
+import numpy as np
+import torch
+
+from . import sd_sampler
+
+_MASK = (1 << 64) - 1
+_GAMMA = 0x9E3779B97F4A7C15
+
+
+def _mix(z):
+    z &= _MASK
+    z ^= z >> 30
+    z = (z * 0xBF58476D1CE4E5B9) & _MASK
+    z ^= z >> 27
+    z = (z * 0x94D049BB133111EB) & _MASK
+    z ^= z >> 31
+    return z
+
+
+def noise_rng(seed, stream, n):
+    """NoiseRng(seed).fill(stream, out, n) of engine/diffusion/scheduler.h, as float32."""
+    key = _mix(seed + _GAMMA)
+    out = np.empty(n, dtype=np.float64)
+    for j in range((n + 1) // 2):
+        c = (stream << 40) + j
+        b1 = _mix(key ^ _mix(2 * c + 1))
+        b2 = _mix(key ^ _mix(2 * c + 2))
+        u1 = ((b1 >> 11) + 1) * 2.0 ** -53
+        u2 = (b2 >> 11) * 2.0 ** -53
+        r = math.sqrt(-2.0 * math.log(u1))
+        out[2 * j] = r * math.cos(2.0 * math.pi * u2)
+        if 2 * j + 1 < n:
+            out[2 * j + 1] = r * math.sin(2.0 * math.pi * u2)
+    return out.astype(np.float32)
+
+
+def pad_ids(ids, length, eos_id):
+    """[BOS, ..., EOS] cut to `length` keeping EOS last, padded with EOS (SD's padding)."""
+    if len(ids) > length:
+        ids = ids[: length - 1] + [ids[-1]]
+    return ids + [eos_id] * (length - len(ids))
+
+
+class Pipeline:
+    """unet: sd_unet.UNet, vae: sd_vae.VaeDecoder, clip: clip_text.ClipTextModel (all eval, fp32)."""
+
+    def __init__(self, unet, vae, clip):
+        self.unet, self.vae, self.clip = unet, vae, clip
+        self.sched = sd_sampler.Schedule()
+
+    @torch.no_grad()
+    def encode(self, ids_rows):
+        """ids_rows: list of padded id lists -> context [len(rows), 77, width] (causal only)."""
+        return self.clip(torch.tensor(ids_rows, dtype=torch.long))
+
+    @torch.no_grad()
+    def eps(self, x, sigma, context, guidance):
+        """Guided epsilon for f32 latents x [1, C, h, w]; context [2, L, D] = [uncond, cond]."""
+        x_in = torch.from_numpy((x.astype(np.float64) * sd_sampler.c_in(sigma)).astype(np.float32))
+        t = float(np.float32(self.sched.sigma_to_t(sigma)))
+        if guidance == 1.0:
+            return self.unet(x_in, torch.tensor([t]), context[1:2]).numpy()
+        out = self.unet(x_in.repeat(2, 1, 1, 1), torch.tensor([t, t]), context).numpy()
+        u, c = out[0:1], out[1:2]
+        return (u + np.float32(guidance) * (c - u)).astype(np.float32)
+
+    @torch.no_grad()
+    def sample_euler(self, context, noise, steps, guidance):
+        """Euler over the "normal" schedule from f32 N(0,1) noise [1, C, h, w]. Returns the sigmas,
+        the timesteps, the f32 latents after each step and the decoded image [1, 3, H, W]."""
+        sigmas = self.sched.normal(steps)
+        x = (noise.astype(np.float64) * sigmas[0]).astype(np.float32)
+        latents = []
+        for i in range(steps):
+            s, sn = sigmas[i], sigmas[i + 1]
+            e = self.eps(x, s, context, guidance).astype(np.float64)
+            # denoised = x - s * eps, so the Euler derivative (x - denoised) / s is eps itself.
+            x = (x.astype(np.float64) + e * (sn - s)).astype(np.float32)
+            latents.append(x.copy())
+        image = self.vae(torch.from_numpy(x)).numpy()
+        timesteps = [self.sched.sigma_to_t(s) for s in sigmas[:-1]]
+        return sigmas, timesteps, latents, image
