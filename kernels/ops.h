@@ -49,6 +49,11 @@ struct AttentionShape {
   // positions of the key sequence (prefill: q_len == kv_len; decode: q_len == 1 sees all keys).
   bool causal = false;
   float scale = 0.125f;  // usually 1/sqrt(head_dim)
+  // May round q, k, v and the probabilities to bf16 (f32 accumulation, f32 softmax) where that is
+  // faster: cpu::attention does for long non-causal shapes on CPUs with AVX-512 BF16
+  // (attention_bf16.cpp). Set by models whose weights are bf16 (their activations already carry
+  // bf16 error); false keeps every backend exact to f32 rounding.
+  bool allow_bf16 = false;
 };
 
 // Fills the strides for contiguous q/k/v/o of the given sizes ([batch][len][heads][head_dim]).

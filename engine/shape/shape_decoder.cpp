@@ -513,6 +513,9 @@ Status ShapeDecoder::query_chunk(const float* points, int64_t n, float* logits) 
   kernels::AttentionShape as =
       kernels::contiguous_attention(1, c.heads, n, latents_ready_, c.head_dim, false,
                                     1.0f / std::sqrt(static_cast<float>(c.head_dim)));
+  // bf16 checkpoints: the query layers already run in bf16 (cpu::linear's bf16 GEMM), so the
+  // cross-attention may too (f32 checkpoints stay exact: the parity tests' tolerance).
+  as.allow_bf16 = cross_.q.dtype == DType::kBF16;
   TESSERA_RETURN_IF_ERROR(be.attention(qq_, lk_, lv_, qatt_, as));
   TESSERA_RETURN_IF_ERROR(be.linear(qatt_, n, cross_.proj, cross_.proj_bias, qh_));
   TESSERA_RETURN_IF_ERROR(be.add(qx_, qh_, qx_, n * W));

@@ -18,6 +18,8 @@
 // widened exactly into f32 stack scratch (linear's expand_bf16 kernels) and then goes through the
 // same f32 micro-kernels, so it computes attention_decode of the widened cache.
 //
+// s.allow_bf16 with a long non-causal shape on an AVX-512 BF16 CPU: attention_bf16.cpp instead.
+//
 // A query that sees no key (causal with q_len > kv_len) gets zeros. The micro-kernels (qk_tile,
 // softmax_tile, pv_tile, dot_scores) exist as AVX-512, AVX2 and scalar versions; the tiling,
 // masking and merging above are shared by all three, so the scalar path (SIMD off) tests the same
@@ -415,12 +417,17 @@ void attention_decode_bf16kv(const float* q, const uint16_t* k, const uint16_t* 
       q, k, v, o, s);
 }
 
+// attention_bf16.cpp: the bf16 path for s.allow_bf16 (returns false when it does not apply).
+bool attention_bf16(const float* q, const float* k, const float* v, float* o,
+                    const AttentionShape& s);
+
 void attention(const float* q, const float* k, const float* v, float* o, const AttentionShape& s) {
   if (s.batch <= 0 || s.heads <= 0 || s.q_len <= 0 || s.head_dim <= 0) return;
   if (s.q_len == 1) {  // a single query sees every key, causal or not: the decode path
     attention_decode(q, k, v, o, s);
     return;
   }
+  if (attention_bf16(q, k, v, o, s)) return;
   const Kernels& kr = kernels_for(active_isa());
   const int64_t bq = query_tile_for(s.head_dim);
   if (bq == 0) {

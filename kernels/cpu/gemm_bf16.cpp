@@ -2,6 +2,8 @@
 #include "kernels/cpu/gemm_bf16.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cassert>
 #include <vector>
 
@@ -32,10 +34,20 @@ uint16_t* a_scratch(int64_t elems) {
   return buf.data();
 }
 
+std::atomic<bool>& enabled_flag() {
+  static std::atomic<bool> flag{[] {
+    const char* env = std::getenv("TESSERA_NO_BF16_GEMM");
+    return !(env && env[0] == '1');
+  }()};
+  return flag;
+}
+
 }  // namespace
 
+void set_enabled(bool enabled) { enabled_flag().store(enabled); }
+
 bool available() {
-  return simd_enabled() && cpu_features().avx512bf16 && isa_supported(Isa::kAvx512) &&
+  return enabled_flag().load(std::memory_order_relaxed) && simd_enabled() && cpu_features().avx512bf16 && isa_supported(Isa::kAvx512) &&
          active_isa() == Isa::kAvx512;
 }
 

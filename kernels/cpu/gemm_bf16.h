@@ -35,9 +35,13 @@ struct BMatrix {
   int64_t ld = 0;  // elements between consecutive rows of the stored matrix
 };
 
-// True when this CPU has AVX-512 F/BW/VL + BF16, SIMD is enabled and active_isa() is AVX-512
-// (limit_isa() below AVX-512 turns this path off too).
+// True when this CPU has AVX-512 F/BW/VL + BF16, SIMD is enabled, active_isa() is AVX-512
+// (limit_isa() below AVX-512 turns this path off too) and set_enabled(false) was not called.
 bool available();
+
+// Process-wide off switch of this path (benchmarks' same-run A/B; the environment variable
+// TESSERA_NO_BF16_GEMM=1 sets it off at start-up). Not for use while kernels run.
+void set_enabled(bool enabled);
 
 // C[i, j] = sum_k bf16(A[i, k]) * bf16(B(k, j)) (+ bias[j]) (+ C[i, j] when accumulate), for i < m,
 // j < n. lda/ldc in floats. bias may be null. Requires available(); m, n, k >= 0 (k == 0 gives
@@ -59,6 +63,9 @@ void pack_b(const BMatrix& b, int64_t j0, int64_t n, int64_t k, int64_t kpad, ui
 // packed panel; bias (already offset to the panel's first column) may be null.
 void panel_rows(const uint16_t* a, int64_t rows, int64_t kpad, const uint32_t* panel, int64_t cols,
                 const float* bias, float* c, int64_t ldc, bool accumulate);
+// For each of `rows` rows of s (row stride lds, n entries): s = exp(scale * s - max_j(scale * s)),
+// l[r] = the row's sum. Used by the bf16 attention (attention_bf16.cpp).
+void softmax_rows(float* s, int64_t lds, int64_t rows, int64_t n, float scale, float* l);
 }  // namespace avx512bf16
 
 }  // namespace tessera::kernels::cpu::gemm_bf16

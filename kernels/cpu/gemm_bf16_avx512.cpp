@@ -1,11 +1,18 @@
 // The AVX-512 BF16 pieces of the bf16 GEMM (gemm_bf16.h). Compiled with -mavx512bf16 (every
 // *_avx512.cpp is); called only when gemm_bf16::available().
+// GCC 12's AVX-512 intrinsics (_mm512_max_ps, ...) pass an undefined vector as the merge source,
+// which -W(maybe-)uninitialized reports once inlined here (as in softmax_avx512.cpp).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #include <immintrin.h>
 
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/simd_internal.h"
 
 namespace tessera::kernels::cpu::gemm_bf16::avx512bf16 {
 
@@ -137,6 +144,28 @@ void panel_rows(const uint16_t* a, int64_t rows, int64_t kpad, const uint32_t* p
   if (r < rows) {
     kMicro[rows - r](a + r * kpad, kpad, panel, kp, mask0, mask1, bias, c + r * ldc, ldc,
                      accumulate);
+  }
+}
+
+void softmax_rows(float* s, int64_t lds, int64_t rows, int64_t n, float scale, float* l) {
+  const __m512 vscale = _mm512_set1_ps(scale);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = s + r * lds;
+    __m512 vmax = _mm512_set1_ps(-__builtin_inff());
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+      const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(row + j), vscale);
+      _mm512_storeu_ps(row + j, v);
+      vmax = _mm512_max_ps(vmax, v);
+    }
+    if (j < n) {
+      const __mmask16 tail = static_cast<__mmask16>((1u << (n - j)) - 1u);
+      const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, row + j), vscale);
+      _mm512_mask_storeu_ps(row + j, tail, v);
+      vmax = _mm512_mask_max_ps(vmax, tail, vmax, v);
+    }
+    const float m = _mm512_reduce_max_ps(vmax);
+    l[r] = detail::avx512::exp_sub_sum(row, m, row, n);
   }
 }
 

@@ -4,6 +4,7 @@
 // 160), packed QKV strides, every code path with 1 and 2 threads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -213,6 +214,47 @@ TEST(Attention, EqualKeysAverageValues) {
       }
     }
   });
+}
+
+// allow_bf16: on AVX-512 BF16 CPUs long non-causal shapes go through attention_bf16.cpp (q, k, v
+// and the probabilities rounded to bf16). Against the f32 reference on the same inputs the error
+// is the bf16 rounding's (~2^-9 relative per operand, averaged over the keys): 1e-2 absolute on
+// outputs bounded by 1 is the stated tolerance (a wrong panel edge or normalisation is O(0.1) or
+// more). Elsewhere (other CPUs, causal or short shapes) the flag must change nothing.
+TEST(Attention, AllowBf16StaysCloseAndLeavesPaddingAlone) {
+  struct Case {
+    int64_t batch, heads, q_len, kv_len, head_dim;
+    bool packed;
+  };
+  const Case cases[] = {{1, 12, 200, 1024, 64, false}, {2, 3, 97, 97, 40, true},
+                        {1, 2, 64, 300, 80, false},    {1, 1, 130, 77, 31, false},
+                        {1, 2, 20, 100, 64, false}};  // the last: too few queries, f32 path
+  uint64_t seed = 100;
+  for (const Case& c : cases) {
+    Problem p = make_problem(c.batch, c.heads, c.q_len, c.kv_len, c.head_dim, false, c.packed,
+                             seed++, 2.0f);
+    std::vector<float> expected(p.o_size, NAN);
+    ref::attention(p.qp, p.kp, p.vp, expected.data(), p.shape);
+    p.shape.allow_bf16 = true;
+    for (int threads : {1, 2}) {
+      set_default_threads(threads);
+      SCOPED_TRACE(describe(p.shape) + " threads " + std::to_string(threads));
+      std::vector<float> actual(p.o_size, NAN);
+      cpu::attention(p.qp, p.kp, p.vp, actual.data(), p.shape);
+      const int64_t row = p.shape.o_token_stride, used = row - p.o_pad;
+      double worst = 0;
+      for (size_t i = 0; i < p.o_size; ++i) {
+        if (int64_t(i) % row >= used) {
+          ASSERT_TRUE(std::isnan(actual[i])) << "padding written at " << i;
+          continue;
+        }
+        ASSERT_TRUE(std::isfinite(actual[i])) << i;
+        worst = std::max(worst, std::fabs(double(actual[i]) - expected[i]));
+      }
+      EXPECT_LT(worst, 1e-2);
+    }
+  }
+  set_default_threads(0);
 }
 
 }  // namespace
