@@ -34,6 +34,8 @@ int run_decode(const DecodeCliOptions& o) {
   if (Status st = check_mesh_output(o.output); !st.ok()) return fail(st.message());
   auto export_options = to_export_options(o.exporting);
   if (!export_options.ok()) return fail(export_options.status().message());
+  auto texture = load_texture_option(o.exporting);
+  if (!texture.ok()) return fail(texture.status().message());
   if (auto k = shape::resolution_base(o.resolution); o.resolution != 0 && !k.ok())
     return fail("--resolution: " + k.status().message());
   auto ids = read_tokens_file(o.tokens);
@@ -55,7 +57,8 @@ int run_decode(const DecodeCliOptions& o) {
   mesh::ExtractionStats stats;
   auto result = (*pipeline)->tokens_to_mesh(*ids, mesh_options, &trace, nullptr, &stats);
   if (!result.ok()) return fail(result.status().message());
-  if (Status st = mesh::write_mesh(*result, o.output, *export_options); !st.ok())
+  if (Status st = write_cli_mesh(*result, o.output, *export_options, o.exporting, *texture);
+      !st.ok())
     return fail(st.message());
 
   auto total = [&](const char* name) {

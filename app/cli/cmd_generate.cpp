@@ -100,6 +100,8 @@ int run_generate(const GenerateCliOptions& o) {
   if (Status st = check_mesh_output(o.output); !st.ok()) return fail(st.message());
   auto export_options = to_export_options(o.exporting);
   if (!export_options.ok()) return fail(export_options.status().message());
+  auto texture = load_texture_option(o.exporting);
+  if (!texture.ok()) return fail(texture.status().message());
   if (!o.tokens_out.empty()) {
     if (Status st = check_output_file(o.tokens_out, "--tokens-out"); !st.ok())
       return fail(st.message());
@@ -178,7 +180,8 @@ int run_generate(const GenerateCliOptions& o) {
   }
   if (!final_mesh) return fail("internal error: the job ended without a mesh");
   Stopwatch write_watch;
-  if (Status st = mesh::write_mesh(*final_mesh->mesh, o.output, *export_options); !st.ok())
+  if (Status st = write_cli_mesh(*final_mesh->mesh, o.output, *export_options, o.exporting, *texture);
+      !st.ok())
     return fail(st.message());
   const double write_ms = write_watch.elapsed_ms();
 

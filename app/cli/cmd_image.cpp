@@ -2,9 +2,7 @@
 // (engine/diffusion/pipeline.h), with one progress line per denoising step (sigma, ms/step) and a
 // timing summary on stderr. Ctrl-C cancels between steps.
 //
-// PNG: written here without a GUI or image library: 8-bit RGB, no interlace, every row with filter
-// 0, the zlib stream made of stored (uncompressed) deflate blocks. Larger than a compressed PNG
-// (512 x 512: 768 KiB) but valid for every reader, and it keeps the CLI free of GUI dependencies.
+// PNG: 8-bit RGB through the engine's shared encoder (engine/core/png.h, deflate-compressed).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -18,6 +16,7 @@
 
 #include "app/cli/commands.h"
 #include "engine/core/mapped_file.h"
+#include "engine/core/png.h"
 #include "engine/core/status.h"
 #include "engine/diffusion/pipeline.h"
 
@@ -38,73 +37,6 @@ struct ImageCliOptions {
   bool bf16 = false;
 };
 
-// ---- PNG ---------------------------------------------------------------------------------------
-
-uint32_t crc32_update(uint32_t crc, const uint8_t* data, size_t n) {
-  static const auto table = [] {
-    std::vector<uint32_t> t(256);
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  crc = ~crc;
-  for (size_t i = 0; i < n; ++i) crc = table[(crc ^ data[i]) & 0xFF] ^ (crc >> 8);
-  return ~crc;
-}
-
-void put_u32_be(std::vector<uint8_t>* out, uint32_t v) {
-  for (int s = 24; s >= 0; s -= 8) out->push_back(static_cast<uint8_t>(v >> s));
-}
-
-void put_chunk(std::vector<uint8_t>* out, const char type[4], const std::vector<uint8_t>& data) {
-  put_u32_be(out, static_cast<uint32_t>(data.size()));
-  const size_t start = out->size();
-  out->insert(out->end(), type, type + 4);
-  out->insert(out->end(), data.begin(), data.end());
-  put_u32_be(out, crc32_update(0, out->data() + start, out->size() - start));
-}
-
-// RGB8 rows -> a PNG file's bytes. width, height >= 1; rgb holds width * height * 3 bytes.
-std::vector<uint8_t> encode_png_rgb(const uint8_t* rgb, int64_t width, int64_t height) {
-  std::vector<uint8_t> raw;
-  raw.reserve(static_cast<size_t>(height * (width * 3 + 1)));
-  for (int64_t y = 0; y < height; ++y) {
-    raw.push_back(0);  // filter: none
-    const uint8_t* row = rgb + y * width * 3;
-    raw.insert(raw.end(), row, row + width * 3);
-  }
-  std::vector<uint8_t> z = {0x78, 0x01};  // zlib: deflate, 32 KiB window, no dictionary
-  constexpr size_t kBlock = 65535;
-  for (size_t pos = 0; pos == 0 || pos < raw.size(); pos += kBlock) {
-    const size_t len = std::min(kBlock, raw.size() - pos);
-    z.push_back(pos + len >= raw.size() ? 1 : 0);  // BFINAL, BTYPE 00 (stored)
-    z.push_back(static_cast<uint8_t>(len));
-    z.push_back(static_cast<uint8_t>(len >> 8));
-    z.push_back(static_cast<uint8_t>(~len));
-    z.push_back(static_cast<uint8_t>(~len >> 8));
-    z.insert(z.end(), raw.begin() + static_cast<std::ptrdiff_t>(pos),
-             raw.begin() + static_cast<std::ptrdiff_t>(pos + len));
-  }
-  uint32_t a = 1, b = 0;  // Adler-32 of the uncompressed data
-  for (uint8_t v : raw) {
-    a = (a + v) % 65521;
-    b = (b + a) % 65521;
-  }
-  put_u32_be(&z, (b << 16) | a);
-
-  std::vector<uint8_t> png = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
-  std::vector<uint8_t> ihdr;
-  put_u32_be(&ihdr, static_cast<uint32_t>(width));
-  put_u32_be(&ihdr, static_cast<uint32_t>(height));
-  ihdr.insert(ihdr.end(), {8, 2, 0, 0, 0});  // 8 bits, RGB, deflate, filter 0, no interlace
-  put_chunk(&png, "IHDR", ihdr);
-  put_chunk(&png, "IDAT", z);
-  put_chunk(&png, "IEND", {});
-  return png;
-}
 
 // ---- the command --------------------------------------------------------------------------------
 
@@ -186,8 +118,9 @@ int run_image(const ImageCliOptions& o) {
   auto image = m.generate(request, callbacks);
   std::signal(SIGINT, previous == SIG_ERR ? SIG_DFL : previous);
   if (!image.ok()) return fail(image.status().message());
-  const std::vector<uint8_t> png = encode_png_rgb(image->rgb.data(), image->width, image->height);
-  if (Status st = write_file_atomic(o.output, png.data(), png.size()); !st.ok()) {
+  auto png = encode_png(image->rgb.data(), image->width, image->height, 3);
+  if (!png.ok()) return fail(png.status().message());
+  if (Status st = write_file_atomic(o.output, png->data(), png->size()); !st.ok()) {
     return fail(st.message());
   }
   std::fprintf(stderr,

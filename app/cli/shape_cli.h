@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "engine/core/mapped_file.h"
 #include "engine/core/status.h"
 #include "engine/mesh/export.h"
+#include "engine/mesh/texture.h"
 #include "engine/shape/pipeline.h"
 
 namespace tessera::cli {
@@ -81,6 +83,8 @@ struct MeshExportCli {
   std::string up_axis = "y";  // --up-axis y|z
   float scale = 1.0f;         // --scale S: file units per model unit
   int64_t max_faces = 0;      // --max-faces N: decimation budget (cleanup.h); 0: no decimation
+  std::string texture;        // --texture IMAGE.png: projected from the front (texture.h)
+  float texture_margin = 0.0f;  // --texture-margin: ProjectionOptions::margin
 };
 
 inline void add_mesh_export_options(CLI::App* cmd, MeshExportCli* o) {
@@ -94,6 +98,41 @@ inline void add_mesh_export_options(CLI::App* cmd, MeshExportCli* o) {
   cmd->add_option("--max-faces", o->max_faces,
                   "Decimate the final mesh to at most N triangles (quadric error; 0: keep all)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--texture", o->texture,
+                  "PNG image to project onto the mesh from the front view (the back gets a "
+                  "softened blend); the texture is embedded in .glb, written beside .obj/.fbx as "
+                  "<name>_texture.png");
+  cmd->add_option("--texture-margin", o->texture_margin,
+                  "Fraction of the image on each side that lies outside the object (0..0.45, "
+                  "default 0)");
+}
+
+// --texture, read and checked before the long run so that a bad image fails early; nullopt when
+// the option is absent.
+inline Expected<std::optional<mesh::TextureImage>> load_texture_option(const MeshExportCli& o) {
+  mesh::ProjectionOptions projection;
+  projection.margin = o.texture_margin;
+  if (Status st = mesh::validate_projection_options(projection); !st.ok()) {
+    return invalid_argument("--texture-margin: " + st.message());
+  }
+  if (o.texture.empty()) return std::optional<mesh::TextureImage>();
+  Expected<mesh::TextureImage> image = mesh::read_texture_png(o.texture);
+  if (!image.ok()) return Status(image.status()).with_context("--texture");
+  return std::optional<mesh::TextureImage>(std::move(*image));
+}
+
+// Writes `m` to `path`; with a texture, a copy of `m` gets it projected from the front first.
+// The projection uses the engine's Y-up frame: the export's up axis rotates the textured result.
+inline Status write_cli_mesh(const mesh::Mesh& m, const std::string& path,
+                             const mesh::ExportOptions& options, const MeshExportCli& o,
+                             const std::optional<mesh::TextureImage>& texture) {
+  if (!texture) return mesh::write_mesh(m, path, options);
+  mesh::Mesh textured = m;
+  mesh::ProjectionOptions projection;
+  projection.margin = o.texture_margin;
+  TESSERA_RETURN_IF_ERROR(mesh::project_texture_front(*texture, projection, &textured)
+                              .with_context("--texture " + o.texture));
+  return mesh::write_mesh(textured, path, options);
 }
 
 // kInvalidArgument naming the option for a bad --scale (the up axis is checked by CLI11).

@@ -1,6 +1,8 @@
 // tessera-studio: the desktop studio (Qt 6 Widgets). Interactive by default; with --generate,
 // --screenshot and --quit-when-done it runs one generation unattended (tests, demos):
 //   tessera-studio --prompt "a torus" --generate --screenshot shot.png --quit-when-done
+// --image adds the concept image after the shape (the screenshot then shows it in the Diffusion
+// panel), --apply-texture projects it onto the mesh (the screenshot and --export are textured).
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QSurfaceFormat>
@@ -71,8 +73,22 @@ int main(int argc, char** argv) {
                                               "n");
   const QCommandLineOption preview_every("preview-every", "Preview every K tokens (0: none).", "k");
   const QCommandLineOption no_grid("no-grid", "Hide the grid and axes.");
+  const QCommandLineOption diffusion_model(
+      "diffusion-model",
+      "Diffusion model: diffusers folder or SD 1.x .safetensors (default: tessera-tiny/diffusion).",
+      "path");
+  const QCommandLineOption image("image",
+                                 "After the shape, generate the concept image (implies "
+                                 "--generate); the script ends when it is done.");
+  const QCommandLineOption apply_texture("apply-texture",
+                                         "Then apply the image to the mesh as a texture (implies "
+                                         "--image).");
+  const QCommandLineOption image_steps("image-steps", "Denoising steps of the concept image.",
+                                       "n");
+  const QCommandLineOption image_seed("image-seed", "Seed of the concept image (default 0).", "n");
   parser.addOptions({prompt, generate, screenshot, screenshot_window, quit, model, record,
-                     export_path, resolution, preview_resolution, preview_every, no_grid});
+                     export_path, resolution, preview_resolution, preview_every, no_grid,
+                     diffusion_model, image, apply_texture, image_steps, image_seed});
   parser.process(app);
 
   tessera::studio::LaunchOptions options;
@@ -87,6 +103,28 @@ int main(int argc, char** argv) {
   options.record_dir = parser.value(record);
   options.export_path = parser.value(export_path);
   options.no_grid = parser.isSet(no_grid);
+  options.diffusion_model = parser.value(diffusion_model);
+  options.apply_texture = parser.isSet(apply_texture);
+  options.image = parser.isSet(image) || options.apply_texture;
+  if (options.image) options.generate = true;
+  if (parser.isSet(image_steps)) {
+    bool ok = false;
+    options.image_steps = parser.value(image_steps).toInt(&ok);
+    if (!ok || options.image_steps < 1 || options.image_steps > 200) {
+      std::fprintf(stderr, "tessera-studio: --image-steps %s: expected 1 to 200\n",
+                   qPrintable(parser.value(image_steps)));
+      return 2;
+    }
+  }
+  if (parser.isSet(image_seed)) {
+    bool ok = false;
+    options.image_seed = parser.value(image_seed).toULongLong(&ok);
+    if (!ok) {
+      std::fprintf(stderr, "tessera-studio: --image-seed %s: expected a number >= 0\n",
+                   qPrintable(parser.value(image_seed)));
+      return 2;
+    }
+  }
   if (parser.isSet(resolution) &&
       !parse_resolution(parser.value(resolution), "--resolution", &options.resolution)) {
     return 2;

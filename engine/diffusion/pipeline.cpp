@@ -227,6 +227,27 @@ bool is_file(const fs::path& p) {
   return fs::is_regular_file(p, ec);
 }
 
+// "unet": {"num_heads": N} of a Tessera diffusion model card; 0 when the file or the field is
+// absent, kCorruptData when present but malformed.
+Expected<int64_t> read_card_unet_heads(const std::string& card_path) {
+  if (!is_file(card_path)) return int64_t{0};
+  std::ifstream in(card_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in.good() && !in.eof()) return io_error(card_path + ": cannot read");
+  const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return corrupt_data(card_path + ": not a JSON object");
+  if (!j.contains("unet") || !j["unet"].is_object() || !j["unet"].contains("num_heads")) {
+    return int64_t{0};
+  }
+  const nlohmann::json& v = j["unet"]["num_heads"];
+  if (!v.is_number_integer() || v.get<int64_t>() <= 0) {
+    return corrupt_data(card_path + ": 'unet.num_heads' must be a positive integer, got " +
+                        v.dump());
+  }
+  return v.get<int64_t>();
+}
+
 Expected<int64_t> read_unet_heads(const std::string& config_path) {
   if (!is_file(config_path)) return int64_t{0};
   std::ifstream in(config_path);
@@ -540,6 +561,15 @@ Expected<std::unique_ptr<DiffusionModel>> DiffusionModel::load(
         !file.contains(std::string(kVaePrefix) + "decoder.conv_in.weight")) {
       return not_found(files.unet + ": no VAE decoder (missing tensors '" + kVaePrefix +
                        "post_quant_conv.weight' and '" + kVaePrefix + "decoder.*')");
+    }
+    if (unet_heads == 0) {
+      // A Tessera model card next to the checkpoint (tools/train/diffusion/export.py writes
+      // "unet": {"num_heads": N}) or a diffusers-style config.json: the head count is not
+      // visible in the tensor shapes.
+      TESSERA_ASSIGN_OR_RETURN(unet_heads, read_card_unet_heads((dir / "model.json").string()));
+    }
+    if (unet_heads == 0) {
+      TESSERA_ASSIGN_OR_RETURN(unet_heads, read_unet_heads((dir / "config.json").string()));
     }
     if (unet_heads == 0) unet_heads = 8;
     TESSERA_ASSIGN_OR_RETURN(unet_cfg, infer_unet_config(file, unet_heads));

@@ -20,13 +20,21 @@
 namespace tessera::mesh {
 namespace {
 
-struct KeyHash {
-  size_t operator()(const std::array<int64_t, 3>& k) const {
+template <size_t N>
+struct KeyHashN {
+  size_t operator()(const std::array<int64_t, N>& k) const {
     uint64_t h = 1469598103934665603ull;
     for (int64_t v : k) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
     return static_cast<size_t>(h);
   }
 };
+using KeyHash = KeyHashN<3>;
+
+int64_t float_key(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  return f == 0.0f ? 0 : bits;  // exact match; +0 and -0 agree
+}
 
 int64_t find_root(std::vector<int64_t>& parent, int64_t x) {
   while (parent[x] != x) {
@@ -42,32 +50,37 @@ int64_t weld_vertices(Mesh& mesh, float tolerance) {
   const int64_t n = mesh.vertex_count();
   if (n == 0) return 0;
   const double inv = tolerance > 0 ? 1.0 / tolerance : 0.0;
-  std::unordered_map<std::array<int64_t, 3>, uint32_t, KeyHash> first;
+  // The key is the snapped position plus, on a mesh with uvs, the exact uv: vertices split on a
+  // texture seam (same position, different uv) must stay apart.
+  const bool has_uvs = !mesh.uvs.empty();
+  std::unordered_map<std::array<int64_t, 5>, uint32_t, KeyHashN<5>> first;
   first.reserve(static_cast<size_t>(n));
   std::vector<uint32_t> remap(static_cast<size_t>(n));
-  std::vector<float> positions;
+  std::vector<float> positions, uvs;
   positions.reserve(mesh.positions.size());
+  uvs.reserve(mesh.uvs.size());
   for (int64_t v = 0; v < n; ++v) {
-    std::array<int64_t, 3> key{};
+    std::array<int64_t, 5> key{};
     for (int d = 0; d < 3; ++d) {
       const float p = mesh.positions[3 * v + d];
-      if (inv > 0) {
-        key[d] = static_cast<int64_t>(std::llround(p * inv));
-      } else {
-        uint32_t bits;
-        std::memcpy(&bits, &p, 4);
-        key[d] = p == 0.0f ? 0 : bits;  // exact match; +0 and -0 weld
-      }
+      key[d] = inv > 0 ? static_cast<int64_t>(std::llround(p * inv)) : float_key(p);
+    }
+    if (has_uvs) {
+      for (int d = 0; d < 2; ++d) key[3 + d] = float_key(mesh.uvs[2 * v + d]);
     }
     auto [it, inserted] = first.try_emplace(key, static_cast<uint32_t>(positions.size() / 3));
     if (inserted) {
       for (int d = 0; d < 3; ++d) positions.push_back(mesh.positions[3 * v + d]);
+      if (has_uvs) {
+        for (int d = 0; d < 2; ++d) uvs.push_back(mesh.uvs[2 * v + d]);
+      }
     }
     remap[static_cast<size_t>(v)] = it->second;
   }
   for (uint32_t& t : mesh.triangles) t = remap[t];
   const int64_t merged = n - static_cast<int64_t>(positions.size() / 3);
   mesh.positions = std::move(positions);
+  mesh.uvs = std::move(uvs);
   mesh.normals.clear();
   return merged;
 }
@@ -106,6 +119,20 @@ int64_t remove_small_components(Mesh& mesh, double fraction) {
     for (int v = 1; v < 3; ++v) {
       const int64_t b = find_root(parent, mesh.triangles[3 * t + v]);
       if (a != b) parent[b] = a;
+    }
+  }
+  if (!mesh.uvs.empty()) {
+    // Texture seams split vertices (same position, different uv); they still join one surface.
+    std::unordered_map<std::array<int64_t, 3>, int64_t, KeyHash> at;
+    at.reserve(static_cast<size_t>(nv));
+    for (int64_t v = 0; v < nv; ++v) {
+      std::array<int64_t, 3> key{};
+      for (int d = 0; d < 3; ++d) key[d] = float_key(mesh.positions[3 * v + d]);
+      auto [it, inserted] = at.try_emplace(key, v);
+      if (!inserted) {
+        const int64_t a = find_root(parent, it->second), b = find_root(parent, v);
+        if (a != b) parent[b] = a;
+      }
     }
   }
   struct Component {
@@ -165,8 +192,9 @@ void compact_vertices(Mesh& mesh) {
     for (int64_t v = 0; v < n && identity; ++v) identity = remap[static_cast<size_t>(v)] == v;
     if (identity) return;
   }
-  const bool has_normals = !mesh.normals.empty();
+  const bool has_normals = !mesh.normals.empty(), has_uvs = !mesh.uvs.empty();
   std::vector<float> pos(static_cast<size_t>(next) * 3), nor(has_normals ? pos.size() : 0);
+  std::vector<float> uv(has_uvs ? static_cast<size_t>(next) * 2 : 0);
   for (int64_t v = 0; v < n; ++v) {
     const int64_t r = remap[static_cast<size_t>(v)];
     if (r < 0) continue;
@@ -174,10 +202,14 @@ void compact_vertices(Mesh& mesh) {
       pos[3 * r + d] = mesh.positions[3 * v + d];
       if (has_normals) nor[3 * r + d] = mesh.normals[3 * v + d];
     }
+    if (has_uvs) {
+      for (int d = 0; d < 2; ++d) uv[2 * r + d] = mesh.uvs[2 * v + d];
+    }
   }
   for (uint32_t& t : mesh.triangles) t = static_cast<uint32_t>(remap[t]);
   mesh.positions = std::move(pos);
   mesh.normals = std::move(nor);
+  mesh.uvs = std::move(uv);
 }
 
 void compute_vertex_normals(Mesh& mesh) {
@@ -216,6 +248,9 @@ Status decimate(Mesh& mesh, int64_t max_triangles) {
                                         mesh.positions.data(), static_cast<size_t>(mesh.vertex_count()),
                                         3 * sizeof(float), static_cast<size_t>(max_triangles) * 3,
                                         1.0f, 0, nullptr);
+  // meshopt_simplify only picks a subset of the existing vertices (it never moves one), so each
+  // kept vertex keeps its uv and the texture stays valid; seam vertices are split, so the seams are
+  // borders to the simplifier and survive as such.
   out.resize(count);
   mesh.triangles = std::move(out);
   compact_vertices(mesh);

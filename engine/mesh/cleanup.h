@@ -12,7 +12,9 @@ namespace tessera::mesh {
 
 // Merges vertices whose positions agree to within `tolerance` (absolute units; they are snapped to
 // a grid of that size, so two vertices closer than the tolerance but in different grid cells are
-// kept apart). Normals, if present, are dropped: recompute them afterwards. Returns vertices merged.
+// kept apart). On a mesh with uvs, vertices must also have exactly equal uvs to merge (texture seams
+// stay split); the survivor keeps its uv. Normals, if present, are dropped: recompute them
+// afterwards. Returns vertices merged.
 int64_t weld_vertices(Mesh& mesh, float tolerance);
 
 // Removes triangles that repeat a vertex index, have area <= min_area, or repeat another
@@ -21,10 +23,11 @@ int64_t remove_degenerate_triangles(Mesh& mesh, double min_area = 0.0);
 
 // Drops connected components (triangles connected through shared vertices) whose bounding-box
 // diagonal is below `fraction` of the whole mesh's diagonal. The largest component is always kept.
+// On a mesh with uvs, vertices at exactly the same position are connected too (texture seams).
 // Returns triangles removed.
 int64_t remove_small_components(Mesh& mesh, double fraction);
 
-// Removes vertices that no triangle references (compacts indices, keeps normals aligned).
+// Removes vertices that no triangle references (compacts indices, keeps normals and uvs aligned).
 void compact_vertices(Mesh& mesh);
 
 // Area-weighted vertex normals (unit length; (0, 0, 1) for a vertex whose faces have zero area).
@@ -32,6 +35,7 @@ void compute_vertex_normals(Mesh& mesh);
 
 // Quadric-error decimation (meshoptimizer's meshopt_simplify) down to at most `max_triangles`
 // where the topology allows it; borders are kept. No-op when the mesh is already within budget.
+// Uvs and the texture are kept (the simplifier keeps a subset of the vertices, each with its uv).
 // kUnsupported when Tessera was built without meshoptimizer, kInvalidArgument for max_triangles < 1.
 Status decimate(Mesh& mesh, int64_t max_triangles);
 

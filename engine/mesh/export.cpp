@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/mapped_file.h"
+#include "engine/core/png.h"
 #include "engine/mesh/export_fbx.h"
 
 namespace tessera::mesh {
@@ -55,7 +56,26 @@ class ExportView {
   std::optional<Mesh> copy_;
 };
 
+Expected<std::string> texture_png(const Mesh& mesh) {
+  const TextureImage& t = mesh.texture;
+  return encode_png(t.rgb.data(), t.width, t.height, 3);
+}
+
 }  // namespace
+
+std::string texture_path_for(const std::string& mesh_path) {
+  std::filesystem::path p(mesh_path);
+  p.replace_filename(p.stem().string() + "_texture.png");
+  return p.string();
+}
+
+Status write_texture_beside(const Mesh& mesh, const std::string& mesh_path) {
+  if (mesh.texture.empty()) return Status();
+  Expected<std::string> png = texture_png(mesh);
+  if (!png.ok()) return png.status().with_context(mesh_path);
+  return write_file_atomic(texture_path_for(mesh_path), png->data(), png->size())
+      .with_context(mesh_path);
+}
 
 Status validate_export_options(const ExportOptions& options) {
   if (!std::isfinite(options.scale) || options.scale <= 0.0f) {
@@ -104,6 +124,12 @@ std::string to_obj(const Mesh& input, const ExportOptions& options, const std::s
                                 mesh.positions[3 * v + 1], mesh.positions[3 * v + 2]);
     out.append(line, static_cast<size_t>(n));
   }
+  const bool uvs = !mesh.uvs.empty();
+  for (int64_t v = 0; uvs && v < mesh.vertex_count(); ++v) {
+    const int n = std::snprintf(line, sizeof line, "vt %.7g %.7g\n", mesh.uvs[2 * v],
+                                mesh.uvs[2 * v + 1]);
+    out.append(line, static_cast<size_t>(n));
+  }
   const bool normals = !mesh.normals.empty();
   if (normals) {
     for (int64_t v = 0; v < mesh.vertex_count(); ++v) {
@@ -116,17 +142,32 @@ std::string to_obj(const Mesh& input, const ExportOptions& options, const std::s
   for (int64_t t = 0; t < mesh.triangle_count(); ++t) {
     const uint32_t a = mesh.triangles[3 * t] + 1, b = mesh.triangles[3 * t + 1] + 1,
                    c = mesh.triangles[3 * t + 2] + 1;
-    const int n = normals ? std::snprintf(line, sizeof line, "f %u//%u %u//%u %u//%u\n", a, a, b, b, c, c)
-                          : std::snprintf(line, sizeof line, "f %u %u %u\n", a, b, c);
+    int n;
+    if (normals && uvs) {
+      n = std::snprintf(line, sizeof line, "f %u/%u/%u %u/%u/%u %u/%u/%u\n", a, a, a, b, b, b, c,
+                        c, c);
+    } else if (normals) {
+      n = std::snprintf(line, sizeof line, "f %u//%u %u//%u %u//%u\n", a, a, b, b, c, c);
+    } else if (uvs) {
+      n = std::snprintf(line, sizeof line, "f %u/%u %u/%u %u/%u\n", a, a, b, b, c, c);
+    } else {
+      n = std::snprintf(line, sizeof line, "f %u %u %u\n", a, b, c);
+    }
     out.append(line, static_cast<size_t>(n));
   }
   return out;
 }
 
-std::string default_mtl() {
+std::string default_mtl(const std::string& texture_file) {
   // Diffuse 0.8 grey, a faint white specular: how Blender's and Maya's default materials look.
-  return std::string("# Tessera default material\nnewmtl ") + kObjMaterialName +
-         "\nKa 0 0 0\nKd 0.8 0.8 0.8\nKs 0.04 0.04 0.04\nNs 50\nd 1\nillum 2\n";
+  // Textured: white diffuse, so viewers that multiply Kd by the map show the texture's colours.
+  if (texture_file.empty()) {
+    return std::string("# Tessera default material\nnewmtl ") + kObjMaterialName +
+           "\nKa 0 0 0\nKd 0.8 0.8 0.8\nKs 0.04 0.04 0.04\nNs 50\nd 1\nillum 2\n";
+  }
+  return std::string("# Tessera textured material\nnewmtl ") + kObjMaterialName +
+         "\nKa 0 0 0\nKd 1 1 1\nKs 0.04 0.04 0.04\nNs 50\nd 1\nillum 2\nmap_Kd " +
+         texture_file + "\n";
 }
 
 Status write_obj(const Mesh& mesh, const std::string& path, const ExportOptions& options) {
@@ -140,16 +181,25 @@ Status write_obj(const Mesh& mesh, const std::string& path, const ExportOptions&
   if (mtl_path == fs::path(path)) {
     return invalid_argument(path + ": an OBJ path must not end in .mtl (the material file goes there)");
   }
-  const std::string mtl = default_mtl();
-  // The error names the OBJ too: that is the path the caller asked for.
-  TESSERA_RETURN_IF_ERROR(
-      write_file_atomic(mtl_path.string(), mtl.data(), mtl.size()).with_context(path));
+  const bool textured = !mesh.texture.empty();
+  const std::string png_path = texture_path_for(path);
+  // Errors name the OBJ too: that is the path the caller asked for.
+  TESSERA_RETURN_IF_ERROR(write_texture_beside(mesh, path));
+  auto remove_written = [&](bool mtl_written) {
+    std::error_code ec;  // best effort: the error being returned is the one that matters
+    if (mtl_written) fs::remove(mtl_path, ec);
+    if (textured) fs::remove(png_path, ec);
+  };
+  const std::string mtl =
+      default_mtl(textured ? fs::path(png_path).filename().string() : std::string());
+  if (Status st = write_file_atomic(mtl_path.string(), mtl.data(), mtl.size()).with_context(path);
+      !st.ok()) {
+    remove_written(false);
+    return st;
+  }
   const std::string text = to_obj(mesh, options, mtl_path.filename().string());
   Status st = write_file_atomic(path, text.data(), text.size());
-  if (!st.ok()) {
-    std::error_code ec;
-    fs::remove(mtl_path, ec);  // best effort: the error being returned is the OBJ's
-  }
+  if (!st.ok()) remove_written(true);
   return st;
 }
 
@@ -162,15 +212,31 @@ Expected<std::string> to_glb(const Mesh& input, const ExportOptions& options) {
     return invalid_argument("glb: the mesh is empty");
   }
   const size_t nv = static_cast<size_t>(mesh.vertex_count());
-  const bool has_normals = !mesh.normals.empty();
-  // BIN layout: positions | normals | indices; each section is a multiple of 4 bytes.
+  const bool has_normals = !mesh.normals.empty(), has_uvs = !mesh.uvs.empty();
+  const bool textured = !mesh.texture.empty();
+  std::string png;
+  if (textured) {
+    Expected<std::string> encoded = texture_png(mesh);
+    if (!encoded.ok()) return encoded.status().with_context("glb: texture");
+    png = std::move(*encoded);
+  }
+  // BIN layout: positions | normals | uvs | indices | png; each section starts 4-byte aligned.
   std::string bin;
-  const size_t pos_bytes = nv * 12, idx_bytes = mesh.triangles.size() * 4;
+  const size_t pos_bytes = nv * 12, uv_bytes = nv * 8, idx_bytes = mesh.triangles.size() * 4;
   append_bytes(bin, mesh.positions.data(), pos_bytes);
   size_t normal_offset = bin.size();
   if (has_normals) append_bytes(bin, mesh.normals.data(), pos_bytes);
+  const size_t uv_offset = bin.size();
+  if (has_uvs) {
+    // glTF's texture coordinates start at the image's top-left: v flips.
+    std::vector<float> flipped(mesh.uvs);
+    for (size_t i = 1; i < flipped.size(); i += 2) flipped[i] = 1.0f - flipped[i];
+    append_bytes(bin, flipped.data(), uv_bytes);
+  }
   const size_t index_offset = bin.size();
   append_bytes(bin, mesh.triangles.data(), idx_bytes);
+  const size_t png_offset = bin.size();
+  bin += png;
 
   const Bounds b = compute_bounds(mesh);
   uint32_t max_index = 0;
@@ -188,24 +254,47 @@ Expected<std::string> to_glb(const Mesh& input, const ExportOptions& options) {
     accessors.push_back({{"bufferView", 1}, {"componentType", 5126}, {"count", nv}, {"type", "VEC3"}});
     attributes["NORMAL"] = 1;
   }
+  if (has_uvs) {
+    const int uv_view = static_cast<int>(views.size());
+    views.push_back({{"buffer", 0}, {"byteOffset", uv_offset}, {"byteLength", uv_bytes}, {"target", 34962}});
+    attributes["TEXCOORD_0"] = accessors.size();
+    accessors.push_back({{"bufferView", uv_view}, {"componentType", 5126}, {"count", nv}, {"type", "VEC2"}});
+  }
   const int index_view = static_cast<int>(views.size());
+  const int index_accessor = static_cast<int>(accessors.size());
   views.push_back({{"buffer", 0}, {"byteOffset", index_offset}, {"byteLength", idx_bytes}, {"target", 34963}});
   accessors.push_back({{"bufferView", index_view}, {"componentType", 5125},
                        {"count", mesh.triangles.size()}, {"type", "SCALAR"},
                        {"min", {0}}, {"max", {max_index}}});
+  json primitive = {{"attributes", attributes}, {"indices", index_accessor}, {"mode", 4}};
+  if (textured) primitive["material"] = 0;
   json doc = {
       {"asset", {{"version", "2.0"}, {"generator", "Tessera"}}},
       {"scene", 0},
       {"scenes", {{{"nodes", {0}}}}},
       {"nodes", {{{"mesh", 0}}}},
-      {"meshes", {{{"primitives", {{{"attributes", attributes}, {"indices", index_view}, {"mode", 4}}}}}}},
-      {"buffers", {{{"byteLength", bin.size()}}}},
-      {"bufferViews", views},
+      {"meshes", {{{"primitives", {primitive}}}}},
       {"accessors", accessors},
   };
+  if (textured) {
+    // Image views carry no target (glTF: only vertex and index data do).
+    const int png_view = static_cast<int>(views.size());
+    views.push_back({{"buffer", 0}, {"byteOffset", png_offset}, {"byteLength", png.size()}});
+    doc["images"] = {{{"bufferView", png_view}, {"mimeType", "image/png"}}};
+    // LINEAR / LINEAR_MIPMAP_LINEAR, CLAMP_TO_EDGE: the atlas regions have gutters, not tiling.
+    doc["samplers"] = {{{"magFilter", 9729}, {"minFilter", 9987}, {"wrapS", 33071}, {"wrapT", 33071}}};
+    doc["textures"] = {{{"sampler", 0}, {"source", 0}}};
+    doc["materials"] = {{{"name", kObjMaterialName},
+                         {"pbrMetallicRoughness",
+                          {{"baseColorTexture", {{"index", 0}, {"texCoord", 0}}},
+                           {"metallicFactor", 0.0},
+                           {"roughnessFactor", 1.0}}}}};
+  }
+  while (bin.size() % 4 != 0) bin.push_back('\0');
+  doc["bufferViews"] = views;
+  doc["buffers"] = {{{"byteLength", bin.size()}}};
   std::string json_text = doc.dump();
   while (json_text.size() % 4 != 0) json_text.push_back(' ');
-  while (bin.size() % 4 != 0) bin.push_back('\0');
 
   std::string out;
   const size_t total = 12 + 8 + json_text.size() + 8 + bin.size();
@@ -238,7 +327,7 @@ Status write_mesh(const Mesh& mesh, const std::string& path, const ExportOptions
   const std::string ext = lower_extension(path);
   if (ext == ".obj") return write_obj(mesh, path, options);
   if (ext == ".glb") return write_glb(mesh, path, options);
-  if (ext == ".fbx") return write_fbx(mesh, path, options);
+  if (ext == ".fbx") return write_fbx(mesh, path, options);  // writes the texture PNG itself
   return invalid_argument(path + ": unknown mesh format '" + ext + "' (use " +
                           kSupportedMeshExtensions + ")");
 }

@@ -4,6 +4,12 @@
 // memory and write it with write_file_atomic, so a failure never leaves a partial file; I/O errors
 // are kIoError naming the path. Meshes without normals are written without them.
 //
+// Textured meshes (Mesh::uvs and Mesh::texture, e.g. from project_texture_front in texture.h):
+// every format carries the uvs; the texture goes out as a PNG, embedded in the GLB and written
+// beside the OBJ/FBX as texture_path_for(path) (written first; removed again if a later file
+// fails, so nothing half-written stays behind). A mesh with uvs but no texture writes the uvs
+// only.
+//
 // Coordinates: the engine's meshes are Y-up (the shape decoder's frame, also glTF's and the FBX
 // SDK's default). ExportOptions converts them on the way out, the same way for every format:
 // first `scale` (file units per model unit), then for UpAxis::kZ a +90 degree rotation about X,
@@ -38,21 +44,36 @@ Mesh transform_for_export(const Mesh& mesh, const ExportOptions& options);
 // "up-axis y" / "up-axis z" style names for messages and the CLI ("y", "z").
 const char* up_axis_name(UpAxis axis);
 
-// OBJ text: "v x y z", "vn x y z" (one per vertex, same index), "f a//a b//b c//c" (1-based).
+// The PNG a textured mesh's texture is written to beside `mesh_path`: the same directory and stem
+// plus "_texture.png" (so "out.obj" -> "out_texture.png"; never the stem's own ".png", which could
+// be the image the texture was made from).
+std::string texture_path_for(const std::string& mesh_path);
+// Writes mesh.texture as a PNG to texture_path_for(mesh_path) atomically (nothing for an
+// untextured mesh). Errors (kIoError, or kInvalidArgument for a bad texture) name mesh_path.
+Status write_texture_beside(const Mesh& mesh, const std::string& mesh_path);
+
+// OBJ text: "v x y z", "vt u v" and "vn x y z" (one per vertex, same index, vt only with uvs),
+// "f a/a/a b/b/b c/c/c" (1-based; "a//a" without uvs, "a/a" without normals, "a" with neither).
 // A non-empty `mtl_file` adds "mtllib <mtl_file>" and "usemtl <kObjMaterialName>" lines.
 // Does not validate (write_obj does).
 inline constexpr const char* kObjMaterialName = "tessera_default";
 std::string to_obj(const Mesh& mesh, const ExportOptions& options = {},
                    const std::string& mtl_file = "");
-// The MTL text that write_obj puts beside the OBJ: one neutral grey material, kObjMaterialName.
-std::string default_mtl();
-// Writes `path` and, beside it, the same stem with ".mtl" (referenced by mtllib), both atomically.
-// The MTL is written first; if the OBJ then fails, the MTL is removed again, so a failure leaves
-// neither file behind (a pre-existing .mtl of that name is overwritten either way).
+// The MTL text that write_obj puts beside the OBJ: one neutral grey material, kObjMaterialName;
+// with a non-empty `texture_file`, a white material whose diffuse map is "map_Kd <texture_file>".
+std::string default_mtl(const std::string& texture_file = "");
+// Writes `path` and, beside it, the same stem with ".mtl" (referenced by mtllib), all atomically;
+// a textured mesh also writes texture_path_for(path) (referenced by the MTL's map_Kd).
+// The PNG, then the MTL are written first; if a later file fails, the earlier ones are removed
+// again, so a failure leaves none of them behind (pre-existing files of those names are
+// overwritten either way).
 Status write_obj(const Mesh& mesh, const std::string& path, const ExportOptions& options = {});
 
 // GLB: one mesh, one primitive (mode TRIANGLES) with POSITION (min/max set, as glTF requires),
-// NORMAL (if present) and UNSIGNED_INT indices; JSON and BIN chunks padded to 4 bytes (spaces and
+// NORMAL (if present), TEXCOORD_0 (if uvs; v flipped to glTF's top-left origin) and UNSIGNED_INT
+// indices; a textured mesh also gets the PNG in a buffer view, an image, a sampler (linear,
+// mip-mapped, clamp to edge), a texture and a material using it as baseColorTexture (metallic 0,
+// roughness 1); JSON and BIN chunks padded to 4 bytes (spaces and
 // zeros); all buffer views 4-byte aligned. Positions in metres per glTF (the object spans ~2 units
 // at scale 1). glTF is Y-up by definition: UpAxis::kZ rotates the data, and glTF viewers will show
 // it lying on its back (for pipelines that re-rotate on import).

@@ -3,6 +3,7 @@
 #include <cassert>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -34,6 +35,8 @@ constexpr int64_t kGeometryId = 1000001;
 constexpr int64_t kModelId = 1000002;
 constexpr int64_t kMaterialId = 1000003;
 constexpr int64_t kDocumentId = 1000000;
+constexpr int64_t kTextureId = 1000004;
+constexpr int64_t kVideoId = 1000005;
 
 // Everything a 7400 file may hold at most (EndOffsets are u32).
 constexpr uint64_t kMaxFileBytes = std::numeric_limits<uint32_t>::max();
@@ -273,7 +276,7 @@ void write_global_settings(FbxWriter& w, UpAxis up) {
   w.end();
 }
 
-void write_documents_and_definitions(FbxWriter& w) {
+void write_documents_and_definitions(FbxWriter& w, bool textured) {
   w.begin("Documents");
   w.node_i32("Count", 1);
   w.begin("Document");
@@ -291,12 +294,14 @@ void write_documents_and_definitions(FbxWriter& w) {
     const char* type;
     int32_t count;
   };
-  constexpr Count kCounts[] = {
-      {"GlobalSettings", 1}, {"Model", 1}, {"Geometry", 1}, {"Material", 1}};
+  constexpr Count kCounts[] = {{"GlobalSettings", 1}, {"Model", 1},   {"Geometry", 1},
+                               {"Material", 1},       {"Texture", 1}, {"Video", 1}};
+  const int32_t types = textured ? 6 : 4;
   w.begin("Definitions");
   w.node_i32("Version", 100);
-  w.node_i32("Count", 4);
-  for (const Count& c : kCounts) {
+  w.node_i32("Count", types);
+  for (int32_t i = 0; i < types; ++i) {
+    const Count& c = kCounts[i];
     w.begin("ObjectType");
     w.prop_string(c.type);
     w.node_i32("Count", c.count);
@@ -348,6 +353,27 @@ void write_geometry(FbxWriter& w, const Mesh& mesh) {
     w.end();
   }
 
+  const bool has_uvs = !mesh.uvs.empty();
+  if (has_uvs) {
+    // ByPolygonVertex / IndexToDirect: the per-vertex uvs once, each corner indexing its vertex's
+    // (spec 3; bottom-left origin like the Mesh's, no flip).
+    doubles.assign(mesh.uvs.begin(), mesh.uvs.end());
+    w.begin("LayerElementUV");
+    w.prop_i32(0);
+    w.node_i32("Version", 101);
+    w.node_string("Name", "UVMap");
+    w.node_string("MappingInformationType", "ByPolygonVertex");
+    w.node_string("ReferenceInformationType", "IndexToDirect");
+    w.begin("UV");
+    w.prop_f64_array(doubles);
+    w.end();
+    std::vector<int32_t> uv_index(mesh.triangles.begin(), mesh.triangles.end());
+    w.begin("UVIndex");
+    w.prop_i32_array(uv_index);
+    w.end();
+    w.end();
+  }
+
   w.begin("LayerElementMaterial");
   w.prop_i32(0);
   w.node_i32("Version", 101);
@@ -369,13 +395,14 @@ void write_geometry(FbxWriter& w, const Mesh& mesh) {
     w.end();
   };
   if (has_normals) layer_element("LayerElementNormal");
+  if (has_uvs) layer_element("LayerElementUV");  // Assimp drops the uvs without it (spec)
   layer_element("LayerElementMaterial");
   w.end();
 
   w.end();  // Geometry
 }
 
-void write_model_and_material(FbxWriter& w) {
+void write_model_and_material(FbxWriter& w, bool textured) {
   w.begin("Model");
   w.prop_i64(kModelId);
   w.prop_string(object_name("TesseraMesh", "Model"));
@@ -392,7 +419,8 @@ void write_model_and_material(FbxWriter& w) {
   w.node_string("Culling", "CullingOff");
   w.end();
 
-  // Neutral grey, the same as the OBJ's MTL (export.cpp default_mtl).
+  // Neutral grey, the same as the OBJ's MTL (export.cpp default_mtl); white under a texture.
+  const double diffuse = textured ? 1.0 : 0.8;
   w.begin("Material");
   w.prop_i64(kMaterialId);
   w.prop_string(object_name("TesseraDefault", "Material"));
@@ -401,7 +429,7 @@ void write_model_and_material(FbxWriter& w) {
   w.node_string("ShadingModel", "Phong");
   w.node_i32("MultiLayer", 0);
   w.begin("Properties70");
-  p_vector(w, "DiffuseColor", "Color", "", "A", 0.8, 0.8, 0.8);
+  p_vector(w, "DiffuseColor", "Color", "", "A", diffuse, diffuse, diffuse);
   p_animatable_number(w, "DiffuseFactor", 1.0);
   p_vector(w, "SpecularColor", "Color", "", "A", 1.0, 1.0, 1.0);
   p_animatable_number(w, "SpecularFactor", 0.04);
@@ -410,7 +438,47 @@ void write_model_and_material(FbxWriter& w) {
   w.end();
 }
 
-void write_connections(FbxWriter& w) {
+// Texture + Video referencing the PNG (spec 3): FileName absolute, RelativeFilename beside the FBX.
+void write_texture(FbxWriter& w, const std::string& texture_file) {
+  namespace fs = std::filesystem;
+  const std::string relative = fs::path(texture_file).filename().string();
+  std::error_code ec;
+  fs::path absolute = fs::absolute(fs::path(texture_file), ec);
+  if (ec) absolute = fs::path(texture_file);
+  const std::string video_name = object_name(relative, "Video");
+  w.begin("Texture");
+  w.prop_i64(kTextureId);
+  w.prop_string(object_name("TesseraTexture", "Texture"));
+  w.prop_string("");
+  w.node_string("Type", "TextureVideoClip");
+  w.node_i32("Version", 202);
+  w.node_string("TextureName", object_name("TesseraTexture", "Texture"));
+  w.node_string("Media", video_name);
+  w.node_string("FileName", absolute.string());
+  w.node_string("RelativeFilename", relative);
+  w.end();
+
+  w.begin("Video");
+  w.prop_i64(kVideoId);
+  w.prop_string(video_name);
+  w.prop_string("Clip");
+  w.node_string("Type", "Clip");
+  w.begin("Properties70");
+  w.begin("P");
+  w.prop_string("Path");
+  w.prop_string("KString");
+  w.prop_string("Url");
+  w.prop_string("");
+  w.prop_string(absolute.string());
+  w.end();
+  w.end();
+  w.node_i32("UseMipMap", 0);
+  w.node_string("Filename", absolute.string());
+  w.node_string("RelativeFilename", relative);
+  w.end();
+}
+
+void write_connections(FbxWriter& w, bool textured) {
   auto connect = [&](int64_t child, int64_t parent) {
     w.begin("C");
     w.prop_string("OO");
@@ -422,12 +490,22 @@ void write_connections(FbxWriter& w) {
   connect(kModelId, 0);  // model -> scene root: without it Blender creates no object
   connect(kGeometryId, kModelId);
   connect(kMaterialId, kModelId);  // materials attach to the model, not the geometry
+  if (textured) {
+    w.begin("C");  // texture -> the material's DiffuseColor property
+    w.prop_string("OP");
+    w.prop_i64(kTextureId);
+    w.prop_i64(kMaterialId);
+    w.prop_string("DiffuseColor");
+    w.end();
+    connect(kVideoId, kTextureId);
+  }
   w.end();
 }
 
 }  // namespace
 
-Status check_fbx_limits(int64_t vertex_count, int64_t triangle_count, bool has_normals) {
+Status check_fbx_limits(int64_t vertex_count, int64_t triangle_count, bool has_normals,
+                        bool has_uvs) {
   if (vertex_count < 0 || triangle_count < 0) {
     return invalid_argument("fbx: negative vertex or triangle count");
   }
@@ -439,6 +517,8 @@ Status check_fbx_limits(int64_t vertex_count, int64_t triangle_count, bool has_n
   const uint64_t corners = 3 * static_cast<uint64_t>(triangle_count);
   const uint64_t vertex_doubles = 3 * static_cast<uint64_t>(vertex_count);
   const uint64_t normal_doubles = has_normals ? 3 * corners : 0;
+  const uint64_t uv_doubles = has_uvs ? 2 * static_cast<uint64_t>(vertex_count) : 0;
+  const uint64_t uv_indices = has_uvs ? corners : 0;
   if (corners > std::numeric_limits<uint32_t>::max() ||
       vertex_doubles > std::numeric_limits<uint32_t>::max() ||
       normal_doubles > std::numeric_limits<uint32_t>::max()) {
@@ -446,7 +526,8 @@ Status check_fbx_limits(int64_t vertex_count, int64_t triangle_count, bool has_n
                             " triangles exceed FBX's uint32 array element count");
   }
   const uint64_t bytes =
-      kFixedOverheadBytes + 8 * vertex_doubles + 4 * corners + 8 * normal_doubles;
+      kFixedOverheadBytes + 8 * vertex_doubles + 4 * corners + 8 * normal_doubles +
+      8 * uv_doubles + 4 * uv_indices;
   if (bytes > kMaxFileBytes) {
     return invalid_argument("fbx: a mesh of " + std::to_string(vertex_count) + " vertices and " +
                             std::to_string(triangle_count) + " triangles needs about " +
@@ -456,27 +537,32 @@ Status check_fbx_limits(int64_t vertex_count, int64_t triangle_count, bool has_n
   return Status();
 }
 
-Expected<std::string> to_fbx(const Mesh& input, const ExportOptions& options) {
+Expected<std::string> to_fbx(const Mesh& input, const ExportOptions& options,
+                             const std::string& texture_file) {
   TESSERA_RETURN_IF_ERROR(validate(input));
   TESSERA_RETURN_IF_ERROR(validate_export_options(options));
   if (input.vertex_count() == 0 || input.triangle_count() == 0) {
     return invalid_argument("fbx: the mesh is empty");
   }
   const bool has_normals = !input.normals.empty();
+  const bool has_uvs = !input.uvs.empty();
   TESSERA_RETURN_IF_ERROR(
-      check_fbx_limits(input.vertex_count(), input.triangle_count(), has_normals));
+      check_fbx_limits(input.vertex_count(), input.triangle_count(), has_normals, has_uvs));
   const Mesh mesh = transform_for_export(input, options);
+  const bool textured = !mesh.texture.empty() && !texture_file.empty();
 
   const size_t corners = mesh.triangles.size();
-  FbxWriter w(8192 + mesh.positions.size() * 8 + corners * 4 + (has_normals ? corners * 24 : 0));
+  FbxWriter w(8192 + mesh.positions.size() * 8 + corners * 4 + (has_normals ? corners * 24 : 0) +
+              (has_uvs ? mesh.uvs.size() * 8 + corners * 4 : 0));
   write_header_extension(w);
   write_global_settings(w, options.up_axis);
-  write_documents_and_definitions(w);
+  write_documents_and_definitions(w, textured);
   w.begin("Objects");
   write_geometry(w, mesh);
-  write_model_and_material(w);
+  write_model_and_material(w, textured);
+  if (textured) write_texture(w, texture_file);
   w.end();
-  write_connections(w);
+  write_connections(w, textured);
   w.begin("Takes");
   w.node_string("Current", "");
   w.end();
@@ -486,9 +572,17 @@ Expected<std::string> to_fbx(const Mesh& input, const ExportOptions& options) {
 }
 
 Status write_fbx(const Mesh& mesh, const std::string& path, const ExportOptions& options) {
-  Expected<std::string> bytes = to_fbx(mesh, options);
+  const bool textured = !mesh.texture.empty();
+  const std::string png_path = texture_path_for(path);
+  Expected<std::string> bytes = to_fbx(mesh, options, textured ? png_path : std::string());
   if (!bytes.ok()) return bytes.status().with_context(path);
-  return write_file_atomic(path, bytes->data(), bytes->size());
+  TESSERA_RETURN_IF_ERROR(write_texture_beside(mesh, path));
+  Status st = write_file_atomic(path, bytes->data(), bytes->size());
+  if (!st.ok() && textured) {
+    std::error_code ec;
+    std::filesystem::remove(png_path, ec);  // best effort: the FBX's error is the one returned
+  }
+  return st;
 }
 
 }  // namespace tessera::mesh

@@ -10,9 +10,13 @@
 // - Geometry: Vertices d[3N], PolygonVertexIndex i[3T] (the last corner of each triangle stored as
 //   ~index), LayerElementNormal (ByPolygonVertex / Direct, the vertex normal of each corner) when
 //   the mesh has normals, LayerElementMaterial (AllSame, material 0), and a Layer 0 that lists them
-//   (Blender ignores Layer; Assimp and SDK importers need it). The Mesh type has no UVs, so there
-//   is no LayerElementUV.
-// - Material: one Phong material, neutral grey (the same as the OBJ's MTL).
+//   (Blender ignores Layer; Assimp and SDK importers need it). A mesh with uvs adds
+//   LayerElementUV "UVMap" (ByPolygonVertex / IndexToDirect: the per-vertex uvs, indexed by each
+//   corner's vertex).
+// - Material: one Phong material, neutral grey (the same as the OBJ's MTL); white for a textured
+//   mesh, whose texture goes to a Texture (TextureVideoClip) + Video object pair referencing the
+//   PNG written beside the FBX (export.h texture_path_for; FileName absolute, RelativeFilename the
+//   bare name, which is what Blender resolves first), connected to the material's DiffuseColor.
 // - Arrays are stored raw (encoding 0); the spec allows it and every reader accepts it.
 // - Output is deterministic: fixed object ids and the spec's fixed creation time.
 //
@@ -36,13 +40,19 @@ namespace tessera::mesh {
 // INT32_MAX vertices), array element counts are uint32, and the whole file must stay below 4 GiB
 // (node EndOffsets are uint32). kInvalidArgument naming the limit otherwise. Negative counts are
 // kInvalidArgument too. Cheap: it looks at the counts only (to_fbx calls it before allocating).
-Status check_fbx_limits(int64_t vertex_count, int64_t triangle_count, bool has_normals);
+Status check_fbx_limits(int64_t vertex_count, int64_t triangle_count, bool has_normals,
+                        bool has_uvs = false);
 
-// The whole file in memory. Errors: the mesh fails validate() or is empty, bad options, or
-// check_fbx_limits() (all kInvalidArgument).
-Expected<std::string> to_fbx(const Mesh& mesh, const ExportOptions& options = {});
+// The whole file in memory. `texture_file` is where the texture's PNG is (or will be) written; a
+// textured mesh with an empty `texture_file` gets its uvs but no Texture/Video objects. Errors:
+// the mesh fails validate() or is empty, bad options, or check_fbx_limits() (all
+// kInvalidArgument).
+Expected<std::string> to_fbx(const Mesh& mesh, const ExportOptions& options = {},
+                             const std::string& texture_file = "");
 
-// to_fbx() then write_file_atomic(); errors are prefixed with the path.
+// to_fbx() then write_file_atomic(); a textured mesh first writes its PNG to
+// texture_path_for(path) and removes it again if the FBX cannot be written. Errors are prefixed
+// with the path.
 Status write_fbx(const Mesh& mesh, const std::string& path, const ExportOptions& options = {});
 
 }  // namespace tessera::mesh

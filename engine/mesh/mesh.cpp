@@ -40,6 +40,36 @@ Status validate(const Mesh& mesh) {
       return invalid_argument("mesh: vertex " + std::to_string(i / 3) + " has a non-finite position");
     }
   }
+  if (!mesh.uvs.empty() && mesh.uvs.size() != 2 * n) {
+    return invalid_argument("mesh: uvs size " + std::to_string(mesh.uvs.size()) + " != 2 * " +
+                            std::to_string(n) + " vertices");
+  }
+  for (size_t i = 0; i < mesh.uvs.size(); ++i) {
+    // The small tolerance admits the rounding of uvs computed as (x - min) / extent.
+    if (!std::isfinite(mesh.uvs[i]) || mesh.uvs[i] < -1e-6f || mesh.uvs[i] > 1.0f + 1e-6f) {
+      return invalid_argument("mesh: vertex " + std::to_string(i / 2) + " has uv " +
+                              (i % 2 == 0 ? "u" : "v") + " = " + std::to_string(mesh.uvs[i]) +
+                              ", not a finite value in [0, 1]");
+    }
+  }
+  const TextureImage& t = mesh.texture;
+  if (!t.empty()) {
+    if (t.width <= 0 || t.height <= 0) {
+      return invalid_argument("mesh: texture size " + std::to_string(t.width) + "x" +
+                              std::to_string(t.height) + " is not positive");
+    }
+    if (t.width > (int64_t{1} << 20) || t.height > (int64_t{1} << 20) ||
+        t.rgb.size() != static_cast<uint64_t>(t.width) * static_cast<uint64_t>(t.height) * 3) {
+      return invalid_argument("mesh: texture holds " + std::to_string(t.rgb.size()) +
+                              " bytes, not 3 * " + std::to_string(t.width) + " * " +
+                              std::to_string(t.height));
+    }
+    if (mesh.uvs.empty() && n > 0) {
+      return invalid_argument("mesh: has a texture but no uvs");
+    }
+  } else if (!t.rgb.empty() || t.height != 0) {
+    return invalid_argument("mesh: texture width is 0 but its height or pixels are set");
+  }
   return Status();
 }
 

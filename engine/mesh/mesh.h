@@ -5,6 +5,12 @@
 // decoder's [-1.05, 1.05]^3 cube); `normals` is either empty or exactly as long as `positions`;
 // triangles are index triples, counter-clockwise when seen from outside (right-hand normal points
 // out of the solid). The struct owns its arrays; it is a plain value (copyable, movable).
+//
+// Texturing: `uvs` is either empty or one (u, v) pair per vertex (u to the right, v up, both in
+// [0, 1], the glTF/OBJ convention with v flipped as OBJ expects: v = 0 is the image's bottom row);
+// `texture` is the image those coordinates sample. A texture without uvs is invalid; uvs without a
+// texture are allowed (a UV layout only). A vertex has one uv, so a vertex on a UV seam is
+// duplicated (same position, two uvs).
 #pragma once
 
 #include <array>
@@ -15,10 +21,19 @@
 
 namespace tessera::mesh {
 
+// An 8-bit RGB image carried by a mesh as its base colour texture.
+struct TextureImage {
+  int64_t width = 0, height = 0;
+  std::vector<uint8_t> rgb;  // RGB8, row-major, top row first: 3 * width * height bytes
+  bool empty() const { return width == 0; }
+};
+
 struct Mesh {
   std::vector<float> positions;     // 3 * vertex_count()
   std::vector<float> normals;       // empty or 3 * vertex_count()
   std::vector<uint32_t> triangles;  // 3 * triangle_count()
+  std::vector<float> uvs;  // empty or 2 * vertex_count(): u right, v up, in [0, 1]
+  TextureImage texture;    // empty (width == 0) when untextured
 
   int64_t vertex_count() const { return static_cast<int64_t>(positions.size() / 3); }
   int64_t triangle_count() const { return static_cast<int64_t>(triangles.size() / 3); }
@@ -31,7 +46,9 @@ struct Bounds {
   double diagonal() const;
 };
 
-// Checks the invariants above (array sizes, every index < vertex_count(), finite positions).
+// Checks the invariants above (array sizes, every index < vertex_count(), finite positions, uvs
+// finite and in [0, 1], texture dimensions positive with 3 * width * height bytes, a texture only
+// together with uvs).
 // kInvalidArgument naming the first violation.
 Status validate(const Mesh& mesh);
 

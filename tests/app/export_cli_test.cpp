@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/mapped_file.h"
+#include "engine/core/png.h"
 #include "tests/support/cli_runner.h"
 #include "tests/support/fixture_model_dir.h"
 
@@ -122,6 +124,40 @@ TEST_F(ExportCliTest, BadExportOptionsFailBeforeGenerating) {
   r = run_tessera(generate_args(path("a.fbx")) + " --max-faces -3");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_FALSE(std::filesystem::exists(path("a.fbx")));
+}
+
+TEST_F(ExportCliTest, TextureIsProjectedAndExported) {
+  std::vector<uint8_t> rgb;
+  for (int i = 0; i < 16 * 8; ++i) rgb.insert(rgb.end(), {static_cast<uint8_t>(i), 200, 30});
+  auto png = encode_png(rgb.data(), 16, 8, 3);
+  ASSERT_TRUE(png.ok());
+  const std::string image = path("concept.png");
+  ASSERT_TRUE(write_file_atomic(image, png->data(), png->size()).ok());
+
+  auto r = run_tessera(generate_args(path("t.glb")) + " --texture " + shell_quote(image));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string glb = slurp(path("t.glb"));
+  EXPECT_NE(glb.find("\"TEXCOORD_0\""), std::string::npos);
+  EXPECT_NE(glb.find("\"image/png\""), std::string::npos);
+  r = run_tessera(generate_args(path("t.obj")) + " --texture " + shell_quote(image) +
+                  " --texture-margin 0.1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(path("t_texture.png")));
+  EXPECT_NE(slurp(path("t.mtl")).find("map_Kd t_texture.png"), std::string::npos);
+  EXPECT_NE(slurp(path("t.obj")).find("\nvt "), std::string::npos);
+
+  // A missing or broken image, or a bad margin, fails before generating and writes nothing.
+  const std::string broken = path("broken.png");
+  ASSERT_TRUE(write_file_atomic(broken, png->data(), png->size() / 2).ok());
+  for (const std::string& extra :
+       {" --texture " + shell_quote(path("missing.png")), " --texture " + shell_quote(broken),
+        " --texture " + shell_quote(image) + " --texture-margin 0.6"}) {
+    r = run_tessera(generate_args(path("bad.fbx")) + extra);
+    EXPECT_EQ(r.exit_code, 1) << extra;
+    EXPECT_NE(r.err.find("--texture"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(path("bad.fbx")));
+    EXPECT_FALSE(std::filesystem::exists(path("bad_texture.png")));
+  }
 }
 
 }  // namespace

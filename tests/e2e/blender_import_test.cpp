@@ -16,6 +16,7 @@
 #include "engine/mesh/cleanup.h"
 #include "engine/mesh/export.h"
 #include "engine/mesh/extraction.h"
+#include "engine/mesh/texture.h"
 #include "tests/support/cli_runner.h"
 
 namespace tessera::mesh {
@@ -139,6 +140,107 @@ TEST(BlenderImport, FbxAndObjImportWithTheRightCountsAndOrientation) {
   expect_upright(fbx_y, 1.0);
   expect_upright(fbx_z, 2.0);
   expect_upright(obj, 1.0);
+  fs::remove_all(dir);
+}
+
+
+// Textured exports: Blender finds a UV layer with a uv per corner and an image texture node whose
+// image is our PNG (by file name for OBJ/FBX, packed for GLB) at the atlas size. It also reads the
+// uv of one corner on the front, so a flipped V in any format would show. Blender 3.4's glTF
+// importer still uses numpy.bool (gone in numpy >= 1.24): the script puts the alias back.
+constexpr const char* kBlenderTextureScript = R"PY(
+import sys, bpy, os
+import numpy
+if not hasattr(numpy, "bool"):
+    numpy.bool = bool
+for path in sys.argv[sys.argv.index("--") + 1:]:
+    for o in list(bpy.data.objects):
+        bpy.data.objects.remove(o)
+    if path.lower().endswith(".fbx"):
+        bpy.ops.import_scene.fbx(filepath=path)
+    elif path.lower().endswith(".glb"):
+        bpy.ops.import_scene.gltf(filepath=path)
+    else:
+        bpy.ops.wm.obj_import(filepath=path)
+    o = [o for o in bpy.context.scene.objects if o.type == "MESH"][0]
+    images = [n.image for m in o.data.materials if m and m.use_nodes for n in m.node_tree.nodes
+              if n.type == "TEX_IMAGE" and n.image]
+    name = os.path.basename(images[0].filepath) if images and images[0].filepath else "packed"
+    size = images[0].size[:] if images else (0, 0)
+    uv = o.data.uv_layers[0] if o.data.uv_layers else None
+    # The corner nearest the camera of Blender's front view (world -Y, the Y-up mesh's +Z): the
+    # middle of the front region (the atlas's top-left quarter).
+    best = min(o.data.loops, key=lambda l: (o.matrix_world @ o.data.vertices[l.vertex_index].co)[1])
+    u, v = uv.data[best.index].uv[:] if uv else (-1, -1)
+    print("TESSERA_TEX", path, len(o.data.uv_layers), len(uv.data) if uv else 0, len(o.data.loops),
+          name, size[0], size[1], "%.4f" % u, "%.4f" % v, flush=True)
+)PY";
+
+TEST(BlenderImport, TexturedObjFbxGlbHaveUvsAndTheImage) {
+  if (!blender_on_path()) GTEST_SKIP() << "blender is not on PATH";
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() /
+                       ("tessera_blender_tex_test_" +
+                        std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+  fs::create_directories(dir);
+  Mesh mesh = ellipsoid();
+  TextureImage image;
+  image.width = 64;
+  image.height = 48;
+  for (int64_t y = 0; y < image.height; ++y) {
+    for (int64_t x = 0; x < image.width; ++x) {
+      image.rgb.insert(image.rgb.end(), {static_cast<uint8_t>(4 * x), static_cast<uint8_t>(5 * y), 90});
+    }
+  }
+  ASSERT_TRUE(project_texture_front(image, {}, &mesh).ok());
+  const std::vector<std::string> paths = {(dir / "tex.obj").string(), (dir / "tex.fbx").string(),
+                                          (dir / "tex.glb").string()};
+  ExportOptions z_up;
+  z_up.up_axis = UpAxis::kZ;
+  ASSERT_TRUE(write_mesh(mesh, paths[0]).ok());
+  ASSERT_TRUE(write_mesh(mesh, paths[1], z_up).ok());
+  ASSERT_TRUE(write_mesh(mesh, paths[2]).ok());
+
+  const std::string log = (dir / "blender.log").string();
+  std::string command = "timeout 120 blender -b --factory-startup --python-expr " +
+                        shell_quote(kBlenderTextureScript) + " --";
+  for (const std::string& p : paths) {
+    command += ' ';
+    command += shell_quote(p);
+  }
+  command += " >";
+  command += shell_quote(log);
+  command += " 2>&1";
+  const int rc = std::system(command.c_str());
+  auto output = read_file(log);
+  ASSERT_TRUE(output.ok());
+  ASSERT_EQ(rc, 0) << *output;
+  int seen = 0;
+  std::istringstream in(*output);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("TESSERA_TEX ", 0) != 0) continue;
+    std::istringstream f(line.substr(12));
+    std::string path, name;
+    int layers = 0, uv_count = 0, loops = 0, w = 0, h = 0;
+    double u = 0, v = 0;
+    f >> path >> layers >> uv_count >> loops >> name >> w >> h >> u >> v;
+    ASSERT_FALSE(f.fail()) << line;
+    SCOPED_TRACE(path);
+    ++seen;
+    EXPECT_EQ(layers, 1);
+    EXPECT_EQ(uv_count, loops);
+    EXPECT_EQ(loops, 3 * mesh.triangle_count());
+    EXPECT_EQ(w, mesh.texture.width);
+    EXPECT_EQ(h, mesh.texture.height);
+    const char* expected_name = path.ends_with(".glb") ? "packed" : "tex_texture.png";
+    EXPECT_EQ(name, expected_name);
+    // The image centre in the front region: (0.25, 0.75) of the atlas (Blender's v is up), give
+    // or take the gutters and the pole's offset from the bounds' centre.
+    EXPECT_NEAR(u, 0.25, 0.05);
+    EXPECT_NEAR(v, 0.75, 0.05);
+  }
+  EXPECT_EQ(seen, 3) << *output;
   fs::remove_all(dir);
 }
 

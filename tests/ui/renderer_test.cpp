@@ -352,8 +352,64 @@ TEST_F(RendererTest, PartialMeshStreamReusesBuffers) {
   }
 }
 
+// A unit quad in the z = 0 plane facing the camera (+Z), uvs at its corners (v up), carrying a
+// 2 x 2 texture: top row red | green, bottom row blue | white (image rows top first).
+mesh::Mesh textured_quad() {
+  mesh::Mesh m;
+  m.positions = {-1, -1, 0, 1, -1, 0, 1, 1, 0, -1, 1, 0};
+  m.triangles = {0, 1, 2, 0, 2, 3};
+  m.uvs = {0, 0, 1, 0, 1, 1, 0, 1};
+  m.texture.width = 2;
+  m.texture.height = 2;
+  m.texture.rgb = {255, 0, 0, 0, 255, 0, 0, 0, 255, 255, 255, 255};
+  return m;
+}
+
+// The dominant channel of a pixel (0 red, 1 green, 2 blue), or 3 when all are bright (white).
+int dominant(const uint8_t* p) {
+  if (p[0] > 150 && p[1] > 150 && p[2] > 150) return 3;
+  return p[0] > p[1] && p[0] > p[2] ? 0 : (p[1] > p[2] ? 1 : 2);
+}
+
+TEST_F(RendererTest, TexturedModeSamplesTheMeshTextureAtItsUvs) {
+  ASSERT_TRUE(renderer_->set_mesh(textured_quad()).ok());
+  EXPECT_TRUE(renderer_->has_texture());
+  camera_.distance = 3.5f;
+  options_.shading = ShadingMode::kTextured;
+  const Image image = render();
+  maybe_save(image, "textured");
+  // Quarter points of the quad: +X right, +Y up (image y grows downwards), v up on the mesh.
+  const float half_fov = 0.5f * camera_.fov_y_degrees * kPi / 180.0f;
+  const int q = static_cast<int>(0.5f / (camera_.distance * std::tan(half_fov)) * 0.5f * kHeight);
+  const int cx = kWidth / 2, cy = kHeight / 2;
+  EXPECT_EQ(dominant(image.pixel(cx - q, cy - q)), 0);  // top left: red
+  EXPECT_EQ(dominant(image.pixel(cx + q, cy - q)), 1);  // top right: green
+  EXPECT_EQ(dominant(image.pixel(cx - q, cy + q)), 2);  // bottom left: blue
+  EXPECT_EQ(dominant(image.pixel(cx + q, cy + q)), 3);  // bottom right: white
+
+  // Lit ignores the texture; a mesh without uvs in textured mode is drawn as lit.
+  options_.shading = ShadingMode::kLit;
+  const Image lit = render();
+  EXPECT_NE(dominant(lit.pixel(cx - q, cy - q)), 0);
+  mesh::Mesh plain = textured_quad();
+  plain.uvs.clear();
+  plain.texture = {};
+  ASSERT_TRUE(renderer_->set_mesh(plain).ok());
+  EXPECT_FALSE(renderer_->has_texture());
+  options_.shading = ShadingMode::kTextured;
+  const Image fallback = render();
+  for (int dy : {-q, q}) {
+    for (int dx : {-q, q}) {
+      const uint8_t* a = fallback.pixel(cx + dx, cy + dy);
+      const uint8_t* b = lit.pixel(cx + dx, cy + dy);
+      for (int c = 0; c < 3; ++c) EXPECT_NEAR(a[c], b[c], 2);
+    }
+  }
+}
+
 TEST(ShadingModeTest, NamesRoundTrip) {
-  for (ShadingMode m : {ShadingMode::kLit, ShadingMode::kNormals, ShadingMode::kMatcap}) {
+  for (ShadingMode m : {ShadingMode::kLit, ShadingMode::kNormals, ShadingMode::kMatcap,
+                        ShadingMode::kTextured}) {
     auto parsed = parse_shading_mode(shading_mode_name(m));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, m);

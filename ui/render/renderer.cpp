@@ -21,11 +21,14 @@ namespace {
 constexpr const char* kSurfaceVertex = R"(#version 330 core
 layout(location = 0) in vec3 a_position;
 layout(location = 1) in vec3 a_normal;
+layout(location = 2) in vec2 a_uv;
 uniform mat4 u_view;
 uniform mat4 u_projection;
 out vec3 v_normal;
+out vec2 v_uv;
 void main() {
   v_normal = a_normal;
+  v_uv = a_uv;
   gl_Position = u_projection * u_view * vec4(a_position, 1.0);
 }
 )";
@@ -34,7 +37,9 @@ constexpr const char* kSurfaceGeometry = R"(#version 330 core
 layout(triangles) in;
 layout(triangle_strip, max_vertices = 3) out;
 in vec3 v_normal[];
+in vec2 v_uv[];
 out vec3 g_normal;
+out vec2 g_uv;
 noperspective out vec3 g_edge_distance;
 flat out float g_min_altitude;
 uniform vec2 u_viewport;
@@ -52,13 +57,13 @@ void main() {
                 area / max(length(e2), 1e-6));
   if (behind) h = vec3(1e6);
   float min_altitude = min(h.x, min(h.y, h.z));
-  g_normal = v_normal[0]; g_edge_distance = vec3(h.x, 0.0, 0.0);
+  g_normal = v_normal[0]; g_uv = v_uv[0]; g_edge_distance = vec3(h.x, 0.0, 0.0);
   g_min_altitude = min_altitude;
   gl_Position = gl_in[0].gl_Position; EmitVertex();
-  g_normal = v_normal[1]; g_edge_distance = vec3(0.0, h.y, 0.0);
+  g_normal = v_normal[1]; g_uv = v_uv[1]; g_edge_distance = vec3(0.0, h.y, 0.0);
   g_min_altitude = min_altitude;
   gl_Position = gl_in[1].gl_Position; EmitVertex();
-  g_normal = v_normal[2]; g_edge_distance = vec3(0.0, 0.0, h.z);
+  g_normal = v_normal[2]; g_uv = v_uv[2]; g_edge_distance = vec3(0.0, 0.0, h.z);
   g_min_altitude = min_altitude;
   gl_Position = gl_in[2].gl_Position; EmitVertex();
   EndPrimitive();
@@ -67,11 +72,14 @@ void main() {
 
 constexpr const char* kSurfaceFragment = R"(#version 330 core
 in vec3 g_normal;
+in vec2 g_uv;
 noperspective in vec3 g_edge_distance;
 flat in float g_min_altitude;
 uniform mat4 u_view;
-uniform int u_mode;  // 0 lit, 1 normals, 2 matcap
+uniform int u_mode;  // 0 lit, 1 normals, 2 matcap, 3 textured (lit with the texture as colour)
 uniform vec3 u_base_color;
+uniform bool u_has_texture;
+uniform sampler2D u_texture;
 uniform bool u_wireframe;
 uniform vec3 u_wire_color;
 uniform float u_wire_width;
@@ -100,7 +108,17 @@ void main() {
     float fill = max(dot(nv, fill_dir), 0.0);
     vec3 half_dir = normalize(key_dir + vec3(0.0, 0.0, 1.0));
     float spec = pow(max(dot(nv, half_dir), 0.0), 48.0);
-    color = u_base_color * (0.18 + 0.72 * key + 0.25 * fill) + vec3(0.25) * spec;
+    vec3 base = u_base_color;
+    float spec_amount = 0.25;
+    if (u_mode == 3 && u_has_texture) {
+      // Mesh uvs have v up with v = 0 the image's bottom row; the texture's first row (t = 0) is
+      // the image's top row.
+      base = texture(u_texture, vec2(g_uv.x, 1.0 - g_uv.y)).rgb;
+      spec_amount = 0.12;  // a painted surface: a softer highlight keeps the image's colours
+      color = base * (0.42 + 0.50 * key + 0.18 * fill) + vec3(spec_amount) * spec;
+    } else {
+      color = base * (0.18 + 0.72 * key + 0.25 * fill) + vec3(spec_amount) * spec;
+    }
   }
   if (u_wireframe) {
     float d = min(g_edge_distance.x, min(g_edge_distance.y, g_edge_distance.z));
@@ -240,6 +258,10 @@ class GlStateGuard {
     glGetIntegerv(GL_CURRENT_PROGRAM, &program_);
     glGetIntegerv(GL_VERTEX_ARRAY_BINDING, &vao_);
     glGetIntegerv(GL_ARRAY_BUFFER_BINDING, &array_buffer_);
+    glGetIntegerv(GL_ACTIVE_TEXTURE, &active_texture_);
+    glActiveTexture(GL_TEXTURE0);
+    glGetIntegerv(GL_TEXTURE_BINDING_2D, &texture_2d_);
+    glGetIntegerv(GL_UNPACK_ALIGNMENT, &unpack_alignment_);
     glGetIntegerv(GL_VIEWPORT, viewport_);
     depth_test_ = glIsEnabled(GL_DEPTH_TEST);
     blend_ = glIsEnabled(GL_BLEND);
@@ -262,6 +284,10 @@ class GlStateGuard {
     glUseProgram(static_cast<GLuint>(program_));
     glBindVertexArray(static_cast<GLuint>(vao_));
     glBindBuffer(GL_ARRAY_BUFFER, static_cast<GLuint>(array_buffer_));
+    glActiveTexture(GL_TEXTURE0);
+    glBindTexture(GL_TEXTURE_2D, static_cast<GLuint>(texture_2d_));
+    glActiveTexture(static_cast<GLenum>(active_texture_));
+    glPixelStorei(GL_UNPACK_ALIGNMENT, unpack_alignment_);
     glViewport(viewport_[0], viewport_[1], viewport_[2], viewport_[3]);
     set(GL_DEPTH_TEST, depth_test_);
     set(GL_BLEND, blend_);
@@ -291,6 +317,7 @@ class GlStateGuard {
     }
   }
   GLint program_ = 0, vao_ = 0, array_buffer_ = 0;
+  GLint active_texture_ = GL_TEXTURE0, texture_2d_ = 0, unpack_alignment_ = 4;
   GLint viewport_[4] = {0, 0, 0, 0};
   GLboolean depth_test_ = GL_FALSE, blend_ = GL_FALSE, cull_face_ = GL_FALSE;
   GLboolean scissor_test_ = GL_FALSE, polygon_offset_fill_ = GL_FALSE;
@@ -336,16 +363,19 @@ const char* shading_mode_name(ShadingMode mode) {
       return "normals";
     case ShadingMode::kMatcap:
       return "matcap";
+    case ShadingMode::kTextured:
+      return "textured";
   }
   return "lit";
 }
 
 Expected<ShadingMode> parse_shading_mode(const char* name) {
   const std::string s = name != nullptr ? name : "";
-  for (ShadingMode m : {ShadingMode::kLit, ShadingMode::kNormals, ShadingMode::kMatcap}) {
+  for (ShadingMode m : {ShadingMode::kLit, ShadingMode::kNormals, ShadingMode::kMatcap,
+                        ShadingMode::kTextured}) {
     if (s == shading_mode_name(m)) return m;
   }
-  return invalid_argument("shading mode '" + s + "' is not one of lit, normals, matcap");
+  return invalid_argument("shading mode '" + s + "' is not one of lit, normals, matcap, textured");
 }
 
 Expected<std::unique_ptr<MeshRenderer>> MeshRenderer::create() {
@@ -384,11 +414,15 @@ Status MeshRenderer::init() {
   glBindVertexArray(mesh_vao_);
   glBindBuffer(GL_ARRAY_BUFFER, mesh_vbo_);
   glBindBuffer(GL_ELEMENT_ARRAY_BUFFER, mesh_ebo_);
+  // Interleaved position (3), normal (3), uv (2) floats per vertex.
   glEnableVertexAttribArray(0);
-  glVertexAttribPointer(0, 3, GL_FLOAT, GL_FALSE, 6 * sizeof(float), nullptr);
+  glVertexAttribPointer(0, 3, GL_FLOAT, GL_FALSE, 8 * sizeof(float), nullptr);
   glEnableVertexAttribArray(1);
-  glVertexAttribPointer(1, 3, GL_FLOAT, GL_FALSE, 6 * sizeof(float),
+  glVertexAttribPointer(1, 3, GL_FLOAT, GL_FALSE, 8 * sizeof(float),
                         reinterpret_cast<const void*>(3 * sizeof(float)));
+  glEnableVertexAttribArray(2);
+  glVertexAttribPointer(2, 2, GL_FLOAT, GL_FALSE, 8 * sizeof(float),
+                        reinterpret_cast<const void*>(6 * sizeof(float)));
 
   glGenVertexArrays(1, names);
   line_vao_ = names[0];
@@ -414,6 +448,10 @@ MeshRenderer::~MeshRenderer() {
   glDeleteBuffers(3, buffers);  // zeros are ignored
   const GLuint arrays[2] = {mesh_vao_, line_vao_};
   glDeleteVertexArrays(2, arrays);
+  if (texture_ != 0) {
+    const GLuint texture = texture_;
+    glDeleteTextures(1, &texture);
+  }
 }
 
 Status MeshRenderer::set_mesh(const mesh::Mesh& mesh) {
@@ -426,10 +464,12 @@ Status MeshRenderer::set_mesh(const mesh::Mesh& mesh) {
   const std::vector<float>& normals =
       mesh.normals.empty() ? (computed = vertex_normals(mesh)) : mesh.normals;
   const size_t vertices = static_cast<size_t>(mesh.vertex_count());
-  std::vector<float> interleaved(vertices * 6);
+  const bool has_uvs = !mesh.uvs.empty();
+  std::vector<float> interleaved(vertices * 8, 0.0f);  // uvs stay (0, 0) without mesh uvs
   for (size_t v = 0; v < vertices; ++v) {
-    std::memcpy(&interleaved[6 * v], &mesh.positions[3 * v], 3 * sizeof(float));
-    std::memcpy(&interleaved[6 * v + 3], &normals[3 * v], 3 * sizeof(float));
+    std::memcpy(&interleaved[8 * v], &mesh.positions[3 * v], 3 * sizeof(float));
+    std::memcpy(&interleaved[8 * v + 3], &normals[3 * v], 3 * sizeof(float));
+    if (has_uvs) std::memcpy(&interleaved[8 * v + 6], &mesh.uvs[2 * v], 2 * sizeof(float));
   }
   const auto vbo_bytes = static_cast<int64_t>(interleaved.size() * sizeof(float));
   const auto ebo_bytes = static_cast<int64_t>(mesh.triangles.size() * sizeof(uint32_t));
@@ -453,6 +493,7 @@ Status MeshRenderer::set_mesh(const mesh::Mesh& mesh) {
   glBufferSubData(GL_ELEMENT_ARRAY_BUFFER, 0, ebo_bytes, mesh.triangles.data());
   glBindVertexArray(static_cast<GLuint>(previous_vao));
   glBindBuffer(GL_ARRAY_BUFFER, static_cast<GLuint>(previous_buffer));
+  upload_texture(mesh.texture, has_uvs);
   debug_check_gl("MeshRenderer::set_mesh");
 
   vertex_count_ = mesh.vertex_count();
@@ -461,9 +502,39 @@ Status MeshRenderer::set_mesh(const mesh::Mesh& mesh) {
   return Status();
 }
 
+void MeshRenderer::upload_texture(const mesh::TextureImage& image, bool has_uvs) {
+  has_texture_ = has_uvs && !image.empty();
+  if (!has_texture_) return;
+  GLint previous_active = GL_TEXTURE0, previous_texture = 0, previous_alignment = 4;
+  glGetIntegerv(GL_ACTIVE_TEXTURE, &previous_active);
+  glActiveTexture(GL_TEXTURE0);
+  glGetIntegerv(GL_TEXTURE_BINDING_2D, &previous_texture);
+  glGetIntegerv(GL_UNPACK_ALIGNMENT, &previous_alignment);
+  if (texture_ == 0) {
+    GLuint name = 0;
+    glGenTextures(1, &name);
+    texture_ = name;
+  }
+  glBindTexture(GL_TEXTURE_2D, texture_);
+  glPixelStorei(GL_UNPACK_ALIGNMENT, 1);  // RGB8 rows of odd widths are not 4-byte aligned
+  glTexImage2D(GL_TEXTURE_2D, 0, GL_RGB8, static_cast<GLsizei>(image.width),
+               static_cast<GLsizei>(image.height), 0, GL_RGB, GL_UNSIGNED_BYTE, image.rgb.data());
+  // Mip-mapped: a small concept-image atlas on a mesh seen from afar must not shimmer; the atlas
+  // regions carry gutters (engine/mesh/texture.h) so the lower levels do not bleed across them.
+  glGenerateMipmap(GL_TEXTURE_2D);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_LINEAR_MIPMAP_LINEAR);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_LINEAR);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_S, GL_CLAMP_TO_EDGE);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_T, GL_CLAMP_TO_EDGE);
+  glPixelStorei(GL_UNPACK_ALIGNMENT, previous_alignment);
+  glBindTexture(GL_TEXTURE_2D, static_cast<GLuint>(previous_texture));
+  glActiveTexture(static_cast<GLenum>(previous_active));
+}
+
 void MeshRenderer::clear_mesh() {
   vertex_count_ = 0;
   index_count_ = 0;
+  has_texture_ = false;
   bounds_ = Bounds{};
 }
 
@@ -500,9 +571,14 @@ void MeshRenderer::draw(const OrbitCamera& camera, const RenderOptions& options,
     // NDC [-1, 1] to pixels: half the viewport size.
     glUniform2f(glGetUniformLocation(surface_program_, "u_viewport"), 0.5f * width, 0.5f * height);
     glUniform1i(glGetUniformLocation(surface_program_, "u_mode"),
-                options.shading == ShadingMode::kNormals  ? 1
-                : options.shading == ShadingMode::kMatcap ? 2
-                                                          : 0);
+                options.shading == ShadingMode::kNormals    ? 1
+                : options.shading == ShadingMode::kMatcap   ? 2
+                : options.shading == ShadingMode::kTextured ? 3
+                                                            : 0);
+    glUniform1i(glGetUniformLocation(surface_program_, "u_has_texture"), has_texture_ ? 1 : 0);
+    glUniform1i(glGetUniformLocation(surface_program_, "u_texture"), 0);
+    glActiveTexture(GL_TEXTURE0);
+    glBindTexture(GL_TEXTURE_2D, has_texture_ ? texture_ : 0);
     glUniform3f(glGetUniformLocation(surface_program_, "u_base_color"), options.base_color[0],
                 options.base_color[1], options.base_color[2]);
     glUniform1i(glGetUniformLocation(surface_program_, "u_wireframe"), options.wireframe ? 1 : 0);

@@ -9,8 +9,8 @@
 //
 // Frame contract: draw() renders into the framebuffer currently bound to GL_DRAW_FRAMEBUFFER (the
 // widget's FBO in Qt, 0 in GLFW, the offscreen FBO in EGL) and restores every piece of GL state it
-// changes (program, VAO, buffers, viewport, depth/blend/cull/polygon-offset enables and funcs,
-// depth mask, clear colour), so ImGui or Qt painting before/after it is unaffected.
+// changes (program, VAO, buffers, texture unit 0's 2D binding and the active unit, unpack
+// alignment, viewport, depth/blend/cull/polygon-offset enables and funcs, depth mask, clear colour), so ImGui or Qt painting before/after it is unaffected.
 #pragma once
 
 #include <array>
@@ -28,8 +28,10 @@ enum class ShadingMode {
   kNormals,  // world-space normal as colour: rgb = normal * 0.5 + 0.5 (+X red, +Y green, +Z blue)
   kMatcap,   // procedural clay matcap indexed by the view-space normal (looks the same from
              // anywhere)
+  kTextured,  // kLit with the mesh's texture (sampled at its uvs) as the surface colour; a mesh
+              // without uvs or texture is drawn as kLit
 };
-// "lit", "normals", "matcap" (for CLIs and settings files).
+// "lit", "normals", "matcap", "textured" (for CLIs and settings files).
 const char* shading_mode_name(ShadingMode mode);
 // Parses the names above; kInvalidArgument naming the bad value otherwise.
 Expected<ShadingMode> parse_shading_mode(const char* name);
@@ -60,7 +62,9 @@ class MeshRenderer {
 
   // Uploads `mesh` (copied to GL buffers; the caller keeps ownership and may drop it afterwards).
   // Cheap enough to call every frame a new partial mesh arrives: buffers are reused when they are
-  // big enough. Missing normals are computed (area-weighted vertex normals). An empty mesh is fine
+  // big enough. Missing normals are computed (area-weighted vertex normals). uvs and the texture
+  // are uploaded when the mesh has both (ShadingMode::kTextured samples them; the texture is
+  // mip-mapped, texture unit 0 is used and restored). An empty mesh is fine
   // and draws nothing. A mesh that fails mesh::validate() (index out of range, non-finite position,
   // size mismatch) returns kInvalidArgument and keeps the previous mesh.
   Status set_mesh(const mesh::Mesh& mesh);
@@ -72,6 +76,7 @@ class MeshRenderer {
   void draw(const OrbitCamera& camera, const RenderOptions& options, int width, int height);
 
   bool has_mesh() const { return index_count_ > 0; }
+  bool has_texture() const { return has_texture_; }  // the current mesh came with uvs + texture
   int64_t vertex_count() const { return vertex_count_; }
   int64_t triangle_count() const { return index_count_ / 3; }
   // Bounds of the last uploaded mesh (zeros when there is none): feed to OrbitCamera::frame_to_fit.
@@ -80,6 +85,7 @@ class MeshRenderer {
  private:
   MeshRenderer() = default;
   Status init();
+  void upload_texture(const mesh::TextureImage& image, bool has_uvs);
 
   uint32_t surface_program_ = 0;  // GLuint
   uint32_t line_program_ = 0;
@@ -89,6 +95,8 @@ class MeshRenderer {
   int64_t line_vbo_bytes_ = 0;
   int64_t vertex_count_ = 0;
   int64_t index_count_ = 0;
+  uint32_t texture_ = 0;  // GLuint of the mesh's texture (kept and reused across meshes)
+  bool has_texture_ = false;
   Bounds bounds_{};
 };
 

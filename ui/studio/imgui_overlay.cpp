@@ -73,6 +73,7 @@ void ImGuiOverlay::shutdown() {
   if (context_ == nullptr) return;
   {
     ContextScope scope(context_);
+    diffusion_panel_.release_gl();
     if (ImGui::GetIO().BackendRendererUserData != nullptr) ImGui_ImplOpenGL3_Shutdown();
   }
   ImGui::DestroyContext(context_);
@@ -137,7 +138,7 @@ bool ImGuiOverlay::wants_keyboard() const {
 }
 
 void ImGuiOverlay::render(const GenerationStats& stats, const OverlayPanels& panels, int width,
-                          int height, float device_pixel_ratio) {
+                          int height, float device_pixel_ratio, DiffusionPanelData* diffusion) {
   if (!context_) return;
   ContextScope scope(context_);
   ImGuiIO& io = ImGui::GetIO();
@@ -228,13 +229,19 @@ void ImGuiOverlay::render(const GenerationStats& stats, const OverlayPanels& pan
   }
 
   if (panels.diffusion) {
-    ImGui::SetNextWindowPos(ImVec2(static_cast<float>(width) - 268, 126), ImGuiCond_FirstUseEver);
-    ImGui::SetNextWindowSize(ImVec2(260, 70), ImGuiCond_FirstUseEver);
-    ImGui::SetNextWindowBgAlpha(0.85f);
-    if (ImGui::Begin("Diffusion", nullptr, flags)) {
-      ImGui::TextDisabled("concept image: no diffusion model loaded");
+    if (diffusion != nullptr) {
+      diffusion_panel_.draw(*diffusion, width, height);
+    } else {
+      ImGui::SetNextWindowPos(ImVec2(static_cast<float>(width - kDiffusionPanelRight),
+                                     kDiffusionPanelY),
+                              ImGuiCond_FirstUseEver);
+      ImGui::SetNextWindowSize(ImVec2(kDiffusionPanelWidth, 70), ImGuiCond_FirstUseEver);
+      ImGui::SetNextWindowBgAlpha(0.85f);
+      if (ImGui::Begin("Diffusion", nullptr, flags)) {
+        ImGui::TextDisabled("concept image: no diffusion engine attached");
+      }
+      ImGui::End();
     }
-    ImGui::End();
   }
 
   ImGui::Render();

@@ -1,6 +1,6 @@
 // ImGuiOverlay: the Dear ImGui (1.86) panels drawn over the studio viewport: per-token latency
 // plot, TPOT mean/p50/p99 and tokens/s, the stage breakdown, memory in use, backend and mode, and
-// a slot for the diffusion image panel. Panels read a GenerationStats snapshot, never the engine.
+// the diffusion image panel (ui/studio/diffusion_panel.h). Panels read a GenerationStats snapshot, never the engine.
 //
 // Context: init(), render() and shutdown() need the viewport's GL 3.3 core context current (the
 // renderer is imgui_impl_opengl3, which saves and restores the GL state it touches). Each overlay
@@ -17,6 +17,7 @@
 #include <string>
 
 #include "engine/core/status.h"
+#include "ui/studio/diffusion_panel.h"
 #include "ui/studio/generation_stats.h"
 
 struct ImGuiContext;
@@ -28,7 +29,7 @@ struct OverlayPanels {
   bool timing = true;     // latency plot, TPOT, tokens/s
   bool stages = true;     // per-stage milliseconds
   bool system = true;     // memory, backend, KV cache / CUDA graph mode
-  bool diffusion = true;  // the concept-image slot (empty until the diffusion engine exists)
+  bool diffusion = true;  // the concept-image panel
 };
 
 // Where the timing panel first appears (logical pixels from the viewport's top-left corner), so
@@ -68,12 +69,14 @@ class ImGuiOverlay {
   bool wants_keyboard() const;
 
   // Builds and draws one frame of panels into the current framebuffer (logical size w x h, device
-  // pixel ratio dpr).
+  // pixel ratio dpr). `diffusion` (may be null: the panel then only says that no diffusion engine
+  // is attached) is read and its settings edited; its on_action runs during this call.
   void render(const GenerationStats& stats, const OverlayPanels& panels, int width, int height,
-              float device_pixel_ratio);
+              float device_pixel_ratio, DiffusionPanelData* diffusion = nullptr);
 
  private:
   ImGuiContext* context_ = nullptr;
+  DiffusionPanel diffusion_panel_;
   std::chrono::steady_clock::time_point last_frame_{};
   std::chrono::steady_clock::time_point last_memory_read_{};
   int64_t memory_bytes_ = 0;

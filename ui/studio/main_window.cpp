@@ -30,10 +30,12 @@
 #include <QStatusBar>
 #include <QTimer>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
 #include "engine/mesh/cleanup.h"
+#include "engine/mesh/texture.h"
 #include "ui/render/renderer.h"
 #include "ui/studio/mesh_import.h"
 #include "ui/studio/prompt_edit.h"
@@ -71,6 +73,31 @@ MainWindow::MainWindow(LaunchOptions options, QWidget* parent)
   connect(engine_, &EngineBridge::finalMesh, this, &MainWindow::on_final_mesh);
   connect(engine_, &EngineBridge::jobFinished, this, &MainWindow::on_job_finished);
   connect(engine_, &EngineBridge::statsChanged, this, &MainWindow::on_stats_changed);
+
+  // Concept image: its own worker and model; the panel reads panel_data_ at every paint.
+  diffusion_ = new DiffusionBridge(launch_.assets_dir.toStdString(), this);
+  connect(diffusion_, &DiffusionBridge::modelStateChanged, this, [this] {
+    refresh_diffusion_panel();
+    advance_script_image();
+  });
+  connect(diffusion_, &DiffusionBridge::imageChanged, this, &MainWindow::refresh_diffusion_panel);
+  connect(diffusion_, &DiffusionBridge::imageFinished, this, &MainWindow::on_image_finished);
+  panel_data_.on_action = [this](DiffusionAction action) {
+    // Called inside the viewport's paintGL: act after the frame.
+    QTimer::singleShot(0, this, [this, action] { on_diffusion_action(action); });
+  };
+  viewport_->set_diffusion_panel(&panel_data_);
+  if (launch_.scripted()) {
+    // Reproducible scripted runs (the interactive ones load image settings with the others below): a fixed seed, and an image only when asked for.
+    image_settings_.auto_after_shape = launch_.image || launch_.apply_texture;
+    image_settings_.lock_seed = true;
+    image_settings_.seed = launch_.image_seed;
+  }
+  if (launch_.image_steps > 0) image_settings_.steps = launch_.image_steps;
+  diffusion_->load_model(launch_.diffusion_model.isEmpty()
+                             ? QString::fromStdString(default_diffusion_model_path(
+                                   launch_.assets_dir.toStdString()))
+                             : launch_.diffusion_model);
 
   if (!launch_.scripted()) load_settings();
   if (launch_.resolution > 0) settings_->set_final_resolution(launch_.resolution);
@@ -113,6 +140,9 @@ MainWindow::MainWindow(LaunchOptions options, QWidget* parent)
 MainWindow::~MainWindow() {
   // The viewport must not read the stats of a bridge being torn down.
   viewport_->set_stats(nullptr);
+  viewport_->set_diffusion_panel(nullptr);
+  delete diffusion_;  // cancels a running image job and joins its worker
+  diffusion_ = nullptr;
   delete engine_;  // cancels a running job and joins the worker
   engine_ = nullptr;
 }
@@ -243,7 +273,8 @@ void MainWindow::build_menus() {
   const std::pair<QString, render::ShadingMode> modes[] = {
       {tr("&Lit"), render::ShadingMode::kLit},
       {tr("&Normals"), render::ShadingMode::kNormals},
-      {tr("&Matcap"), render::ShadingMode::kMatcap}};
+      {tr("&Matcap"), render::ShadingMode::kMatcap},
+      {tr("&Textured"), render::ShadingMode::kTextured}};
   QMenu* shading_menu = view->addMenu(tr("&Shading"));
   for (const auto& [name, mode] : modes) {
     QAction* a = shading_menu->addAction(name);
@@ -329,6 +360,20 @@ void MainWindow::load_settings() {
   p.system = s.value("panel_system", true).toBool();
   p.diffusion = s.value("panel_diffusion", true).toBool();
   s.endGroup();
+  s.beginGroup(QStringLiteral("image"));
+  ImageSettings& im = image_settings_;
+  im.steps = std::clamp(s.value("steps", im.steps).toInt(), 1, 200);
+  im.guidance = std::clamp(s.value("guidance", static_cast<double>(im.guidance)).toFloat(), 1.0f,
+                           30.0f);
+  const QString sampler = s.value("sampler", diffusion::sampler_kind_name(im.sampler)).toString();
+  for (auto kind : {diffusion::SamplerKind::kEuler, diffusion::SamplerKind::kEulerAncestral,
+                    diffusion::SamplerKind::kDpmpp2m}) {
+    if (sampler == QLatin1String(diffusion::sampler_kind_name(kind))) im.sampler = kind;
+  }
+  im.seed = s.value("seed", static_cast<qulonglong>(im.seed)).toULongLong();
+  im.lock_seed = s.value("lock_seed", im.lock_seed).toBool();
+  im.auto_after_shape = s.value("auto_after_shape", im.auto_after_shape).toBool();
+  s.endGroup();
   // Reflect the loaded values in the View menu.
   for (QAction* a : findChildren<QAction*>()) {
     const QString id = a->objectName();
@@ -363,6 +408,15 @@ void MainWindow::save_settings() {
   s.setValue("panel_system", p.system);
   s.setValue("panel_diffusion", p.diffusion);
   s.endGroup();
+  s.beginGroup(QStringLiteral("image"));
+  const ImageSettings& im = image_settings_;
+  s.setValue("steps", im.steps);
+  s.setValue("guidance", static_cast<double>(im.guidance));
+  s.setValue("sampler", diffusion::sampler_kind_name(im.sampler));
+  s.setValue("seed", static_cast<qulonglong>(im.seed));
+  s.setValue("lock_seed", im.lock_seed);
+  s.setValue("auto_after_shape", im.auto_after_shape);
+  s.endGroup();
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
@@ -395,6 +449,7 @@ void MainWindow::update_buttons() {
                                      : tr("Load a model first (Settings > Model)"));
   cancel_button_->setEnabled(engine_->busy());
   export_action_->setEnabled(viewport_->mesh() != nullptr);
+  refresh_diffusion_panel();
 }
 
 void MainWindow::choose_model_dir() {
@@ -470,6 +525,14 @@ void MainWindow::generate() {
   prompt_->remember(current_prompt_);
   const runtime::JobOptions job = settings_->make_job(current_prompt_);
   engine_->submit(job);
+  // The image waits for the shape (ui/studio/diffusion_bridge.h); the old prompt's image goes.
+  diffusion_->set_shape_busy(true);
+  if (image_settings_.auto_after_shape &&
+      diffusion_->model_state() == DiffusionModelState::kReady) {
+    generate_image();
+  } else {
+    diffusion_->cancel();
+  }
   mesh_framed_for_job_ = false;
   record_frame_ = 0;
   viewport_->reset_frame_stats();
@@ -482,6 +545,8 @@ void MainWindow::generate() {
 }
 
 void MainWindow::cancel() {
+  // An image still waiting for this shape goes with it; a running one has its own Cancel.
+  if (diffusion_->state().waiting_for_shape) diffusion_->cancel();
   if (!engine_->busy()) return;
   engine_->cancel();
   show_status(tr("Cancelling ..."));
@@ -516,6 +581,7 @@ void MainWindow::on_final_mesh(std::shared_ptr<const mesh::Mesh> mesh) {
 }
 
 void MainWindow::on_job_finished(quint64, int state, const QString& message) {
+  diffusion_->set_shape_busy(engine_->busy());
   last_job_frames_ = viewport_->frames();
   last_job_max_gap_ms_ = viewport_->max_frame_gap_ms();
   progress_->setVisible(false);
@@ -535,8 +601,148 @@ void MainWindow::on_job_finished(quint64, int state, const QString& message) {
   }
   update_buttons();
   if (launch_.scripted() && script_started_ && !script_done_ && !engine_->busy()) {
-    finish_script(job_state == JobState::kDone ? 0 : 1,
-                  job_state == JobState::kDone ? QString() : message);
+    if (job_state == JobState::kDone && (launch_.image || launch_.apply_texture)) {
+      shape_done_for_script_ = true;
+      advance_script_image();
+    } else {
+      finish_script(job_state == JobState::kDone ? 0 : 1,
+                    job_state == JobState::kDone ? QString() : message);
+    }
+  }
+}
+
+bool MainWindow::generate_image() {
+  if (diffusion_->model_state() != DiffusionModelState::kReady) {
+    show_status(tr("Concept image: %1").arg(one_line(diffusion_->model_message(), 160)), true);
+    refresh_diffusion_panel();
+    return false;
+  }
+  if (!image_settings_.lock_seed) image_settings_.seed = next_random_seed();
+  image_settings_.steps = std::clamp(image_settings_.steps, 1, 200);
+  diffusion_->submit(prompt_->prompt(), image_settings_);
+  if (launch_.scripted()) image_submitted_for_script_ = true;
+  refresh_diffusion_panel();
+  return true;
+}
+
+void MainWindow::cancel_image() { diffusion_->cancel(); }
+
+void MainWindow::on_diffusion_action(DiffusionAction action) {
+  switch (action) {
+    case DiffusionAction::kGenerate:
+      generate_image();
+      break;
+    case DiffusionAction::kCancel:
+      cancel_image();
+      break;
+    case DiffusionAction::kApplyTexture:
+      if (Status st = apply_image_as_texture(); !st.ok()) {
+        show_status(tr("Apply as texture failed: %1")
+                        .arg(one_line(QString::fromStdString(st.message()), 160)),
+                    true);
+      }
+      break;
+  }
+}
+
+void MainWindow::on_image_finished(quint64, int state, const QString& message) {
+  const ImageJobState& s = diffusion_->state();
+  const auto job_state = static_cast<JobState>(state);
+  if (job_state == JobState::kDone) {
+    show_status(tr("Concept image done: %1 steps, %2 ms/step, %3 ms in all")
+                    .arg(s.step_ms.size())
+                    .arg(s.denoise_ms / std::max<size_t>(1, s.step_ms.size()), 0, 'f', 1)
+                    .arg(s.total_ms, 0, 'f', 0));
+  } else if (job_state == JobState::kFailed) {
+    show_status(tr("Concept image failed: %1").arg(one_line(message, 160)), true);
+  }
+  refresh_diffusion_panel();
+  advance_script_image();
+}
+
+void MainWindow::advance_script_image() {
+  if (!launch_.scripted() || script_done_ || !shape_done_for_script_) return;
+  switch (diffusion_->model_state()) {
+    case DiffusionModelState::kLoading:
+      return;  // modelStateChanged calls again
+    case DiffusionModelState::kMissing:
+    case DiffusionModelState::kFailed:
+      finish_script(1, tr("concept image: %1").arg(diffusion_->model_message()));
+      return;
+    case DiffusionModelState::kReady:
+      break;
+  }
+  if (!image_submitted_for_script_) {
+    generate_image();
+    return;
+  }
+  const ImageJobState& s = diffusion_->state();
+  if (s.state == JobState::kRunning) return;  // on_image_finished calls again
+  if (s.state != JobState::kDone) {
+    finish_script(1, tr("concept image %1: %2").arg(QString::fromLatin1(job_state_name(s.state)), s.message));
+    return;
+  }
+  if (launch_.apply_texture) {
+    if (Status st = apply_image_as_texture(); !st.ok()) {
+      finish_script(1, tr("apply texture: %1").arg(QString::fromStdString(st.message())));
+      return;
+    }
+  }
+  finish_script(0, QString());
+}
+
+Status MainWindow::apply_image_as_texture() {
+  const ImageJobState& s = diffusion_->state();
+  if (!s.image_final || s.image_rgb.empty()) {
+    return invalid_argument("apply as texture: there is no finished concept image yet");
+  }
+  const auto shown = viewport_->mesh();
+  if (!shown || shown->empty()) {
+    return invalid_argument("apply as texture: there is no mesh to texture yet");
+  }
+  mesh::TextureImage image;
+  image.width = s.image_width;
+  image.height = s.image_height;
+  image.rgb = s.image_rgb;
+  mesh::ProjectionOptions options;
+  // The concept images show the object with some background around it (the tiny model is trained
+  // on centred renders): a small margin lands the object's colours on the object.
+  options.margin = 0.08f;
+  auto textured = std::make_shared<mesh::Mesh>(*shown);
+  TESSERA_RETURN_IF_ERROR(mesh::project_texture_front(image, options, textured.get()));
+  viewport_->set_mesh(textured, false);
+  viewport_->render_options().shading = render::ShadingMode::kTextured;
+  for (QAction* a : findChildren<QAction*>()) {
+    if (a->objectName() == QStringLiteral("shading_textured")) a->setChecked(true);
+  }
+  // The gallery entry of this prompt now holds the textured mesh too.
+  if (!results_.empty() && results_.back().mesh == shown) results_.back().mesh = textured;
+  show_status(tr("Applied the concept image as a texture (%1 vertices after seam splits); "
+                 "File > Export writes it with the mesh")
+                  .arg(textured->vertex_count()));
+  update_buttons();
+  return Status();
+}
+
+void MainWindow::refresh_diffusion_panel() {
+  if (diffusion_ == nullptr) return;
+  const ImageJobState& s = diffusion_->state();
+  panel_data_.model_state = diffusion_->model_state();
+  panel_data_.model_message = diffusion_->model_message().toStdString();
+  panel_data_.job = &s;
+  panel_data_.settings = &image_settings_;
+  panel_data_.can_generate = diffusion_->model_state() == DiffusionModelState::kReady;
+  const auto mesh = viewport_->mesh();
+  const bool have_mesh = mesh && !mesh->empty();
+  panel_data_.can_apply = s.image_final && have_mesh && !engine_->busy();
+  if (have_mesh && !mesh->texture.empty()) {
+    panel_data_.apply_note = "textured: File > Export writes the texture with the mesh";
+  } else if (s.image_final && !have_mesh) {
+    panel_data_.apply_note = "generate a shape to apply the image to";
+  } else if (s.image_final && engine_->busy()) {
+    panel_data_.apply_note = "apply once the shape is finished";
+  } else {
+    panel_data_.apply_note.clear();
   }
 }
 
@@ -737,6 +943,18 @@ void MainWindow::finish_script(int code, const QString& message) {
                    qPrintable(launch_.screenshot));
       code = 1;
     }
+  }
+  if (launch_.image || launch_.apply_texture) {
+    const ImageJobState& img = diffusion_->state();
+    const auto shown = viewport_->mesh();
+    std::printf("image %s: %zu steps, %.1f ms total, denoise %.1f ms, %lldx%lld, seed %llu; "
+                "mesh uvs %zu, texture %lldx%lld\n",
+                job_state_name(img.state), img.step_ms.size(), img.total_ms, img.denoise_ms,
+                static_cast<long long>(img.image_final ? img.image_width : 0),
+                static_cast<long long>(img.image_final ? img.image_height : 0),
+                static_cast<unsigned long long>(img.seed), shown ? shown->uvs.size() / 2 : 0,
+                static_cast<long long>(shown ? shown->texture.width : 0),
+                static_cast<long long>(shown ? shown->texture.height : 0));
   }
   if (launch_.generate) {
     const GenerationStats& s = engine_->stats();

@@ -9,7 +9,14 @@
 // Scripted mode (LaunchOptions, from the command line of tessera-studio): load a model, generate
 // one prompt, save a screenshot / the recorded frames / an export, and quit with exit code 0 on
 // success or 1 when the model or the job failed (the reason goes to stderr). Scripted runs neither
-// read nor write QSettings, so they are reproducible.
+// read nor write QSettings, so they are reproducible. With `image` the concept image is generated
+// after the shape (seed locked to image_seed) and the script ends when it is done; with
+// `apply_texture` it is then projected onto the mesh (textured view, textured export).
+//
+// Concept image: DiffusionBridge (ui/studio/diffusion_bridge.h) runs the diffusion model on its own
+// worker; the Diffusion overlay panel (ui/studio/diffusion_panel.h) shows it. Image jobs wait for
+// the shape job (see the bridge's scheduling note); a new shape generation cancels the image and,
+// when "image after each shape" is on, queues the new prompt's image behind the shape.
 #pragma once
 
 #include <QImage>
@@ -20,6 +27,8 @@
 
 #include "engine/mesh/export.h"
 #include "engine/mesh/mesh.h"
+#include "ui/studio/diffusion_bridge.h"
+#include "ui/studio/diffusion_panel.h"
 #include "ui/studio/engine_bridge.h"
 
 class QAction;
@@ -51,6 +60,11 @@ struct LaunchOptions {
   int preview_resolution = 0;   // > 0: preview resolution override
   int preview_every = -1;       // >= 0: preview interval override
   bool no_grid = false;         // hide grid and axes (plain background, for screenshot checks)
+  QString diffusion_model;      // empty: <assets>/models/tessera-tiny/diffusion
+  bool image = false;           // scripted: generate the concept image after the shape
+  bool apply_texture = false;   // scripted: then project it onto the mesh (implies image)
+  int image_steps = 0;          // > 0: denoising steps override
+  uint64_t image_seed = 0;      // scripted runs lock the seed to this
   bool scripted() const { return generate || quit_when_done || !screenshot.isEmpty(); }
 };
 
@@ -73,8 +87,19 @@ class MainWindow : public QMainWindow {
                      int64_t max_faces = 0);
   // Starts / stops saving a viewport frame per partial mesh into `dir` (empty: stop).
   void set_record_dir(const QString& dir);
+  // Concept image of the prompt bar's text with the panel's settings (a new random seed unless the
+  // seed is locked); replaces a running image job. Returns false (message in the panel and the
+  // status bar) when no diffusion model is ready.
+  bool generate_image();
+  void cancel_image();
+  // Projects the finished concept image onto the shown mesh (engine/mesh/texture.h, front view)
+  // and shows the textured copy (shading switches to textured); exports then carry the texture.
+  // Errors (no final image, no mesh, projection failure) come back and go to the status bar.
+  Status apply_image_as_texture();
 
   EngineBridge& engine() { return *engine_; }
+  DiffusionBridge& diffusion() { return *diffusion_; }
+  ImageSettings& image_settings() { return image_settings_; }
   Viewport* viewport() const { return viewport_; }
   PromptEdit* prompt_edit() const { return prompt_; }
   SettingsPanel* settings_panel() const { return settings_; }
@@ -114,6 +139,11 @@ class MainWindow : public QMainWindow {
   void on_final_mesh(std::shared_ptr<const mesh::Mesh> mesh);
   void on_job_finished(quint64 job, int state, const QString& message);
   void on_stats_changed();
+  void on_diffusion_action(DiffusionAction action);
+  void on_image_finished(quint64 job, int state, const QString& message);
+  void refresh_diffusion_panel();
+  // Scripted --image / --apply-texture: moves on once the shape, the model and the image allow.
+  void advance_script_image();
   void record_frame();
   void add_to_gallery(std::shared_ptr<const mesh::Mesh> mesh);
   void show_gallery_item(QListWidgetItem* item);
@@ -125,6 +155,11 @@ class MainWindow : public QMainWindow {
 
   LaunchOptions launch_;
   EngineBridge* engine_ = nullptr;
+  DiffusionBridge* diffusion_ = nullptr;
+  ImageSettings image_settings_;
+  DiffusionPanelData panel_data_;
+  bool image_submitted_for_script_ = false;
+  bool shape_done_for_script_ = false;
   Viewport* viewport_ = nullptr;
   TokenStrip* token_strip_ = nullptr;
   PromptEdit* prompt_ = nullptr;

@@ -52,6 +52,9 @@ class Viewport : public QOpenGLWidget {
   std::shared_ptr<const mesh::Mesh> mesh() const { return mesh_; }
   // The stats snapshot the overlay draws (not owned; must outlive the widget or be reset).
   void set_stats(const GenerationStats* stats) { stats_ = stats; }
+  // What the Diffusion panel shows and edits (not owned; null: the panel says no engine is
+  // attached). Its on_action is called during paint.
+  void set_diffusion_panel(DiffusionPanelData* data) { diffusion_ = data; }
 
   render::RenderOptions& render_options() { return options_; }
   OverlayPanels& panels() { return panels_; }
@@ -105,6 +108,7 @@ class Viewport : public QOpenGLWidget {
   bool overlay_visible_ = true;
   bool turntable_ = false;
   const GenerationStats* stats_ = nullptr;
+  DiffusionPanelData* diffusion_ = nullptr;
   GenerationStats empty_stats_;
 
   std::shared_ptr<const mesh::Mesh> mesh_;

@@ -154,6 +154,35 @@ TEST_F(DiffusionPipeline, MatchesPyTorchReference) {
   EXPECT_EQ(again->rgb, image->rgb);
 }
 
+// The UNet's head count is not in the tensor shapes: a Tessera model card next to a CompVis file
+// supplies it ("unet": {"num_heads": N}) when the caller gives none; a malformed card is named.
+TEST_F(DiffusionPipeline, ModelCardGivesTheUNetHeads) {
+  auto reference = load_compvis();
+  ASSERT_NE(reference, nullptr);
+  auto want = reference->generate(fixture_request(), {});
+  ASSERT_TRUE(want.ok()) << want.status().message();
+
+  const auto dir = dir_->path() / "carded";
+  ASSERT_TRUE(pt::write_compvis_model(dir, tensors()));
+  ASSERT_TRUE(pt::write_text(dir / "model.json", "{\"unet\": {\"num_heads\": " +
+                                                     std::to_string(pt::kUNetHeads) + "}}"));
+  DiffusionLoadOptions o;
+  o.text_heads = pt::kTextHeads;  // unet_heads left 0: from the card
+  auto carded = DiffusionModel::load((dir / "model.safetensors").string(), o);
+  ASSERT_TRUE(carded.ok()) << carded.status().message();
+  EXPECT_EQ((*carded)->unet_config().num_heads, pt::kUNetHeads);
+  auto got = (*carded)->generate(fixture_request(), {});
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(got->rgb, want->rgb);
+
+  ASSERT_TRUE(pt::write_text(dir / "model.json", "{\"unet\": {\"num_heads\": \"four\"}}"));
+  auto bad = DiffusionModel::load((dir / "model.safetensors").string(), o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("model.json"), std::string::npos)
+      << bad.status().message();
+  EXPECT_NE(bad.status().message().find("unet.num_heads"), std::string::npos);
+}
+
 TEST_F(DiffusionPipeline, DiffusersFolderGivesTheSameImage) {
   auto diffusers = DiffusionModel::load(diffusers_dir());  // heads from the config files
   ASSERT_TRUE(diffusers.ok()) << diffusers.status().message();

@@ -1,0 +1,291 @@
+#include "engine/mesh/texture.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "engine/core/mapped_file.h"
+#include "engine/core/png.h"
+
+namespace tessera::mesh {
+namespace {
+
+// The four atlas regions (texture.h): 0 front, 1 front side, 2 back side, 3 back; region r sits at
+// column r % 2, row r / 2 of the atlas (row 0 on top). kRegionBackWeight[r] is how far the region
+// goes from the image towards the back image.
+constexpr int kRegions = 4;
+constexpr float kRegionBackWeight[kRegions] = {0.0f, 1.0f / 3.0f, 2.0f / 3.0f, 1.0f};
+// |cos| between the face normal and the view direction below which a face counts as "side".
+constexpr double kSideCos = 0.35;
+
+int region_of(double facing) {
+  if (facing >= kSideCos) return 0;
+  if (facing >= 0.0) return 1;
+  if (facing >= -kSideCos) return 2;
+  return 3;
+}
+
+// The front view's frame for a mesh of the given up axis: which coordinate runs right (`right`),
+// up (`up`), and the coordinate and sign pointing from the object towards the camera.
+struct ViewFrame {
+  int right = 0, up = 1, towards = 2;
+  double towards_sign = 1.0;
+};
+ViewFrame front_frame(UpAxis axis) {
+  if (axis == UpAxis::kZ) return {0, 2, 1, -1.0};  // camera on -Y looking at +Y, Z up
+  return {0, 1, 2, 1.0};                           // camera on +Z looking down -Z, Y up
+}
+
+// Separable box blur with edge clamping, applied `passes` times (three passes approximate a
+// Gaussian). Float RGB, row-major.
+void box_blur(std::vector<float>& img, int64_t w, int64_t h, int64_t radius, int passes) {
+  std::vector<float> tmp(img.size());
+  const float inv = 1.0f / static_cast<float>(2 * radius + 1);
+  for (int p = 0; p < passes; ++p) {
+    for (int horizontal = 1; horizontal >= 0; --horizontal) {
+      const int64_t len = horizontal ? w : h, lines = horizontal ? h : w;
+      const int64_t step = horizontal ? 3 : 3 * w;
+      for (int64_t line = 0; line < lines; ++line) {
+        const int64_t base = horizontal ? line * w * 3 : line * 3;
+        for (int c = 0; c < 3; ++c) {
+          auto at = [&](int64_t i) {
+            return img[static_cast<size_t>(base + std::clamp<int64_t>(i, 0, len - 1) * step + c)];
+          };
+          float sum = 0;
+          for (int64_t i = -radius; i <= radius; ++i) sum += at(i);
+          for (int64_t i = 0; i < len; ++i) {
+            tmp[static_cast<size_t>(base + i * step + c)] = sum * inv;
+            sum += at(i + radius + 1) - at(i - radius);
+          }
+        }
+      }
+      img.swap(tmp);
+    }
+  }
+}
+
+// The atlas: four regions of (w + 2g) x (h + 2g) texels, each the image blended towards `back`
+// by its weight, the gutter replicating the region's edge texels.
+TextureImage build_atlas(const TextureImage& image, float back_blend) {
+  const int64_t w = image.width, h = image.height, g = kTextureGutter;
+  const int64_t rw = w + 2 * g, rh = h + 2 * g;
+  std::vector<float> front(image.rgb.begin(), image.rgb.end());
+  std::array<double, 3> mean{0, 0, 0};
+  for (size_t i = 0; i < front.size(); ++i) mean[i % 3] += front[i];
+  for (double& m : mean) m /= static_cast<double>(w * h);
+  std::vector<float> back = front;
+  box_blur(back, w, h, std::max<int64_t>(1, std::min(w, h) / 24), 3);
+  for (size_t i = 0; i < back.size(); ++i) {
+    back[i] += back_blend * (static_cast<float>(mean[i % 3]) - back[i]);
+  }
+  TextureImage atlas;
+  atlas.width = 2 * rw;
+  atlas.height = 2 * rh;
+  atlas.rgb.resize(static_cast<size_t>(atlas.width * atlas.height * 3));
+  for (int r = 0; r < kRegions; ++r) {
+    const float t = kRegionBackWeight[r];
+    const int64_t x0 = (r % 2) * rw, y0 = (r / 2) * rh;
+    for (int64_t y = 0; y < rh; ++y) {
+      const int64_t sy = std::clamp<int64_t>(y - g, 0, h - 1);
+      for (int64_t x = 0; x < rw; ++x) {
+        const int64_t sx = std::clamp<int64_t>(x - g, 0, w - 1);
+        const size_t s = static_cast<size_t>((sy * w + sx) * 3);
+        const size_t d = static_cast<size_t>(((y0 + y) * atlas.width + x0 + x) * 3);
+        for (int c = 0; c < 3; ++c) {
+          const float v = front[s + c] + t * (back[s + c] - front[s + c]);
+          atlas.rgb[d + c] = static_cast<uint8_t>(std::lround(std::clamp(v, 0.0f, 255.0f)));
+        }
+      }
+    }
+  }
+  return atlas;
+}
+
+}  // namespace
+
+Status validate_projection_options(const ProjectionOptions& options) {
+  if (!std::isfinite(options.margin) || options.margin < 0.0f || options.margin > 0.45f) {
+    return invalid_argument("texture projection: margin " + std::to_string(options.margin) +
+                            " is outside [0, 0.45]");
+  }
+  if (!std::isfinite(options.back_blend) || options.back_blend < 0.0f ||
+      options.back_blend > 1.0f) {
+    return invalid_argument("texture projection: back_blend " + std::to_string(options.back_blend) +
+                            " is outside [0, 1]");
+  }
+  return Status();
+}
+
+Status validate_texture_image(const TextureImage& image, const std::string& what) {
+  if (image.width < 1 || image.height < 1 || image.width > kMaxTextureSide ||
+      image.height > kMaxTextureSide) {
+    return invalid_argument(what + ": size " + std::to_string(image.width) + "x" +
+                            std::to_string(image.height) + " is outside [1, " +
+                            std::to_string(kMaxTextureSide) + "] per side");
+  }
+  const auto expected = static_cast<size_t>(image.width * image.height * 3);
+  if (image.rgb.size() != expected) {
+    return invalid_argument(what + ": holds " + std::to_string(image.rgb.size()) +
+                            " bytes of RGB, expected 3 * " + std::to_string(image.width) + " * " +
+                            std::to_string(image.height) + " = " + std::to_string(expected));
+  }
+  return Status();
+}
+
+Status project_texture_front(const TextureImage& image, const ProjectionOptions& options,
+                             Mesh* mesh) {
+  if (mesh == nullptr) return invalid_argument("texture projection: no mesh");
+  TESSERA_RETURN_IF_ERROR(validate_texture_image(image, "texture projection: image"));
+  TESSERA_RETURN_IF_ERROR(validate_projection_options(options));
+  TESSERA_RETURN_IF_ERROR(validate(*mesh));
+  if (mesh->empty()) return invalid_argument("texture projection: the mesh has no triangles");
+
+  const ViewFrame f = front_frame(options.up_axis);
+  const int64_t n = mesh->vertex_count(), nt = mesh->triangle_count();
+  const std::vector<float>& p = mesh->positions;
+
+  // Fit the mesh's projected bounds into the image, keeping the aspect ratio: k pixels per unit.
+  double lo[2] = {INFINITY, INFINITY}, hi[2] = {-INFINITY, -INFINITY};
+  for (uint32_t v : mesh->triangles) {
+    const double c[2] = {p[3 * v + f.right], p[3 * v + f.up]};
+    for (int a = 0; a < 2; ++a) {
+      lo[a] = std::min(lo[a], c[a]);
+      hi[a] = std::max(hi[a], c[a]);
+    }
+  }
+  const double w = static_cast<double>(image.width), h = static_cast<double>(image.height);
+  const double usable = 1.0 - 2.0 * options.margin;
+  double k = INFINITY;
+  if (hi[0] > lo[0]) k = std::min(k, w * usable / (hi[0] - lo[0]));
+  if (hi[1] > lo[1]) k = std::min(k, h * usable / (hi[1] - lo[1]));
+  if (!std::isfinite(k)) {
+    return invalid_argument("texture projection: the mesh has no extent in the front view");
+  }
+  const double cx = 0.5 * (lo[0] + hi[0]), cy = 0.5 * (lo[1] + hi[1]);
+  auto image_uv = [&](int64_t v) {
+    const double u = 0.5 + (p[3 * v + f.right] - cx) * k / w;
+    const double t = 0.5 + (p[3 * v + f.up] - cy) * k / h;
+    return std::array<double, 2>{std::clamp(u, 0.0, 1.0), std::clamp(t, 0.0, 1.0)};
+  };
+
+  // Region per triangle from its face normal (zero-area faces: the mean vertex normal if there is
+  // one, else the front).
+  std::vector<uint8_t> region(static_cast<size_t>(nt));
+  for (int64_t t = 0; t < nt; ++t) {
+    const uint32_t a = mesh->triangles[3 * t], b = mesh->triangles[3 * t + 1],
+                   c = mesh->triangles[3 * t + 2];
+    double e1[3], e2[3];
+    for (int d = 0; d < 3; ++d) {
+      e1[d] = static_cast<double>(p[3 * b + d]) - p[3 * a + d];
+      e2[d] = static_cast<double>(p[3 * c + d]) - p[3 * a + d];
+    }
+    double nrm[3] = {e1[1] * e2[2] - e1[2] * e2[1], e1[2] * e2[0] - e1[0] * e2[2],
+                     e1[0] * e2[1] - e1[1] * e2[0]};
+    double len = std::sqrt(nrm[0] * nrm[0] + nrm[1] * nrm[1] + nrm[2] * nrm[2]);
+    if (!(len > 0) && !mesh->normals.empty()) {
+      for (int d = 0; d < 3; ++d) {
+        nrm[d] = static_cast<double>(mesh->normals[3 * a + d]) + mesh->normals[3 * b + d] +
+                 mesh->normals[3 * c + d];
+      }
+      len = std::sqrt(nrm[0] * nrm[0] + nrm[1] * nrm[1] + nrm[2] * nrm[2]);
+    }
+    const double facing = len > 0 ? f.towards_sign * nrm[f.towards] / len : 1.0;
+    region[static_cast<size_t>(t)] = static_cast<uint8_t>(region_of(facing));
+  }
+
+  // Split seam vertices: a vertex keeps its index for the first region that uses it and gets one
+  // copy per further region. copy[v * kRegions + r] is the index serving region r.
+  std::vector<int64_t> copy(static_cast<size_t>(n * kRegions), -1);
+  std::vector<int8_t> own(static_cast<size_t>(n), -1);  // the region the original index serves
+  std::vector<uint32_t> source;                         // original vertex of each appended copy
+  std::vector<uint8_t> copy_region;
+  std::vector<uint32_t> triangles = mesh->triangles;
+  for (int64_t t = 0; t < nt; ++t) {
+    const int r = region[static_cast<size_t>(t)];
+    for (int corner = 0; corner < 3; ++corner) {
+      uint32_t& v = triangles[static_cast<size_t>(3 * t + corner)];
+      int64_t& slot = copy[static_cast<size_t>(v) * kRegions + static_cast<size_t>(r)];
+      if (slot < 0) {
+        if (own[v] < 0) {
+          own[v] = static_cast<int8_t>(r);
+          slot = v;
+        } else {
+          slot = n + static_cast<int64_t>(source.size());
+          source.push_back(v);
+          copy_region.push_back(static_cast<uint8_t>(r));
+        }
+      }
+      v = static_cast<uint32_t>(slot);
+    }
+  }
+  const int64_t total = n + static_cast<int64_t>(source.size());
+  if (total > static_cast<int64_t>(UINT32_MAX)) {
+    return invalid_argument("texture projection: splitting seams would need " +
+                            std::to_string(total) + " vertices (uint32 indices)");
+  }
+
+  TextureImage atlas = build_atlas(image, options.back_blend);
+  const double rw = w + 2 * kTextureGutter, rh = h + 2 * kTextureGutter;
+  const double aw = static_cast<double>(atlas.width), ah = static_cast<double>(atlas.height);
+  auto atlas_uv = [&](int64_t v, int r) {
+    const std::array<double, 2> iuv = image_uv(v);
+    const double x = (r % 2) * rw + kTextureGutter + iuv[0] * w;
+    const double y_down = (r / 2) * rh + kTextureGutter + (1.0 - iuv[1]) * h;
+    return std::array<float, 2>{static_cast<float>(x / aw), static_cast<float>(1.0 - y_down / ah)};
+  };
+
+  Mesh out;
+  out.positions = mesh->positions;
+  out.positions.reserve(static_cast<size_t>(total) * 3);
+  const bool has_normals = !mesh->normals.empty();
+  if (has_normals) out.normals = mesh->normals;
+  out.uvs.resize(static_cast<size_t>(total) * 2);
+  for (int64_t v = 0; v < n; ++v) {
+    const auto uv = atlas_uv(v, std::max<int>(own[static_cast<size_t>(v)], 0));
+    out.uvs[static_cast<size_t>(2 * v)] = uv[0];
+    out.uvs[static_cast<size_t>(2 * v + 1)] = uv[1];
+  }
+  for (size_t i = 0; i < source.size(); ++i) {
+    const uint32_t v = source[i];
+    for (int d = 0; d < 3; ++d) out.positions.push_back(mesh->positions[3 * v + d]);
+    if (has_normals) {
+      for (int d = 0; d < 3; ++d) out.normals.push_back(mesh->normals[3 * v + d]);
+    }
+    const auto uv = atlas_uv(v, copy_region[i]);
+    out.uvs[2 * (static_cast<size_t>(n) + i)] = uv[0];
+    out.uvs[2 * (static_cast<size_t>(n) + i) + 1] = uv[1];
+  }
+  out.triangles = std::move(triangles);
+  out.texture = std::move(atlas);
+  *mesh = std::move(out);
+  return Status();
+}
+
+Expected<TextureImage> decode_texture_png(const std::string& bytes, const std::string& what) {
+  TESSERA_ASSIGN_OR_RETURN(PngPixels png, decode_png(bytes.data(), bytes.size(), 3, what));
+  TextureImage image;
+  image.width = png.width;
+  image.height = png.height;
+  image.rgb = std::move(png.pixels);
+  TESSERA_RETURN_IF_ERROR(validate_texture_image(image, what));
+  return image;
+}
+
+Expected<TextureImage> read_texture_png(const std::string& path) {
+  TESSERA_ASSIGN_OR_RETURN(std::string bytes, read_file(path));
+  return decode_texture_png(bytes, path);
+}
+
+Expected<std::string> encode_texture_png(const TextureImage& image) {
+  if (image.width < 1 || image.height < 1 ||
+      image.rgb.size() != static_cast<size_t>(image.width * image.height * 3)) {
+    return invalid_argument("texture: " + std::to_string(image.width) + "x" +
+                            std::to_string(image.height) + " with " +
+                            std::to_string(image.rgb.size()) + " bytes is not a valid RGB image");
+  }
+  return encode_png(image.rgb.data(), image.width, image.height, 3);
+}
+
+}  // namespace tessera::mesh

@@ -1,0 +1,314 @@
+// The studio's Diffusion panel under Xvfb, on the tiny fixture diffusion model (a diffusers folder
+// assembled from tests/fixtures by tests/engine/diffusion/pipeline_test_util.h) and the parity
+// shape model: the image refines step by step and lands in the panel, the image waits for the shape
+// job, cancel and a new prompt stop it, a missing model is reported in the panel, and "apply as
+// texture" gives the mesh uvs and a texture (in-process and through the scripted --apply-texture,
+// whose export carries the texture). Shares main() with studio_test.cpp.
+#include "ui/studio/diffusion_panel.h"
+
+#include <gtest/gtest.h>
+
+#include <QApplication>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QFileInfo>
+#include <QImage>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QThread>
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/engine/diffusion/pipeline_test_util.h"
+#include "tests/support/fixture_model_dir.h"
+#include "ui/studio/diffusion_bridge.h"
+#include "ui/studio/main_window.h"
+#include "ui/studio/prompt_edit.h"
+#include "ui/studio/viewport.h"
+
+namespace tessera::studio {
+namespace {
+
+namespace pt = diffusion::pipeline_test;
+using testing::FixtureModelDir;
+
+bool wait_for(const std::function<bool()>& condition, int timeout_ms = 60000) {
+  QElapsedTimer timer;
+  timer.start();
+  while (!condition()) {
+    if (timer.elapsed() > timeout_ms) return false;
+    QCoreApplication::processEvents(QEventLoop::AllEvents, 5);
+    QThread::msleep(1);
+  }
+  return true;
+}
+
+// The fixture diffusion model, written once per process.
+const std::string& fixture_diffusion_dir() {
+  static pt::TempDir* dir = [] {
+    auto* d = new pt::TempDir("studio-diffusion");
+    pt::Tensors tensors;
+    EXPECT_TRUE(pt::compvis_tensors(&tensors));
+    EXPECT_TRUE(pt::write_diffusers_model(d->path() / "model", tensors));
+    return d;
+  }();
+  static const std::string path = (dir->path() / "model").string();
+  return path;
+}
+
+LaunchOptions launch_for(const FixtureModelDir& shape, const QString& diffusion_model) {
+  LaunchOptions o;
+  o.assets_dir = QString(TESSERA_SOURCE_DIR) + "/assets";
+  o.model_dir = QString::fromStdString(shape.path());
+  o.diffusion_model = diffusion_model;
+  o.resolution = 17;
+  o.preview_resolution = 9;
+  o.preview_every = 4;
+  return o;
+}
+
+std::unique_ptr<MainWindow> open(const LaunchOptions& launch) {
+  auto window = std::make_unique<MainWindow>(launch);
+  window->show();
+  EXPECT_TRUE(wait_for([&] { return window->engine().has_model(); }));
+  EXPECT_TRUE(
+      wait_for([&] { return window->diffusion().model_state() != DiffusionModelState::kLoading; }));
+  EXPECT_TRUE(wait_for([&] { return window->viewport()->frames() >= 2; }));
+  return window;
+}
+
+TEST(StudioDiffusion, PanelShowsStepsThenImageAndAppliesTexture) {
+  FixtureModelDir shape("studio-diffusion-steps");
+  auto window = open(launch_for(shape, QString::fromStdString(fixture_diffusion_dir())));
+  DiffusionBridge& bridge = window->diffusion();
+  ASSERT_EQ(bridge.model_state(), DiffusionModelState::kReady)
+      << bridge.model_message().toStdString();
+  EXPECT_EQ(bridge.image_size(), 64);
+
+  ImageSettings& settings = window->image_settings();
+  EXPECT_TRUE(settings.auto_after_shape);  // the default
+  settings.steps = 6;
+  settings.guidance = 2.0f;
+  settings.lock_seed = true;
+  settings.seed = 7;
+  // Record what the panel would show at each change: the number of finished steps and whether
+  // the picture is a preview or the final image.
+  std::set<size_t> step_counts_with_preview;
+  bool waited_for_shape = false;
+  QObject::connect(&bridge, &DiffusionBridge::imageChanged, window.get(), [&] {
+    const ImageJobState& s = bridge.state();
+    if (s.waiting_for_shape) waited_for_shape = true;
+    if (!s.image_final && !s.image_rgb.empty()) {
+      step_counts_with_preview.insert(s.step_ms.size());
+      // A frame mid-way, for people to look at (the preview is latent-sized, drawn as blocks).
+      if (s.step_ms.size() == 3) {
+        window->viewport()->grabFramebuffer().save(QString(TESSERA_BINARY_DIR) +
+                                                   "/studio_diffusion_preview.png");
+      }
+    }
+  });
+  window->prompt_edit()->setPlainText(testing::kParityPrompt);
+  window->generate();  // the shape; the image follows it (auto)
+  EXPECT_TRUE(bridge.state().state == JobState::kRunning);
+  ASSERT_TRUE(wait_for([&] { return !window->engine().busy(); }));
+  ASSERT_TRUE(wait_for([&] { return !bridge.busy(); }));
+  const ImageJobState& s = bridge.state();
+  ASSERT_EQ(s.state, JobState::kDone) << s.message.toStdString();
+  EXPECT_TRUE(waited_for_shape) << "the image should wait for the shape job";
+  EXPECT_EQ(s.step_ms.size(), 6u);
+  EXPECT_EQ(s.step_sigma.size(), 6u);
+  EXPECT_GE(step_counts_with_preview.size(), 2u) << "previews should arrive step by step";
+  EXPECT_TRUE(s.image_final);
+  EXPECT_EQ(s.image_width, 64);
+  EXPECT_EQ(s.image_rgb.size(), 64u * 64u * 3u);
+  EXPECT_GT(s.total_ms, 0.0);
+  EXPECT_EQ(s.seed, 7u);
+  for (float ms : s.step_ms) EXPECT_GE(ms, 0.0f);
+
+  // The panel draws the image: the image square (left of the panel's text column) is mostly not
+  // the panel's flat background.
+  window->viewport()->panels().timing = false;  // nothing else near the right column
+  QImage shot = window->viewport()->grabFramebuffer().convertToFormat(QImage::Format_RGB32);
+  ASSERT_FALSE(shot.isNull());
+  const int x0 = shot.width() - kDiffusionPanelRight + 10;
+  const int y_search_end = std::min(shot.height() - 1, kDiffusionPanelY + 140);
+  // The image starts below the model line: find the first row (from the panel's top) whose
+  // pixels vary a lot, which is where the image begins.
+  int varied_rows = 0;
+  for (int y = kDiffusionPanelY + 20; y < y_search_end; ++y) {
+    std::set<QRgb> colours;
+    for (int x = x0 + 4; x < x0 + kDiffusionImageSide - 8; ++x) colours.insert(shot.pixel(x, y));
+    if (colours.size() > 12) ++varied_rows;
+  }
+  EXPECT_GT(varied_rows, 40) << "no image in the Diffusion panel";
+  shot.save(QString(TESSERA_BINARY_DIR) + "/studio_diffusion_panel.png");
+
+  // Apply as texture: the shown mesh gets uvs and the image atlas; the renderer shows it.
+  ASSERT_TRUE(window->viewport()->mesh());
+  const int64_t before_vertices = window->viewport()->mesh()->vertex_count();
+  const Status st = window->apply_image_as_texture();
+  ASSERT_TRUE(st.ok()) << st.message();
+  const auto textured = window->viewport()->mesh();
+  ASSERT_TRUE(textured);
+  EXPECT_GE(textured->vertex_count(), before_vertices);
+  EXPECT_EQ(textured->uvs.size(), static_cast<size_t>(2 * textured->vertex_count()));
+  EXPECT_FALSE(textured->texture.empty());
+  EXPECT_EQ(window->viewport()->render_options().shading, render::ShadingMode::kTextured);
+  const int64_t frames = window->viewport()->frames();
+  ASSERT_TRUE(wait_for([&] { return window->viewport()->frames() > frames + 2; }));
+  EXPECT_TRUE(window->viewport()->render_error().isEmpty())
+      << window->viewport()->render_error().toStdString();
+  window->viewport()->panels().timing = true;
+  window->viewport()->grabFramebuffer().save(QString(TESSERA_BINARY_DIR) +
+                                             "/studio_diffusion_textured.png");
+}
+
+TEST(StudioDiffusion, CancelAndNewPromptStopTheImage) {
+  FixtureModelDir shape("studio-diffusion-cancel");
+  auto window = open(launch_for(shape, QString::fromStdString(fixture_diffusion_dir())));
+  DiffusionBridge& bridge = window->diffusion();
+  ASSERT_EQ(bridge.model_state(), DiffusionModelState::kReady)
+      << bridge.model_message().toStdString();
+  std::vector<std::pair<quint64, int>> finished;
+  QObject::connect(
+      &bridge, &DiffusionBridge::imageFinished, window.get(),
+      [&](quint64 job, int state, const QString&) { finished.emplace_back(job, state); });
+  ImageSettings& settings = window->image_settings();
+  settings.steps = 200;  // long enough to cancel half-way (a few ms per step)
+  settings.lock_seed = false;
+  window->prompt_edit()->setPlainText(testing::kParityPrompt);
+
+  // Cancel from the panel's action.
+  ASSERT_TRUE(window->generate_image());
+  const uint64_t first = bridge.state().job;
+  EXPECT_NE(window->image_settings().seed, 0u);  // unlocked: a random seed was drawn
+  ASSERT_TRUE(wait_for([&] { return bridge.state().step_ms.size() >= 2; }));
+  window->cancel_image();
+  ASSERT_TRUE(wait_for([&] { return !bridge.busy(); }, 20000));
+  EXPECT_EQ(bridge.state().state, JobState::kCancelled);
+  EXPECT_LT(bridge.state().step_ms.size(), 200u);
+  ASSERT_EQ(finished.size(), 1u);
+  EXPECT_EQ(finished[0], std::make_pair(quint64{first}, static_cast<int>(JobState::kCancelled)));
+
+  // A new prompt's shape generation replaces a running image (cancelled at once in the UI,
+  // within a step on the worker); with "image after each shape" off nothing new starts.
+  settings.auto_after_shape = false;
+  ASSERT_TRUE(window->generate_image());
+  const uint64_t second = bridge.state().job;
+  ASSERT_TRUE(wait_for([&] { return bridge.state().step_ms.size() >= 1; }));
+  window->generate();
+  ASSERT_TRUE(wait_for([&] { return !bridge.busy(); }, 20000));
+  EXPECT_EQ(bridge.state().job, second);
+  EXPECT_EQ(bridge.state().state, JobState::kCancelled);
+  ASSERT_TRUE(wait_for([&] { return !window->engine().busy(); }));
+
+  // Still usable: a short image completes.
+  settings.steps = 2;
+  ASSERT_TRUE(window->generate_image());
+  ASSERT_TRUE(wait_for([&] { return !bridge.busy(); }));
+  EXPECT_EQ(bridge.state().state, JobState::kDone) << bridge.state().message.toStdString();
+  EXPECT_EQ(bridge.state().step_ms.size(), 2u);
+}
+
+TEST(StudioDiffusion, MissingModelIsReportedInThePanel) {
+  FixtureModelDir shape("studio-diffusion-missing");
+  auto window = open(launch_for(shape, "/nonexistent/tessera-diffusion"));
+  DiffusionBridge& bridge = window->diffusion();
+  EXPECT_EQ(bridge.model_state(), DiffusionModelState::kMissing);
+  EXPECT_TRUE(bridge.model_message().contains("/nonexistent/tessera-diffusion"))
+      << bridge.model_message().toStdString();
+  EXPECT_TRUE(bridge.model_message().contains("No diffusion model"));
+  EXPECT_FALSE(window->generate_image());
+  EXPECT_TRUE(window->status_text().contains("No diffusion model"))
+      << window->status_text().toStdString();
+  // The shape side is unaffected (auto image on, but no model: the shape job runs alone).
+  window->prompt_edit()->setPlainText(testing::kParityPrompt);
+  window->generate();
+  ASSERT_TRUE(wait_for([&] { return !window->engine().busy(); }));
+  EXPECT_EQ(window->engine().stats().state, JobState::kDone);
+  EXPECT_EQ(bridge.state().job, 0u);
+  EXPECT_FALSE(window->apply_image_as_texture().ok());
+  window->viewport()->grabFramebuffer().save(QString(TESSERA_BINARY_DIR) +
+                                             "/studio_diffusion_missing.png");
+
+  // A file that is not a model: the loader's message, still usable.
+  QTemporaryDir junk_dir;
+  const QString junk = junk_dir.filePath("junk.safetensors");
+  QFile f(junk);
+  ASSERT_TRUE(f.open(QIODevice::WriteOnly));
+  f.write("not a safetensors file");
+  f.close();
+  window->diffusion().load_model(junk);
+  ASSERT_TRUE(wait_for([&] { return bridge.model_state() != DiffusionModelState::kLoading; }));
+  EXPECT_EQ(bridge.model_state(), DiffusionModelState::kFailed);
+  EXPECT_TRUE(bridge.model_message().contains("junk.safetensors"))
+      << bridge.model_message().toStdString();
+}
+
+TEST(StudioDiffusion, ScriptedApplyTextureExportsTexturedMesh) {
+  FixtureModelDir shape("studio-diffusion-script");
+  QTemporaryDir out;
+  ASSERT_TRUE(out.isValid());
+  const QString shot = out.filePath("shot.png");
+  const QString exported = out.filePath("textured.obj");
+  QProcess studio;
+  studio.setProcessChannelMode(QProcess::ForwardedErrorChannel);
+  studio.start(TESSERA_STUDIO_PATH, {"--model",
+                                     QString::fromStdString(shape.path()),
+                                     "--diffusion-model",
+                                     QString::fromStdString(fixture_diffusion_dir()),
+                                     "--prompt",
+                                     testing::kParityPrompt,
+                                     "--apply-texture",
+                                     "--image-steps",
+                                     "4",
+                                     "--image-seed",
+                                     "3",
+                                     "--screenshot",
+                                     shot,
+                                     "--export",
+                                     exported,
+                                     "--quit-when-done",
+                                     "--resolution",
+                                     "33",
+                                     "--preview-resolution",
+                                     "17",
+                                     "--preview-every",
+                                     "4",
+                                     "--no-grid"});
+  ASSERT_TRUE(studio.waitForFinished(90000)) << "tessera-studio did not finish";
+  const QString output = QString::fromLocal8Bit(studio.readAllStandardOutput());
+  ASSERT_EQ(studio.exitCode(), 0) << output.toStdString();
+  EXPECT_TRUE(output.contains("job done")) << output.toStdString();
+  EXPECT_TRUE(output.contains("image done: 4 steps")) << output.toStdString();
+  EXPECT_FALSE(output.contains("mesh uvs 0,")) << output.toStdString();
+  EXPECT_TRUE(output.contains("seed 3;")) << output.toStdString();
+  QImage image(shot);
+  ASSERT_FALSE(image.isNull());
+  image.save(QString(TESSERA_BINARY_DIR) + "/studio_diffusion_scripted.png");
+  // The OBJ carries texture coordinates and a material with the texture.
+  QFile obj(exported);
+  ASSERT_TRUE(obj.open(QIODevice::ReadOnly));
+  const QByteArray text = obj.readAll();
+  EXPECT_TRUE(text.contains("\nvt ")) << "no texture coordinates in the OBJ";
+  QFile mtl(out.filePath("textured.mtl"));
+  ASSERT_TRUE(mtl.open(QIODevice::ReadOnly));
+  EXPECT_TRUE(mtl.readAll().contains("map_Kd")) << "the material does not reference a texture";
+
+  // --image with a missing model fails with the panel's message.
+  QProcess missing;
+  missing.start(TESSERA_STUDIO_PATH,
+                {"--model", QString::fromStdString(shape.path()), "--diffusion-model",
+                 "/nonexistent/sd", "--prompt", testing::kParityPrompt, "--image",
+                 "--quit-when-done", "--resolution", "17", "--preview-every", "0"});
+  ASSERT_TRUE(missing.waitForFinished(60000));
+  EXPECT_EQ(missing.exitCode(), 1);
+  EXPECT_TRUE(QString::fromLocal8Bit(missing.readAllStandardError()).contains("/nonexistent/sd"));
+}
+
+}  // namespace
+}  // namespace tessera::studio

@@ -1,0 +1,222 @@
+#include "ui/studio/diffusion_panel.h"
+
+#include <GL/gl.h>
+#include <imgui.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+namespace tessera::studio {
+
+namespace {
+
+const ImVec4 kErrorColor(0.95f, 0.42f, 0.42f, 1.0f);
+const ImVec4 kNoteColor(0.75f, 0.75f, 0.55f, 1.0f);
+
+uint64_t random_seed() {
+  static std::mt19937_64 rng{std::random_device{}()};
+  return rng() >> 1;  // positive in every signed reading of the value (shown with %llu anyway)
+}
+
+}  // namespace
+
+void DiffusionPanel::release_gl() {
+  if (texture_ != 0) {
+    const GLuint name = texture_;
+    glDeleteTextures(1, &name);
+  }
+  texture_ = 0;
+  uploaded_job_ = uploaded_version_ = 0;
+  texture_width_ = texture_height_ = 0;
+}
+
+void DiffusionPanel::upload(const ImageJobState& job) {
+  if (job.image_rgb.empty() || job.image_width <= 0 || job.image_height <= 0 ||
+      static_cast<int64_t>(job.image_rgb.size()) != job.image_width * job.image_height * 3) {
+    return;
+  }
+  if (texture_ != 0 && job.job == uploaded_job_ && job.image_version == uploaded_version_) return;
+  // imgui_impl_opengl3 restores its own bindings, but not ours: keep the caller's binding and
+  // unpack alignment (RGB8 rows are not 4-byte aligned for odd widths).
+  GLint previous_texture = 0, previous_alignment = 4;
+  glGetIntegerv(GL_TEXTURE_BINDING_2D, &previous_texture);
+  glGetIntegerv(GL_UNPACK_ALIGNMENT, &previous_alignment);
+  if (texture_ == 0) {
+    GLuint name = 0;
+    glGenTextures(1, &name);
+    texture_ = name;
+  }
+  glBindTexture(GL_TEXTURE_2D, texture_);
+  glPixelStorei(GL_UNPACK_ALIGNMENT, 1);
+  // Step previews are latent-sized (8x smaller than the image): nearest keeps them honest blocks
+  // rather than a blur that looks like a finished low-detail image.
+  const GLint filter = job.image_final ? GL_LINEAR : GL_NEAREST;
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, filter);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, filter);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_S, GL_CLAMP_TO_EDGE);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_T, GL_CLAMP_TO_EDGE);
+  glTexImage2D(GL_TEXTURE_2D, 0, GL_RGB8, static_cast<GLsizei>(job.image_width),
+               static_cast<GLsizei>(job.image_height), 0, GL_RGB, GL_UNSIGNED_BYTE,
+               job.image_rgb.data());
+  glPixelStorei(GL_UNPACK_ALIGNMENT, previous_alignment);
+  glBindTexture(GL_TEXTURE_2D, static_cast<GLuint>(previous_texture));
+  uploaded_job_ = job.job;
+  uploaded_version_ = job.image_version;
+  texture_width_ = job.image_width;
+  texture_height_ = job.image_height;
+}
+
+void DiffusionPanel::draw(DiffusionPanelData& data, int viewport_width, int viewport_height) {
+  ImGui::SetNextWindowPos(
+      ImVec2(static_cast<float>(viewport_width - kDiffusionPanelRight), kDiffusionPanelY),
+      ImGuiCond_FirstUseEver);
+  // As tall as the view allows (the content scrolls below that): image and buttons come first.
+  const float height =
+      std::clamp(static_cast<float>(viewport_height - kDiffusionPanelY - 8), 120.0f, 520.0f);
+  ImGui::SetNextWindowSize(ImVec2(kDiffusionPanelWidth, height), ImGuiCond_FirstUseEver);
+  ImGui::SetNextWindowBgAlpha(0.85f);
+  const ImGuiWindowFlags flags =
+      ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoFocusOnAppearing;
+  if (!ImGui::Begin("Diffusion", nullptr, flags)) {
+    ImGui::End();
+    return;
+  }
+  auto act = [&](DiffusionAction a) {
+    if (data.on_action) data.on_action(a);
+  };
+
+  // Model line.
+  switch (data.model_state) {
+    case DiffusionModelState::kReady:
+      ImGui::TextWrapped("%s", data.model_message.c_str());
+      break;
+    case DiffusionModelState::kLoading:
+      ImGui::TextDisabled("%s", data.model_message.c_str());
+      break;
+    case DiffusionModelState::kMissing:
+    case DiffusionModelState::kFailed:
+      ImGui::PushStyleColor(ImGuiCol_Text, kErrorColor);
+      ImGui::TextWrapped("%s", data.model_message.c_str());
+      ImGui::PopStyleColor();
+      break;
+  }
+
+  const ImageJobState* job = data.job;
+  // The image (or an empty frame of the same size, so the layout does not jump).
+  if (job != nullptr) upload(*job);
+  const bool have_image = texture_ != 0 && job != nullptr && job->job == uploaded_job_;
+  const ImVec2 side(kDiffusionImageSide, kDiffusionImageSide);
+  if (have_image) {
+    ImGui::Image(reinterpret_cast<ImTextureID>(static_cast<intptr_t>(texture_)), side, ImVec2(0, 0),
+                 ImVec2(1, 1), ImVec4(1, 1, 1, 1), ImVec4(0.5f, 0.5f, 0.5f, 1.0f));
+  } else {
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    ImGui::GetWindowDrawList()->AddRect(p, ImVec2(p.x + side.x, p.y + side.y),
+                                        IM_COL32(110, 110, 110, 255));
+    ImGui::Dummy(side);
+  }
+  ImGui::SameLine();
+  ImGui::BeginGroup();
+  if (job != nullptr && job->job != 0) {
+    const int done = static_cast<int>(job->step_ms.size());
+    if (job->waiting_for_shape) {
+      ImGui::TextDisabled("waiting for\nthe shape job");
+    } else {
+      ImGui::Text("step %d / %d", done, job->steps);
+      if (!job->step_sigma.empty()) ImGui::Text("sigma %.3f", job->step_sigma.back());
+    }
+    ImGui::Text("%s", job_state_name(job->state));
+    ImGui::Text("seed %llu", static_cast<unsigned long long>(job->seed));
+    if (texture_width_ > 0 && have_image) {
+      ImGui::TextDisabled("%lldx%lld %s", static_cast<long long>(texture_width_),
+                          static_cast<long long>(texture_height_),
+                          job->image_final ? "final" : "preview");
+    }
+  } else {
+    ImGui::TextDisabled("no image yet");
+  }
+  ImGui::EndGroup();
+
+  // Why the last job failed or stopped, right under the image.
+  if (job != nullptr && !job->message.isEmpty() && job->state != JobState::kRunning) {
+    ImGui::PushStyleColor(ImGuiCol_Text,
+                          job->state == JobState::kFailed ? kErrorColor : kNoteColor);
+    ImGui::TextWrapped("%s", job->message.toUtf8().constData());
+    ImGui::PopStyleColor();
+  }
+
+  // Buttons.
+  const bool running = job != nullptr && job->state == JobState::kRunning;
+  ImGui::BeginDisabled(!data.can_generate);
+  if (ImGui::Button("Generate image")) act(DiffusionAction::kGenerate);
+  ImGui::EndDisabled();
+  ImGui::SameLine();
+  ImGui::BeginDisabled(!running);
+  if (ImGui::Button("Cancel")) act(DiffusionAction::kCancel);
+  ImGui::EndDisabled();
+  ImGui::BeginDisabled(!data.can_apply);
+  if (ImGui::Button("Apply as texture")) act(DiffusionAction::kApplyTexture);
+  ImGui::EndDisabled();
+  if (!data.apply_note.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, kNoteColor);
+    ImGui::TextWrapped("%s", data.apply_note.c_str());
+    ImGui::PopStyleColor();
+  }
+
+  // Timings: a bar per step (the scale follows the slowest step), ms/step and the totals.
+  if (job != nullptr && !job->step_ms.empty()) {
+    const std::vector<float>& ms = job->step_ms;
+    double sum = 0;
+    for (float v : ms) sum += v;
+    const float max_ms = std::max(0.01f, *std::max_element(ms.begin(), ms.end()) * 1.15f);
+    char overlay[64];
+    std::snprintf(overlay, sizeof(overlay), "%.1f ms/step", sum / static_cast<double>(ms.size()));
+    const float width = std::max(120.0f, ImGui::GetContentRegionAvail().x);
+    ImGui::PlotHistogram("##step_ms", ms.data(), static_cast<int>(ms.size()), 0, overlay, 0.0f,
+                         max_ms, ImVec2(width, 40));
+    if (job->image_final) {
+      ImGui::Text("total %.0f ms", job->total_ms);
+      ImGui::TextDisabled("text %.0f, denoise %.0f, VAE %.0f ms", job->text_ms, job->denoise_ms,
+                          job->vae_ms);
+    } else {
+      ImGui::Text("denoise so far %.0f ms", sum);
+    }
+  }
+
+  // Controls.
+  if (data.settings != nullptr) {
+    ImageSettings& s = *data.settings;
+    ImGui::Separator();
+    ImGui::PushItemWidth(-70.0f);
+    ImGui::SliderInt("steps", &s.steps, 1, 100, "%d", ImGuiSliderFlags_AlwaysClamp);
+    ImGui::SliderFloat("guidance", &s.guidance, 1.0f, 15.0f, "%.1f", ImGuiSliderFlags_AlwaysClamp);
+    const diffusion::SamplerKind kinds[] = {diffusion::SamplerKind::kEuler,
+                                            diffusion::SamplerKind::kEulerAncestral,
+                                            diffusion::SamplerKind::kDpmpp2m};
+    if (ImGui::BeginCombo("sampler", diffusion::sampler_kind_name(s.sampler))) {
+      for (diffusion::SamplerKind k : kinds) {
+        if (ImGui::Selectable(diffusion::sampler_kind_name(k), k == s.sampler)) s.sampler = k;
+      }
+      ImGui::EndCombo();
+    }
+    ImGui::BeginDisabled(!s.lock_seed);
+    ImGui::InputScalar("seed", ImGuiDataType_U64, &s.seed);
+    ImGui::EndDisabled();
+    ImGui::PopItemWidth();
+    ImGui::Checkbox("lock seed", &s.lock_seed);
+    ImGui::SameLine();
+    if (ImGui::Button("randomise")) s.seed = random_seed();
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("a new random seed now");
+    ImGui::Checkbox("image after each shape", &s.auto_after_shape);
+  }
+  ImGui::End();
+}
+
+uint64_t next_random_seed() {
+  return random_seed();
+}
+
+}  // namespace tessera::studio
