@@ -64,6 +64,16 @@ TESSERA_ATTENTION_ISA_DECLS
 namespace avx2 {
 TESSERA_ATTENTION_ISA_DECLS
 }  // namespace avx2
+namespace avx512 {
+// attention_decode_bf16kv's fold over keys [j_begin, j_end) of one (batch, head) for head_dim 32,
+// 64, 128 or 256 (returns false for other sizes, touching nothing): scores and P.V straight from
+// the bf16 rows (each 512-bit load split into even/odd f32 lanes with one shift and one mask:
+// exact), online softmax per 32 keys, the output accumulated in registers. Same contract as
+// accumulate_keys_bf16 (m, l, acc carried across calls).
+bool decode_fold_bf16(const float* q, const uint16_t* k, int64_t k_stride, const uint16_t* v,
+                      int64_t v_stride, int64_t j_begin, int64_t j_end, int64_t dim, float scale,
+                      float* m, float* l, float* acc);
+}  // namespace avx512
 #undef TESSERA_ATTENTION_ISA_DECLS
 }  // namespace detail
 
@@ -411,6 +421,11 @@ void attention_decode_bf16kv(const float* q, const uint16_t* k, const uint16_t* 
       [&](const float* qi, const uint16_t* kb, int64_t k_stride, const uint16_t* vb,
           int64_t v_stride, int64_t j_begin, int64_t j_end, int64_t dim, float scale, float* m,
           float* l, float* acc) {
+        if (isa == Isa::kAvx512 &&
+            detail::avx512::decode_fold_bf16(qi, kb, k_stride, vb, v_stride, j_begin, j_end, dim,
+                                             scale, m, l, acc)) {
+          return;
+        }
         accumulate_keys_bf16(kr, expand, qi, kb, k_stride, vb, v_stride, j_begin, j_end, dim, scale,
                              m, l, acc);
       },

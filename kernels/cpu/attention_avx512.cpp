@@ -212,4 +212,107 @@ void dot_scores(const float* q, const float* k, int64_t k_stride, int64_t nk, in
   }
 }
 
+namespace {
+
+// D = head_dim / 32. The output is held as 2 * D f32 vectors: even[c] lane i = dim 32c + 2i,
+// odd[c] lane i = dim 32c + 2i + 1 (the order a 512-bit load of 32 bf16 splits into with one shift
+// and one mask), restored to natural order at the end.
+template <int D>
+void decode_fold_bf16_d(const float* q, const uint16_t* k, int64_t k_stride, const uint16_t* v,
+                        int64_t v_stride, int64_t j_begin, int64_t j_end, float scale, float* m,
+                        float* l, float* acc) {
+  constexpr int kTile = 32;
+  const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  // q (scaled) and acc deinterleaved into even/odd dims.
+  __m512 qe[D], qo[D], ae[D], ao[D];
+  const __m512i even_idx = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4,
+                                            2, 0);
+  const __m512i odd_idx = _mm512_add_epi32(even_idx, _mm512_set1_epi32(1));
+  const __m512 vscale = _mm512_set1_ps(scale);
+#pragma GCC unroll 8
+  for (int c = 0; c < D; ++c) {
+    const __m512 q0 = _mm512_loadu_ps(q + 32 * c), q1 = _mm512_loadu_ps(q + 32 * c + 16);
+    qe[c] = _mm512_mul_ps(_mm512_permutex2var_ps(q0, even_idx, q1), vscale);
+    qo[c] = _mm512_mul_ps(_mm512_permutex2var_ps(q0, odd_idx, q1), vscale);
+    const __m512 a0 = _mm512_loadu_ps(acc + 32 * c), a1 = _mm512_loadu_ps(acc + 32 * c + 16);
+    ae[c] = _mm512_permutex2var_ps(a0, even_idx, a1);
+    ao[c] = _mm512_permutex2var_ps(a0, odd_idx, a1);
+  }
+  float mm = *m, ll = *l;
+  alignas(64) float sc[kTile];
+  for (int64_t j0 = j_begin; j0 < j_end; j0 += kTile) {
+    const int nk = static_cast<int>(j_end - j0 < kTile ? j_end - j0 : kTile);
+    float tile_max = -__builtin_inff();
+    for (int jj = 0; jj < nk; ++jj) {
+      const uint16_t* kr = k + (j0 + jj) * k_stride;
+      __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+#pragma GCC unroll 8
+      for (int c = 0; c < D; ++c) {
+        const __m512i w = _mm512_loadu_si512(kr + 32 * c);
+        s0 = _mm512_fmadd_ps(qe[c], _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)), s0);
+        s1 = _mm512_fmadd_ps(qo[c], _mm512_castsi512_ps(_mm512_and_si512(w, hi_mask)), s1);
+      }
+      const float sj = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+      sc[jj] = sj;
+      tile_max = sj > tile_max ? sj : tile_max;
+    }
+    const float m_new = tile_max > mm ? tile_max : mm;
+    const float m_safe = m_new == -__builtin_inff() ? 0.0f : m_new;
+    const float alpha = mm == -__builtin_inff() ? 0.0f : __builtin_expf(mm - m_safe);
+    const float sum = exp_sub_sum(sc, m_safe, sc, nk);
+    ll = ll * alpha + sum;
+    mm = m_new;
+    const __m512 va = _mm512_set1_ps(alpha);
+#pragma GCC unroll 8
+    for (int c = 0; c < D; ++c) {
+      ae[c] = _mm512_mul_ps(ae[c], va);
+      ao[c] = _mm512_mul_ps(ao[c], va);
+    }
+    for (int jj = 0; jj < nk; ++jj) {
+      const uint16_t* vr = v + (j0 + jj) * v_stride;
+      const __m512 p = _mm512_set1_ps(sc[jj]);
+#pragma GCC unroll 8
+      for (int c = 0; c < D; ++c) {
+        const __m512i w = _mm512_loadu_si512(vr + 32 * c);
+        ae[c] = _mm512_fmadd_ps(p, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)), ae[c]);
+        ao[c] = _mm512_fmadd_ps(p, _mm512_castsi512_ps(_mm512_and_si512(w, hi_mask)), ao[c]);
+      }
+    }
+  }
+  // Back to natural order: lo = dims 32c .. 32c + 15, hi = 32c + 16 .. 32c + 31.
+  const __m512i lo_idx = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i hi_idx =
+      _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+#pragma GCC unroll 8
+  for (int c = 0; c < D; ++c) {
+    _mm512_storeu_ps(acc + 32 * c, _mm512_permutex2var_ps(ae[c], lo_idx, ao[c]));
+    _mm512_storeu_ps(acc + 32 * c + 16, _mm512_permutex2var_ps(ae[c], hi_idx, ao[c]));
+  }
+  *m = mm;
+  *l = ll;
+}
+
+}  // namespace
+
+bool decode_fold_bf16(const float* q, const uint16_t* k, int64_t k_stride, const uint16_t* v,
+                      int64_t v_stride, int64_t j_begin, int64_t j_end, int64_t dim, float scale,
+                      float* m, float* l, float* acc) {
+  switch (dim) {
+    case 32:
+      decode_fold_bf16_d<1>(q, k, k_stride, v, v_stride, j_begin, j_end, scale, m, l, acc);
+      return true;
+    case 64:
+      decode_fold_bf16_d<2>(q, k, k_stride, v, v_stride, j_begin, j_end, scale, m, l, acc);
+      return true;
+    case 128:
+      decode_fold_bf16_d<4>(q, k, k_stride, v, v_stride, j_begin, j_end, scale, m, l, acc);
+      return true;
+    case 256:
+      decode_fold_bf16_d<8>(q, k, k_stride, v, v_stride, j_begin, j_end, scale, m, l, acc);
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace tessera::kernels::cpu::detail::avx512

@@ -36,7 +36,11 @@ TEST(AttentionDecodeBf16Kv, MatchesReferenceOnAwkwardSizes) {
   const Case cases[] = {{1, 1, 1, 64, 0},     {1, 1, 3, 40, 5},   {1, 1, 63, 80, 1},
                         {1, 1, 65, 128, 0},   {1, 2, 129, 7, 3},  {2, 3, 78, 128, 11},
                         {2, 12, 142, 128, 9}, {1, 1, 300, 33, 0}, {2, 1, 257, 200, 2},
-                        {1, 1, 20, 9000, 0}};  // head_dim past the stack tile: heap scratch
+                        {1, 1, 20, 9000, 0},  // head_dim past the stack tile: heap scratch
+                        // the fused AVX-512 fold's head dims (32, 64, 128, 256), tails of its
+                        // 32-key tiles, one key, and the split-key path
+                        {1, 2, 70, 64, 1},    {1, 1, 33, 32, 0},  {2, 2, 100, 256, 0},
+                        {1, 1, 1, 128, 0},    {1, 1, 1500, 128, 5}};
   uint64_t seed = 900;
   for (const Case& c : cases) {
     SCOPED_TRACE(describe(c));
