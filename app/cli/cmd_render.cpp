@@ -1,5 +1,5 @@
 // `tessera render <mesh.obj|.glb> --turntable out.gif|out.png [--frames N] [--size WxH]
-//  [--shading lit|normals|matcap] [--wireframe] [--no-grid] [--delay CS]`: a headless preview.
+//  [--shading lit|normals|matcap|textured] [--wireframe] [--no-grid] [--delay CS]`: a headless preview.
 //
 // Renders the mesh in an EGL surfaceless context (no X server, no window) with the same renderer as
 // the studio and the viewer, the camera framed to fit and spun once around the vertical axis:
@@ -91,8 +91,12 @@ int run_render(const RenderArgs& args) {
                                         " is outside [1, 65535] centiseconds"));
   }
 
-  auto mesh = render::load_mesh_file(args.mesh_path);
+  // Texture problems (a missing PNG beside an OBJ, ...) still show the geometry: say why the
+  // texture is absent rather than fail.
+  std::vector<std::string> warnings;
+  auto mesh = render::load_mesh_file(args.mesh_path, &warnings);
   if (!mesh.ok()) return runtime_error(mesh.status());
+  for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   auto context = render::OffscreenContext::create(width, height);
   if (!context.ok()) {
     return runtime_error(context.status().with_context(
@@ -173,7 +177,7 @@ void register_render(CLI::App& app, int* exit_code) {
                   "frames is a contact sheet)")
       ->check(CLI::Range(1, 720));
   cmd->add_option("--size", args->size, "Frame size WxH in pixels (default 256x256)");
-  cmd->add_option("--shading", args->shading, "lit, normals or matcap (default lit)");
+  cmd->add_option("--shading", args->shading, "lit, normals, matcap or textured (the mesh's texture; lit when it has none) (default lit)");
   cmd->add_flag("--wireframe", args->wireframe, "Overlay the triangle edges");
   cmd->add_flag("--no-grid", args->no_grid, "Leave out the ground grid");
   cmd->add_option("--delay", args->delay_cs, "GIF frame delay in 1/100 s (default 8)");

@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <random>
 
+#include "engine/core/mapped_file.h"
 #include "engine/mesh/export.h"
+#include "engine/mesh/texture.h"
 #include "tests/ui/gif_decoder.h"
 #include "ui/render/mesh_file.h"
 
@@ -199,6 +201,136 @@ TEST(MeshFileTest, CorruptGlbIsAnErrorNeverACrash) {
     std::string bad = *glb;
     bad[rng() % bad.size()] = static_cast<char>(rng());
     const auto r = parse_glb(bad, "flip.glb");
+    if (r.ok()) {
+      EXPECT_TRUE(mesh::validate(*r).ok());
+    }
+  }
+}
+
+// A tetrahedron with distinct per-vertex uvs (a seam-free layout) and a 3 x 2 texture whose
+// texels all differ, so a flipped row or swapped channel shows.
+mesh::Mesh textured_tetrahedron() {
+  mesh::Mesh m = tetrahedron();
+  m.uvs = {0.0f, 0.0f, 1.0f, 0.125f, 0.3f, 1.0f, 0.71f, 0.42f};
+  m.texture.width = 3;
+  m.texture.height = 2;
+  for (int i = 0; i < 18; ++i) m.texture.rgb.push_back(static_cast<uint8_t>(13 * i + 7));
+  return m;
+}
+
+void expect_same_texturing(const mesh::Mesh& expected, const mesh::Mesh& got) {
+  ASSERT_EQ(got.uvs.size(), expected.uvs.size());
+  for (size_t i = 0; i < expected.uvs.size(); ++i) {
+    EXPECT_NEAR(got.uvs[i], expected.uvs[i], 1e-6) << "uv component " << i;
+  }
+  EXPECT_EQ(got.texture.width, expected.texture.width);
+  EXPECT_EQ(got.texture.height, expected.texture.height);
+  EXPECT_EQ(got.texture.rgb, expected.texture.rgb);
+  EXPECT_TRUE(mesh::validate(got).ok()) << mesh::validate(got).to_string();
+}
+
+TEST(MeshFileTest, TexturedObjAndGlbRoundTripUvsAndTexture) {
+  const auto dir = std::filesystem::temp_directory_path() / "tessera-mesh-file-textured";
+  std::filesystem::create_directories(dir);
+  const mesh::Mesh original = textured_tetrahedron();
+  ASSERT_TRUE(mesh::write_obj(original, (dir / "t.obj").string()).ok());
+  ASSERT_TRUE(mesh::write_glb(original, (dir / "t.glb").string()).ok());
+  for (const char* file : {"t.obj", "t.glb"}) {
+    SCOPED_TRACE(file);
+    std::vector<std::string> warnings;
+    auto m = load_mesh_file((dir / file).string(), &warnings);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    EXPECT_TRUE(warnings.empty()) << warnings.front();
+    EXPECT_EQ(m->vertex_count(), original.vertex_count());
+    EXPECT_EQ(m->triangles, original.triangles);
+    expect_same_texturing(original, *m);
+  }
+  // The OBJ without its PNG: the geometry and uvs load, the texture is dropped with a warning
+  // that names the missing file.
+  std::filesystem::remove(dir / "t_texture.png");
+  std::vector<std::string> warnings;
+  auto m = load_mesh_file((dir / "t.obj").string(), &warnings);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(m->triangle_count(), 4);
+  EXPECT_EQ(m->uvs.size(), 8u);
+  EXPECT_TRUE(m->texture.empty());
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("t_texture.png"), std::string::npos) << warnings[0];
+  EXPECT_TRUE(mesh::validate(*m).ok());
+  // A file that is not a PNG in its place: the same (no crash, a warning).
+  ASSERT_TRUE(write_file_atomic((dir / "t_texture.png").string(), "not a png", 9).ok());
+  warnings.clear();
+  m = load_mesh_file((dir / "t.obj").string(), &warnings);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_TRUE(m->texture.empty());
+  EXPECT_EQ(warnings.size(), 1u);
+  // And without the MTL as well (no warnings pointer: still fine).
+  std::filesystem::remove(dir / "t.mtl");
+  m = load_mesh_file((dir / "t.obj").string());
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_TRUE(m->texture.empty());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(MeshFileTest, ObjSplitsVerticesOnUvSeamsAndReadsMapKdOptions) {
+  // A quad of two triangles whose shared edge (vertices 1 and 3) carries different uvs on each
+  // side: those two vertices are split, the others keep their file index.
+  const std::string text =
+      "v 0 0 0\nv 1 0 0\nv 1 1 0\nv 0 1 0\n"
+      "vt 0 0\nvt 0.5 0\nvt 0.5 1\nvt 0 1\nvt 0.6 0\nvt 0.6 1\nvt 1 1\n"
+      "f 1/1 2/2 4/4\nf 2/5 3/7 4/6\n";
+  auto m = parse_obj(text, "seam.obj");
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  ASSERT_EQ(m->vertex_count(), 6);
+  EXPECT_EQ(m->triangles, (std::vector<uint32_t>{0, 1, 3, 4, 2, 5}));
+  EXPECT_EQ(m->uvs, (std::vector<float>{0, 0, 0.5f, 0, 1, 1, 0, 1, 0.6f, 0, 0.6f, 1}));
+  for (int c = 0; c < 3; ++c) {
+    EXPECT_EQ(m->positions[3 * 4 + c], m->positions[3 * 1 + c]);
+    EXPECT_EQ(m->positions[3 * 5 + c], m->positions[3 * 3 + c]);
+  }
+  EXPECT_TRUE(mesh::validate(*m).ok());
+  // Bad vt references are errors naming the line; tiling uvs are a warning (uvs dropped).
+  EXPECT_EQ(parse_obj("v 0 0 0\nv 1 0 0\nv 0 1 0\nvt 0 0\nf 1/2 2/1 3/1\n", "vt.obj")
+                .status()
+                .code(),
+            ErrorCode::kCorruptData);
+  std::vector<std::string> warnings;
+  auto tiled = parse_obj("v 0 0 0\nv 1 0 0\nv 0 1 0\nvt 0 0\nvt 4 0\nvt 0 4\nf 1/1 2/2 3/3\n",
+                         "tiled.obj", &warnings);
+  ASSERT_TRUE(tiled.ok()) << tiled.status().to_string();
+  EXPECT_TRUE(tiled->uvs.empty());
+  EXPECT_EQ(warnings.size(), 1u);
+
+  // map_Kd with options and a subdirectory, of the material usemtl names.
+  const auto dir = std::filesystem::temp_directory_path() / "tessera-mesh-file-mtl";
+  std::filesystem::create_directories(dir / "tex");
+  const mesh::Mesh tex = textured_tetrahedron();
+  auto png = mesh::encode_texture_png(tex.texture);
+  ASSERT_TRUE(png.ok());
+  ASSERT_TRUE(write_file_atomic((dir / "tex" / "skin.png").string(), png->data(), png->size()).ok());
+  const std::string mtl =
+      "newmtl other\nmap_Kd missing.png\nnewmtl skin\nKd 1 1 1\nmap_Kd -s 1 1 1 -clamp on "
+      "tex\\skin.png\n";
+  ASSERT_TRUE(write_file_atomic((dir / "m.mtl").string(), mtl.data(), mtl.size()).ok());
+  const std::string obj = "mtllib m.mtl\nusemtl skin\n" + text;
+  ASSERT_TRUE(write_file_atomic((dir / "m.obj").string(), obj.data(), obj.size()).ok());
+  warnings.clear();
+  auto loaded = load_mesh_file((dir / "m.obj").string(), &warnings);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  EXPECT_TRUE(warnings.empty()) << warnings.front();
+  EXPECT_EQ(loaded->texture.rgb, tex.texture.rgb);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(MeshFileTest, GlbTexturedCorruptionIsAWarningOrErrorNeverACrash) {
+  auto glb = mesh::to_glb(textured_tetrahedron());
+  ASSERT_TRUE(glb.ok());
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 300; ++trial) {
+    std::string bad = *glb;
+    bad[rng() % bad.size()] = static_cast<char>(rng());
+    std::vector<std::string> warnings;
+    const auto r = parse_glb(bad, "flip.glb", &warnings);
     if (r.ok()) {
       EXPECT_TRUE(mesh::validate(*r).ok());
     }
