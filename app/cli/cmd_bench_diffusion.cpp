@@ -28,6 +28,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -35,6 +36,7 @@
 #include <vector>
 
 #include "app/cli/bench_common.h"
+#include "app/cli/commands.h"
 #include "engine/core/dtype.h"
 #include "engine/core/mapped_file.h"
 #include "engine/core/safetensors.h"
@@ -304,13 +306,32 @@ std::string table(const std::vector<Result>& results) {
 
 Status run_bench_diffusion(DiffusionBenchOptions o) {
   const bool tiny = o.config == "tiny";
-  if (!tiny && o.config != "sd15") {
-    return invalid_argument("bench diffusion: --config must be sd15 or tiny, not '" + o.config +
-                            "'");
+  // The embedded model's real weights (f32, as `tessera image` runs them) instead of random ones.
+  const bool shipped = o.config == "tessera-tiny";
+  if (!tiny && !shipped && o.config != "sd15") {
+    return invalid_argument("bench diffusion: --config must be sd15, tessera-tiny or tiny, not '" +
+                            o.config + "'");
   }
-  const UNetConfig ucfg = tiny ? tiny_unet_config() : diffusion::sd15_unet_config();
-  const VaeDecoderConfig vcfg = tiny ? tiny_vae_config() : diffusion::sd15_vae_decoder_config();
-  if (o.size == 0) o.size = o.quick ? 256 : 512;
+  UNetConfig ucfg = tiny ? tiny_unet_config() : diffusion::sd15_unet_config();
+  VaeDecoderConfig vcfg = tiny ? tiny_vae_config() : diffusion::sd15_vae_decoder_config();
+  std::optional<SafeTensors> shipped_file;
+  if (shipped) {
+    const std::string dir = assets_dir() + "/models/tessera-tiny/diffusion";
+    TESSERA_ASSIGN_OR_RETURN(SafeTensors file, SafeTensors::open(dir + "/model.safetensors"));
+    // The UNet's head count is not in the shapes: the model card states it.
+    int64_t heads = 8;
+    TESSERA_ASSIGN_OR_RETURN(const std::string card_bytes, read_file(dir + "/model.json"));
+    const nlohmann::json card = nlohmann::json::parse(card_bytes.begin(), card_bytes.end(), nullptr,
+                                                      /*allow_exceptions=*/false);
+    if (card.is_object() && card.contains("unet") && card["unet"].is_object() &&
+        card["unet"].contains("num_heads") && card["unet"]["num_heads"].is_number_integer()) {
+      heads = card["unet"]["num_heads"].get<int64_t>();
+    }
+    TESSERA_ASSIGN_OR_RETURN(ucfg, diffusion::infer_unet_config(file, heads));
+    TESSERA_ASSIGN_OR_RETURN(vcfg, diffusion::infer_vae_decoder_config(file));
+    shipped_file.emplace(std::move(file));
+  }
+  if (o.size == 0) o.size = shipped ? 64 : (o.quick ? 256 : 512);
   const int64_t multiple = vcfg.upscale() * ucfg.size_multiple();
   if (o.size < multiple || o.size % multiple != 0) {
     return invalid_argument("bench diffusion: --size " + std::to_string(o.size) +
@@ -328,10 +349,16 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
   diffusion::TensorShapes shapes = diffusion::unet_tensor_shapes(ucfg);
   for (auto& entry : diffusion::vae_decoder_tensor_shapes(vcfg)) shapes.insert(std::move(entry));
   const auto build_start = std::chrono::steady_clock::now();
-  TESSERA_ASSIGN_OR_RETURN(const std::vector<uint8_t> image, random_checkpoint(shapes));
-  TESSERA_ASSIGN_OR_RETURN(SafeTensors file,
-                           SafeTensors::parse(image.data(), image.size(), "random SD weights"));
-  WeightStore store(std::move(file), WeightFormat::kBF16);
+  std::vector<uint8_t> image;
+  WeightStore store;
+  if (shipped) {
+    store = WeightStore(std::move(*shipped_file), WeightFormat::kF32);
+  } else {
+    TESSERA_ASSIGN_OR_RETURN(image, random_checkpoint(shapes));
+    TESSERA_ASSIGN_OR_RETURN(SafeTensors file,
+                             SafeTensors::parse(image.data(), image.size(), "random SD weights"));
+    store = WeightStore(std::move(file), WeightFormat::kBF16);
+  }
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<diffusion::UNet> unet,
                            diffusion::UNet::load(store, ucfg));
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<diffusion::VaeDecoder> vae,
@@ -343,7 +370,9 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
   std::printf(
       "%s: UNet %s; VAE decoder %s\n%.1fM parameters (BF16 image %.0f MiB), built in %.1f s; "
       "image %lldx%lld (latent %lldx%lld), %d timed runs per row after a warm-up, %d threads\n",
-      tiny ? "tiny fixture config" : "SD 1.5", ucfg.summary().c_str(), vcfg.summary().c_str(),
+      shipped ? "tessera-tiny/diffusion (shipped weights, f32)"
+              : (tiny ? "tiny fixture config" : "SD 1.5"),
+      ucfg.summary().c_str(), vcfg.summary().c_str(),
       static_cast<double>(params) / 1e6, static_cast<double>(image.size()) / (1 << 20), build_s,
       static_cast<long long>(o.size), static_cast<long long>(o.size),
       static_cast<long long>(latent), static_cast<long long>(latent), reps,
@@ -409,13 +438,17 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
   char head[1024];
   std::snprintf(
       head, sizeof head,
-      "%s with random weights (BF16 linear weights, f32 convolutions), %lldx%lld image (latent "
+      "%s, %lldx%lld image (latent "
       "%lldx%lld), %d threads. One UNet step = one forward over batch 2 (conditional + "
       "unconditional, %lld context tokens); VAE decode = batch 1. Median of %d runs after a "
       "warm-up. GFLOP/s from an analytic count of convolutions, linear layers and attention "
       "(UNet step %.1f GFLOP, VAE decode %.1f GFLOP). \"vs all on\": the row's time minus the "
       "all-on time (what that fused kernel saves), and that as a share of the row's time.%s\n\n",
-      tiny ? "Tiny fixture config (`--config tiny`)" : "SD 1.5 config",
+      shipped ? "The embedded tessera-tiny/diffusion model (`--config tessera-tiny`, its f32 weights)"
+              : (tiny ? "Tiny fixture config (`--config tiny`) with random weights (BF16 linear "
+                        "weights, f32 convolutions)"
+                      : "SD 1.5 config with random weights (BF16 linear weights, f32 "
+                        "convolutions)"),
       static_cast<long long>(o.size), static_cast<long long>(o.size),
       static_cast<long long>(latent), static_cast<long long>(latent),
       default_thread_pool().num_threads(), static_cast<long long>(kContextLen), reps, unet_f / 1e9,
@@ -428,7 +461,7 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
     j["machine"] = {
         {"cpu", machine.cpu},   {"threads", machine.threads},        {"features", machine.features},
         {"date", machine.date}, {"load_average_1min", machine.load}, {"command", machine.command}};
-    j["config"] = tiny ? "tiny" : "sd15";
+    j["config"] = o.config;
     j["size"] = o.size;
     j["unet_gflop"] = unet_f / 1e9;
     j["vae_gflop"] = vae_f / 1e9;
@@ -476,7 +509,9 @@ void register_bench_diffusion(CLI::App* bench, int* exit_code) {
   cmd->add_option("--results", o->results_path, "Results file for --write-results");
   cmd->add_option("--json", o->json_path, "Also write the results as JSON to FILE");
   // The parity fixtures' tiny architecture, for tests.
-  cmd->add_option("--config", o->config, "sd15 (default) or tiny")->group("");
+  cmd->add_option("--config", o->config,
+                  "sd15 (default: random weights) or tessera-tiny (the embedded model's weights, "
+                  "64x64 by default)");
   cmd->callback([o, exit_code] {
     const Status st = run_bench_diffusion(*o);
     if (!st.ok()) {

@@ -79,6 +79,15 @@ TEST_F(BenchDiffusionCliTest, TinyQuickAblationWritesTheSection) {
   EXPECT_NE(j.find("\"config\": \"tiny\""), std::string::npos) << j;
 }
 
+// The embedded model's real weights (assets/models/tessera-tiny/diffusion, heads from its card).
+TEST_F(BenchDiffusionCliTest, EmbeddedTinyModelRuns) {
+  const auto r = run_tessera("bench diffusion --config tessera-tiny --quick --repeat 1");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("tessera-tiny/diffusion (shipped weights, f32)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| UNet step (batch 2, guidance) | all fusions on"), std::string::npos)
+      << r.out;
+}
+
 TEST_F(BenchDiffusionCliTest, SizeNotAMultipleIsAClearError) {
   for (const char* size : {"30", "6", "-8"}) {
     const auto r = run_tessera(std::string("bench diffusion --config tiny --size ") + size);
