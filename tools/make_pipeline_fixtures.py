@@ -91,6 +91,19 @@ def load_module(module, tensors, prefix):
     return module.eval()
 
 
+def load_hf_clip(te_dir):
+    """(ClipTextModel in eval mode, its ClipTextConfig) from a Hugging Face text encoder folder
+    (model.safetensors + config.json)."""
+    te, _ = st_io.load(os.path.join(te_dir, "model.safetensors"))
+    with open(os.path.join(te_dir, "config.json")) as f:
+        te_cfg = json.load(f)
+    cfg = ClipTextConfig(vocab_size=te_cfg["vocab_size"], max_position=te_cfg["max_position_embeddings"],
+                         width=te_cfg["hidden_size"], n_layer=te_cfg["num_hidden_layers"],
+                         n_head=te_cfg["num_attention_heads"], mlp_hidden=te_cfg["intermediate_size"],
+                         eps=te_cfg["layer_norm_eps"])
+    return load_module(ClipTextModel(cfg), te, ""), cfg
+
+
 def nd(t):
     return np.ascontiguousarray(np.asarray(t, dtype=np.float32))
 
@@ -107,15 +120,7 @@ def main():
     sd, _ = st_io.load(os.path.join(fixtures, "diffusion", "sd_tiny.safetensors"))
     unet = load_module(UNet(TINY_UNET), sd, UNET_PREFIX)
     vae = load_module(VaeDecoder(TINY_VAE), sd, VAE_PREFIX)
-    te_dir = os.path.join(fixtures, "parity", "text_encoder")
-    te, _ = st_io.load(os.path.join(te_dir, "model.safetensors"))
-    with open(os.path.join(te_dir, "config.json")) as f:
-        te_cfg = json.load(f)
-    cfg = ClipTextConfig(vocab_size=te_cfg["vocab_size"], max_position=te_cfg["max_position_embeddings"],
-                         width=te_cfg["hidden_size"], n_layer=te_cfg["num_hidden_layers"],
-                         n_head=te_cfg["num_attention_heads"], mlp_hidden=te_cfg["intermediate_size"],
-                         eps=te_cfg["layer_norm_eps"])
-    clip = load_module(ClipTextModel(cfg), te, "")
+    clip, cfg = load_hf_clip(os.path.join(fixtures, "parity", "text_encoder"))
     if cfg.width != TINY_UNET.context_dim:
         raise SystemExit(f"text width {cfg.width} != UNet context {TINY_UNET.context_dim}")
 

@@ -20,10 +20,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from make_pipeline_fixtures import hf_tokenizer, load_module, nd  # noqa: E402
+from make_pipeline_fixtures import hf_tokenizer, load_hf_clip, load_module, nd  # noqa: E402
 from tessera_ref import st_io  # noqa: E402
-from tessera_ref.clip_text import ClipTextModel  # noqa: E402
-from tessera_ref.config import ClipTextConfig  # noqa: E402
 from tessera_ref.sd_pipeline import Pipeline, noise_rng, pad_ids  # noqa: E402
 from tessera_ref.sd_unet import UNET_PREFIX, UNet, UNetConfig  # noqa: E402
 from tessera_ref.sd_vae import VAE_PREFIX, VaeConfig, VaeDecoder  # noqa: E402
@@ -58,15 +56,7 @@ def main():
     sd, _ = st_io.load(model_path)
     unet = load_module(UNet(fields(UNetConfig, card["unet"])), sd, UNET_PREFIX)
     vae = load_module(VaeDecoder(fields(VaeConfig, card["vae"])), sd, VAE_PREFIX)
-    te_dir = os.path.join(tiny, "text_encoder")
-    te, _ = st_io.load(os.path.join(te_dir, "model.safetensors"))
-    with open(os.path.join(te_dir, "config.json")) as f:
-        te_cfg = json.load(f)
-    cfg = ClipTextConfig(vocab_size=te_cfg["vocab_size"], max_position=te_cfg["max_position_embeddings"],
-                         width=te_cfg["hidden_size"], n_layer=te_cfg["num_hidden_layers"],
-                         n_head=te_cfg["num_attention_heads"], mlp_hidden=te_cfg["intermediate_size"],
-                         eps=te_cfg["layer_norm_eps"])
-    clip = load_module(ClipTextModel(cfg), te, "")
+    clip, _ = load_hf_clip(os.path.join(tiny, "text_encoder"))
     tok = hf_tokenizer(os.path.join(tiny, "vocab.json"), os.path.join(tiny, "merges.txt"))
     eos = tok.encoder["<|endoftext|>"]
     rows = [pad_ids(tok.encode_with_specials(p), CONTEXT_LEN, eos) for p in ("", PROMPT)]

@@ -44,6 +44,7 @@
 #include "engine/core/thread_pool.h"
 #include "engine/core/weight_store.h"
 #include "engine/diffusion/layers.h"
+#include "engine/diffusion/pipeline.h"
 #include "engine/diffusion/sd_config.h"
 #include "engine/diffusion/unet.h"
 #include "engine/diffusion/vae_decoder.h"
@@ -318,15 +319,9 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
   if (shipped) {
     const std::string dir = assets_dir() + "/models/tessera-tiny/diffusion";
     TESSERA_ASSIGN_OR_RETURN(SafeTensors file, SafeTensors::open(dir + "/model.safetensors"));
-    // The UNet's head count is not in the shapes: the model card states it.
-    int64_t heads = 8;
-    TESSERA_ASSIGN_OR_RETURN(const std::string card_bytes, read_file(dir + "/model.json"));
-    const nlohmann::json card = nlohmann::json::parse(card_bytes.begin(), card_bytes.end(), nullptr,
-                                                      /*allow_exceptions=*/false);
-    if (card.is_object() && card.contains("unet") && card["unet"].is_object() &&
-        card["unet"].contains("num_heads") && card["unet"]["num_heads"].is_number_integer()) {
-      heads = card["unet"]["num_heads"].get<int64_t>();
-    }
+    // The UNet's head count is not in the shapes: the model card states it (SD's 8 otherwise).
+    TESSERA_ASSIGN_OR_RETURN(int64_t heads, diffusion::model_card_unet_heads(dir));
+    if (heads == 0) heads = 8;
     TESSERA_ASSIGN_OR_RETURN(ucfg, diffusion::infer_unet_config(file, heads));
     TESSERA_ASSIGN_OR_RETURN(vcfg, diffusion::infer_vae_decoder_config(file));
     shipped_file.emplace(std::move(file));

@@ -227,35 +227,24 @@ bool is_file(const fs::path& p) {
   return fs::is_regular_file(p, ec);
 }
 
-// "unet": {"num_heads": N} of a Tessera diffusion model card; 0 when the file or the field is
-// absent, kCorruptData when present but malformed.
-Expected<int64_t> read_card_unet_heads(const std::string& card_path) {
-  if (!is_file(card_path)) return int64_t{0};
-  std::ifstream in(card_path);
+// The JSON object in `path`; a null json when the file does not exist (the caller's default
+// applies), kIoError / kCorruptData naming the file otherwise.
+Expected<nlohmann::json> read_json_object(const std::string& path) {
+  if (!is_file(path)) return nlohmann::json();
+  std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
-  if (!in.good() && !in.eof()) return io_error(card_path + ": cannot read");
-  const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return corrupt_data(card_path + ": not a JSON object");
-  if (!j.contains("unet") || !j["unet"].is_object() || !j["unet"].contains("num_heads")) {
-    return int64_t{0};
-  }
-  const nlohmann::json& v = j["unet"]["num_heads"];
-  if (!v.is_number_integer() || v.get<int64_t>() <= 0) {
-    return corrupt_data(card_path + ": 'unet.num_heads' must be a positive integer, got " +
-                        v.dump());
-  }
-  return v.get<int64_t>();
+  if (!in.good() && !in.eof()) return io_error(path + ": cannot read");
+  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return corrupt_data(path + ": not a JSON object");
+  return j;
 }
 
+// A diffusers unet/config.json's head count ("num_attention_heads", else "attention_head_dim", an
+// integer or a per-level list); 0 when the file or both keys are absent.
 Expected<int64_t> read_unet_heads(const std::string& config_path) {
-  if (!is_file(config_path)) return int64_t{0};
-  std::ifstream in(config_path);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in.good() && !in.eof()) return io_error(config_path + ": cannot read");
-  const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return corrupt_data(config_path + ": not a JSON object");
+  TESSERA_ASSIGN_OR_RETURN(const nlohmann::json j, read_json_object(config_path));
+  if (j.is_null()) return int64_t{0};
   for (const char* key : {"num_attention_heads", "attention_head_dim"}) {
     if (!j.contains(key) || j[key].is_null()) continue;
     nlohmann::json v = j[key];
@@ -268,6 +257,25 @@ Expected<int64_t> read_unet_heads(const std::string& config_path) {
   }
   return int64_t{0};
 }
+
+}  // namespace
+
+Expected<int64_t> model_card_unet_heads(const std::string& model_dir) {
+  const std::string card_path = (fs::path(model_dir) / "model.json").string();
+  TESSERA_ASSIGN_OR_RETURN(const nlohmann::json j, read_json_object(card_path));
+  if (j.is_null() || !j.contains("unet") || !j["unet"].is_object() ||
+      !j["unet"].contains("num_heads")) {
+    return int64_t{0};
+  }
+  const nlohmann::json& v = j["unet"]["num_heads"];
+  if (!v.is_number_integer() || v.get<int64_t>() <= 0) {
+    return corrupt_data(card_path + ": 'unet.num_heads' must be a positive integer, got " +
+                        v.dump());
+  }
+  return v.get<int64_t>();
+}
+
+namespace {
 
 Expected<text::ClipTextEncoder> load_text_encoder(const std::string& weights,
                                                   const std::string& config, int64_t heads,
@@ -566,7 +574,7 @@ Expected<std::unique_ptr<DiffusionModel>> DiffusionModel::load(
       // A Tessera model card next to the checkpoint (tools/train/diffusion/export.py writes
       // "unet": {"num_heads": N}) or a diffusers-style config.json: the head count is not
       // visible in the tensor shapes.
-      TESSERA_ASSIGN_OR_RETURN(unet_heads, read_card_unet_heads((dir / "model.json").string()));
+      TESSERA_ASSIGN_OR_RETURN(unet_heads, model_card_unet_heads(dir.string()));
     }
     if (unet_heads == 0) {
       TESSERA_ASSIGN_OR_RETURN(unet_heads, read_unet_heads((dir / "config.json").string()));

@@ -66,6 +66,12 @@ struct DiffusionLoadOptions {
   std::string clip_vocab_fallback;
 };
 
+// The UNet head count a Tessera diffusion model card states (`model_dir`/model.json, "unet":
+// {"num_heads": N}; tools/train/diffusion/export.py writes it): the count is not visible in the
+// tensor shapes. 0 when there is no card or no such field; kCorruptData naming the file when the
+// card is not a JSON object or the field is not a positive integer.
+Expected<int64_t> model_card_unet_heads(const std::string& model_dir);
+
 // Where the parts of a model are (as given; "" when not applicable).
 struct DiffusionModelFiles {
   ModelLayout layout = ModelLayout::kCompVis;
