@@ -12,6 +12,7 @@
 
 #include "engine/core/cpu_features.h"
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/ops.h"
 #include "tests/support/kernel_test_util.h"
@@ -235,6 +236,11 @@ TEST(Attention, AllowBf16StaysCloseAndLeavesPaddingAlone) {
                              seed++, 2.0f);
     std::vector<float> expected(p.o_size, NAN);
     ref::attention(p.qp, p.kp, p.vp, expected.data(), p.shape);
+    // The flag must select the path: outputs differ from the f32 path's where the bf16 path
+    // applies (its rounding is visible) and are bit-identical where it does not.
+    std::vector<float> f32_path(p.o_size, NAN);
+    cpu::attention(p.qp, p.kp, p.vp, f32_path.data(), p.shape);
+    const bool bf16_path = cpu::gemm_bf16::available() && c.q_len >= 64 && c.kv_len >= 32;
     p.shape.allow_bf16 = true;
     for (int threads : {1, 2}) {
       set_default_threads(threads);
@@ -252,6 +258,11 @@ TEST(Attention, AllowBf16StaysCloseAndLeavesPaddingAlone) {
         worst = std::max(worst, std::fabs(double(actual[i]) - expected[i]));
       }
       EXPECT_LT(worst, 1e-2);
+      bool identical = true;
+      for (size_t i = 0; i < p.o_size; ++i) {
+        if (!std::isnan(actual[i]) && actual[i] != f32_path[i]) identical = false;
+      }
+      EXPECT_EQ(identical, !bf16_path);
     }
   }
   set_default_threads(0);
