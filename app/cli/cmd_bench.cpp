@@ -142,6 +142,25 @@ Status bench_gemv(const Options& opt, int reps, const Bandwidth& bw, std::vector
                       100.0 * r.value() / bw.copy_gbs, 100.0 * r.value() / bw.read_gbs);
         r.note = note;
         rows->push_back(r);
+        const kernels::cpu::linear_detail::LinearConfig config =
+            kernels::cpu::linear_detail::default_linear_config();
+        if (dtype == DType::kBF16 && config.bf16_gemm) {
+          // Same layer, f32 x against the widened weights: the GEMV of CPUs without AVX-512 BF16
+          // and the baseline of the vdpbf16ps kernel's speed-up (same run).
+          kernels::cpu::linear_detail::LinearConfig f32x = config;
+          f32x.bf16_gemm = false;
+          const Timing t2 = time_it(reps, copies, [&] {
+            for (const auto& w : weights.copies) {
+              kernels::cpu::linear_detail::linear_with_config(f32x, x.data(), m, w, bias.data(),
+                                                              y.data());
+            }
+          });
+          Row r2{"gemv", shape_label(s), "cpu-f32x", dtype_name(dtype), m, t2, "GB/s", bytes, ""};
+          std::snprintf(note, sizeof note, "f32 x, widened weights; %.0f%% of read bandwidth",
+                        100.0 * r2.value() / bw.read_gbs);
+          r2.note = note;
+          rows->push_back(r2);
+        }
         // The reference on the smallest shape only: it is ~50-100x slower.
         if (m == 1 && !opt.quick && std::strcmp(s.name, "c_qk") == 0) {
           const auto& w = weights.copies.front();

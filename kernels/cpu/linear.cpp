@@ -103,12 +103,16 @@ void row_block_range(DotRowsFn dot, const float* x, int64_t m, const Weight& w, 
 // per-layer 4-chunks-per-thread split, 2 threads, quiet machine): within +-2 % of it; the step is
 // bound by the dot kernels, not by hand-offs. Each output row is computed by the same kernel
 // whatever the split, so linear_multi equals per-layer linear bit for bit.
-void gemv_parts(Isa isa, const float* x, int64_t m, const LinearPart* parts, int64_t n_parts) {
-  const DotRowsFn dot = dot_rows_for(isa);
+void gemv_parts(Isa isa, bool bf16x, const float* x, int64_t m, const LinearPart* parts,
+                int64_t n_parts) {
+  // bf16x (LinearConfig::bf16_gemm, only set where gemm_bf16::available(), which implies the
+  // AVX-512 ISA): the vdpbf16ps kernel for bf16 weights; it hands f32 weights to dot_rows_avx512.
+  assert(!bf16x || gemm_bf16::available());
+  const DotRowsFn dot = bf16x && isa == Isa::kAvx512 ? dot_rows_bf16x_avx512 : dot_rows_for(isa);
   constexpr int64_t kMaxParts = 8;
   if (n_parts > kMaxParts) {  // not used by the engine; keeps the task table on the stack
     for (int64_t p = 0; p < n_parts; p += kMaxParts) {
-      gemv_parts(isa, x, m, parts + p, std::min(kMaxParts, n_parts - p));
+      gemv_parts(isa, bf16x, x, m, parts + p, std::min(kMaxParts, n_parts - p));
     }
     return;
   }
@@ -140,11 +144,11 @@ void gemv_parts(Isa isa, const float* x, int64_t m, const LinearPart* parts, int
   default_thread_pool().run(first_task[n_parts], run_task);
 }
 
-void row_block_path(Isa isa, const float* x, int64_t m, const Weight& w, const float* bias,
-                    float* y) {
+void row_block_path(Isa isa, bool bf16x, const float* x, int64_t m, const Weight& w,
+                    const float* bias, float* y) {
   if (m <= kMaxRowsPerPass) {
     const LinearPart part{w, bias, y};
-    gemv_parts(isa, x, m, &part, 1);
+    gemv_parts(isa, bf16x, x, m, &part, 1);
     return;
   }
   const DotRowsFn dot = dot_rows_for(isa);
@@ -251,6 +255,10 @@ ExpandBf16Fn expand_bf16_for(Isa isa) {
   return expand_bf16_scalar;
 }
 
+bool rounds_x_to_bf16(const LinearConfig& config, DType dtype, int64_t m) {
+  return config.bf16_gemm && dtype == DType::kBF16 && (m <= kMaxRowsPerPass || m > kBf16GemmMinRows);
+}
+
 LinearConfig default_linear_config() {
   LinearConfig config;
   config.isa = active_isa();
@@ -280,7 +288,7 @@ void linear_with_config(const LinearConfig& config, const float* x, int64_t m, c
   if (config.use_blas && m > blocked_max) {
     blas_path(config.isa, x, m, w, bias, y);
   } else {
-    row_block_path(config.isa, x, m, w, bias, y);
+    row_block_path(config.isa, config.bf16_gemm, x, m, w, bias, y);
   }
 }
 
@@ -301,7 +309,7 @@ void linear_multi_with_config(const LinearConfig& config, const float* x, int64_
     }
     return;
   }
-  gemv_parts(config.isa, x, m, parts, n_parts);
+  gemv_parts(config.isa, config.bf16_gemm, x, m, parts, n_parts);
 }
 
 }  // namespace linear_detail

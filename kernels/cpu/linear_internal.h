@@ -13,7 +13,9 @@
 //   the memory-bound case. With m <= kMaxRowsPerPass (one pass: the decode GEMVs) a task makes a
 //   single dot-kernel call over its whole range of rows, so that the kernel can stream the rows in
 //   order and prepare x once per call (linear_avx512.cpp). bf16 weights are widened to f32 in
-//   registers (exact), x stays f32.
+//   registers (exact), x stays f32; except with LinearConfig::bf16_gemm, where the GEMV
+//   (m <= kMaxRowsPerPass) rounds x to bf16 once per call and runs vdpbf16ps (2 ops per 32
+//   weights at m = 2 instead of 6: the f32-x kernel was instruction-bound there).
 // - bf16 weights, m > kBf16GemmMinRows, CPU with AVX-512 BF16 (LinearConfig::bf16_gemm):
 //   gemm_bf16 (vdpbf16ps, x rounded to bf16, f32 accumulation): ~2x the f32 rate.
 // - Larger m with BLAS: GEMM through single-threaded OpenBLAS sgemm, one call per column block of
@@ -35,9 +37,15 @@ struct LinearConfig {
   // no vector code of ours or OpenBLAS's.
   bool use_blas = false;
   // bf16 weights with m > kBf16GemmMinRows through gemm_bf16 (AVX-512 BF16: x rounded to bf16,
-  // ~2x the f32 rate). Only where gemm_bf16::available(); default_linear_config() turns it on there.
+  // ~2x the f32 rate), and with m <= kMaxRowsPerPass through the vdpbf16ps GEMV kernel (x rounded
+  // too). Only where gemm_bf16::available(); default_linear_config() turns it on there.
   bool bf16_gemm = false;
 };
+
+// True when linear_with_config(config, ...) rounds x to bf16 for weights of `dtype` and m rows:
+// bf16 weights with config.bf16_gemm, in the GEMV (m <= kMaxRowsPerPass, vdpbf16ps dot kernel)
+// and in gemm_bf16 (m > kBf16GemmMinRows); the row-block sizes in between keep f32 x.
+bool rounds_x_to_bf16(const LinearConfig& config, DType dtype, int64_t m);
 
 // What cpu::linear uses now: active_isa() (scalar when SIMD is disabled or the CPU lacks
 // AVX2+FMA), BLAS unless SIMD is disabled.
@@ -87,6 +95,12 @@ void dot_rows_avx2(const float* x, int64_t rows, const Weight& w, const float* b
                    int64_t ldy, int64_t n_begin, int64_t n_end);
 void dot_rows_avx512(const float* x, int64_t rows, const Weight& w, const float* bias, float* y,
                      int64_t ldy, int64_t n_begin, int64_t n_end);
+
+// The GEMV dot kernel for bf16 weights when LinearConfig::bf16_gemm is set (AVX-512 BF16 CPUs):
+// x rounded to bf16 once per call, vdpbf16ps with f32 accumulation, as gemm_bf16 does for larger m.
+// Same contract as dot_rows_avx512 (which it calls for f32 weights); rows <= kMaxRowsPerPass.
+void dot_rows_bf16x_avx512(const float* x, int64_t rows, const Weight& w, const float* bias,
+                           float* y, int64_t ldy, int64_t n_begin, int64_t n_end);
 
 // bf16 -> f32 for a rows x cols block: dst[r * ld_dst + c] = src[r * ld_src + c]. Exact.
 using ExpandBf16Fn = void (*)(const uint16_t* src, int64_t ld_src, int64_t rows, int64_t cols,

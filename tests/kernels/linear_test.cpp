@@ -11,6 +11,7 @@
 #include "engine/core/cpu_features.h"
 #include "engine/core/dtype.h"
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/linear_internal.h"
 #include "kernels/ops.h"
@@ -155,12 +156,60 @@ TEST_F(LinearTest, MatchesReferenceOnAwkwardSizes) {
     for (DType dtype : {DType::kF32, DType::kBF16}) {
       for (bool bias : {false, true}) {
         const Problem p = make_problem(s.m, s.n, s.k, dtype, bias, seed += 10);
+        // The bf16 paths (vdpbf16ps GEMV for m <= kMaxRowsPerPass, gemm_bf16 for m >
+        // kBf16GemmMinRows) round x to bf16: given x that is bf16 already, every product is exact
+        // and the same f32 summation bound holds.
+        const bool with_bf16 = dtype == DType::kBF16 && cpu::gemm_bf16::available();
+        const Problem pb =
+            with_bf16 ? make_problem(s.m, s.n, s.k, dtype, bias, seed, true) : Problem{};
         for (int threads : {1, 2}) {
           set_default_threads(threads);
           for (const LinearConfig& config : configs) {
             check_config(config, p, threads);
             if (HasFatalFailure()) return;
           }
+          if (with_bf16) {
+            check_config({Isa::kAvx512, true, true}, pb, threads);
+            if (HasFatalFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The bf16 GEMV kernel really rounds x (it is not the f32-x kernel under another name), to nearest
+// even: x of 1 + 3 * 2^-9 (0.75 of a bf16 ulp above 1) must become 1 + 2^-7, the ties 1 + 2^-8 and
+// 1 + 3 * 2^-8 must go to the even neighbours 1 and 1 + 2^-6. With weights of 1 every partial sum
+// is exact in f32, so the result is checked exactly, for short rows, long rows (read four at a
+// time), a tail past the last whole 32-weight load and each row count of the GEMV.
+TEST_F(LinearTest, Bf16GemvRoundsXToNearestEven) {
+  if (!cpu::gemm_bf16::available()) GTEST_SKIP() << "no AVX-512 BF16";
+  set_default_threads(2);
+  const float in[3] = {1.0f + 3.0f / 512.0f, 1.0f + 1.0f / 256.0f, 1.0f + 3.0f / 256.0f};
+  const double out[3] = {1.0 + 1.0 / 128.0, 1.0, 1.0 + 1.0 / 64.0};
+  for (int64_t m : {1, 2, 3, 4}) {
+    for (int64_t k : {5, 64, 1537, 6150}) {
+      const int64_t n = 9;
+      std::vector<float> x(static_cast<size_t>(m * k));
+      std::vector<double> expected(static_cast<size_t>(m), 0.0);
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t c = 0; c < k; ++c) {
+          const int64_t kind = (c + i) % 3;
+          x[static_cast<size_t>(i * k + c)] = in[kind];
+          expected[static_cast<size_t>(i)] += out[kind];
+        }
+      }
+      const std::vector<uint16_t> w(static_cast<size_t>(n * k), f32_to_bf16(1.0f));
+      const Weight weight{w.data(), DType::kBF16, n, k};
+      std::vector<float> y(static_cast<size_t>(m * n));
+      cpu::linear_detail::linear_with_config({Isa::kAvx512, true, true}, x.data(), m, weight,
+                                             nullptr, y.data());
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          ASSERT_EQ(static_cast<double>(y[static_cast<size_t>(i * n + j)]),
+                    expected[static_cast<size_t>(i)])
+              << "m=" << m << " k=" << k << " row " << i << " col " << j;
         }
       }
     }
@@ -217,8 +266,8 @@ TEST_F(LinearTest, PublicEntryFollowsSimdSwitch) {
       for (DType dtype : {DType::kF32, DType::kBF16}) {
         // The bf16 GEMM rounds x to bf16 (linear_internal.h): give it x that is bf16 already, so
         // the f32 reference and its bound still apply exactly.
-        const bool rounds_x = config.bf16_gemm && dtype == DType::kBF16 &&
-                              m > cpu::linear_detail::kBf16GemmMinRows;
+        const bool rounds_x =
+            cpu::linear_detail::rounds_x_to_bf16(config, dtype, m);
         const Problem p = make_problem(m, 131, 300, dtype, true, 4242 + static_cast<uint64_t>(m),
                                        rounds_x);
         std::vector<float> y(p.expected.size()), y_config(p.expected.size());
