@@ -119,6 +119,39 @@ std::string command_line() {
   return out;
 }
 
+Expected<ReadProbe> ReadProbe::create(size_t bytes) {
+  ReadProbe probe;
+  probe.bytes_ = bytes / 8 * 8;
+  TESSERA_ASSIGN_OR_RETURN(probe.data_, allocate(probe.bytes_, "the read-bandwidth array"));
+  probe.sinks_.assign(static_cast<size_t>(default_thread_pool().num_threads()) * 8, 0);
+  return probe;
+}
+
+double ReadProbe::measure_gbs() {
+  ThreadPool& pool = default_thread_pool();
+  const int threads = pool.num_threads();
+  if (sinks_.size() < static_cast<size_t>(threads) * 8) sinks_.resize(static_cast<size_t>(threads) * 8);
+  const auto* words = reinterpret_cast<const uint64_t*>(data_.get());
+  const size_t n_words = bytes_ / 8;
+  const auto start = Clock::now();
+  // Integer sums with 8 independent accumulators: the compiler vectorises them (integer adds
+  // reassociate freely) and they keep up with memory on one core.
+  pool.run(threads, [&](int64_t part) {
+    const size_t begin = n_words * static_cast<size_t>(part) / static_cast<size_t>(threads);
+    const size_t end = n_words * static_cast<size_t>(part + 1) / static_cast<size_t>(threads);
+    uint64_t a[8] = {};
+    size_t i = begin;
+    for (; i + 8 <= end; i += 8) {
+      for (int j = 0; j < 8; ++j) a[j] += words[i + static_cast<size_t>(j)];
+    }
+    for (; i < end; ++i) a[0] += words[i];
+    sinks_[static_cast<size_t>(part) * 8] = a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
+  });
+  const double seconds =
+      std::max(std::chrono::duration<double>(Clock::now() - start).count(), 1e-9);
+  return static_cast<double>(bytes_) / seconds / 1e9;
+}
+
 Expected<Bandwidth> bench_bandwidth(const Options& opt, int reps, std::vector<Row>* rows) {
   ThreadPool& pool = default_thread_pool();
   const int threads = pool.num_threads();
@@ -126,26 +159,13 @@ Expected<Bandwidth> bench_bandwidth(const Options& opt, int reps, std::vector<Ro
   const size_t copy_bytes = opt.quick ? (size_t{128} << 20) : (size_t{512} << 20);  // per array
   Bandwidth bw;
   {
-    TESSERA_ASSIGN_OR_RETURN(Buffer data, allocate(read_bytes, "the read-bandwidth array"));
-    const auto* words = reinterpret_cast<const uint64_t*>(data.get());
-    const size_t n_words = read_bytes / 8;
-    std::vector<uint64_t> sinks(static_cast<size_t>(threads) * 8);
-    // Integer sums with 8 independent accumulators: the compiler vectorises them (integer adds
-    // reassociate freely) and they keep up with memory on one core.
-    const Timing t = time_it(reps, 1, [&] {
-      pool.run(threads, [&](int64_t part) {
-        const size_t begin = n_words * static_cast<size_t>(part) / static_cast<size_t>(threads);
-        const size_t end = n_words * static_cast<size_t>(part + 1) / static_cast<size_t>(threads);
-        uint64_t a[8] = {};
-        size_t i = begin;
-        for (; i + 8 <= end; i += 8) {
-          for (int j = 0; j < 8; ++j) a[j] += words[i + static_cast<size_t>(j)];
-        }
-        for (; i < end; ++i) a[0] += words[i];
-        sinks[static_cast<size_t>(part) * 8] =
-            a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
-      });
-    });
+    TESSERA_ASSIGN_OR_RETURN(ReadProbe probe, ReadProbe::create(read_bytes));
+    std::vector<double> seconds;
+    probe.measure_gbs();  // warm-up (first touch of the pages)
+    for (int r = 0; r < reps; ++r) {
+      seconds.push_back(static_cast<double>(read_bytes) / (probe.measure_gbs() * 1e9));
+    }
+    const Timing t = summarize(seconds);
     Row r{"bandwidth", "read-only " + std::to_string(read_bytes >> 20) + " MiB",
           "sum",       "-",
           0,           t,

@@ -88,6 +88,22 @@ struct Bandwidth {
 // measurement to *rows (non-null). Fails only when an array cannot be allocated.
 Expected<Bandwidth> bench_bandwidth(const Options& opt, int reps, std::vector<Row>* rows);
 
+// One read-only pass over a private array far larger than the caches, timed, on demand: lets a
+// benchmark interleave bandwidth probes with the steps it divides by them, so that a shared
+// machine's swings (this VM's read bandwidth moves 1.5x within a minute) hit both alike.
+class ReadProbe {
+ public:
+  // Allocates `bytes` (rounded down to whole 8-byte words); fails when it cannot.
+  static Expected<ReadProbe> create(size_t bytes);
+  // Read bandwidth of one pass over the array with default_thread_pool()'s threads, GB/s.
+  double measure_gbs();
+
+ private:
+  Buffer data_;
+  size_t bytes_ = 0;
+  std::vector<uint64_t> sinks_;
+};
+
 // The machine header of every result (JSON and markdown).
 struct Machine {
   std::string cpu, features, date, command;

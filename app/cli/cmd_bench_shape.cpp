@@ -6,7 +6,8 @@
 // scratch and with the unconditional row reused; at 64, 256 and 1024 tokens in the cache (--quick:
 // 64, 256) the uncached step (forward_full: 1-3 runs; ~1 minute at 1024 on 2 cores) and N
 // KV-cache decode steps (--tokens, default 16) with median/p50/p99, against the bandwidth floor:
-// bf16 weight bytes per step / the read bandwidth measured just before (same process); and a
+// bf16 weight bytes per step / the read bandwidth probed just before each step (same process,
+// ratio per step, median); and a
 // per-op breakdown of a decode step (every Backend call timed through a forwarding backend).
 // --write-results replaces the "## Shape engine (CPU)" section of bench/RESULTS.md.
 #include <sys/resource.h>
@@ -280,8 +281,10 @@ struct ShapeLengthResult {
   Timing kv;  // KV-cache decode step at this length
   double kv_p50 = 0, kv_p99 = 0;
   Timing no_kv;         // uncached step (recomputes condition + `length` tokens)
-  double read_gbs = 0;  // read bandwidth measured just before
+  double read_gbs = 0;  // median of the read-bandwidth probes interleaved with the steps
   double weight_floor_ms = 0, kv_floor_ms = 0;  // weights only; weights + K/V of both rows
+  // Medians over the steps of (step time / floor at the probe taken just before that step).
+  double floor_ratio = 0, kv_floor_ratio = 0;
 };
 
 struct ShapeModelResult {
@@ -297,14 +300,9 @@ struct ShapeModelResult {
   ObjectEstimate object;
 };
 
-// Read bandwidth right now (256 MiB, 3 runs, median): the floor of the step measured next.
-Expected<double> quick_read_bandwidth() {
-  Options o;
-  o.quick = true;
-  std::vector<Row> scratch;
-  TESSERA_ASSIGN_OR_RETURN(const Bandwidth bw, bench_bandwidth(o, 3, &scratch));
-  return bw.read_gbs;
-}
+// Bytes of one read-bandwidth probe, taken before every timed decode step: ~5 ms at this VM's
+// ~45 GB/s, large enough to leave the caches, small next to a full-size step (~60 ms).
+constexpr size_t kProbeBytes = size_t{256} << 20;
 
 Expected<ShapeModelResult> bench_shape_model(const std::string& name, const SafeTensors& file,
                                              const shape::NormalizedCodebook& codebook,
@@ -329,6 +327,8 @@ Expected<ShapeModelResult> bench_shape_model(const std::string& name, const Safe
   }
   const int32_t bos[2] = {c.bos_id(), c.bos_id()};
   const int reps = quick ? 2 : 3;
+  TESSERA_ASSIGN_OR_RETURN(ReadProbe probe, ReadProbe::create(kProbeBytes));
+  probe.measure_gbs();  // first pass: page-table and TLB warm-up
   Status failed;
   res.condition = time_it(reps, 1, [&] {
     const Status st = session->set_condition(2, hidden.data(), nullptr);
@@ -374,21 +374,6 @@ Expected<ShapeModelResult> bench_shape_model(const std::string& name, const Safe
     }
     lr.no_kv = summarize(seconds);
     // forward_full left `len` tokens in the cache: decode steps continue at position len.
-    TESSERA_ASSIGN_OR_RETURN(lr.read_gbs, quick_read_bandwidth());
-    seconds.clear();
-    std::vector<double> ms;
-    for (int64_t s = 0; s < steps; ++s) {
-      const int32_t step_ids[2] = {ids[static_cast<size_t>(len + s)],
-                                   ids[static_cast<size_t>(len + s)]};
-      const Stopwatch watch;
-      TESSERA_RETURN_IF_ERROR(session->decode(step_ids, logits.data()));
-      const double t = watch.elapsed_ms();
-      seconds.push_back(t / 1e3);
-      ms.push_back(t);
-    }
-    lr.kv = summarize(seconds);
-    lr.kv_p50 = percentile(ms, 50);
-    lr.kv_p99 = percentile(ms, 99);
     // K and V of both rows, every layer, read by the decode attention at this length (f32 or
     // bf16 cache).
     const double kv_bytes =
@@ -396,13 +381,37 @@ Expected<ShapeModelResult> bench_shape_model(const std::string& name, const Safe
         static_cast<double>(c.n_embd) *
         (static_cast<double>(c.n_dual) * static_cast<double>(c.cond_len() + len) +
          static_cast<double>(c.n_single) * static_cast<double>(len));
-    lr.weight_floor_ms = static_cast<double>(res.weight_bytes) / (lr.read_gbs * 1e9) * 1e3;
-    lr.kv_floor_ms = (static_cast<double>(res.weight_bytes) + kv_bytes) / (lr.read_gbs * 1e9) * 1e3;
+    const double weight_bytes = static_cast<double>(res.weight_bytes);
+    // A read-bandwidth probe before every step: each step is compared with the floor of its own
+    // moment, so the machine's swings (other tenants, frequency) cancel in the ratio.
+    seconds.clear();
+    std::vector<double> ms, gbs, ratio, kv_ratio;
+    for (int64_t s = 0; s < steps; ++s) {
+      const int32_t step_ids[2] = {ids[static_cast<size_t>(len + s)],
+                                   ids[static_cast<size_t>(len + s)]};
+      const double probe_gbs = probe.measure_gbs();
+      const Stopwatch watch;
+      TESSERA_RETURN_IF_ERROR(session->decode(step_ids, logits.data()));
+      const double t = watch.elapsed_ms();
+      seconds.push_back(t / 1e3);
+      ms.push_back(t);
+      gbs.push_back(probe_gbs);
+      ratio.push_back(t / (weight_bytes / (probe_gbs * 1e9) * 1e3));
+      kv_ratio.push_back(t / ((weight_bytes + kv_bytes) / (probe_gbs * 1e9) * 1e3));
+    }
+    lr.kv = summarize(seconds);
+    lr.kv_p50 = percentile(ms, 50);
+    lr.kv_p99 = percentile(ms, 99);
+    lr.read_gbs = percentile(gbs, 50);
+    lr.floor_ratio = percentile(ratio, 50);
+    lr.kv_floor_ratio = percentile(kv_ratio, 50);
+    lr.weight_floor_ms = weight_bytes / (lr.read_gbs * 1e9) * 1e3;
+    lr.kv_floor_ms = (weight_bytes + kv_bytes) / (lr.read_gbs * 1e9) * 1e3;
     std::printf(
         "  %s: length %lld: no-KV step %.1f ms, KV step %.1f ms (p99 %.1f), %.2fx the "
         "weight floor at %.1f GB/s\n",
         name.c_str(), static_cast<long long>(len), lr.no_kv.median * 1e3, lr.kv.median * 1e3,
-        lr.kv_p99, lr.kv.median * 1e3 / lr.weight_floor_ms, lr.read_gbs);
+        lr.kv_p99, lr.floor_ratio, lr.read_gbs);
     std::fflush(stdout);
     res.lengths.push_back(lr);
   }
@@ -546,9 +555,12 @@ std::string shape_markdown(const Machine& machine, const std::vector<ShapeModelR
           "KV-cache decode step at the given number "
           "of tokens in the cache (median of the steps, p50/p99 nearest rank); no-KV = one "
           "uncached step at that length (recomputes the condition and every token). Floor = "
-          "bf16 weight bytes read per step (once for both rows) / read bandwidth measured just "
-          "before the steps; \"+KV\" adds the K/V of both rows that the step's attention reads "
-          "(bf16 cache for bf16 weights, f32 for f32 weights).\n\n";
+          "bf16 weight bytes read per step (once for both rows) / read bandwidth, probed (256 MiB "
+          "read) just before every timed step; \"read GB/s\" and \"floor\" are the probes' "
+          "median, \"TPOT / floor\" the median over the steps of each step's time over the floor "
+          "of its own probe (the VM's bandwidth swings cancel). \"+KV\" adds the K/V of both "
+          "rows that the step's attention reads (bf16 cache for bf16 weights, f32 for f32 "
+          "weights).\n\n";
   }
   for (const ShapeModelResult& m : models) {
     md << (for_terminal ? "" : "**") << m.name << (for_terminal ? "" : "**") << " (" << m.config
@@ -573,8 +585,8 @@ std::string shape_markdown(const Machine& machine, const std::vector<ShapeModelR
           "| %lld | %s | %s / %s | %d | %.1f | %s | %.2fx | %s | %.2fx | %s (%d) | %.1fx |\n",
           static_cast<long long>(l.length), fmt_ms(l.kv.median * 1e3).c_str(),
           fmt_ms(l.kv_p50).c_str(), fmt_ms(l.kv_p99).c_str(), l.kv.reps, l.read_gbs,
-          fmt_ms(l.weight_floor_ms).c_str(), l.kv.median * 1e3 / l.weight_floor_ms,
-          fmt_ms(l.kv_floor_ms).c_str(), l.kv.median * 1e3 / l.kv_floor_ms,
+          fmt_ms(l.weight_floor_ms).c_str(), l.floor_ratio, fmt_ms(l.kv_floor_ms).c_str(),
+          l.kv_floor_ratio,
           fmt_ms(l.no_kv.median * 1e3).c_str(), l.no_kv.reps, l.no_kv.median / l.kv.median);
       md << buf;
     }
@@ -652,8 +664,9 @@ nlohmann::json shape_json(const Machine& machine, const std::vector<ShapeModelRe
              {"steps", l.kv.reps}}},
            {"read_bandwidth_gbs", l.read_gbs},
            {"weight_floor_ms", l.weight_floor_ms},
-           {"tpot_over_floor", l.kv.median * 1e3 / l.weight_floor_ms},
+           {"tpot_over_floor", l.floor_ratio},
            {"weight_kv_floor_ms", l.kv_floor_ms},
+           {"tpot_over_weight_kv_floor", l.kv_floor_ratio},
            {"no_kv_step_ms", {{"median", l.no_kv.median * 1e3}, {"runs", l.no_kv.reps}}},
            {"kv_speedup", l.no_kv.median / l.kv.median}});
     }
