@@ -54,6 +54,9 @@ def parse_args(argv=None):
     p.add_argument("--max-minutes", type=float, default=0.0)
     p.add_argument("--init-from", default="",
                    help="start a new run from another run's gpt_ckpt.pt weights (text encoder + GPT)")
+    p.add_argument("--freeze-text", action="store_true",
+                   help="keep the text encoder fixed (only the GPT learns): the embedded diffusion "
+                        "model is conditioned on the shipped text encoder, which must not change")
     p.add_argument("--allow-unfinished-ae", action="store_true",
                    help="encode with the autoencoder checkpoint even if its training is not done")
     return p.parse_args(argv)
@@ -181,6 +184,10 @@ def main(argv=None):
     torch.manual_seed(a.seed)
     tok, clip, gpt = build_models(vocab_dir, codebook, a.seed)
     joint = Joint(clip, gpt)
+    if a.freeze_text:
+        # No gradient, so AdamW never touches these (no update, no weight decay).
+        for prm in clip.parameters():
+            prm.requires_grad_(False)
     opt = torch.optim.AdamW(common.param_groups(joint, 0.01), lr=a.lr, betas=(0.9, 0.98))
     gen = torch.Generator().manual_seed(a.seed + 3)
     step, extra = 0, {}

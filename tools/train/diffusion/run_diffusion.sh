@@ -25,7 +25,7 @@ stamp "stage 1: VAE (log $RUN/vae.log)"
 $PY $D/train_vae.py --run-dir "$RUN" --threads "$THREADS" --steps 2500 --budget-minutes 18 >> "$RUN/vae.log" 2>&1
 if [ -f "$P2LOG" ]; then
   waited=0
-  until grep 'run_phase2:' "$P2LOG" | tail -1 | grep -q 'run_phase2: done'; do
+  until grep -E 'run_(phase2|finetune):' "$P2LOG" | tail -1 | grep -qE 'run_(phase2|finetune): done'; do
     if [ "$waited" -eq 0 ]; then stamp "waiting for the tessera-tiny phase-2 run to print 'done' in $P2LOG"; fi
     if [ "$waited" -ge 3600 ]; then
       stamp "phase 2 not done after 60 minutes: going on with the current text encoder"; break
