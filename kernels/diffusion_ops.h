@@ -36,6 +36,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/gemm_bf16.h"
 #include "kernels/ops.h"
 
 namespace tessera::kernels {
@@ -98,6 +99,23 @@ enum class ConvAlgo { kGemm, kWinograd };
 // kAuto: choose_attention_algo(s).
 enum class AttentionAlgo { kAuto, kFlash, kPartialFused, kNaive };
 
+// The arithmetic of the products (convolutions, linear layers, attention).
+// kF32: f32 operands (the reference-exact default; the tiny model and the parity tests).
+// kBf16: operands rounded to bf16 (8 significant bits), products accumulated in f32, on AVX-512
+//   BF16 CPUs (cpu::bf16_compute_available()): 3x3 convolutions as im2col (written as bf16) times
+//   weights packed once (cpu::conv2d_bf16), 1x1 convolutions and linear layers through the same
+//   packed GEMM (cpu::linear_bf16), attention through cpu::attention's bf16 path
+//   (AttentionShape::allow_bf16). GroupNorm, LayerNorm, softmax, GEGLU's GELU, residual adds stay
+//   f32. Winograd's products are not run in bf16: its transforms (constants up to 8, 1/24 in the
+//   filters) multiply the operands' rounding error. Measured on a 64->48 layer: the 36 tile
+//   products in bf16 gave 3.7e-2 x max |y| (2.5e-2 with V split into two bf16 halves: U's
+//   rounding dominates), 15x the im2col path's 2.3e-3. The diffusion layers therefore keep
+//   Winograd layers in f32 (engine/diffusion/layers.h, KernelOptions::precision).
+//   Error (tests/kernels/diffusion_bf16_test.cpp): max |y - y_ref| <= 2e-2 x max |y_ref| per op
+//   on random inputs (measured ~3e-3 to 8e-3: relative 2^-9 per operand, summed over k terms of
+//   random sign).
+enum class Precision { kF32, kBf16 };
+
 }  // namespace tessera::kernels
 
 namespace tessera::kernels::ref {
@@ -149,8 +167,9 @@ AttentionAlgo choose_attention_algo(const AttentionShape& s);
 // Floats of caller scratch `algo` needs for s: s.q_len * s.kv_len for kNaive, else 0.
 int64_t attention_scratch_floats(const AttentionShape& s, AttentionAlgo algo);
 // ops.h's attention contract (strided [batch][token][head][head_dim] q/k/v/o, scale) with the
-// chosen algorithm. s.causal must be false for kPartialFused and kNaive (the UNet has no causal
-// attention; kAuto sends causal shapes to kFlash). scratch: attention_scratch_floats(s, algo)
+// chosen algorithm; with kAuto and s.allow_bf16 (Precision::kBf16), cpu::attention's bf16 path
+// where it applies (AttentionShape::allow_bf16). s.causal must be false for kPartialFused and
+// kNaive (the UNet has no causal attention; kAuto sends causal shapes to kFlash). scratch: attention_scratch_floats(s, algo)
 // floats, may be null when that is 0. o must not alias q, k, v or scratch.
 void diffusion_attention(const float* q, const float* k, const float* v, float* o,
                          const AttentionShape& s, AttentionAlgo algo, float* scratch);
@@ -180,5 +199,27 @@ void conv2d(const float* x, const float* packed, const float* bias, float* y, co
 
 // Nearest x2 upsampling, ref's contract (the unfused form of Conv2dShape::upsample2x).
 void upsample_nearest2x(const float* x, float* y, const ImageShape& s);
+
+// ---- bf16 compute (Precision::kBf16) -----------------------------------------------------------
+// True when the bf16 products can run: gemm_bf16::available() (AVX-512 BF16, SIMD on, not
+// switched off by gemm_bf16::set_enabled / TESSERA_NO_BF16_GEMM=1). Every *_bf16 call below
+// requires it.
+bool bf16_compute_available();
+// Packs PyTorch conv weights w[out_c][in_c][k][k] (kernel 1 or 3) once for conv2d_bf16: B(k, o)
+// with k = (ky * kernel + kx) * in_c + ci, rounded to bf16, in the GEMM's pair-panel layout
+// (about 2 bytes per weight).
+gemm_bf16::PackedB conv2d_pack_weights_bf16(const float* w, const Conv2dShape& s);
+// ref::conv2d's contract (kernel 1 or 3, stride, upsample2x as Conv2dShape says) with x and the
+// weights rounded to bf16 and f32 accumulation. 3x3: blocks of output pixels' neighbourhoods are
+// copied as bf16 (im2col, [pixels, 9 * in_c]; the thread-local scratch holds up to 8 MiB) and
+// multiplied by the packed weights; 1x1: one GEMM over the pixels. bias may be null; y must not
+// alias x.
+void conv2d_bf16(const float* x, const gemm_bf16::PackedB& packed, const float* bias, float* y,
+                 const Conv2dShape& s);
+// A linear layer's weight (f32 or bf16, [rows = out][cols = in]) packed once for linear_bf16.
+gemm_bf16::PackedB linear_pack_bf16(const Weight& w);
+// y[m, out] = bf16(x) . W^T (+ bias) with f32 accumulation; x [m, in] contiguous.
+void linear_bf16(const float* x, int64_t m, const gemm_bf16::PackedB& w, const float* bias,
+                 float* y);
 
 }  // namespace tessera::kernels::cpu

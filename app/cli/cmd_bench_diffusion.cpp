@@ -1,6 +1,6 @@
-// `tessera bench diffusion [--size N] [--quick] [--write-results] [--results FILE] [--json FILE]`:
-// the Stable Diffusion 1.5 UNet and VAE decoder on the CPU with random weights (no download), under
-// an ablation of the fused kernels of kernels/diffusion_ops.h (Chen et al. 2023).
+// `tessera bench diffusion [--size N] [--quick] [--no-ablation] [--write-results] [--results FILE]
+// [--json FILE]`: the Stable Diffusion 1.5 UNet and VAE decoder on the CPU with random weights (no
+// download), under an ablation of the fused kernels of kernels/diffusion_ops.h (Chen et al. 2023).
 //
 // The weights: every tensor of engine/diffusion/sd_config.h's SD 1.5 tensor list, written into an
 // in-memory safetensors image in BF16 (1.8 GB instead of 3.6 GB in F32) and loaded through a
@@ -11,12 +11,15 @@
 //
 // Timed: one guided UNet step (batch 2: conditional + unconditional, 77 context tokens) and one VAE
 // decode (batch 1), each under every KernelOptions row of the ablation: all on (the per-layer
-// chooser), GroupNorm+SiLU unfused, GEGLU unfused, naive attention, im2col+GEMM only (Winograd
+// chooser), all on in bf16 compute (KernelOptions::precision; on AVX-512 BF16 CPUs only, reported
+// as its speed-up over the f32 all-on row of the same run), GroupNorm+SiLU unfused, GEGLU unfused, naive attention, im2col+GEMM only (Winograd
 // off), upsample unfused, everything off. Each row is one warm-up (packs the convolution weights
 // for a new algorithm) then --repeat timed runs; the median is reported with min and max, the
 // achieved GFLOP/s from an analytic count (convolutions, linear layers and attention's two
 // products; norms and activations are not counted), and the saving of the row's kernel vs all-on.
-// --quick: size 256 unless --size is given, the VAE decode timed with everything on only.
+// --quick: size 256 unless --size is given, the VAE decode timed with everything on only (f32 and
+// bf16). --no-ablation: only the all-on rows (f32, bf16) of both models (the full-size numbers in
+// a few minutes: the 512x512 f32 ablation alone takes ~10 minutes on 2 cores).
 // Hidden `--config tiny`: the parity fixtures' tiny architecture (tests/fixtures/diffusion), for
 // the CLI test. Errors (bad --size, allocation, file I/O) exit 1 with a message; timings never do.
 #include <CLI/CLI.hpp>
@@ -48,6 +51,7 @@
 #include "engine/diffusion/sd_config.h"
 #include "engine/diffusion/unet.h"
 #include "engine/diffusion/vae_decoder.h"
+#include "kernels/diffusion_ops.h"
 
 namespace tessera::cli {
 namespace {
@@ -68,6 +72,7 @@ struct DiffusionBenchOptions {
   std::string results_path;
   std::string json_path;
   std::string config = "sd15";  // hidden: "tiny"
+  bool no_ablation = false;
 };
 
 // The parity fixtures' architecture (tests/fixtures/diffusion/README.md).
@@ -242,6 +247,7 @@ struct Variant {
   std::string name;
   KernelOptions options;
   bool unet = true, vae = true;  // whether the switch changes anything in the model
+  bool bf16 = false;              // the bf16 compute row (compared with all-on f32 as a ratio)
 };
 
 std::vector<Variant> ablation() {
@@ -250,6 +256,11 @@ std::vector<Variant> ablation() {
   std::vector<Variant> v;
   v.push_back({"all fusions on (default chooser)", KernelOptions{}});
   KernelOptions o;
+  if (kernels::cpu::bf16_compute_available()) {
+    o.precision = kernels::Precision::kBf16;
+    v.push_back({"all on, bf16 compute (AVX-512 BF16)", o, true, true, true});
+  }
+  o = {};
   o.group_norm_silu = Fusion::kOff;
   v.push_back({"GroupNorm+SiLU unfused", o});
   o = {};
@@ -276,6 +287,7 @@ struct Result {
   bench::Timing time;  // seconds
   double flops = 0;
   double saving_s = 0;  // this row's time - all-on time
+  bool bf16 = false;
 };
 
 std::string ms(double seconds) {
@@ -293,6 +305,10 @@ std::string table(const std::vector<Result>& results) {
     std::snprintf(rate, sizeof rate, "%.1f", r.flops / r.time.median / 1e9);
     if (r.variant == ablation().front().name) {
       std::snprintf(saving, sizeof saving, "-");
+    } else if (r.bf16) {
+      // The precision's gain: how many times faster than the all-on f32 row.
+      std::snprintf(saving, sizeof saving, "%.2fx faster than f32",
+                    (r.time.median - r.saving_s) / r.time.median);
     } else {
       // What the row's fused kernel saves: the off time minus the all-on time, and its share of
       // the off time.
@@ -399,7 +415,9 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
     for (size_t i = 0; i < variants.size(); ++i) {
       const Variant& v = variants[i];
       if (!(is_unet ? v.unet : v.vae)) continue;
-      if (!is_unet && o.quick && i > 0) break;  // --quick: the VAE with everything on only
+      // --quick: the VAE with everything on only (f32 and bf16); --no-ablation: those rows for
+      // both models.
+      if ((o.no_ablation || (!is_unet && o.quick)) && i > 0 && !v.bf16) continue;
       bench::Timing timing;
       if (is_unet) {
         unet->set_options(v.options);
@@ -418,7 +436,7 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
       TESSERA_RETURN_IF_ERROR(failure);
       if (i == 0) all_on = timing.median;
       Result r{is_unet ? "UNet step (batch 2, guidance)" : "VAE decode", v.name, timing,
-               is_unet ? unet_f : vae_f, timing.median - all_on};
+               is_unet ? unet_f : vae_f, timing.median - all_on, v.bf16};
       std::printf("%-30s %-38s %9s ms  %7.1f GFLOP/s\n", r.model.c_str(), r.variant.c_str(),
                   ms(timing.median).c_str(), r.flops / timing.median / 1e9);
       std::fflush(stdout);
@@ -430,7 +448,7 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
 
   std::ostringstream section;
   section << kHeading << "\n" << bench::machine_markdown(machine);
-  char head[1024];
+  char head[2048];
   std::snprintf(
       head, sizeof head,
       "%s, %lldx%lld image (latent "
@@ -438,7 +456,9 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
       "unconditional, %lld context tokens); VAE decode = batch 1. Median of %d runs after a "
       "warm-up. GFLOP/s from an analytic count of convolutions, linear layers and attention "
       "(UNet step %.1f GFLOP, VAE decode %.1f GFLOP). \"vs all on\": the row's time minus the "
-      "all-on time (what that fused kernel saves), and that as a share of the row's time.%s\n\n",
+      "all-on time (what that fused kernel saves), and that as a share of the row's time; for the "
+      "bf16 compute row (KernelOptions::precision, AVX-512 BF16) its speed-up over the all-on f32 "
+      "row.%s\n\n",
       shipped ? "The embedded tessera-tiny/diffusion model (`--config tessera-tiny`, its f32 weights)"
               : (tiny ? "Tiny fixture config (`--config tiny`) with random weights (BF16 linear "
                         "weights, f32 convolutions)"
@@ -447,7 +467,9 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
       static_cast<long long>(o.size), static_cast<long long>(o.size),
       static_cast<long long>(latent), static_cast<long long>(latent),
       default_thread_pool().num_threads(), static_cast<long long>(kContextLen), reps, unet_f / 1e9,
-      vae_f / 1e9, o.quick ? " `--quick`: the VAE decode with everything on only." : "");
+      vae_f / 1e9,
+      o.no_ablation ? " `--no-ablation`: all-on rows only."
+                    : (o.quick ? " `--quick`: the VAE decode with everything on only." : ""));
   section << head << table(results) << "\n";
   std::printf("\n%s", table(results).c_str());
 
@@ -495,7 +517,10 @@ void register_bench_diffusion(CLI::App* bench, int* exit_code) {
   cmd->add_option("--size", o->size,
                   "Image pixels per side: a multiple of 64 for SD 1.5 (the VAE's x8 times the "
                   "UNet's three halvings; default 512, 256 with --quick)");
-  cmd->add_flag("--quick", o->quick, "Size 256 and the VAE decode with all fusions on only");
+  cmd->add_flag("--quick", o->quick,
+                "Size 256 and the VAE decode with all fusions on only (f32 and bf16 compute)");
+  cmd->add_flag("--no-ablation", o->no_ablation,
+                "Only the all-on rows (f32, and bf16 compute where available) of both models");
   cmd->add_option("--repeat", o->repeat,
                   "Timed runs per row after a warm-up (default 3, --quick 2)")
       ->check(CLI::Range(1, 100));

@@ -35,6 +35,7 @@ struct ImageCliOptions {
   int64_t width = 0;  // 0: the model's default
   int64_t height = 0;
   bool bf16 = false;
+  std::string precision = "auto";
 };
 
 
@@ -86,6 +87,13 @@ int run_image(const ImageCliOptions& o) {
   }
   diffusion::DiffusionLoadOptions load_options;
   load_options.weights = o.bf16 ? WeightFormat::kBF16 : WeightFormat::kF32;
+  if (o.precision == "f32") {
+    load_options.precision = diffusion::ComputePrecision::kF32;
+  } else if (o.precision == "bf16") {
+    load_options.precision = diffusion::ComputePrecision::kBf16;
+  } else if (o.precision != "auto") {
+    return fail("--precision must be auto, f32 or bf16, not '" + o.precision + "'");
+  }
   load_options.clip_vocab_fallback = assets_dir() + "/vocab/clip/bpe_simple_vocab_16e6.txt.gz";
   const auto load_start = std::chrono::steady_clock::now();
   auto loaded = diffusion::DiffusionModel::load(model, load_options);
@@ -94,9 +102,10 @@ int run_image(const ImageCliOptions& o) {
   const double load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start)
           .count();
-  std::fprintf(stderr, "model: %s (%s), UNet %s, VAE %s, loaded in %.0f ms\n", model.c_str(),
-               diffusion::model_layout_name(m.files().layout), m.unet_config().summary().c_str(),
-               m.vae_config().summary().c_str(), load_ms);
+  std::fprintf(stderr, "model: %s (%s), UNet %s, VAE %s, %s compute, loaded in %.0f ms\n",
+               model.c_str(), diffusion::model_layout_name(m.files().layout),
+               m.unet_config().summary().c_str(), m.vae_config().summary().c_str(),
+               m.compute_precision() == kernels::Precision::kBf16 ? "bf16" : "f32", load_ms);
 
   diffusion::GenerateRequest request;
   request.prompt = o.prompt;
@@ -153,6 +162,9 @@ void register_image(CLI::App& app, int* exit_code) {
   cmd->add_option("--width,-W", o->width, "Image width in pixels (default: the model's)");
   cmd->add_option("--height,-H", o->height, "Image height in pixels (default: the model's)");
   cmd->add_flag("--bf16", o->bf16, "Run the linear layers in bf16");
+  cmd->add_option("--precision", o->precision,
+                  "UNet/VAE compute: auto (bf16 for SD-size models on AVX-512 BF16 CPUs, else "
+                  "f32), f32 or bf16 (default auto)");
   cmd->callback([o, exit_code] { *exit_code = run_image(*o); });
 }
 

@@ -34,7 +34,21 @@ struct KernelOptions {
   kernels::Fusion upsample = kernels::Fusion::kOn;  // nearest x2 read inside the conv, not stored
   kernels::AttentionAlgo attention = kernels::AttentionAlgo::kAuto;
   ConvPolicy conv = ConvPolicy::kAuto;
+  // kBf16: 1x1 convolutions, the 3x3 convolutions that `conv` sends to im2col (8x8 levels,
+  // stride 2, the latent input; and all with ConvPolicy::kGemm), linear layers with at least
+  // kMinBf16Rows rows and attention run in bf16 compute (kernels::Precision says what is rounded
+  // and the error) where kernels::cpu::bf16_compute_available(), f32 otherwise. Winograd layers
+  // stay f32 Winograd (faster than bf16 im2col here, Conv2d::run says by how much). The bf16
+  // weight panels are packed on first use, once per layer, and kept (about 2 bytes per weight).
+  kernels::Precision precision = kernels::Precision::kF32;
 };
+
+// Linear layers with fewer rows (the timestep embedding: one row per image) stay f32 in kBf16
+// mode: a GEMV gains nothing from bf16 products and their packing.
+inline constexpr int64_t kMinBf16Rows = 32;
+
+// Whether opt asks for bf16 compute and this CPU can run it.
+bool use_bf16(const KernelOptions& opt);
 
 // Named scratch buffers that grow to the largest size requested and are then reused, so a
 // denoising loop at a fixed size allocates only in its first step. Pointers are valid until the
@@ -94,6 +108,7 @@ class Conv2d {
   int64_t in_c_ = 0, out_c_ = 0, kernel_ = 3, stride_ = 1;
   bool upsample2x_ = false;
   std::array<std::vector<float>, 2> packed_;  // by kernels::ConvAlgo, made on first use
+  kernels::cpu::gemm_bf16::PackedB packed_bf16_;  // Precision::kBf16, made on first use
 };
 
 // A linear layer (weight in the store's format, optional bias).
@@ -105,7 +120,13 @@ struct Linear {
   // A 1x1 convolution's weight [out, in, 1, 1] used as a linear layer (always f32).
   static Expected<Linear> load_conv1x1(WeightStore& store, const std::string& name, int64_t out,
                                        int64_t in);
+  // f32: kernels::cpu::linear in the weight's format.
   void run(const float* x, int64_t rows, float* y) const;
+  // With opt: linear_bf16 on the packed weight when use_bf16(opt) and rows >= kMinBf16Rows, else
+  // as above. Packs on first such use (so not thread-safe, like the models that own the layers).
+  void run(const float* x, int64_t rows, float* y, const KernelOptions& opt) const;
+
+  mutable kernels::cpu::gemm_bf16::PackedB packed_bf16;  // cache of w for the bf16 path
 };
 
 // The residual block of both models: y = skip(x) + conv2(act(norm2(conv1(act(norm1(x))) + e))),

@@ -473,6 +473,28 @@ void DiffusionModel::set_kernel_options(const KernelOptions& options) {
   impl_->unet->set_options(options);
   impl_->vae->set_options(options);
 }
+kernels::Precision DiffusionModel::compute_precision() const {
+  return impl_->unet->options().precision;
+}
+
+const char* compute_precision_name(ComputePrecision p) {
+  switch (p) {
+    case ComputePrecision::kF32:
+      return "f32";
+    case ComputePrecision::kBf16:
+      return "bf16";
+    case ComputePrecision::kAuto:
+      break;
+  }
+  return "auto";
+}
+
+kernels::Precision resolve_precision(ComputePrecision p, int64_t model_channels) {
+  const bool want = p == ComputePrecision::kBf16 ||
+                    (p == ComputePrecision::kAuto && model_channels >= 320);
+  return want && kernels::cpu::bf16_compute_available() ? kernels::Precision::kBf16
+                                                        : kernels::Precision::kF32;
+}
 
 Expected<std::unique_ptr<DiffusionModel>> DiffusionModel::load(
     const std::string& path, const DiffusionLoadOptions& options) {
@@ -604,6 +626,10 @@ Expected<std::unique_ptr<DiffusionModel>> DiffusionModel::load(
   auto vae = VaeDecoder::load(vae_store, vae_cfg);
   if (!vae.ok()) return with_prefix(vae.status(), "VAE decoder: ");
   impl->vae = std::move(*vae);
+  KernelOptions kernel_options;
+  kernel_options.precision = resolve_precision(options.precision, unet_cfg.model_channels);
+  impl->unet->set_options(kernel_options);
+  impl->vae->set_options(kernel_options);
 
   // Text encoder.
   if (!options.text_encoder.empty()) {

@@ -53,8 +53,24 @@ namespace tessera::diffusion {
 enum class ModelLayout { kCompVis, kDiffusers };
 const char* model_layout_name(ModelLayout layout);  // "compvis", "diffusers"
 
+// The UNet's and VAE's compute precision (KernelOptions::precision).
+enum class ComputePrecision {
+  // bf16 for SD-size UNets (model channels >= 320: the 1x1 / im2col convolutions, linear layers
+  // and attention in bf16; measured 1.3x on a 512x512 guided step on 2 cores, the f32 Winograd
+  // convolutions being the rest, bench/RESULTS.md) when kernels::cpu::bf16_compute_available();
+  // f32 for the tiny models (milliseconds either way; their parity fixtures are f32-exact) and
+  // other CPUs.
+  kAuto,
+  kF32,
+  kBf16,  // bf16 where bf16_compute_available(), else f32 (compute_precision() says which)
+};
+const char* compute_precision_name(ComputePrecision p);  // "auto", "f32", "bf16"
+// kAuto resolved for a model with `model_channels` on this CPU; kBf16 only when available.
+kernels::Precision resolve_precision(ComputePrecision p, int64_t model_channels);
+
 struct DiffusionLoadOptions {
   WeightFormat weights = WeightFormat::kF32;  // linear layers' format (see WeightStore)
+  ComputePrecision precision = ComputePrecision::kAuto;
   int64_t unet_heads = 0;                     // 0: from the model (see above)
   int64_t text_heads = 0;                     // 0: from the model (see above)
   // Overrides (empty: search as above). text_encoder: a HF text encoder directory or .safetensors
@@ -159,8 +175,11 @@ class DiffusionModel {
   // The default image side: 512 for SD-sized UNets (model channels >= 320), else 64 rounded up
   // to size_multiple() (the tiny models are trained at 64 x 64).
   int64_t default_image_size() const;
-  // UNet and VAE kernel switches (fusions, convolution algorithm).
+  // UNet and VAE kernel switches (fusions, convolution algorithm, precision as given). load()
+  // sets KernelOptions{} with the precision DiffusionLoadOptions::precision resolved to.
   void set_kernel_options(const KernelOptions& options);
+  // The precision the UNet and VAE run in now.
+  kernels::Precision compute_precision() const;
 
   // The UNet context of `prompt` and `negative_prompt`: [2, context_length, text_width] rows
   // [negative, prompt] (EOS-padded ids, causal-only CLIP as SD runs it). Errors: tokenizer /

@@ -3,7 +3,8 @@
 // Structure and key names: engine/diffusion/sd_config.h, tools/tessera_ref/sd_unet.py (the
 // PyTorch reference the parity tests compare against, tests/fixtures/diffusion/). Weights come from
 // a WeightStore (F32 / F16 / BF16 tensors; linear layers run in the store's format, convolutions,
-// norms and 1x1 convolutions in f32); the store must outlive the model. Loading checks every tensor
+// norms and 1x1 convolutions in f32; KernelOptions::precision kBf16 moves the products to bf16
+// compute, layers.h); the store must outlive the model. Loading checks every tensor
 // the config implies: a missing tensor or a wrong shape comes back as a Status naming the tensor
 // and the file.
 //

@@ -130,9 +130,16 @@ int64_t attention_scratch_floats(const AttentionShape& s, AttentionAlgo algo) {
   return algo == AttentionAlgo::kNaive ? s.q_len * s.kv_len : 0;
 }
 
+// attention_bf16.cpp: cpu::attention's bf16 path; false (nothing written) where it does not apply.
+bool attention_bf16(const float* q, const float* k, const float* v, float* o,
+                    const AttentionShape& s);
+
 void diffusion_attention(const float* q, const float* k, const float* v, float* o,
                          const AttentionShape& s, AttentionAlgo algo, float* scratch) {
   if (s.batch <= 0 || s.heads <= 0 || s.q_len <= 0 || s.head_dim <= 0) return;
+  // bf16 compute (s.allow_bf16): the bf16 path serves kAuto wherever it applies (long enough
+  // non-causal shapes on AVX-512 BF16); the explicit algorithms stay f32 (the ablation's rows).
+  if (algo == AttentionAlgo::kAuto && s.allow_bf16 && attention_bf16(q, k, v, o, s)) return;
   if (algo == AttentionAlgo::kAuto) algo = choose_attention_algo(s);
   if (s.kv_len <= 0) algo = AttentionAlgo::kFlash;  // no keys: zeros, as every backend
   switch (algo) {

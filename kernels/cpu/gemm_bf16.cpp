@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <cassert>
+#include <cstdlib>
 #include <vector>
 
 #include "engine/core/cpu_features.h"
@@ -44,11 +44,13 @@ std::atomic<bool>& enabled_flag() {
 
 }  // namespace
 
-void set_enabled(bool enabled) { enabled_flag().store(enabled); }
+void set_enabled(bool enabled) {
+  enabled_flag().store(enabled);
+}
 
 bool available() {
-  return enabled_flag().load(std::memory_order_relaxed) && simd_enabled() && cpu_features().avx512bf16 && isa_supported(Isa::kAvx512) &&
-         active_isa() == Isa::kAvx512;
+  return enabled_flag().load(std::memory_order_relaxed) && simd_enabled() &&
+         cpu_features().avx512bf16 && isa_supported(Isa::kAvx512) && active_isa() == Isa::kAvx512;
 }
 
 void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const BMatrix& b,
@@ -75,8 +77,8 @@ void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const BM
   const int64_t n_chunks = (panels + per_chunk - 1) / per_chunk;
   int64_t m_chunks = 1;
   if (n_chunks < 2 * threads) {
-    m_chunks = std::min((2 * threads + n_chunks - 1) / n_chunks,
-                        std::max<int64_t>(1, m / kMinTaskRows));
+    m_chunks =
+        std::min((2 * threads + n_chunks - 1) / n_chunks, std::max<int64_t>(1, m / kMinTaskRows));
   }
   const int64_t rows_per_chunk = ((m + m_chunks - 1) / m_chunks + kMr - 1) / kMr * kMr;
   int64_t mc = kABlockBytes / (2 * kpad) / kMr * kMr;
@@ -101,8 +103,8 @@ void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const BM
       for (int64_t p = p_begin; p < p_end; ++p) {
         const int64_t j0 = p * kNr;
         avx512bf16::panel_rows(ablock, rows, kpad, packed + (p - p_begin) * kp * kNr,
-                               std::min(kNr, n - j0), bias ? bias + j0 : nullptr,
-                               c + i0 * ldc + j0, ldc, accumulate);
+                               std::min(kNr, n - j0), bias ? bias + j0 : nullptr, c + i0 * ldc + j0,
+                               ldc, accumulate);
       }
     }
   };
@@ -112,6 +114,96 @@ void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const BM
   } else {
     pool.run(tasks, task);
   }
+}
+
+namespace {
+
+// Pairs of k per k block of the packed path: the block's slice of one panel (128 pairs x 32
+// columns x 4 bytes = 16 KiB) stays in L1 while a row block's micro-kernels run over it.
+constexpr int64_t kKcPairs = 128;
+// Rows of A per task of the packed path (a multiple of kMr): the block's k slice (96 x 256 bf16 =
+// 48 KiB) stays in L2 across the panels.
+constexpr int64_t kPackedRows = 8 * kMr;
+
+// The packed-B product for A given either as f32 (a32, converted per task) or as bf16 (a16).
+void packed_driver(int64_t m, const float* a32, const uint16_t* a16, int64_t lda, const PackedB& b,
+                   const float* bias, float* c, int64_t ldc, bool accumulate) {
+  assert(available() && !b.empty());
+  const int64_t n = b.n, k = b.k, kpad = b.kpad(), kp = kpad / 2;
+  if (m <= 0 || n <= 0) return;
+  const int64_t panels = (n + kNr - 1) / kNr;
+  ThreadPool& pool = default_thread_pool();
+  const int64_t threads = pool.num_threads();
+  // Tasks: blocks of rows (each thread streams all of B through its L1/L2: B is shared in L3),
+  // split further over columns when there are too few row blocks to balance (the deep layers
+  // have few pixels and wide weights).
+  const int64_t mr = std::min(kPackedRows, (m + kMr - 1) / kMr * kMr);
+  const int64_t row_blocks = (m + mr - 1) / mr;
+  int64_t col_chunks = 1;
+  while (row_blocks * col_chunks < 4 * threads && col_chunks < panels) col_chunks *= 2;
+  col_chunks = std::min(col_chunks, panels);
+  const int64_t per_chunk = (panels + col_chunks - 1) / col_chunks;
+  auto task = [&](int64_t t) {
+    const int64_t rb = t / col_chunks, cc = t % col_chunks;
+    const int64_t i0 = rb * mr, rows = std::min(mr, m - i0);
+    const int64_t p_begin = cc * per_chunk, p_end = std::min(panels, p_begin + per_chunk);
+    if (rows <= 0 || p_begin >= p_end) return;
+    const uint16_t* ablock;
+    int64_t a_ld;
+    if (a16 != nullptr) {
+      ablock = a16 + i0 * lda;
+      a_ld = lda;
+    } else {
+      uint16_t* conv = a_scratch(rows * kpad);
+      avx512bf16::convert_a(a32 + i0 * lda, lda, rows, k, conv, kpad);
+      ablock = conv;
+      a_ld = kpad;
+    }
+    for (int64_t q0 = 0; q0 < kp; q0 += kKcPairs) {
+      const int64_t q = std::min(kKcPairs, kp - q0);
+      const bool first = q0 == 0;
+      for (int64_t p = p_begin; p < p_end; ++p) {
+        const int64_t j0 = p * kNr;
+        avx512bf16::panel_rows_k(ablock + 2 * q0, a_ld, rows, q,
+                                 b.panels.data() + (p * kp + q0) * kNr, std::min(kNr, n - j0),
+                                 first && bias ? bias + j0 : nullptr, c + i0 * ldc + j0, ldc,
+                                 accumulate || !first);
+      }
+    }
+  };
+  const int64_t tasks = row_blocks * col_chunks;
+  if (tasks == 1 || m * n * k < (int64_t{1} << 18)) {
+    for (int64_t t = 0; t < tasks; ++t) task(t);
+  } else {
+    pool.run(tasks, task);
+  }
+}
+
+}  // namespace
+
+PackedB pack(const BMatrix& b, int64_t n, int64_t k) {
+  assert(available() && n > 0 && k > 0);
+  PackedB out;
+  out.n = n;
+  out.k = k;
+  const int64_t kpad = out.kpad(), kp = kpad / 2;
+  const int64_t panels = (n + kNr - 1) / kNr;
+  out.panels.resize(static_cast<size_t>(panels * kp * kNr));
+  uint32_t* dst = out.panels.data();
+  default_thread_pool().run(
+      panels, [&](int64_t p) { avx512bf16::pack_b(b, p * kNr, n, k, kpad, dst + p * kp * kNr); });
+  return out;
+}
+
+void gemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, const float* bias,
+                 float* c, int64_t ldc, bool accumulate) {
+  packed_driver(m, a, nullptr, lda, b, bias, c, ldc, accumulate);
+}
+
+void gemm_packed_bf16a(int64_t m, const uint16_t* a, int64_t lda, const PackedB& b,
+                       const float* bias, float* c, int64_t ldc, bool accumulate) {
+  assert(lda % 2 == 0 && lda >= b.kpad());
+  packed_driver(m, nullptr, a, lda, b, bias, c, ldc, accumulate);
 }
 
 }  // namespace tessera::kernels::cpu::gemm_bf16

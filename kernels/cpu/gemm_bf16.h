@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace tessera::kernels::cpu::gemm_bf16 {
 
@@ -49,6 +50,33 @@ void set_enabled(bool enabled);
 void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const BMatrix& b,
           const float* bias, float* c, int64_t ldc, bool accumulate);
 
+// ---- B packed once (weights) ---------------------------------------------------------------------
+// Packing B costs a pass over it per call (a conversion for f32 B): for weights used many times
+// (the diffusion convolutions and linear layers in bf16 compute mode) pack once at load and
+// multiply with gemm_packed / gemm_packed_bf16a. These calls block k as well (kKcPairs pairs of k at
+// a time, the 32-column slice of B then stays in L1 across a block of A rows; C is accumulated
+// across the k blocks in f32), so long k (a 3x3 convolution's 9 * in_c) no longer streams B from
+// L2 in the micro-kernel.
+struct PackedB {
+  int64_t n = 0, k = 0;
+  // (n + 31) / 32 panels of kpad / 2 pairs x 32 columns (kpad = k rounded up to even), each in
+  // pack_b's pair layout, panel after panel.
+  std::vector<uint32_t> panels;
+  bool empty() const { return panels.empty(); }
+  int64_t kpad() const { return (k + 1) & ~int64_t{1}; }
+};
+// Packs B(k, j) (k x n, any BMatrix layout) over default_thread_pool(). Requires available();
+// n, k >= 1.
+PackedB pack(const BMatrix& b, int64_t n, int64_t k);
+// gemm() with a packed B: C[i, j] = sum_k bf16(A[i, k]) * B(k, j) (+ bias[j]) (+ C when
+// accumulate). a f32 [m][lda]. Requires available() and !b.empty().
+void gemm_packed(int64_t m, const float* a, int64_t lda, const PackedB& b, const float* bias,
+                 float* c, int64_t ldc, bool accumulate);
+// The same with A already bf16 (uint16_t [m][lda], e.g. an im2col block written as bf16): lda even
+// and >= b.kpad(); when k is odd, column k of every row must be 0 (the pair's other half).
+void gemm_packed_bf16a(int64_t m, const uint16_t* a, int64_t lda, const PackedB& b,
+                       const float* bias, float* c, int64_t ldc, bool accumulate);
+
 // The AVX-512 BF16 pieces (gemm_bf16_avx512.cpp, compiled with those flags; they use no inline
 // library templates, so no AVX-512 copy of a shared inline function can leak into portable code).
 // gemm() (gemm_bf16.cpp) does the threading and scratch around them.
@@ -63,6 +91,10 @@ void pack_b(const BMatrix& b, int64_t j0, int64_t n, int64_t k, int64_t kpad, ui
 // packed panel; bias (already offset to the panel's first column) may be null.
 void panel_rows(const uint16_t* a, int64_t rows, int64_t kpad, const uint32_t* panel, int64_t cols,
                 const float* bias, float* c, int64_t ldc, bool accumulate);
+// The same over kp pairs of k only (a k block): A rows have stride lda (elements, even) and start
+// at the block's first k; the panel pointer points at the block's first pair.
+void panel_rows_k(const uint16_t* a, int64_t lda, int64_t rows, int64_t kp, const uint32_t* panel,
+                  int64_t cols, const float* bias, float* c, int64_t ldc, bool accumulate);
 // For each of `rows` rows of s (row stride lds, n entries): s = exp(scale * s - max_j(scale * s)),
 // l[r] = the row's sum. Used by the bf16 attention (attention_bf16.cpp).
 void softmax_rows(float* s, int64_t lds, int64_t rows, int64_t n, float scale, float* l);

@@ -38,7 +38,7 @@ inline float b_at(const BMatrix& b, int64_t kk, int64_t j) {
 // MR rows x 32 columns over all kp pairs. The accumulators are a fixed-size array indexed by
 // compile-time constants after unrolling, so GCC keeps them in registers.
 template <int MR>
-void micro(const uint16_t* a, int64_t kpad, const uint32_t* panel, int64_t kp, __mmask16 mask0,
+void micro(const uint16_t* a, int64_t lda, const uint32_t* panel, int64_t kp, __mmask16 mask0,
            __mmask16 mask1, const float* bias, float* c, int64_t ldc, bool accumulate) {
   __m512 acc0[MR];
   __m512 acc1[MR];
@@ -48,7 +48,7 @@ void micro(const uint16_t* a, int64_t kpad, const uint32_t* panel, int64_t kp, _
     acc1[r] = _mm512_setzero_ps();
   }
   const int32_t* a32 = reinterpret_cast<const int32_t*>(a);
-  const int64_t lda32 = kpad / 2;
+  const int64_t lda32 = lda / 2;
   for (int64_t p = 0; p < kp; ++p) {
     const __m512bh b0 = (__m512bh)_mm512_loadu_si512(panel + p * kNr);
     const __m512bh b1 = (__m512bh)_mm512_loadu_si512(panel + p * kNr + 16);
@@ -130,19 +130,23 @@ void pack_b(const BMatrix& b, int64_t j0, int64_t n, int64_t k, int64_t kpad, ui
 
 void panel_rows(const uint16_t* a, int64_t rows, int64_t kpad, const uint32_t* panel, int64_t cols,
                 const float* bias, float* c, int64_t ldc, bool accumulate) {
+  panel_rows_k(a, kpad, rows, kpad / 2, panel, cols, bias, c, ldc, accumulate);
+}
+
+void panel_rows_k(const uint16_t* a, int64_t lda, int64_t rows, int64_t kp, const uint32_t* panel,
+                  int64_t cols, const float* bias, float* c, int64_t ldc, bool accumulate) {
   const __mmask16 mask0 =
       cols >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << cols) - 1u);
   const __mmask16 mask1 =
       cols >= 32 ? static_cast<__mmask16>(0xffff)
                  : (cols <= 16 ? static_cast<__mmask16>(0)
                                : static_cast<__mmask16>((1u << (cols - 16)) - 1u));
-  const int64_t kp = kpad / 2;
   int64_t r = 0;
   for (; r + kMr <= rows; r += kMr) {
-    micro<kMr>(a + r * kpad, kpad, panel, kp, mask0, mask1, bias, c + r * ldc, ldc, accumulate);
+    micro<kMr>(a + r * lda, lda, panel, kp, mask0, mask1, bias, c + r * ldc, ldc, accumulate);
   }
   if (r < rows) {
-    kMicro[rows - r](a + r * kpad, kpad, panel, kp, mask0, mask1, bias, c + r * ldc, ldc,
+    kMicro[rows - r](a + r * lda, lda, panel, kp, mask0, mask1, bias, c + r * ldc, ldc,
                      accumulate);
   }
 }

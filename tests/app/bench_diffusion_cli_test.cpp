@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "kernels/diffusion_ops.h"
 #include "tests/support/cli_runner.h"
 
 namespace tessera {
@@ -60,6 +61,16 @@ TEST_F(BenchDiffusionCliTest, TinyQuickAblationWritesTheSection) {
     EXPECT_NE(r.out.find(row), std::string::npos) << row << "\n" << r.out;
   }
   EXPECT_EQ(r.out.find("| VAE decode | everything off |"), std::string::npos) << r.out;
+  // The bf16 compute rows (both models, also under --quick) with their speed-up over f32, on
+  // CPUs that have them (the bench runs on this same CPU).
+  if (kernels::cpu::bf16_compute_available()) {
+    for (const char* row : {"| UNet step (batch 2, guidance) | all on, bf16 compute",
+                            "| VAE decode | all on, bf16 compute", "x faster than f32 |"}) {
+      EXPECT_NE(r.out.find(row), std::string::npos) << row << "\n" << r.out;
+    }
+  } else {
+    EXPECT_EQ(r.out.find("bf16 compute"), std::string::npos) << r.out;
+  }
   EXPECT_NE(r.out.find("image 32x32 (latent 16x16)"), std::string::npos) << r.out;
 
   const std::string md = slurp(results);

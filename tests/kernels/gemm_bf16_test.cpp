@@ -29,8 +29,12 @@ class GemmBf16Test : public ::testing::Test {
   void TearDown() override { set_default_threads(0); }
 };
 
+// How check() calls the GEMM: gemm(), or B packed once (pack) then gemm_packed with f32 A or
+// gemm_packed_bf16a with A converted to bf16 by the caller.
+enum class Entry { kGemm, kPacked, kPackedBf16A };
+
 void check(int64_t m, int64_t n, int64_t k, gemm_bf16::BLayout layout, bool with_bias,
-           bool accumulate, std::mt19937& rng) {
+           bool accumulate, std::mt19937& rng, Entry entry = Entry::kGemm) {
   std::normal_distribution<float> dist(0.0f, 1.0f);
   const int64_t lda = k + 3, ldc = n + 5;
   std::vector<float> a(static_cast<size_t>(m * lda));
@@ -72,8 +76,25 @@ void check(int64_t m, int64_t n, int64_t k, gemm_bf16::BLayout layout, bool with
   std::vector<float> c(static_cast<size_t>(m * ldc));
   for (float& v : c) v = dist(rng);
   const std::vector<float> c0 = c;
-  gemm_bf16::gemm(m, n, k, a.data(), lda, bm, with_bias ? bias.data() : nullptr, c.data(), ldc,
-                  accumulate);
+  const float* bias_p = with_bias ? bias.data() : nullptr;
+  if (entry == Entry::kGemm) {
+    gemm_bf16::gemm(m, n, k, a.data(), lda, bm, bias_p, c.data(), ldc, accumulate);
+  } else {
+    const gemm_bf16::PackedB packed = gemm_bf16::pack(bm, n, k);
+    if (entry == Entry::kPacked) {
+      gemm_bf16::gemm_packed(m, a.data(), lda, packed, bias_p, c.data(), ldc, accumulate);
+    } else {
+      // bf16 rows with stride kpad + 2 and the odd-k pad column zero, as the contract says.
+      const int64_t lda16 = packed.kpad() + 2;
+      std::vector<uint16_t> a16(static_cast<size_t>(m * lda16), 0xffff);
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t kk = 0; kk < packed.kpad(); ++kk)
+          a16[i * lda16 + kk] = kk < k ? f32_to_bf16(a[i * lda + kk]) : 0;
+      }
+      gemm_bf16::gemm_packed_bf16a(m, a16.data(), lda16, packed, bias_p, c.data(), ldc,
+                                   accumulate);
+    }
+  }
   const std::string what = "m=" + std::to_string(m) + " n=" + std::to_string(n) +
                            " k=" + std::to_string(k) + " layout=" +
                            std::to_string(static_cast<int>(layout)) + (with_bias ? " bias" : "") +
@@ -124,6 +145,22 @@ TEST_F(GemmBf16Test, EveryLayoutBiasAndAccumulate) {
         check(37, 70, 45, layout, bias, acc, rng);
         check(300, 260, 300, layout, bias, acc, rng);  // several tasks, row and column split
       }
+    }
+  }
+}
+
+// B packed once: the same results as gemm() for every layout, with k long enough for several k
+// blocks (the packed path accumulates C across blocks of 256 k), odd k, row and column task splits.
+TEST_F(GemmBf16Test, PackedBMatchesReference) {
+  std::mt19937 rng(13);
+  for (int threads : {1, 2}) {
+    set_default_threads(threads);
+    for (Entry entry : {Entry::kPacked, Entry::kPackedBf16A}) {
+      check(13, 33, 7, gemm_bf16::BLayout::kF32NK, true, false, rng, entry);
+      check(1, 97, 129, gemm_bf16::BLayout::kBf16NK, false, true, rng, entry);
+      check(151, 70, 601, gemm_bf16::BLayout::kF32KN, true, true, rng, entry);
+      check(200, 64, 1031, gemm_bf16::BLayout::kF32NK, true, false, rng, entry);
+      check(40, 300, 300, gemm_bf16::BLayout::kBf16NK, false, false, rng, entry);
     }
   }
 }

@@ -156,6 +156,25 @@ TEST_F(DiffusionPipeline, MatchesPyTorchReference) {
 
 // The UNet's head count is not in the tensor shapes: a Tessera model card next to a CompVis file
 // supplies it ("unet": {"num_heads": N}) when the caller gives none; a malformed card is named.
+// DiffusionLoadOptions::precision: kAuto is f32 for the tiny models (the reference parity above
+// runs in it) and bf16 for SD-size UNets where the CPU has AVX-512 BF16; kBf16 falls back to f32
+// elsewhere; the loaded model reports what it runs.
+TEST_F(DiffusionPipeline, ComputePrecisionPolicy) {
+  const bool bf16 = kernels::cpu::bf16_compute_available();
+  const auto want_bf16 = bf16 ? kernels::Precision::kBf16 : kernels::Precision::kF32;
+  EXPECT_EQ(resolve_precision(ComputePrecision::kAuto, 32), kernels::Precision::kF32);
+  EXPECT_EQ(resolve_precision(ComputePrecision::kAuto, 320), want_bf16);
+  EXPECT_EQ(resolve_precision(ComputePrecision::kF32, 320), kernels::Precision::kF32);
+  EXPECT_EQ(resolve_precision(ComputePrecision::kBf16, 32), want_bf16);
+  auto model = load_compvis();
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(model->compute_precision(), kernels::Precision::kF32);
+  KernelOptions o;
+  o.precision = kernels::Precision::kBf16;
+  model->set_kernel_options(o);
+  EXPECT_EQ(model->compute_precision(), kernels::Precision::kBf16);
+}
+
 TEST_F(DiffusionPipeline, ModelCardGivesTheUNetHeads) {
   auto reference = load_compvis();
   ASSERT_NE(reference, nullptr);

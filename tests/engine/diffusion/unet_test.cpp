@@ -74,6 +74,22 @@ TEST(SdUNet, ParityWithEveryKernelVariant) {
   f.unet->set_options(KernelOptions{});
 }
 
+// bf16 compute (KernelOptions::precision) against the PyTorch f32 output: the bf16 rounding of
+// every product's operands through ~20 layers stays within |d| <= 3e-2 x (max |eps| + |eps|)
+// (measured: worst element 0.288 vs 0.263), and the path really ran (it is not the f32 result).
+TEST(SdUNet, Bf16ComputeCloseToF32Reference) {
+  if (!kernels::cpu::bf16_compute_available()) GTEST_SKIP() << "no AVX-512 BF16 on this CPU";
+  UNetFixture& f = fixture();
+  const std::vector<float> want = f.f32("unet.eps");
+  KernelOptions o;
+  o.precision = kernels::Precision::kBf16;
+  f.unet->set_options(o);
+  const std::vector<float> got = f.eps_nchw();
+  f.unet->set_options(KernelOptions{});
+  EXPECT_TRUE(close_rel(got, want, 3e-2));
+  EXPECT_FALSE(close_rel(got, want, 1e-5)) << "bf16 compute gave the f32 result";
+}
+
 TEST(SdUNet, IntermediateActivationsMatch) {
   UNetFixture& f = fixture();
   std::map<std::string, std::vector<float>> got;

@@ -57,6 +57,21 @@ TEST(SdVaeDecoder, ParityWithEveryKernelVariant) {
   f.vae->set_options(KernelOptions{});
 }
 
+// bf16 compute against the PyTorch f32 image: |d| <= 3e-2 x (max |image| + |image|) (measured:
+// worst element -0.873 vs -0.895), and not the f32 result.
+TEST(SdVaeDecoder, Bf16ComputeCloseToF32Reference) {
+  if (!kernels::cpu::bf16_compute_available()) GTEST_SKIP() << "no AVX-512 BF16 on this CPU";
+  VaeFixture& f = fixture();
+  const std::vector<float> want = f.f32("vae.image");
+  KernelOptions o;
+  o.precision = kernels::Precision::kBf16;
+  f.vae->set_options(o);
+  const std::vector<float> got = f.image_nchw();
+  f.vae->set_options(KernelOptions{});
+  EXPECT_TRUE(close_rel(got, want, 3e-2));
+  EXPECT_FALSE(close_rel(got, want, 1e-5)) << "bf16 compute gave the f32 result";
+}
+
 TEST(SdVaeDecoder, MiddleBlockMatchesAndTapsCoverLevels) {
   VaeFixture& f = fixture();
   std::map<std::string, std::vector<float>> got;
