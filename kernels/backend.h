@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "engine/core/status.h"
 #include "engine/core/tensor.h"
@@ -28,20 +30,26 @@ namespace tessera::kernels {
 
 class Backend;
 
-// Move-only owner of one backend allocation.
+// Move-only owner of one backend allocation. Inline, so that every backend library (the CPU one,
+// the CUDA one) can hand out buffers without depending on another.
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   DeviceBuffer(Backend* backend, void* data, size_t bytes) : backend_(backend), data_(data), bytes_(bytes) {}
-  ~DeviceBuffer();
-  DeviceBuffer(DeviceBuffer&& o) noexcept;
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  inline ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept
+      : backend_(std::exchange(o.backend_, nullptr)),
+        data_(std::exchange(o.data_, nullptr)),
+        bytes_(std::exchange(o.bytes_, 0)) {}
+  inline DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 
   void* data() const { return data_; }
   template <typename T> T* as() const { return static_cast<T*>(data_); }
   size_t bytes() const { return bytes_; }
+  // Frees the allocation now; the buffer is empty afterwards.
+  inline void reset();
 
  private:
   Backend* backend_ = nullptr;
@@ -124,7 +132,62 @@ class Backend {
   }
 };
 
+inline void DeviceBuffer::reset() {
+  if (backend_ != nullptr && data_ != nullptr) backend_->release(data_);
+  backend_ = nullptr;
+  data_ = nullptr;
+  bytes_ = 0;
+}
+inline DeviceBuffer::~DeviceBuffer() {
+  reset();
+}
+inline DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    reset();
+    backend_ = std::exchange(o.backend_, nullptr);
+    data_ = std::exchange(o.data_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+  }
+  return *this;
+}
+
 // The CPU backend (kernels/cpu, default_thread_pool()).
 std::unique_ptr<Backend> make_cpu_backend();
+
+// ---- the CUDA backend and backend selection ---------------------------------------------------
+
+// Free device memory below which make_cuda_backend() refuses a device (the tiny model needs a few
+// MiB, the full-size v0.5 GPT ~4 GiB in bf16; below this nothing useful fits next to the CUDA
+// context, cuBLAS workspaces and the activations).
+inline constexpr uint64_t kMinCudaFreeBytes = uint64_t{512} << 20;
+
+// The CUDA backend (kernels/cuda/cuda_backend.cu) on device `device`: one CUDA stream, every op
+// through kernels::cuda::*, memory from cudaMalloc. Never crashes on a machine without a usable
+// GPU: the error Status (kUnsupported) says why: built without CUDA, no driver, no device, device
+// index out of range, compute capability below 8.0, no code for the architecture in this build,
+// or less than `min_free_bytes` free device memory. Other CUDA failures while creating the
+// stream are kInternal.
+Expected<std::unique_ptr<Backend>> make_cuda_backend(int device = 0,
+                                                     uint64_t min_free_bytes = kMinCudaFreeBytes);
+
+// Which backend a user asked for (--device).
+enum class DeviceChoice : uint8_t {
+  kAuto,  // CUDA when a usable device exists, else the CPU (silently: the reason goes to `note`)
+  kCpu,
+  kCuda,  // CUDA or an error saying why not
+};
+const char* device_choice_name(DeviceChoice choice);  // "auto", "cpu", "cuda"
+// "auto", "cpu" or "cuda" (case-sensitive); kInvalidArgument naming `text` otherwise.
+Expected<DeviceChoice> parse_device_choice(std::string_view text);
+
+struct BackendSelection {
+  std::unique_ptr<Backend> backend;  // never null on success
+  // kAuto that ended on the CPU: one line saying why CUDA was not used (for verbose / info
+  // output; callers must not print it by default). Empty otherwise.
+  std::string note;
+};
+// kCpu: the CPU backend. kCuda: make_cuda_backend(cuda_device), its error as is. kAuto: the CUDA
+// backend when make_cuda_backend() succeeds, else the CPU backend with `note` set (never an error).
+Expected<BackendSelection> make_backend(DeviceChoice choice, int cuda_device = 0);
 
 }  // namespace tessera::kernels

@@ -6,7 +6,8 @@
 # Steps: configure (Release, CUDA on, sm_90a only), build tessera_gpu_tests + the tessera CLI,
 # nvidia-smi -L, ctest -L gpu, the GPU test binary directly (fails if any test skipped: on a GPU
 # machine a skip means probe_device() found no usable device), compute-sanitizer memcheck and
-# racecheck on the small tests, `tessera --version`, `tessera bench kernels --quick`.
+# racecheck on the small tests, `tessera --version`, `tessera bench kernels --quick`,
+# `tessera bench shape --device cuda --quick` and a tessera-tiny `generate --device cuda`.
 # Installs nothing. Every step's output goes to its own log in $OUT (or ./gpu-out when OUT is unset);
 # a failed step is recorded and the script goes on; a summary table comes last, and the exit status
 # is non-zero if any step failed or was skipped. The whole run stays under GPU_CHECK_BUDGET_S seconds
@@ -136,7 +137,7 @@ if ((built)); then
     SANITIZER=/usr/local/cuda/compute-sanitizer/compute-sanitizer
   if [[ -n "$SANITIZER" ]]; then
     run_step memcheck 150 "$SANITIZER" --tool memcheck --error-exitcode 1 "$GPU_TESTS" \
-      --gtest_filter='*Small*' || true
+      --gtest_filter='*Small*:CudaConvert.*:CudaBackendTest.*:GptCudaTest.Cached*' || true
     # Shared-memory hazards in the kernels that use barriers (attention, norms, softmax).
     run_step racecheck 120 "$SANITIZER" --tool racecheck --error-exitcode 1 "$GPU_TESTS" \
       --gtest_filter='CudaAttention.Small*:CudaNorms.SmallLayerNorm:CudaSoftmax.SmallShapes' || true
@@ -158,9 +159,17 @@ if ((built)) && [[ -x "$CLI" ]]; then
     FAILED=1
   fi
   run_step bench-kernels 120 "$CLI" bench kernels --quick --json "$OUT_DIR/bench-kernels.json" || true
+  # The whole shape engine on the CUDA backend (eager, KV cache vs none): full-size v0.5 random
+  # bf16 weights + the parity fixture; the tessera-tiny prompt -> mesh job on the GPU.
+  run_step bench-shape 150 "$CLI" bench shape --device cuda --quick \
+    --json "$OUT_DIR/bench-shape.json" --results "$OUT_DIR/RESULTS-gpu.md" --write-results || true
+  run_step generate-tiny 60 "$CLI" generate --device cuda -v --prompt "a torus" \
+    -o "$OUT_DIR/torus.obj" || true
 else
   skip_step cli-version "CLI not built"
   skip_step bench-kernels "CLI not built"
+  skip_step bench-shape "CLI not built"
+  skip_step generate-tiny "CLI not built"
 fi
 
 # ---- summary --------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ struct Options {
   bool quick = false;
   bool write_results = false;
   int64_t tokens = 0;  // bench shape: KV-cache decode steps timed per length (0: default)
+  std::string device = "cpu";  // bench shape: "cpu" or "cuda" (kernels::parse_device_choice)
 };
 
 // Median, min and max of repeated timings (seconds).

@@ -398,6 +398,9 @@ void register_bench(CLI::App& app, int* exit_code) {
       "Cube 3D GPT on the CPU: prefill, TPOT with/without KV cache vs. the bandwidth floor");
   shape->add_option("--json", opt->json_path, "Also write the results as JSON to FILE");
   shape->add_flag("--quick", opt->quick, "Lengths 64 and 256 only, fewer repetitions");
+  shape->add_option("--device", opt->device,
+                    "Backend: cpu (default) or cuda (fails, saying why, without a usable GPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   shape
       ->add_option("--tokens", opt->tokens,
                    "KV-cache decode steps timed per length (default 16, --quick 6)")

@@ -9,7 +9,8 @@
 // bf16 weight bytes per step / the read bandwidth probed just before each step (same process,
 // ratio per step, median); and a
 // per-op breakdown of a decode step (every Backend call timed through a forwarding backend).
-// --write-results replaces the "## Shape engine (CPU)" section of bench/RESULTS.md.
+// --device cuda runs it all on the CUDA backend (the floor's bandwidth then from a device copy).
+// --write-results replaces the "## Shape engine (CPU)" (or "(CUDA)") section of bench/RESULTS.md.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -170,6 +171,8 @@ class TimedBackend final : public kernels::Backend {
     if (!trace) return fn();
     const Stopwatch watch;
     Status st = fn();
+    // Device ops only enqueue: wait for this one, or the trace would time the launch.
+    if (st.ok() && inner_->device() != Device::kCpu) st = inner_->synchronize();
     trace->add(kind, watch.elapsed_ms());
     return st;
   }
@@ -304,6 +307,40 @@ struct ShapeModelResult {
 // ~45 GB/s, large enough to leave the caches, small next to a full-size step (~60 ms).
 constexpr size_t kProbeBytes = size_t{256} << 20;
 
+// The floor's bandwidth on the backend's own memory: on the CPU a ReadProbe; on a device a copy
+// of kProbeBytes between two device buffers (bytes read + written / time, the STREAM convention;
+// a device's read-only rate is not measurable through the Backend interface), synchronized.
+class BandwidthProbe {
+ public:
+  static Expected<BandwidthProbe> create(kernels::Backend& backend) {
+    BandwidthProbe p;
+    p.backend_ = &backend;
+    if (backend.device() == Device::kCpu) {
+      TESSERA_ASSIGN_OR_RETURN(ReadProbe read, ReadProbe::create(kProbeBytes));
+      p.read_ = std::make_unique<ReadProbe>(std::move(read));
+    } else {
+      TESSERA_ASSIGN_OR_RETURN(p.src_, backend.allocate(kProbeBytes));
+      TESSERA_ASSIGN_OR_RETURN(p.dst_, backend.allocate(kProbeBytes));
+      TESSERA_RETURN_IF_ERROR(backend.fill_zero(p.src_.data(), kProbeBytes));
+    }
+    return p;
+  }
+  Expected<double> measure_gbs() {
+    if (read_) return read_->measure_gbs();
+    TESSERA_RETURN_IF_ERROR(backend_->synchronize());
+    const Stopwatch watch;
+    TESSERA_RETURN_IF_ERROR(backend_->copy(dst_.data(), src_.data(), kProbeBytes));
+    TESSERA_RETURN_IF_ERROR(backend_->synchronize());
+    const double seconds = std::max(watch.elapsed_ms() / 1e3, 1e-9);
+    return 2.0 * static_cast<double>(kProbeBytes) / seconds / 1e9;
+  }
+
+ private:
+  kernels::Backend* backend_ = nullptr;
+  std::unique_ptr<ReadProbe> read_;
+  kernels::DeviceBuffer src_, dst_;
+};
+
 Expected<ShapeModelResult> bench_shape_model(const std::string& name, const SafeTensors& file,
                                              const shape::NormalizedCodebook& codebook,
                                              TimedBackend& backend,
@@ -327,8 +364,8 @@ Expected<ShapeModelResult> bench_shape_model(const std::string& name, const Safe
   }
   const int32_t bos[2] = {c.bos_id(), c.bos_id()};
   const int reps = quick ? 2 : 3;
-  TESSERA_ASSIGN_OR_RETURN(ReadProbe probe, ReadProbe::create(kProbeBytes));
-  probe.measure_gbs();  // first pass: page-table and TLB warm-up
+  TESSERA_ASSIGN_OR_RETURN(BandwidthProbe probe, BandwidthProbe::create(backend));
+  TESSERA_RETURN_IF_ERROR(probe.measure_gbs().status());  // warm-up: page tables, TLB
   Status failed;
   res.condition = time_it(reps, 1, [&] {
     const Status st = session->set_condition(2, hidden.data(), nullptr);
@@ -389,7 +426,7 @@ Expected<ShapeModelResult> bench_shape_model(const std::string& name, const Safe
     for (int64_t s = 0; s < steps; ++s) {
       const int32_t step_ids[2] = {ids[static_cast<size_t>(len + s)],
                                    ids[static_cast<size_t>(len + s)]};
-      const double probe_gbs = probe.measure_gbs();
+      TESSERA_ASSIGN_OR_RETURN(const double probe_gbs, probe.measure_gbs());
       const Stopwatch watch;
       TESSERA_RETURN_IF_ERROR(session->decode(step_ids, logits.data()));
       const double t = watch.elapsed_ms();
@@ -451,7 +488,8 @@ Expected<ShapeModelResult> bench_shape_model(const std::string& name, const Safe
 //   0.8 (counted, analytic field: random weights give no surface) x the measured time per query
 //   of that decoder (a batch of 16384 random points after a warm-up batch) + marching cubes
 //   (measured on the sphere's cells).
-Expected<ObjectEstimate> estimate_object(const ShapeModelResult& gpt, bool quick) {
+Expected<ObjectEstimate> estimate_object(const ShapeModelResult& gpt, bool quick,
+                                         kernels::Backend& backend) {
   ObjectEstimate est;
   est.tokens = 1024;  // Cube 3D v0.5: 1024 shape tokens per object
   est.prefill_ms = gpt.prefill.median * 1e3;
@@ -480,8 +518,7 @@ Expected<ObjectEstimate> estimate_object(const ShapeModelResult& gpt, bool quick
   TESSERA_ASSIGN_OR_RETURN(const shape::TensorShapes shapes, read_tensor_list(list));
   TESSERA_ASSIGN_OR_RETURN(RandomCheckpoint ck, make_random_checkpoint(shapes));
   WeightStore store(std::move(ck.file), WeightFormat::kBF16);
-  std::unique_ptr<kernels::Backend> backend = kernels::make_cpu_backend();
-  TESSERA_ASSIGN_OR_RETURN(auto decoder, shape::ShapeDecoder::load(store, *backend));
+  TESSERA_ASSIGN_OR_RETURN(auto decoder, shape::ShapeDecoder::load(store, backend));
   const shape::ShapeDecoderConfig& dc = decoder->config();
   const int64_t n_lat = std::min(est.tokens, dc.num_latents);
   std::vector<int32_t> ids(static_cast<size_t>(n_lat));
@@ -543,11 +580,12 @@ std::string fmt_ms(double ms) {
 }
 
 std::string shape_markdown(const Machine& machine, const std::vector<ShapeModelResult>& models,
-                           bool for_terminal) {
+                           bool for_terminal, const std::string& section,
+                           const std::string& backend_name) {
   std::ostringstream md;
   char buf[256];
   if (!for_terminal) {
-    md << "## Shape engine (CPU)\n\n" << machine_markdown(machine);
+    md << section << "\n" << machine_markdown(machine) << "Backend: " << backend_name << "\n\n";
     md << "Cube 3D GPT with random bf16 weights built in memory, batch 2 ([cond ; uncond], "
           "guidance). Prefill = condition stream + BOS through every block (after the text/bbox "
           "projection, listed separately): from scratch, and with a new prompt row while the "
@@ -706,7 +744,13 @@ Status run_bench_shape(const Options& opt) {
   std::vector<int64_t> lengths = {64, 256, 1024};
   if (opt.quick) lengths = {64, 256};
   const int64_t steps = opt.tokens > 0 ? opt.tokens : (opt.quick ? 6 : 16);
-  TimedBackend backend(kernels::make_cpu_backend());
+  TESSERA_ASSIGN_OR_RETURN(const kernels::DeviceChoice choice,
+                           kernels::parse_device_choice(opt.device));
+  TESSERA_ASSIGN_OR_RETURN(kernels::BackendSelection selection, kernels::make_backend(choice));
+  TimedBackend backend(std::move(selection.backend));
+  const bool on_cpu = backend.device() == Device::kCpu;
+  const std::string section = on_cpu ? "## Shape engine (CPU)\n" : "## Shape engine (CUDA)\n";
+  std::printf("backend: %s\n", backend.name().c_str());
   std::vector<ShapeModelResult> models;
   {
     const std::string list =
@@ -745,9 +789,10 @@ Status run_bench_shape(const Options& opt) {
   // Last, so that the shape decoder's allocations cannot disturb the TPOT rows above.
   std::printf("whole object: timing the full-size shape decoder (random bf16 weights)\n");
   std::fflush(stdout);
-  TESSERA_ASSIGN_OR_RETURN(models.front().object, estimate_object(models.front(), opt.quick));
+  TESSERA_ASSIGN_OR_RETURN(models.front().object,
+                           estimate_object(models.front(), opt.quick, backend));
   models.front().has_object = true;
-  std::printf("\n%s", shape_markdown(machine, models, true).c_str());
+  std::printf("\n%s", shape_markdown(machine, models, true, section, backend.name()).c_str());
   if (!opt.json_path.empty()) {
     const std::string json = shape_json(machine, models).dump(2) + "\n";
     TESSERA_RETURN_IF_ERROR(
@@ -755,9 +800,10 @@ Status run_bench_shape(const Options& opt) {
   }
   if (opt.write_results) {
     const std::string path = results_path(opt);
-    TESSERA_RETURN_IF_ERROR(write_results_section(path, "## Shape engine (CPU)\n",
-                                                  shape_markdown(machine, models, false)));
-    std::printf("wrote the \"Shape engine (CPU)\" section of %s\n", path.c_str());
+    TESSERA_RETURN_IF_ERROR(write_results_section(
+        path, section, shape_markdown(machine, models, false, section, backend.name())));
+    std::printf("wrote the \"%s\" section of %s\n", section.substr(3, section.size() - 4).c_str(),
+                path.c_str());
   }
   return Status::ok_status();
 }

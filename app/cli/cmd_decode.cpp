@@ -23,6 +23,7 @@ struct DecodeCliOptions {
   std::string output;
   int resolution = 0;  // 0: the model's default (tessera-tiny: 65; Cube 3D: 257)
   bool bf16 = false;
+  DeviceCli device;
   MeshExportCli exporting;
 };
 
@@ -44,8 +45,10 @@ int run_decode(const DecodeCliOptions& o) {
   if (!model_dir.ok()) return fail(model_dir.status().message());
 
   Stopwatch load_watch;
-  auto pipeline = shape::ShapePipeline::load(*model_dir, cli_pipeline_options(o.bf16));
+  auto pipeline =
+      shape::ShapePipeline::load(*model_dir, cli_pipeline_options(o.bf16, o.device.choice()));
   if (!pipeline.ok()) return fail(pipeline.status().message());
+  print_device(o.device, **pipeline);
   const double load_ms = load_watch.elapsed_ms();
   if (Status st = (*pipeline)->validate_tokens(*ids); !st.ok()) {
     return fail("tokens file '" + o.tokens + "': " + st.message());
@@ -100,6 +103,7 @@ void register_decode(CLI::App& app, int* exit_code) {
   cmd->add_option("--resolution,-r", o->resolution,
                   "Extraction lattice points per axis, 2^k+1 (default: the model's, 65 for tessera-tiny, 257 for Cube 3D)");
   cmd->add_flag("--bf16", o->bf16, "Convert the weights to bf16 once at load");
+  add_device_options(cmd, &o->device);
   cmd->callback([o, exit_code] { *exit_code = run_decode(*o); });
 }
 

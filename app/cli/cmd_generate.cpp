@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "app/cli/commands.h"
@@ -42,6 +43,7 @@ struct GenerateCliOptions {
   int64_t preview_every = 0;
   int preview_resolution = 33;
   int64_t tokens = 0;
+  DeviceCli device;
   MeshExportCli exporting;
 };
 
@@ -117,8 +119,12 @@ int run_generate(const GenerateCliOptions& o) {
   if (!model_dir.ok()) return fail(model_dir.status().message());
 
   Stopwatch load_watch;
-  auto session = runtime::Session::open(*model_dir, cli_pipeline_options(o.bf16));
-  if (!session.ok()) return fail(session.status().message());
+  auto pipeline =
+      shape::ShapePipeline::load(*model_dir, cli_pipeline_options(o.bf16, o.device.choice()));
+  if (!pipeline.ok()) return fail(pipeline.status().message());
+  print_device(o.device, **pipeline);
+  Expected<std::unique_ptr<runtime::Session>> session =
+      runtime::Session::create(std::move(pipeline).value());
   const double load_ms = load_watch.elapsed_ms();
   if (o.tokens > (*session)->num_latents()) {
     return fail("--tokens " + std::to_string(o.tokens) + " exceeds the model's " +
@@ -255,6 +261,7 @@ void register_generate(CLI::App& app, int* exit_code) {
   cmd->add_flag("--no-kv-cache", o->no_kv_cache,
                 "Recompute the whole sequence every step (baseline)");
   cmd->add_flag("--bf16", o->bf16, "Convert the weights to bf16 once at load");
+  add_device_options(cmd, &o->device);
   cmd->add_option("--resolution,-r", o->resolution,
                   "Extraction lattice points per axis, 2^k+1 (default: the model's, 65 for tessera-tiny, 257 for Cube 3D)");
   cmd->add_option("--preview-every", o->preview_every,

@@ -1,6 +1,6 @@
-// Pieces shared by `tessera generate` and `tessera decode`: the default model directory, output
-// path checks, the mesh export options (--up-axis, --scale, --max-faces), and the shape-tokens
-// file format.
+// Pieces shared by `tessera generate` and `tessera decode`: the default model directory, the
+// compute device (--device, --verbose), output path checks, the mesh export options (--up-axis,
+// --scale, --max-faces), and the shape-tokens file format.
 //
 // Tokens file: the shape tokens of one object as decimal ids separated by spaces on one line
 // (ending with a newline); readers accept any whitespace. Ids are codes of the model's codebook;
@@ -11,6 +11,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -23,6 +24,7 @@
 #include "engine/mesh/export.h"
 #include "engine/mesh/texture.h"
 #include "engine/shape/pipeline.h"
+#include "kernels/backend.h"
 
 namespace tessera::cli {
 
@@ -46,9 +48,43 @@ inline Expected<std::string> resolve_model_dir(const std::string& given) {
   return dir;
 }
 
-inline shape::PipelineOptions cli_pipeline_options(bool bf16) {
+// --device and --verbose, as given on the command line.
+struct DeviceCli {
+  // cpu stays the default until the CUDA backend has passed scripts/gpu-check.sh on a GPU; auto
+  // is then the better default (it is silent and no slower where there is no GPU).
+  std::string device = "cpu";
+  bool verbose = false;
+
+  kernels::DeviceChoice choice() const {
+    // CLI11 already restricted the value (add_device_options); cpu for anything else.
+    const auto parsed = kernels::parse_device_choice(device);
+    return parsed.ok() ? *parsed : kernels::DeviceChoice::kCpu;
+  }
+};
+
+inline void add_device_options(CLI::App* cmd, DeviceCli* o) {
+  cmd->add_option("--device", o->device,
+                  "Compute device: cpu (default), cuda (an NVIDIA GPU, compute capability 8.0+; "
+                  "fails when none is usable), auto (the GPU when usable, else the CPU)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  cmd->add_flag("--verbose,-v", o->verbose,
+                "Print the backend used (and why auto chose the CPU) on stderr");
+}
+
+// With --verbose: "device: cuda (NVIDIA H200, ...)" and, when auto fell back, the reason.
+inline void print_device(const DeviceCli& o, const shape::ShapePipeline& pipeline) {
+  if (!o.verbose) return;
+  std::fprintf(stderr, "device: %s\n", pipeline.backend().name().c_str());
+  if (!pipeline.backend_note().empty()) {
+    std::fprintf(stderr, "note: %s\n", pipeline.backend_note().c_str());
+  }
+}
+
+inline shape::PipelineOptions cli_pipeline_options(
+    bool bf16, kernels::DeviceChoice device = kernels::DeviceChoice::kCpu) {
   shape::PipelineOptions options;
   options.weights = bf16 ? WeightFormat::kBF16 : WeightFormat::kF32;
+  options.device = device;
   // Real CLIP checkpoints usually come without the vocabulary: use the bundled one.
   options.clip_vocab_fallback = assets_dir() + "/vocab/clip/bpe_simple_vocab_16e6.txt.gz";
   return options;

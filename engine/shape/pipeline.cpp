@@ -83,12 +83,32 @@ ShapePipeline::~ShapePipeline() = default;
 Expected<std::unique_ptr<ShapePipeline>> ShapePipeline::load(const std::string& model_dir,
                                                              const PipelineOptions& options,
                                                              kernels::Backend* backend) {
-  std::unique_ptr<ShapePipeline> p(new ShapePipeline());
-  if (backend == nullptr) {
-    p->owned_backend_ = kernels::make_cpu_backend();
-    backend = p->owned_backend_.get();
+  if (backend != nullptr) return load_on(model_dir, options, backend, nullptr, "");
+  TESSERA_ASSIGN_OR_RETURN(kernels::BackendSelection selection,
+                           kernels::make_backend(options.device));
+  const bool auto_on_gpu =
+      options.device == kernels::DeviceChoice::kAuto && selection.backend->device() != Device::kCpu;
+  Expected<std::unique_ptr<ShapePipeline>> loaded =
+      load_on(model_dir, options, nullptr, std::move(selection.backend), std::move(selection.note));
+  if (loaded.ok() || !auto_on_gpu || loaded.status().code() != ErrorCode::kOutOfMemory) {
+    return loaded;
   }
+  // auto found a GPU too small for this model: the CPU, as if there were no GPU. (The failed
+  // pipeline, and with it the GPU backend and its memory, is gone by now.)
+  return load_on(model_dir, options, nullptr, kernels::make_cpu_backend(),
+                 "using the CPU backend: the models do not fit on the GPU (" +
+                     loaded.status().message() + ")");
+}
+
+Expected<std::unique_ptr<ShapePipeline>> ShapePipeline::load_on(
+    const std::string& model_dir, const PipelineOptions& options, kernels::Backend* external,
+    std::unique_ptr<kernels::Backend> owned, std::string note) {
+  std::unique_ptr<ShapePipeline> p(new ShapePipeline());
+  p->owned_backend_ = std::move(owned);
+  kernels::Backend* backend = external != nullptr ? external : p->owned_backend_.get();
+  if (backend == nullptr) return internal_error("ShapePipeline: no backend to load on");
   p->backend_ = backend;
+  p->backend_note_ = std::move(note);
 
   ModelDirOptions dir_options;
   dir_options.weights = options.weights;

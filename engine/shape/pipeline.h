@@ -77,6 +77,11 @@ struct PipelineOptions {
   std::string clip_vocab_fallback;
   // Points per occupancy chunk of the shape decoder (buffers are sized for this at load).
   int64_t occupancy_chunk = ShapeDecoder::kDefaultOccupancyChunk;
+  // The backend a pipeline creates for itself (load() without a backend; kernels/backend.h,
+  // make_backend): kCpu; kCuda (load fails, saying why, when there is no usable GPU); kAuto (CUDA
+  // when a usable GPU exists and the models fit in its memory, else the CPU, silently:
+  // backend_note() says why).
+  kernels::DeviceChoice device = kernels::DeviceChoice::kCpu;
 };
 
 // CLIP last hidden states of a prompt and of the empty prompt, host f32 [text_len, width] each.
@@ -116,8 +121,10 @@ Expected<int> resolution_base(int resolution);
 
 class ShapePipeline {
  public:
-  // Opens `model_dir` and loads every model on `backend` (null: the CPU backend, owned by the
-  // pipeline; otherwise not owned and it must outlive the pipeline).
+  // Opens `model_dir` and loads every model on `backend` (null: a backend the pipeline creates and
+  // owns, chosen by options.device; otherwise not owned and it must outlive the pipeline). With
+  // kAuto, a GPU that runs out of memory while the models load is given up for the CPU (the
+  // reason goes to backend_note()); any other error is returned.
   static Expected<std::unique_ptr<ShapePipeline>> load(const std::string& model_dir,
                                                        const PipelineOptions& options = {},
                                                        kernels::Backend* backend = nullptr);
@@ -174,12 +181,22 @@ class ShapePipeline {
   const ModelPaths& paths() const { return model_->paths; }
   const CubeGpt& gpt() const { return *gpt_; }
   kernels::Backend& backend() const { return *backend_; }
+  // Why an owned backend is not the one options.device asked for first (kAuto ended on the CPU),
+  // one line for verbose output; empty otherwise.
+  const std::string& backend_note() const { return backend_note_; }
 
  private:
   ShapePipeline() = default;
+  // load() on `external` (not owned) or, when it is null, on `owned`.
+  static Expected<std::unique_ptr<ShapePipeline>> load_on(const std::string& model_dir,
+                                                          const PipelineOptions& options,
+                                                          kernels::Backend* external,
+                                                          std::unique_ptr<kernels::Backend> owned,
+                                                          std::string note);
 
   std::unique_ptr<kernels::Backend> owned_backend_;
   kernels::Backend* backend_ = nullptr;
+  std::string backend_note_;
   // Heap-allocated and never moved: the models hold views of its memory-mapped files.
   std::unique_ptr<ModelDir> model_;
   std::optional<text::ClipTokenizer> tokenizer_;

@@ -1,5 +1,4 @@
-// The CPU backend: kernels::Backend over tessera::kernels::cpu::* (SIMD + default_thread_pool()),
-// plus DeviceBuffer, which every backend shares.
+// The CPU backend: kernels::Backend over tessera::kernels::cpu::* (SIMD + default_thread_pool()).
 //
 // Memory is plain host memory (64-byte aligned: one cache line, one AVX-512 vector), copies are
 // memcpy, weights are used where they lie (zero-copy from a memory-mapped checkpoint). Ops run
@@ -16,30 +15,6 @@
 #include "kernels/cpu/isa.h"
 
 namespace tessera::kernels {
-
-DeviceBuffer::~DeviceBuffer() {
-  if (backend_ != nullptr && data_ != nullptr) backend_->release(data_);
-}
-
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
-    : backend_(o.backend_), data_(o.data_), bytes_(o.bytes_) {
-  o.backend_ = nullptr;
-  o.data_ = nullptr;
-  o.bytes_ = 0;
-}
-
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
-  if (this != &o) {
-    if (backend_ != nullptr && data_ != nullptr) backend_->release(data_);
-    backend_ = o.backend_;
-    data_ = o.data_;
-    bytes_ = o.bytes_;
-    o.backend_ = nullptr;
-    o.data_ = nullptr;
-    o.bytes_ = 0;
-  }
-  return *this;
-}
 
 namespace {
 

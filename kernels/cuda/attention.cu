@@ -15,7 +15,8 @@
 // Decode (q_len == 1) uses "flash-decoding" (Dao et al. 2023): the keys are cut into at most
 // kMaxDecodeSplits splits, one single-warp block each per (batch, head), which write their partial
 // (max, sum, unnormalised output) to the caller's workspace; a combine kernel rescales the partials
-// to the global max and normalises.
+// to the global max and normalises. The split kernel is templated on the K/V element type: f32, or
+// bf16 (a bf16 K/V cache, widened to f32 as the tile is loaded: half the bytes read).
 #include <cuda_runtime.h>
 
 #include <string>
@@ -51,16 +52,19 @@ __device__ __forceinline__ void init_row_state(RowState<kDimsPerLane>& st) {
   for (int t = 0; t < kDimsPerLane; ++t) st.acc[t] = 0.f;
 }
 
-// Copies tokens [first, first + kKeyTile) of one (batch, head) slice into tile[j * (dim + 1) + d],
-// zero-filling tokens at or beyond `limit`. All threads of the block take part; consecutive threads
-// read consecutive elements of a token's row.
-__device__ __forceinline__ void load_tile(float* tile, const float* base, int64_t token_stride,
+// Copies tokens [first, first + kKeyTile) of one (batch, head) slice into tile[j * (dim + 1) + d]
+// as f32, zero-filling tokens at or beyond `limit`. KvT is float, or uint16_t holding bf16 bits
+// (bf16 K/V cache: widened exactly here, so everything after the load is f32). All threads of the
+// block take part; consecutive threads read consecutive elements of a token's row.
+template <typename KvT>
+__device__ __forceinline__ void load_tile(float* tile, const KvT* base, int64_t token_stride,
                                           int64_t first, int64_t limit, int dim) {
   for (int e = threadIdx.x; e < kKeyTile * dim; e += blockDim.x) {
     const int j = e / dim;
     const int d = e % dim;
     const int64_t token = first + j;
-    tile[j * (dim + 1) + d] = token < limit ? base[token * token_stride + d] : 0.f;
+    tile[j * (dim + 1) + d] =
+        token < limit ? detail::load_weight(base + token * token_stride + d) : 0.f;
   }
 }
 
@@ -218,10 +222,11 @@ DecodeWorkspace decode_workspace(void* base, int64_t slots) {
 }
 
 // Grid (splits, heads, batch), one warp per block: keys [split * keys_per_split, ...) of one query.
-template <int kDimsPerLane>
+// KvT: float (f32 K/V) or uint16_t (bf16 K/V, widened in load_tile).
+template <int kDimsPerLane, typename KvT>
 __global__ void __launch_bounds__(kDecodeThreads)
-    attention_decode_split_kernel(const float* __restrict__ q, const float* __restrict__ k,
-                                  const float* __restrict__ v, AttentionShape s,
+    attention_decode_split_kernel(const float* __restrict__ q, const KvT* __restrict__ k,
+                                  const KvT* __restrict__ v, AttentionShape s,
                                   int64_t keys_per_split, DecodeWorkspace ws) {
   extern __shared__ float smem[];
   const int dim = static_cast<int>(s.head_dim);
@@ -232,8 +237,8 @@ __global__ void __launch_bounds__(kDecodeThreads)
   const int64_t h = blockIdx.y;
   const int64_t b = blockIdx.z;
   const float* q_base = q + b * s.q_batch_stride + h * dim;  // token 0: the only query
-  const float* k_base = k + b * s.k_batch_stride + h * dim;
-  const float* v_base = v + b * s.v_batch_stride + h * dim;
+  const KvT* k_base = k + b * s.k_batch_stride + h * dim;
+  const KvT* v_base = v + b * s.v_batch_stride + h * dim;
   for (int d = threadIdx.x; d < dim; d += blockDim.x) q_row[d] = q_base[d];
 
   const int64_t begin = split * keys_per_split;
@@ -295,7 +300,8 @@ __global__ void __launch_bounds__(kCombineMaxThreads)
 
 // ---- host side
 // -------------------------------------------------------------------------------------
-Status check_shape(const char* op, const float* q, const float* k, const float* v, const float* o,
+// k and v are f32 or bf16; only their nullness is checked here.
+Status check_shape(const char* op, const float* q, const void* k, const void* v, const float* o,
                    const AttentionShape& s) {
   const std::string name = std::string("cuda ") + op;
   if (s.batch < 0 || s.heads < 0 || s.q_len < 0 || s.kv_len < 0) {
@@ -336,8 +342,8 @@ void launch_flash(const float* q, const float* k, const float* v, float* o, cons
           q, k, v, o, s);
 }
 
-template <int kDimsPerLane>
-void launch_decode_split(const float* q, const float* k, const float* v, const AttentionShape& s,
+template <int kDimsPerLane, typename KvT>
+void launch_decode_split(const float* q, const KvT* k, const KvT* v, const AttentionShape& s,
                          const DecodeSplits& geometry, const DecodeWorkspace& ws,
                          cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(geometry.splits), static_cast<unsigned>(s.heads),
@@ -345,8 +351,54 @@ void launch_decode_split(const float* q, const float* k, const float* v, const A
   const size_t shared =
       (static_cast<size_t>(s.head_dim) + static_cast<size_t>(kKeyTile) * (s.head_dim + 1)) *
       sizeof(float);
-  attention_decode_split_kernel<kDimsPerLane>
+  attention_decode_split_kernel<kDimsPerLane, KvT>
       <<<grid, kDecodeThreads, shared, stream>>>(q, k, v, s, geometry.keys_per_split, ws);
+}
+
+// attention_decode / attention_decode_bf16kv: checks, split kernel for KvT, combine kernel.
+template <typename KvT>
+Status decode_impl(const char* op, const float* q, const KvT* k, const KvT* v, float* o,
+                   const AttentionShape& s, void* workspace, size_t workspace_bytes,
+                   cudaStream_t stream) {
+  const std::string name = std::string("cuda ") + op;
+  TESSERA_RETURN_IF_ERROR(check_shape(op, q, k, v, o, s));
+  if (s.q_len != 1) {
+    return invalid_argument(name + ": q_len " + std::to_string(s.q_len) +
+                            " (decode takes exactly one query; use attention())");
+  }
+  if (s.batch == 0 || s.heads == 0) return Status();
+  const size_t needed = attention_decode_workspace_bytes(s);
+  if (workspace == nullptr || workspace_bytes < needed) {
+    return invalid_argument(name + ": workspace of " + std::to_string(workspace_bytes) + " bytes" +
+                            (workspace == nullptr ? " (null)" : "") + ", needs " +
+                            std::to_string(needed) + " (attention_decode_workspace_bytes)");
+  }
+  if (reinterpret_cast<uintptr_t>(workspace) % alignof(float) != 0) {
+    return invalid_argument(name + ": workspace not 4-byte aligned");
+  }
+  const DecodeSplits geometry = decode_splits(s.kv_len);
+  const DecodeWorkspace ws = decode_workspace(workspace, s.batch * s.heads * kMaxDecodeSplits);
+  switch (dims_per_lane(s.head_dim)) {
+    case 1:
+      launch_decode_split<1>(q, k, v, s, geometry, ws, stream);
+      break;
+    case 2:
+      launch_decode_split<2>(q, k, v, s, geometry, ws, stream);
+      break;
+    case 4:
+      launch_decode_split<4>(q, k, v, s, geometry, ws, stream);
+      break;
+    default:
+      launch_decode_split<8>(q, k, v, s, geometry, ws, stream);
+      break;
+  }
+  TESSERA_CUDA_CHECK_LAUNCH(std::string(op) + ": split kernel launch");
+  const int combine_threads = static_cast<int>(
+      s.head_dim >= kCombineMaxThreads ? kCombineMaxThreads : (s.head_dim + 31) / 32 * 32);
+  attention_decode_combine_kernel<<<static_cast<unsigned>(s.batch * s.heads), combine_threads, 0,
+                                    stream>>>(ws, geometry.splits, o, s);
+  TESSERA_CUDA_CHECK_LAUNCH(std::string(op) + ": combine kernel launch");
+  return Status();
 }
 
 }  // namespace
@@ -385,45 +437,13 @@ size_t attention_decode_workspace_bytes(const AttentionShape& s) {
 Status attention_decode(const float* q, const float* k, const float* v, float* o,
                         const AttentionShape& s, void* workspace, size_t workspace_bytes,
                         cudaStream_t stream) {
-  TESSERA_RETURN_IF_ERROR(check_shape("attention_decode", q, k, v, o, s));
-  if (s.q_len != 1) {
-    return invalid_argument("cuda attention_decode: q_len " + std::to_string(s.q_len) +
-                            " (decode takes exactly one query; use attention())");
-  }
-  if (s.batch == 0 || s.heads == 0) return Status();
-  const size_t needed = attention_decode_workspace_bytes(s);
-  if (workspace == nullptr || workspace_bytes < needed) {
-    return invalid_argument("cuda attention_decode: workspace of " +
-                            std::to_string(workspace_bytes) + " bytes" +
-                            (workspace == nullptr ? " (null)" : "") + ", needs " +
-                            std::to_string(needed) + " (attention_decode_workspace_bytes)");
-  }
-  if (reinterpret_cast<uintptr_t>(workspace) % alignof(float) != 0) {
-    return invalid_argument("cuda attention_decode: workspace not 4-byte aligned");
-  }
-  const DecodeSplits geometry = decode_splits(s.kv_len);
-  const DecodeWorkspace ws = decode_workspace(workspace, s.batch * s.heads * kMaxDecodeSplits);
-  switch (dims_per_lane(s.head_dim)) {
-    case 1:
-      launch_decode_split<1>(q, k, v, s, geometry, ws, stream);
-      break;
-    case 2:
-      launch_decode_split<2>(q, k, v, s, geometry, ws, stream);
-      break;
-    case 4:
-      launch_decode_split<4>(q, k, v, s, geometry, ws, stream);
-      break;
-    default:
-      launch_decode_split<8>(q, k, v, s, geometry, ws, stream);
-      break;
-  }
-  TESSERA_CUDA_CHECK_LAUNCH("attention_decode: split kernel launch");
-  const int combine_threads = static_cast<int>(
-      s.head_dim >= kCombineMaxThreads ? kCombineMaxThreads : (s.head_dim + 31) / 32 * 32);
-  attention_decode_combine_kernel<<<static_cast<unsigned>(s.batch * s.heads), combine_threads, 0,
-                                    stream>>>(ws, geometry.splits, o, s);
-  TESSERA_CUDA_CHECK_LAUNCH("attention_decode: combine kernel launch");
-  return Status();
+  return decode_impl("attention_decode", q, k, v, o, s, workspace, workspace_bytes, stream);
+}
+
+Status attention_decode_bf16kv(const float* q, const uint16_t* k, const uint16_t* v, float* o,
+                               const AttentionShape& s, void* workspace, size_t workspace_bytes,
+                               cudaStream_t stream) {
+  return decode_impl("attention_decode_bf16kv", q, k, v, o, s, workspace, workspace_bytes, stream);
 }
 
 }  // namespace tessera::kernels::cuda

@@ -99,6 +99,21 @@ Status attention_decode(const float* q, const float* k, const float* v, float* o
                         const AttentionShape& s, void* workspace, size_t workspace_bytes,
                         cudaStream_t stream);
 
+// attention_decode over a bf16 K/V cache (kernels/ops.h: attention_decode_bf16kv): k and v hold
+// bf16 bit patterns, widened exactly to f32 as they are loaded; scores, softmax and accumulation
+// are f32, so the result equals attention_decode over the widened K/V up to summation order. Same
+// split-KV scheme, workspace (attention_decode_workspace_bytes) and argument checks as
+// attention_decode.
+Status attention_decode_bf16kv(const float* q, const uint16_t* k, const uint16_t* v, float* o,
+                               const AttentionShape& s, void* workspace, size_t workspace_bytes,
+                               cudaStream_t stream);
+
+// dst[i] = bf16(src[i]) for i < n: round to nearest even, NaN stays a quiet NaN (bit-identical to
+// engine/core/dtype.h's f32_to_bf16). dst must not overlap src. n <= 0 is a no-op.
+Status convert_f32_to_bf16(uint16_t* dst, const float* src, int64_t n, cudaStream_t stream);
+// dst[i] = f32(src[i]) (exact) for i < n. dst must not overlap src. n <= 0 is a no-op.
+Status convert_bf16_to_f32(float* dst, const uint16_t* src, int64_t n, cudaStream_t stream);
+
 // out[i, :] = table row ids[i] (f32 or bf16 table, f32 out). Callers validate ids; an id outside
 // [0, table.rows) (a caller bug) yields a NaN row instead of an out-of-bounds read.
 Status embedding_gather(const Weight& table, const int32_t* ids, int64_t n, float* out,

@@ -36,6 +36,10 @@ bool built_with_cuda() {
 }
 
 Expected<DeviceInfo> probe_device() {
+  return probe_device(0);
+}
+
+Expected<DeviceInfo> probe_device(int index) {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
@@ -43,24 +47,33 @@ Expected<DeviceInfo> probe_device() {
     return unsupported(no_device_message(err, "cudaGetDeviceCount"));
   }
   if (count <= 0) return unsupported("no usable CUDA device: the driver reports no CUDA device");
+  if (index < 0 || index >= count) {
+    return unsupported("no usable CUDA device: device " + std::to_string(index) +
+                       " requested, the driver reports " + std::to_string(count) +
+                       (count == 1 ? " device (index 0)"
+                                   : " devices (indices 0.." + std::to_string(count - 1) + ")"));
+  }
 
-  constexpr int kDevice = 0;
+  const int device = index;
+  const std::string index_text = std::to_string(index);
+  const std::string properties_call = "cudaGetDeviceProperties(" + index_text + ")";
+  const std::string set_call = "cudaSetDevice(" + index_text + ")";
   cudaDeviceProp prop{};
-  err = cudaGetDeviceProperties(&prop, kDevice);
+  err = cudaGetDeviceProperties(&prop, device);
   if (err != cudaSuccess) {
     cudaGetLastError();
-    return unsupported(no_device_message(err, "cudaGetDeviceProperties(0)"));
+    return unsupported(no_device_message(err, properties_call.c_str()));
   }
   DeviceInfo info;
-  info.index = kDevice;
+  info.index = device;
   info.name = prop.name;
   info.compute_major = prop.major;
   info.compute_minor = prop.minor;
   info.total_memory = prop.totalGlobalMem;
   info.multiprocessors = prop.multiProcessorCount;
-  const std::string device_label = "device 0 (" + info.name + ", compute capability " +
-                                   std::to_string(prop.major) + "." + std::to_string(prop.minor) +
-                                   ")";
+  const std::string device_label = "device " + index_text + " (" + info.name +
+                                   ", compute capability " + std::to_string(prop.major) + "." +
+                                   std::to_string(prop.minor) + ")";
 
   if (prop.major < 8) {
     return unsupported(device_label +
@@ -68,10 +81,10 @@ Expected<DeviceInfo> probe_device() {
                        "supports (this build has code for " TESSERA_CUDA_ARCHES ")");
   }
 
-  err = cudaSetDevice(kDevice);
+  err = cudaSetDevice(device);
   if (err != cudaSuccess) {
     cudaGetLastError();
-    return unsupported(no_device_message(err, "cudaSetDevice(0)"));
+    return unsupported(no_device_message(err, set_call.c_str()));
   }
   cudaFuncAttributes attributes{};
   err = cudaFuncGetAttributes(&attributes, probe_kernel);

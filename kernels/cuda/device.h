@@ -23,7 +23,10 @@ struct DeviceInfo {
 };
 
 bool built_with_cuda();
-// Device 0 if it is usable by this build (driver present, architecture compiled in).
+// Device `index` if it is usable by this build (driver present, index in range, compute
+// capability >= 8.0, architecture compiled in); makes it the calling thread's current device.
+Expected<DeviceInfo> probe_device(int index);
+// probe_device(0).
 Expected<DeviceInfo> probe_device();
 
 }  // namespace tessera::kernels::cuda

@@ -7,15 +7,22 @@
 // build without the CUDA backend (TESSERA_HAVE_CUDA == 0) has no cuda:: ops to link against: each
 // test file then compiles to a single test that skips with probe_device()'s message
 // (TESSERA_GPU_TESTS_NEED_CUDA_BUILD).
+//
+// Tests of the CUDA *Backend* (kernels/backend.h: model code, engine parity) need no CUDA headers
+// and build either way: shared_cuda_backend() gives them one process-wide CUDA backend, and
+// TESSERA_SKIP_WITHOUT_CUDA_BACKEND() skips with make_cuda_backend()'s reason when there is none
+// (no device, or a build without CUDA).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/core/status.h"
+#include "kernels/backend.h"
 #include "kernels/cuda/device.h"
 
 #if TESSERA_HAVE_CUDA
@@ -42,6 +49,37 @@
   TEST(suite, SkippedInBuildWithoutCuda) {                                       \
     GTEST_SKIP() << ::tessera::kernels::cuda::probe_device().status().message(); \
   }
+
+namespace tessera::test {
+
+// The CUDA backend all Backend-level GPU tests share, created on first use and deliberately never
+// destroyed (models loaded on it by static fixtures outlive every test; destroying CUDA objects
+// after the runtime has shut down at exit is not allowed). Null when make_cuda_backend() fails;
+// `why` (may be null) then gets its message.
+inline kernels::Backend* shared_cuda_backend(std::string* why = nullptr) {
+  static std::string reason;
+  static kernels::Backend* const backend = []() -> kernels::Backend* {
+    Expected<std::unique_ptr<kernels::Backend>> made = kernels::make_cuda_backend();
+    if (!made.ok()) {
+      reason = made.status().message();
+      return nullptr;
+    }
+    return std::move(made).value().release();
+  }();
+  if (backend == nullptr && why != nullptr) *why = reason;
+  return backend;
+}
+
+}  // namespace tessera::test
+
+// In a test body or SetUp(): GTEST_SKIP()s with the reason when there is no CUDA backend.
+#define TESSERA_SKIP_WITHOUT_CUDA_BACKEND()                                       \
+  do {                                                                            \
+    std::string tessera_no_cuda_why_;                                             \
+    if (::tessera::test::shared_cuda_backend(&tessera_no_cuda_why_) == nullptr) { \
+      GTEST_SKIP() << tessera_no_cuda_why_;                                       \
+    }                                                                             \
+  } while (0)
 
 #if TESSERA_HAVE_CUDA
 namespace tessera::test {

@@ -1,5 +1,6 @@
 #include "tests/support/kernel_test_util.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -112,6 +113,16 @@ ErrorStats compare(const float* actual, const float* expected, size_t n, double 
          << failures << " of " << n << " elements beyond their error bound; worst [" << worst
          << "]: actual " << actual[worst] << ", expected " << expected[worst] << ", bound "
          << bound[worst] << " (error " << worst_ratio << " x bound)";
+}
+
+::testing::AssertionResult close_rel(const std::vector<float>& actual,
+                                     const std::vector<float>& expected, double rel) {
+  if (actual.size() != expected.size()) {
+    return ::testing::AssertionFailure() << "size " << actual.size() << " vs " << expected.size();
+  }
+  double scale = 0;
+  for (float e : expected) scale = std::max(scale, static_cast<double>(std::fabs(e)));
+  return all_close(actual.data(), expected.data(), actual.size(), rel * scale, rel);
 }
 
 ::testing::AssertionResult all_equal(const float* actual, const float* expected, size_t n) {

@@ -49,6 +49,10 @@ ErrorStats compare(const float* actual, const float* expected, size_t n, double 
                                       const double* bound, size_t n);
 // Success when actual and expected are bitwise equal (NaNs with equal payloads compare equal).
 ::testing::AssertionResult all_equal(const float* actual, const float* expected, size_t n);
+// The parity fixtures' tolerance: |a - e| <= rel * (max|e| + |e|) element-wise (relative to the
+// tensor's scale, so near-zero elements are not held to a relative bound); sizes must match.
+::testing::AssertionResult close_rel(const std::vector<float>& actual,
+                                     const std::vector<float>& expected, double rel = 1e-4);
 
 // Runs fn once per (code path, thread count): AVX-512 and AVX2 where the CPU has them, scalar
 // (SIMD switched off), each with 1 and 2 threads. Restores the defaults afterwards.

@@ -691,6 +691,13 @@ void MainWindow::advance_script_image() {
   finish_script(0, QString());
 }
 
+void MainWindow::select_textured_shading() {
+  viewport_->render_options().shading = render::ShadingMode::kTextured;
+  for (QAction* a : findChildren<QAction*>()) {
+    if (a->objectName() == QStringLiteral("shading_textured")) a->setChecked(true);
+  }
+}
+
 Status MainWindow::apply_image_as_texture() {
   const ImageJobState& s = diffusion_->state();
   if (!s.image_final || s.image_rgb.empty()) {
@@ -711,10 +718,7 @@ Status MainWindow::apply_image_as_texture() {
   auto textured = std::make_shared<mesh::Mesh>(*shown);
   TESSERA_RETURN_IF_ERROR(mesh::project_texture_front(image, options, textured.get()));
   viewport_->set_mesh(textured, false);
-  viewport_->render_options().shading = render::ShadingMode::kTextured;
-  for (QAction* a : findChildren<QAction*>()) {
-    if (a->objectName() == QStringLiteral("shading_textured")) a->setChecked(true);
-  }
+  select_textured_shading();
   // The gallery entry of this prompt now holds the textured mesh too.
   if (!results_.empty() && results_.back().mesh == shown) results_.back().mesh = textured;
   show_status(tr("Applied the concept image as a texture (%1 vertices after seam splits); "
@@ -801,7 +805,8 @@ void MainWindow::show_gallery_item(QListWidgetItem* item) {
 }
 
 bool MainWindow::open_mesh_file(const QString& path) {
-  auto imported = import_mesh_file(path.toStdString());
+  std::vector<std::string> warnings;
+  auto imported = import_mesh_file(path.toStdString(), &warnings);
   if (!imported.ok()) {
     const QString message = QString::fromStdString(imported.status().message());
     show_status(tr("Cannot open %1").arg(message), true);
@@ -809,11 +814,21 @@ bool MainWindow::open_mesh_file(const QString& path) {
     return false;
   }
   auto mesh = std::make_shared<const mesh::Mesh>(std::move(imported).value());
-  show_status(tr("Opened %1: %2 vertices, %3 triangles")
-                  .arg(QFileInfo(path).fileName())
-                  .arg(mesh->vertex_count())
-                  .arg(mesh->triangle_count()));
+  QString status = tr("Opened %1: %2 vertices, %3 triangles")
+                       .arg(QFileInfo(path).fileName())
+                       .arg(mesh->vertex_count())
+                       .arg(mesh->triangle_count());
+  const bool textured = !mesh->texture.empty();
+  if (textured) {
+    status += tr(", texture %1x%2").arg(mesh->texture.width).arg(mesh->texture.height);
+  }
+  // A texture problem does not stop the geometry from opening; say what was dropped.
+  if (!warnings.empty()) status += QStringLiteral(" (") + QString::fromStdString(warnings.front()) + QStringLiteral(")");
+  show_status(status, !warnings.empty());
   viewport_->set_mesh(std::move(mesh), true);
+  if (textured) {
+    select_textured_shading();  // show what the file carries
+  }
   update_buttons();
   return true;
 }

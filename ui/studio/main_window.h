@@ -119,6 +119,8 @@ class MainWindow : public QMainWindow {
   void closeEvent(QCloseEvent* event) override;
 
  private:
+  // Textured shading in the viewport and its View menu entry checked.
+  void select_textured_shading();
   struct Result {
     QString prompt;
     std::shared_ptr<const mesh::Mesh> mesh;

@@ -19,20 +19,12 @@
 
 namespace tessera::diffusion::test_util {
 
+using ::tessera::test::close_rel;  // the fixtures' tolerance (tests/support/kernel_test_util.h)
+
 inline std::string fixture_dir() {
   return std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/diffusion/";
 }
 
-// The fixture's fp32 tolerance: |a - e| <= 1e-4 * (|e| + max|e|).
-inline ::testing::AssertionResult close_rel(const std::vector<float>& actual,
-                                            const std::vector<float>& expected, double rel = 1e-4) {
-  if (actual.size() != expected.size()) {
-    return ::testing::AssertionFailure() << "size " << actual.size() << " vs " << expected.size();
-  }
-  double scale = 0;
-  for (float e : expected) scale = std::max(scale, static_cast<double>(std::fabs(e)));
-  return test::all_close(actual.data(), expected.data(), actual.size(), rel * scale, rel);
-}
 
 inline std::vector<float> to_nhwc(const std::vector<float>& nchw, int64_t b, int64_t c, int64_t h,
                                   int64_t w) {

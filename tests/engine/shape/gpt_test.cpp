@@ -25,18 +25,10 @@
 namespace tessera::shape {
 namespace {
 
+using test::close_rel;  // the fixture's f32 tolerance (tests/support/kernel_test_util.h)
+
 const std::string kParity = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/parity/";
 
-// The fixture's fp32 tolerance: |a - e| <= 1e-4 * (|e| + max|e|) (relative to each tensor's scale).
-::testing::AssertionResult close_rel(const std::vector<float>& actual,
-                                     const std::vector<float>& expected, double rel = 1e-4) {
-  if (actual.size() != expected.size()) {
-    return ::testing::AssertionFailure() << "size " << actual.size() << " vs " << expected.size();
-  }
-  double scale = 0;
-  for (float e : expected) scale = std::max(scale, static_cast<double>(std::fabs(e)));
-  return test::all_close(actual.data(), expected.data(), actual.size(), rel * scale, rel);
-}
 
 struct Fixture {
   SafeTensors expected, gpt05, gpt01, tokenizer;

@@ -81,17 +81,6 @@ const Fixture& fixture() {
   return f;
 }
 
-// fp32 parity: every element within 1e-4 relative to the tensor's scale (max |expected|).
-::testing::AssertionResult matches(const std::vector<float>& actual,
-                                   const std::vector<float>& expected, double rel) {
-  if (actual.size() != expected.size()) {
-    return ::testing::AssertionFailure()
-           << "size " << actual.size() << " vs expected " << expected.size();
-  }
-  double scale = 0;
-  for (float e : expected) scale = std::max(scale, double(std::fabs(e)));
-  return test::all_close(actual.data(), expected.data(), actual.size(), rel * scale, rel);
-}
 
 TEST(ClipTextEncoder, InfersConfigFromShapesAndConfigJson) {
   auto backend = kernels::make_cpu_backend();
@@ -120,11 +109,11 @@ TEST(ClipTextEncoder, MatchesReferenceWithMaskPerLayer) {
     ASSERT_TRUE(out.ok()) << out.status().to_string();
     ASSERT_EQ(hidden.size(), 3u);
     for (size_t n = 0; n < hidden.size(); ++n) {
-      EXPECT_TRUE(matches(hidden[n], f.hidden_states[n], 1e-4)) << "hidden state " << n;
+      EXPECT_TRUE(test::close_rel(hidden[n], f.hidden_states[n], 1e-4)) << "hidden state " << n;
     }
     std::vector<float> last(f.last.size());
     ASSERT_TRUE(backend->download(last.data(), *out, last.size() * sizeof(float)).ok());
-    EXPECT_TRUE(matches(last, f.last, 1e-4));
+    EXPECT_TRUE(test::close_rel(last, f.last, 1e-4));
   });
 }
 
@@ -136,7 +125,7 @@ TEST(ClipTextEncoder, MatchesReferenceWithoutMask) {
   ASSERT_TRUE(encoder.ok()) << encoder.status().to_string();
   std::vector<float> out;
   ASSERT_TRUE(encoder->encode_to_host(f.ids.data(), nullptr, 2, 77, &out).ok());
-  EXPECT_TRUE(matches(out, f.last_nomask, 1e-4));
+  EXPECT_TRUE(test::close_rel(out, f.last_nomask, 1e-4));
   // The mask matters at the padded positions (what makes the two fixtures differ), and not at
   // the real ones.
   std::vector<float> masked;
@@ -157,8 +146,8 @@ TEST(ClipTextEncoder, Bf16WeightsStayClose) {
   ASSERT_TRUE(encoder->encode_to_host(f.ids.data(), f.lengths.data(), 2, 77, &out).ok());
   // bf16 keeps 8 mantissa bits (2^-9 relative per weight); after two layers and the final norm
   // the outputs stay within a few percent of the layer-normed scale.
-  EXPECT_TRUE(matches(out, f.last, 3e-2));
-  EXPECT_FALSE(matches(out, f.last, 1e-6));  // the weights really are bf16
+  EXPECT_TRUE(test::close_rel(out, f.last, 3e-2));
+  EXPECT_FALSE(test::close_rel(out, f.last, 1e-6));  // the weights really are bf16
 }
 
 TEST(ClipTextEncoder, ReusesActivationsAcrossCalls) {
@@ -175,7 +164,7 @@ TEST(ClipTextEncoder, ReusesActivationsAcrossCalls) {
   EXPECT_EQ(*first, *second);
   std::vector<float> row(77 * 32);
   ASSERT_TRUE(backend->download(row.data(), *second, row.size() * sizeof(float)).ok());
-  EXPECT_TRUE(matches(row, std::vector<float>(f.last.begin() + 77 * 32, f.last.end()), 1e-4));
+  EXPECT_TRUE(test::close_rel(row, std::vector<float>(f.last.begin() + 77 * 32, f.last.end()), 1e-4));
 }
 
 TEST(ClipTextEncoder, RejectsBadInputs) {
@@ -246,7 +235,7 @@ TEST(ClipTextEncoder, ToleratesAPrefix) {
   EXPECT_EQ(encoder->config().prefix, "cond_stage_model.transformer.");
   std::vector<float> out;
   ASSERT_TRUE(encoder->encode_to_host(f.ids.data(), f.lengths.data(), 2, 77, &out).ok());
-  EXPECT_TRUE(matches(out, f.last, 1e-4));
+  EXPECT_TRUE(test::close_rel(out, f.last, 1e-4));
 }
 
 TEST(ClipTextEncoder, NamesAMissingTensor) {

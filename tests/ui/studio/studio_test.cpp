@@ -6,6 +6,7 @@
 
 #include <QApplication>
 #include <QDir>
+#include <QFile>
 #include <QElapsedTimer>
 #include <QImage>
 #include <QListWidget>
@@ -28,6 +29,7 @@
 #include "ui/studio/generation_stats.h"
 #include "ui/studio/imgui_overlay.h"
 #include "ui/studio/main_window.h"
+#include "ui/studio/mesh_import.h"
 #include "ui/studio/prompt_edit.h"
 #include "ui/studio/viewport.h"
 
@@ -345,6 +347,86 @@ TEST(Studio, ImportAndExport) {
   std::ofstream(binary_obj.toStdString(), std::ios::binary) << std::string("v 1 2\0\0\x01", 8);
   EXPECT_FALSE(window->open_mesh_file(binary_obj));
   EXPECT_NE(window->viewport()->mesh(), nullptr);
+}
+
+// A textured quad pair (two quads at different depths, so positions identify vertices) with a
+// 4x2 texture of distinct colours.
+mesh::Mesh textured_test_mesh() {
+  mesh::Mesh m;
+  m.positions = {0, 0, 0, 1, 0, 0, 1, 1, 0, 0, 1, 0, 0, 0, 0.5f, 1, 0, 0.5f, 1, 1, 0.5f};
+  m.triangles = {0, 1, 2, 0, 2, 3, 4, 5, 6};
+  m.uvs = {0.0f, 0.0f, 1.0f, 0.0f, 1.0f, 1.0f, 0.0f, 1.0f, 0.25f, 0.5f, 0.75f, 0.5f, 0.5f, 0.875f};
+  m.texture.width = 4;
+  m.texture.height = 2;
+  for (int i = 0; i < 8; ++i) {
+    m.texture.rgb.insert(m.texture.rgb.end(), {static_cast<uint8_t>(30 * i),
+                                               static_cast<uint8_t>(255 - 20 * i),
+                                               static_cast<uint8_t>(i % 2 ? 200 : 10)});
+  }
+  return m;
+}
+
+// Every format the studio exports comes back with its uvs and texture when opened again: OBJ
+// (+MTL+PNG) and GLB (embedded PNG) through our readers, FBX (referenced PNG) through Assimp. Each
+// imported vertex must carry the uv of the original vertex at its position (files may reorder or
+// split vertices), and the texture must be the same pixels.
+TEST(MeshImport, TexturedExportsReimportWithUvsAndTexture) {
+  const mesh::Mesh original = textured_test_mesh();
+  QTemporaryDir out;
+  for (const char* name : {"quad.obj", "quad.glb", "quad.fbx"}) {
+    const std::string path = out.filePath(name).toStdString();
+    ASSERT_TRUE(mesh::write_mesh(original, path).ok()) << name;
+    std::vector<std::string> warnings;
+    auto imported = import_mesh_file(path, &warnings);
+    ASSERT_TRUE(imported.ok()) << name << ": " << imported.status().message();
+    const mesh::Mesh& m = imported.value();
+    EXPECT_TRUE(warnings.empty()) << name << ": " << (warnings.empty() ? "" : warnings.front());
+    EXPECT_EQ(m.triangle_count(), original.triangle_count()) << name;
+    ASSERT_EQ(m.uvs.size(), 2 * static_cast<size_t>(m.vertex_count())) << name;
+    for (int64_t v = 0; v < m.vertex_count(); ++v) {
+      int64_t match = -1;
+      for (int64_t o = 0; o < original.vertex_count(); ++o) {
+        float d = 0;
+        for (int c = 0; c < 3; ++c) {
+          d = std::max(d, std::abs(m.positions[static_cast<size_t>(3 * v + c)] -
+                                   original.positions[static_cast<size_t>(3 * o + c)]));
+        }
+        if (d < 1e-5f) match = o;
+      }
+      ASSERT_GE(match, 0) << name << ": vertex " << v << " is not one of the original positions";
+      for (int c = 0; c < 2; ++c) {
+        EXPECT_NEAR(m.uvs[static_cast<size_t>(2 * v + c)],
+                    original.uvs[static_cast<size_t>(2 * match + c)], 1e-5f)
+            << name << ": vertex " << v << " uv " << c;
+      }
+    }
+    EXPECT_EQ(m.texture.width, original.texture.width) << name;
+    EXPECT_EQ(m.texture.height, original.texture.height) << name;
+    EXPECT_EQ(m.texture.rgb, original.texture.rgb) << name;
+  }
+  // Without its PNG the FBX still opens, untextured, with a warning that names the image.
+  const std::string fbx = out.filePath("quad.fbx").toStdString();
+  ASSERT_TRUE(QFile::remove(QString::fromStdString(mesh::texture_path_for(fbx))));
+  std::vector<std::string> warnings;
+  auto bare = import_mesh_file(fbx, &warnings);
+  ASSERT_TRUE(bare.ok()) << bare.status().message();
+  EXPECT_TRUE(bare.value().texture.empty());
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("quad_texture.png"), std::string::npos) << warnings[0];
+}
+
+// In the studio, opening a textured file shows it textured and says so.
+TEST(Studio, OpensTexturedMeshTextured) {
+  FixtureModelDir dir("studio-textured-open");
+  auto window = open_window(fixture_launch(dir));
+  QTemporaryDir out;
+  const QString glb = out.filePath("quad.glb");
+  ASSERT_TRUE(mesh::write_mesh(textured_test_mesh(), glb.toStdString()).ok());
+  ASSERT_TRUE(window->open_mesh_file(glb)) << window->status_text().toStdString();
+  ASSERT_NE(window->viewport()->mesh(), nullptr);
+  EXPECT_FALSE(window->viewport()->mesh()->texture.empty());
+  EXPECT_EQ(window->viewport()->render_options().shading, render::ShadingMode::kTextured);
+  EXPECT_TRUE(window->status_text().contains("texture 4x2")) << window->status_text().toStdString();
 }
 
 TEST(Studio, TinyWindowKeepsWorking) {

@@ -1,0 +1,128 @@
+// f32 <-> bf16 conversion on the device (kernels/cuda/cuda_ops.h), for the bf16 K/V cache: K/V
+// rows are rounded when they are written to the cache and widened back for full passes.
+//
+// Rounding is done on the bit pattern exactly as engine/core/dtype.h's f32_to_bf16 (nearest even,
+// NaN kept quiet), not with __float2bfloat16, so the CPU and CUDA caches hold the same bits.
+// Grid-stride loops, 4 elements per thread per iteration when the pointers allow 16-byte (f32) and
+// 8-byte (bf16) accesses, else one.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/cuda_util.h"
+
+namespace tessera::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ uint16_t round_to_bf16(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+// n4 groups of 4 elements (16-byte f32 loads, 8-byte bf16 stores).
+__global__ void f32_to_bf16_vec4(uint2* __restrict__ dst, const float4* __restrict__ src,
+                                 int64_t n4) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n4;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float4 v = src[i];
+    uint2 out;
+    out.x = static_cast<uint32_t>(round_to_bf16(v.x)) |
+            (static_cast<uint32_t>(round_to_bf16(v.y)) << 16);
+    out.y = static_cast<uint32_t>(round_to_bf16(v.z)) |
+            (static_cast<uint32_t>(round_to_bf16(v.w)) << 16);
+    dst[i] = out;
+  }
+}
+
+__global__ void f32_to_bf16_scalar(uint16_t* __restrict__ dst, const float* __restrict__ src,
+                                   int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    dst[i] = round_to_bf16(src[i]);
+  }
+}
+
+__global__ void bf16_to_f32_vec4(float4* __restrict__ dst, const uint2* __restrict__ src,
+                                 int64_t n4) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n4;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint2 v = src[i];
+    // Little-endian: the lower address is the low half of each word.
+    dst[i] = make_float4(__uint_as_float(v.x << 16), __uint_as_float(v.x & 0xffff0000u),
+                         __uint_as_float(v.y << 16), __uint_as_float(v.y & 0xffff0000u));
+  }
+}
+
+__global__ void bf16_to_f32_scalar(float* __restrict__ dst, const uint16_t* __restrict__ src,
+                                   int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    dst[i] = detail::bf16_bits_to_float(src[i]);
+  }
+}
+
+bool aligned(const void* p, uintptr_t alignment) {
+  return reinterpret_cast<uintptr_t>(p) % alignment == 0;
+}
+
+Status check_args(const char* op, const void* dst, const void* src, int64_t n) {
+  if (n > 0 && (dst == nullptr || src == nullptr)) {
+    return invalid_argument(std::string("cuda ") + op + ": null dst or src for " +
+                            std::to_string(n) + " elements");
+  }
+  return Status();
+}
+
+}  // namespace
+
+Status convert_f32_to_bf16(uint16_t* dst, const float* src, int64_t n, cudaStream_t stream) {
+  TESSERA_RETURN_IF_ERROR(check_args("convert_f32_to_bf16", dst, src, n));
+  if (n <= 0) return Status();
+  if (aligned(src, 16) && aligned(dst, 8)) {
+    const int64_t n4 = n / 4;
+    if (n4 > 0) {
+      f32_to_bf16_vec4<<<detail::grid_stride_blocks(n4, kThreads), kThreads, 0, stream>>>(
+          reinterpret_cast<uint2*>(dst), reinterpret_cast<const float4*>(src), n4);
+      TESSERA_CUDA_CHECK_LAUNCH("convert_f32_to_bf16: kernel launch");
+    }
+    const int64_t tail = n - 4 * n4;
+    if (tail > 0) {
+      f32_to_bf16_scalar<<<1, kThreads, 0, stream>>>(dst + 4 * n4, src + 4 * n4, tail);
+      TESSERA_CUDA_CHECK_LAUNCH("convert_f32_to_bf16: tail kernel launch");
+    }
+    return Status();
+  }
+  f32_to_bf16_scalar<<<detail::grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(dst, src, n);
+  TESSERA_CUDA_CHECK_LAUNCH("convert_f32_to_bf16: kernel launch");
+  return Status();
+}
+
+Status convert_bf16_to_f32(float* dst, const uint16_t* src, int64_t n, cudaStream_t stream) {
+  TESSERA_RETURN_IF_ERROR(check_args("convert_bf16_to_f32", dst, src, n));
+  if (n <= 0) return Status();
+  if (aligned(src, 8) && aligned(dst, 16)) {
+    const int64_t n4 = n / 4;
+    if (n4 > 0) {
+      bf16_to_f32_vec4<<<detail::grid_stride_blocks(n4, kThreads), kThreads, 0, stream>>>(
+          reinterpret_cast<float4*>(dst), reinterpret_cast<const uint2*>(src), n4);
+      TESSERA_CUDA_CHECK_LAUNCH("convert_bf16_to_f32: kernel launch");
+    }
+    const int64_t tail = n - 4 * n4;
+    if (tail > 0) {
+      bf16_to_f32_scalar<<<1, kThreads, 0, stream>>>(dst + 4 * n4, src + 4 * n4, tail);
+      TESSERA_CUDA_CHECK_LAUNCH("convert_bf16_to_f32: tail kernel launch");
+    }
+    return Status();
+  }
+  bf16_to_f32_scalar<<<detail::grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(dst, src, n);
+  TESSERA_CUDA_CHECK_LAUNCH("convert_bf16_to_f32: kernel launch");
+  return Status();
+}
+
+}  // namespace tessera::kernels::cuda

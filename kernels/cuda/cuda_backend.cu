@@ -1,0 +1,371 @@
+// The CUDA backend: kernels::Backend (kernels/backend.h) over tessera::kernels::cuda::* on one
+// CUDA stream of one device.
+//
+// - Memory: cudaMalloc / cudaFree (256-byte aligned). An allocation failure is kOutOfMemory naming
+//   the size and the free memory, never a crash.
+// - Copies and ops are asynchronous on the backend's stream (created cudaStreamNonBlocking, so
+//   work on the legacy default stream never serialises with it). upload() returns once the host
+//   data has been taken (pageable memory is staged by the driver before cudaMemcpyAsync returns;
+//   for page-locked memory upload waits for the copy), so callers may reuse the host buffer at
+//   once, as with the CPU backend. download() and synchronize() wait for the stream; errors of
+//   earlier kernels (illegal address, ...) surface there as Status.
+// - Every entry point first makes the backend's device current on the calling thread (the
+//   runtime::Session loads on one thread and generates on its worker thread).
+// - attention_decode(_bf16kv) use a workspace owned by the backend, grown on demand (its size
+//   depends on batch, heads and head_dim only, so it grows once per model).
+// - Overlapping copy() (the CPU backend's memmove semantics) goes through a scratch buffer owned
+//   by the backend, also grown on demand.
+// - Not thread-safe: one thread at a time, like the models that use it.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "kernels/backend.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/device.h"
+
+namespace tessera::kernels {
+namespace {
+
+std::string mib(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return text;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(const cuda::DeviceInfo& info, cudaStream_t stream)
+      : device_(info.index), stream_(stream) {
+    char text[160];
+    std::snprintf(text, sizeof(text), "cuda (%s, sm_%d%d, %.1f GiB, device %d)", info.name.c_str(),
+                  info.compute_major, info.compute_minor,
+                  static_cast<double>(info.total_memory) / (1024.0 * 1024.0 * 1024.0), info.index);
+    name_ = text;
+  }
+
+  ~CudaBackend() override {
+    // Errors cannot be reported from a destructor; work in flight is waited for so that nothing
+    // still uses the workspace when it is freed.
+    if (bind().ok()) {
+      cudaStreamSynchronize(stream_);
+      if (workspace_ != nullptr) cudaFree(workspace_);
+      if (scratch_ != nullptr) cudaFree(scratch_);
+      cudaStreamDestroy(stream_);
+    }
+    cudaGetLastError();
+  }
+
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  Device device() const override { return Device::kCuda; }
+  std::string name() const override { return name_; }
+
+  // ---- memory ----------------------------------------------------------------------------------
+  Expected<DeviceBuffer> allocate(size_t bytes) override {
+    TESSERA_RETURN_IF_ERROR(bind());
+    void* data = nullptr;
+    // cudaMalloc(0) gives no pointer; a zero-byte request still gets a unique, freeable one.
+    const cudaError_t err = cudaMalloc(&data, bytes == 0 ? 1 : bytes);
+    if (err != cudaSuccess) {
+      cudaGetLastError();  // allocation failures are not sticky; keep them out of later checks
+      if (err == cudaErrorMemoryAllocation) {
+        size_t free_bytes = 0, total_bytes = 0;
+        std::string free_text;
+        if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
+          free_text = ", " + mib(free_bytes) + " of " + mib(total_bytes) + " free";
+        }
+        cudaGetLastError();
+        return out_of_memory("cuda backend: out of device memory allocating " +
+                             std::to_string(bytes) + " bytes (" + mib(bytes) + ") on device " +
+                             std::to_string(device_) + free_text);
+      }
+      return cuda::cuda_error_status(err,
+                                     "backend: allocating " + std::to_string(bytes) + " bytes");
+    }
+    return DeviceBuffer(this, data, bytes);
+  }
+
+  void release(void* data) override {
+    if (data == nullptr || !bind().ok()) return;
+    // cudaFree waits for work that may still use the memory; its errors cannot be reported here.
+    cudaFree(data);
+    cudaGetLastError();
+  }
+
+  Status upload(void* dst, const void* host_src, size_t bytes) override {
+    if (bytes == 0) return Status();
+    TESSERA_RETURN_IF_ERROR(check_pointers("upload", dst, host_src));
+    TESSERA_RETURN_IF_ERROR(bind());
+    TESSERA_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_),
+        "backend upload of " + std::to_string(bytes) + " bytes");
+    // Page-locked host memory is copied by DMA after cudaMemcpyAsync returns: wait, so the
+    // caller may reuse its buffer (pageable memory was staged before the call returned).
+    cudaPointerAttributes attributes{};
+    if (cudaPointerGetAttributes(&attributes, host_src) == cudaSuccess &&
+        attributes.type != cudaMemoryTypeUnregistered) {
+      TESSERA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_), "backend upload (pinned)");
+    }
+    cudaGetLastError();  // cudaPointerGetAttributes' own error, if any, is not ours to keep
+    return Status();
+  }
+
+  Status download(void* host_dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return synchronize();
+    TESSERA_RETURN_IF_ERROR(check_pointers("download", host_dst, src));
+    TESSERA_RETURN_IF_ERROR(bind());
+    TESSERA_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_),
+        "backend download of " + std::to_string(bytes) + " bytes");
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_),
+                                 "backend download (waiting for the stream)");
+    return Status();
+  }
+
+  Status copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0 || dst == src) return Status();
+    TESSERA_RETURN_IF_ERROR(check_pointers("copy", dst, src));
+    TESSERA_RETURN_IF_ERROR(bind());
+    const auto d = reinterpret_cast<uintptr_t>(dst);
+    const auto s = reinterpret_cast<uintptr_t>(src);
+    const bool overlap = d < s + bytes && s < d + bytes;
+    if (!overlap) {
+      TESSERA_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_),
+          "backend copy of " + std::to_string(bytes) + " bytes");
+      return Status();
+    }
+    // cudaMemcpy leaves overlapping ranges undefined: stage through the scratch buffer.
+    TESSERA_RETURN_IF_ERROR(ensure(&scratch_, &scratch_bytes_, bytes, "copy scratch"));
+    TESSERA_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(scratch_, src, bytes, cudaMemcpyDeviceToDevice, stream_),
+        "backend overlapping copy (to scratch)");
+    TESSERA_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(dst, scratch_, bytes, cudaMemcpyDeviceToDevice, stream_),
+        "backend overlapping copy (from scratch)");
+    return Status();
+  }
+
+  Status fill_zero(void* dst, size_t bytes) override {
+    if (bytes == 0) return Status();
+    TESSERA_RETURN_IF_ERROR(check_pointers("fill_zero", dst, dst));
+    TESSERA_RETURN_IF_ERROR(bind());
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dst, 0, bytes, stream_),
+                                 "backend fill_zero of " + std::to_string(bytes) + " bytes");
+    return Status();
+  }
+
+  Status synchronize() override {
+    TESSERA_RETURN_IF_ERROR(bind());
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_), "backend synchronize");
+    return Status();
+  }
+
+  Expected<Weight> upload_weight(const Weight& host, DeviceBuffer* storage) override {
+    if (host.dtype != DType::kF32 && host.dtype != DType::kBF16) {
+      return invalid_argument(std::string("cuda backend: weight dtype ") + dtype_name(host.dtype) +
+                              " is not supported (f32 or bf16)");
+    }
+    if (host.rows < 0 || host.cols < 0) {
+      return invalid_argument("cuda backend: weight of " + std::to_string(host.rows) + " x " +
+                              std::to_string(host.cols));
+    }
+    if (storage == nullptr) return invalid_argument("cuda backend: upload_weight without storage");
+    const size_t bytes =
+        static_cast<size_t>(host.rows) * static_cast<size_t>(host.cols) * dtype_size(host.dtype);
+    if (bytes > 0 && host.data == nullptr) {
+      return invalid_argument("cuda backend: upload_weight of a null " + std::to_string(host.rows) +
+                              " x " + std::to_string(host.cols) + " weight");
+    }
+    TESSERA_ASSIGN_OR_RETURN(*storage, allocate(bytes));
+    TESSERA_RETURN_IF_ERROR(upload(storage->data(), host.data, bytes));
+    Weight device = host;
+    device.data = storage->data();
+    return device;
+  }
+
+  Expected<const float*> upload_f32(const float* host, int64_t n, DeviceBuffer* storage) override {
+    if (n < 0)
+      return invalid_argument("cuda backend: upload_f32 of " + std::to_string(n) + " values");
+    if (storage == nullptr) return invalid_argument("cuda backend: upload_f32 without storage");
+    if (n > 0 && host == nullptr) return invalid_argument("cuda backend: upload_f32 of null data");
+    const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+    TESSERA_ASSIGN_OR_RETURN(*storage, allocate(bytes));
+    TESSERA_RETURN_IF_ERROR(upload(storage->data(), host, bytes));
+    return static_cast<const float*>(storage->as<float>());
+  }
+
+  // ---- ops
+  // ---------------------------------------------------------------------------------------
+  Status linear(const float* x, int64_t m, const Weight& w, const float* bias, float* y) override {
+    TESSERA_RETURN_IF_ERROR(bind());
+    return cuda::linear(x, m, w, bias, y, stream_);
+  }
+  Status linear_multi(const float* x, int64_t m, const LinearPart* parts,
+                      int64_t n_parts) override {
+    TESSERA_RETURN_IF_ERROR(bind());
+    for (int64_t p = 0; p < n_parts; ++p) {
+      const Status st = cuda::linear(x, m, parts[p].w, parts[p].bias, parts[p].y, stream_);
+      if (!st.ok()) return st.with_context("linear_multi part " + std::to_string(p));
+    }
+    return Status();
+  }
+  Status layer_norm(const float* x, const float* weight, const float* bias, float* y, int64_t rows,
+                    int64_t dim, float eps) override {
+    TESSERA_RETURN_IF_ERROR(bind());
+    return cuda::layer_norm(x, weight, bias, y, rows, dim, eps, stream_);
+  }
+  Status rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim,
+                  float eps) override {
+    TESSERA_RETURN_IF_ERROR(bind());
+    return cuda::rms_norm(x, weight, y, rows, dim, eps, stream_);
+  }
+  Status rope_interleaved(float* x, int64_t tokens, int64_t heads, int64_t head_dim,
+                          int64_t token_stride, const int32_t* positions, float theta) override {
+    TESSERA_RETURN_IF_ERROR(bind());
+    return cuda::rope_interleaved(x, tokens, heads, head_dim, token_stride, positions, theta,
+                                  stream_);
+  }
+  Status softmax(const float* x, float* y, int64_t rows, int64_t cols) override {
+    TESSERA_RETURN_IF_ERROR(bind());
+    return cuda::softmax(x, y, rows, cols, stream_);
+  }
+  Status silu(const float* x, float* y, int64_t n) override {
+    TESSERA_RETURN_IF_ERROR(bind());
+    return cuda::silu(x, y, n, stream_);
+  }
+  Status gelu_erf(const float* x, float* y, int64_t n) override {
+    TESSERA_RETURN_IF_ERROR(bind());
+    return cuda::gelu_erf(x, y, n, stream_);
+  }
+  Status gelu_tanh(const float* x, float* y, int64_t n) override {
+    TESSERA_RETURN_IF_ERROR(bind());
+    return cuda::gelu_tanh(x, y, n, stream_);
+  }
+  Status quick_gelu(const float* x, float* y, int64_t n) override {
+    TESSERA_RETURN_IF_ERROR(bind());
+    return cuda::quick_gelu(x, y, n, stream_);
+  }
+  Status swiglu(const float* gate, const float* up, float* y, int64_t n) override {
+    TESSERA_RETURN_IF_ERROR(bind());
+    return cuda::swiglu(gate, up, y, n, stream_);
+  }
+  Status geglu(const float* x, float* y, int64_t rows, int64_t hidden) override {
+    TESSERA_RETURN_IF_ERROR(bind());
+    return cuda::geglu(x, y, rows, hidden, stream_);
+  }
+  Status add(const float* a, const float* b, float* y, int64_t n) override {
+    TESSERA_RETURN_IF_ERROR(bind());
+    return cuda::add(a, b, y, n, stream_);
+  }
+  Status attention(const float* q, const float* k, const float* v, float* o,
+                   const AttentionShape& s) override {
+    TESSERA_RETURN_IF_ERROR(bind());
+    return cuda::attention(q, k, v, o, s, stream_);
+  }
+  Status attention_decode(const float* q, const float* k, const float* v, float* o,
+                          const AttentionShape& s) override {
+    TESSERA_RETURN_IF_ERROR(bind());
+    TESSERA_RETURN_IF_ERROR(ensure(&workspace_, &workspace_bytes_,
+                                   cuda::attention_decode_workspace_bytes(s), "decode workspace"));
+    return cuda::attention_decode(q, k, v, o, s, workspace_, workspace_bytes_, stream_);
+  }
+  Status embedding_gather(const Weight& table, const int32_t* ids, int64_t n, float* out) override {
+    TESSERA_RETURN_IF_ERROR(bind());
+    return cuda::embedding_gather(table, ids, n, out, stream_);
+  }
+  Status convert_f32_to_bf16(uint16_t* dst, const float* src, int64_t n) override {
+    TESSERA_RETURN_IF_ERROR(bind());
+    return cuda::convert_f32_to_bf16(dst, src, n, stream_);
+  }
+  Status convert_bf16_to_f32(float* dst, const uint16_t* src, int64_t n) override {
+    TESSERA_RETURN_IF_ERROR(bind());
+    return cuda::convert_bf16_to_f32(dst, src, n, stream_);
+  }
+  Status attention_decode_bf16kv(const float* q, const uint16_t* k, const uint16_t* v, float* o,
+                                 const AttentionShape& s) override {
+    TESSERA_RETURN_IF_ERROR(bind());
+    TESSERA_RETURN_IF_ERROR(ensure(&workspace_, &workspace_bytes_,
+                                   cuda::attention_decode_workspace_bytes(s), "decode workspace"));
+    return cuda::attention_decode_bf16kv(q, k, v, o, s, workspace_, workspace_bytes_, stream_);
+  }
+
+ private:
+  // Makes device_ current on the calling thread (cheap when it already is).
+  Status bind() const {
+    int current = -1;
+    if (cudaGetDevice(&current) == cudaSuccess && current == device_) return Status();
+    cudaGetLastError();
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_),
+                                 "backend: cudaSetDevice(" + std::to_string(device_) + ")");
+    return Status();
+  }
+
+  static Status check_pointers(const char* op, const void* a, const void* b) {
+    if (a == nullptr || b == nullptr) {
+      return invalid_argument(std::string("cuda backend ") + op + ": null pointer");
+    }
+    return Status();
+  }
+
+  // Grows a backend-owned device buffer to at least `bytes`. The old buffer may still be read by
+  // queued kernels: the stream is drained before it is freed (growth happens once or twice per
+  // model, never per token once sizes are stable).
+  Status ensure(void** buffer, size_t* capacity, size_t bytes, const char* what) {
+    if (bytes <= *capacity && *buffer != nullptr) return Status();
+    if (*buffer != nullptr) {
+      TESSERA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_),
+                                   std::string("backend: growing the ") + what);
+      cudaFree(*buffer);
+      *buffer = nullptr;
+      *capacity = 0;
+    }
+    const size_t size = bytes == 0 ? 256 : bytes;
+    const cudaError_t err = cudaMalloc(buffer, size);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      *buffer = nullptr;
+      return cuda::cuda_error_status(err, std::string("backend: allocating ") +
+                                              std::to_string(size) + " bytes for the " + what);
+    }
+    *capacity = size;
+    return Status();
+  }
+
+  int device_ = 0;
+  cudaStream_t stream_ = nullptr;
+  std::string name_;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  void* scratch_ = nullptr;
+  size_t scratch_bytes_ = 0;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<Backend>> make_cuda_backend(int device, uint64_t min_free_bytes) {
+  TESSERA_ASSIGN_OR_RETURN(const cuda::DeviceInfo info, cuda::probe_device(device));
+  if (info.free_memory < min_free_bytes) {
+    return unsupported("CUDA device " + std::to_string(device) + " (" + info.name + ") has " +
+                       mib(info.free_memory) + " of " + mib(info.total_memory) +
+                       " free; the CUDA backend needs at least " + mib(min_free_bytes));
+  }
+  // probe_device made `device` current on this thread.
+  cudaStream_t stream = nullptr;
+  const cudaError_t err = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return cuda::cuda_error_status(
+        err, "backend: creating a stream on device " + std::to_string(device));
+  }
+  return Expected<std::unique_ptr<Backend>>(std::make_unique<CudaBackend>(info, stream));
+}
+
+}  // namespace tessera::kernels

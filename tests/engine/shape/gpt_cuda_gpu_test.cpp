@@ -1,0 +1,259 @@
+// The Cube GPT on the CUDA backend against the PyTorch parity fixtures (tests/fixtures/parity),
+// with the CPU tests' f32 tolerance (1e-4 of each tensor's scale, gpt_test.cpp): condition,
+// per-block outputs and logits of the full forward, prefill + cached decode against the
+// reference's cached and uncached logits, greedy tokens identical to the reference and to the
+// CPU backend with and without the KV cache, and the bf16 K/V cache on CUDA against the CPU
+// backend's bf16 cache. Skips without a usable CUDA device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/core/safetensors.h"
+#include "engine/shape/generator.h"
+#include "engine/shape/gpt.h"
+#include "kernels/backend.h"
+#include "tests/kernels/gpu_test_util.h"
+#include "tests/support/kernel_test_util.h"
+
+namespace tessera::shape {
+namespace {
+
+using test::close_rel;  // the fixture's f32 tolerance (tests/support/kernel_test_util.h)
+
+const std::string kParity = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/parity/";
+constexpr int kVocab = 67;
+
+
+// The fixture's files and the models loaded on the CUDA and the CPU backends (f32 weights, plus
+// bf16 weights on both for the bf16 K/V cache). Built once, never freed (see shared_cuda_backend).
+struct Models {
+  SafeTensors expected, gpt05, gpt01, tokenizer;
+  NormalizedCodebook codebook;
+  std::unique_ptr<kernels::Backend> cpu;
+  std::unique_ptr<CubeGpt> cuda05, cuda01, cuda05_bf16, cpu05, cpu05_bf16;
+
+  std::vector<float> f32(const std::string& name) const { return expected.to_f32(name).value(); }
+  std::vector<int32_t> i32(const std::string& name) const {
+    TensorView v = expected.view(name).value();
+    const auto* p = v.as<const int32_t>();
+    return std::vector<int32_t>(p, p + v.numel());
+  }
+};
+
+// Null (with a test failure) when a model does not load; call after the skip check.
+Models* models() {
+  static Models* m = []() -> Models* {
+    auto* x = new Models();
+    kernels::Backend& cuda = *test::shared_cuda_backend();
+    x->expected = SafeTensors::open(kParity + "expected.safetensors").value();
+    x->gpt05 = SafeTensors::open(kParity + "gpt_v05/shape_gpt.safetensors").value();
+    x->gpt01 = SafeTensors::open(kParity + "gpt_v01/shape_gpt.safetensors").value();
+    x->tokenizer = SafeTensors::open(kParity + "shape_tokenizer.safetensors").value();
+    x->codebook = load_normalized_codebook(x->tokenizer).value();
+    x->cpu = kernels::make_cpu_backend();
+    GptLoadOptions bf16;
+    bf16.bf16 = true;
+    struct Load {
+      std::unique_ptr<CubeGpt>* out;
+      const SafeTensors* file;
+      kernels::Backend* backend;
+      GptLoadOptions options;
+    };
+    for (const Load& l :
+         {Load{&x->cuda05, &x->gpt05, &cuda, {}}, Load{&x->cuda01, &x->gpt01, &cuda, {}},
+          Load{&x->cuda05_bf16, &x->gpt05, &cuda, bf16},
+          Load{&x->cpu05, &x->gpt05, x->cpu.get(), {}},
+          Load{&x->cpu05_bf16, &x->gpt05, x->cpu.get(), bf16}}) {
+      Expected<std::unique_ptr<CubeGpt>> model =
+          CubeGpt::load(*l.file, x->codebook, *l.backend, l.options);
+      if (!model.ok()) {
+        ADD_FAILURE() << "loading " << l.file->path() << " on " << l.backend->name() << ": "
+                      << model.status().to_string();
+        return nullptr;
+      }
+      *l.out = std::move(model).value();
+      (*l.out)->set_num_latents(16);
+    }
+    return x;
+  }();
+  return m;
+}
+
+class GptCudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TESSERA_SKIP_WITHOUT_CUDA_BACKEND();
+    m_ = models();
+    ASSERT_NE(m_, nullptr);
+  }
+  Models* m_ = nullptr;
+};
+
+TEST_F(GptCudaTest, ConditionAndFullForwardMatchPerBlock) {
+  const std::vector<float> hidden = m_->f32("clip.last_hidden_state");
+  const std::vector<float> bbox = m_->f32("gpt.bbox");
+  const std::vector<int32_t> ids = m_->i32("gpt.teacher_ids");
+  auto s = GptSession::create(*m_->cuda05, 2, 9).value();
+  TESSERA_ASSERT_OK(s->set_condition(2, hidden.data(), bbox.data()));
+  std::vector<float> cond;
+  TESSERA_ASSERT_OK(s->read_condition(&cond));
+  EXPECT_TRUE(close_rel(cond, m_->f32("gpt.cond")));
+  std::map<std::string, std::vector<float>> seen;
+  std::vector<float> logits(2 * 9 * kVocab), last(2 * kVocab);
+  TESSERA_ASSERT_OK(s->forward_full(
+      ids.data(), 9, last.data(), logits.data(),
+      [&](const std::string& name, const std::vector<float>& v) { seen[name] = v; }));
+  for (const char* name : {"dual.0.x", "dual.0.c", "dual.1.x", "single.0.x", "ln_f"}) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(seen.count(name));
+    EXPECT_TRUE(close_rel(seen[name], m_->f32(std::string("gpt.full.") + name)));
+  }
+  EXPECT_TRUE(close_rel(logits, m_->f32("gpt.full_logits")));
+
+  auto s01 = GptSession::create(*m_->cuda01, 2, 9).value();
+  TESSERA_ASSERT_OK(s01->set_condition(2, hidden.data(), nullptr));
+  TESSERA_ASSERT_OK(s01->read_condition(&cond));
+  EXPECT_TRUE(close_rel(cond, m_->f32("gpt_v01.cond")));
+  TESSERA_ASSERT_OK(s01->forward_full(ids.data(), 9, nullptr, logits.data()));
+  EXPECT_TRUE(close_rel(logits, m_->f32("gpt_v01.full_logits")));
+}
+
+// Prefill + 8 teacher-forced decode steps through the KV cache vs full recompute, both against the
+// reference, and the cache-full error.
+TEST_F(GptCudaTest, CachedAndUncachedDecodeMatchTheReference) {
+  const std::vector<float> hidden = m_->f32("clip.last_hidden_state");
+  const std::vector<float> bbox = m_->f32("gpt.bbox");
+  const std::vector<int32_t> ids = m_->i32("gpt.teacher_ids");  // [2, 9]
+  auto cached = GptSession::create(*m_->cuda05, 2, 9).value();
+  auto full = GptSession::create(*m_->cuda05, 2, 9).value();
+  TESSERA_ASSERT_OK(cached->set_condition(2, hidden.data(), bbox.data()));
+  TESSERA_ASSERT_OK(full->set_condition(2, hidden.data(), bbox.data()));
+  std::vector<float> logits(2 * kVocab), step_full(2 * kVocab);
+  const int32_t bos[2] = {ids[0], ids[9]};
+  TESSERA_ASSERT_OK(cached->prefill(bos, logits.data()));
+  EXPECT_TRUE(close_rel(logits, m_->f32("gpt.prefill_logits")));
+  std::vector<float> dec_cached, dec_full;  // [step][b][v]
+  for (int step = 1; step <= 8; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    const int32_t next[2] = {ids[step], ids[9 + step]};
+    TESSERA_ASSERT_OK(cached->decode(next, logits.data()));
+    std::vector<int32_t> prefix;
+    for (int b = 0; b < 2; ++b)
+      prefix.insert(prefix.end(), ids.begin() + b * 9, ids.begin() + b * 9 + step + 1);
+    TESSERA_ASSERT_OK(full->forward_full(prefix.data(), step + 1, step_full.data(), nullptr));
+    EXPECT_TRUE(close_rel(logits, step_full));
+    dec_cached.insert(dec_cached.end(), logits.begin(), logits.end());
+    dec_full.insert(dec_full.end(), step_full.begin(), step_full.end());
+  }
+  auto reorder = [](const std::vector<float>& a) {  // -> [b][step][v], the fixture's order
+    std::vector<float> out(a.size());
+    for (int s = 0; s < 8; ++s)
+      for (int b = 0; b < 2; ++b)
+        for (int v = 0; v < kVocab; ++v)
+          out[(b * 8 + s) * kVocab + v] = a[(s * 2 + b) * kVocab + v];
+    return out;
+  };
+  EXPECT_TRUE(close_rel(reorder(dec_cached), m_->f32("gpt.decode_logits_cached")));
+  EXPECT_TRUE(close_rel(reorder(dec_full), m_->f32("gpt.decode_logits_nocache")));
+  const int32_t more[2] = {1, 1};
+  EXPECT_FALSE(cached->decode(more, logits.data()).ok());
+}
+
+// Greedy generation with guidance: the reference's tokens and guided logits, identical tokens on
+// the CPU backend and with / without the KV cache; v0.1 and no-guidance tokens too.
+TEST_F(GptCudaTest, GreedyTokensMatchReferenceAndCpuWithAndWithoutCache) {
+  const std::vector<float> hidden = m_->f32("clip.last_hidden_state");
+  const std::vector<float> bbox_rows = m_->f32("gpt.bbox");
+  ConditionInputs in;
+  in.cond_hidden = hidden.data();
+  in.uncond_hidden = hidden.data() + 77 * 32;
+  in.bbox = std::array<float, 3>{bbox_rows[0], bbox_rows[1], bbox_rows[2]};
+  auto gen = ShapeGenerator::create(*m_->cuda05).value();
+  auto cpu_gen = ShapeGenerator::create(*m_->cpu05).value();
+  const std::vector<int32_t> expected = m_->i32("gpt.greedy_tokens");
+  for (bool cache : {true, false}) {
+    SCOPED_TRACE(cache ? "kv cache" : "no kv cache");
+    GenerateOptions opt;
+    opt.use_kv_cache = cache;
+    std::vector<float> guided;
+    opt.guided_logits = &guided;
+    auto tokens = gen->generate(in, opt);
+    ASSERT_TRUE(tokens.ok()) << tokens.status().to_string();
+    EXPECT_EQ(*tokens, expected);
+    EXPECT_TRUE(close_rel(guided, m_->f32("gpt.greedy_logits")));
+    GenerateOptions cpu_opt;
+    cpu_opt.use_kv_cache = cache;
+    auto cpu_tokens = cpu_gen->generate(in, cpu_opt);
+    ASSERT_TRUE(cpu_tokens.ok()) << cpu_tokens.status().to_string();
+    EXPECT_EQ(*tokens, *cpu_tokens);
+  }
+  GenerateOptions no_guidance;
+  no_guidance.guidance_scale = 0.0f;
+  ConditionInputs cond_only = in;
+  cond_only.uncond_hidden = nullptr;
+  auto tokens = gen->generate(cond_only, no_guidance);
+  ASSERT_TRUE(tokens.ok()) << tokens.status().to_string();
+  EXPECT_EQ(*tokens, m_->i32("gpt.greedy_tokens_noguidance"));
+
+  auto gen01 = ShapeGenerator::create(*m_->cuda01).value();
+  ConditionInputs in01 = in;
+  in01.bbox.reset();
+  tokens = gen01->generate(in01, GenerateOptions());
+  ASSERT_TRUE(tokens.ok()) << tokens.status().to_string();
+  EXPECT_EQ(*tokens, m_->i32("gpt_v01.greedy_tokens"));
+}
+
+// bf16 weights (bf16 K/V cache by default): CUDA vs the CPU backend, same configuration. The
+// weights are the same bits; the CPU may also round activations to bf16 where its bf16 kernels do
+// (cpu::linear's bf16 GEMV on AVX-512 BF16), so the logits are compared at the bf16 tolerance of
+// gpt_kv_cache_test.cpp (1e-2 of their scale) and the greedy tokens must be the same.
+TEST_F(GptCudaTest, Bf16WeightsAndKvCacheMatchTheCpuBackend) {
+  const std::vector<float> hidden = m_->f32("clip.last_hidden_state");
+  const std::vector<float> bbox = m_->f32("gpt.bbox");
+  const std::vector<int32_t> ids = m_->i32("gpt.teacher_ids");
+  auto gpu = GptSession::create(*m_->cuda05_bf16, 2, 9).value();
+  auto cpu = GptSession::create(*m_->cpu05_bf16, 2, 9).value();
+  ASSERT_EQ(gpu->kv_dtype(), DType::kBF16);
+  TESSERA_ASSERT_OK(gpu->set_condition(2, hidden.data(), bbox.data()));
+  TESSERA_ASSERT_OK(cpu->set_condition(2, hidden.data(), bbox.data()));
+  std::vector<float> lg(2 * kVocab), lc(2 * kVocab);
+  const int32_t bos[2] = {ids[0], ids[9]};
+  TESSERA_ASSERT_OK(gpu->prefill(bos, lg.data()));
+  TESSERA_ASSERT_OK(cpu->prefill(bos, lc.data()));
+  EXPECT_TRUE(close_rel(lg, lc, 1e-2));
+  for (int step = 1; step <= 8; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    const int32_t next[2] = {ids[step], ids[9 + step]};
+    TESSERA_ASSERT_OK(gpu->decode(next, lg.data()));
+    TESSERA_ASSERT_OK(cpu->decode(next, lc.data()));
+    EXPECT_TRUE(close_rel(lg, lc, 1e-2));
+  }
+  // Reuse of the unconditional row's cached (bf16) condition K/V on the next prefill.
+  TESSERA_ASSERT_OK(gpu->set_condition(2, hidden.data(), bbox.data()));
+  TESSERA_ASSERT_OK(cpu->set_condition(2, hidden.data(), bbox.data()));
+  TESSERA_ASSERT_OK(gpu->prefill(bos, lg.data()));
+  TESSERA_ASSERT_OK(cpu->prefill(bos, lc.data()));
+  EXPECT_TRUE(close_rel(lg, lc, 1e-2));
+
+  ConditionInputs in;
+  in.cond_hidden = hidden.data();
+  in.uncond_hidden = hidden.data() + 77 * 32;
+  in.bbox = std::array<float, 3>{bbox[0], bbox[1], bbox[2]};
+  auto gen = ShapeGenerator::create(*m_->cuda05_bf16).value();
+  auto cpu_gen = ShapeGenerator::create(*m_->cpu05_bf16).value();
+  auto a = gen->generate(in, GenerateOptions());
+  auto b = cpu_gen->generate(in, GenerateOptions());
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
+  EXPECT_EQ(*a, *b);
+}
+
+}  // namespace
+}  // namespace tessera::shape
