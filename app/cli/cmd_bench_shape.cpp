@@ -303,25 +303,29 @@ struct ShapeModelResult {
   ObjectEstimate object;
 };
 
-// Bytes of one read-bandwidth probe, taken before every timed decode step: ~5 ms at this VM's
-// ~45 GB/s, large enough to leave the caches, small next to a full-size step (~60 ms).
-constexpr size_t kProbeBytes = size_t{256} << 20;
+// Smallest read-bandwidth probe (taken before every timed decode step): far past the caches.
+constexpr size_t kMinProbeBytes = size_t{256} << 20;
 
-// The floor's bandwidth on the backend's own memory: on the CPU a ReadProbe; on a device a copy
-// of kProbeBytes between two device buffers (bytes read + written / time, the STREAM convention;
-// a device's read-only rate is not measurable through the Backend interface), synchronized.
+// The floor's bandwidth on the backend's own memory, over as many bytes as a decode step reads
+// (at least kMinProbeBytes): on this shared VM a short read (256 MiB, ~5 ms) caught bursts of up
+// to 57 GB/s that a 50-70 ms step never sustains (same run: 1.86 GB steps at 35 GB/s), so the
+// probe reads the step's volume. On the CPU a ReadProbe; on a device a copy between two device
+// buffers (bytes read + written / time, the STREAM convention; a device's read-only rate is not
+// measurable through the Backend interface), synchronized.
 class BandwidthProbe {
  public:
-  static Expected<BandwidthProbe> create(kernels::Backend& backend) {
+  static Expected<BandwidthProbe> create(kernels::Backend& backend, size_t step_bytes) {
     BandwidthProbe p;
     p.backend_ = &backend;
+    p.bytes_ = std::max(kMinProbeBytes, step_bytes / 64 * 64);
     if (backend.device() == Device::kCpu) {
-      TESSERA_ASSIGN_OR_RETURN(ReadProbe read, ReadProbe::create(kProbeBytes));
+      TESSERA_ASSIGN_OR_RETURN(ReadProbe read, ReadProbe::create(p.bytes_));
       p.read_ = std::make_unique<ReadProbe>(std::move(read));
     } else {
-      TESSERA_ASSIGN_OR_RETURN(p.src_, backend.allocate(kProbeBytes));
-      TESSERA_ASSIGN_OR_RETURN(p.dst_, backend.allocate(kProbeBytes));
-      TESSERA_RETURN_IF_ERROR(backend.fill_zero(p.src_.data(), kProbeBytes));
+      p.bytes_ /= 2;  // read + written = the step's bytes
+      TESSERA_ASSIGN_OR_RETURN(p.src_, backend.allocate(p.bytes_));
+      TESSERA_ASSIGN_OR_RETURN(p.dst_, backend.allocate(p.bytes_));
+      TESSERA_RETURN_IF_ERROR(backend.fill_zero(p.src_.data(), p.bytes_));
     }
     return p;
   }
@@ -329,14 +333,15 @@ class BandwidthProbe {
     if (read_) return read_->measure_gbs();
     TESSERA_RETURN_IF_ERROR(backend_->synchronize());
     const Stopwatch watch;
-    TESSERA_RETURN_IF_ERROR(backend_->copy(dst_.data(), src_.data(), kProbeBytes));
+    TESSERA_RETURN_IF_ERROR(backend_->copy(dst_.data(), src_.data(), bytes_));
     TESSERA_RETURN_IF_ERROR(backend_->synchronize());
     const double seconds = std::max(watch.elapsed_ms() / 1e3, 1e-9);
-    return 2.0 * static_cast<double>(kProbeBytes) / seconds / 1e9;
+    return 2.0 * static_cast<double>(bytes_) / seconds / 1e9;
   }
 
  private:
   kernels::Backend* backend_ = nullptr;
+  size_t bytes_ = 0;
   std::unique_ptr<ReadProbe> read_;
   kernels::DeviceBuffer src_, dst_;
 };
@@ -364,7 +369,9 @@ Expected<ShapeModelResult> bench_shape_model(const std::string& name, const Safe
   }
   const int32_t bos[2] = {c.bos_id(), c.bos_id()};
   const int reps = quick ? 2 : 3;
-  TESSERA_ASSIGN_OR_RETURN(BandwidthProbe probe, BandwidthProbe::create(backend));
+  TESSERA_ASSIGN_OR_RETURN(
+      BandwidthProbe probe,
+      BandwidthProbe::create(backend, static_cast<size_t>(model->decode_weight_bytes())));
   TESSERA_RETURN_IF_ERROR(probe.measure_gbs().status());  // warm-up: page tables, TLB
   Status failed;
   res.condition = time_it(reps, 1, [&] {
@@ -593,8 +600,8 @@ std::string shape_markdown(const Machine& machine, const std::vector<ShapeModelR
           "KV-cache decode step at the given number "
           "of tokens in the cache (median of the steps, p50/p99 nearest rank); no-KV = one "
           "uncached step at that length (recomputes the condition and every token). Floor = "
-          "bf16 weight bytes read per step (once for both rows) / read bandwidth, probed (256 MiB "
-          "read) just before every timed step; \"read GB/s\" and \"floor\" are the probes' "
+          "bf16 weight bytes read per step (once for both rows) / read bandwidth, probed by reading "
+          "as many bytes (at least 256 MiB) just before every timed step; \"read GB/s\" and \"floor\" are the probes' "
           "median, \"TPOT / floor\" the median over the steps of each step's time over the floor "
           "of its own probe (the VM's bandwidth swings cancel). \"+KV\" adds the K/V of both "
           "rows that the step's attention reads (bf16 cache for bf16 weights, f32 for f32 "
