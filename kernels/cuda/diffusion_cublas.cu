@@ -1,0 +1,52 @@
+// The cuBLAS handle of the CUDA diffusion ops (diffusion_internal.h). Separate from linear.cu's
+// (which keeps its own in an anonymous namespace): one handle per thread and device each, cheap.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/diffusion_internal.h"
+
+namespace tessera::kernels::cuda::diffusion_detail {
+namespace {
+
+struct ThreadHandle {
+  int device = -1;
+  cublasHandle_t handle = nullptr;
+  ~ThreadHandle() {
+    if (handle != nullptr) cublasDestroy(handle);
+  }
+};
+
+}  // namespace
+
+Status cublas_status(cublasStatus_t st, const char* op, const char* what) {
+  std::string message = std::string("cuda ") + op + ": " + what +
+                        " failed: " + cublasGetStatusName(st) + " (" + cublasGetStatusString(st) +
+                        ")";
+  if (st == CUBLAS_STATUS_ALLOC_FAILED) return out_of_memory(std::move(message));
+  return internal_error(std::move(message));
+}
+
+Expected<cublasHandle_t> cublas_for_stream(cudaStream_t stream, const char* op) {
+  thread_local ThreadHandle cached;
+  int device = 0;
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device), std::string(op) + ": cudaGetDevice");
+  if (cached.handle == nullptr || cached.device != device) {
+    if (cached.handle != nullptr) cublasDestroy(cached.handle);
+    cached.handle = nullptr;
+    cublasHandle_t handle = nullptr;
+    const cublasStatus_t st = cublasCreate(&handle);
+    if (st != CUBLAS_STATUS_SUCCESS) return cublas_status(st, op, "cublasCreate");
+    cached.handle = handle;
+    cached.device = device;
+  }
+  cublasStatus_t st = cublasSetStream(cached.handle, stream);
+  if (st != CUBLAS_STATUS_SUCCESS) return cublas_status(st, op, "cublasSetStream");
+  st = cublasSetMathMode(cached.handle, CUBLAS_DEFAULT_MATH);
+  if (st != CUBLAS_STATUS_SUCCESS) return cublas_status(st, op, "cublasSetMathMode");
+  return cached.handle;
+}
+
+}  // namespace tessera::kernels::cuda::diffusion_detail
