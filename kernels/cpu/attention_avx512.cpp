@@ -217,19 +217,11 @@ namespace {
 // D = head_dim / 32. The output is held as 2 * D f32 vectors: even[c] lane i = dim 32c + 2i,
 // odd[c] lane i = dim 32c + 2i + 1 (the order a 512-bit load of 32 bf16 splits into with one shift
 // and one mask), restored to natural order at the end.
-// Prefetches the 64 * D bytes of one bf16 row of head_dim 32 * D into L1.
-template <int D>
-inline void prefetch_row(const uint16_t* row) {
-#pragma GCC unroll 8
-  for (int c = 0; c < D; ++c) _mm_prefetch(reinterpret_cast<const char*>(row + 32 * c), _MM_HINT_T0);
-}
-
 template <int D>
 void decode_fold_bf16_d(const float* q, const uint16_t* k, int64_t k_stride, const uint16_t* v,
                         int64_t v_stride, int64_t j_begin, int64_t j_end, float scale, float* m,
                         float* l, float* acc) {
   constexpr int kTile = 32;
-  constexpr int kAhead = 8;  // keys; ~8 DRAM latencies of work ahead at ~15 ns per key
   const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
   // q (scaled) and acc deinterleaved into even/odd dims.
   __m512 qe[D], qo[D], ae[D], ao[D];
@@ -253,13 +245,6 @@ void decode_fold_bf16_d(const float* q, const uint16_t* k, int64_t k_stride, con
     float tile_max = -__builtin_inff();
     for (int jj = 0; jj < nk; ++jj) {
       const uint16_t* kr = k + (j0 + jj) * k_stride;
-      // One head's keys sit k_stride apart (all heads of a token in between: 3 KB for 12 x 128),
-      // so nearly every key starts a new 4 KB page, where the hardware prefetchers stop: without
-      // help each row is a DRAM round trip (measured at 1024 tokens: ~22 GB/s of K/V against ~35
-      // for a plain read). Prefetch the K row kAhead keys on, and this key's V row for the
-      // product after the scores.
-      if (j0 + jj + kAhead < j_end) prefetch_row<D>(kr + kAhead * k_stride);
-      prefetch_row<D>(v + (j0 + jj) * v_stride);
       __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
 #pragma GCC unroll 8
       for (int c = 0; c < D; ++c) {
