@@ -59,13 +59,11 @@ void conv2d_bf16(const float* x, const g::PackedB& packed, const float* bias, fl
     g::gemm_packed(s.batch * s.in_h * s.in_w, x, s.in_c, packed, bias, y, co, false);
     return;
   }
-  const int64_t ih = s.conv_in_h(), iw = s.conv_in_w(), oh = s.out_h(), ow = s.out_w();
-  const int64_t up = s.upsample2x ? 1 : 0;
   const int64_t ci = s.in_c, kdim = 9 * ci, kpad = packed.kpad();
   // Taps are converted ci_even at a time (convert_a pads to an even count); with an odd ci the
   // extra zero lands where the next tap then writes, or in the pad column after the last tap.
   const int64_t ci_even = (ci + 1) & ~int64_t{1};
-  const int64_t pixels = s.batch * oh * ow;
+  const int64_t pixels = s.batch * s.out_h() * s.out_w();
   const int64_t block = std::clamp<int64_t>(kBlockElems / kpad, 16, pixels);
   uint16_t* col = col_scratch(block * kpad + 1);
   ThreadPool& pool = default_thread_pool();
@@ -73,22 +71,15 @@ void conv2d_bf16(const float* x, const g::PackedB& packed, const float* bias, fl
     const int64_t np = std::min(block, pixels - p0);
     pool.parallel_for(np, 16, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        const int64_t p = p0 + i;
-        const int64_t n = p / (oh * ow), oy = (p / ow) % oh, ox = p % ow;
         uint16_t* row = col + i * kpad;
-        for (int64_t ky = 0; ky < 3; ++ky) {
-          const int64_t iy = oy * s.stride + ky - 1;
-          for (int64_t kx = 0; kx < 3; ++kx) {
-            const int64_t ix = ox * s.stride + kx - 1;
-            uint16_t* dst = row + (ky * 3 + kx) * ci;
-            if (iy < 0 || iy >= ih || ix < 0 || ix >= iw) {
-              std::memset(dst, 0, sizeof(uint16_t) * static_cast<size_t>(ci_even));
-            } else {
-              const float* src = x + ((n * s.in_h + (iy >> up)) * s.in_w + (ix >> up)) * ci;
-              g::avx512bf16::convert_a(src, ci, 1, ci, dst, ci_even);
-            }
+        diffusion_detail::for_each_tap3x3(x, s, p0 + i, [&](int64_t t, const float* src) {
+          uint16_t* dst = row + t * ci;
+          if (src) {
+            g::avx512bf16::convert_a(src, ci, 1, ci, dst, ci_even);
+          } else {
+            std::memset(dst, 0, sizeof(uint16_t) * static_cast<size_t>(ci_even));
           }
-        }
+        });
         if (kpad > kdim) row[kdim] = 0;
       }
     });

@@ -63,10 +63,8 @@ void parallel_gemm(int64_t rows, int64_t cols, const Gemm& gemm) {
 
 void conv3x3_gemm(const float* x, const float* packed, const float* bias, float* y,
                   const Conv2dShape& s) {
-  const int64_t ih = s.conv_in_h(), iw = s.conv_in_w(), oh = s.out_h(), ow = s.out_w();
-  const int64_t up = s.upsample2x ? 1 : 0;
   const int64_t ci = s.in_c, co = s.out_c, kdim = 9 * ci;
-  const int64_t pixels = s.batch * oh * ow;
+  const int64_t pixels = s.batch * s.out_h() * s.out_w();
   const int64_t block = std::clamp<int64_t>(kBlockFloats / kdim, 16, pixels);
   float* col = diffusion_detail::thread_scratch(0, block * kdim);
   ThreadPool& pool = default_thread_pool();
@@ -75,21 +73,15 @@ void conv3x3_gemm(const float* x, const float* packed, const float* bias, float*
     pool.parallel_for(np, 16, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const int64_t p = p0 + i;
-        const int64_t n = p / (oh * ow), oy = (p / ow) % oh, ox = p % ow;
         float* row = col + i * kdim;
-        for (int64_t ky = 0; ky < 3; ++ky) {
-          const int64_t iy = oy * s.stride + ky - 1;
-          for (int64_t kx = 0; kx < 3; ++kx) {
-            const int64_t ix = ox * s.stride + kx - 1;
-            float* dst = row + (ky * 3 + kx) * ci;
-            if (iy < 0 || iy >= ih || ix < 0 || ix >= iw) {
-              std::fill(dst, dst + ci, 0.0f);
-            } else {
-              const float* src = x + ((n * s.in_h + (iy >> up)) * s.in_w + (ix >> up)) * ci;
-              std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(ci));
-            }
+        diffusion_detail::for_each_tap3x3(x, s, p, [&](int64_t t, const float* src) {
+          float* dst = row + t * ci;
+          if (src) {
+            std::memcpy(dst, src, sizeof(float) * static_cast<size_t>(ci));
+          } else {
+            std::fill(dst, dst + ci, 0.0f);
           }
-        }
+        });
         if (bias) std::copy(bias, bias + co, y + p * co);
       }
     });

@@ -1,12 +1,14 @@
 // Internals shared by the diffusion ops of kernels/cpu (diffusion_*.cpp): the per-ISA kernels
 // (written once in diffusion_kernels.inc and compiled three times: diffusion_simd.cpp portable,
 // diffusion_simd_avx2.cpp, diffusion_simd_avx512.cpp with those ISAs' flags), the GEMM they all
-// use, and the per-thread scratch. Declarations only, safe to include from any file.
+// use, the per-thread scratch and the 3x3 im2col tap walk. Declarations and one inline template,
+// safe to include from any file.
 #pragma once
 
 #include <cstdint>
 
 #include "kernels/cpu/isa.h"
+#include "kernels/diffusion_ops.h"
 
 // The activations' ISA bodies (defined in activations_avx2.cpp / activations_avx512.cpp, declared
 // there by a file-local macro): the fused GroupNorm+SiLU and the unfused GEGLU call them on rows
@@ -88,5 +90,24 @@ void sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t
 constexpr int kScratchSlots = 4;
 float* thread_scratch(int slot, int64_t count);
 double* thread_scratch_f64(int slot, int64_t count);
+
+// The nine taps of output pixel p (flattened over the batch) of a 3x3 convolution, in the kGemm
+// weight order (ky, kx): tap(t, src) with src the tap's in_c input floats, or nullptr where the tap
+// falls in the zero padding. Both im2col paths (f32 and bf16 rows) fill their rows through this.
+template <class Tap>
+inline void for_each_tap3x3(const float* x, const Conv2dShape& s, int64_t p, const Tap& tap) {
+  const int64_t ih = s.conv_in_h(), iw = s.conv_in_w(), oh = s.out_h(), ow = s.out_w();
+  const int64_t up = s.upsample2x ? 1 : 0;
+  const int64_t n = p / (oh * ow), oy = (p / ow) % oh, ox = p % ow;
+  for (int64_t ky = 0; ky < 3; ++ky) {
+    const int64_t iy = oy * s.stride + ky - 1;
+    for (int64_t kx = 0; kx < 3; ++kx) {
+      const int64_t ix = ox * s.stride + kx - 1;
+      const bool pad = iy < 0 || iy >= ih || ix < 0 || ix >= iw;
+      tap(ky * 3 + kx,
+          pad ? nullptr : x + ((n * s.in_h + (iy >> up)) * s.in_w + (ix >> up)) * s.in_c);
+    }
+  }
+}
 
 }  // namespace tessera::kernels::cpu::diffusion_detail

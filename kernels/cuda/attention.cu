@@ -17,6 +17,7 @@
 // (max, sum, unnormalised output) to the caller's workspace; a combine kernel rescales the partials
 // to the global max and normalises. The split kernel is templated on the K/V element type: f32, or
 // bf16 (a bf16 K/V cache, widened to f32 as the tile is loaded: half the bytes read).
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <string>
@@ -222,6 +223,17 @@ DecodeWorkspace decode_workspace(void* base, int64_t slots) {
 }
 
 // Grid (splits, heads, batch), one warp per block: keys [split * keys_per_split, ...) of one query.
+// q as the decode kernel uses it: f32 for an f32 K/V cache; rounded to bf16 (nearest even) for a
+// bf16 one, as kernels/ops.h's attention_decode_bf16kv contract says.
+template <typename KvT>
+__device__ __forceinline__ float query_value(float x) {
+  if constexpr (sizeof(KvT) == 2) {
+    return __bfloat162float(__float2bfloat16_rn(x));
+  } else {
+    return x;
+  }
+}
+
 // KvT: float (f32 K/V) or uint16_t (bf16 K/V, widened in load_tile).
 template <int kDimsPerLane, typename KvT>
 __global__ void __launch_bounds__(kDecodeThreads)
@@ -239,7 +251,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
   const float* q_base = q + b * s.q_batch_stride + h * dim;  // token 0: the only query
   const KvT* k_base = k + b * s.k_batch_stride + h * dim;
   const KvT* v_base = v + b * s.v_batch_stride + h * dim;
-  for (int d = threadIdx.x; d < dim; d += blockDim.x) q_row[d] = q_base[d];
+  for (int d = threadIdx.x; d < dim; d += blockDim.x) q_row[d] = query_value<KvT>(q_base[d]);
 
   const int64_t begin = split * keys_per_split;
   const int64_t end = clamp64(begin + keys_per_split, 0, s.kv_len);

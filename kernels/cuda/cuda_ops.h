@@ -100,8 +100,9 @@ Status attention_decode(const float* q, const float* k, const float* v, float* o
                         cudaStream_t stream);
 
 // attention_decode over a bf16 K/V cache (kernels/ops.h: attention_decode_bf16kv): k and v hold
-// bf16 bit patterns, widened exactly to f32 as they are loaded; scores, softmax and accumulation
-// are f32, so the result equals attention_decode over the widened K/V up to summation order. Same
+// bf16 bit patterns, widened exactly to f32 as they are loaded, and q is rounded to bf16 (nearest
+// even); scores, softmax and accumulation are f32, so the result equals attention_decode of the
+// rounded q over the widened K/V up to summation order. Same
 // split-KV scheme, workspace (attention_decode_workspace_bytes) and argument checks as
 // attention_decode.
 Status attention_decode_bf16kv(const float* q, const uint16_t* k, const uint16_t* v, float* o,

@@ -1,6 +1,6 @@
 // Reference decode attention over a bf16 K/V cache (tests only): widens the keys and values of
-// every (batch, head) exactly into f32 copies laid out with the same strides, then runs
-// ref::attention_decode on them.
+// every (batch, head) exactly into f32 copies laid out with the same strides, rounds q to bf16,
+// then runs ref::attention_decode on them.
 #include <cassert>
 #include <cstdint>
 #include <vector>
@@ -27,7 +27,11 @@ void attention_decode_bf16kv(const float* q, const uint16_t* k, const uint16_t* 
   std::vector<float> kf(static_cast<size_t>(k_span)), vf(static_cast<size_t>(v_span));
   for (size_t i = 0; i < kf.size(); ++i) kf[i] = bf16_to_f32(k[i]);
   for (size_t i = 0; i < vf.size(); ++i) vf[i] = bf16_to_f32(v[i]);
-  attention_decode(q, kf.data(), vf.data(), o, s);
+  // q rounded to bf16, over the same span of its strides.
+  const int64_t q_span = (s.batch - 1) * s.q_batch_stride + s.heads * s.head_dim;
+  std::vector<float> qr(static_cast<size_t>(q_span));
+  for (size_t i = 0; i < qr.size(); ++i) qr[i] = bf16_to_f32(f32_to_bf16(q[i]));
+  attention_decode(qr.data(), kf.data(), vf.data(), o, s);
 }
 
 }  // namespace tessera::kernels::ref

@@ -161,7 +161,7 @@ TEST(AttentionDecode, MatchesReference) {
   // batch * heads < threads exercises the split-key path (2 threads), >= threads the per-head one.
   const Case cases[] = {{1, 1, 1, 64},    {1, 1, 3, 40},    {1, 1, 17, 80},  {1, 1, 77, 128},
                         {1, 1, 130, 160}, {1, 1, 300, 64},  {2, 3, 78, 128}, {1, 12, 1024, 128},
-                        {1, 1, 1024, 7},  {2, 1, 257, 2000}};
+                        {1, 1, 1024, 7},  {2, 1, 257, 2000}, {2, 5, 600, 64},  {1, 2, 256, 33}};
   uint64_t seed = 500;
   for (const Case& c : cases) {
     for (bool causal : {false, true}) {  // causal is a no-op for one query: it sees every key
