@@ -101,11 +101,8 @@ class CudaBackend final : public Backend {
 
   Status upload(void* dst, const void* host_src, size_t bytes) override {
     if (bytes == 0) return Status();
-    TESSERA_RETURN_IF_ERROR(check_pointers("upload", dst, host_src));
-    TESSERA_RETURN_IF_ERROR(bind());
-    TESSERA_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_),
-        "backend upload of " + std::to_string(bytes) + " bytes");
+    TESSERA_RETURN_IF_ERROR(enter("upload", dst, host_src));
+    TESSERA_RETURN_IF_ERROR(memcpy_async("upload", dst, host_src, bytes, cudaMemcpyHostToDevice));
     // Page-locked host memory is copied by DMA after cudaMemcpyAsync returns: wait, so the
     // caller may reuse its buffer (pageable memory was staged before the call returned).
     cudaPointerAttributes attributes{};
@@ -119,11 +116,8 @@ class CudaBackend final : public Backend {
 
   Status download(void* host_dst, const void* src, size_t bytes) override {
     if (bytes == 0) return synchronize();
-    TESSERA_RETURN_IF_ERROR(check_pointers("download", host_dst, src));
-    TESSERA_RETURN_IF_ERROR(bind());
-    TESSERA_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_),
-        "backend download of " + std::to_string(bytes) + " bytes");
+    TESSERA_RETURN_IF_ERROR(enter("download", host_dst, src));
+    TESSERA_RETURN_IF_ERROR(memcpy_async("download", host_dst, src, bytes, cudaMemcpyDeviceToHost));
     TESSERA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_),
                                  "backend download (waiting for the stream)");
     return Status();
@@ -131,17 +125,11 @@ class CudaBackend final : public Backend {
 
   Status copy(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0 || dst == src) return Status();
-    TESSERA_RETURN_IF_ERROR(check_pointers("copy", dst, src));
-    TESSERA_RETURN_IF_ERROR(bind());
+    TESSERA_RETURN_IF_ERROR(enter("copy", dst, src));
     const auto d = reinterpret_cast<uintptr_t>(dst);
     const auto s = reinterpret_cast<uintptr_t>(src);
     const bool overlap = d < s + bytes && s < d + bytes;
-    if (!overlap) {
-      TESSERA_CUDA_RETURN_IF_ERROR(
-          cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_),
-          "backend copy of " + std::to_string(bytes) + " bytes");
-      return Status();
-    }
+    if (!overlap) return memcpy_async("copy", dst, src, bytes, cudaMemcpyDeviceToDevice);
     // cudaMemcpy leaves overlapping ranges undefined: stage through the scratch buffer.
     TESSERA_RETURN_IF_ERROR(ensure(&scratch_, &scratch_bytes_, bytes, "copy scratch"));
     TESSERA_CUDA_RETURN_IF_ERROR(
@@ -155,8 +143,7 @@ class CudaBackend final : public Backend {
 
   Status fill_zero(void* dst, size_t bytes) override {
     if (bytes == 0) return Status();
-    TESSERA_RETURN_IF_ERROR(check_pointers("fill_zero", dst, dst));
-    TESSERA_RETURN_IF_ERROR(bind());
+    TESSERA_RETURN_IF_ERROR(enter("fill_zero", dst, dst));
     TESSERA_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dst, 0, bytes, stream_),
                                  "backend fill_zero of " + std::to_string(bytes) + " bytes");
     return Status();
@@ -205,8 +192,7 @@ class CudaBackend final : public Backend {
   // ---- ops
   // ---------------------------------------------------------------------------------------
   Status linear(const float* x, int64_t m, const Weight& w, const float* bias, float* y) override {
-    TESSERA_RETURN_IF_ERROR(bind());
-    return cuda::linear(x, m, w, bias, y, stream_);
+    return on_stream(cuda::linear, x, m, w, bias, y);
   }
   Status linear_multi(const float* x, int64_t m, const LinearPart* parts,
                       int64_t n_parts) override {
@@ -219,51 +205,40 @@ class CudaBackend final : public Backend {
   }
   Status layer_norm(const float* x, const float* weight, const float* bias, float* y, int64_t rows,
                     int64_t dim, float eps) override {
-    TESSERA_RETURN_IF_ERROR(bind());
-    return cuda::layer_norm(x, weight, bias, y, rows, dim, eps, stream_);
+    return on_stream(cuda::layer_norm, x, weight, bias, y, rows, dim, eps);
   }
   Status rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim,
                   float eps) override {
-    TESSERA_RETURN_IF_ERROR(bind());
-    return cuda::rms_norm(x, weight, y, rows, dim, eps, stream_);
+    return on_stream(cuda::rms_norm, x, weight, y, rows, dim, eps);
   }
   Status rope_interleaved(float* x, int64_t tokens, int64_t heads, int64_t head_dim,
                           int64_t token_stride, const int32_t* positions, float theta) override {
-    TESSERA_RETURN_IF_ERROR(bind());
-    return cuda::rope_interleaved(x, tokens, heads, head_dim, token_stride, positions, theta,
-                                  stream_);
+    return on_stream(cuda::rope_interleaved, x, tokens, heads, head_dim, token_stride, positions,
+                     theta);
   }
   Status softmax(const float* x, float* y, int64_t rows, int64_t cols) override {
-    TESSERA_RETURN_IF_ERROR(bind());
-    return cuda::softmax(x, y, rows, cols, stream_);
+    return on_stream(cuda::softmax, x, y, rows, cols);
   }
   Status silu(const float* x, float* y, int64_t n) override {
-    TESSERA_RETURN_IF_ERROR(bind());
-    return cuda::silu(x, y, n, stream_);
+    return on_stream(cuda::silu, x, y, n);
   }
   Status gelu_erf(const float* x, float* y, int64_t n) override {
-    TESSERA_RETURN_IF_ERROR(bind());
-    return cuda::gelu_erf(x, y, n, stream_);
+    return on_stream(cuda::gelu_erf, x, y, n);
   }
   Status gelu_tanh(const float* x, float* y, int64_t n) override {
-    TESSERA_RETURN_IF_ERROR(bind());
-    return cuda::gelu_tanh(x, y, n, stream_);
+    return on_stream(cuda::gelu_tanh, x, y, n);
   }
   Status quick_gelu(const float* x, float* y, int64_t n) override {
-    TESSERA_RETURN_IF_ERROR(bind());
-    return cuda::quick_gelu(x, y, n, stream_);
+    return on_stream(cuda::quick_gelu, x, y, n);
   }
   Status swiglu(const float* gate, const float* up, float* y, int64_t n) override {
-    TESSERA_RETURN_IF_ERROR(bind());
-    return cuda::swiglu(gate, up, y, n, stream_);
+    return on_stream(cuda::swiglu, gate, up, y, n);
   }
   Status geglu(const float* x, float* y, int64_t rows, int64_t hidden) override {
-    TESSERA_RETURN_IF_ERROR(bind());
-    return cuda::geglu(x, y, rows, hidden, stream_);
+    return on_stream(cuda::geglu, x, y, rows, hidden);
   }
   Status add(const float* a, const float* b, float* y, int64_t n) override {
-    TESSERA_RETURN_IF_ERROR(bind());
-    return cuda::add(a, b, y, n, stream_);
+    return on_stream(cuda::add, a, b, y, n);
   }
   Status attention(const float* q, const float* k, const float* v, float* o,
                    const AttentionShape& s) override {
@@ -272,28 +247,21 @@ class CudaBackend final : public Backend {
   }
   Status attention_decode(const float* q, const float* k, const float* v, float* o,
                           const AttentionShape& s) override {
-    TESSERA_RETURN_IF_ERROR(bind());
-    TESSERA_RETURN_IF_ERROR(ensure(&workspace_, &workspace_bytes_,
-                                   cuda::attention_decode_workspace_bytes(s), "decode workspace"));
+    TESSERA_RETURN_IF_ERROR(enter_decode(s));
     return cuda::attention_decode(q, k, v, o, s, workspace_, workspace_bytes_, stream_);
   }
   Status embedding_gather(const Weight& table, const int32_t* ids, int64_t n, float* out) override {
-    TESSERA_RETURN_IF_ERROR(bind());
-    return cuda::embedding_gather(table, ids, n, out, stream_);
+    return on_stream(cuda::embedding_gather, table, ids, n, out);
   }
   Status convert_f32_to_bf16(uint16_t* dst, const float* src, int64_t n) override {
-    TESSERA_RETURN_IF_ERROR(bind());
-    return cuda::convert_f32_to_bf16(dst, src, n, stream_);
+    return on_stream(cuda::convert_f32_to_bf16, dst, src, n);
   }
   Status convert_bf16_to_f32(float* dst, const uint16_t* src, int64_t n) override {
-    TESSERA_RETURN_IF_ERROR(bind());
-    return cuda::convert_bf16_to_f32(dst, src, n, stream_);
+    return on_stream(cuda::convert_bf16_to_f32, dst, src, n);
   }
   Status attention_decode_bf16kv(const float* q, const uint16_t* k, const uint16_t* v, float* o,
                                  const AttentionShape& s) override {
-    TESSERA_RETURN_IF_ERROR(bind());
-    TESSERA_RETURN_IF_ERROR(ensure(&workspace_, &workspace_bytes_,
-                                   cuda::attention_decode_workspace_bytes(s), "decode workspace"));
+    TESSERA_RETURN_IF_ERROR(enter_decode(s));
     return cuda::attention_decode_bf16kv(q, k, v, o, s, workspace_, workspace_bytes_, stream_);
   }
 
@@ -308,10 +276,35 @@ class CudaBackend final : public Backend {
     return Status();
   }
 
-  static Status check_pointers(const char* op, const void* a, const void* b) {
+  // How attention_decode(_bf16kv) start: device_ current, the workspace large enough for `s`.
+  Status enter_decode(const AttentionShape& s) {
+    TESSERA_RETURN_IF_ERROR(bind());
+    return ensure(&workspace_, &workspace_bytes_, cuda::attention_decode_workspace_bytes(s),
+                  "decode workspace");
+  }
+
+  // Makes device_ current, then runs a cuda:: op on the backend's stream (its last parameter).
+  template <typename... Params, typename... Args>
+  Status on_stream(Status (*op)(Params...), const Args&... args) {
+    TESSERA_RETURN_IF_ERROR(bind());
+    return op(args..., stream_);
+  }
+
+  // How the memory entry points start: a null pointer is an error naming `op`, then the backend's
+  // device is made current.
+  Status enter(const char* op, const void* a, const void* b) const {
     if (a == nullptr || b == nullptr) {
       return invalid_argument(std::string("cuda backend ") + op + ": null pointer");
     }
+    return bind();
+  }
+
+  // cudaMemcpyAsync on the backend's stream; an error names `op` and the size.
+  Status memcpy_async(const char* op, void* dst, const void* src, size_t bytes,
+                      cudaMemcpyKind kind) const {
+    TESSERA_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(dst, src, bytes, kind, stream_),
+        std::string("backend ") + op + " of " + std::to_string(bytes) + " bytes");
     return Status();
   }
 

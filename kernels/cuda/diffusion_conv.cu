@@ -95,6 +95,18 @@ __device__ __forceinline__ void at6(const float (&m)[6], float (&r)[4]) {
   r[3] = d12 + 8.f * d34 + m[5];
 }
 
+// Element idx of a block of tiles t0, t0 + 1, ... stored [tile][channel]: its channel, and its
+// tile's image n, tile row ty and tile column tx (tiles_h x tiles_w tiles per image).
+struct TileElement {
+  int64_t channel, n, ty, tx;
+};
+__device__ __forceinline__ TileElement tile_element(int64_t idx, int64_t channels, int64_t t0,
+                                                    int64_t tiles_h, int64_t tiles_w) {
+  const int64_t i = idx / channels;
+  const int64_t t = t0 + i;
+  return {idx - i * channels, t / (tiles_h * tiles_w), (t / tiles_w) % tiles_h, t % tiles_w};
+}
+
 // v[(p * nt + i) * in_c + c] = (B^T d B)[p] for tile t0 + i and channel c.
 __global__ void __launch_bounds__(kConvThreads)
     winograd_input_kernel(const float* __restrict__ x, float* __restrict__ v, ConvGeometry g,
@@ -102,12 +114,7 @@ __global__ void __launch_bounds__(kConvThreads)
   const int64_t total = nt * g.in_c;
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t i = idx / g.in_c;
-    const int64_t c = idx - i * g.in_c;
-    const int64_t t = t0 + i;
-    const int64_t n = t / (tiles_h * tiles_w);
-    const int64_t ty = (t / tiles_w) % tiles_h;
-    const int64_t tx = t % tiles_w;
+    const auto [c, n, ty, tx] = tile_element(idx, g.in_c, t0, tiles_h, tiles_w);
     float d[6][6];
 #pragma unroll
     for (int a = 0; a < 6; ++a) {
@@ -149,12 +156,7 @@ __global__ void __launch_bounds__(kConvThreads)
   const int64_t plane = total;
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t i = idx / g.out_c;
-    const int64_t o = idx - i * g.out_c;
-    const int64_t t = t0 + i;
-    const int64_t n = t / (tiles_h * tiles_w);
-    const int64_t ty = (t / tiles_w) % tiles_h;
-    const int64_t tx = t % tiles_w;
+    const auto [o, n, ty, tx] = tile_element(idx, g.out_c, t0, tiles_h, tiles_w);
     float u[4][6];  // A^T M (columns)
 #pragma unroll
     for (int b = 0; b < 6; ++b) {

@@ -17,6 +17,7 @@
 #if TESSERA_HAVE_CUDA
 #include "kernels/cuda/diffusion_cuda_ops.h"
 #include "tests/kernels/diffusion_gpu_test_util.h"
+#include "tests/support/diffusion_cases.h"
 
 namespace tessera::kernels {
 namespace {
@@ -25,66 +26,30 @@ namespace {
 // sums over <= 300 keys: ~1e-6 of scale. A wrong max, sum, stride or tile edge is off by O(0.01).
 constexpr double kTol = 1e-5;
 
-struct Case {
-  int64_t batch, heads, q_len, kv_len, head_dim;
-  bool packed;  // q, k, v interleaved in one [token][3][heads][head_dim] buffer (self-attention)
-};
-
-const Case kCases[] = {
-    {1, 1, 1, 1, 1, false},       {1, 2, 7, 5, 3, false},      {2, 3, 67, 77, 40, false},
-    {1, 2, 129, 129, 80, true},   {1, 1, 61, 300, 160, false}, {2, 8, 17, 77, 40, false},
-    {1, 1, 130, 130, 512, false}, {1, 1, 3, 257, 13, false},   {1, 2, 65, 65, 64, true},
-};
-
-std::string describe(const Case& c, AttentionAlgo algo) {
-  static const char* kNames[] = {"auto", "flash", "partial-fused", "naive"};
-  return std::string(kNames[static_cast<int>(algo)]) + " batch " + std::to_string(c.batch) +
-         " heads " + std::to_string(c.heads) + " q " + std::to_string(c.q_len) + " kv " +
-         std::to_string(c.kv_len) + " d " + std::to_string(c.head_dim) +
-         (c.packed ? " packed" : "");
-}
-
 class CudaDiffusionAttention : public test::GpuTest {};
 
 TEST_F(CudaDiffusionAttention, EveryAlgorithmMatchesReference) {
   uint64_t seed = 1000;
-  for (const Case& c : kCases) {
-    const int64_t hd = c.heads * c.head_dim;
-    AttentionShape s = contiguous_attention(c.batch, c.heads, c.q_len, c.kv_len, c.head_dim, false,
-                                            1.0f / std::sqrt(float(c.head_dim)));
-    std::vector<float> q, k, v;
-    int64_t k_offset = 0, v_offset = 0;  // of k and v in the q buffer when packed
-    if (c.packed) {                      // q_len == kv_len
-      q = test::random_floats(size_t(c.batch * c.kv_len * 3 * hd), seed++, -2.0f, 2.0f);
-      k_offset = hd;
-      v_offset = 2 * hd;
-      s.q_token_stride = s.k_token_stride = s.v_token_stride = 3 * hd;
-      s.q_batch_stride = s.k_batch_stride = s.v_batch_stride = c.kv_len * 3 * hd;
-      s.o_token_stride = hd + 3;  // padded output rows
-      s.o_batch_stride = c.q_len * s.o_token_stride;
-    } else {
-      q = test::random_floats(size_t(c.batch * c.q_len * hd), seed++, -2.0f, 2.0f);
-      k = test::random_floats(size_t(c.batch * c.kv_len * hd), seed++, -2.0f, 2.0f);
-      v = test::random_floats(size_t(c.batch * c.kv_len * hd), seed++);
-    }
-    const float* hq = q.data();
-    const float* hk = c.packed ? hq + k_offset : k.data();
-    const float* hv = c.packed ? hq + v_offset : v.data();
-    const size_t o_size = size_t(c.batch * s.o_batch_stride);
+  for (const test::AttentionCase& c : test::kAttentionCases) {
+    if (!test::runs_on_gpu(c.runs_on)) continue;
+    const test::AttentionInputs in = test::attention_inputs(c, seed);
+    const AttentionShape& s = in.shape;
+    const size_t o_size = in.out_floats();
     std::vector<float> expected(o_size, 0.0f);
-    ref::attention(hq, hk, hv, expected.data(), s);
+    ref::attention(in.q.data(), in.k_in(in.q.data(), in.k.data()),
+                   in.v_in(in.q.data(), in.v.data()), expected.data(), s);
 
-    cuda::DeviceBuffer d_q = upload(q);
-    cuda::DeviceBuffer d_k = c.packed ? cuda::DeviceBuffer() : upload(k);
-    cuda::DeviceBuffer d_v = c.packed ? cuda::DeviceBuffer() : upload(v);
+    cuda::DeviceBuffer d_q = upload(in.q);
+    cuda::DeviceBuffer d_k = c.packed ? cuda::DeviceBuffer() : upload(in.k);
+    cuda::DeviceBuffer d_v = c.packed ? cuda::DeviceBuffer() : upload(in.v);
     const float* dq = d_q.as<float>();
-    const float* dk = c.packed ? dq + k_offset : d_k.as<float>();
-    const float* dv = c.packed ? dq + v_offset : d_v.as<float>();
+    const float* dk = in.k_in(dq, d_k.as<float>());
+    const float* dv = in.v_in(dq, d_v.as<float>());
     std::vector<float> naive;
     for (AttentionAlgo algo : {AttentionAlgo::kNaive, AttentionAlgo::kPartialFused,
                                AttentionAlgo::kFlash, AttentionAlgo::kAuto}) {
       if (algo == AttentionAlgo::kFlash && c.head_dim > cuda::kAttentionMaxHeadDim) continue;
-      SCOPED_TRACE(describe(c, algo));
+      SCOPED_TRACE(test::describe(c, algo));
       const int64_t scratch_floats = cuda::attention_scratch_floats(s, algo);
       cuda::DeviceBuffer d_scratch = alloc<float>(size_t(scratch_floats));
       cuda::DeviceBuffer d_o = upload(std::vector<float>(o_size, 0.0f));  // padding stays 0

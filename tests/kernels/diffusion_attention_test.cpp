@@ -12,6 +12,7 @@
 
 #include "kernels/diffusion_ops.h"
 #include "kernels/ops.h"
+#include "tests/support/diffusion_cases.h"
 #include "tests/support/kernel_test_util.h"
 
 namespace tessera {
@@ -27,59 +28,23 @@ using kernels::AttentionShape;
 // absolute + 1e-5 relative. A wrong max, sum or tile edge is off by O(0.01) or more.
 constexpr double kAtol = 1e-5, kRtol = 1e-5;
 
-struct Case {
-  int64_t batch, heads, q_len, kv_len, head_dim;
-  bool packed;  // q, k, v interleaved in one [token][3][heads][head_dim] buffer (self-attention)
-};
-
-const Case kCases[] = {
-    {1, 1, 1, 1, 1, false},     {1, 2, 7, 5, 3, false},      {2, 3, 67, 77, 40, false},
-    {1, 2, 129, 129, 80, true}, {1, 1, 61, 300, 160, false}, {1, 1, 50, 4099, 8, false},
-    {2, 8, 17, 77, 40, false},  {1, 1, 3, 257, 13, false},
-};
-
-std::string describe(const Case& c, AttentionAlgo algo) {
-  static const char* kNames[] = {"auto", "flash", "partial-fused", "naive"};
-  return std::string(kNames[static_cast<int>(algo)]) + " batch " + std::to_string(c.batch) +
-         " heads " + std::to_string(c.heads) + " q " + std::to_string(c.q_len) + " kv " +
-         std::to_string(c.kv_len) + " d " + std::to_string(c.head_dim) +
-         (c.packed ? " packed" : "");
-}
-
 TEST(DiffusionAttention, EveryAlgorithmMatchesReference) {
   uint64_t seed = 100;
-  for (const Case& c : kCases) {
-    const int64_t hd = c.heads * c.head_dim;
-    AttentionShape s =
-        kernels::contiguous_attention(c.batch, c.heads, c.q_len, c.kv_len, c.head_dim, false,
-                                      1.0f / std::sqrt(float(c.head_dim)));
-    std::vector<float> qkv, q, k, v;
-    const float *qp, *kp, *vp;
-    if (c.packed) {  // q_len == kv_len
-      qkv = test::random_floats(size_t(c.batch * c.kv_len * 3 * hd), seed++, -2.0f, 2.0f);
-      qp = qkv.data();
-      kp = qp + hd;
-      vp = qp + 2 * hd;
-      s.q_token_stride = s.k_token_stride = s.v_token_stride = 3 * hd;
-      s.q_batch_stride = s.k_batch_stride = s.v_batch_stride = c.kv_len * 3 * hd;
-      s.o_token_stride = hd + 3;  // padded output rows
-      s.o_batch_stride = c.q_len * s.o_token_stride;
-    } else {
-      q = test::random_floats(size_t(c.batch * c.q_len * hd), seed++, -2.0f, 2.0f);
-      k = test::random_floats(size_t(c.batch * c.kv_len * hd), seed++, -2.0f, 2.0f);
-      v = test::random_floats(size_t(c.batch * c.kv_len * hd), seed++);
-      qp = q.data();
-      kp = k.data();
-      vp = v.data();
-    }
-    const size_t o_size = size_t(c.batch * s.o_batch_stride);
+  for (const test::AttentionCase& c : test::kAttentionCases) {
+    if (!test::runs_on_cpu(c.runs_on)) continue;
+    const test::AttentionInputs in = test::attention_inputs(c, seed);
+    const AttentionShape& s = in.shape;
+    const float* qp = in.q.data();
+    const float* kp = in.k_in(qp, in.k.data());
+    const float* vp = in.v_in(qp, in.v.data());
+    const size_t o_size = in.out_floats();
     std::vector<float> expected(o_size, 0.0f), actual(o_size);
     ref::attention(qp, kp, vp, expected.data(), s);
     for (AttentionAlgo algo : {AttentionAlgo::kAuto, AttentionAlgo::kFlash,
                                AttentionAlgo::kPartialFused, AttentionAlgo::kNaive}) {
       std::vector<float> scratch(size_t(cpu::attention_scratch_floats(s, algo)));
       test::for_each_cpu_mode([&] {
-        SCOPED_TRACE(describe(c, algo));
+        SCOPED_TRACE(test::describe(c, algo));
         std::fill(actual.begin(), actual.end(), 0.0f);  // the padding stays 0, as in expected
         cpu::diffusion_attention(qp, kp, vp, actual.data(), s, algo, scratch.data());
         EXPECT_TRUE(test::all_close(actual.data(), expected.data(), o_size, kAtol, kRtol));

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #if TESSERA_HAVE_CUDA
 #include "kernels/cuda/diffusion_cuda_ops.h"
 #include "tests/kernels/diffusion_gpu_test_util.h"
+#include "tests/support/diffusion_cases.h"
 
 namespace tessera::kernels {
 namespace {
@@ -26,41 +28,13 @@ namespace {
 // test states. A wrong tap, tile edge or padding is off by O(0.1).
 constexpr double kGemmTol = 1e-5, kWinogradTol = 2e-5;
 
-struct Case {
-  int64_t batch, in_h, in_w, in_c, out_c, kernel, stride;
-  bool upsample;
-  bool bias;
+// Run after the CPU test's cases (test::kConvCases), each with and without bias: SD's 320
+// channels, and a batch of odd-sized images.
+const test::ConvCase kGpuCases[] = {
+    {2, 16, 16, 320, 320, 3, 1, false},
+    {1, 12, 12, 320, 4, 1, 1, false},
+    {2, 11, 13, 3, 8, 3, 1, false},
 };
-
-const Case kCases[] = {
-    {1, 1, 1, 1, 1, 3, 1, false, true},     {1, 5, 7, 3, 2, 3, 1, false, true},
-    {2, 9, 6, 17, 13, 3, 1, false, false},  {1, 13, 11, 64, 70, 3, 1, false, true},
-    {1, 8, 8, 5, 7, 3, 2, false, true},     {1, 9, 7, 16, 3, 3, 2, false, false},
-    {2, 5, 3, 7, 9, 1, 1, false, true},     {1, 4, 5, 6, 5, 3, 1, true, true},
-    {1, 7, 9, 33, 20, 3, 1, true, false},   {1, 1, 2, 4, 320, 3, 1, false, true},
-    {1, 2, 1, 1, 1, 3, 2, false, true},     {2, 16, 16, 320, 320, 3, 1, false, true},
-    {1, 12, 12, 320, 4, 1, 1, false, true}, {2, 11, 13, 3, 8, 3, 1, false, true},
-};
-
-Conv2dShape shape_of(const Case& c) {
-  Conv2dShape s;
-  s.batch = c.batch;
-  s.in_h = c.in_h;
-  s.in_w = c.in_w;
-  s.in_c = c.in_c;
-  s.out_c = c.out_c;
-  s.kernel = c.kernel;
-  s.stride = c.stride;
-  s.upsample2x = c.upsample;
-  return s;
-}
-
-std::string describe(const Conv2dShape& s, ConvAlgo algo) {
-  return std::string(algo == ConvAlgo::kWinograd ? "winograd" : "gemm") + " batch " +
-         std::to_string(s.batch) + " " + std::to_string(s.in_h) + "x" + std::to_string(s.in_w) +
-         " " + std::to_string(s.in_c) + "->" + std::to_string(s.out_c) + " k" +
-         std::to_string(s.kernel) + " s" + std::to_string(s.stride) + (s.upsample2x ? " up2" : "");
-}
 
 class CudaDiffusionConv : public test::GpuTest {
  protected:
@@ -83,7 +57,7 @@ class CudaDiffusionConv : public test::GpuTest {
     std::vector<float> gemm_result;
     for (ConvAlgo algo : {ConvAlgo::kGemm, ConvAlgo::kWinograd}) {
       if (algo == ConvAlgo::kWinograd && !cpu::winograd_applies(s)) continue;
-      SCOPED_TRACE(describe(s, algo));
+      SCOPED_TRACE(test::describe(s, algo) + (with_bias ? " bias" : ""));
       std::vector<float> packed(static_cast<size_t>(cpu::conv2d_packed_floats(s, algo)));
       cpu::conv2d_pack_weights(w.data(), s, algo, packed.data());
       cuda::DeviceBuffer d_packed = upload(packed);
@@ -108,8 +82,10 @@ class CudaDiffusionConv : public test::GpuTest {
 
 TEST_F(CudaDiffusionConv, EveryAlgorithmMatchesReference) {
   uint64_t seed = 900;
-  for (const Case& c : kCases) {
-    check(shape_of(c), c.bias, seed);
+  std::vector<test::ConvCase> cases(std::begin(test::kConvCases), std::end(test::kConvCases));
+  cases.insert(cases.end(), std::begin(kGpuCases), std::end(kGpuCases));
+  for (const test::ConvCase& c : cases) {
+    for (bool bias : {false, true}) check(test::conv_shape(c), bias, seed);
     seed += 3;
   }
 }
@@ -166,7 +142,7 @@ TEST_F(CudaDiffusionConv, UnfusedUpsampleMatchesFused) {
     cuda::DeviceBuffer d_bias = upload(bias);
     const size_t n_out = size_t(big.pixels() * 11);
     for (ConvAlgo algo : {ConvAlgo::kGemm, ConvAlgo::kWinograd}) {
-      SCOPED_TRACE(describe(fused, algo));
+      SCOPED_TRACE(test::describe(fused, algo));
       std::vector<float> packed(size_t(cpu::conv2d_packed_floats(fused, algo)));
       cpu::conv2d_pack_weights(w.data(), fused, algo, packed.data());
       cuda::DeviceBuffer d_packed = upload(packed);

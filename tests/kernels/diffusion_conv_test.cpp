@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/diffusion_ops.h"
+#include "tests/support/diffusion_cases.h"
 #include "tests/support/kernel_test_util.h"
 
 namespace tessera {
@@ -33,38 +34,6 @@ using kernels::ImageShape;
 // tap, tile edge or padding is off by O(0.1).
 constexpr double kGemmTol = 5e-6, kWinogradTol = 2e-5;
 
-struct Case {
-  int64_t batch, in_h, in_w, in_c, out_c, kernel, stride;
-  bool upsample;
-};
-
-const Case kCases[] = {
-    {1, 1, 1, 1, 1, 3, 1, false},     {1, 5, 7, 3, 2, 3, 1, false}, {2, 9, 6, 17, 13, 3, 1, false},
-    {1, 13, 11, 64, 70, 3, 1, false}, {1, 8, 8, 5, 7, 3, 2, false}, {1, 9, 7, 16, 3, 3, 2, false},
-    {2, 5, 3, 7, 9, 1, 1, false},     {1, 4, 5, 6, 5, 3, 1, true},  {1, 7, 9, 33, 20, 3, 1, true},
-    {1, 1, 2, 4, 320, 3, 1, false},   {1, 2, 1, 1, 1, 3, 2, false},
-};
-
-Conv2dShape shape_of(const Case& c) {
-  Conv2dShape s;
-  s.batch = c.batch;
-  s.in_h = c.in_h;
-  s.in_w = c.in_w;
-  s.in_c = c.in_c;
-  s.out_c = c.out_c;
-  s.kernel = c.kernel;
-  s.stride = c.stride;
-  s.upsample2x = c.upsample;
-  return s;
-}
-
-std::string describe(const Case& c, ConvAlgo algo) {
-  return std::string(algo == ConvAlgo::kWinograd ? "winograd" : "gemm") + " batch " +
-         std::to_string(c.batch) + " " + std::to_string(c.in_h) + "x" + std::to_string(c.in_w) +
-         " " + std::to_string(c.in_c) + "->" + std::to_string(c.out_c) + " k" +
-         std::to_string(c.kernel) + " s" + std::to_string(c.stride) + (c.upsample ? " up2" : "");
-}
-
 // Success when max |actual - expected| <= tol * max(1e-3, max |expected|).
 ::testing::AssertionResult close_to_scale(const std::vector<float>& actual,
                                           const std::vector<float>& expected, double tol) {
@@ -78,8 +47,8 @@ std::string describe(const Case& c, ConvAlgo algo) {
 
 TEST(DiffusionConv, EveryAlgorithmMatchesReference) {
   uint64_t seed = 200;
-  for (const Case& c : kCases) {
-    const Conv2dShape s = shape_of(c);
+  for (const test::ConvCase& c : test::kConvCases) {
+    const Conv2dShape s = test::conv_shape(c);
     const int64_t k2 = c.kernel * c.kernel;
     const auto x = test::random_floats(size_t(c.batch * c.in_h * c.in_w * c.in_c), seed++, -2, 2);
     const float bound = 1.0f / std::sqrt(float(c.in_c * k2));  // PyTorch's default init range
@@ -94,7 +63,7 @@ TEST(DiffusionConv, EveryAlgorithmMatchesReference) {
         std::vector<float> packed(size_t(cpu::conv2d_packed_floats(s, algo)));
         cpu::conv2d_pack_weights(w.data(), s, algo, packed.data());
         test::for_each_cpu_mode([&] {
-          SCOPED_TRACE(describe(c, algo) + (b ? " bias" : ""));
+          SCOPED_TRACE(test::describe(s, algo) + (b ? " bias" : ""));
           std::fill(actual.begin(), actual.end(), NAN);
           cpu::conv2d(x.data(), packed.data(), b, actual.data(), s, algo);
           EXPECT_TRUE(close_to_scale(actual, expected,

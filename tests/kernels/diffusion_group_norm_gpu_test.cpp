@@ -14,6 +14,7 @@
 #if TESSERA_HAVE_CUDA
 #include "kernels/cuda/diffusion_cuda_ops.h"
 #include "tests/kernels/diffusion_gpu_test_util.h"
+#include "tests/support/diffusion_cases.h"
 
 namespace tessera::kernels {
 namespace {
@@ -23,12 +24,7 @@ namespace {
 constexpr double kTol = 1e-5;
 constexpr float kEps = 1e-5f;
 
-struct Case {
-  int64_t batch, height, width, channels, groups;
-  float lo, hi;  // input range
-};
-
-const Case kCases[] = {
+const test::GroupNormCase kCases[] = {
     {1, 1, 1, 4, 2, -1.f, 1.f},   {2, 5, 7, 12, 3, -2.f, 2.f},    {1, 9, 11, 64, 32, -1.f, 3.f},
     {3, 3, 3, 96, 32, -1.f, 1.f}, {1, 33, 17, 40, 4, 29.f, 31.f}, {2, 16, 16, 320, 32, -3.f, 1.f},
 };
@@ -37,8 +33,8 @@ class CudaDiffusionGroupNorm : public test::GpuTest {};
 
 TEST_F(CudaDiffusionGroupNorm, FusedAndUnfusedMatchReference) {
   uint64_t seed = 700;
-  for (const Case& c : kCases) {
-    const ImageShape s{c.batch, c.height, c.width, c.channels};
+  for (const test::GroupNormCase& c : kCases) {
+    const ImageShape s = c.image();
     const size_t n = static_cast<size_t>(s.elements());
     const std::vector<float> x = test::random_floats(n, seed++, c.lo, c.hi);
     const std::vector<float> gamma =
@@ -55,10 +51,8 @@ TEST_F(CudaDiffusionGroupNorm, FusedAndUnfusedMatchReference) {
         std::vector<float> fused;
         for (Fusion fusion : {Fusion::kOn, Fusion::kOff}) {
           for (bool in_place : {false, true}) {
-            SCOPED_TRACE("batch " + std::to_string(c.batch) + " " + std::to_string(c.height) + "x" +
-                         std::to_string(c.width) + " c " + std::to_string(c.channels) + " groups " +
-                         std::to_string(c.groups) + (affine ? " affine" : "") +
-                         (silu ? " silu" : "") + (fusion == Fusion::kOn ? " fused" : " unfused") +
+            SCOPED_TRACE(test::describe(c) + (affine ? " affine" : "") + (silu ? " silu" : "") +
+                         (fusion == Fusion::kOn ? " fused" : " unfused") +
                          (in_place ? " in place" : ""));
             cuda::DeviceBuffer d_in = in_place ? upload(x) : cuda::DeviceBuffer();
             cuda::DeviceBuffer d_y = in_place ? cuda::DeviceBuffer() : alloc<float>(n);

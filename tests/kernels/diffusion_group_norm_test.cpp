@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/diffusion_ops.h"
+#include "tests/support/diffusion_cases.h"
 #include "tests/support/kernel_test_util.h"
 
 namespace tessera {
@@ -26,28 +27,19 @@ using kernels::ImageShape;
 // stated tolerance; a wrong group, channel or chunk merge is off by O(0.1).
 constexpr double kAtol = 2e-5, kRtol = 2e-5;
 
-struct Case {
-  int64_t batch, height, width, channels, groups;
-};
-
-const Case kCases[] = {
+// Inputs in GroupNormCase's default range [2, 4]: offset 3 +- 1, a variance 1/9 of the squared
+// mean.
+const test::GroupNormCase kCases[] = {
     {1, 1, 1, 4, 2},     {2, 3, 5, 6, 3},    {1, 7, 11, 40, 8},     {1, 17, 13, 96, 32},
     {2, 31, 37, 64, 32}, {1, 1, 1, 320, 32}, {1, 23, 19, 1280, 32}, {2, 9, 8, 33, 1},
 };
 
-std::string describe(const Case& c) {
-  return "batch " + std::to_string(c.batch) + " " + std::to_string(c.height) + "x" +
-         std::to_string(c.width) + " channels " + std::to_string(c.channels) + " groups " +
-         std::to_string(c.groups);
-}
-
 TEST(DiffusionGroupNorm, MatchesReferenceFusedAndUnfused) {
   uint64_t seed = 1;
-  for (const Case& c : kCases) {
-    const ImageShape s{c.batch, c.height, c.width, c.channels};
+  for (const test::GroupNormCase& c : kCases) {
+    const ImageShape s = c.image();
     const size_t n = size_t(s.elements());
-    // Offset 3 +- 1: the variance is 1/9 of the squared mean.
-    const auto x = test::random_floats(n, seed++, 2.0f, 4.0f);
+    const auto x = test::random_floats(n, seed++, c.lo, c.hi);
     const auto gamma = test::random_floats(size_t(c.channels), seed++, -2.0f, 2.0f);
     const auto beta = test::random_floats(size_t(c.channels), seed++, -1.0f, 1.0f);
     for (int affine = 0; affine < 2; ++affine) {
@@ -58,7 +50,7 @@ TEST(DiffusionGroupNorm, MatchesReferenceFusedAndUnfused) {
         ref::group_norm(x.data(), g, b, expected.data(), s, c.groups, 1e-5f, silu);
         for (Fusion fusion : {Fusion::kOn, Fusion::kOff}) {
           test::for_each_cpu_mode([&] {
-            SCOPED_TRACE(describe(c) + (affine ? " affine" : "") + (silu ? " silu" : "") +
+            SCOPED_TRACE(test::describe(c) + (affine ? " affine" : "") + (silu ? " silu" : "") +
                          (fusion == Fusion::kOn ? " fused" : " unfused"));
             std::fill(actual.begin(), actual.end(), NAN);
             cpu::group_norm(x.data(), g, b, actual.data(), s, c.groups, 1e-5f, silu, fusion);

@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -20,6 +19,7 @@
 #include "engine/shape/gpt.h"
 #include "kernels/backend.h"
 #include "tests/kernels/gpu_test_util.h"
+#include "tests/support/gpt_parity.h"
 #include "tests/support/kernel_test_util.h"
 
 namespace tessera::shape {
@@ -33,18 +33,11 @@ constexpr int kVocab = 67;
 
 // The fixture's files and the models loaded on the CUDA and the CPU backends (f32 weights, plus
 // bf16 weights on both for the bf16 K/V cache). Built once, never freed (see shared_cuda_backend).
-struct Models {
-  SafeTensors expected, gpt05, gpt01, tokenizer;
+struct Models : test::ParityTensors {
+  SafeTensors gpt05, gpt01, tokenizer;
   NormalizedCodebook codebook;
   std::unique_ptr<kernels::Backend> cpu;
   std::unique_ptr<CubeGpt> cuda05, cuda01, cuda05_bf16, cpu05, cpu05_bf16;
-
-  std::vector<float> f32(const std::string& name) const { return expected.to_f32(name).value(); }
-  std::vector<int32_t> i32(const std::string& name) const {
-    TensorView v = expected.view(name).value();
-    const auto* p = v.as<const int32_t>();
-    return std::vector<int32_t>(p, p + v.numel());
-  }
 };
 
 // Null (with a test failure) when a model does not load; call after the skip check.
@@ -171,43 +164,20 @@ TEST_F(GptCudaTest, CachedAndUncachedDecodeMatchTheReference) {
 TEST_F(GptCudaTest, GreedyTokensMatchReferenceAndCpuWithAndWithoutCache) {
   const std::vector<float> hidden = m_->f32("clip.last_hidden_state");
   const std::vector<float> bbox_rows = m_->f32("gpt.bbox");
-  ConditionInputs in;
-  in.cond_hidden = hidden.data();
-  in.uncond_hidden = hidden.data() + 77 * 32;
-  in.bbox = std::array<float, 3>{bbox_rows[0], bbox_rows[1], bbox_rows[2]};
+  const ConditionInputs in = test::guided_condition(hidden, bbox_rows);
   auto gen = ShapeGenerator::create(*m_->cuda05).value();
   auto cpu_gen = ShapeGenerator::create(*m_->cpu05).value();
-  const std::vector<int32_t> expected = m_->i32("gpt.greedy_tokens");
   for (bool cache : {true, false}) {
     SCOPED_TRACE(cache ? "kv cache" : "no kv cache");
     GenerateOptions opt;
     opt.use_kv_cache = cache;
-    std::vector<float> guided;
-    opt.guided_logits = &guided;
-    auto tokens = gen->generate(in, opt);
-    ASSERT_TRUE(tokens.ok()) << tokens.status().to_string();
-    EXPECT_EQ(*tokens, expected);
-    EXPECT_TRUE(close_rel(guided, m_->f32("gpt.greedy_logits")));
-    GenerateOptions cpu_opt;
-    cpu_opt.use_kv_cache = cache;
-    auto cpu_tokens = cpu_gen->generate(in, cpu_opt);
+    std::vector<int32_t> tokens;
+    ASSERT_NO_FATAL_FAILURE(test::expect_reference_greedy(*gen, in, opt, *m_, {}, &tokens));
+    auto cpu_tokens = cpu_gen->generate(in, opt);
     ASSERT_TRUE(cpu_tokens.ok()) << cpu_tokens.status().to_string();
-    EXPECT_EQ(*tokens, *cpu_tokens);
+    EXPECT_EQ(tokens, *cpu_tokens);
   }
-  GenerateOptions no_guidance;
-  no_guidance.guidance_scale = 0.0f;
-  ConditionInputs cond_only = in;
-  cond_only.uncond_hidden = nullptr;
-  auto tokens = gen->generate(cond_only, no_guidance);
-  ASSERT_TRUE(tokens.ok()) << tokens.status().to_string();
-  EXPECT_EQ(*tokens, m_->i32("gpt.greedy_tokens_noguidance"));
-
-  auto gen01 = ShapeGenerator::create(*m_->cuda01).value();
-  ConditionInputs in01 = in;
-  in01.bbox.reset();
-  tokens = gen01->generate(in01, GenerateOptions());
-  ASSERT_TRUE(tokens.ok()) << tokens.status().to_string();
-  EXPECT_EQ(*tokens, m_->i32("gpt_v01.greedy_tokens"));
+  test::expect_unguided_and_v01_greedy(*gen, *m_->cuda01, in, *m_);
 }
 
 // bf16 weights (bf16 K/V cache by default): CUDA vs the CPU backend, same configuration. The
@@ -242,10 +212,7 @@ TEST_F(GptCudaTest, Bf16WeightsAndKvCacheMatchTheCpuBackend) {
   TESSERA_ASSERT_OK(cpu->prefill(bos, lc.data()));
   EXPECT_TRUE(close_rel(lg, lc, 1e-2));
 
-  ConditionInputs in;
-  in.cond_hidden = hidden.data();
-  in.uncond_hidden = hidden.data() + 77 * 32;
-  in.bbox = std::array<float, 3>{bbox[0], bbox[1], bbox[2]};
+  const ConditionInputs in = test::guided_condition(hidden, bbox);
   auto gen = ShapeGenerator::create(*m_->cuda05_bf16).value();
   auto cpu_gen = ShapeGenerator::create(*m_->cpu05_bf16).value();
   auto a = gen->generate(in, GenerateOptions());

@@ -20,6 +20,7 @@
 #include "engine/shape/generator.h"
 #include "engine/shape/gpt_config.h"
 #include "kernels/backend.h"
+#include "tests/support/gpt_parity.h"
 #include "tests/support/kernel_test_util.h"
 
 namespace tessera::shape {
@@ -30,18 +31,11 @@ using test::close_rel;  // the fixture's f32 tolerance (tests/support/kernel_tes
 const std::string kParity = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/parity/";
 
 
-struct Fixture {
-  SafeTensors expected, gpt05, gpt01, tokenizer;
+struct Fixture : test::ParityTensors {
+  SafeTensors gpt05, gpt01, tokenizer;
   std::unique_ptr<kernels::Backend> backend;
   NormalizedCodebook codebook;
   std::unique_ptr<CubeGpt> model05, model01;
-
-  std::vector<float> f32(const std::string& name) const { return expected.to_f32(name).value(); }
-  std::vector<int32_t> i32(const std::string& name) const {
-    TensorView v = expected.view(name).value();
-    const auto* p = v.as<const int32_t>();
-    return std::vector<int32_t>(p, p + v.numel());
-  }
 };
 
 Fixture& fixture() {
@@ -317,47 +311,26 @@ TEST(CubeGptTest, GreedyGenerationWithGuidanceMatches) {
   Fixture& f = fixture();
   const std::vector<float> hidden = f.f32("clip.last_hidden_state");
   const std::vector<float> bbox_rows = f.f32("gpt.bbox");
-  ConditionInputs in;
-  in.cond_hidden = hidden.data();
-  in.uncond_hidden = hidden.data() + 77 * 32;
-  in.bbox = std::array<float, 3>{bbox_rows[0], bbox_rows[1], bbox_rows[2]};
+  const ConditionInputs in = test::guided_condition(hidden, bbox_rows);
   auto gen = ShapeGenerator::create(*f.model05).value();
-  const std::vector<int32_t> expected = f.i32("gpt.greedy_tokens");
   for (bool cache : {true, false}) {
     SCOPED_TRACE(cache ? "kv cache" : "no kv cache");
     GenerateOptions opt;
     opt.use_kv_cache = cache;
-    std::vector<float> guided;
-    opt.guided_logits = &guided;
     Trace trace;
     opt.trace = &trace;
     std::vector<int64_t> indices;
-    auto tokens = gen->generate(in, opt, [&](int64_t i, int32_t, double ms) {
-      indices.push_back(i);
-      EXPECT_GE(ms, 0.0);
-    });
-    ASSERT_TRUE(tokens.ok()) << tokens.status().to_string();
-    EXPECT_EQ(*tokens, expected);
+    ASSERT_NO_FATAL_FAILURE(
+        test::expect_reference_greedy(*gen, in, opt, f, [&](int64_t i, int32_t, double ms) {
+          indices.push_back(i);
+          EXPECT_GE(ms, 0.0);
+        }));
     EXPECT_EQ(indices.size(), 16u);
-    EXPECT_TRUE(close_rel(guided, f.f32("gpt.greedy_logits")));
     ASSERT_NE(trace.find("gpt.decode"), nullptr);
     EXPECT_EQ(trace.find("gpt.decode")->count, 15);
     EXPECT_EQ(trace.find("gpt.prefill")->count, 1);
   }
-  GenerateOptions no_guidance;
-  no_guidance.guidance_scale = 0.0f;
-  ConditionInputs cond_only = in;
-  cond_only.uncond_hidden = nullptr;
-  auto tokens = gen->generate(cond_only, no_guidance);
-  ASSERT_TRUE(tokens.ok()) << tokens.status().to_string();
-  EXPECT_EQ(*tokens, f.i32("gpt.greedy_tokens_noguidance"));
-
-  auto gen01 = ShapeGenerator::create(*f.model01).value();
-  ConditionInputs in01 = in;
-  in01.bbox.reset();
-  tokens = gen01->generate(in01, GenerateOptions());
-  ASSERT_TRUE(tokens.ok()) << tokens.status().to_string();
-  EXPECT_EQ(*tokens, f.i32("gpt_v01.greedy_tokens"));
+  test::expect_unguided_and_v01_greedy(*gen, *f.model01, in, f);
 }
 
 TEST(CubeGptTest, SampledGenerationIsSeededAndCacheIndependent) {
