@@ -17,6 +17,7 @@
 // nothing. Non-finite logits (NaN, +inf, or all -inf) are reported as errors, never sampled.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -44,6 +45,8 @@ class Xoshiro256 {
   explicit Xoshiro256(uint64_t seed);
   uint64_t next();
   double uniform();  // [0, 1), 53 bits
+  // The four state words (the device sampler, kernels/cuda choose_token, starts from these).
+  std::array<uint64_t, 4> state() const { return {s_[0], s_[1], s_[2], s_[3]}; }
 
  private:
   uint64_t s_[4];

@@ -120,4 +120,39 @@ Status convert_bf16_to_f32(float* dst, const uint16_t* src, int64_t n, cudaStrea
 Status embedding_gather(const Weight& table, const int32_t* ids, int64_t n, float* out,
                         cudaStream_t stream);
 
+// ---- Guidance mix + next token, fused (kernels/cuda/sampling.cu) -------------------------------
+// The shape engine's per-token choice on the device, so a decode step needs no host round trip:
+// one block mixes the guidance, checks the logits and picks the token, with the same semantics as
+// engine/shape/generator.cpp (the mix) and engine/shape/sampler.cpp (greedy, or temperature ->
+// top-k -> softmax in double -> top-p -> one draw of xoshiro256**), the step counter and the RNG
+// state in device memory.
+struct TokenChoice {
+  int64_t codes = 0;          // candidates: logits [0, codes) of the row(s), 1..kChooseTokenMaxCodes
+  int64_t row_stride = 0;     // guided: floats from the conditional to the unconditional row
+  bool guided = false;        // mix (1 + g) * cond - g * uncond, g = scale * (n - step) / n
+  float guidance_scale = 0.0f;
+  int64_t total_steps = 1;    // n above (the tokens of the whole generation), >= 1
+  bool sample = false;        // false: argmax, ties to the lowest index
+  float temperature = 1.0f;   // sampling: finite, > 0
+  int64_t top_k = 0;          // 0: no top-k filter
+  float top_p = 1.0f;         // (0, 1]; 1: no nucleus filter
+};
+inline constexpr int64_t kChooseTokenMaxCodes = 16384;
+// What the kernel writes instead of a token id (>= 0) when the logits are bad: -1 - i when logit i
+// (after the mix) is NaN or +inf, kTokenAllNegInf when every logit is -inf.
+inline constexpr int32_t kTokenAllNegInf = -2147483647 - 1;
+
+// Reads *step (device int64: this token's index i) and the logits of step i, writes the choice to
+// ids[0, ids_count) (the next step's input ids, one per batch row; left unchanged on an error
+// code), to ring[i % ring_size] when ring is not null (it may be host-mapped pinned memory: the
+// host sees tokens a few steps behind without a synchronisation), and sets *step = i + 1. rng
+// (device, 4 x uint64) holds the xoshiro256** words of shape::Xoshiro256(seed).state() and is
+// advanced once per sampled token, as the host sampler does. Floating-point notes: the mix and
+// the candidates' order are bit-identical to the host's; the softmax's double sums are parallel
+// prefix sums (the host sums in order), so a sampled token can differ from the host's only where
+// the draw falls within a few ulps of a boundary.
+Status choose_token(const float* logits, const TokenChoice& choice, int64_t* step, uint64_t* rng,
+                    int32_t* ids, int64_t ids_count, int32_t* ring, int64_t ring_size,
+                    cudaStream_t stream);
+
 }  // namespace tessera::kernels::cuda
