@@ -79,6 +79,33 @@ Status check_args(const char* op, const void* dst, const void* src, int64_t n) {
   return Status();
 }
 
+// store_kv_rows: grid (blocks over row_elems, batch); the slot is read once per thread.
+template <bool kBf16>
+__global__ void store_kv_rows_kernel(void* __restrict__ cache, const float* __restrict__ rows,
+                                     int64_t row_elems, int64_t cache_batch_stride,
+                                     int64_t slot_offset, const int64_t* __restrict__ slot) {
+  const int64_t b = blockIdx.y;
+  const int64_t base = b * cache_batch_stride + (slot_offset + *slot) * row_elems;
+  const float* src = rows + b * row_elems;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < row_elems;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    if constexpr (kBf16) {
+      static_cast<uint16_t*>(cache)[base + i] = round_to_bf16(src[i]);
+    } else {
+      static_cast<float*>(cache)[base + i] = src[i];
+    }
+  }
+}
+
+__global__ void set_positions_kernel(int32_t* __restrict__ positions, int64_t n,
+                                     const int64_t* __restrict__ step, int64_t offset) {
+  const int64_t first = *step + offset;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    positions[i] = static_cast<int32_t>(first + i);
+  }
+}
+
 }  // namespace
 
 Status convert_f32_to_bf16(uint16_t* dst, const float* src, int64_t n, cudaStream_t stream) {
@@ -122,6 +149,50 @@ Status convert_bf16_to_f32(float* dst, const uint16_t* src, int64_t n, cudaStrea
   }
   bf16_to_f32_scalar<<<detail::grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(dst, src, n);
   TESSERA_CUDA_CHECK_LAUNCH("convert_bf16_to_f32: kernel launch");
+  return Status();
+}
+
+Status store_kv_rows(void* cache, DType cache_dtype, const float* rows, int64_t batch,
+                     int64_t row_elems, int64_t cache_batch_stride, int64_t slot_offset,
+                     const int64_t* slot, cudaStream_t stream) {
+  const std::string op = "cuda store_kv_rows: ";
+  if (cache_dtype != DType::kF32 && cache_dtype != DType::kBF16) {
+    return unsupported(op + "cache dtype " + dtype_name(cache_dtype) + " (F32 or BF16)");
+  }
+  if (batch < 0 || row_elems < 0 || cache_batch_stride < 0 || slot_offset < 0) {
+    return invalid_argument(op + "negative batch, row_elems, stride or slot_offset");
+  }
+  if (batch > 65535) {
+    return invalid_argument(op + "batch " + std::to_string(batch) + " above 65535 (grid limit)");
+  }
+  if (batch == 0 || row_elems == 0) return Status();
+  if (cache == nullptr || rows == nullptr || slot == nullptr) {
+    return invalid_argument(op + "null cache, rows or slot pointer");
+  }
+  const unsigned blocks = detail::grid_stride_blocks(row_elems, kThreads);
+  const dim3 grid(blocks < 64u ? blocks : 64u, static_cast<unsigned>(batch));
+  if (cache_dtype == DType::kBF16) {
+    store_kv_rows_kernel<true><<<grid, kThreads, 0, stream>>>(cache, rows, row_elems,
+                                                              cache_batch_stride, slot_offset, slot);
+  } else {
+    store_kv_rows_kernel<false><<<grid, kThreads, 0, stream>>>(cache, rows, row_elems,
+                                                               cache_batch_stride, slot_offset,
+                                                               slot);
+  }
+  TESSERA_CUDA_CHECK_LAUNCH("store_kv_rows: kernel launch");
+  return Status();
+}
+
+Status set_positions(int32_t* positions, int64_t n, const int64_t* step, int64_t offset,
+                     cudaStream_t stream) {
+  if (n < 0) return invalid_argument("cuda set_positions: negative n " + std::to_string(n));
+  if (n == 0) return Status();
+  if (positions == nullptr || step == nullptr) {
+    return invalid_argument("cuda set_positions: null positions or step pointer");
+  }
+  set_positions_kernel<<<detail::grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(
+      positions, n, step, offset);
+  TESSERA_CUDA_CHECK_LAUNCH("set_positions: kernel launch");
   return Status();
 }
 

@@ -147,14 +147,15 @@ class CudaDecodeBf16Kv : public test::GpuTest {
     const std::vector<float> actual = download<float>(d_o, q_n);
     EXPECT_TRUE(test::all_close(actual.data(), expected.data(), q_n, kAtol, kRtol));
 
-    // Same as the f32 decode kernel over the widened cache (both f32 on the device; only the
-    // element loads differ, so the results are identical).
-    std::vector<float> k32(kv_n), v32(kv_n);
+    // Same as the f32 decode kernel over the widened cache with q rounded to bf16 (both f32 on
+    // the device; only the element loads differ, so the results are identical).
+    std::vector<float> k32(kv_n), v32(kv_n), q_rounded(q_n);
     convert_bf16_to_f32(k.data(), k32.data(), kv_n);
     convert_bf16_to_f32(v.data(), v32.data(), kv_n);
-    cuda::DeviceBuffer dk32 = upload(k32), dv32 = upload(v32);
+    for (size_t i = 0; i < q_n; ++i) q_rounded[i] = bf16_to_f32(f32_to_bf16(q[i]));
+    cuda::DeviceBuffer dk32 = upload(k32), dv32 = upload(v32), dqr = upload(q_rounded);
     cuda::DeviceBuffer d_o32 = alloc<float>(q_n);
-    TESSERA_ASSERT_OK(cuda::attention_decode(dq.as<float>(), dk32.as<float>(), dv32.as<float>(),
+    TESSERA_ASSERT_OK(cuda::attention_decode(dqr.as<float>(), dk32.as<float>(), dv32.as<float>(),
                                              d_o32.as<float>(), s, ws.data(), ws.bytes(), stream_));
     ASSERT_TRUE(sync());
     const std::vector<float> actual32 = download<float>(d_o32, q_n);
