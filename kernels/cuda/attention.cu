@@ -240,7 +240,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
     attention_decode_split_kernel(const float* __restrict__ q, const KvT* __restrict__ k,
                                   const KvT* __restrict__ v, AttentionShape s,
                                   int64_t keys_per_split, DecodeWorkspace ws,
-                                  const int64_t* __restrict__ device_len) {
+                                  const int64_t* __restrict__ device_step, int64_t len_offset) {
   extern __shared__ float smem[];
   const int dim = static_cast<int>(s.head_dim);
   float* q_row = smem;
@@ -254,9 +254,10 @@ __global__ void __launch_bounds__(kDecodeThreads)
   const KvT* v_base = v + b * s.v_batch_stride + h * dim;
   for (int d = threadIdx.x; d < dim; d += blockDim.x) q_row[d] = query_value<KvT>(q_base[d]);
 
-  // Keys in use: s.kv_len, or (device-length variant) *device_len read now, at most s.kv_len (the
-  // capacity the split geometry was made for). Splits past it write an empty partial.
-  const int64_t len = device_len != nullptr ? clamp64(*device_len, 0, s.kv_len) : s.kv_len;
+  // Keys in use: s.kv_len, or (device-length variant) *device_step + len_offset read now, at most
+  // s.kv_len (the capacity the split geometry was made for). Splits past it write an empty partial.
+  const int64_t len =
+      device_step != nullptr ? clamp64(*device_step + len_offset, 0, s.kv_len) : s.kv_len;
   const int64_t begin = split * keys_per_split;
   const int64_t end = clamp64(begin + keys_per_split, 0, len);
   RowState<kDimsPerLane> st;
@@ -361,7 +362,8 @@ void launch_flash(const float* q, const float* k, const float* v, float* o, cons
 template <int kDimsPerLane, typename KvT>
 void launch_decode_split(const float* q, const KvT* k, const KvT* v, const AttentionShape& s,
                          const DecodeSplits& geometry, const DecodeWorkspace& ws,
-                         const int64_t* device_len, cudaStream_t stream) {
+                         const int64_t* device_step, int64_t len_offset,
+                         cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(geometry.splits), static_cast<unsigned>(s.heads),
                   static_cast<unsigned>(s.batch));
   const size_t shared =
@@ -369,14 +371,14 @@ void launch_decode_split(const float* q, const KvT* k, const KvT* v, const Atten
       sizeof(float);
   attention_decode_split_kernel<kDimsPerLane, KvT>
       <<<grid, kDecodeThreads, shared, stream>>>(q, k, v, s, geometry.keys_per_split, ws,
-                                                 device_len);
+                                                 device_step, len_offset);
 }
 
 // attention_decode / attention_decode_bf16kv: checks, split kernel for KvT, combine kernel.
 template <typename KvT>
 Status decode_impl(const char* op, const float* q, const KvT* k, const KvT* v, float* o,
-                   const AttentionShape& s, const int64_t* device_len, void* workspace,
-                   size_t workspace_bytes, cudaStream_t stream) {
+                   const AttentionShape& s, const int64_t* device_step, int64_t len_offset,
+                   void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   const std::string name = std::string("cuda ") + op;
   TESSERA_RETURN_IF_ERROR(check_shape(op, q, k, v, o, s));
   if (s.q_len != 1) {
@@ -397,16 +399,16 @@ Status decode_impl(const char* op, const float* q, const KvT* k, const KvT* v, f
   const DecodeWorkspace ws = decode_workspace(workspace, s.batch * s.heads * kMaxDecodeSplits);
   switch (dims_per_lane(s.head_dim)) {
     case 1:
-      launch_decode_split<1>(q, k, v, s, geometry, ws, device_len, stream);
+      launch_decode_split<1>(q, k, v, s, geometry, ws, device_step, len_offset, stream);
       break;
     case 2:
-      launch_decode_split<2>(q, k, v, s, geometry, ws, device_len, stream);
+      launch_decode_split<2>(q, k, v, s, geometry, ws, device_step, len_offset, stream);
       break;
     case 4:
-      launch_decode_split<4>(q, k, v, s, geometry, ws, device_len, stream);
+      launch_decode_split<4>(q, k, v, s, geometry, ws, device_step, len_offset, stream);
       break;
     default:
-      launch_decode_split<8>(q, k, v, s, geometry, ws, device_len, stream);
+      launch_decode_split<8>(q, k, v, s, geometry, ws, device_step, len_offset, stream);
       break;
   }
   TESSERA_CUDA_CHECK_LAUNCH(std::string(op) + ": split kernel launch");
@@ -454,36 +456,37 @@ size_t attention_decode_workspace_bytes(const AttentionShape& s) {
 Status attention_decode(const float* q, const float* k, const float* v, float* o,
                         const AttentionShape& s, void* workspace, size_t workspace_bytes,
                         cudaStream_t stream) {
-  return decode_impl("attention_decode", q, k, v, o, s, nullptr, workspace, workspace_bytes,
+  return decode_impl("attention_decode", q, k, v, o, s, nullptr, 0, workspace, workspace_bytes,
                      stream);
 }
 
 Status attention_decode_device_len(const float* q, const float* k, const float* v, float* o,
-                                   const AttentionShape& s, const int64_t* kv_len,
-                                   void* workspace, size_t workspace_bytes, cudaStream_t stream) {
-  if (kv_len == nullptr) {
-    return invalid_argument("cuda attention_decode_device_len: null kv_len pointer");
+                                   const AttentionShape& s, const int64_t* step,
+                                   int64_t kv_len_offset, void* workspace, size_t workspace_bytes,
+                                   cudaStream_t stream) {
+  if (step == nullptr) {
+    return invalid_argument("cuda attention_decode_device_len: null step pointer");
   }
-  return decode_impl("attention_decode_device_len", q, k, v, o, s, kv_len, workspace,
+  return decode_impl("attention_decode_device_len", q, k, v, o, s, step, kv_len_offset, workspace,
                      workspace_bytes, stream);
 }
 
 Status attention_decode_bf16kv(const float* q, const uint16_t* k, const uint16_t* v, float* o,
                                const AttentionShape& s, void* workspace, size_t workspace_bytes,
                                cudaStream_t stream) {
-  return decode_impl("attention_decode_bf16kv", q, k, v, o, s, nullptr, workspace,
+  return decode_impl("attention_decode_bf16kv", q, k, v, o, s, nullptr, 0, workspace,
                      workspace_bytes, stream);
 }
 
 Status attention_decode_bf16kv_device_len(const float* q, const uint16_t* k, const uint16_t* v,
-                                          float* o, const AttentionShape& s, const int64_t* kv_len,
-                                          void* workspace, size_t workspace_bytes,
-                                          cudaStream_t stream) {
-  if (kv_len == nullptr) {
-    return invalid_argument("cuda attention_decode_bf16kv_device_len: null kv_len pointer");
+                                          float* o, const AttentionShape& s, const int64_t* step,
+                                          int64_t kv_len_offset, void* workspace,
+                                          size_t workspace_bytes, cudaStream_t stream) {
+  if (step == nullptr) {
+    return invalid_argument("cuda attention_decode_bf16kv_device_len: null step pointer");
   }
-  return decode_impl("attention_decode_bf16kv_device_len", q, k, v, o, s, kv_len, workspace,
-                     workspace_bytes, stream);
+  return decode_impl("attention_decode_bf16kv_device_len", q, k, v, o, s, step, kv_len_offset,
+                     workspace, workspace_bytes, stream);
 }
 
 }  // namespace tessera::kernels::cuda

@@ -97,12 +97,12 @@ __global__ void store_kv_rows_kernel(void* __restrict__ cache, const float* __re
   }
 }
 
-__global__ void set_positions_kernel(int32_t* __restrict__ positions, int64_t n,
+__global__ void set_positions_kernel(int32_t* __restrict__ positions, int64_t n, int64_t len,
                                      const int64_t* __restrict__ step, int64_t offset) {
   const int64_t first = *step + offset;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    positions[i] = static_cast<int32_t>(first + i);
+    positions[i] = static_cast<int32_t>(first + i % len);
   }
 }
 
@@ -183,15 +183,19 @@ Status store_kv_rows(void* cache, DType cache_dtype, const float* rows, int64_t 
   return Status();
 }
 
-Status set_positions(int32_t* positions, int64_t n, const int64_t* step, int64_t offset,
-                     cudaStream_t stream) {
-  if (n < 0) return invalid_argument("cuda set_positions: negative n " + std::to_string(n));
+Status set_positions(int32_t* positions, int64_t rows, int64_t len, const int64_t* step,
+                     int64_t offset, cudaStream_t stream) {
+  if (rows < 0 || len < 0) {
+    return invalid_argument("cuda set_positions: negative rows " + std::to_string(rows) +
+                            " or len " + std::to_string(len));
+  }
+  const int64_t n = rows * len;
   if (n == 0) return Status();
   if (positions == nullptr || step == nullptr) {
     return invalid_argument("cuda set_positions: null positions or step pointer");
   }
   set_positions_kernel<<<detail::grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(
-      positions, n, step, offset);
+      positions, n, len, step, offset);
   TESSERA_CUDA_CHECK_LAUNCH("set_positions: kernel launch");
   return Status();
 }

@@ -111,15 +111,17 @@ Status attention_decode_bf16kv(const float* q, const uint16_t* k, const uint16_t
 
 // The two decode attentions with the number of keys read from device memory when the kernel runs
 // (for a decode step captured once in a CUDA graph and replayed as the cache grows): the first
-// min(*kv_len, s.kv_len) keys are used; s.kv_len is the capacity, which sets the split geometry
-// and the workspace size (attention_decode_workspace_bytes(s)). *kv_len <= 0 gives a zero output.
+// clamp(*step + kv_len_offset, 0, s.kv_len) keys are used (the GPT's dual blocks: step + cond_len +
+// 1, its single blocks: step + 1); s.kv_len is the capacity, which sets the split geometry and the
+// workspace size (attention_decode_workspace_bytes(s)). No key in use gives a zero output.
 Status attention_decode_device_len(const float* q, const float* k, const float* v, float* o,
-                                   const AttentionShape& s, const int64_t* kv_len,
-                                   void* workspace, size_t workspace_bytes, cudaStream_t stream);
+                                   const AttentionShape& s, const int64_t* step,
+                                   int64_t kv_len_offset, void* workspace, size_t workspace_bytes,
+                                   cudaStream_t stream);
 Status attention_decode_bf16kv_device_len(const float* q, const uint16_t* k, const uint16_t* v,
-                                          float* o, const AttentionShape& s, const int64_t* kv_len,
-                                          void* workspace, size_t workspace_bytes,
-                                          cudaStream_t stream);
+                                          float* o, const AttentionShape& s, const int64_t* step,
+                                          int64_t kv_len_offset, void* workspace,
+                                          size_t workspace_bytes, cudaStream_t stream);
 
 // Writes rows[b] (f32, row_elems floats at rows + b * row_elems) into a K/V cache at slot
 // (slot_offset + *slot) of batch row b: cache + b * cache_batch_stride + slot * row_elems,
@@ -130,9 +132,10 @@ Status store_kv_rows(void* cache, DType cache_dtype, const float* rows, int64_t 
                      int64_t row_elems, int64_t cache_batch_stride, int64_t slot_offset,
                      const int64_t* slot, cudaStream_t stream);
 
-// positions[i] = *step + offset + i for i < n (int32), for rope_interleaved in a captured step.
-Status set_positions(int32_t* positions, int64_t n, const int64_t* step, int64_t offset,
-                     cudaStream_t stream);
+// positions[r * len + t] = *step + offset + t for r < rows, t < len (int32): rope_interleaved's
+// positions in a captured step (a decode step: len 1, every batch row at the same position).
+Status set_positions(int32_t* positions, int64_t rows, int64_t len, const int64_t* step,
+                     int64_t offset, cudaStream_t stream);
 
 // dst[i] = bf16(src[i]) for i < n: round to nearest even, NaN stays a quiet NaN (bit-identical to
 // engine/core/dtype.h's f32_to_bf16). dst must not overlap src. n <= 0 is a no-op.

@@ -26,9 +26,9 @@ constexpr double kRtol = 1e-4;
 
 class CudaDeviceStep : public test::GpuTest {
  protected:
-  // A cache of `capacity` keys per row; the device length takes each value of `lengths` in turn
-  // with the same shape, workspace and pointers. Expected: the reference over the first
-  // min(len, capacity) keys (a zero output for len <= 0).
+  // A cache of `capacity` keys per row; the device step takes each value of `lengths` minus the
+  // offset in turn, with the same shape, workspace and pointers. Expected: the reference over the
+  // first min(len, capacity) keys (a zero output for len <= 0).
   void check_decode(bool bf16, int64_t batch, int64_t heads, int64_t head_dim, int64_t capacity,
                     const std::vector<int64_t>& lengths, uint64_t seed) {
     SCOPED_TRACE(std::string(bf16 ? "bf16" : "f32") + " batch " + std::to_string(batch) +
@@ -50,18 +50,19 @@ class CudaDeviceStep : public test::GpuTest {
     const size_t ws_bytes = cuda::attention_decode_workspace_bytes(s);
     cuda::DeviceBuffer ws = alloc<float>(ws_bytes / sizeof(float));
     cuda::DeviceBuffer d_len = alloc<int64_t>(1);
+    const int64_t offset = 7;  // keys in use = *step + offset
     for (int64_t len : lengths) {
       SCOPED_TRACE("device length " + std::to_string(len));
-      const std::vector<int64_t> host_len = {len};
+      const std::vector<int64_t> host_len = {len - offset};
       ASSERT_TRUE(d_len.upload(host_len.data(), sizeof(int64_t)).ok());
       if (bf16) {
         TESSERA_ASSERT_OK(cuda::attention_decode_bf16kv_device_len(
             dq.as<float>(), dk.as<uint16_t>(), dv.as<uint16_t>(), d_o.as<float>(), s,
-            d_len.as<int64_t>(), ws.data(), ws.bytes(), stream_));
+            d_len.as<int64_t>(), offset, ws.data(), ws.bytes(), stream_));
       } else {
         TESSERA_ASSERT_OK(cuda::attention_decode_device_len(
             dq.as<float>(), dk.as<float>(), dv.as<float>(), d_o.as<float>(), s,
-            d_len.as<int64_t>(), ws.data(), ws.bytes(), stream_));
+            d_len.as<int64_t>(), offset, ws.data(), ws.bytes(), stream_));
       }
       ASSERT_TRUE(sync());
       std::vector<float> expected(q_n, 0.f);
@@ -125,34 +126,41 @@ TEST_F(CudaDeviceStep, StoreKvRowsWritesTheSlotReadFromTheDevice) {
 }
 
 TEST_F(CudaDeviceStep, SetPositionsCountsFromTheDeviceStep) {
-  cuda::DeviceBuffer d_pos = alloc<int32_t>(5);
+  const int64_t rows = 2, len = 3;
+  cuda::DeviceBuffer d_pos = alloc<int32_t>(size_t(rows * len));
   cuda::DeviceBuffer d_step = alloc<int64_t>(1);
   for (int64_t step : {0, 7, 1023}) {
     const std::vector<int64_t> host_step = {step};
     ASSERT_TRUE(d_step.upload(host_step.data(), sizeof(int64_t)).ok());
-    TESSERA_ASSERT_OK(cuda::set_positions(d_pos.as<int32_t>(), 5, d_step.as<int64_t>(), 77, stream_));
+    TESSERA_ASSERT_OK(
+        cuda::set_positions(d_pos.as<int32_t>(), rows, len, d_step.as<int64_t>(), 77, stream_));
     ASSERT_TRUE(sync());
-    const std::vector<int32_t> pos = download<int32_t>(d_pos, 5);
-    for (int i = 0; i < 5; ++i) EXPECT_EQ(pos[size_t(i)], step + 77 + i);
+    const std::vector<int32_t> pos = download<int32_t>(d_pos, size_t(rows * len));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t t = 0; t < len; ++t) EXPECT_EQ(pos[size_t(r * len + t)], step + 77 + t);
+    }
   }
 }
 
 TEST(CudaDeviceStepArgs, RejectedBeforeAnyDeviceCall) {
   float f[4] = {};
+  int32_t f_positions[4] = {};
   int64_t len = 1;
   AttentionShape s = contiguous_attention(1, 1, 1, 4, 32, false, 1.0f);
-  Status st = cuda::attention_decode_device_len(f, f, f, f, s, nullptr, f, 1 << 20, nullptr);
+  Status st = cuda::attention_decode_device_len(f, f, f, f, s, nullptr, 1, f, 1 << 20, nullptr);
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("kv_len"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("step"), std::string::npos) << st.message();
   s.q_len = 2;
-  st = cuda::attention_decode_device_len(f, f, f, f, s, &len, f, 1 << 20, nullptr);
+  st = cuda::attention_decode_device_len(f, f, f, f, s, &len, 1, f, 1 << 20, nullptr);
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
   st = cuda::store_kv_rows(f, DType::kF16, f, 1, 4, 4, 0, &len, nullptr);
   EXPECT_EQ(st.code(), ErrorCode::kUnsupported);
   EXPECT_NE(st.message().find("F16"), std::string::npos) << st.message();
   st = cuda::store_kv_rows(f, DType::kF32, f, 1, 4, 4, 0, nullptr, nullptr);
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
-  st = cuda::set_positions(nullptr, 3, &len, 0, nullptr);
+  st = cuda::set_positions(nullptr, 1, 3, &len, 0, nullptr);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  st = cuda::set_positions(f_positions, -1, 3, &len, 0, nullptr);
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
 }
 
