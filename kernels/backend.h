@@ -25,6 +25,7 @@
 #include "engine/core/status.h"
 #include "engine/core/tensor.h"
 #include "kernels/ops.h"
+#include "kernels/sampling.h"
 
 namespace tessera::kernels {
 
@@ -129,6 +130,46 @@ class Backend {
                                          float* o, const AttentionShape& s) {
     (void)q, (void)k, (void)v, (void)o, (void)s;
     return unsupported(name() + ": no decode attention over a bf16 K/V cache");
+  }
+
+  // ---- Device-resident decoding (optional; the defaults report kUnsupported) --------------------
+  // True when the four ops below are implemented.
+  virtual bool device_resident() const { return false; }
+  // Ops that read a step counter (*step: int64 in this backend's memory) when they run, so one
+  // recorded decode step (a CUDA graph) replays for every token with no host round trip. Contracts
+  // as kernels/cuda/cuda_ops.h's ops of the same names; the CPU backend implements them on host
+  // memory, so the device-resident decode loop runs (and is tested) everywhere.
+  // rows (f32, [batch][row_elems]) -> cache (kF32, or kBF16 rounded to nearest even) at slot
+  // slot_offset + *step of each batch row (cache_batch_stride elements apart).
+  virtual Status store_kv_rows(void* cache, DType cache_dtype, const float* rows, int64_t batch,
+                               int64_t row_elems, int64_t cache_batch_stride, int64_t slot_offset,
+                               const int64_t* step) {
+    (void)cache, (void)cache_dtype, (void)rows, (void)batch, (void)row_elems,
+        (void)cache_batch_stride, (void)slot_offset, (void)step;
+    return unsupported(name() + ": no device-resident decoding (store_kv_rows)");
+  }
+  // positions[r * len + t] = *step + offset + t, r < rows, t < len.
+  virtual Status set_positions(int32_t* positions, int64_t rows, int64_t len, const int64_t* step,
+                               int64_t offset) {
+    (void)positions, (void)rows, (void)len, (void)step, (void)offset;
+    return unsupported(name() + ": no device-resident decoding (set_positions)");
+  }
+  // attention_decode (kv_dtype kF32) or attention_decode_bf16kv (kBF16) over the first
+  // clamp(*step + kv_len_offset, 0, s.kv_len) keys; s.kv_len is the cache's capacity.
+  virtual Status attention_decode_at(const float* q, const void* k, const void* v, DType kv_dtype,
+                                     float* o, const AttentionShape& s, const int64_t* step,
+                                     int64_t kv_len_offset) {
+    (void)q, (void)k, (void)v, (void)kv_dtype, (void)o, (void)s, (void)step, (void)kv_len_offset;
+    return unsupported(name() + ": no device-resident decoding (attention_decode_at)");
+  }
+  // Guidance mix + next token (kernels/sampling.h): step, rng, ids and ring are this backend's
+  // memory; the ring may be host-visible memory from allocate_host_visible().
+  virtual Status choose_token(const float* logits, const TokenChoice& choice, int64_t* step,
+                              uint64_t* rng, int32_t* ids, int64_t ids_count, int32_t* ring,
+                              int64_t ring_size) {
+    (void)logits, (void)choice, (void)step, (void)rng, (void)ids, (void)ids_count, (void)ring,
+        (void)ring_size;
+    return unsupported(name() + ": no device-resident decoding (choose_token)");
   }
 };
 

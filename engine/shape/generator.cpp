@@ -1,6 +1,7 @@
 #include "engine/shape/generator.h"
 
 #include <algorithm>
+#include <array>
 #include <string>
 
 namespace tessera::shape {
@@ -61,6 +62,10 @@ Expected<std::vector<int32_t>> ShapeGenerator::generate(const ConditionInputs& i
                                    static_cast<size_t>(n * c.codebook_size));
   }
 
+  if (options.use_kv_cache && !options.guided_logits && model_->backend().device_resident()) {
+    return generate_resident(n, batch, guided, options, on_token);
+  }
+
   Sampler sampler(options.sampler, c.codebook_size);
   const int64_t k = c.codebook_size, v = c.vocab_size;
   std::vector<int32_t> tokens;
@@ -90,7 +95,7 @@ Expected<std::vector<int32_t>> ShapeGenerator::generate(const ConditionInputs& i
     // Restrict to the codes and mix the guidance in f32, as the reference does.
     const float* cond = logits_.data();
     if (guided) {
-      const float g = options.guidance_scale * static_cast<float>(n - i) / static_cast<float>(n);
+      const float g = kernels::guidance_weight(options.guidance_scale, i, n);
       const float* uncond = logits_.data() + v;
       for (int64_t j = 0; j < k; ++j) {
         guided_[static_cast<size_t>(j)] = (1.0f + g) * cond[j] - g * uncond[j];
@@ -111,6 +116,76 @@ Expected<std::vector<int32_t>> ShapeGenerator::generate(const ConditionInputs& i
     if (i + 1 < n) {
       for (int64_t b = 0; b < batch; ++b) history_[static_cast<size_t>(b * n + i + 1)] = id;
     }
+    const double ms = watch.elapsed_ms();
+    if (options.trace) options.trace->add(i == 0 ? "gpt.prefill" : "gpt.decode", ms);
+    if (on_token) on_token(i, id, ms);
+  }
+  return tokens;
+}
+
+Expected<std::vector<int32_t>> ShapeGenerator::generate_resident(int64_t n, int64_t batch,
+                                                                 bool guided,
+                                                                 const GenerateOptions& options,
+                                                                 const TokenCallback& on_token) {
+  const GptConfig& c = model_->config();
+  kernels::Backend& be = model_->backend();
+  const int64_t ring_size = session_->max_shape_tokens();
+  auto ensure = [&](kernels::DeviceBuffer* buffer, size_t bytes) -> Status {
+    if (buffer->data() != nullptr && buffer->bytes() >= bytes) return {};
+    TESSERA_ASSIGN_OR_RETURN(*buffer, be.allocate(bytes));
+    return {};
+  };
+  TESSERA_RETURN_IF_ERROR(ensure(&step_buf_, sizeof(int64_t)));
+  TESSERA_RETURN_IF_ERROR(ensure(&rng_buf_, 4 * sizeof(uint64_t)));
+  TESSERA_RETURN_IF_ERROR(ensure(&ring_buf_, static_cast<size_t>(ring_size) * sizeof(int32_t)));
+  const int64_t zero = 0;
+  const std::array<uint64_t, 4> words = Xoshiro256(options.sampler.seed).state();
+  TESSERA_RETURN_IF_ERROR(be.upload(step_buf_.data(), &zero, sizeof(zero)));
+  TESSERA_RETURN_IF_ERROR(be.upload(rng_buf_.data(), words.data(), sizeof(words)));
+
+  kernels::TokenChoice choice;
+  choice.codes = c.codebook_size;
+  choice.row_stride = c.vocab_size;
+  choice.guided = guided;
+  choice.guidance_scale = options.guidance_scale;
+  choice.total_steps = n;
+  choice.sampling.sample = options.sampler.sample;
+  choice.sampling.temperature = options.sampler.temperature;
+  choice.sampling.top_k = options.sampler.top_k;
+  choice.sampling.top_p = options.sampler.top_p;
+  int64_t* step = step_buf_.as<int64_t>();
+  int32_t* ring = ring_buf_.as<int32_t>();
+
+  std::vector<int32_t> tokens;
+  tokens.reserve(static_cast<size_t>(n));
+  for (int64_t b = 0; b < batch; ++b) step_ids_[static_cast<size_t>(b)] = c.bos_id();
+  for (int64_t i = 0; i < n; ++i) {
+    if (options.cancel && options.cancel->load(std::memory_order_relaxed)) {
+      return cancelled("generation cancelled after " + std::to_string(i) + " of " +
+                       std::to_string(n) + " tokens");
+    }
+    Stopwatch watch;
+    if (i == 0) {
+      TESSERA_RETURN_IF_ERROR(session_->prefill(step_ids_.data(), logits_.data()));
+    } else {
+      TESSERA_RETURN_IF_ERROR(session_->decode_at(step));
+      TESSERA_RETURN_IF_ERROR(session_->advance(1));
+    }
+    TESSERA_RETURN_IF_ERROR(be.choose_token(session_->device_logits(), choice, step,
+                                            rng_buf_.as<uint64_t>(), session_->device_ids(),
+                                            batch, ring, ring_size));
+    int32_t id = 0;
+    TESSERA_RETURN_IF_ERROR(be.download(&id, ring + i % ring_size, sizeof(id)));
+    if (id < 0) {
+      const std::string what =
+          id == kernels::kTokenAllNegInf
+              ? std::string("every logit is -inf")
+              : "logit " + std::to_string(-1 - static_cast<int64_t>(id)) + " is NaN or +inf";
+      return invalid_argument("generate: step " + std::to_string(i) + " of " + std::to_string(n) +
+                              ": sampler: " + what +
+                              " (non-finite model output: corrupt weights or condition?)");
+    }
+    tokens.push_back(id);
     const double ms = watch.elapsed_ms();
     if (options.trace) options.trace->add(i == 0 ? "gpt.prefill" : "gpt.decode", ms);
     if (on_token) on_token(i, id, ms);

@@ -73,12 +73,21 @@ class ShapeGenerator {
 
  private:
   ShapeGenerator() = default;
+  // The KV-cache loop with the token choice on the backend (Backend::choose_token): ids, position,
+  // RNG state and step counter stay in backend memory and the tokens come back through a ring
+  // buffer there; the host only reads the ring. Used when the backend has device-resident ops and
+  // no guided_logits hook is set; same tokens as the host loop.
+  Expected<std::vector<int32_t>> generate_resident(int64_t n, int64_t batch, bool guided,
+                                                   const GenerateOptions& options,
+                                                   const TokenCallback& on_token);
   const CubeGpt* model_ = nullptr;
   std::unique_ptr<GptSession> session_;
   // Host scratch sized at create(): logits [2, vocab], token history [2, max_tokens], condition
   // inputs [2, 77, text_dim], guided logits [codebook].
   std::vector<float> logits_, hidden_, guided_;
   std::vector<int32_t> history_, step_ids_;
+  // generate_resident's backend memory: step counter, RNG words, token ring (max_tokens).
+  kernels::DeviceBuffer step_buf_, rng_buf_, ring_buf_;
 };
 
 }  // namespace tessera::shape

@@ -771,4 +771,64 @@ Status GptSession::decode(const int32_t* ids, float* logits) {
   return head(x_, logits);
 }
 
+Status GptSession::decode_at(const int64_t* step) {
+  const GptConfig& c = model_->config();
+  if (!has_condition_ || length_ == 0) {
+    return invalid_argument("Cube GPT: decode_at before prefill (no condition in the cache)");
+  }
+  const int64_t d = c.n_embd, s = cond_len_, t = joint_len_;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  TESSERA_RETURN_IF_ERROR(be_->embedding_gather(model_->weights().wte, ids_, batch_, x_));
+  TESSERA_RETURN_IF_ERROR(be_->set_positions(positions_, batch_, 1, step, 0));
+  const bool bf16 = kv_dtype_ == DType::kBF16;
+  // As decode()'s attend, with the slot (slot_offset + *step) and the keys in use (*step +
+  // kv_offset) read from *step: dual blocks s + step / s + step + 1, single blocks step / step + 1.
+  auto attend = [&](size_t layer, int64_t slots, int64_t slot_offset, int64_t kv_offset) -> Status {
+    void* kc = bf16 ? static_cast<void*>(k_cache16_[layer]) : static_cast<void*>(k_cache_[layer]);
+    void* vc = bf16 ? static_cast<void*>(v_cache16_[layer]) : static_cast<void*>(v_cache_[layer]);
+    TESSERA_RETURN_IF_ERROR(
+        be_->store_kv_rows(kc, kv_dtype_, k_, batch_, d, slots * d, slot_offset, step));
+    TESSERA_RETURN_IF_ERROR(
+        be_->store_kv_rows(vc, kv_dtype_, v_, batch_, d, slots * d, slot_offset, step));
+    kernels::AttentionShape as;
+    as.batch = batch_;
+    as.heads = c.n_head;
+    as.head_dim = c.head_dim;
+    as.q_len = 1;
+    as.kv_len = slots;  // the capacity; the keys in use come from *step
+    as.q_token_stride = as.k_token_stride = as.v_token_stride = as.o_token_stride = d;
+    as.q_batch_stride = as.o_batch_stride = d;
+    as.k_batch_stride = as.v_batch_stride = slots * d;
+    as.causal = false;
+    as.scale = scale;
+    return be_->attention_decode_at(q_, kc, vc, kv_dtype_, y_, as, step, kv_offset);
+  };
+  const detail::GptWeights& w = model_->weights();
+  for (size_t i = 0; i < w.dual.size(); ++i) {
+    TESSERA_RETURN_IF_ERROR(be_->layer_norm(x_, nullptr, nullptr, h_, batch_, d, c.eps));
+    TESSERA_RETURN_IF_ERROR(project(w.dual[i].pre_x, h_, batch_, true, q_, k_, v_));
+    TESSERA_RETURN_IF_ERROR(attend(i, t, s, s + 1));
+    TESSERA_RETURN_IF_ERROR(post(w.dual[i].post_1, x_, y_, batch_));
+  }
+  for (size_t i = 0; i < w.single.size(); ++i) {
+    const size_t layer = w.dual.size() + i;
+    TESSERA_RETURN_IF_ERROR(be_->layer_norm(x_, nullptr, nullptr, h_, batch_, d, c.eps));
+    TESSERA_RETURN_IF_ERROR(project(w.single[i].attn, h_, batch_, true, q_, k_, v_));
+    TESSERA_RETURN_IF_ERROR(attend(layer, max_len_, 0, 1));
+    TESSERA_RETURN_IF_ERROR(post(w.single[i].post, x_, y_, batch_));
+  }
+  TESSERA_RETURN_IF_ERROR(be_->layer_norm(x_, nullptr, nullptr, h_, batch_, d, c.eps));
+  return be_->linear(h_, batch_, w.lm_head, nullptr, logits_);
+}
+
+Status GptSession::advance(int64_t steps) {
+  if (steps < 0 || length_ + steps > max_len_) {
+    return invalid_argument("Cube GPT: advance(" + std::to_string(steps) + ") from " +
+                            std::to_string(length_) + " past the KV cache's " +
+                            std::to_string(max_len_) + " shape tokens");
+  }
+  length_ += steps;
+  return {};
+}
+
 }  // namespace tessera::shape

@@ -182,6 +182,18 @@ class GptSession {
   // logits may differ from a from-scratch prefill in the last bits).
   Status prefill(const int32_t* ids, float* logits);
   Status decode(const int32_t* ids, float* logits);
+  // Device-resident decode step (the CUDA-graph path, Backend::choose_token and co.): the same
+  // computation as decode(), with the input ids taken from device_ids() (Backend::choose_token
+  // writes them there), the position from *step (backend memory, read when the ops run: the step
+  // appends at shape position *step) and the logits left in device_logits() ([batch, vocab]).
+  // Nothing is read from or written to the host, so the same backend calls serve every step and a
+  // backend may record them once. The host does not see the step: advance(n) after n of them
+  // (each must have run at *step == length() + k for its k-th call). Errors: before prefill; a
+  // backend without device-resident ops (kUnsupported).
+  Status decode_at(const int64_t* step);
+  Status advance(int64_t steps);
+  int32_t* device_ids() const { return ids_; }
+  const float* device_logits() const { return logits_; }
   // Shape tokens in the cache (0 before prefill).
   int64_t length() const { return length_; }
   int64_t batch() const { return batch_; }

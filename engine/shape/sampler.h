@@ -17,12 +17,12 @@
 // nothing. Non-finite logits (NaN, +inf, or all -inf) are reported as errors, never sampled.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "engine/core/status.h"
+#include "kernels/sampling.h"
 
 namespace tessera::shape {
 
@@ -37,20 +37,11 @@ struct SamplerOptions {
 // Checks the ranges above; the message names the offending option.
 Status validate_sampler_options(const SamplerOptions& options);
 
-// splitmix64 (Steele, Lea, Flood 2014): advances *state and returns the next output.
-uint64_t splitmix64(uint64_t* state);
-
-class Xoshiro256 {
- public:
-  explicit Xoshiro256(uint64_t seed);
-  uint64_t next();
-  double uniform();  // [0, 1), 53 bits
-  // The four state words (the device sampler, kernels/cuda choose_token, starts from these).
-  std::array<uint64_t, 4> state() const { return {s_[0], s_[1], s_[2], s_[3]}; }
-
- private:
-  uint64_t s_[4];
-};
+// The RNG and argmax live with the sampling ops (kernels/sampling.h), which the device sampler
+// shares.
+using ::tessera::kernels::argmax;
+using ::tessera::kernels::splitmix64;
+using ::tessera::kernels::Xoshiro256;
 
 class Sampler {
  public:
@@ -68,8 +59,5 @@ class Sampler {
   std::vector<int32_t> order_;
   std::vector<double> probs_;
 };
-
-// Index of the largest value, lowest index on ties (n >= 1, values finite).
-int32_t argmax(const float* values, int64_t n);
 
 }  // namespace tessera::shape

@@ -3,6 +3,7 @@
 // Memory is plain host memory (64-byte aligned: one cache line, one AVX-512 vector), copies are
 // memcpy, weights are used where they lie (zero-copy from a memory-mapped checkpoint). Ops run
 // synchronously on the calling thread (and the pool), so synchronize() has nothing to wait for.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -162,6 +163,62 @@ class CpuBackend final : public Backend {
     cpu::attention_decode_bf16kv(q, k, v, o, s);
     return Status();
   }
+
+  // ---- device-resident decoding: the "device" is host memory here
+  bool device_resident() const override { return true; }
+  Status store_kv_rows(void* cache, DType cache_dtype, const float* rows, int64_t batch,
+                       int64_t row_elems, int64_t cache_batch_stride, int64_t slot_offset,
+                       const int64_t* step) override {
+    if (cache_dtype != DType::kF32 && cache_dtype != DType::kBF16) {
+      return unsupported(std::string("cpu store_kv_rows: cache dtype ") + dtype_name(cache_dtype) +
+                         " (F32 or BF16)");
+    }
+    const int64_t slot = slot_offset + *step;
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t at = b * cache_batch_stride + slot * row_elems;
+      const float* src = rows + b * row_elems;
+      if (cache_dtype == DType::kBF16) {
+        ::tessera::convert_f32_to_bf16(src, static_cast<uint16_t*>(cache) + at,
+                                       static_cast<size_t>(row_elems));
+      } else {
+        std::memcpy(static_cast<float*>(cache) + at, src, static_cast<size_t>(row_elems) * 4);
+      }
+    }
+    return Status();
+  }
+  Status set_positions(int32_t* positions, int64_t rows, int64_t len, const int64_t* step,
+                       int64_t offset) override {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t t = 0; t < len; ++t) {
+        positions[r * len + t] = static_cast<int32_t>(*step + offset + t);
+      }
+    }
+    return Status();
+  }
+  Status attention_decode_at(const float* q, const void* k, const void* v, DType kv_dtype, float* o,
+                             const AttentionShape& s, const int64_t* step,
+                             int64_t kv_len_offset) override {
+    AttentionShape used = s;
+    used.kv_len = std::clamp<int64_t>(*step + kv_len_offset, 0, s.kv_len);
+    if (kv_dtype == DType::kBF16) {
+      cpu::attention_decode_bf16kv(q, static_cast<const uint16_t*>(k),
+                                   static_cast<const uint16_t*>(v), o, used);
+      return Status();
+    }
+    if (kv_dtype != DType::kF32) {
+      return unsupported(std::string("cpu attention_decode_at: K/V dtype ") + dtype_name(kv_dtype));
+    }
+    cpu::attention_decode(q, static_cast<const float*>(k), static_cast<const float*>(v), o, used);
+    return Status();
+  }
+  Status choose_token(const float* logits, const TokenChoice& choice, int64_t* step, uint64_t* rng,
+                      int32_t* ids, int64_t ids_count, int32_t* ring, int64_t ring_size) override {
+    return choose_token_host(logits, choice, step, rng, ids, ids_count, ring, ring_size,
+                             &choose_scratch_);
+  }
+
+ private:
+  ChooseTokenScratch choose_scratch_;
 };
 
 }  // namespace

@@ -265,6 +265,41 @@ class CudaBackend final : public Backend {
     return cuda::attention_decode_bf16kv(q, k, v, o, s, workspace_, workspace_bytes_, stream_);
   }
 
+  // ---- device-resident decoding (kernels/cuda/cuda_ops.h)
+  bool device_resident() const override { return true; }
+  Status store_kv_rows(void* cache, DType cache_dtype, const float* rows, int64_t batch,
+                       int64_t row_elems, int64_t cache_batch_stride, int64_t slot_offset,
+                       const int64_t* step) override {
+    return on_stream(cuda::store_kv_rows, cache, cache_dtype, rows, batch, row_elems,
+                     cache_batch_stride, slot_offset, step);
+  }
+  Status set_positions(int32_t* positions, int64_t rows, int64_t len, const int64_t* step,
+                       int64_t offset) override {
+    return on_stream(cuda::set_positions, positions, rows, len, step, offset);
+  }
+  Status attention_decode_at(const float* q, const void* k, const void* v, DType kv_dtype, float* o,
+                             const AttentionShape& s, const int64_t* step,
+                             int64_t kv_len_offset) override {
+    TESSERA_RETURN_IF_ERROR(enter_decode(s));  // the workspace for the capacity s.kv_len
+    if (kv_dtype == DType::kBF16) {
+      return cuda::attention_decode_bf16kv_device_len(
+          q, static_cast<const uint16_t*>(k), static_cast<const uint16_t*>(v), o, s, step,
+          kv_len_offset, workspace_, workspace_bytes_, stream_);
+    }
+    if (kv_dtype != DType::kF32) {
+      return unsupported(std::string("cuda attention_decode_at: K/V dtype ") +
+                         dtype_name(kv_dtype));
+    }
+    return cuda::attention_decode_device_len(q, static_cast<const float*>(k),
+                                             static_cast<const float*>(v), o, s, step,
+                                             kv_len_offset, workspace_, workspace_bytes_, stream_);
+  }
+  Status choose_token(const float* logits, const TokenChoice& choice, int64_t* step, uint64_t* rng,
+                      int32_t* ids, int64_t ids_count, int32_t* ring, int64_t ring_size) override {
+    return on_stream(cuda::choose_token, logits, choice, step, rng, ids, ids_count, ring,
+                     ring_size);
+  }
+
  private:
   // Makes device_ current on the calling thread (cheap when it already is).
   Status bind() const {

@@ -27,6 +27,7 @@
 
 #include "engine/core/status.h"
 #include "kernels/ops.h"
+#include "kernels/sampling.h"
 
 struct CUstream_st;
 typedef struct CUstream_st* cudaStream_t;  // NOLINT(modernize-use-using): mirrors driver_types.h
@@ -154,22 +155,8 @@ Status embedding_gather(const Weight& table, const int32_t* ids, int64_t n, floa
 // engine/shape/generator.cpp (the mix) and engine/shape/sampler.cpp (greedy, or temperature ->
 // top-k -> softmax in double -> top-p -> one draw of xoshiro256**), the step counter and the RNG
 // state in device memory.
-struct TokenChoice {
-  int64_t codes = 0;          // candidates: logits [0, codes) of the row(s), 1..kChooseTokenMaxCodes
-  int64_t row_stride = 0;     // guided: floats from the conditional to the unconditional row
-  bool guided = false;        // mix (1 + g) * cond - g * uncond, g = scale * (n - step) / n
-  float guidance_scale = 0.0f;
-  int64_t total_steps = 1;    // n above (the tokens of the whole generation), >= 1
-  bool sample = false;        // false: argmax, ties to the lowest index
-  float temperature = 1.0f;   // sampling: finite, > 0
-  int64_t top_k = 0;          // 0: no top-k filter
-  float top_p = 1.0f;         // (0, 1]; 1: no nucleus filter
-};
-inline constexpr int64_t kChooseTokenMaxCodes = 16384;
-// What the kernel writes instead of a token id (>= 0) when the logits are bad: -1 - i when logit i
-// (after the mix) is NaN or +inf, kTokenAllNegInf when every logit is -inf.
-inline constexpr int32_t kTokenAllNegInf = -2147483647 - 1;
-
+// TokenChoice, kChooseTokenMaxCodes, kTokenAllNegInf: kernels/sampling.h (shared with the CPU
+// backend's choose_token_host, the same contract on host memory).
 // Reads *step (device int64: this token's index i) and the logits of step i, writes the choice to
 // ids[0, ids_count) (the next step's input ids, one per batch row; left unchanged on an error
 // code), to ring[i % ring_size] when ring is not null (it may be host-mapped pinned memory: the

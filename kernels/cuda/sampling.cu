@@ -50,22 +50,6 @@ __device__ __forceinline__ double key_value(unsigned long long key) {
   return static_cast<double>(from_ordered_bits(static_cast<uint32_t>(key >> 32)));
 }
 
-// xoshiro256** (engine/shape/sampler.cpp's Xoshiro256::next, word for word).
-__device__ __forceinline__ uint64_t rotl64(uint64_t x, int k) {
-  return (x << k) | (x >> (64 - k));
-}
-__device__ uint64_t xoshiro_next(uint64_t* s) {
-  const uint64_t result = rotl64(s[1] * 5, 7) * 9;
-  const uint64_t t = s[1] << 17;
-  s[2] ^= s[0];
-  s[3] ^= s[1];
-  s[1] ^= s[2];
-  s[0] ^= s[3];
-  s[2] ^= t;
-  s[3] = rotl64(s[3], 45);
-  return result;
-}
-
 // Inclusive prefix sum of v over the block (thread order); *total gets the block's sum. Every
 // thread must call it. scratch: __shared__ double[kWarps].
 __device__ double block_inclusive_scan(double v, double* scratch, double* total) {
@@ -130,9 +114,9 @@ __global__ void __launch_bounds__(kThreads)
     finite |= isfinite(v) ? 1 : 0;
     const unsigned long long key = make_key(v, j);
     top = key > top ? key : top;
-    if (c.sample) keys[j] = key;
+    if (c.sampling.sample) keys[j] = key;
   }
-  if (c.sample) {
+  if (c.sampling.sample) {
     for (int64_t j = c.codes + tid; j < sort_size; j += kThreads) keys[j] = 0;  // below -inf
   }
   if (bad != INT_MAX) atomicMin(&first_bad, bad);
@@ -145,7 +129,7 @@ __global__ void __launch_bounds__(kThreads)
     result = -1 - first_bad;
   } else if (!any_finite) {
     result = kTokenAllNegInf;
-  } else if (!c.sample) {
+  } else if (!c.sampling.sample) {
     result = key_index(best);
   } else {
     // 2. Candidates in the host's order: bitonic sort, descending.
@@ -165,8 +149,9 @@ __global__ void __launch_bounds__(kThreads)
         __syncthreads();
       }
     }
-    int64_t kept = (c.top_k > 0 && c.top_k < c.codes) ? c.top_k : c.codes;
-    const double inv_t = 1.0 / static_cast<double>(c.temperature);
+    const int64_t top_k = c.sampling.top_k;
+    int64_t kept = (top_k > 0 && top_k < c.codes) ? top_k : c.codes;
+    const double inv_t = 1.0 / static_cast<double>(c.sampling.temperature);
     const double top_scaled = key_value(keys[0]) * inv_t;
     // Thread t owns candidates [t * per, (t + 1) * per) of the kept ones.
     const int64_t per = (kept + kThreads - 1) / kThreads;
@@ -176,14 +161,14 @@ __global__ void __launch_bounds__(kThreads)
     for (int64_t r = begin; r < begin + per && r < kept; ++r) local += prob(r);
     double total = 0.0;
     double before = block_inclusive_scan(local, scan_scratch, &total) - local;
-    if (c.top_p < 1.0f) {
+    if (c.sampling.top_p < 1.0f) {
       // The first r > 0 whose cumulative probability (through r) exceeds top_p ends the nucleus.
       if (tid == 0) first_hit = INT_MAX;
       __syncthreads();
       double cumulative = before;
       for (int64_t r = begin; r < begin + per && r < kept; ++r) {
         cumulative += prob(r);
-        if (r > 0 && cumulative / total > static_cast<double>(c.top_p)) {
+        if (r > 0 && cumulative / total > static_cast<double>(c.sampling.top_p)) {
           atomicMin(&first_hit, static_cast<int>(r));
           break;
         }
@@ -196,7 +181,7 @@ __global__ void __launch_bounds__(kThreads)
       before = block_inclusive_scan(local, scan_scratch, &total) - local;
     }
     if (tid == 0) {
-      shared_u = static_cast<double>(xoshiro_next(rng) >> 11) * 0x1.0p-53;
+      shared_u = static_cast<double>(xoshiro256_next(rng) >> 11) * 0x1.0p-53;
       shared_total = total;
       first_hit = INT_MAX;
     }
@@ -225,55 +210,16 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-Status check_choice(const TokenChoice& c, const float* logits, const int64_t* step,
-                    const uint64_t* rng, const int32_t* ids, int64_t ids_count,
-                    const int32_t* ring, int64_t ring_size) {
-  const std::string op = "cuda choose_token: ";
-  if (logits == nullptr || step == nullptr || rng == nullptr) {
-    return invalid_argument(op + "null logits, step or rng pointer");
-  }
-  if (c.codes < 1 || c.codes > kChooseTokenMaxCodes) {
-    return invalid_argument(op + "codes " + std::to_string(c.codes) + " outside [1, " +
-                            std::to_string(kChooseTokenMaxCodes) + "]");
-  }
-  if (c.guided && c.row_stride < c.codes) {
-    return invalid_argument(op + "guided with row_stride " + std::to_string(c.row_stride) +
-                            " < codes " + std::to_string(c.codes) +
-                            " (the unconditional row would overlap the conditional one)");
-  }
-  if (c.total_steps < 1) {
-    return invalid_argument(op + "total_steps " + std::to_string(c.total_steps) + " must be >= 1");
-  }
-  if (c.sample) {
-    if (!(c.temperature > 0.0f) || c.temperature == INFINITY) {
-      return invalid_argument(op + "temperature " + std::to_string(c.temperature) +
-                              " must be a finite number > 0");
-    }
-    if (c.top_k < 0) return invalid_argument(op + "top_k " + std::to_string(c.top_k) + " < 0");
-    if (!(c.top_p > 0.0f && c.top_p <= 1.0f)) {
-      return invalid_argument(op + "top_p " + std::to_string(c.top_p) + " outside (0, 1]");
-    }
-  }
-  if (ids_count < 0 || (ids_count > 0 && ids == nullptr)) {
-    return invalid_argument(op + "ids_count " + std::to_string(ids_count) +
-                            (ids == nullptr ? " with null ids" : ""));
-  }
-  if (ring != nullptr && ring_size < 1) {
-    return invalid_argument(op + "ring_size " + std::to_string(ring_size) + " must be >= 1");
-  }
-  return Status();
-}
-
 }  // namespace
 
 Status choose_token(const float* logits, const TokenChoice& choice, int64_t* step, uint64_t* rng,
                     int32_t* ids, int64_t ids_count, int32_t* ring, int64_t ring_size,
                     cudaStream_t stream) {
-  TESSERA_RETURN_IF_ERROR(
-      check_choice(choice, logits, step, rng, ids, ids_count, ring, ring_size));
+  TESSERA_RETURN_IF_ERROR(check_token_choice("cuda choose_token", logits, choice, step, rng, ids,
+                                             ids_count, ring, ring_size));
   int sort_size = 1;
   while (sort_size < choice.codes) sort_size <<= 1;
-  const size_t shared = choice.sample ? static_cast<size_t>(sort_size) * 8 : 0;
+  const size_t shared = choice.sampling.sample ? static_cast<size_t>(sort_size) * 8 : 0;
   if (shared > 48 * 1024) {
     // Above the default 48 KB of dynamic shared memory a kernel must opt in (not a stream
     // operation: allowed while a graph is being captured).

@@ -52,16 +52,16 @@ class ChooseTokenTest : public test::GpuTest {
   void run_generation(const Config& c, int64_t steps, uint64_t seed) {
     SCOPED_TRACE(c.name);
     const float scale = 3.0f;
-    cuda::TokenChoice choice;
+    kernels::TokenChoice choice;
     choice.codes = c.codes;
     choice.row_stride = c.vocab;
     choice.guided = c.guided;
     choice.guidance_scale = scale;
     choice.total_steps = steps;
-    choice.sample = c.sampler.sample;
-    choice.temperature = c.sampler.temperature;
-    choice.top_k = c.sampler.top_k;
-    choice.top_p = c.sampler.top_p;
+    choice.sampling.sample = c.sampler.sample;
+    choice.sampling.temperature = c.sampler.temperature;
+    choice.sampling.top_k = c.sampler.top_k;
+    choice.sampling.top_p = c.sampler.top_p;
     shape::Sampler host(c.sampler, c.codes);
     const std::array<uint64_t, 4> words = shape::Xoshiro256(c.sampler.seed).state();
     const std::vector<int64_t> step0 = {0};
@@ -109,9 +109,9 @@ class ChooseTokenTest : public test::GpuTest {
 
   // One step on logits whose mix is bad; returns what the kernel published in the ring.
   int32_t run_bad(std::vector<float> logits, bool sample) {
-    cuda::TokenChoice choice;
+    kernels::TokenChoice choice;
     choice.codes = static_cast<int64_t>(logits.size());
-    choice.sample = sample;
+    choice.sampling.sample = sample;
     const std::vector<int64_t> step0 = {0};
     const std::array<uint64_t, 4> words = shape::Xoshiro256(1).state();
     auto d_step = upload(step0);
@@ -173,7 +173,7 @@ TEST_F(ChooseTokenTest, BadLogitsPublishErrorCodes) {
     inf_at_9[9] = inf;
     EXPECT_EQ(run_bad(nan_at_5, sample), -1 - 5);
     EXPECT_EQ(run_bad(inf_at_9, sample), -1 - 9);
-    EXPECT_EQ(run_bad(all_neg_inf, sample), cuda::kTokenAllNegInf);
+    EXPECT_EQ(run_bad(all_neg_inf, sample), kernels::kTokenAllNegInf);
   }
   // Some -inf among finite logits is fine: those codes are never chosen.
   std::vector<float> masked(40, -inf);
@@ -188,18 +188,18 @@ TEST(ChooseTokenArgs, RejectedBeforeAnyDeviceCall) {
   int64_t step = 0;
   uint64_t rng[4] = {};
   int32_t ids[2] = {};
-  cuda::TokenChoice ok;
+  kernels::TokenChoice ok;
   ok.codes = 4;
-  auto check = [&](cuda::TokenChoice c, const char* what) {
+  auto check = [&](kernels::TokenChoice c, const char* what) {
     const Status st = cuda::choose_token(logits, c, &step, rng, ids, 2, nullptr, 0, nullptr);
     EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument) << what;
     EXPECT_NE(st.message().find("choose_token"), std::string::npos) << st.message();
     EXPECT_NE(st.message().find(what), std::string::npos) << st.message();
   };
-  cuda::TokenChoice c = ok;
+  kernels::TokenChoice c = ok;
   c.codes = 0;
   check(c, "codes");
-  c.codes = cuda::kChooseTokenMaxCodes + 1;
+  c.codes = kernels::kChooseTokenMaxCodes + 1;
   check(c, "codes");
   c = ok;
   c.guided = true;
@@ -209,14 +209,14 @@ TEST(ChooseTokenArgs, RejectedBeforeAnyDeviceCall) {
   c.total_steps = 0;
   check(c, "total_steps");
   c = ok;
-  c.sample = true;
-  c.temperature = 0.0f;
+  c.sampling.sample = true;
+  c.sampling.temperature = 0.0f;
   check(c, "temperature");
-  c.temperature = 1.0f;
-  c.top_p = 1.5f;
+  c.sampling.temperature = 1.0f;
+  c.sampling.top_p = 1.5f;
   check(c, "top_p");
-  c.top_p = 1.0f;
-  c.top_k = -1;
+  c.sampling.top_p = 1.0f;
+  c.sampling.top_k = -1;
   check(c, "top_k");
   const Status null_rng =
       cuda::choose_token(logits, ok, &step, nullptr, ids, 2, nullptr, 0, nullptr);

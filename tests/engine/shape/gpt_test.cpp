@@ -358,6 +358,46 @@ TEST(CubeGptTest, SampledGenerationIsSeededAndCacheIndependent) {
   }
 }
 
+// The KV-cache loop runs with the token choice on the backend (device-resident: ids, position,
+// RNG and step in backend memory) unless a guided_logits hook asks for the host loop: both give
+// the same tokens, greedy and sampled, with f32 and bf16 weights (bf16 K/V cache).
+TEST(CubeGptTest, DeviceResidentLoopMatchesTheHostLoop) {
+  Fixture& f = fixture();
+  const std::vector<float> hidden = f.f32("clip.last_hidden_state");
+  const std::vector<float> bbox_rows = f.f32("gpt.bbox");
+  const ConditionInputs in = test::guided_condition(hidden, bbox_rows);
+  GptLoadOptions bf16;
+  bf16.bf16 = true;
+  auto model16 = CubeGpt::load(f.gpt05, f.codebook, *f.backend, bf16).value();
+  model16->set_num_latents(16);
+  for (const CubeGpt* model : {f.model05.get(), model16.get()}) {
+    SCOPED_TRACE(model == f.model05.get() ? "f32 weights" : "bf16 weights");
+    auto gen = ShapeGenerator::create(*model).value();
+    for (int mode = 0; mode < 3; ++mode) {
+      GenerateOptions opt;
+      if (mode > 0) {
+        opt.sampler.sample = true;
+        opt.sampler.temperature = mode == 1 ? 1.0f : 0.8f;
+        opt.sampler.top_k = mode == 1 ? 0 : 10;
+        opt.sampler.top_p = mode == 1 ? 0.9f : 1.0f;
+        opt.sampler.seed = 4242 + uint64_t(mode);
+      }
+      SCOPED_TRACE("mode " + std::to_string(mode));
+      std::vector<int64_t> seen;
+      const std::vector<int32_t> resident =
+          gen->generate(in, opt, [&](int64_t i, int32_t, double) { seen.push_back(i); }).value();
+      EXPECT_EQ(gen->session().length(), 16);
+      std::vector<float> guided;
+      opt.guided_logits = &guided;  // forces the host loop
+      const std::vector<int32_t> host = gen->generate(in, opt).value();
+      EXPECT_EQ(resident, host);
+      EXPECT_EQ(guided.size(), size_t(16 * 64));
+      ASSERT_EQ(seen.size(), 16u);
+      for (int64_t i = 0; i < 16; ++i) EXPECT_EQ(seen[size_t(i)], i);
+    }
+  }
+}
+
 TEST(CubeGptTest, CancellationAndBadOptions) {
   Fixture& f = fixture();
   const std::vector<float> hidden = f.f32("clip.last_hidden_state");
