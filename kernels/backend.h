@@ -171,6 +171,24 @@ class Backend {
         (void)ring_size;
     return unsupported(name() + ": no device-resident decoding (choose_token)");
   }
+
+  // ---- Recording (optional: CUDA graphs) --------------------------------------------------------
+  // Between begin_recording() and end_recording() the ops are recorded, not run; replay() then runs
+  // the recording as one launch. Only device-resident work may be recorded (no upload, download,
+  // synchronize or allocation: run the same calls once eagerly first, so workspaces exist). A
+  // failed op while recording leaves the recording unusable: end_recording() then reports it.
+  virtual bool can_record() const { return false; }
+  virtual Status begin_recording() { return unsupported(name() + ": cannot record ops"); }
+  virtual Expected<int64_t> end_recording() { return unsupported(name() + ": cannot record ops"); }
+  virtual Status replay(int64_t recording) {
+    (void)recording;
+    return unsupported(name() + ": cannot record ops");
+  }
+  virtual void drop_recording(int64_t recording) { (void)recording; }
+  // Memory of this backend that the host may also read and write directly (pinned and mapped for
+  // CUDA; what the host sees of the device's writes is complete after synchronize()). Default:
+  // allocate() (the CPU backend's memory is the host's).
+  virtual Expected<DeviceBuffer> allocate_host_visible(size_t bytes) { return allocate(bytes); }
 };
 
 inline void DeviceBuffer::reset() {

@@ -14,6 +14,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -164,6 +165,43 @@ class TimedBackend final : public kernels::Backend {
     return timed("attention_decode_bf16kv",
                  [&] { return inner_->attention_decode_bf16kv(q, k, v, o, s); });
   }
+  // Device-resident decoding and recording: forwarded (timed where they compute).
+  bool device_resident() const override { return inner_->device_resident(); }
+  Status store_kv_rows(void* cache, DType cache_dtype, const float* rows, int64_t batch,
+                       int64_t row_elems, int64_t cache_batch_stride, int64_t slot_offset,
+                       const int64_t* step) override {
+    return timed("store_kv_rows", [&] {
+      return inner_->store_kv_rows(cache, cache_dtype, rows, batch, row_elems, cache_batch_stride,
+                                   slot_offset, step);
+    });
+  }
+  Status set_positions(int32_t* positions, int64_t rows, int64_t len, const int64_t* step,
+                       int64_t offset) override {
+    return timed("set_positions",
+                 [&] { return inner_->set_positions(positions, rows, len, step, offset); });
+  }
+  Status attention_decode_at(const float* q, const void* k, const void* v, DType kv_dtype, float* o,
+                             const kernels::AttentionShape& s, const int64_t* step,
+                             int64_t kv_len_offset) override {
+    return timed("attention_decode_at", [&] {
+      return inner_->attention_decode_at(q, k, v, kv_dtype, o, s, step, kv_len_offset);
+    });
+  }
+  Status choose_token(const float* logits, const kernels::TokenChoice& choice, int64_t* step,
+                      uint64_t* rng, int32_t* ids, int64_t ids_count, int32_t* ring,
+                      int64_t ring_size) override {
+    return timed("choose_token", [&] {
+      return inner_->choose_token(logits, choice, step, rng, ids, ids_count, ring, ring_size);
+    });
+  }
+  bool can_record() const override { return inner_->can_record(); }
+  Status begin_recording() override { return inner_->begin_recording(); }
+  Expected<int64_t> end_recording() override { return inner_->end_recording(); }
+  Status replay(int64_t recording) override { return inner_->replay(recording); }
+  void drop_recording(int64_t recording) override { inner_->drop_recording(recording); }
+  Expected<kernels::DeviceBuffer> allocate_host_visible(size_t bytes) override {
+    return inner_->allocate_host_visible(bytes);
+  }
 
  private:
   template <typename Fn>
@@ -288,7 +326,69 @@ struct ShapeLengthResult {
   double weight_floor_ms = 0, kv_floor_ms = 0;  // weights only; weights + K/V of both rows
   // Medians over the steps of (step time / floor at the probe taken just before that step).
   double floor_ratio = 0, kv_floor_ratio = 0;
+  // Device-resident loop at this length (GptSession::decode_at + Backend::choose_token, greedy):
+  // eager launches with a synchronisation per step, and the step recorded once and replayed
+  // (CUDA graphs; NaN where the backend cannot record), ms per step, medians.
+  double resident_ms = std::nan(""), graph_ms = std::nan("");
 };
+
+// The device-resident loop (ShapeGenerator's on backends that have it) at the session's current
+// length: `steps` eager steps (decode_at + greedy choose_token, synchronised per step), then, where
+// the backend records, one warm-up, the step recorded, and `steps` replays timed together (the
+// host does not wait per token there: that is the point of recording).
+Status measure_resident(shape::GptSession& session, kernels::Backend& backend,
+                        const shape::GptConfig& c, int64_t steps, ShapeLengthResult* lr) {
+  if (!backend.device_resident()) return Status();
+  TESSERA_ASSIGN_OR_RETURN(kernels::DeviceBuffer step_buf, backend.allocate(sizeof(int64_t)));
+  TESSERA_ASSIGN_OR_RETURN(kernels::DeviceBuffer rng_buf, backend.allocate(4 * sizeof(uint64_t)));
+  const int64_t ring_size = 2 * steps + 2;
+  TESSERA_ASSIGN_OR_RETURN(kernels::DeviceBuffer ring_buf,
+                           backend.allocate_host_visible(static_cast<size_t>(ring_size) * 4));
+  const int64_t first = session.length();
+  const std::array<uint64_t, 4> words = kernels::Xoshiro256(1).state();
+  TESSERA_RETURN_IF_ERROR(backend.upload(step_buf.data(), &first, sizeof(first)));
+  TESSERA_RETURN_IF_ERROR(backend.upload(rng_buf.data(), words.data(), sizeof(words)));
+  kernels::TokenChoice choice;
+  choice.codes = c.codebook_size;
+  choice.row_stride = c.vocab_size;
+  choice.guided = true;
+  choice.guidance_scale = 3.0f;
+  choice.total_steps = session.max_shape_tokens();
+  auto one_step = [&]() -> Status {
+    TESSERA_RETURN_IF_ERROR(session.decode_at(step_buf.as<int64_t>()));
+    return backend.choose_token(session.device_logits(), choice, step_buf.as<int64_t>(),
+                                rng_buf.as<uint64_t>(), session.device_ids(), 2,
+                                ring_buf.as<int32_t>(), ring_size);
+  };
+  std::vector<double> ms;
+  for (int64_t s = 0; s < steps; ++s) {
+    const Stopwatch watch;
+    TESSERA_RETURN_IF_ERROR(one_step());
+    TESSERA_RETURN_IF_ERROR(backend.synchronize());
+    ms.push_back(watch.elapsed_ms());
+    TESSERA_RETURN_IF_ERROR(session.advance(1));
+  }
+  lr->resident_ms = percentile(ms, 50);
+  if (!backend.can_record()) return Status();
+  TESSERA_RETURN_IF_ERROR(backend.begin_recording());
+  Status recorded = one_step();
+  Expected<int64_t> id = backend.end_recording();
+  TESSERA_RETURN_IF_ERROR(recorded);
+  if (!id.ok()) return id.status();
+  struct Drop {
+    kernels::Backend& be;
+    int64_t id;
+    ~Drop() { be.drop_recording(id); }
+  } drop{backend, *id};
+  TESSERA_RETURN_IF_ERROR(backend.replay(*id));  // warm-up
+  TESSERA_RETURN_IF_ERROR(backend.synchronize());
+  TESSERA_RETURN_IF_ERROR(session.advance(1));
+  const Stopwatch watch;
+  for (int64_t s = 0; s < steps; ++s) TESSERA_RETURN_IF_ERROR(backend.replay(*id));
+  TESSERA_RETURN_IF_ERROR(backend.synchronize());
+  lr->graph_ms = watch.elapsed_ms() / static_cast<double>(steps);
+  return session.advance(steps);
+}
 
 struct ShapeModelResult {
   std::string name, config;
@@ -357,7 +457,8 @@ Expected<ShapeModelResult> bench_shape_model(const std::string& name, const Safe
   const shape::GptConfig& c = model->config();
   res.config = c.summary() + ", " + dtype_name(model->weight_dtype()) + " weights";
   res.weight_bytes = model->decode_weight_bytes();
-  const int64_t max_len = lengths.back() + steps + 1;
+  // Room for the KV steps, the device-resident eager steps and the recorded ones (+ 2 warm-ups).
+  const int64_t max_len = lengths.back() + 3 * steps + 3;
   TESSERA_ASSIGN_OR_RETURN(auto session, shape::GptSession::create(*model, 2, max_len));
   // [cond ; uncond] CLIP states: random prompt row, a different random "empty prompt" row.
   std::vector<float> hidden(static_cast<size_t>(2 * c.text_len * c.text_embed_dim));
@@ -451,6 +552,7 @@ Expected<ShapeModelResult> bench_shape_model(const std::string& name, const Safe
     lr.kv_floor_ratio = percentile(kv_ratio, 50);
     lr.weight_floor_ms = weight_bytes / (lr.read_gbs * 1e9) * 1e3;
     lr.kv_floor_ms = (weight_bytes + kv_bytes) / (lr.read_gbs * 1e9) * 1e3;
+    TESSERA_RETURN_IF_ERROR(measure_resident(*session, backend, c, steps, &lr));
     std::printf(
         "  %s: length %lld: no-KV step %.1f ms, KV step %.1f ms (p99 %.1f), %.2fx the "
         "weight floor at %.1f GB/s\n",
@@ -636,6 +738,27 @@ std::string shape_markdown(const Machine& machine, const std::vector<ShapeModelR
       md << buf;
     }
     md << "\n";
+    if (!m.lengths.empty() && !std::isnan(m.lengths.front().resident_ms)) {
+      md << "Device-resident decode loop (the generator's: GptSession::decode_at + "
+            "Backend::choose_token, step and ids in backend memory), ms per step: eager = every "
+            "op launched each step, synchronised per step; recorded = the step recorded once and "
+            "replayed (CUDA graphs), no host wait per token. The host-loop TPOT follows a "
+            "cache-flushing bandwidth probe, the resident steps run back to back: for a model "
+            "that fits in cache the columns are not comparable.\n\n";
+      md << "| tokens | host loop (TPOT above) | device-resident, eager | device-resident, recorded "
+            "| recorded vs host loop |\n|---|---|---|---|---|\n";
+      for (const ShapeLengthResult& l : m.lengths) {
+        const bool rec = !std::isnan(l.graph_ms);
+        char ratio[32] = "-";
+        if (rec) std::snprintf(ratio, sizeof ratio, "%.2fx", l.kv.median * 1e3 / l.graph_ms);
+        std::snprintf(buf, sizeof buf, "| %lld | %s | %s | %s | %s |\n",
+                      static_cast<long long>(l.length), fmt_ms(l.kv.median * 1e3).c_str(),
+                      fmt_ms(l.resident_ms).c_str(),
+                      rec ? fmt_ms(l.graph_ms).c_str() : "- (cannot record)", ratio);
+        md << buf;
+      }
+      md << "\n";
+    }
     if (m.has_object) {
       const ObjectEstimate& o = m.object;
       std::snprintf(buf, sizeof buf,
@@ -713,7 +836,9 @@ nlohmann::json shape_json(const Machine& machine, const std::vector<ShapeModelRe
            {"weight_kv_floor_ms", l.kv_floor_ms},
            {"tpot_over_weight_kv_floor", l.kv_floor_ratio},
            {"no_kv_step_ms", {{"median", l.no_kv.median * 1e3}, {"runs", l.no_kv.reps}}},
-           {"kv_speedup", l.no_kv.median / l.kv.median}});
+           {"kv_speedup", l.no_kv.median / l.kv.median},
+           {"resident_eager_ms", std::isnan(l.resident_ms) ? nlohmann::json() : nlohmann::json(l.resident_ms)},
+           {"resident_recorded_ms", std::isnan(l.graph_ms) ? nlohmann::json() : nlohmann::json(l.graph_ms)}});
     }
     e["lengths"] = lengths;
     nlohmann::json ops = nlohmann::json::object();

@@ -38,6 +38,7 @@ struct GenerateCliOptions {
   float guidance = 3.0f;
   std::vector<float> bbox;
   bool no_kv_cache = false;
+  bool no_graphs = false;
   bool bf16 = false;
   int resolution = 0;  // 0: the model's default (tessera-tiny: 65; Cube 3D: 257)
   int64_t preview_every = 0;
@@ -141,6 +142,7 @@ int run_generate(const GenerateCliOptions& o) {
   job.generation.guidance_scale = o.guidance;
   if (!o.bbox.empty()) job.generation.bbox = std::array<float, 3>{o.bbox[0], o.bbox[1], o.bbox[2]};
   job.generation.use_kv_cache = !o.no_kv_cache;
+  job.generation.use_graphs = !o.no_graphs;
   job.generation.num_tokens = o.tokens;
   job.mesh.resolution = o.resolution;
   job.mesh.cleanup.max_triangles = o.exporting.max_faces;  // decimated before normals
@@ -260,6 +262,9 @@ void register_generate(CLI::App& app, int* exit_code) {
   cmd->add_option("--bbox", o->bbox, "Bounding box proportions X Y Z (v0.5 models)")->expected(3);
   cmd->add_flag("--no-kv-cache", o->no_kv_cache,
                 "Recompute the whole sequence every step (baseline)");
+  cmd->add_flag("--no-graphs", o->no_graphs,
+                "CUDA: launch every op each step instead of replaying the recorded decode step "
+                "(the eager baseline; no effect on the CPU)");
   cmd->add_flag("--bf16", o->bf16, "Convert the weights to bf16 once at load");
   add_device_options(cmd, &o->device);
   cmd->add_option("--resolution,-r", o->resolution,

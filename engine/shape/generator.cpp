@@ -130,14 +130,16 @@ Expected<std::vector<int32_t>> ShapeGenerator::generate_resident(int64_t n, int6
   const GptConfig& c = model_->config();
   kernels::Backend& be = model_->backend();
   const int64_t ring_size = session_->max_shape_tokens();
-  auto ensure = [&](kernels::DeviceBuffer* buffer, size_t bytes) -> Status {
+  const size_t ring_bytes = static_cast<size_t>(ring_size) * sizeof(int32_t);
+  auto ensure = [&](kernels::DeviceBuffer* buffer, size_t bytes, bool host_visible) -> Status {
     if (buffer->data() != nullptr && buffer->bytes() >= bytes) return {};
-    TESSERA_ASSIGN_OR_RETURN(*buffer, be.allocate(bytes));
+    TESSERA_ASSIGN_OR_RETURN(*buffer,
+                             host_visible ? be.allocate_host_visible(bytes) : be.allocate(bytes));
     return {};
   };
-  TESSERA_RETURN_IF_ERROR(ensure(&step_buf_, sizeof(int64_t)));
-  TESSERA_RETURN_IF_ERROR(ensure(&rng_buf_, 4 * sizeof(uint64_t)));
-  TESSERA_RETURN_IF_ERROR(ensure(&ring_buf_, static_cast<size_t>(ring_size) * sizeof(int32_t)));
+  TESSERA_RETURN_IF_ERROR(ensure(&step_buf_, sizeof(int64_t), false));
+  TESSERA_RETURN_IF_ERROR(ensure(&rng_buf_, 4 * sizeof(uint64_t), false));
+  TESSERA_RETURN_IF_ERROR(ensure(&ring_buf_, ring_bytes, true));
   const int64_t zero = 0;
   const std::array<uint64_t, 4> words = Xoshiro256(options.sampler.seed).state();
   TESSERA_RETURN_IF_ERROR(be.upload(step_buf_.data(), &zero, sizeof(zero)));
@@ -154,41 +156,80 @@ Expected<std::vector<int32_t>> ShapeGenerator::generate_resident(int64_t n, int6
   choice.sampling.top_k = options.sampler.top_k;
   choice.sampling.top_p = options.sampler.top_p;
   int64_t* step = step_buf_.as<int64_t>();
-  int32_t* ring = ring_buf_.as<int32_t>();
+  int32_t* ring = ring_buf_.as<int32_t>();  // host-visible: read directly after synchronize()
+  auto choose = [&]() {
+    return be.choose_token(session_->device_logits(), choice, step, rng_buf_.as<uint64_t>(),
+                           session_->device_ids(), batch, ring, ring_size);
+  };
 
-  std::vector<int32_t> tokens;
-  tokens.reserve(static_cast<size_t>(n));
+  // Token 0: prefill from BOS (host ids), then the choice on the backend.
   for (int64_t b = 0; b < batch; ++b) step_ids_[static_cast<size_t>(b)] = c.bos_id();
-  for (int64_t i = 0; i < n; ++i) {
-    if (options.cancel && options.cancel->load(std::memory_order_relaxed)) {
-      return cancelled("generation cancelled after " + std::to_string(i) + " of " +
-                       std::to_string(n) + " tokens");
-    }
-    Stopwatch watch;
+  // Token i >= 1: the GPT step at *step == i and the choice, eagerly or by replaying `recording`.
+  int64_t recording = -1;
+  auto launch = [&](int64_t i) -> Status {
     if (i == 0) {
       TESSERA_RETURN_IF_ERROR(session_->prefill(step_ids_.data(), logits_.data()));
+      return choose();
+    }
+    if (recording >= 0) {
+      TESSERA_RETURN_IF_ERROR(be.replay(recording));
     } else {
       TESSERA_RETURN_IF_ERROR(session_->decode_at(step));
-      TESSERA_RETURN_IF_ERROR(session_->advance(1));
+      TESSERA_RETURN_IF_ERROR(choose());
     }
-    TESSERA_RETURN_IF_ERROR(be.choose_token(session_->device_logits(), choice, step,
-                                            rng_buf_.as<uint64_t>(), session_->device_ids(),
-                                            batch, ring, ring_size));
-    int32_t id = 0;
-    TESSERA_RETURN_IF_ERROR(be.download(&id, ring + i % ring_size, sizeof(id)));
-    if (id < 0) {
-      const std::string what =
-          id == kernels::kTokenAllNegInf
-              ? std::string("every logit is -inf")
-              : "logit " + std::to_string(-1 - static_cast<int64_t>(id)) + " is NaN or +inf";
-      return invalid_argument("generate: step " + std::to_string(i) + " of " + std::to_string(n) +
-                              ": sampler: " + what +
-                              " (non-finite model output: corrupt weights or condition?)");
+    return session_->advance(1);
+  };
+  struct DropRecording {
+    kernels::Backend& be;
+    int64_t* id;
+    ~DropRecording() {
+      if (*id >= 0) be.drop_recording(*id);
     }
-    tokens.push_back(id);
-    const double ms = watch.elapsed_ms();
-    if (options.trace) options.trace->add(i == 0 ? "gpt.prefill" : "gpt.decode", ms);
-    if (on_token) on_token(i, id, ms);
+  } drop{be, &recording};
+
+  const bool record = options.use_graphs && be.can_record() && n > 2;
+  const int64_t lag = record ? kRingLag : 1;  // tokens launched ahead of the host's reads
+  std::vector<int32_t> tokens;
+  tokens.reserve(static_cast<size_t>(n));
+  int64_t launched = 0;  // tokens [0, launched) are queued
+  Stopwatch watch;
+  while (static_cast<int64_t>(tokens.size()) < n) {
+    const int64_t done = static_cast<int64_t>(tokens.size());
+    if (options.cancel && options.cancel->load(std::memory_order_relaxed)) {
+      TESSERA_RETURN_IF_ERROR(be.synchronize());
+      return cancelled("generation cancelled after " + std::to_string(done) + " of " +
+                       std::to_string(n) + " tokens");
+    }
+    // Record after tokens 0 and 1 ran eagerly (workspaces allocated, kernels loaded).
+    if (record && recording < 0 && done == 2) {
+      TESSERA_RETURN_IF_ERROR(be.begin_recording());
+      Status recorded = session_->decode_at(step);
+      if (recorded.ok()) recorded = choose();
+      Expected<int64_t> id = be.end_recording();
+      TESSERA_RETURN_IF_ERROR(recorded);
+      if (!id.ok()) return id.status().with_context("generate: recording the decode step");
+      recording = *id;
+    }
+    const int64_t window = done < 2 ? 1 : lag;
+    while (launched < n && launched - done < window) TESSERA_RETURN_IF_ERROR(launch(launched++));
+    TESSERA_RETURN_IF_ERROR(be.synchronize());
+    const double ms = watch.elapsed_ms() / static_cast<double>(launched - done);
+    watch = Stopwatch();
+    for (int64_t i = done; i < launched; ++i) {
+      const int32_t id = ring[i % ring_size];
+      if (id < 0) {
+        const std::string what =
+            id == kernels::kTokenAllNegInf
+                ? std::string("every logit is -inf")
+                : "logit " + std::to_string(-1 - static_cast<int64_t>(id)) + " is NaN or +inf";
+        return invalid_argument("generate: step " + std::to_string(i) + " of " +
+                                std::to_string(n) + ": sampler: " + what +
+                                " (non-finite model output: corrupt weights or condition?)");
+      }
+      tokens.push_back(id);
+      if (options.trace) options.trace->add(i == 0 ? "gpt.prefill" : "gpt.decode", ms);
+      if (on_token) on_token(i, id, ms);
+    }
   }
   return tokens;
 }

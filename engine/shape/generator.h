@@ -46,6 +46,11 @@ struct GenerateOptions {
   int64_t num_tokens = 0;       // 0: the model's num_latents
   float guidance_scale = 3.0f;  // >= 0; 0 disables guidance
   bool use_kv_cache = true;
+  // With the KV cache on a backend that can record (CUDA): record one decode step (GPT step +
+  // token choice) after an eager warm-up step and replay it for every further token, the tokens
+  // reaching the host a few steps behind through a ring in host-visible memory. false: every op
+  // launched every step (the "eager" mode the benchmarks compare against).
+  bool use_graphs = true;
   SamplerOptions sampler;                     // greedy by default
   const std::atomic<bool>* cancel = nullptr;  // may be null
   Trace* trace = nullptr;                     // may be null
@@ -73,6 +78,8 @@ class ShapeGenerator {
 
  private:
   ShapeGenerator() = default;
+  // Recorded steps launched ahead of the host's reads of the token ring.
+  static constexpr int64_t kRingLag = 4;
   // The KV-cache loop with the token choice on the backend (Backend::choose_token): ids, position,
   // RNG state and step counter stay in backend memory and the tokens come back through a ring
   // buffer there; the host only reads the ring. Used when the backend has device-resident ops and
@@ -86,7 +93,8 @@ class ShapeGenerator {
   // inputs [2, 77, text_dim], guided logits [codebook].
   std::vector<float> logits_, hidden_, guided_;
   std::vector<int32_t> history_, step_ids_;
-  // generate_resident's backend memory: step counter, RNG words, token ring (max_tokens).
+  // generate_resident's backend memory: step counter, RNG words, token ring (max_tokens entries,
+  // host-visible).
   kernels::DeviceBuffer step_buf_, rng_buf_, ring_buf_;
 };
 

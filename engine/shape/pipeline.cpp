@@ -223,6 +223,7 @@ Expected<std::vector<int32_t>> ShapePipeline::generate(const EncodedPrompt& prom
   g.num_tokens = options.num_tokens;
   g.guidance_scale = options.guidance_scale;
   g.use_kv_cache = options.use_kv_cache;
+  g.use_graphs = options.use_graphs;
   g.sampler = options.sampler;
   g.cancel = cancel;
   g.trace = trace;

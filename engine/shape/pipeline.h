@@ -99,6 +99,8 @@ struct GenerationOptions {
   // checkpoints, which have no box token.
   std::optional<std::array<float, 3>> bbox;
   bool use_kv_cache = true;  // false: recompute the whole sequence per step (the baseline)
+  // CUDA: replay the recorded decode step (GenerateOptions::use_graphs); false: eager launches.
+  bool use_graphs = true;
   int64_t num_tokens = 0;    // 0: the model's num_latents; fewer gives a prefix
 };
 

@@ -22,7 +22,9 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <utility>
+#include <vector>
 
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_ops.h"
@@ -56,6 +58,9 @@ class CudaBackend final : public Backend {
       cudaStreamSynchronize(stream_);
       if (workspace_ != nullptr) cudaFree(workspace_);
       if (scratch_ != nullptr) cudaFree(scratch_);
+      for (cudaGraphExec_t graph : graphs_) {
+        if (graph != nullptr) cudaGraphExecDestroy(graph);
+      }
       cudaStreamDestroy(stream_);
     }
     cudaGetLastError();
@@ -94,9 +99,77 @@ class CudaBackend final : public Backend {
 
   void release(void* data) override {
     if (data == nullptr || !bind().ok()) return;
-    // cudaFree waits for work that may still use the memory; its errors cannot be reported here.
-    cudaFree(data);
+    // cudaFree / cudaFreeHost wait for work that may still use the memory; their errors cannot be
+    // reported here.
+    if (host_visible_.erase(data) > 0) {
+      cudaFreeHost(data);
+    } else {
+      cudaFree(data);
+    }
     cudaGetLastError();
+  }
+
+  // Pinned host memory mapped into the device's address space (with unified addressing, the one
+  // pointer serves both): the token ring the host reads while graphs run.
+  Expected<DeviceBuffer> allocate_host_visible(size_t bytes) override {
+    TESSERA_RETURN_IF_ERROR(bind());
+    void* data = nullptr;
+    TESSERA_CUDA_RETURN_IF_ERROR(
+        cudaHostAlloc(&data, bytes == 0 ? 1 : bytes, cudaHostAllocMapped | cudaHostAllocPortable),
+        "backend: allocating " + std::to_string(bytes) + " bytes of mapped host memory");
+    host_visible_.insert(data);
+    return DeviceBuffer(this, data, bytes);
+  }
+
+  // ---- recording: CUDA graphs captured from the stream
+  bool can_record() const override { return true; }
+  Status begin_recording() override {
+    TESSERA_RETURN_IF_ERROR(bind());
+    TESSERA_CUDA_RETURN_IF_ERROR(
+        cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
+        "backend: begin recording (cudaStreamBeginCapture)");
+    return Status();
+  }
+  Expected<int64_t> end_recording() override {
+    TESSERA_RETURN_IF_ERROR(bind());
+    cudaGraph_t graph = nullptr;
+    const cudaError_t err = cudaStreamEndCapture(stream_, &graph);
+    if (err != cudaSuccess || graph == nullptr) {
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      cudaGetLastError();
+      return cuda::cuda_error_status(
+          err == cudaSuccess ? cudaErrorStreamCaptureInvalidated : err,
+          "backend: end recording (an op could not be recorded, or one failed while recording)");
+    }
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t ierr = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (ierr != cudaSuccess) {
+      cudaGetLastError();
+      return cuda::cuda_error_status(ierr, "backend: instantiating the recorded graph");
+    }
+    graphs_.push_back(exec);
+    return static_cast<int64_t>(graphs_.size()) - 1;
+  }
+  Status replay(int64_t recording) override {
+    if (recording < 0 || recording >= static_cast<int64_t>(graphs_.size()) ||
+        graphs_[static_cast<size_t>(recording)] == nullptr) {
+      return invalid_argument("cuda backend: replay of unknown recording " +
+                              std::to_string(recording));
+    }
+    TESSERA_RETURN_IF_ERROR(bind());
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graphs_[static_cast<size_t>(recording)], stream_),
+                                 "backend: replaying recording " + std::to_string(recording));
+    return Status();
+  }
+  void drop_recording(int64_t recording) override {
+    if (recording < 0 || recording >= static_cast<int64_t>(graphs_.size())) return;
+    cudaGraphExec_t& graph = graphs_[static_cast<size_t>(recording)];
+    if (graph != nullptr && bind().ok()) {
+      cudaGraphExecDestroy(graph);
+      cudaGetLastError();
+    }
+    graph = nullptr;
   }
 
   Status upload(void* dst, const void* host_src, size_t bytes) override {
@@ -374,6 +447,8 @@ class CudaBackend final : public Backend {
   size_t workspace_bytes_ = 0;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
+  std::unordered_set<void*> host_visible_;  // allocate_host_visible()'s pointers (cudaFreeHost)
+  std::vector<cudaGraphExec_t> graphs_;     // recordings (null once dropped)
 };
 
 }  // namespace

@@ -15,6 +15,7 @@
 // 3. Thread 0 writes the ids, the ring slot and the next step.
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <string>
@@ -27,6 +28,7 @@ namespace tessera::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 1024;
+constexpr int kMaxDevices = 64;
 constexpr int kWarps = kThreads / 32;
 constexpr unsigned kFull = 0xffffffffu;
 
@@ -221,12 +223,19 @@ Status choose_token(const float* logits, const TokenChoice& choice, int64_t* ste
   while (sort_size < choice.codes) sort_size <<= 1;
   const size_t shared = choice.sampling.sample ? static_cast<size_t>(sort_size) * 8 : 0;
   if (shared > 48 * 1024) {
-    // Above the default 48 KB of dynamic shared memory a kernel must opt in (not a stream
-    // operation: allowed while a graph is being captured).
-    TESSERA_CUDA_RETURN_IF_ERROR(
-        cudaFuncSetAttribute(choose_token_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(shared)),
-        "choose_token: " + std::to_string(shared) + " bytes of shared memory for the sort");
+    // Above the default 48 KB of dynamic shared memory a kernel must opt in, once per device (so
+    // that a recorded step, run eagerly once before, makes no such call while being captured).
+    static std::atomic<size_t> opted_in[kMaxDevices];
+    int device = 0;
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device), "choose_token: cudaGetDevice");
+    std::atomic<size_t>* done = device >= 0 && device < kMaxDevices ? &opted_in[device] : nullptr;
+    if (done == nullptr || done->load() < shared) {
+      TESSERA_CUDA_RETURN_IF_ERROR(
+          cudaFuncSetAttribute(choose_token_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(shared)),
+          "choose_token: " + std::to_string(shared) + " bytes of shared memory for the sort");
+      if (done != nullptr) done->store(shared);
+    }
   }
   choose_token_kernel<<<1, kThreads, shared, stream>>>(logits, choice, step, rng, ids, ids_count,
                                                        ring, ring_size, sort_size);

@@ -6,7 +6,9 @@
 // backend's bf16 cache. Skips without a usable CUDA device.
 #include <gtest/gtest.h>
 
+
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -178,6 +180,53 @@ TEST_F(GptCudaTest, GreedyTokensMatchReferenceAndCpuWithAndWithoutCache) {
     EXPECT_EQ(tokens, *cpu_tokens);
   }
   test::expect_unguided_and_v01_greedy(*gen, *m_->cuda01, in, *m_);
+}
+
+// The device-resident loop on CUDA: the decode step recorded once as a CUDA graph and replayed
+// (tokens through the mapped ring, a few steps behind) gives the same tokens as launching every op
+// each step (use_graphs = false) and as the CPU backend, greedy and sampled, with every token
+// reported in order; a cancellation mid-generation stops it and the generator stays usable.
+TEST_F(GptCudaTest, GraphReplayEagerAndCpuGiveTheSameTokens) {
+  const std::vector<float> hidden = m_->f32("clip.last_hidden_state");
+  const std::vector<float> bbox_rows = m_->f32("gpt.bbox");
+  const ConditionInputs in = test::guided_condition(hidden, bbox_rows);
+  auto gen = ShapeGenerator::create(*m_->cuda05).value();
+  auto cpu_gen = ShapeGenerator::create(*m_->cpu05).value();
+  for (bool sample : {false, true}) {
+    SCOPED_TRACE(sample ? "sampled" : "greedy");
+    GenerateOptions opt;
+    opt.sampler.sample = sample;
+    opt.sampler.temperature = 0.9f;
+    opt.sampler.top_k = 20;
+    opt.sampler.top_p = 0.95f;
+    opt.sampler.seed = 31;
+    std::vector<int64_t> order;
+    auto graphs = gen->generate(in, opt, [&](int64_t i, int32_t, double) { order.push_back(i); });
+    ASSERT_TRUE(graphs.ok()) << graphs.status().to_string();
+    ASSERT_EQ(order.size(), graphs->size());
+    for (size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i], int64_t(i));
+    opt.use_graphs = false;
+    auto eager = gen->generate(in, opt);
+    auto cpu = cpu_gen->generate(in, opt);
+    ASSERT_TRUE(eager.ok()) << eager.status().to_string();
+    ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+    EXPECT_EQ(*graphs, *eager);
+    EXPECT_EQ(*graphs, *cpu);
+    if (!sample) {
+      EXPECT_EQ(*graphs, m_->i32("gpt.greedy_tokens"));
+    }
+  }
+  std::atomic<bool> cancel{false};
+  GenerateOptions opt;
+  opt.cancel = &cancel;
+  auto stopped = gen->generate(in, opt, [&](int64_t i, int32_t, double) {
+    if (i == 5) cancel = true;
+  });
+  ASSERT_FALSE(stopped.ok());
+  EXPECT_EQ(stopped.status().code(), ErrorCode::kCancelled);
+  auto again = gen->generate(in, GenerateOptions());
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_EQ(*again, m_->i32("gpt.greedy_tokens"));
 }
 
 // bf16 weights (bf16 K/V cache by default): CUDA vs the CPU backend, same configuration. The
