@@ -40,6 +40,7 @@
 #include "engine/core/trace.h"
 #include "engine/core/weight_store.h"
 #include "engine/mesh/extraction.h"
+#include "engine/shape/generator.h"
 #include "engine/shape/gpt.h"
 #include "engine/shape/gpt_config.h"
 #include "engine/shape/shape_decoder.h"
@@ -344,16 +345,10 @@ Status measure_resident(shape::GptSession& session, kernels::Backend& backend,
   const int64_t ring_size = 2 * steps + 2;
   TESSERA_ASSIGN_OR_RETURN(kernels::DeviceBuffer ring_buf,
                            backend.allocate_host_visible(static_cast<size_t>(ring_size) * 4));
-  const int64_t first = session.length();
-  const std::array<uint64_t, 4> words = kernels::Xoshiro256(1).state();
-  TESSERA_RETURN_IF_ERROR(backend.upload(step_buf.data(), &first, sizeof(first)));
-  TESSERA_RETURN_IF_ERROR(backend.upload(rng_buf.data(), words.data(), sizeof(words)));
-  kernels::TokenChoice choice;
-  choice.codes = c.codebook_size;
-  choice.row_stride = c.vocab_size;
-  choice.guided = true;
-  choice.guidance_scale = 3.0f;
-  choice.total_steps = session.max_shape_tokens();
+  TESSERA_RETURN_IF_ERROR(shape::reset_resident_state(backend, step_buf.data(), rng_buf.data(),
+                                                      session.length(), 1));
+  const kernels::TokenChoice choice = shape::make_token_choice(
+      c, /*guided=*/true, 3.0f, session.max_shape_tokens(), shape::SamplerOptions());
   auto one_step = [&]() -> Status {
     TESSERA_RETURN_IF_ERROR(session.decode_at(step_buf.as<int64_t>()));
     return backend.choose_token(session.device_logits(), choice, step_buf.as<int64_t>(),

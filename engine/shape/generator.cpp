@@ -123,6 +123,28 @@ Expected<std::vector<int32_t>> ShapeGenerator::generate(const ConditionInputs& i
   return tokens;
 }
 
+kernels::TokenChoice make_token_choice(const GptConfig& c, bool guided, float guidance_scale,
+                                       int64_t total_steps, const SamplerOptions& sampler) {
+  kernels::TokenChoice choice;
+  choice.codes = c.codebook_size;
+  choice.row_stride = c.vocab_size;
+  choice.guided = guided;
+  choice.guidance_scale = guidance_scale;
+  choice.total_steps = total_steps;
+  choice.sampling.sample = sampler.sample;
+  choice.sampling.temperature = sampler.temperature;
+  choice.sampling.top_k = sampler.top_k;
+  choice.sampling.top_p = sampler.top_p;
+  return choice;
+}
+
+Status reset_resident_state(kernels::Backend& be, void* step, void* rng, int64_t first,
+                            uint64_t seed) {
+  const std::array<uint64_t, 4> words = Xoshiro256(seed).state();
+  TESSERA_RETURN_IF_ERROR(be.upload(step, &first, sizeof(first)));
+  return be.upload(rng, words.data(), sizeof(words));
+}
+
 Expected<std::vector<int32_t>> ShapeGenerator::generate_resident(int64_t n, int64_t batch,
                                                                  bool guided,
                                                                  const GenerateOptions& options,
@@ -140,21 +162,10 @@ Expected<std::vector<int32_t>> ShapeGenerator::generate_resident(int64_t n, int6
   TESSERA_RETURN_IF_ERROR(ensure(&step_buf_, sizeof(int64_t), false));
   TESSERA_RETURN_IF_ERROR(ensure(&rng_buf_, 4 * sizeof(uint64_t), false));
   TESSERA_RETURN_IF_ERROR(ensure(&ring_buf_, ring_bytes, true));
-  const int64_t zero = 0;
-  const std::array<uint64_t, 4> words = Xoshiro256(options.sampler.seed).state();
-  TESSERA_RETURN_IF_ERROR(be.upload(step_buf_.data(), &zero, sizeof(zero)));
-  TESSERA_RETURN_IF_ERROR(be.upload(rng_buf_.data(), words.data(), sizeof(words)));
-
-  kernels::TokenChoice choice;
-  choice.codes = c.codebook_size;
-  choice.row_stride = c.vocab_size;
-  choice.guided = guided;
-  choice.guidance_scale = options.guidance_scale;
-  choice.total_steps = n;
-  choice.sampling.sample = options.sampler.sample;
-  choice.sampling.temperature = options.sampler.temperature;
-  choice.sampling.top_k = options.sampler.top_k;
-  choice.sampling.top_p = options.sampler.top_p;
+  TESSERA_RETURN_IF_ERROR(
+      reset_resident_state(be, step_buf_.data(), rng_buf_.data(), 0, options.sampler.seed));
+  const kernels::TokenChoice choice =
+      make_token_choice(c, guided, options.guidance_scale, n, options.sampler);
   int64_t* step = step_buf_.as<int64_t>();
   int32_t* ring = ring_buf_.as<int32_t>();  // host-visible: read directly after synchronize()
   auto choose = [&]() {

@@ -61,6 +61,15 @@ struct GenerateOptions {
 
 using TokenCallback = std::function<void(int64_t index, int32_t id, double ms)>;
 
+// The token choice of a generation of `total_steps` tokens of model config `c` (the guidance mix
+// over the [cond ; uncond] logits rows when guided), as Backend::choose_token takes it.
+kernels::TokenChoice make_token_choice(const GptConfig& c, bool guided, float guidance_scale,
+                                       int64_t total_steps, const SamplerOptions& sampler);
+// A device-resident loop's counters in backend memory: *step = first (int64), rng = the four
+// xoshiro256** words of Xoshiro256(seed).
+Status reset_resident_state(kernels::Backend& be, void* step, void* rng, int64_t first,
+                            uint64_t seed);
+
 class ShapeGenerator {
  public:
   // Preallocates a session for batch 2 and max_tokens shape positions (0: the model's
