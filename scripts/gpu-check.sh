@@ -7,7 +7,8 @@
 # nvidia-smi -L, ctest -L gpu, the GPU test binary directly (fails if any test skipped: on a GPU
 # machine a skip means probe_device() found no usable device), compute-sanitizer memcheck and
 # racecheck on the small tests, `tessera --version`, `tessera bench kernels --quick`,
-# `tessera bench shape --device cuda --quick` and a tessera-tiny `generate --device cuda`.
+# `tessera bench shape --device cuda --quick` (host loop, device-resident eager and CUDA-graph
+# replay) and a tessera-tiny `generate --device cuda` with and without graphs (same tokens).
 # Installs nothing. Every step's output goes to its own log in $OUT (or ./gpu-out when OUT is unset);
 # a failed step is recorded and the script goes on; a summary table comes last, and the exit status
 # is non-zero if any step failed or was skipped. The whole run stays under GPU_CHECK_BUDGET_S seconds
@@ -137,10 +138,11 @@ if ((built)); then
     SANITIZER=/usr/local/cuda/compute-sanitizer/compute-sanitizer
   if [[ -n "$SANITIZER" ]]; then
     run_step memcheck 150 "$SANITIZER" --tool memcheck --error-exitcode 1 "$GPU_TESTS" \
-      --gtest_filter='*Small*:CudaConvert.*:CudaBackendTest.*:GptCudaTest.Cached*' || true
-    # Shared-memory hazards in the kernels that use barriers (attention, norms, softmax).
+      --gtest_filter='*Small*:CudaConvert.*:CudaBackendTest.*:GptCudaTest.Cached*:CudaDeviceStep.*:ChooseTokenTest.Bad*:GptCudaTest.GraphReplay*' || true
+    # Shared-memory hazards in the kernels that use barriers (attention, norms, softmax, the
+    # token choice's sort and scans).
     run_step racecheck 120 "$SANITIZER" --tool racecheck --error-exitcode 1 "$GPU_TESTS" \
-      --gtest_filter='CudaAttention.Small*:CudaNorms.SmallLayerNorm:CudaSoftmax.SmallShapes' || true
+      --gtest_filter='CudaAttention.Small*:CudaNorms.SmallLayerNorm:CudaSoftmax.SmallShapes:ChooseTokenTest.Greedy*' || true
   else
     record memcheck FAIL 0 "compute-sanitizer not found (PATH, /usr/local/cuda/compute-sanitizer)"
     record racecheck FAIL 0 "compute-sanitizer not found"
@@ -164,12 +166,26 @@ if ((built)) && [[ -x "$CLI" ]]; then
   run_step bench-shape 150 "$CLI" bench shape --device cuda --quick \
     --json "$OUT_DIR/bench-shape.json" --results "$OUT_DIR/RESULTS-gpu.md" --write-results || true
   run_step generate-tiny 60 "$CLI" generate --device cuda -v --prompt "a torus" \
-    -o "$OUT_DIR/torus.obj" || true
+    -o "$OUT_DIR/torus.obj" --tokens-out "$OUT_DIR/torus-graphs.txt" || true
+  # The same job without CUDA graphs (every op launched each step): same tokens expected.
+  run_step generate-tiny-eager 60 "$CLI" generate --device cuda --no-graphs --prompt "a torus" \
+    -o "$OUT_DIR/torus-eager.obj" --tokens-out "$OUT_DIR/torus-eager.txt" || true
+  if [[ -s "$OUT_DIR/torus-graphs.txt" && -s "$OUT_DIR/torus-eager.txt" ]]; then
+    if cmp -s "$OUT_DIR/torus-graphs.txt" "$OUT_DIR/torus-eager.txt"; then
+      record graphs-vs-eager PASS 0 "same tokens"
+    else
+      record graphs-vs-eager FAIL 0 "tokens differ between graph replay and eager launches"
+    fi
+  else
+    skip_step graphs-vs-eager "a generate step failed"
+  fi
 else
   skip_step cli-version "CLI not built"
   skip_step bench-kernels "CLI not built"
   skip_step bench-shape "CLI not built"
   skip_step generate-tiny "CLI not built"
+  skip_step generate-tiny-eager "CLI not built"
+  skip_step graphs-vs-eager "CLI not built"
 fi
 
 # ---- summary --------------------------------------------------------------------------------------
