@@ -213,12 +213,11 @@ class CpuBackend final : public Backend {
   }
   Status choose_token(const float* logits, const TokenChoice& choice, int64_t* step, uint64_t* rng,
                       int32_t* ids, int64_t ids_count, int32_t* ring, int64_t ring_size) override {
+    // Per calling thread: generators on several threads may share this backend.
+    thread_local ChooseTokenScratch scratch;
     return choose_token_host(logits, choice, step, rng, ids, ids_count, ring, ring_size,
-                             &choose_scratch_);
+                             &scratch);
   }
-
- private:
-  ChooseTokenScratch choose_scratch_;
 };
 
 }  // namespace
