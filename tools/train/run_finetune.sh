@@ -6,7 +6,8 @@
 # tokens (--freeze-text keeps the text encoder bit for bit: the embedded diffusion model is
 # conditioned on it), exports to a staging folder ($RUN/export), evaluates it there, and replaces
 # assets/models/tessera-tiny only when the new model beats the shipped one (autoencoder IoU and
-# prompt -> family match both at least as good, one strictly better). Resumable like run_all.sh
+# prompt -> family match both at least as good, one strictly better, and no fewer property checks
+# passed: the holes of the torus and the mug, tall, flat). Resumable like run_all.sh
 # (re-run the same command after an interruption).
 #
 # Phase 2 (the defaults):
@@ -67,7 +68,14 @@ import json, sys
 new, old = (json.load(open(p))["metrics"] for p in sys.argv[1:3])
 keys = ("autoencoder_iou_heldout", "prompt_family_match_rate")
 better = all(new[k] >= old.get(k, 0) for k in keys) and any(new[k] > old.get(k, 0) for k in keys)
-print("new", {k: new[k] for k in keys}, "shipped", {k: old.get(k) for k in keys})
+# The hard properties (a torus and a mug with a hole, a tall cylinder tall, a flat box
+# flat) must not regress either: "k/n" checks passed.
+def passed(m):
+    text = str(m.get("prompt_property_checks_passed", "0/0"))
+    return int(text.split("/")[0]) if "/" in text else 0
+better = better and passed(new) >= passed(old)
+print("new", {k: new[k] for k in keys}, new.get("prompt_property_checks_passed"),
+      "shipped", {k: old.get(k) for k in keys}, old.get("prompt_property_checks_passed"))
 sys.exit(0 if better else 1)
 PYEOF
 then
