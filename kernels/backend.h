@@ -114,6 +114,17 @@ class Backend {
     return Status();
   }
 
+  // Per-head RMSNorm of x in place ([tokens][heads][head_dim], contiguous; weight [head_dim] or
+  // null), then, when positions is not null, the interleaved RoPE at positions[t] (token stride
+  // heads * head_dim): the GPT's q/k normalisation. The default runs rms_norm and
+  // rope_interleaved; the CUDA backend fuses them into one kernel (one warp per head).
+  virtual Status rms_norm_rope(float* x, const float* weight, int64_t tokens, int64_t heads,
+                               int64_t head_dim, float eps, const int32_t* positions, float theta) {
+    TESSERA_RETURN_IF_ERROR(rms_norm(x, weight, x, tokens * heads, head_dim, eps));
+    if (positions == nullptr) return Status();
+    return rope_interleaved(x, tokens, heads, head_dim, heads * head_dim, positions, theta);
+  }
+
   // ---- bf16 K/V cache (optional; the defaults report kUnsupported) ------------------------------
   // dst[i] = bf16(src[i]) (round to nearest even, as convert_f32_to_bf16), i < n: K/V cache writes.
   virtual Status convert_f32_to_bf16(uint16_t* dst, const float* src, int64_t n) {

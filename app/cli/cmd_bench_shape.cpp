@@ -166,6 +166,13 @@ class TimedBackend final : public kernels::Backend {
     return timed("attention_decode_bf16kv",
                  [&] { return inner_->attention_decode_bf16kv(q, k, v, o, s); });
   }
+  Status rms_norm_rope(float* x, const float* weight, int64_t tokens, int64_t heads,
+                       int64_t head_dim, float eps, const int32_t* positions,
+                       float theta) override {
+    return timed("rms_norm_rope", [&] {
+      return inner_->rms_norm_rope(x, weight, tokens, heads, head_dim, eps, positions, theta);
+    });
+  }
   // Device-resident decoding and recording: forwarded (timed where they compute).
   bool device_resident() const override { return inner_->device_resident(); }
   Status store_kv_rows(void* cache, DType cache_dtype, const float* rows, int64_t batch,

@@ -444,24 +444,19 @@ Status GptSession::upload_positions(int64_t len, int64_t first) {
 Status GptSession::project(const detail::GptPreAttention& pre, const float* h, int64_t rows,
                            bool rope, float* q, float* k, float* v) {
   const GptConfig& c = model_->config();
-  const int64_t heads_rows = rows * c.n_head;
   // q, k and v read the same h: one linear_multi (one pass over the three weights on the CPU).
   const kernels::LinearPart parts[3] = {
       {pre.k.w, pre.k.bias, k}, {pre.v.w, pre.v.bias, v}, {pre.q.w, pre.q.bias, q}};
   TESSERA_RETURN_IF_ERROR(be_->linear_multi(h, rows, parts, pre.query ? 3 : 2));
+  // Per-head RMSNorm (+ RoPE): one fused op on backends that fuse it (heads are contiguous:
+  // n_embd = n_head * head_dim).
+  const int32_t* positions = rope ? positions_ : nullptr;
   if (pre.query) {
-    TESSERA_RETURN_IF_ERROR(be_->rms_norm(q, pre.q_norm, q, heads_rows, c.head_dim, c.qk_norm_eps));
-    if (rope) {
-      TESSERA_RETURN_IF_ERROR(
-          be_->rope_interleaved(q, rows, c.n_head, c.head_dim, c.n_embd, positions_, c.rope_theta));
-    }
+    TESSERA_RETURN_IF_ERROR(be_->rms_norm_rope(q, pre.q_norm, rows, c.n_head, c.head_dim,
+                                               c.qk_norm_eps, positions, c.rope_theta));
   }
-  TESSERA_RETURN_IF_ERROR(be_->rms_norm(k, pre.k_norm, k, heads_rows, c.head_dim, c.qk_norm_eps));
-  if (rope) {
-    TESSERA_RETURN_IF_ERROR(
-        be_->rope_interleaved(k, rows, c.n_head, c.head_dim, c.n_embd, positions_, c.rope_theta));
-  }
-  return {};
+  return be_->rms_norm_rope(k, pre.k_norm, rows, c.n_head, c.head_dim, c.qk_norm_eps, positions,
+                            c.rope_theta);
 }
 
 // x += c_proj(y); x += SwiGLU(LN(x)).

@@ -289,6 +289,12 @@ class CudaBackend final : public Backend {
     return on_stream(cuda::rope_interleaved, x, tokens, heads, head_dim, token_stride, positions,
                      theta);
   }
+  Status rms_norm_rope(float* x, const float* weight, int64_t tokens, int64_t heads,
+                       int64_t head_dim, float eps, const int32_t* positions,
+                       float theta) override {
+    return on_stream(cuda::rms_norm_rope, x, weight, tokens, heads, head_dim, eps, positions,
+                     theta);
+  }
   Status softmax(const float* x, float* y, int64_t rows, int64_t cols) override {
     return on_stream(cuda::softmax, x, y, rows, cols);
   }

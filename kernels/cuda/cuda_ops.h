@@ -62,6 +62,14 @@ Status rope_interleaved(float* x, int64_t tokens, int64_t heads, int64_t head_di
                         int64_t token_stride, const int32_t* positions, float theta,
                         cudaStream_t stream);
 
+// rms_norm over the rows of head_dim of x ([tokens][heads][head_dim], contiguous), in place, then,
+// when positions is not null, rope_interleaved (token stride heads * head_dim), in one kernel:
+// Backend::rms_norm_rope. The row's sum of squares is a warp reduction (rms_norm's is a block
+// reduction: results agree to float rounding).
+Status rms_norm_rope(float* x, const float* weight, int64_t tokens, int64_t heads,
+                     int64_t head_dim, float eps, const int32_t* positions, float theta,
+                     cudaStream_t stream);
+
 // Row-wise softmax over cols; a row of only -inf (fully masked) becomes zeros. In place OK.
 Status softmax(const float* x, float* y, int64_t rows, int64_t cols, cudaStream_t stream);
 

@@ -1,6 +1,6 @@
 // cuda::rope_interleaved against ref::rope_interleaved: even and odd head_dim, one and several
 // heads, contiguous and packed-QKV token strides (whose gaps must stay untouched), positions up to
-// several thousand.
+// several thousand; and the fused cuda::rms_norm_rope.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -57,6 +57,43 @@ TEST_F(CudaRope, SmallShapes) {
 TEST_F(CudaRope, ManyTokens) {
   check(300, 12, 64, false, 100);
   check(77, 16, 128, true, 101);
+}
+
+// cuda::rms_norm_rope (the fused per-head RMSNorm + RoPE of the GPT's q/k) against ref::rms_norm
+// then ref::rope_interleaved: head dims 2..256 (odd ones leave the last element unrotated), with and
+// without a weight, with and without positions (condition tokens: norm only), many rows.
+TEST_F(CudaRope, FusedRmsNormRopeMatchesTheTwoReferenceOps) {
+  uint64_t seed = 300;
+  for (int64_t head_dim : {2, 7, 64, 128, 256}) {
+    for (bool with_weight : {true, false}) {
+      for (bool with_positions : {true, false}) {
+        const int64_t tokens = 33, heads = 5, n = tokens * heads * head_dim;
+        SCOPED_TRACE("head_dim=" + std::to_string(head_dim) + (with_weight ? " weight" : "") +
+                     (with_positions ? " positions" : ""));
+        const std::vector<float> x = test::random_floats(static_cast<size_t>(n), seed++, -3.f, 3.f);
+        const std::vector<float> w = test::random_floats(static_cast<size_t>(head_dim), seed++);
+        std::vector<int32_t> positions =
+            test::random_ids(static_cast<size_t>(tokens), seed++, 4000);
+        const float eps = 1e-6f, theta = 10000.f;
+        std::vector<float> expected(x.size());
+        ref::rms_norm(x.data(), with_weight ? w.data() : nullptr, expected.data(), tokens * heads,
+                      head_dim, eps);
+        if (with_positions) {
+          ref::rope_interleaved(expected.data(), tokens, heads, head_dim, heads * head_dim,
+                                positions.data(), theta);
+        }
+        cuda::DeviceBuffer d_x = upload(x), d_w = upload(w), d_pos = upload(positions);
+        TESSERA_ASSERT_OK(cuda::rms_norm_rope(d_x.as<float>(), with_weight ? d_w.as<float>() : nullptr,
+                                              tokens, heads, head_dim, eps,
+                                              with_positions ? d_pos.as<int32_t>() : nullptr, theta,
+                                              stream_));
+        ASSERT_TRUE(sync());
+        const std::vector<float> actual = download<float>(d_x, static_cast<size_t>(n));
+        // The row's sum of squares in f32 (a warp reduction here, double in the reference).
+        EXPECT_TRUE(test::all_close(actual.data(), expected.data(), actual.size(), 1e-5, 1e-5));
+      }
+    }
+  }
 }
 
 TEST(CudaRopeArgs, RejectsShortTokenStride) {
