@@ -46,183 +46,31 @@
 #include "engine/shape/shape_decoder.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/gemm_bf16.h"
+#include "kernels/forwarding_backend.h"
 #include "kernels/ops.h"
 
 namespace tessera::cli::bench {
 
 namespace {
 
-// A Backend that forwards every call to the CPU backend and, while `trace` is set, adds the time of
-// each op to it under its kind ("linear 1536->6144", "attention_decode", "layer_norm", ...): the
-// per-op breakdown of a decode step. The CPU backend's ops are synchronous, so wall time per call
-// is the op's time. Buffers come from (and go back to) the wrapped backend.
-class TimedBackend final : public kernels::Backend {
+// A Backend that forwards every call to the wrapped backend and, while `trace` is set, adds the time
+// of each op and transfer to it under the op's name ("linear 1536->6144", "attention_decode",
+// "layer_norm", ...): the per-op breakdown of a decode step. Device ops only enqueue, so each timed
+// op is followed by a synchronize on a device backend (the trace would time the launch otherwise).
+class TimedBackend final : public kernels::ForwardingBackend {
  public:
-  explicit TimedBackend(std::unique_ptr<kernels::Backend> inner) : inner_(std::move(inner)) {}
+  using ForwardingBackend::ForwardingBackend;
   Trace* trace = nullptr;  // null: no timing
 
-  Device device() const override { return inner_->device(); }
-  std::string name() const override { return inner_->name(); }
-  Expected<kernels::DeviceBuffer> allocate(size_t bytes) override {
-    return inner_->allocate(bytes);
-  }
-  void release(void* data) override { inner_->release(data); }
-  Status upload(void* dst, const void* src, size_t bytes) override {
-    return timed("upload", [&] { return inner_->upload(dst, src, bytes); });
-  }
-  Status download(void* dst, const void* src, size_t bytes) override {
-    return timed("download", [&] { return inner_->download(dst, src, bytes); });
-  }
-  Status copy(void* dst, const void* src, size_t bytes) override {
-    return timed("copy", [&] { return inner_->copy(dst, src, bytes); });
-  }
-  Status fill_zero(void* dst, size_t bytes) override {
-    return timed("fill_zero", [&] { return inner_->fill_zero(dst, bytes); });
-  }
-  Status synchronize() override { return inner_->synchronize(); }
-  Expected<kernels::Weight> upload_weight(const kernels::Weight& host,
-                                          kernels::DeviceBuffer* storage) override {
-    return inner_->upload_weight(host, storage);
-  }
-  Expected<const float*> upload_f32(const float* host, int64_t n,
-                                    kernels::DeviceBuffer* storage) override {
-    return inner_->upload_f32(host, n, storage);
-  }
-  Status linear(const float* x, int64_t m, const kernels::Weight& w, const float* bias,
-                float* y) override {
-    if (!trace) return inner_->linear(x, m, w, bias, y);
-    return timed("linear " + std::to_string(w.cols) + "->" + std::to_string(w.rows),
-                 [&] { return inner_->linear(x, m, w, bias, y); });
-  }
-  Status linear_multi(const float* x, int64_t m, const kernels::LinearPart* parts,
-                      int64_t n_parts) override {
-    if (!trace) return inner_->linear_multi(x, m, parts, n_parts);
-    std::string kind = "linear " + std::to_string(parts[0].w.cols) + "->";
-    for (int64_t p = 0; p < n_parts; ++p) {
-      if (p > 0) kind.push_back('+');
-      kind.append(std::to_string(parts[p].w.rows));
-    }
-    return timed(kind, [&] { return inner_->linear_multi(x, m, parts, n_parts); });
-  }
-  Status layer_norm(const float* x, const float* weight, const float* bias, float* y, int64_t rows,
-                    int64_t dim, float eps) override {
-    return timed("layer_norm",
-                 [&] { return inner_->layer_norm(x, weight, bias, y, rows, dim, eps); });
-  }
-  Status rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim,
-                  float eps) override {
-    return timed("rms_norm", [&] { return inner_->rms_norm(x, weight, y, rows, dim, eps); });
-  }
-  Status rope_interleaved(float* x, int64_t tokens, int64_t heads, int64_t head_dim,
-                          int64_t token_stride, const int32_t* positions, float theta) override {
-    return timed("rope", [&] {
-      return inner_->rope_interleaved(x, tokens, heads, head_dim, token_stride, positions, theta);
-    });
-  }
-  Status softmax(const float* x, float* y, int64_t rows, int64_t cols) override {
-    return timed("softmax", [&] { return inner_->softmax(x, y, rows, cols); });
-  }
-  Status silu(const float* x, float* y, int64_t n) override {
-    return timed("silu", [&] { return inner_->silu(x, y, n); });
-  }
-  Status gelu_erf(const float* x, float* y, int64_t n) override {
-    return timed("gelu_erf", [&] { return inner_->gelu_erf(x, y, n); });
-  }
-  Status gelu_tanh(const float* x, float* y, int64_t n) override {
-    return timed("gelu_tanh", [&] { return inner_->gelu_tanh(x, y, n); });
-  }
-  Status quick_gelu(const float* x, float* y, int64_t n) override {
-    return timed("quick_gelu", [&] { return inner_->quick_gelu(x, y, n); });
-  }
-  Status swiglu(const float* gate, const float* up, float* y, int64_t n) override {
-    return timed("swiglu", [&] { return inner_->swiglu(gate, up, y, n); });
-  }
-  Status geglu(const float* x, float* y, int64_t rows, int64_t hidden) override {
-    return timed("geglu", [&] { return inner_->geglu(x, y, rows, hidden); });
-  }
-  Status add(const float* a, const float* b, float* y, int64_t n) override {
-    return timed("add", [&] { return inner_->add(a, b, y, n); });
-  }
-  Status attention(const float* q, const float* k, const float* v, float* o,
-                   const kernels::AttentionShape& s) override {
-    return timed("attention", [&] { return inner_->attention(q, k, v, o, s); });
-  }
-  Status attention_decode(const float* q, const float* k, const float* v, float* o,
-                          const kernels::AttentionShape& s) override {
-    return timed("attention_decode", [&] { return inner_->attention_decode(q, k, v, o, s); });
-  }
-  Status embedding_gather(const kernels::Weight& table, const int32_t* ids, int64_t n,
-                          float* out) override {
-    return timed("embedding_gather", [&] { return inner_->embedding_gather(table, ids, n, out); });
-  }
-  Status convert_f32_to_bf16(uint16_t* dst, const float* src, int64_t n) override {
-    return timed("to_bf16", [&] { return inner_->convert_f32_to_bf16(dst, src, n); });
-  }
-  Status convert_bf16_to_f32(float* dst, const uint16_t* src, int64_t n) override {
-    return timed("from_bf16", [&] { return inner_->convert_bf16_to_f32(dst, src, n); });
-  }
-  Status attention_decode_bf16kv(const float* q, const uint16_t* k, const uint16_t* v, float* o,
-                                 const kernels::AttentionShape& s) override {
-    return timed("attention_decode_bf16kv",
-                 [&] { return inner_->attention_decode_bf16kv(q, k, v, o, s); });
-  }
-  Status rms_norm_rope(float* x, const float* weight, int64_t tokens, int64_t heads,
-                       int64_t head_dim, float eps, const int32_t* positions,
-                       float theta) override {
-    return timed("rms_norm_rope", [&] {
-      return inner_->rms_norm_rope(x, weight, tokens, heads, head_dim, eps, positions, theta);
-    });
-  }
-  // Device-resident decoding and recording: forwarded (timed where they compute).
-  bool device_resident() const override { return inner_->device_resident(); }
-  Status store_kv_rows(void* cache, DType cache_dtype, const float* rows, int64_t batch,
-                       int64_t row_elems, int64_t cache_batch_stride, int64_t slot_offset,
-                       const int64_t* step) override {
-    return timed("store_kv_rows", [&] {
-      return inner_->store_kv_rows(cache, cache_dtype, rows, batch, row_elems, cache_batch_stride,
-                                   slot_offset, step);
-    });
-  }
-  Status set_positions(int32_t* positions, int64_t rows, int64_t len, const int64_t* step,
-                       int64_t offset) override {
-    return timed("set_positions",
-                 [&] { return inner_->set_positions(positions, rows, len, step, offset); });
-  }
-  Status attention_decode_at(const float* q, const void* k, const void* v, DType kv_dtype, float* o,
-                             const kernels::AttentionShape& s, const int64_t* step,
-                             int64_t kv_len_offset) override {
-    return timed("attention_decode_at", [&] {
-      return inner_->attention_decode_at(q, k, v, kv_dtype, o, s, step, kv_len_offset);
-    });
-  }
-  Status choose_token(const float* logits, const kernels::TokenChoice& choice, int64_t* step,
-                      uint64_t* rng, int32_t* ids, int64_t ids_count, int32_t* ring,
-                      int64_t ring_size) override {
-    return timed("choose_token", [&] {
-      return inner_->choose_token(logits, choice, step, rng, ids, ids_count, ring, ring_size);
-    });
-  }
-  bool can_record() const override { return inner_->can_record(); }
-  Status begin_recording() override { return inner_->begin_recording(); }
-  Expected<int64_t> end_recording() override { return inner_->end_recording(); }
-  Status replay(int64_t recording) override { return inner_->replay(recording); }
-  void drop_recording(int64_t recording) override { inner_->drop_recording(recording); }
-  Expected<kernels::DeviceBuffer> allocate_host_visible(size_t bytes) override {
-    return inner_->allocate_host_visible(bytes);
-  }
-
- private:
-  template <typename Fn>
-  Status timed(const std::string& kind, const Fn& fn) {
-    if (!trace) return fn();
+ protected:
+  Status run_op(const kernels::OpLabel& label, std::function<Status()> run) override {
+    if (!trace || label.kind == kernels::OpLabel::Kind::kHost) return run();
     const Stopwatch watch;
-    Status st = fn();
-    // Device ops only enqueue: wait for this one, or the trace would time the launch.
-    if (st.ok() && inner_->device() != Device::kCpu) st = inner_->synchronize();
-    trace->add(kind, watch.elapsed_ms());
+    Status st = run();
+    if (st.ok() && inner().device() != Device::kCpu) st = inner().synchronize();
+    trace->add(label.name(), watch.elapsed_ms());
     return st;
   }
-  std::unique_ptr<kernels::Backend> inner_;
 };
 
 // Tensor names and shapes of a published checkpoint, from a tests/fixtures/cube3d/*-tensors.txt

@@ -21,6 +21,7 @@
 #include "engine/shape/generator.h"
 #include "engine/shape/gpt_config.h"
 #include "kernels/backend.h"
+#include "kernels/forwarding_backend.h"
 #include "tests/support/gpt_parity.h"
 #include "tests/support/kernel_test_util.h"
 
@@ -406,146 +407,13 @@ TEST(CubeGptTest, DeviceResidentLoopMatchesTheHostLoop) {
 // generator's graph path (two eager tokens, the recording, replays four steps ahead, ring reads,
 // the host's length bookkeeping) and GptSession::decode_at's "no host work per step" are tested
 // here without a GPU.
-class RecordingCpuBackend final : public kernels::Backend {
+class RecordingCpuBackend final : public kernels::ForwardingBackend {
  public:
+  RecordingCpuBackend() : ForwardingBackend(kernels::make_cpu_backend()) {}
   int64_t replays = 0;
 
-  Device device() const override { return inner_->device(); }
-  std::string name() const override { return "recording " + inner_->name(); }
-  Expected<kernels::DeviceBuffer> allocate(size_t bytes) override {
-    if (recording_) return host_work("allocate");
-    return inner_->allocate(bytes);
-  }
-  void release(void* data) override { inner_->release(data); }
-  Status upload(void* dst, const void* src, size_t bytes) override {
-    if (recording_) return host_work("upload");
-    return inner_->upload(dst, src, bytes);
-  }
-  Status download(void* dst, const void* src, size_t bytes) override {
-    if (recording_) return host_work("download");
-    return inner_->download(dst, src, bytes);
-  }
-  Status copy(void* dst, const void* src, size_t bytes) override {
-    return run([=, this] { return inner_->copy(dst, src, bytes); });
-  }
-  Status fill_zero(void* dst, size_t bytes) override {
-    return run([=, this] { return inner_->fill_zero(dst, bytes); });
-  }
-  Status synchronize() override {
-    if (recording_) return host_work("synchronize");
-    return inner_->synchronize();
-  }
-  Expected<kernels::Weight> upload_weight(const kernels::Weight& host,
-                                          kernels::DeviceBuffer* storage) override {
-    return inner_->upload_weight(host, storage);
-  }
-  Expected<const float*> upload_f32(const float* host, int64_t n,
-                                    kernels::DeviceBuffer* storage) override {
-    return inner_->upload_f32(host, n, storage);
-  }
-  Status linear(const float* x, int64_t m, const kernels::Weight& w, const float* bias,
-                float* y) override {
-    return run([=, this] { return inner_->linear(x, m, w, bias, y); });
-  }
-  Status layer_norm(const float* x, const float* weight, const float* bias, float* y, int64_t rows,
-                    int64_t dim, float eps) override {
-    return run([=, this] { return inner_->layer_norm(x, weight, bias, y, rows, dim, eps); });
-  }
-  Status rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim,
-                  float eps) override {
-    return run([=, this] { return inner_->rms_norm(x, weight, y, rows, dim, eps); });
-  }
-  Status rope_interleaved(float* x, int64_t tokens, int64_t heads, int64_t head_dim,
-                          int64_t token_stride, const int32_t* positions, float theta) override {
-    return run([=, this] {
-      return inner_->rope_interleaved(x, tokens, heads, head_dim, token_stride, positions, theta);
-    });
-  }
-  Status softmax(const float* x, float* y, int64_t rows, int64_t cols) override {
-    return run([=, this] { return inner_->softmax(x, y, rows, cols); });
-  }
-  Status silu(const float* x, float* y, int64_t n) override {
-    return run([=, this] { return inner_->silu(x, y, n); });
-  }
-  Status gelu_erf(const float* x, float* y, int64_t n) override {
-    return run([=, this] { return inner_->gelu_erf(x, y, n); });
-  }
-  Status gelu_tanh(const float* x, float* y, int64_t n) override {
-    return run([=, this] { return inner_->gelu_tanh(x, y, n); });
-  }
-  Status quick_gelu(const float* x, float* y, int64_t n) override {
-    return run([=, this] { return inner_->quick_gelu(x, y, n); });
-  }
-  Status swiglu(const float* gate, const float* up, float* y, int64_t n) override {
-    return run([=, this] { return inner_->swiglu(gate, up, y, n); });
-  }
-  Status geglu(const float* x, float* y, int64_t rows, int64_t hidden) override {
-    return run([=, this] { return inner_->geglu(x, y, rows, hidden); });
-  }
-  Status add(const float* a, const float* b, float* y, int64_t n) override {
-    return run([=, this] { return inner_->add(a, b, y, n); });
-  }
-  Status attention(const float* q, const float* k, const float* v, float* o,
-                   const kernels::AttentionShape& s) override {
-    return run([=, this] { return inner_->attention(q, k, v, o, s); });
-  }
-  Status attention_decode(const float* q, const float* k, const float* v, float* o,
-                          const kernels::AttentionShape& s) override {
-    return run([=, this] { return inner_->attention_decode(q, k, v, o, s); });
-  }
-  Status embedding_gather(const kernels::Weight& table, const int32_t* ids, int64_t n,
-                          float* out) override {
-    return run([=, this] { return inner_->embedding_gather(table, ids, n, out); });
-  }
-  Status linear_multi(const float* x, int64_t m, const kernels::LinearPart* parts,
-                      int64_t n_parts) override {
-    // The parts array is the caller's local: keep a copy.
-    std::vector<kernels::LinearPart> copy(parts, parts + n_parts);
-    return run([=, this] { return inner_->linear_multi(x, m, copy.data(), n_parts); });
-  }
-  Status rms_norm_rope(float* x, const float* weight, int64_t tokens, int64_t heads,
-                       int64_t head_dim, float eps, const int32_t* positions,
-                       float theta) override {
-    return run([=, this] {
-      return inner_->rms_norm_rope(x, weight, tokens, heads, head_dim, eps, positions, theta);
-    });
-  }
-  Status convert_f32_to_bf16(uint16_t* dst, const float* src, int64_t n) override {
-    return run([=, this] { return inner_->convert_f32_to_bf16(dst, src, n); });
-  }
-  Status convert_bf16_to_f32(float* dst, const uint16_t* src, int64_t n) override {
-    return run([=, this] { return inner_->convert_bf16_to_f32(dst, src, n); });
-  }
-  Status attention_decode_bf16kv(const float* q, const uint16_t* k, const uint16_t* v, float* o,
-                                 const kernels::AttentionShape& s) override {
-    return run([=, this] { return inner_->attention_decode_bf16kv(q, k, v, o, s); });
-  }
+  std::string name() const override { return "recording " + inner().name(); }
   bool device_resident() const override { return true; }
-  Status store_kv_rows(void* cache, DType dtype, const float* rows, int64_t batch,
-                       int64_t row_elems, int64_t stride, int64_t slot_offset,
-                       const int64_t* step) override {
-    return run([=, this] {
-      return inner_->store_kv_rows(cache, dtype, rows, batch, row_elems, stride, slot_offset, step);
-    });
-  }
-  Status set_positions(int32_t* positions, int64_t rows, int64_t len, const int64_t* step,
-                       int64_t offset) override {
-    return run([=, this] { return inner_->set_positions(positions, rows, len, step, offset); });
-  }
-  Status attention_decode_at(const float* q, const void* k, const void* v, DType dtype, float* o,
-                             const kernels::AttentionShape& s, const int64_t* step,
-                             int64_t offset) override {
-    return run([=, this] {
-      return inner_->attention_decode_at(q, k, v, dtype, o, s, step, offset);
-    });
-  }
-  Status choose_token(const float* logits, const kernels::TokenChoice& choice, int64_t* step,
-                      uint64_t* rng, int32_t* ids, int64_t ids_count, int32_t* ring,
-                      int64_t ring_size) override {
-    return run([=, this] {
-      return inner_->choose_token(logits, choice, step, rng, ids, ids_count, ring, ring_size);
-    });
-  }
   bool can_record() const override { return true; }
   Status begin_recording() override {
     if (recording_) return invalid_argument("already recording");
@@ -567,19 +435,18 @@ class RecordingCpuBackend final : public kernels::Backend {
     return {};
   }
 
- private:
-  template <typename Fn>
-  Status run(Fn fn) {
-    if (!recording_) return fn();
-    current_.push_back(std::move(fn));
+ protected:
+  Status run_op(const kernels::OpLabel& label, std::function<Status()> run) override {
+    if (!recording_) return run();
+    if (label.kind != kernels::OpLabel::Kind::kCompute) {
+      failed_ += failed_.empty() ? label.op : std::string(", ") + label.op;
+      return internal_error(std::string(label.op) + " while recording");
+    }
+    current_.push_back(std::move(run));
     return {};
   }
-  Status host_work(const char* what) {
-    failed_ += failed_.empty() ? what : std::string(", ") + what;
-    return internal_error(std::string(what) + " while recording");
-  }
 
-  std::unique_ptr<kernels::Backend> inner_ = kernels::make_cpu_backend();
+ private:
   bool recording_ = false;
   std::string failed_;
   std::vector<std::function<Status()>> current_;
