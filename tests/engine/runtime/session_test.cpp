@@ -6,8 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <map>
+#include <memory>
+#include <new>
 #include <mutex>
 #include <random>
 #include <set>
@@ -16,6 +19,7 @@
 #include <vector>
 
 #include "engine/core/safetensors.h"
+#include "kernels/forwarding_backend.h"
 #include "tests/support/fixture_model_dir.h"
 
 namespace tessera::runtime {
@@ -316,6 +320,94 @@ TEST_F(SessionTest, BadOptionsComeBackAsErrorEvents) {
   err = std::get_if<ErrorEvent>(&events.back().payload);
   ASSERT_NE(err, nullptr);
   EXPECT_NE(err->status.message().find("temperature"), std::string::npos) << err->status.message();
+}
+
+// The CPU backend with injected failures: op number `fail_at` (counting every op and transfer of
+// the backend from the last arm()) fails as a device out of memory would, either as a status
+// (kOutOfMemory: what the CUDA backend returns for a failed cudaMalloc or cuBLAS workspace) or as
+// a thrown std::bad_alloc (host allocations deep in a job). Counts the ops it sees.
+class FaultBackend final : public kernels::ForwardingBackend {
+ public:
+  FaultBackend() : ForwardingBackend(kernels::make_cpu_backend()) {}
+  std::atomic<int64_t> ops{0};
+  void arm(int64_t fail_at, bool throw_bad_alloc) {
+    ops = 0;
+    fail_at_ = fail_at;
+    throw_ = throw_bad_alloc;
+  }
+  void disarm() { fail_at_ = -1; }
+
+ protected:
+  Status run_op(const kernels::OpLabel& label, std::function<Status()> run) override {
+    const int64_t n = ops++;
+    if (n == fail_at_) {
+      if (throw_) throw std::bad_alloc();
+      return out_of_memory(std::string("injected: out of device memory in ") + label.op);
+    }
+    return run();
+  }
+
+ private:
+  std::atomic<int64_t> fail_at_{-1};
+  bool throw_ = false;
+};
+
+// An out-of-memory anywhere in a job (text encoder, prefill, a decode step, the latent decode,
+// occupancy queries) ends that job with one ErrorEvent saying so, not a crash; the session and
+// its pipeline stay usable: the next job gives the same mesh as before the failure.
+TEST_F(SessionTest, OutOfMemoryDuringAJobIsAnErrorEventAndTheNextJobRuns) {
+  FaultBackend backend;
+  auto pipeline = shape::ShapePipeline::load(dir_->path(), {}, &backend);
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status().to_string();
+  auto session = Session::create(std::move(pipeline).value());
+  JobOptions job = small_job();
+  job.preview_every = 8;
+
+  auto run = [&](std::shared_ptr<const mesh::Mesh>* mesh) -> Status {
+    const uint64_t id = session->submit(job);
+    const std::vector<Event> events = collect_until_terminal(*session, id);
+    if (events.empty()) return internal_error("no events");
+    for (const Event& e : events) {
+      if (const auto* f = std::get_if<FinalMeshEvent>(&e.payload)) *mesh = f->mesh;
+    }
+    if (const auto* err = std::get_if<ErrorEvent>(&events.back().payload)) return err->status;
+    if (!std::holds_alternative<DoneEvent>(events.back().payload)) {
+      return internal_error("the job did not end with Done");
+    }
+    return Status();
+  };
+
+  // Counted on a repeated job: the first one also encodes the unconditional prompt, later ones
+  // reuse it.
+  std::shared_ptr<const mesh::Mesh> clean;
+  ASSERT_TRUE(run(&clean).ok());
+  backend.arm(-1, false);
+  ASSERT_TRUE(run(&clean).ok());
+  ASSERT_NE(clean, nullptr);
+  const int64_t ops_per_job = backend.ops;
+  ASSERT_GT(ops_per_job, 100);
+
+  for (bool throws : {false, true}) {
+    for (double where : {0.0, 0.1, 0.4, 0.7, 0.95}) {
+      const auto at = static_cast<int64_t>(where * static_cast<double>(ops_per_job - 1));
+      SCOPED_TRACE(std::string(throws ? "std::bad_alloc" : "kOutOfMemory") + " at op " +
+                   std::to_string(at) + " of " + std::to_string(ops_per_job));
+      backend.arm(at, throws);
+      std::shared_ptr<const mesh::Mesh> none;
+      const Status failed = run(&none);
+      EXPECT_EQ(failed.code(), ErrorCode::kOutOfMemory) << failed.to_string();
+      EXPECT_NE(failed.message().find("out of"), std::string::npos) << failed.message();
+      EXPECT_EQ(none, nullptr) << "no final mesh from a failed job";
+
+      backend.disarm();
+      std::shared_ptr<const mesh::Mesh> again;
+      const Status ok = run(&again);
+      ASSERT_TRUE(ok.ok()) << ok.to_string();
+      ASSERT_NE(again, nullptr);
+      EXPECT_EQ(again->positions, clean->positions);
+      EXPECT_EQ(again->triangles, clean->triangles);
+    }
+  }
 }
 
 TEST_F(SessionTest, SubmitCancelStormsDoNotCrashOrLoseJobs) {
