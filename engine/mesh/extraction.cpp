@@ -274,13 +274,31 @@ Expected<Mesh> extract_coarse_to_fine(const OccupancyFn& occupancy,
   }
   // Finest level: the cells with a sign change, polygonized on the dense path's lattice.
   if (cells.empty()) return no_surface(lo, hi, iso);
+  st->surface_cells = static_cast<int64_t>(cells.size());
+  if (options.polygonize) {
+    Mesh out;
+    std::vector<float> flat(8 * cells.size());
+    for (size_t a = 0; a < cells.size(); ++a) {
+      std::copy(corners[a].begin(), corners[a].end(), flat.begin() + static_cast<std::ptrdiff_t>(8 * a));
+    }
+    kernels::CellGrid grid;
+    for (int d = 0; d < 3; ++d) {
+      grid.n[d] = l.n[static_cast<size_t>(d)];
+      grid.origin[d] = l.origin[static_cast<size_t>(d)];
+    }
+    grid.spacing = l.spacing;
+    grid.iso = iso;
+    TESSERA_RETURN_IF_ERROR(options.polygonize(grid, cells.data(), flat.data(),
+                                               static_cast<int64_t>(cells.size()),
+                                               &out.positions, &out.triangles));
+    return out;
+  }
   CellPolygonizer poly(l, iso);
   for (size_t a = 0; a < cells.size(); ++a) {
     const int64_t cell = cells[a];
     poly.add_cell(cell % l.n[0], (cell / l.n[0]) % l.n[1], cell / (l.n[0] * l.n[1]),
                   corners[a].data());
   }
-  st->surface_cells = static_cast<int64_t>(cells.size());
   return poly.take_mesh();
 }
 

@@ -22,15 +22,24 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "engine/core/status.h"
 #include "engine/mesh/mesh.h"
+#include "kernels/marching_tets.h"
 
 namespace tessera::mesh {
 
 // points: n x 3 floats (xyz); logits: n floats to write. A non-ok Status aborts the extraction and
 // is returned as is (e.g. kCancelled from a cancel token).
 using OccupancyFn = std::function<Status(const float* points, int64_t n, float* logits)>;
+
+// Polygonizes the finest level's surface cells somewhere else (a GPU: Backend::polygonize_cells):
+// the contract of kernels::cpu::polygonize_cells (iso, lattice, cells as lattice indices of corner
+// 0, 8 corner values each; writes a welded mesh); kernels::cpu::polygonize_cells is one.
+using CellPolygonizeFn =
+    std::function<Status(const kernels::CellGrid& grid, const int64_t* cells, const float* corners,
+                         int64_t n, std::vector<float>* positions, std::vector<uint32_t>* triangles)>;
 
 struct ExtractionOptions {
   int resolution_base = 8;          // finest lattice: 2^resolution_base + 1 points per axis
@@ -39,6 +48,9 @@ struct ExtractionOptions {
   float iso = 0.0f;                 // surface level of the logits
   float near_surface_logit = 0.0f;  // also refine cells with min |logit - iso| below this
   int64_t batch_points = 65536;     // points per call of the occupancy function
+  // Coarse-to-fine only: when set, the finest level's cells are polygonized by this instead of on
+  // the host (same surface; vertices numbered in edge-key order instead of first use).
+  CellPolygonizeFn polygonize;
 };
 
 struct ExtractionStats {
