@@ -21,9 +21,11 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "engine/core/status.h"
 #include "engine/core/tensor.h"
+#include "kernels/marching_tets.h"
 #include "kernels/ops.h"
 #include "kernels/sampling.h"
 
@@ -200,6 +202,18 @@ class Backend {
   // CUDA; what the host sees of the device's writes is complete after synchronize()). Default:
   // allocate() (the CPU backend's memory is the host's).
   virtual Expected<DeviceBuffer> allocate_host_visible(size_t bytes) { return allocate(bytes); }
+
+  // ---- surface extraction ------------------------------------------------------------------------
+  // Whether polygonize_cells runs here (the CUDA backend); the CPU backend says no and the
+  // extractor keeps its host polygonizer (engine/mesh/extraction.h).
+  virtual bool can_polygonize() const { return false; }
+  // kernels::cpu::polygonize_cells' contract (kernels/marching_tets.h), host memory in and out.
+  virtual Status polygonize_cells(const CellGrid& grid, const int64_t* cells, const float* corners,
+                                  int64_t n, std::vector<float>* positions,
+                                  std::vector<uint32_t>* triangles) {
+    (void)grid, (void)cells, (void)corners, (void)n, (void)positions, (void)triangles;
+    return unsupported(name() + ": no polygonize_cells");
+  }
 };
 
 inline void DeviceBuffer::reset() {

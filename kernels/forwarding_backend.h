@@ -208,6 +208,16 @@ class ForwardingBackend : public Backend {
     });
   }
 
+  // ---- surface extraction (host memory in and out: a transfer-like call, run now) --------------
+  bool can_polygonize() const override { return inner_->can_polygonize(); }
+  Status polygonize_cells(const CellGrid& grid, const int64_t* cells, const float* corners,
+                          int64_t n, std::vector<float>* positions,
+                          std::vector<uint32_t>* triangles) override {
+    return run_op({"polygonize_cells", OpLabel::Kind::kTransfer}, [&] {
+      return inner_->polygonize_cells(grid, cells, corners, n, positions, triangles);
+    });
+  }
+
   // ---- recording -----------------------------------------------------------------------------
   bool can_record() const override { return inner_->can_record(); }
   Status begin_recording() override { return inner_->begin_recording(); }

@@ -202,6 +202,7 @@ TESSERA_HOST_DEVICE inline void cell_emit(const TetTable& table, const CellGrid&
 
 }  // namespace tessera::kernels
 
+#include <string>
 #include <vector>
 
 #include "engine/core/status.h"
@@ -224,8 +225,30 @@ namespace tessera::kernels::cpu {
 Status polygonize_cells(const CellGrid& grid, const int64_t* cells, const float* corners,
                         int64_t n, std::vector<float>* positions, std::vector<uint32_t>* triangles);
 
-// Checks polygonize_cells' arguments (shared with the CUDA version).
-Status check_cells(const CellGrid& grid, const int64_t* cells, const float* corners, int64_t n,
-                   const char* who);
+// Checks polygonize_cells' arguments (shared with the CUDA version; inline: the CUDA library
+// does not link the CPU one).
+inline Status check_cells(const CellGrid& grid, const int64_t* cells, const float* corners, int64_t n,
+                   const char* who) {
+  const std::string name = who;
+  if (grid.n[0] < 2 || grid.n[1] < 2 || grid.n[2] < 2) {
+    return invalid_argument(name + ": the grid needs at least 2 points along every axis, got " +
+                            std::to_string(grid.n[0]) + " x " + std::to_string(grid.n[1]) + " x " +
+                            std::to_string(grid.n[2]));
+  }
+  if (n < 0) return invalid_argument(name + ": negative cell count " + std::to_string(n));
+  if (n > 0 && (cells == nullptr || corners == nullptr)) {
+    return invalid_argument(name + ": null cell or corner array");
+  }
+  for (int64_t a = 0; a < n; ++a) {
+    const int64_t cell = cells[a];
+    const int64_t i = cell % grid.n[0], j = (cell / grid.n[0]) % grid.n[1],
+                  k = cell / (grid.n[0] * grid.n[1]);
+    if (cell < 0 || i + 1 >= grid.n[0] || j + 1 >= grid.n[1] || k + 1 >= grid.n[2]) {
+      return invalid_argument(name + ": cell " + std::to_string(a) + " (lattice index " +
+                              std::to_string(cell) + ") has corners outside the grid");
+    }
+  }
+  return Status();
+}
 
 }  // namespace tessera::kernels::cpu

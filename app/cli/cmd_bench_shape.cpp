@@ -522,6 +522,13 @@ Expected<ObjectEstimate> estimate_object(const ShapeModelResult& gpt, bool quick
     }
     return Status();
   };
+  // On a GPU the finest level's cells are polygonized there, as the pipeline does.
+  if (backend.can_polygonize()) {
+    eo.polygonize = [&backend](const kernels::CellGrid& g, const int64_t* c, const float* v,
+                               int64_t n, std::vector<float>* p, std::vector<uint32_t>* t) {
+      return backend.polygonize_cells(g, c, v, n, p, t);
+    };
+  }
   const Stopwatch watch;
   TESSERA_ASSIGN_OR_RETURN(const mesh::Mesh m, mesh::extract_coarse_to_fine(sphere, eo, &stats));
   est.polygonize_ms = watch.elapsed_ms();  // includes the (cheap) analytic field

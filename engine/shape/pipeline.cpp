@@ -279,6 +279,15 @@ Expected<mesh::Mesh> ShapePipeline::extract_mesh(const MeshOptions& options, Tra
     if (is_cancelled(cancel)) return cancelled("cancelled during surface extraction");
     return decoder_->query(points, n, logits);
   };
+  // On a GPU the finest level's surface cells are polygonized on the device (the same surface).
+  if (backend_->can_polygonize()) {
+    kernels::Backend* backend = backend_;
+    ex.polygonize = [backend](const kernels::CellGrid& grid, const int64_t* cells,
+                              const float* corners, int64_t n, std::vector<float>* positions,
+                              std::vector<uint32_t>* triangles) {
+      return backend->polygonize_cells(grid, cells, corners, n, positions, triangles);
+    };
+  }
   Expected<mesh::Mesh> extracted = [&] {
     ScopedTimer timer(trace, kTraceExtraction);
     return mesh::extract_coarse_to_fine(occupancy, ex, stats);

@@ -378,6 +378,12 @@ class CudaBackend final : public Backend {
     return on_stream(cuda::choose_token, logits, choice, step, rng, ids, ids_count, ring,
                      ring_size);
   }
+  bool can_polygonize() const override { return true; }
+  Status polygonize_cells(const CellGrid& grid, const int64_t* cells, const float* corners,
+                          int64_t n, std::vector<float>* positions,
+                          std::vector<uint32_t>* triangles) override {
+    return on_stream(cuda::polygonize_cells, grid, cells, corners, n, positions, triangles);
+  }
 
  private:
   // Makes device_ current on the calling thread (cheap when it already is).

@@ -24,8 +24,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "engine/core/status.h"
+#include "kernels/marching_tets.h"
 #include "kernels/ops.h"
 #include "kernels/sampling.h"
 
@@ -177,5 +179,16 @@ Status embedding_gather(const Weight& table, const int32_t* ids, int64_t n, floa
 Status choose_token(const float* logits, const TokenChoice& choice, int64_t* step, uint64_t* rng,
                     int32_t* ids, int64_t ids_count, int32_t* ring, int64_t ring_size,
                     cudaStream_t stream);
+
+// ---- Marching tetrahedra over surface cells (kernels/cuda/marching.cu) ----------------------------
+// kernels::cpu::polygonize_cells' contract and result (same vertex order: edge keys; positions
+// may differ from the host's in the last bit where the compiler contracts to FMA), from and to
+// host memory: uploads the cells and corners, counts + scans, emits, welds (cub radix sort of the
+// corner slots by edge key, stable), downloads the mesh. Synchronises `stream` (twice for sizes,
+// once at the end). Device scratch: about 40 bytes per cell and 28 per triangle corner; an
+// allocation failure is kOutOfMemory naming the buffer.
+Status polygonize_cells(const CellGrid& grid, const int64_t* cells, const float* corners,
+                        int64_t n, std::vector<float>* positions, std::vector<uint32_t>* triangles,
+                        cudaStream_t stream);
 
 }  // namespace tessera::kernels::cuda
