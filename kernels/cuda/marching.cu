@@ -72,8 +72,12 @@ Status polygonize_cells(const CellGrid& grid, const int64_t* cells, const float*
   positions->clear();
   triangles->clear();
   if (n == 0) return Status();
-  if (n >= (int64_t{1} << 31)) {
-    return invalid_argument("cuda::polygonize_cells: " + std::to_string(n) + " cells, more than 2^31 - 1");
+  // Slots (3 per triangle, at most 36 per cell) are counted and scanned in uint32 and indexed as
+  // int by cub: keep every possible total below 2^31 (the host version's limit is 2^32 - 1).
+  constexpr int64_t kMaxCells = ((int64_t{1} << 31) - 2) / 36;
+  if (n > kMaxCells) {
+    return out_of_memory("cuda::polygonize_cells: " + std::to_string(n) + " cells, more than the " +
+                         std::to_string(kMaxCells) + " this polygonizer indexes");
   }
   const int count = static_cast<int>(n);
   const size_t nn = static_cast<size_t>(n);
