@@ -333,11 +333,22 @@ class BpeTokenizer:
 
     def __init__(self, vocab_path, merges_path):
         with open(vocab_path, encoding="utf-8") as f:
-            self.encoder = json.load(f)
+            encoder = json.load(f)
         with open(merges_path, encoding="utf-8") as f:
             lines = f.read().split("\n")
         merges = [tuple(line.split()) for line in lines
                   if line and not line.startswith("#version") and len(line.split()) == 2]
+        self._setup(encoder, merges, vocab_path)
+
+    @classmethod
+    def from_data(cls, encoder, merges, name="<vocabulary>"):
+        """From a token -> id dict and a list of (left, right) merges in rank order."""
+        tok = cls.__new__(cls)
+        tok._setup(dict(encoder), list(merges), name)
+        return tok
+
+    def _setup(self, encoder, merges, vocab_path):
+        self.encoder = encoder
         self.ranks = {m: i for i, m in enumerate(merges)}
         bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
             list(range(ord("®"), ord("ÿ") + 1))

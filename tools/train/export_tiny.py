@@ -169,9 +169,41 @@ def _done_args(run_dir, stage):
     return {"unfinished": True}
 
 
+def stash_vocab_extension(out, keep, shipped=OUT_DIR):
+    """Copies the vocabulary extension that a re-export to `out` should keep (tools/train/diffusion/
+    extend_vocab.py: whole-word colour/material tokens learned with the diffusion UNet) into `keep`:
+    out's own when it has one (re-exporting over the shipped model), else the shipped model's.
+    Returns the folder to carry it from, or None."""
+    for src in (out, shipped):
+        if os.path.exists(os.path.join(src, "text_encoder", "extension.json")):
+            os.makedirs(os.path.join(keep, "text_encoder"), exist_ok=True)
+            for name in ("vocab.json", "merges.txt", "text_encoder/model.safetensors",
+                         "text_encoder/config.json", "text_encoder/extension.json"):
+                shutil.copyfile(os.path.join(src, name), os.path.join(keep, name))
+            return keep
+    return None
+
+
+def carry_vocab_extension(out, src):
+    """The extension of `src` into the re-export `out` when out's text encoder has the same base
+    weights (a GPT trained with --freeze-text); otherwise left out, with a note (the diffusion model
+    was conditioned on the old text encoder: retrain it for the new one)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "diffusion"))
+    import extend_vocab  # noqa: E402
+    try:
+        extend_vocab.copy_rows(out, src)
+    except SystemExit as e:
+        print(f"note: the vocabulary extension is not carried to {out}: {e}")
+
+
 def main(argv=None):
+    import tempfile
     a = parse_args(argv)
-    export(a.run_dir, a.out, a.allow_unfinished)
+    with tempfile.TemporaryDirectory() as keep:
+        src = stash_vocab_extension(a.out, keep)
+        export(a.run_dir, a.out, a.allow_unfinished)
+        if src is not None:
+            carry_vocab_extension(a.out, src)
     return 0
 
 

@@ -176,8 +176,18 @@ def main(argv=None):
     ucfg = M.unet_config(ex["context_dim"], ex["model_channels"])
     unet = sd_unet.UNet(ucfg).eval()
     unet.load_state_dict(ex["ema"])
+    if "token_rows_ema" in ex:
+        import extend_vocab
+        want = ex.get("token_base_fingerprint")
+        have = extend_vocab.file_base_fingerprint(a.model_dir, ex["token_base"])
+        if want is not None and want != have:
+            raise SystemExit(f"{a.model_dir}/text_encoder is not the encoder the token rows were learned "
+                             f"against (base fingerprint {have}, trained on {want}): retrain the UNet on it")
+        extend_vocab.set_rows(a.model_dir, ex["token_rows_ema"].numpy(), ex["token_base"])
+        print(f"learned rows of {ex['token_rows_ema'].shape[0]} extension tokens -> {a.model_dir}/text_encoder",
+              flush=True)
     clip, tok, hf, fp = M.load_text_encoder(a.model_dir)
-    if fp != ex.get("text_encoder_fingerprint"):
+    if "token_rows_ema" not in ex and fp != ex.get("text_encoder_fingerprint"):
         print(f"WARNING: {a.model_dir}/text_encoder differs from the one the UNet was trained on", flush=True)
 
     weights = {sd_unet.UNET_PREFIX + k: v.detach().float().numpy() for k, v in unet.state_dict().items()}
@@ -254,10 +264,25 @@ def main(argv=None):
     imgs = S.generate(unet2, dec2, scale2, clip, tok, S.PROMPTS, seed=0)
     render.write_png(os.path.join(a.out, "samples.png"), render.grid(imgs, 4))
     rate, bg_rate = record_colour_check(card, a.out, unet2, dec2, clip, tok)
+    if "token_rows_ema" in ex:
+        with open(os.path.join(a.model_dir, "text_encoder", "extension.json")) as f:
+            ext = json.load(f)
+        card["text_conditioning"]["vocabulary_extension"] = {
+            "file": "../text_encoder/extension.json", "base_vocab_size": ext["base_vocab_size"],
+            "words": sorted(ext["words"]), "tokens": len(ext["tokens"]),
+            "note": ("whole-word tokens for the colour, material and background words "
+                     "(tools/train/diffusion/extend_vocab.py); their embedding rows were learned with "
+                     "this UNet (train_unet.py --train-new-tokens), every other text encoder weight is "
+                     "tessera-tiny's, unchanged")}
+    if udone["args"].get("init_from"):
+        src = udone["args"]["init_from"]
+        card["training"]["unet_init"] = {
+            "checkpoint": os.path.relpath(src, M.REPO) if os.path.isabs(src) else src,
+            "note": "fine-tuned from this UNet (its own training: see that run's unet_done.json)"}
     card["samples"] = {"file": "samples.png", "prompts_row_major": S.PROMPTS,
                        "sampler": "Euler, 20 steps, CFG 5, seeds [0, i]"}
-    card["status"] = ("demonstration model trained on one shared CPU core in about an hour (see "
-                      "training.train_seconds), not a quality model: judge it by samples.png (prompts in "
+    card["status"] = ("demonstration model trained on one shared CPU core in one to two hours (see "
+                      "training.train_seconds and training.unet_init), not a quality model: judge it by samples.png (prompts in "
                       f"samples.prompts_row_major); heuristic colour match on colour_check.png: object "
                       f"{rate:.0%}, background {bg_rate:.0%}")
     with open(os.path.join(a.out, "model.json"), "w") as f:

@@ -16,6 +16,14 @@ checkpoint and a change is logged).
 Every --eval-every steps: held-out loss (the last 512 images, fixed t and noise, EMA weights); every
 --sample-every steps: a 4x4 sample sheet (sample.py prompts, Euler 20 steps, CFG 5) in the run dir.
 
+--train-new-tokens: the text encoder's extension rows (tools/train/diffusion/extend_vocab.py: whole-word
+tokens for the colour / material / background words, text_encoder/extension.json) are learned together
+with the UNet (AdamW at --token-lr, no weight decay, their own EMA), every other text encoder weight stays
+frozen, so the shape engine's text features do not move. Contexts are then computed in the loop (the
+rows change), not cached. export.py writes the EMA rows into the text encoder.
+--init-from CKPT starts the UNet (and its EMA) from another run's unet_ckpt.pt with a fresh optimizer and
+schedule.
+
 Resumable: unet_ckpt.pt (model + optimizer + EMA + RNG + step), unet_metrics.jsonl, unet.lock,
 unet_done.json, like the other stages.
 
@@ -32,6 +40,7 @@ import time
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import models as M  # noqa: E402
@@ -62,11 +71,68 @@ def parse_args(argv=None):
     p.add_argument("--eval-every", type=int, default=300)
     p.add_argument("--sample-every", type=int, default=600)
     p.add_argument("--log-every", type=int, default=25)
+    p.add_argument("--init-from", default="", help="another run's unet_ckpt.pt to start the UNet from")
+    p.add_argument("--train-new-tokens", action="store_true",
+                   help="learn the text encoder's extension rows (extend_vocab.py) with the UNet")
+    p.add_argument("--token-lr", type=float, default=5e-3)
     p.add_argument("--max-minutes", type=float, default=0.0, help="stop (after a checkpoint) after this")
     p.add_argument("--budget-minutes", type=float, default=0.0,
                    help="size the run to this: after 40 steps the measured speed caps --steps (the cap is "
                         "kept in the checkpoint, so a resumed run keeps its schedule)")
     return p.parse_args(argv)
+
+
+class TokenRows:
+    """The learned extension rows of the text encoder's token embedding (rows >= base); contexts are the
+    frozen encoder run with base rows + these rows."""
+
+    NAME = "text_model.embeddings.token_embedding.weight"
+
+    def __init__(self, clip, tok, model_dir, texts):
+        path = os.path.join(model_dir, "text_encoder", "extension.json")
+        if not os.path.exists(path):
+            raise SystemExit(f"{path}: no vocabulary extension (run tools/train/diffusion/extend_vocab.py "
+                             "first, or train without --train-new-tokens)")
+        with open(path) as f:
+            self.ext = json.load(f)
+        self.base = int(self.ext["base_vocab_size"])
+        self.clip = clip
+        for p_ in clip.parameters():
+            p_.requires_grad_(False)
+        w = dict(clip.named_parameters())[self.NAME].detach()
+        if w.shape[0] <= self.base:
+            raise SystemExit(f"{model_dir}/text_encoder: {w.shape[0]} token rows, extension.json says the "
+                             f"base vocabulary has {self.base}: nothing to learn")
+        self.base_rows = w[:self.base].clone()
+        import extend_vocab
+        self.base_fingerprint = extend_vocab.base_fingerprint(clip.state_dict(), self.base)
+        self.rows = torch.nn.Parameter(w[self.base:].clone())
+        self.ema = w[self.base:].clone()
+        self.ids, _ = tok.batch(texts, M.CONTEXT_LEN)
+        # The differentiable copy of the forward must be the reference's forward.
+        probe = torch.arange(min(8, len(texts)))
+        with torch.no_grad():
+            diff = float((self.contexts(self.rows, probe) - clip(self.ids[probe])).abs().max())
+        if diff > 1e-5:
+            raise SystemExit(f"TokenRows.contexts differs from ClipTextModel.forward by {diff}")
+
+    def contexts(self, rows, sel):
+        """ClipTextModel.forward (which runs under no_grad) with the token rows base + `rows`,
+        differentiable in `rows`."""
+        tm = self.clip.text_model
+        ids = self.ids[sel]
+        t = ids.shape[1]
+        x = F.embedding(ids, torch.cat([self.base_rows, rows])) + \
+            tm.embeddings.position_embedding(torch.arange(t))
+        mask = torch.ones(t, t, dtype=torch.bool).tril()[None, None]
+        for layer in tm.encoder.layers:
+            x = layer(x, mask)
+        return tm.final_layer_norm(x)
+
+    def install_ema(self):
+        """Puts the EMA rows into the clip module (for the sample sheets)."""
+        with torch.no_grad():
+            dict(self.clip.named_parameters())[self.NAME][self.base:] = self.ema
 
 
 def context_cache(a, captions, logger):
@@ -137,7 +203,18 @@ def main(argv=None):
     lat = torch.from_numpy(np.load(os.path.join(a.data, "latents.npy"))).float() * scale
     if lat.shape[0] != len(captions):
         raise SystemExit(f"{a.data}/latents.npy has {lat.shape[0]} rows for {len(captions)} captions")
-    ctx, cidx, hf, fp, (clip, tok) = context_cache(a, captions, logger)
+    if a.train_new_tokens:
+        clip, tok, hf, fp = M.load_text_encoder(a.model_dir)
+        uniq = sorted(set(captions))
+        row_of = {c: i + 1 for i, c in enumerate(uniq)}
+        cidx = torch.tensor([row_of[c] for c in captions])
+        trows = TokenRows(clip, tok, a.model_dir, [""] + uniq)
+        ctx = None
+        logger.log(f"learning {trows.rows.shape[0]} extension token rows (base vocabulary {trows.base}) with "
+                   f"the UNet; {len(uniq)} distinct captions encoded in the loop")
+    else:
+        ctx, cidx, hf, fp, (clip, tok) = context_cache(a, captions, logger)
+        trows = None
     n = lat.shape[0]
     n_val = min(N_VAL, n // 10)
     n_train = n - n_val
@@ -152,11 +229,32 @@ def main(argv=None):
     for p_ in ema.parameters():
         p_.requires_grad_(False)
     opt = torch.optim.AdamW(common.param_groups(model, 0.01), lr=a.lr, betas=(0.9, 0.99))
+    if trows is not None:
+        opt.add_param_group({"params": [trows.rows], "weight_decay": 0.0, "lr_scale": a.token_lr / a.lr})
     gen = torch.Generator().manual_seed(a.seed + 1)
     step, extra = 0, {}
+    if a.init_from and not os.path.exists(ckpt_path):
+        src = torch.load(a.init_from, map_location="cpu")
+        model.load_state_dict(src["model"])
+        ema.load_state_dict(src["extra"]["ema"])
+        logger.log(f"initialised the UNet and its EMA from {a.init_from} (step {src['step']}); "
+                   f"new schedule of {a.steps} steps")
+        extra["init_from"] = a.init_from
     if os.path.exists(ckpt_path):
+        has_rows = "token_rows" in torch.load(ckpt_path, map_location="cpu")["extra"]
+        if has_rows != (trows is not None):
+            raise SystemExit(f"{ckpt_path}: written {'with' if has_rows else 'without'} "
+                             f"--train-new-tokens; resume it the same way or use another --run-dir")
         step, extra = common.load_checkpoint(ckpt_path, model, opt, gen)
         ema.load_state_dict(extra["ema"])
+        if trows is not None:
+            if extra.get("token_base_fingerprint") != trows.base_fingerprint:
+                raise SystemExit(f"{ckpt_path}: its token rows were learned against another text encoder "
+                                 f"than {a.model_dir}/text_encoder's; use another --run-dir")
+            opt.param_groups[-1]["lr_scale"] = a.token_lr / a.lr  # --token-lr of this invocation
+            with torch.no_grad():
+                trows.rows.copy_(extra["token_rows"])
+            trows.ema = extra["token_rows_ema"].clone()
         logger.log(f"resumed from {ckpt_path} at step {step}")
         if extra.get("text_encoder_fingerprint") != fp:
             logger.log(f"WARNING: the text encoder changed since this checkpoint was written "
@@ -177,7 +275,7 @@ def main(argv=None):
     while step < a.steps:
         lr = common.cosine_lr(step, a.steps, a.lr, a.warmup)
         for g in opt.param_groups:
-            g["lr"] = lr
+            g["lr"] = lr * g.get("lr_scale", 1.0)
         idx = torch.randint(n_train, (a.batch,), generator=gen)
         x0 = lat[idx]
         t = torch.randint(0, 1000, (a.batch,), generator=gen)
@@ -186,11 +284,12 @@ def main(argv=None):
         xt = a_.sqrt() * x0 + (1 - a_).sqrt() * eps
         rows = cidx[idx].clone()
         rows[torch.rand(a.batch, generator=gen) < a.cond_drop] = 0  # the empty prompt
-        pred = model(xt, t.float(), ctx[rows].float())
+        cond = trows.contexts(trows.rows, rows) if trows is not None else ctx[rows].float()
+        pred = model(xt, t.float(), cond)
         loss = ((pred - eps).pow(2).mean(dim=(1, 2, 3)) * weight[t]).mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(list(model.parameters()) + ([trows.rows] if trows is not None else []), 1.0)
         opt.step()
         step += 1
         if a.budget_minutes > 0 and not extra.get("planned_steps") and step - s_plan == 40:
@@ -203,6 +302,8 @@ def main(argv=None):
         with torch.no_grad():
             for pe, pm in zip(ema.parameters(), model.parameters()):
                 pe.mul_(decay).add_(pm.detach(), alpha=1 - decay)
+            if trows is not None:
+                trows.ema.mul_(decay).add_(trows.rows.detach(), alpha=1 - decay)
         loss_sum += float(loss)
         cnt += 1
         if step % a.log_every == 0:
@@ -212,12 +313,19 @@ def main(argv=None):
             logger.metrics(step=step, loss=loss_sum / cnt, lr=lr, steps_per_s=rate)
             t_log, s_log, loss_sum, cnt = now, step, 0.0, 0
         if step % a.eval_every == 0 or step == a.steps:
-            vl, by_t = val_loss(ema, lat[n_train:], cidx[n_train:], ctx, acp)
+            if trows is not None:
+                with torch.no_grad():
+                    vctx = trows.contexts(trows.ema, cidx[n_train:])
+                vl, by_t = val_loss(ema, lat[n_train:], torch.arange(n - n_train), vctx, acp)
+            else:
+                vl, by_t = val_loss(ema, lat[n_train:], cidx[n_train:], ctx, acp)
             logger.log(f"step {step} EVAL val eps-MSE (EMA) {vl:.4f} by t {by_t}")
             logger.metrics(step=step, val_mse=vl, val_mse_by_t=by_t)
             extra["val_mse"] = vl
         if step % a.sample_every == 0 or step == a.steps:
             ts = time.time()
+            if trows is not None:
+                trows.install_ema()
             imgs = S.generate(ema, decoder, scale, clip, tok, S.PROMPTS, seed=0)
             out = os.path.join(a.run_dir, f"samples_step{step:05d}.png")
             render.write_png(out, render.grid(imgs, 4))
@@ -225,6 +333,11 @@ def main(argv=None):
         out_of_time = a.max_minutes > 0 and time.time() - t_start > 60 * a.max_minutes
         if time.time() - t_ckpt > 60 * a.ckpt_minutes or step == a.steps or out_of_time:
             extra["ema"] = ema.state_dict()
+            if trows is not None:
+                extra["token_rows"] = trows.rows.detach().clone()
+                extra["token_rows_ema"] = trows.ema.clone()
+                extra["token_base"] = trows.base
+                extra["token_base_fingerprint"] = trows.base_fingerprint
             common.save_checkpoint(ckpt_path, model, opt, step, gen, extra)
             t_ckpt = time.time()
             logger.log(f"step {step}: checkpoint {ckpt_path}")
@@ -233,7 +346,7 @@ def main(argv=None):
             return 0
     with open(done_path, "w") as f:
         json.dump({"step": step, "val_mse": extra.get("val_mse"), "train_images": n_train,
-                   "distinct_captions": int(ctx.shape[0] - 1), "text_encoder_fingerprint": fp,
+                   "distinct_captions": int(cidx.max()), "text_encoder_fingerprint": fp,
                    "seconds_this_session": round(time.time() - t_start), "args": vars(a)}, f, indent=2)
     common.finalize_checkpoint(a.run_dir, "unet")
     logger.log(f"done: {step} steps")
