@@ -1,27 +1,52 @@
 #!/usr/bin/env bash
 # The one script to run on a GPU machine (CUDA 13 toolkit, cmake, g++; no Qt, no internet, no apt).
 #
-#   scripts/gpu-check.sh            # from anywhere; builds in <repo>/build-gpu
+#   scripts/gpu-deps.sh             # HERE, once: fetches the build's Debian packages into .deps/
+#   scripts/gpu-check.sh            # THERE, from anywhere; builds in <repo>/build-gpu
 #
-# Steps: configure (Release, CUDA on, sm_90a only), build tessera_gpu_tests + the tessera CLI,
-# nvidia-smi -L, ctest -L gpu, the GPU test binary directly (fails if any test skipped: on a GPU
-# machine a skip means probe_device() found no usable device), compute-sanitizer memcheck and
-# racecheck on the small tests, `tessera --version`, `tessera bench kernels --quick`,
-# `tessera bench shape --device cuda --quick` (host loop, device-resident eager and CUDA-graph
-# replay) and a tessera-tiny `generate --device cuda` with and without graphs (same tokens).
-# Installs nothing. Every step's output goes to its own log in $OUT (or ./gpu-out when OUT is unset);
-# a failed step is recorded and the script goes on; a summary table comes last, and the exit status
-# is non-zero if any step failed or was skipped. The whole run stays under GPU_CHECK_BUDGET_S seconds
-# (default 470): each step's timeout is cut to the time left.
+# The device runner sends at most 64 MiB of working tree and the tracked training checkpoints alone
+# are more: before the `run` call, take train_runs/ out of what travels (and restore it after):
+#   git rm -r -q --cached train_runs && echo /train_runs/ >> .git/info/exclude     # before
+#   git reset -q && sed -i '\#^/train_runs/$#d' .git/info/exclude                 # after
+# and call run with carry [".deps"] and a command such as
+#   GPU_CHECK_REV=<sha> bash scripts/gpu-check.sh; echo rc=$?
+#
+# Steps, most valuable first: configure (Release, CUDA on, GUI off, sm_90a only), build
+# tessera_gpu_tests + the tessera CLI, nvidia-smi -L, `tessera --version`, the GPU test binary
+# (fails if any test skipped: on a GPU machine a skip means probe_device() found no usable device),
+# a tessera-tiny `generate --device cuda` with and without graphs (same tokens), `tessera bench shape
+# --device cuda --quick` (host loop, device-resident eager and CUDA-graph replay), compute-sanitizer
+# memcheck and racecheck on the small tests.
+# Packages: when <repo>/.deps holds .deb files (scripts/gpu-deps.sh), they are unpacked into
+# /tmp/gpu-deps (never /) and the build and the binaries use them. GPU_CHECK_CMAKE_ARGS adds cmake
+# arguments. Every step's log goes to a work folder (/tmp/gpu-check); at the end $OUT (or ./gpu-out)
+# receives at most 8 files: summary.txt, bench-shape.json, RESULTS-gpu.md, gpu-tests.xml and
+# gpu-check.tgz (every log). A failed step is recorded and the script goes on; the summary table comes
+# last, and the exit status is non-zero if any step failed or was skipped. The whole run stays under
+# GPU_CHECK_BUDGET_S seconds (default 470): each step's timeout is cut to the time left.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="$REPO/build-gpu"
-OUT_DIR="${OUT:-$PWD/gpu-out}"
+RESULT_DIR="${OUT:-$PWD/gpu-out}"
+OUT_DIR="${GPU_CHECK_WORK:-/tmp/gpu-check}"
+rm -rf "$OUT_DIR"
 BUDGET_S="${GPU_CHECK_BUDGET_S:-470}"
 JOBS="${GPU_CHECK_JOBS:-16}"
-mkdir -p "$OUT_DIR"
+mkdir -p "$OUT_DIR" "$RESULT_DIR"
 [[ -d /usr/local/cuda/bin ]] && export PATH="$PATH:/usr/local/cuda/bin"
+EXTRA_CMAKE=()
+if compgen -G "$REPO/.deps/*.deb" >/dev/null; then
+  DEPS=/tmp/gpu-deps
+  for deb in "$REPO"/.deps/*.deb; do dpkg -x "$deb" "$DEPS"; done
+  LIBS="$DEPS/usr/lib/x86_64-linux-gnu"
+  # dpkg -x skips the alternatives symlinks: point cmake at OpenBLAS's own folder.
+  export LD_LIBRARY_PATH="$LIBS/openblas-pthread:$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  EXTRA_CMAKE+=(-DCMAKE_PREFIX_PATH="$DEPS/usr" -DCMAKE_LIBRARY_PATH="$LIBS/openblas-pthread;$LIBS"
+                -DCMAKE_INCLUDE_PATH="$DEPS/usr/include;$DEPS/usr/include/x86_64-linux-gnu/openblas-pthread")
+fi
+# shellcheck disable=SC2206  # word splitting wanted
+EXTRA_CMAKE+=(${GPU_CHECK_CMAKE_ARGS:-})
 START_S=$SECONDS
 
 STEP_NAMES=()
@@ -71,7 +96,8 @@ skip_step() {  # name reason
 # ---- environment ----------------------------------------------------------------------------------
 {
   echo "date: $(date -u +%FT%TZ)"
-  echo "repo: $REPO ($(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo 'no git'))"
+  echo "repo: $REPO (${GPU_CHECK_REV:-$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo 'no git')})"
+  echo "deps: $(ls "$REPO"/.deps/*.deb 2>/dev/null | xargs -r -n1 basename | tr '\n' ' ')"
   echo "host: $(uname -a)"
   echo "cpus: $(nproc)"
   command -v nvcc >/dev/null && nvcc --version || echo "nvcc: not in PATH"
@@ -90,14 +116,15 @@ fi
 # ---- configure and build --------------------------------------------------------------------------
 configured=0
 if run_step configure 120 cmake -S "$REPO" -B "$BUILD" "${GENERATOR[@]}" -DCMAKE_BUILD_TYPE=Release \
-  -DTESSERA_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DTESSERA_BUILD_TESTS=ON; then
+  -DTESSERA_WITH_CUDA=ON -DTESSERA_WITH_GUI=OFF -DCMAKE_CUDA_ARCHITECTURES=90a -DTESSERA_BUILD_TESTS=ON \
+  "${EXTRA_CMAKE[@]}"; then
   configured=1
 else
   # Name what is missing: no internet here, so a missing package must be installed by hand.
   missing=$(grep -Eo "Could NOT find [A-Za-z0-9_]+|Could not find a package configuration file provided by \"[A-Za-z0-9_]+\"" \
     "$OUT_DIR/configure.log" | sed -E 's/.*(find |by ")//; s/"$//' | sort -u | tr '\n' ' ' || true)
   if [[ -n "$missing" ]]; then
-    STEP_NOTES[-1]="missing packages: $missing(GTest -> libgtest-dev; the gpu tests need it and there is no internet to fetch it)"
+    STEP_NOTES[-1]="missing packages: $missing(run scripts/gpu-deps.sh on the development machine and carry .deps)"
   fi
   [[ -f "$BUILD/CMakeFiles/CMakeConfigureLog.yaml" ]] && cp "$BUILD/CMakeFiles/CMakeConfigureLog.yaml" "$OUT_DIR/" || true
 fi
@@ -111,7 +138,7 @@ else
   skip_step build "configure failed"
 fi
 
-# ---- device and tests -----------------------------------------------------------------------------
+# ---- device, tests, CLI (most valuable first) ------------------------------------------------------
 if command -v nvidia-smi >/dev/null; then
   run_step nvidia-smi 30 nvidia-smi -L || true
 else
@@ -119,20 +146,56 @@ else
 fi
 
 GPU_TESTS="$BUILD/tests/tessera_gpu_tests"
-if ((built)); then
-  run_step ctest-gpu 150 ctest --test-dir "$BUILD" -L gpu --output-on-failure --timeout 120 || true
-  [[ -f "$BUILD/Testing/Temporary/LastTest.log" ]] && cp "$BUILD/Testing/Temporary/LastTest.log" "$OUT_DIR/ctest-LastTest.log" || true
-
-  # ctest counts a GTEST_SKIP as passed; on this machine a skip means the device was not usable.
-  if run_step gpu-tests 150 "$GPU_TESTS" --gtest_output="xml:$OUT_DIR/gpu-tests.xml"; then
-    skipped=$(grep -Eo '\[  SKIPPED \] [0-9]+ test' "$OUT_DIR/gpu-tests.log" | grep -Eo '[0-9]+' | head -1 || true)
-    if [[ -n "$skipped" && "$skipped" != 0 ]]; then
-      STEP_RESULTS[-1]=FAIL
-      STEP_NOTES[-1]="$skipped tests skipped: no usable CUDA device? (see the skip reasons in gpu-tests.log)"
-      FAILED=1
-    fi
+CLI="$BUILD/app/cli/tessera"
+if ((built)) && [[ -x "$CLI" ]]; then
+  run_step cli-version 30 "$CLI" --version || true
+  if ! grep -q "cuda: on, device" "$OUT_DIR/cli-version.log" 2>/dev/null && [[ "${STEP_RESULTS[-1]}" == PASS ]]; then
+    STEP_RESULTS[-1]=FAIL
+    STEP_NOTES[-1]="--version does not report a usable CUDA device"
+    FAILED=1
   fi
+else
+  skip_step cli-version "CLI not built"
+fi
 
+if ((built)); then
+  # One process for every GPU test (ctest would start CUDA and cuBLAS once per test). GTEST_SKIP
+  # counts as passed; on this machine a skip means the device was not usable.
+  run_step gpu-tests 150 "$GPU_TESTS" --gtest_output="xml:$OUT_DIR/gpu-tests.xml" || true
+  skipped=$(grep -Eo '\[  SKIPPED \] [0-9]+ test' "$OUT_DIR/gpu-tests.log" | grep -Eo '[0-9]+' | head -1 || true)
+  if [[ -n "$skipped" && "$skipped" != 0 ]]; then
+    STEP_RESULTS[-1]=FAIL
+    STEP_NOTES[-1]="${STEP_NOTES[-1]:+${STEP_NOTES[-1]}; }$skipped tests skipped: no usable CUDA device? (skip reasons in gpu-tests.log)"
+    FAILED=1
+  fi
+else
+  skip_step gpu-tests "not built"
+fi
+
+if ((built)) && [[ -x "$CLI" ]]; then
+  run_step generate-tiny 60 "$CLI" generate --device cuda -v --prompt "a torus" \
+    -o "$OUT_DIR/torus.obj" --tokens-out "$OUT_DIR/torus-graphs.txt" || true
+  # The same job without CUDA graphs (every op launched each step): same tokens expected.
+  run_step generate-tiny-eager 60 "$CLI" generate --device cuda -v --no-graphs --prompt "a torus" \
+    -o "$OUT_DIR/torus-eager.obj" --tokens-out "$OUT_DIR/torus-eager.txt" || true
+  if [[ -s "$OUT_DIR/torus-graphs.txt" && -s "$OUT_DIR/torus-eager.txt" ]]; then
+    if cmp -s "$OUT_DIR/torus-graphs.txt" "$OUT_DIR/torus-eager.txt"; then
+      record graphs-vs-eager PASS 0 "same tokens"
+    else
+      record graphs-vs-eager FAIL 0 "tokens differ between graph replay and eager launches"
+    fi
+  else
+    skip_step graphs-vs-eager "a generate step failed"
+  fi
+  # The whole shape engine on the CUDA backend (host loop, device-resident eager, graph replay; KV
+  # cache vs none): full-size v0.5 random bf16 weights + the parity fixture.
+  run_step bench-shape 150 "$CLI" bench shape --device cuda --quick \
+    --json "$OUT_DIR/bench-shape.json" --results "$OUT_DIR/RESULTS-gpu.md" --write-results || true
+else
+  for s in generate-tiny generate-tiny-eager graphs-vs-eager bench-shape; do skip_step "$s" "CLI not built"; done
+fi
+
+if ((built)); then
   SANITIZER="$(command -v compute-sanitizer || true)"
   [[ -z "$SANITIZER" && -x /usr/local/cuda/compute-sanitizer/compute-sanitizer ]] &&
     SANITIZER=/usr/local/cuda/compute-sanitizer/compute-sanitizer
@@ -148,44 +211,7 @@ if ((built)); then
     record racecheck FAIL 0 "compute-sanitizer not found"
   fi
 else
-  for s in ctest-gpu gpu-tests memcheck racecheck; do skip_step "$s" "not built"; done
-fi
-
-# ---- CLI ------------------------------------------------------------------------------------------
-CLI="$BUILD/app/cli/tessera"
-if ((built)) && [[ -x "$CLI" ]]; then
-  run_step cli-version 30 "$CLI" --version || true
-  if ! grep -q "cuda: on, device" "$OUT_DIR/cli-version.log" 2>/dev/null && [[ "${STEP_RESULTS[-1]}" == PASS ]]; then
-    STEP_RESULTS[-1]=FAIL
-    STEP_NOTES[-1]="--version does not report a usable CUDA device"
-    FAILED=1
-  fi
-  run_step bench-kernels 120 "$CLI" bench kernels --quick --json "$OUT_DIR/bench-kernels.json" || true
-  # The whole shape engine on the CUDA backend (eager, KV cache vs none): full-size v0.5 random
-  # bf16 weights + the parity fixture; the tessera-tiny prompt -> mesh job on the GPU.
-  run_step bench-shape 150 "$CLI" bench shape --device cuda --quick \
-    --json "$OUT_DIR/bench-shape.json" --results "$OUT_DIR/RESULTS-gpu.md" --write-results || true
-  run_step generate-tiny 60 "$CLI" generate --device cuda -v --prompt "a torus" \
-    -o "$OUT_DIR/torus.obj" --tokens-out "$OUT_DIR/torus-graphs.txt" || true
-  # The same job without CUDA graphs (every op launched each step): same tokens expected.
-  run_step generate-tiny-eager 60 "$CLI" generate --device cuda --no-graphs --prompt "a torus" \
-    -o "$OUT_DIR/torus-eager.obj" --tokens-out "$OUT_DIR/torus-eager.txt" || true
-  if [[ -s "$OUT_DIR/torus-graphs.txt" && -s "$OUT_DIR/torus-eager.txt" ]]; then
-    if cmp -s "$OUT_DIR/torus-graphs.txt" "$OUT_DIR/torus-eager.txt"; then
-      record graphs-vs-eager PASS 0 "same tokens"
-    else
-      record graphs-vs-eager FAIL 0 "tokens differ between graph replay and eager launches"
-    fi
-  else
-    skip_step graphs-vs-eager "a generate step failed"
-  fi
-else
-  skip_step cli-version "CLI not built"
-  skip_step bench-kernels "CLI not built"
-  skip_step bench-shape "CLI not built"
-  skip_step generate-tiny "CLI not built"
-  skip_step generate-tiny-eager "CLI not built"
-  skip_step graphs-vs-eager "CLI not built"
+  for s in memcheck racecheck; do skip_step "$s" "not built"; done
 fi
 
 # ---- summary --------------------------------------------------------------------------------------
@@ -204,4 +230,10 @@ summary() {
   if ((FAILED)); then echo "RESULT: FAIL"; else echo "RESULT: PASS"; fi
 }
 summary | tee "$OUT_DIR/summary.txt"
+# What comes back (the runner returns at most 8 files from $OUT): the summary, the benchmark JSON and
+# markdown, the test XML, and every log in one archive.
+for f in summary.txt bench-shape.json RESULTS-gpu.md gpu-tests.xml; do
+  [[ -f "$OUT_DIR/$f" ]] && cp "$OUT_DIR/$f" "$RESULT_DIR/" || true
+done
+tar czf "$RESULT_DIR/gpu-check.tgz" --exclude="*.obj" -C "$(dirname "$OUT_DIR")" "$(basename "$OUT_DIR")" || true
 exit "$FAILED"
