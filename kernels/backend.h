@@ -25,6 +25,7 @@
 
 #include "engine/core/status.h"
 #include "engine/core/tensor.h"
+#include "kernels/diffusion_ops.h"
 #include "kernels/marching_tets.h"
 #include "kernels/ops.h"
 #include "kernels/sampling.h"
@@ -38,7 +39,8 @@ class Backend;
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  DeviceBuffer(Backend* backend, void* data, size_t bytes) : backend_(backend), data_(data), bytes_(bytes) {}
+  DeviceBuffer(Backend* backend, void* data, size_t bytes)
+      : backend_(backend), data_(data), bytes_(bytes) {}
   inline ~DeviceBuffer();
   DeviceBuffer(DeviceBuffer&& o) noexcept
       : backend_(std::exchange(o.backend_, nullptr)),
@@ -49,7 +51,10 @@ class DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 
   void* data() const { return data_; }
-  template <typename T> T* as() const { return static_cast<T*>(data_); }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
   size_t bytes() const { return bytes_; }
   // Frees the allocation now; the buffer is empty afterwards.
   inline void reset();
@@ -68,13 +73,14 @@ class Backend {
   // "cpu (avx512, 2 threads)", "cuda (NVIDIA H200, sm_90)"
   virtual std::string name() const = 0;
 
-  // ---- memory ------------------------------------------------------------------------------------
-  // `bytes` of backend memory, 64-byte aligned, uninitialised; kOutOfMemory naming the size.
+  // ---- memory
+  // ------------------------------------------------------------------------------------ `bytes` of
+  // backend memory, 64-byte aligned, uninitialised; kOutOfMemory naming the size.
   virtual Expected<DeviceBuffer> allocate(size_t bytes) = 0;
   virtual void release(void* data) = 0;  // called by DeviceBuffer
   virtual Status upload(void* dst, const void* host_src, size_t bytes) = 0;
   virtual Status download(void* host_dst, const void* src, size_t bytes) = 0;  // synchronizes
-  virtual Status copy(void* dst, const void* src, size_t bytes) = 0;          // backend -> backend
+  virtual Status copy(void* dst, const void* src, size_t bytes) = 0;           // backend -> backend
   virtual Status fill_zero(void* dst, size_t bytes) = 0;
   virtual Status synchronize() = 0;
   // A weight for ops from host memory (e.g. a memory-mapped checkpoint). The CPU backend returns a
@@ -82,10 +88,13 @@ class Backend {
   // `storage`, which must outlive the returned Weight.
   virtual Expected<Weight> upload_weight(const Weight& host, DeviceBuffer* storage) = 0;
   // Same for a plain f32 vector (norm scales, biases).
-  virtual Expected<const float*> upload_f32(const float* host, int64_t n, DeviceBuffer* storage) = 0;
+  virtual Expected<const float*> upload_f32(const float* host, int64_t n,
+                                            DeviceBuffer* storage) = 0;
 
-  // ---- ops (semantics: kernels/ops.h) ------------------------------------------------------------
-  virtual Status linear(const float* x, int64_t m, const Weight& w, const float* bias, float* y) = 0;
+  // ---- ops (semantics: kernels/ops.h)
+  // ------------------------------------------------------------
+  virtual Status linear(const float* x, int64_t m, const Weight& w, const float* bias,
+                        float* y) = 0;
   virtual Status layer_norm(const float* x, const float* weight, const float* bias, float* y,
                             int64_t rows, int64_t dim, float eps) = 0;
   virtual Status rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim,
@@ -105,7 +114,8 @@ class Backend {
                            const AttentionShape& s) = 0;
   virtual Status attention_decode(const float* q, const float* k, const float* v, float* o,
                                   const AttentionShape& s) = 0;
-  virtual Status embedding_gather(const Weight& table, const int32_t* ids, int64_t n, float* out) = 0;
+  virtual Status embedding_gather(const Weight& table, const int32_t* ids, int64_t n,
+                                  float* out) = 0;
 
   // Several linear layers over the same x (kernels/ops.h: linear_multi). The default runs them one
   // by one; the CPU backend as one parallel pass for small m.
@@ -203,9 +213,86 @@ class Backend {
   // allocate() (the CPU backend's memory is the host's).
   virtual Expected<DeviceBuffer> allocate_host_visible(size_t bytes) { return allocate(bytes); }
 
-  // ---- surface extraction ------------------------------------------------------------------------
-  // Whether polygonize_cells runs here (the CUDA backend); the CPU backend says no and the
-  // extractor keeps its host polygonizer (engine/mesh/extraction.h).
+  // ---- diffusion ops (optional; the defaults report kUnsupported) -------------------------------
+  // The UNet / VAE layers of engine/diffusion (layers.h) run through these. Semantics: the ops of
+  // the same names in kernels/diffusion_ops.h (namespace cpu); the CUDA backend runs
+  // kernels/cuda/diffusion_cuda_ops.h. Scratch (im2col / Winograd blocks, attention scores) is
+  // the backend's own, grown on demand.
+  // True when every op of this section except the bf16 pair is implemented.
+  virtual bool can_diffuse() const { return false; }
+  // The algorithm conv2d runs best for s on this backend (ConvPolicy::kAuto). Default: im2col.
+  virtual ConvAlgo choose_conv_algo(const Conv2dShape& s) const {
+    (void)s;
+    return ConvAlgo::kGemm;
+  }
+  // GroupNorm(+SiLU) over NHWC x; `fusion` kOff runs the SiLU as a second pass.
+  virtual Status group_norm(const float* x, const float* gamma, const float* beta, float* y,
+                            const ImageShape& s, int64_t groups, float eps, bool silu,
+                            Fusion fusion) {
+    (void)x, (void)gamma, (void)beta, (void)y, (void)s, (void)groups, (void)eps, (void)silu,
+        (void)fusion;
+    return unsupported(name() + ": no diffusion ops (group_norm)");
+  }
+  // A 3x3 / 1x1 convolution with weights packed for `algo` by cpu::conv2d_pack_weights (the packed
+  // floats copied to this backend's memory as they are).
+  virtual Status conv2d(const float* x, const float* packed, const float* bias, float* y,
+                        const Conv2dShape& s, ConvAlgo algo) {
+    (void)x, (void)packed, (void)bias, (void)y, (void)s, (void)algo;
+    return unsupported(name() + ": no diffusion ops (conv2d)");
+  }
+  virtual Status upsample_nearest2x(const float* x, float* y, const ImageShape& s) {
+    (void)x, (void)y, (void)s;
+    return unsupported(name() + ": no diffusion ops (upsample_nearest2x)");
+  }
+  // GEGLU feed-forward split: x [rows, 2 hidden] (value | gate) -> y [rows, hidden].
+  virtual Status geglu_ff(const float* x, float* y, int64_t rows, int64_t hidden, Fusion fusion) {
+    (void)x, (void)y, (void)rows, (void)hidden, (void)fusion;
+    return unsupported(name() + ": no diffusion ops (geglu_ff)");
+  }
+  // Non-causal attention with `algo` (kAuto: the backend's own choice per shape).
+  virtual Status diffusion_attention(const float* q, const float* k, const float* v, float* o,
+                                     const AttentionShape& s, AttentionAlgo algo) {
+    (void)q, (void)k, (void)v, (void)o, (void)s, (void)algo;
+    return unsupported(name() + ": no diffusion ops (diffusion_attention)");
+  }
+  // y[n, p, c] += rows[n, c] for n < batch, p < pixels, c < channels (a ResBlock's timestep
+  // projection added to every pixel of its image).
+  virtual Status add_per_image(float* y, const float* rows, int64_t batch, int64_t pixels,
+                               int64_t channels) {
+    (void)y, (void)rows, (void)batch, (void)pixels, (void)channels;
+    return unsupported(name() + ": no diffusion ops (add_per_image)");
+  }
+  // y[p] = [a[p] (a_channels) | b[p] (b_channels)] per pixel p < pixels (NHWC channel
+  // concatenation, torch.cat(dim=1) of NCHW). y must not alias a or b.
+  virtual Status concat_channels(const float* a, int64_t a_channels, const float* b,
+                                 int64_t b_channels, float* y, int64_t pixels) {
+    (void)a, (void)a_channels, (void)b, (void)b_channels, (void)y, (void)pixels;
+    return unsupported(name() + ": no diffusion ops (concat_channels)");
+  }
+  // y[i] = x[i] / divisor (a division, as PyTorch's z / scale), i < n; in place OK.
+  virtual Status divide(const float* x, float divisor, float* y, int64_t n) {
+    (void)x, (void)divisor, (void)y, (void)n;
+    return unsupported(name() + ": no diffusion ops (divide)");
+  }
+  // bf16 compute (Precision::kBf16): whether the pair below runs here (the CPU backend on AVX-512
+  // BF16 CPUs); the layers fall back to f32 otherwise. Weights are packed on the host
+  // (cpu::linear_pack_bf16 / conv2d_pack_weights_bf16), so only host-memory backends can.
+  virtual bool bf16_compute() const { return false; }
+  virtual Status linear_bf16(const float* x, int64_t rows, const cpu::gemm_bf16::PackedB& w,
+                             const float* bias, float* y) {
+    (void)x, (void)rows, (void)w, (void)bias, (void)y;
+    return unsupported(name() + ": no bf16 compute (linear_bf16)");
+  }
+  virtual Status conv2d_bf16(const float* x, const cpu::gemm_bf16::PackedB& w, const float* bias,
+                             float* y, const Conv2dShape& s) {
+    (void)x, (void)w, (void)bias, (void)y, (void)s;
+    return unsupported(name() + ": no bf16 compute (conv2d_bf16)");
+  }
+
+  // ---- surface extraction
+  // ------------------------------------------------------------------------ Whether
+  // polygonize_cells runs here (the CUDA backend); the CPU backend says no and the extractor keeps
+  // its host polygonizer (engine/mesh/extraction.h).
   virtual bool can_polygonize() const { return false; }
   // kernels::cpu::polygonize_cells' contract (kernels/marching_tets.h), host memory in and out.
   virtual Status polygonize_cells(const CellGrid& grid, const int64_t* cells, const float* corners,

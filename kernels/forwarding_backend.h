@@ -10,7 +10,8 @@
 // - kTransfer (upload, download) and kHost (allocate, allocate_host_visible, synchronize): `run`
 //   refers to the caller's arguments and results; call it now or not at all.
 // Not routed (load-time or bookkeeping): device, name, release, upload_weight, upload_f32,
-// device_resident, and the recording calls (can_record, begin/end_recording, replay, drop).
+// device_resident, can_diffuse, choose_conv_algo, bf16_compute, and the recording calls
+// (can_record, begin/end_recording, replay, drop).
 #pragma once
 
 #include <functional>
@@ -113,7 +114,8 @@ class ForwardingBackend : public Backend {
   }
   Status rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim,
                   float eps) override {
-    return run_op({"rms_norm"}, [=, this] { return inner_->rms_norm(x, weight, y, rows, dim, eps); });
+    return run_op({"rms_norm"},
+                  [=, this] { return inner_->rms_norm(x, weight, y, rows, dim, eps); });
   }
   Status rope_interleaved(float* x, int64_t tokens, int64_t heads, int64_t head_dim,
                           int64_t token_stride, const int32_t* positions, float theta) override {
@@ -166,8 +168,7 @@ class ForwardingBackend : public Backend {
     return run_op({"attention_decode_bf16kv"},
                   [=, this] { return inner_->attention_decode_bf16kv(q, k, v, o, s); });
   }
-  Status embedding_gather(const Weight& table, const int32_t* ids, int64_t n,
-                          float* out) override {
+  Status embedding_gather(const Weight& table, const int32_t* ids, int64_t n, float* out) override {
     return run_op({"embedding_gather"},
                   [=, this] { return inner_->embedding_gather(table, ids, n, out); });
   }
@@ -201,11 +202,66 @@ class ForwardingBackend : public Backend {
     });
   }
   Status choose_token(const float* logits, const TokenChoice& choice, int64_t* step, uint64_t* rng,
-                      int32_t* ids, int64_t ids_count, int32_t* ring,
-                      int64_t ring_size) override {
+                      int32_t* ids, int64_t ids_count, int32_t* ring, int64_t ring_size) override {
     return run_op({"choose_token"}, [=, this] {
       return inner_->choose_token(logits, choice, step, rng, ids, ids_count, ring, ring_size);
     });
+  }
+
+  // ---- diffusion ops ---------------------------------------------------------------------------
+  bool can_diffuse() const override { return inner_->can_diffuse(); }
+  ConvAlgo choose_conv_algo(const Conv2dShape& s) const override {
+    return inner_->choose_conv_algo(s);
+  }
+  bool bf16_compute() const override { return inner_->bf16_compute(); }
+  Status group_norm(const float* x, const float* gamma, const float* beta, float* y,
+                    const ImageShape& s, int64_t groups, float eps, bool silu,
+                    Fusion fusion) override {
+    return run_op({"group_norm"}, [=, this] {
+      return inner_->group_norm(x, gamma, beta, y, s, groups, eps, silu, fusion);
+    });
+  }
+  Status conv2d(const float* x, const float* packed, const float* bias, float* y,
+                const Conv2dShape& s, ConvAlgo algo) override {
+    return run_op({"conv2d"}, [=, this] { return inner_->conv2d(x, packed, bias, y, s, algo); });
+  }
+  Status upsample_nearest2x(const float* x, float* y, const ImageShape& s) override {
+    return run_op({"upsample_nearest2x"},
+                  [=, this] { return inner_->upsample_nearest2x(x, y, s); });
+  }
+  Status geglu_ff(const float* x, float* y, int64_t rows, int64_t hidden, Fusion fusion) override {
+    return run_op({"geglu_ff"}, [=, this] { return inner_->geglu_ff(x, y, rows, hidden, fusion); });
+  }
+  Status diffusion_attention(const float* q, const float* k, const float* v, float* o,
+                             const AttentionShape& s, AttentionAlgo algo) override {
+    return run_op({"diffusion_attention"},
+                  [=, this] { return inner_->diffusion_attention(q, k, v, o, s, algo); });
+  }
+  Status add_per_image(float* y, const float* rows, int64_t batch, int64_t pixels,
+                       int64_t channels) override {
+    return run_op({"add_per_image"},
+                  [=, this] { return inner_->add_per_image(y, rows, batch, pixels, channels); });
+  }
+  Status concat_channels(const float* a, int64_t a_channels, const float* b, int64_t b_channels,
+                         float* y, int64_t pixels) override {
+    return run_op({"concat_channels"}, [=, this] {
+      return inner_->concat_channels(a, a_channels, b, b_channels, y, pixels);
+    });
+  }
+  Status divide(const float* x, float divisor, float* y, int64_t n) override {
+    return run_op({"divide"}, [=, this] { return inner_->divide(x, divisor, y, n); });
+  }
+  // The packed weights are the caller's (a layer's), captured by address.
+  Status linear_bf16(const float* x, int64_t rows, const cpu::gemm_bf16::PackedB& w,
+                     const float* bias, float* y) override {
+    const cpu::gemm_bf16::PackedB* wp = &w;
+    return run_op({"linear_bf16"},
+                  [=, this] { return inner_->linear_bf16(x, rows, *wp, bias, y); });
+  }
+  Status conv2d_bf16(const float* x, const cpu::gemm_bf16::PackedB& w, const float* bias, float* y,
+                     const Conv2dShape& s) override {
+    const cpu::gemm_bf16::PackedB* wp = &w;
+    return run_op({"conv2d_bf16"}, [=, this] { return inner_->conv2d_bf16(x, *wp, bias, y, s); });
   }
 
   // ---- surface extraction (host memory in and out: a transfer-like call, run now) --------------

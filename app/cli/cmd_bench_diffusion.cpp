@@ -1,6 +1,9 @@
-// `tessera bench diffusion [--size N] [--quick] [--no-ablation] [--write-results] [--results FILE]
-// [--json FILE]`: the Stable Diffusion 1.5 UNet and VAE decoder on the CPU with random weights (no
-// download), under an ablation of the fused kernels of kernels/diffusion_ops.h (Chen et al. 2023).
+// `tessera bench diffusion [--size N] [--quick] [--no-ablation] [--device cpu|cuda]
+// [--write-results] [--results FILE] [--json FILE]`: the Stable Diffusion 1.5 UNet and VAE decoder
+// with random weights (no download), under an ablation of the fused kernels of
+// kernels/diffusion_ops.h (Chen et al. 2023), on the CPU or (--device cuda) the CUDA backend
+// (kernels/cuda/diffusion_cuda_ops.h; every run is followed by a synchronize, so the times are
+// the GPU's; the section is then "## Diffusion (GPU)").
 //
 // The weights: every tensor of engine/diffusion/sd_config.h's SD 1.5 tensor list, written into an
 // in-memory safetensors image in BF16 (1.8 GB instead of 3.6 GB in F32) and loaded through a
@@ -12,11 +15,12 @@
 // Timed: one guided UNet step (batch 2: conditional + unconditional, 77 context tokens) and one VAE
 // decode (batch 1), each under every KernelOptions row of the ablation: all on (the per-layer
 // chooser), all on in bf16 compute (KernelOptions::precision; on AVX-512 BF16 CPUs only, reported
-// as its speed-up over the f32 all-on row of the same run), GroupNorm+SiLU unfused, GEGLU unfused, naive attention, im2col+GEMM only (Winograd
-// off), upsample unfused, everything off. Each row is one warm-up (packs the convolution weights
-// for a new algorithm) then --repeat timed runs; the median is reported with min and max, the
-// achieved GFLOP/s from an analytic count (convolutions, linear layers and attention's two
-// products; norms and activations are not counted), and the saving of the row's kernel vs all-on.
+// as its speed-up over the f32 all-on row of the same run), GroupNorm+SiLU unfused, GEGLU unfused,
+// naive attention, im2col+GEMM only (Winograd off), upsample unfused, everything off. Each row is
+// one warm-up (packs the convolution weights for a new algorithm) then --repeat timed runs; the
+// median is reported with min and max, the achieved GFLOP/s from an analytic count (convolutions,
+// linear layers and attention's two products; norms and activations are not counted), and the
+// saving of the row's kernel vs all-on.
 // --quick: size 256 unless --size is given, the VAE decode timed with everything on only (f32 and
 // bf16). --no-ablation: only the all-on rows (f32, bf16) of both models (the full-size numbers in
 // a few minutes: the 512x512 f32 ablation alone takes ~10 minutes on 2 cores).
@@ -31,8 +35,8 @@
 #include <cstring>
 #include <map>
 #include <memory>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -60,7 +64,8 @@ using diffusion::KernelOptions;
 using diffusion::UNetConfig;
 using diffusion::VaeDecoderConfig;
 
-constexpr const char* kHeading = "## Diffusion (CPU)\n";
+constexpr const char* kHeadingCpu = "## Diffusion (CPU)\n";
+constexpr const char* kHeadingGpu = "## Diffusion (GPU)\n";
 constexpr int64_t kContextLen = 77;  // CLIP's token count
 constexpr int64_t kGuidanceBatch = 2;
 
@@ -73,6 +78,7 @@ struct DiffusionBenchOptions {
   std::string json_path;
   std::string config = "sd15";  // hidden: "tiny"
   bool no_ablation = false;
+  std::string device = "cpu";
 };
 
 // The parity fixtures' architecture (tests/fixtures/diffusion/README.md).
@@ -247,16 +253,18 @@ struct Variant {
   std::string name;
   KernelOptions options;
   bool unet = true, vae = true;  // whether the switch changes anything in the model
-  bool bf16 = false;              // the bf16 compute row (compared with all-on f32 as a ratio)
+  bool bf16 = false;             // the bf16 compute row (compared with all-on f32 as a ratio)
 };
 
-std::vector<Variant> ablation() {
+constexpr const char* kAllOn = "all fusions on (default chooser)";
+
+std::vector<Variant> ablation(const kernels::Backend& backend) {
   using kernels::AttentionAlgo;
   using kernels::Fusion;
   std::vector<Variant> v;
-  v.push_back({"all fusions on (default chooser)", KernelOptions{}});
+  v.push_back({kAllOn, KernelOptions{}});
   KernelOptions o;
-  if (kernels::cpu::bf16_compute_available()) {
+  if (backend.bf16_compute()) {
     o.precision = kernels::Precision::kBf16;
     v.push_back({"all on, bf16 compute (AVX-512 BF16)", o, true, true, true});
   }
@@ -303,7 +311,7 @@ std::string table(const std::vector<Result>& results) {
   for (const Result& r : results) {
     char rate[32], saving[64];
     std::snprintf(rate, sizeof rate, "%.1f", r.flops / r.time.median / 1e9);
-    if (r.variant == ablation().front().name) {
+    if (r.variant == kAllOn) {
       std::snprintf(saving, sizeof saving, "-");
     } else if (r.bf16) {
       // The precision's gain: how many times faster than the all-on f32 row.
@@ -353,8 +361,18 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
   const int reps = o.repeat > 0 ? o.repeat : (o.quick ? 2 : 3);
   const int64_t latent = o.size / vcfg.upscale();
 
+  std::unique_ptr<kernels::Backend> backend;
+  if (o.device == "cuda") {
+    TESSERA_ASSIGN_OR_RETURN(backend, kernels::make_cuda_backend());
+  } else {
+    backend = kernels::make_cpu_backend();
+  }
+  const bool gpu = backend->device() != Device::kCpu;
+  const char* heading = gpu ? kHeadingGpu : kHeadingCpu;
+
   const bench::Machine machine = bench::describe_machine();
   std::fputs(bench::machine_markdown(machine).c_str(), stdout);
+  if (gpu) std::printf("- backend: %s\n", backend->name().c_str());
   bench::warn_if_busy(machine);
 
   diffusion::TensorShapes shapes = diffusion::unet_tensor_shapes(ucfg);
@@ -370,10 +388,12 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
                              SafeTensors::parse(image.data(), image.size(), "random SD weights"));
     store = WeightStore(std::move(file), WeightFormat::kBF16);
   }
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<diffusion::UNet> unet,
-                           diffusion::UNet::load(store, ucfg));
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<diffusion::VaeDecoder> vae,
-                           diffusion::VaeDecoder::load(store, vcfg));
+  TESSERA_ASSIGN_OR_RETURN(
+      std::unique_ptr<diffusion::UNet> unet,
+      diffusion::UNet::load(store, ucfg, diffusion::kUNetPrefix, backend.get()));
+  TESSERA_ASSIGN_OR_RETURN(
+      std::unique_ptr<diffusion::VaeDecoder> vae,
+      diffusion::VaeDecoder::load(store, vcfg, diffusion::kVaePrefix, backend.get()));
   const double build_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - build_start).count();
   const int64_t params =
@@ -383,11 +403,10 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
       "image %lldx%lld (latent %lldx%lld), %d timed runs per row after a warm-up, %d threads\n",
       shipped ? "tessera-tiny/diffusion (shipped weights, f32)"
               : (tiny ? "tiny fixture config" : "SD 1.5"),
-      ucfg.summary().c_str(), vcfg.summary().c_str(),
-      static_cast<double>(params) / 1e6, static_cast<double>(image.size()) / (1 << 20), build_s,
-      static_cast<long long>(o.size), static_cast<long long>(o.size),
-      static_cast<long long>(latent), static_cast<long long>(latent), reps,
-      default_thread_pool().num_threads());
+      ucfg.summary().c_str(), vcfg.summary().c_str(), static_cast<double>(params) / 1e6,
+      static_cast<double>(image.size()) / (1 << 20), build_s, static_cast<long long>(o.size),
+      static_cast<long long>(o.size), static_cast<long long>(latent),
+      static_cast<long long>(latent), reps, default_thread_pool().num_threads());
   std::fflush(stdout);
 
   // Inputs: N(0,1)-like latents and context, as a sampler's first step sees them.
@@ -400,6 +419,19 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
   bench::fill_floats(ctx.data(), ctx.size(), 4);
   bench::fill_floats(z.data(), z.size(), 5);
   for (float& v : z) v *= diffusion::kSdLatentScale;
+  // The same inputs in the backend's memory (a copy on a device; outputs stay there).
+  diffusion::Workspace on_backend(backend.get());
+  auto put = [&](int slot, std::vector<float>& host, bool upload) -> Expected<float*> {
+    TESSERA_ASSIGN_OR_RETURN(float* p, on_backend.get(slot, static_cast<int64_t>(host.size())));
+    if (upload)
+      TESSERA_RETURN_IF_ERROR(backend->upload(p, host.data(), host.size() * sizeof(float)));
+    return p;
+  };
+  TESSERA_ASSIGN_OR_RETURN(float* x_b, put(0, x, true));
+  TESSERA_ASSIGN_OR_RETURN(float* ctx_b, put(1, ctx, true));
+  TESSERA_ASSIGN_OR_RETURN(float* eps_b, put(2, eps, false));
+  TESSERA_ASSIGN_OR_RETURN(float* z_b, put(3, z, true));
+  TESSERA_ASSIGN_OR_RETURN(float* rgb_b, put(4, rgb, false));
   const float t[kGuidanceBatch] = {500.0f, 500.0f};
   const double unet_f = unet_flops(ucfg, kGuidanceBatch, latent, latent);
   const double vae_f = vae_flops(vcfg, 1, latent, latent);
@@ -408,7 +440,7 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
 
   std::vector<Result> results;
   Status failure = Status::ok_status();
-  const std::vector<Variant> variants = ablation();
+  const std::vector<Variant> variants = ablation(*backend);
   for (const char* model : {"unet", "vae"}) {
     const bool is_unet = std::strcmp(model, "unet") == 0;
     double all_on = 0;
@@ -422,21 +454,27 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
       if (is_unet) {
         unet->set_options(v.options);
         timing = bench::time_it(reps, 1, [&] {
-          const Status st = unet->forward(x.data(), t, ctx.data(), kGuidanceBatch, latent, latent,
-                                          kContextLen, eps.data());
+          Status st =
+              unet->forward(x_b, t, ctx_b, kGuidanceBatch, latent, latent, kContextLen, eps_b);
+          if (st.ok()) st = backend->synchronize();
           if (!st.ok() && failure.ok()) failure = st;
         });
       } else {
         vae->set_options(v.options);
         timing = bench::time_it(reps, 1, [&] {
-          const Status st = vae->decode(z.data(), 1, latent, latent, rgb.data());
+          Status st = vae->decode(z_b, 1, latent, latent, rgb_b);
+          if (st.ok()) st = backend->synchronize();
           if (!st.ok() && failure.ok()) failure = st;
         });
       }
       TESSERA_RETURN_IF_ERROR(failure);
       if (i == 0) all_on = timing.median;
-      Result r{is_unet ? "UNet step (batch 2, guidance)" : "VAE decode", v.name, timing,
-               is_unet ? unet_f : vae_f, timing.median - all_on, v.bf16};
+      Result r{is_unet ? "UNet step (batch 2, guidance)" : "VAE decode",
+               v.name,
+               timing,
+               is_unet ? unet_f : vae_f,
+               timing.median - all_on,
+               v.bf16};
       std::printf("%-30s %-38s %9s ms  %7.1f GFLOP/s\n", r.model.c_str(), r.variant.c_str(),
                   ms(timing.median).c_str(), r.flops / timing.median / 1e9);
       std::fflush(stdout);
@@ -445,9 +483,23 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
   }
   unet->set_options(KernelOptions{});
   vae->set_options(KernelOptions{});
+  // What a whole generation costs at this size: 20 guided steps and one decode, all on (f32).
+  double unet_on = 0, vae_on = 0;
+  for (const Result& r : results) {
+    if (r.variant != variants.front().name) continue;
+    (r.model == "VAE decode" ? vae_on : unet_on) = r.time.median;
+  }
+  char generation[256] = "";
+  if (unet_on > 0 && vae_on > 0) {
+    std::snprintf(generation, sizeof generation,
+                  "20 guided steps + VAE decode (all on, f32): %.3f s (%s ms per step, %s ms "
+                  "decode; text encoder and sampler not counted).\n\n",
+                  20 * unet_on + vae_on, ms(unet_on).c_str(), ms(vae_on).c_str());
+  }
 
   std::ostringstream section;
-  section << kHeading << "\n" << bench::machine_markdown(machine);
+  section << heading << "\n" << bench::machine_markdown(machine);
+  if (gpu) section << "- backend: " << backend->name() << "\n";
   char head[2048];
   std::snprintf(
       head, sizeof head,
@@ -459,19 +511,20 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
       "all-on time (what that fused kernel saves), and that as a share of the row's time; for the "
       "bf16 compute row (KernelOptions::precision, AVX-512 BF16) its speed-up over the all-on f32 "
       "row.%s\n\n",
-      shipped ? "The embedded tessera-tiny/diffusion model (`--config tessera-tiny`, its f32 weights)"
-              : (tiny ? "Tiny fixture config (`--config tiny`) with random weights (BF16 linear "
-                        "weights, f32 convolutions)"
-                      : "SD 1.5 config with random weights (BF16 linear weights, f32 "
-                        "convolutions)"),
+      shipped
+          ? "The embedded tessera-tiny/diffusion model (`--config tessera-tiny`, its f32 weights)"
+          : (tiny ? "Tiny fixture config (`--config tiny`) with random weights (BF16 linear "
+                    "weights, f32 convolutions)"
+                  : "SD 1.5 config with random weights (BF16 linear weights, f32 "
+                    "convolutions)"),
       static_cast<long long>(o.size), static_cast<long long>(o.size),
       static_cast<long long>(latent), static_cast<long long>(latent),
       default_thread_pool().num_threads(), static_cast<long long>(kContextLen), reps, unet_f / 1e9,
       vae_f / 1e9,
       o.no_ablation ? " `--no-ablation`: all-on rows only."
                     : (o.quick ? " `--quick`: the VAE decode with everything on only." : ""));
-  section << head << table(results) << "\n";
-  std::printf("\n%s", table(results).c_str());
+  section << head << table(results) << "\n" << generation;
+  std::printf("\n%s\n%s", table(results).c_str(), generation);
 
   if (!o.json_path.empty()) {
     nlohmann::json j;
@@ -479,6 +532,7 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
         {"cpu", machine.cpu},   {"threads", machine.threads},        {"features", machine.features},
         {"date", machine.date}, {"load_average_1min", machine.load}, {"command", machine.command}};
     j["config"] = o.config;
+    j["backend"] = backend->name();
     j["size"] = o.size;
     j["unet_gflop"] = unet_f / 1e9;
     j["vae_gflop"] = vae_f / 1e9;
@@ -501,8 +555,9 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
     bench::Options paths;
     paths.results_path = o.results_path;
     const std::string path = bench::results_path(paths);
-    TESSERA_RETURN_IF_ERROR(bench::write_results_section(path, kHeading, section.str()));
-    std::printf("wrote the \"Diffusion (CPU)\" section of %s\n", path.c_str());
+    TESSERA_RETURN_IF_ERROR(bench::write_results_section(path, heading, section.str()));
+    std::printf("wrote the \"%s\" section of %s\n", gpu ? "Diffusion (GPU)" : "Diffusion (CPU)",
+                path.c_str());
   }
   return Status::ok_status();
 }
@@ -528,6 +583,9 @@ void register_bench_diffusion(CLI::App* bench, int* exit_code) {
                 "Replace the \"## Diffusion (CPU)\" section of bench/RESULTS.md");
   cmd->add_option("--results", o->results_path, "Results file for --write-results");
   cmd->add_option("--json", o->json_path, "Also write the results as JSON to FILE");
+  cmd->add_option("--device", o->device,
+                  "cpu (default) or cuda (the CUDA backend on GPU 0; fails when none is usable)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   // The parity fixtures' tiny architecture, for tests.
   cmd->add_option("--config", o->config,
                   "sd15 (default: random weights) or tessera-tiny (the embedded model's weights, "

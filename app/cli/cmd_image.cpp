@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "app/cli/commands.h"
+#include "app/cli/shape_cli.h"
 #include "engine/core/mapped_file.h"
 #include "engine/core/png.h"
 #include "engine/core/status.h"
@@ -36,8 +37,8 @@ struct ImageCliOptions {
   int64_t height = 0;
   bool bf16 = false;
   std::string precision = "auto";
+  DeviceCli device;
 };
-
 
 // ---- the command --------------------------------------------------------------------------------
 
@@ -95,6 +96,7 @@ int run_image(const ImageCliOptions& o) {
     return fail("--precision must be auto, f32 or bf16, not '" + o.precision + "'");
   }
   load_options.clip_vocab_fallback = assets_dir() + "/vocab/clip/bpe_simple_vocab_16e6.txt.gz";
+  load_options.device = o.device.choice();
   const auto load_start = std::chrono::steady_clock::now();
   auto loaded = diffusion::DiffusionModel::load(model, load_options);
   if (!loaded.ok()) return fail(loaded.status().message());
@@ -102,10 +104,14 @@ int run_image(const ImageCliOptions& o) {
   const double load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start)
           .count();
-  std::fprintf(stderr, "model: %s (%s), UNet %s, VAE %s, %s compute, loaded in %.0f ms\n",
+  std::fprintf(stderr, "model: %s (%s), UNet %s, VAE %s, %s compute on %s, loaded in %.0f ms\n",
                model.c_str(), diffusion::model_layout_name(m.files().layout),
                m.unet_config().summary().c_str(), m.vae_config().summary().c_str(),
-               m.compute_precision() == kernels::Precision::kBf16 ? "bf16" : "f32", load_ms);
+               m.compute_precision() == kernels::Precision::kBf16 ? "bf16" : "f32",
+               m.backend().name().c_str(), load_ms);
+  if (o.device.verbose && !m.device_note().empty()) {
+    std::fprintf(stderr, "note: %s\n", m.device_note().c_str());
+  }
 
   diffusion::GenerateRequest request;
   request.prompt = o.prompt;
@@ -165,6 +171,7 @@ void register_image(CLI::App& app, int* exit_code) {
   cmd->add_option("--precision", o->precision,
                   "UNet/VAE compute: auto (bf16 for SD-size models on AVX-512 BF16 CPUs, else "
                   "f32), f32 or bf16 (default auto)");
+  add_device_options(cmd, &o->device);
   cmd->callback([o, exit_code] { *exit_code = run_image(*o); });
 }
 

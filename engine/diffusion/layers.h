@@ -1,19 +1,26 @@
 // Building blocks shared by the SD UNet and VAE decoder (engine/diffusion/unet.h, vae_decoder.h):
 // kernel choices, a reusable activation workspace, convolutions with packed weights, GroupNorm,
-// ResBlocks and attention blocks over NHWC activations, all on the CPU kernels of
-// kernels/diffusion_ops.h. Weights are read from a WeightStore, which must outlive the layers
-// (they keep pointers into it). Loading checks every tensor's name, dtype and shape: errors come
-// back from the WeightStore naming the tensor, the file and expected vs actual shape.
+// ResBlocks and attention blocks over NHWC activations. Every op goes through a kernels::Backend
+// (kernels/backend.h, its diffusion section): the CPU backend runs the kernels of
+// kernels/diffusion_ops.h, the CUDA backend those of kernels/cuda/diffusion_cuda_ops.h, and the
+// layers never branch on the device. Activations and the pointers the run functions take are the
+// backend's memory. Weights are read from a WeightStore, which must outlive the layers (they keep
+// pointers into it, and the CPU backend uses its memory in place; other backends copy each weight
+// once at load time into the model's LoadContext::storage). Loading checks every tensor's name,
+// dtype and shape: errors come back from the WeightStore naming the tensor, the file and expected
+// vs actual shape. Run functions return the backend's errors (launch failures, out of memory).
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/core/status.h"
 #include "engine/core/weight_store.h"
+#include "kernels/backend.h"
 #include "kernels/diffusion_ops.h"
 
 namespace tessera::diffusion {
@@ -47,14 +54,46 @@ struct KernelOptions {
 // mode: a GEMV gains nothing from bf16 products and their packing.
 inline constexpr int64_t kMinBf16Rows = 32;
 
-// Whether opt asks for bf16 compute and this CPU can run it.
-bool use_bf16(const KernelOptions& opt);
+// Whether opt asks for bf16 compute and the backend can run it (Backend::bf16_compute()).
+bool use_bf16(const KernelOptions& opt, const kernels::Backend& backend);
 
-// Named scratch buffers that grow to the largest size requested and are then reused, so a
-// denoising loop at a fixed size allocates only in its first step. Pointers are valid until the
-// same slot is requested with a larger size.
+// What layers load into: the checkpoint's tensors (host memory) and the backend the model runs
+// on. Weights are handed to the backend once (Backend::upload_f32 / upload_weight: the CPU
+// backend returns the store's memory, a device copies it into a buffer appended to `storage`,
+// which the model owns and keeps for its life).
+struct LoadContext {
+  WeightStore& store;
+  kernels::Backend& backend;
+  std::vector<kernels::DeviceBuffer>& storage;
+
+  // store.f32 / store.matrix, then on the backend.
+  Expected<const float*> f32(const std::string& name, const std::vector<int64_t>& shape);
+  Expected<kernels::Weight> matrix(const std::string& name, int64_t rows, int64_t cols);
+  // Host f32 data (packed weights) on the backend: the CPU backend uses `host` in place (which
+  // must then outlive the layer), a device copies it into `storage`.
+  Expected<const float*> upload(const float* host, int64_t n, kernels::DeviceBuffer* storage);
+};
+
+// The backend a model runs on: `given`, or (null) a CPU backend made into *own. kUnsupported
+// naming `model` when the backend has no diffusion ops (Backend::can_diffuse()).
+Expected<kernels::Backend*> model_backend(kernels::Backend* given,
+                                          std::unique_ptr<kernels::Backend>* own,
+                                          const char* model);
+
+// Named scratch buffers of backend memory that grow to the largest size requested and are then
+// reused, so a denoising loop at a fixed size allocates only in its first step. Pointers are
+// valid until the same slot is requested with a larger size (the old contents are not kept).
+// The models also keep their activations in Workspaces of their own (any slot number).
 class Workspace {
  public:
+  Workspace() = default;
+  explicit Workspace(kernels::Backend* backend) : backend_(backend) {}
+  kernels::Backend& backend() const { return *backend_; }
+  // At least `floats` floats in `slot` (kOutOfMemory from the backend).
+  Expected<float*> get(int slot, int64_t floats);
+  // The slot's current buffer (null before its first get).
+  float* data(int slot) const;
+
   enum Slot : int {
     kResA,
     kResB,
@@ -71,62 +110,71 @@ class Workspace {
     kUpsample,     // unfused upsample
     kSlotCount
   };
-  float* get(Slot slot, int64_t floats);
 
  private:
-  std::array<std::vector<float>, kSlotCount> buffers_;
+  kernels::Backend* backend_ = nullptr;
+  std::vector<kernels::DeviceBuffer> buffers_;
 };
 
 struct GroupNorm {
-  const float* gamma = nullptr;
+  kernels::Backend* backend = nullptr;
+  const float* gamma = nullptr;  // backend memory
   const float* beta = nullptr;
   int64_t channels = 0;
   int64_t groups = 32;
   float eps = 1e-5f;
 
-  static Expected<GroupNorm> load(WeightStore& store, const std::string& name, int64_t channels,
+  static Expected<GroupNorm> load(LoadContext& ctx, const std::string& name, int64_t channels,
                                   int64_t groups, float eps);
-  void run(const float* x, float* y, const kernels::ImageShape& s, bool silu,
-           const KernelOptions& opt) const;
+  Status run(const float* x, float* y, const kernels::ImageShape& s, bool silu,
+             const KernelOptions& opt) const;
 };
 
 // A convolution (kernel 1 or 3, stride 1 or 2, optional fused nearest x2 upsample of its input).
-// 1x1 convolutions run as kernels::cpu::linear with the [out, in] weight as stored.
+// Weights are packed for an algorithm on its first use (kernels::cpu::conv2d_pack_weights on the
+// host, then on the backend), so switching KernelOptions between passes costs one packing.
 class Conv2d {
  public:
-  static Expected<Conv2d> load(WeightStore& store, const std::string& name, int64_t in_c,
+  static Expected<Conv2d> load(LoadContext& ctx, const std::string& name, int64_t in_c,
                                int64_t out_c, int64_t kernel, int64_t stride = 1,
                                bool upsample2x = false);
   // x [batch, h, w, in_c] -> y [batch, out_h, out_w, out_c]; y must not alias x.
-  void run(const float* x, int64_t batch, int64_t h, int64_t w, float* y, const KernelOptions& opt,
-           Workspace& ws);
+  Status run(const float* x, int64_t batch, int64_t h, int64_t w, float* y,
+             const KernelOptions& opt, Workspace& ws);
   int64_t out_channels() const { return out_c_; }
 
  private:
-  const float* weight_ = nullptr;  // PyTorch [out][in][k][k], in the store
-  const float* bias_ = nullptr;
+  kernels::Backend* backend_ = nullptr;
+  const float* weight_ = nullptr;  // PyTorch [out][in][k][k], in the store (host)
+  const float* bias_ = nullptr;    // backend memory
   int64_t in_c_ = 0, out_c_ = 0, kernel_ = 3, stride_ = 1;
   bool upsample2x_ = false;
-  std::array<std::vector<float>, 2> packed_;  // by kernels::ConvAlgo, made on first use
-  kernels::cpu::gemm_bf16::PackedB packed_bf16_;  // Precision::kBf16, made on first use
+  // By kernels::ConvAlgo, made on first use: the host packing (kept while the backend reads it
+  // in place), its copy on a device, and the pointer the backend gets.
+  std::array<std::vector<float>, 2> packed_host_;
+  std::array<kernels::DeviceBuffer, 2> packed_storage_;
+  std::array<const float*, 2> packed_ = {nullptr, nullptr};
+  kernels::cpu::gemm_bf16::PackedB packed_bf16_;  // Precision::kBf16 (host backends), first use
 };
 
 // A linear layer (weight in the store's format, optional bias).
 struct Linear {
-  kernels::Weight w;
-  const float* bias = nullptr;
-  static Expected<Linear> load(WeightStore& store, const std::string& name, int64_t out, int64_t in,
+  kernels::Backend* backend = nullptr;
+  kernels::Weight w;            // backend memory
+  kernels::Weight host;         // the store's (packed for bf16 compute)
+  const float* bias = nullptr;  // backend memory
+  static Expected<Linear> load(LoadContext& ctx, const std::string& name, int64_t out, int64_t in,
                                bool bias);
   // A 1x1 convolution's weight [out, in, 1, 1] used as a linear layer (always f32).
-  static Expected<Linear> load_conv1x1(WeightStore& store, const std::string& name, int64_t out,
+  static Expected<Linear> load_conv1x1(LoadContext& ctx, const std::string& name, int64_t out,
                                        int64_t in);
-  // f32: kernels::cpu::linear in the weight's format.
-  void run(const float* x, int64_t rows, float* y) const;
+  // f32: Backend::linear in the weight's format.
+  Status run(const float* x, int64_t rows, float* y) const;
   // With opt: linear_bf16 on the packed weight when use_bf16(opt) and rows >= kMinBf16Rows, else
   // as above. Packs on first such use (so not thread-safe, like the models that own the layers).
-  void run(const float* x, int64_t rows, float* y, const KernelOptions& opt) const;
+  Status run(const float* x, int64_t rows, float* y, const KernelOptions& opt) const;
 
-  mutable kernels::cpu::gemm_bf16::PackedB packed_bf16;  // cache of w for the bf16 path
+  mutable kernels::cpu::gemm_bf16::PackedB packed_bf16;  // cache of host for the bf16 path
 };
 
 // The residual block of both models: y = skip(x) + conv2(act(norm2(conv1(act(norm1(x))) + e))),
@@ -146,13 +194,13 @@ inline constexpr ResBlockNames kVaeResNames = {"norm1", "conv1", nullptr,
 
 class ResBlock {
  public:
-  static Expected<ResBlock> load(WeightStore& store, const std::string& prefix,
+  static Expected<ResBlock> load(LoadContext& ctx, const std::string& prefix,
                                  const ResBlockNames& names, int64_t in_c, int64_t out_c,
                                  int64_t emb_dim, int64_t groups, float eps);
   // x [batch, h, w, in_c] -> y [.., out_c]; silu_emb [batch, emb_dim] (SiLU already applied)
   // when the block has a timestep projection, else ignored. y must not alias x.
-  void run(const float* x, float* y, int64_t batch, int64_t h, int64_t w, const float* silu_emb,
-           const KernelOptions& opt, Workspace& ws);
+  Status run(const float* x, float* y, int64_t batch, int64_t h, int64_t w, const float* silu_emb,
+             const KernelOptions& opt, Workspace& ws);
 
  private:
   int64_t in_c_ = 0, out_c_ = 0;
@@ -167,12 +215,12 @@ class ResBlock {
 // each pre-LayerNorm and residual.
 class SpatialTransformer {
  public:
-  static Expected<SpatialTransformer> load(WeightStore& store, const std::string& prefix,
+  static Expected<SpatialTransformer> load(LoadContext& ctx, const std::string& prefix,
                                            int64_t channels, int64_t context_dim, int64_t heads,
                                            int64_t groups, float gn_eps, float ln_eps);
   // x [batch, h, w, C] -> y (must not alias x); context [batch, context_len, context_dim].
-  void run(const float* x, float* y, int64_t batch, int64_t h, int64_t w, const float* context,
-           int64_t context_len, const KernelOptions& opt, Workspace& ws) const;
+  Status run(const float* x, float* y, int64_t batch, int64_t h, int64_t w, const float* context,
+             int64_t context_len, const KernelOptions& opt, Workspace& ws) const;
 
  private:
   int64_t c_ = 0, ctx_dim_ = 0, heads_ = 1;
@@ -186,10 +234,10 @@ class SpatialTransformer {
 // The VAE's single-head attention over all channels: y = x + proj_out(attn(q, k, v)(norm(x))).
 class VaeAttention {
  public:
-  static Expected<VaeAttention> load(WeightStore& store, const std::string& prefix,
-                                     int64_t channels, int64_t groups, float eps);
-  void run(const float* x, float* y, int64_t batch, int64_t h, int64_t w, const KernelOptions& opt,
-           Workspace& ws) const;
+  static Expected<VaeAttention> load(LoadContext& ctx, const std::string& prefix, int64_t channels,
+                                     int64_t groups, float eps);
+  Status run(const float* x, float* y, int64_t batch, int64_t h, int64_t w,
+             const KernelOptions& opt, Workspace& ws) const;
 
  private:
   int64_t c_ = 0;
@@ -198,11 +246,11 @@ class VaeAttention {
 };
 
 // Attention over contiguous [batch][len][heads][head_dim] q, k, v into o with opt.attention.
-void run_attention(const float* q, const float* k, const float* v, float* o, int64_t batch,
-                   int64_t heads, int64_t q_len, int64_t kv_len, int64_t head_dim,
-                   const KernelOptions& opt, Workspace& ws);
+Status run_attention(const float* q, const float* k, const float* v, float* o, int64_t batch,
+                     int64_t heads, int64_t q_len, int64_t kv_len, int64_t head_dim,
+                     const KernelOptions& opt, Workspace& ws);
 
-// NCHW <-> NHWC copies (fixtures and PyTorch-side tensors are NCHW).
+// NCHW <-> NHWC copies of host memory (fixtures and PyTorch-side tensors are NCHW).
 void nchw_to_nhwc(const float* x, float* y, int64_t batch, int64_t channels, int64_t h, int64_t w);
 void nhwc_to_nchw(const float* x, float* y, int64_t batch, int64_t channels, int64_t h, int64_t w);
 

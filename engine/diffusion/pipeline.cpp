@@ -435,14 +435,17 @@ struct DiffusionModel::Impl {
   // Declaration order = destruction order reversed: the renamed bytes and stores outlive the
   // models that point into them; the backend outlives the text encoder.
   std::unique_ptr<kernels::Backend> backend;
+  std::string device_note;
   std::vector<std::unique_ptr<uint8_t[]>> renamed_bytes;
   std::unique_ptr<WeightStore> unet_store, vae_store;  // vae_store null when shared with the UNet
   std::optional<text::ClipTextEncoder> text;
   std::optional<text::ClipTokenizer> tokenizer;
   std::unique_ptr<UNet> unet;
   std::unique_ptr<VaeDecoder> vae;
-  // Generation buffers, reused between calls.
+  // Generation buffers, reused between calls: host, then the backend's (slots: Dev).
   std::vector<float> context, x, x_in, t, eps, guided, decoded;
+  enum Dev : int { kDevContext, kDevX, kDevEps, kDevImage };
+  Workspace dev;
   std::vector<uint8_t> preview;
 };
 
@@ -474,7 +477,16 @@ void DiffusionModel::set_kernel_options(const KernelOptions& options) {
   impl_->vae->set_options(options);
 }
 kernels::Precision DiffusionModel::compute_precision() const {
-  return impl_->unet->options().precision;
+  return use_bf16(impl_->unet->options(), *impl_->backend) ? kernels::Precision::kBf16
+                                                           : kernels::Precision::kF32;
+}
+
+const kernels::Backend& DiffusionModel::backend() const {
+  return *impl_->backend;
+}
+
+const std::string& DiffusionModel::device_note() const {
+  return impl_->device_note;
 }
 
 const char* compute_precision_name(ComputePrecision p) {
@@ -490,8 +502,8 @@ const char* compute_precision_name(ComputePrecision p) {
 }
 
 kernels::Precision resolve_precision(ComputePrecision p, int64_t model_channels) {
-  const bool want = p == ComputePrecision::kBf16 ||
-                    (p == ComputePrecision::kAuto && model_channels >= 320);
+  const bool want =
+      p == ComputePrecision::kBf16 || (p == ComputePrecision::kAuto && model_channels >= 320);
   return want && kernels::cpu::bf16_compute_available() ? kernels::Precision::kBf16
                                                         : kernels::Precision::kF32;
 }
@@ -499,7 +511,13 @@ kernels::Precision resolve_precision(ComputePrecision p, int64_t model_channels)
 Expected<std::unique_ptr<DiffusionModel>> DiffusionModel::load(
     const std::string& path, const DiffusionLoadOptions& options) {
   auto impl = std::make_unique<Impl>();
-  impl->backend = kernels::make_cpu_backend();
+  {
+    auto selected = kernels::make_backend(options.device, options.cuda_device);
+    if (!selected.ok()) return with_prefix(selected.status(), "diffusion model '" + path + "': ");
+    impl->backend = std::move(selected->backend);
+    impl->device_note = std::move(selected->note);
+    impl->dev = Workspace(impl->backend.get());
+  }
   DiffusionModelFiles files;
   std::error_code ec;
   fs::path dir;  // where the companion files (text encoder, tokenizer) are looked for
@@ -621,9 +639,10 @@ Expected<std::unique_ptr<DiffusionModel>> DiffusionModel::load(
         std::to_string(unet_cfg.out_channels) + " do not match the VAE's " +
         std::to_string(vae_cfg.z_channels) + " latent channels (" + files.vae + ")");
   }
-  TESSERA_ASSIGN_OR_RETURN(impl->unet, UNet::load(*impl->unet_store, unet_cfg));
+  TESSERA_ASSIGN_OR_RETURN(
+      impl->unet, UNet::load(*impl->unet_store, unet_cfg, kUNetPrefix, impl->backend.get()));
   WeightStore& vae_store = impl->vae_store ? *impl->vae_store : *impl->unet_store;
-  auto vae = VaeDecoder::load(vae_store, vae_cfg);
+  auto vae = VaeDecoder::load(vae_store, vae_cfg, kVaePrefix, impl->backend.get());
   if (!vae.ok()) return with_prefix(vae.status(), "VAE decoder: ");
   impl->vae = std::move(*vae);
   KernelOptions kernel_options;
@@ -764,8 +783,14 @@ Expected<GeneratedImage> DiffusionModel::generate(const GenerateRequest& request
   const bool guided = request.guidance_scale != 1.0f;
   const int64_t batch = guided ? 2 : 1;
   const int64_t length = context_length();
-  // Batch 1 uses the prompt's row (row 1) alone.
-  const float* context = m.context.data() + (guided ? 0 : length * text_width());
+  // Batch 1 uses the prompt's row (row 1) alone. The context goes to the backend once.
+  const int64_t context_floats = batch * length * text_width();
+  TESSERA_ASSIGN_OR_RETURN(float* context, m.dev.get(Impl::kDevContext, context_floats));
+  TESSERA_RETURN_IF_ERROR(m.backend->upload(context,
+                                            m.context.data() + (guided ? 0 : length * text_width()),
+                                            static_cast<size_t>(context_floats) * sizeof(float)));
+  TESSERA_ASSIGN_OR_RETURN(float* x_dev, m.dev.get(Impl::kDevX, batch * n));
+  TESSERA_ASSIGN_OR_RETURN(float* eps_dev, m.dev.get(Impl::kDevEps, batch * n));
   m.x.resize(static_cast<size_t>(n));
   m.x_in.resize(static_cast<size_t>(batch * n));
   m.eps.resize(static_cast<size_t>(batch * n));
@@ -794,8 +819,11 @@ Expected<GeneratedImage> DiffusionModel::generate(const GenerateRequest& request
     scale_model_input(m.x.data(), n, sigma, m.x_in.data());
     if (guided) std::copy(m.x_in.begin(), m.x_in.begin() + n, m.x_in.begin() + n);
     std::fill(m.t.begin(), m.t.end(), static_cast<float>(sampler.timestep(i)));
+    TESSERA_RETURN_IF_ERROR(m.backend->upload(x_dev, m.x_in.data(), m.x_in.size() * sizeof(float)));
     TESSERA_RETURN_IF_ERROR(
-        m.unet->forward(m.x_in.data(), m.t.data(), context, batch, lh, lw, length, m.eps.data()));
+        m.unet->forward(x_dev, m.t.data(), context, batch, lh, lw, length, eps_dev));
+    TESSERA_RETURN_IF_ERROR(
+        m.backend->download(m.eps.data(), eps_dev, m.eps.size() * sizeof(float)));
     if (guided) {
       apply_guidance(m.eps.data(), m.eps.data() + n, n, request.guidance_scale, m.guided.data());
     } else {
@@ -833,7 +861,15 @@ Expected<GeneratedImage> DiffusionModel::generate(const GenerateRequest& request
   out.height = request.height;
   const int64_t pixels = request.width * request.height;
   out.decoded.resize(static_cast<size_t>(pixels * vae_config().out_channels));
-  TESSERA_RETURN_IF_ERROR(m.vae->decode(m.x.data(), 1, lh, lw, out.decoded.data()));
+  {
+    TESSERA_ASSIGN_OR_RETURN(float* z_dev, m.dev.get(Impl::kDevX, n));
+    TESSERA_ASSIGN_OR_RETURN(float* image_dev,
+                             m.dev.get(Impl::kDevImage, static_cast<int64_t>(out.decoded.size())));
+    TESSERA_RETURN_IF_ERROR(m.backend->upload(z_dev, m.x.data(), m.x.size() * sizeof(float)));
+    TESSERA_RETURN_IF_ERROR(m.vae->decode(z_dev, 1, lh, lw, image_dev));
+    TESSERA_RETURN_IF_ERROR(
+        m.backend->download(out.decoded.data(), image_dev, out.decoded.size() * sizeof(float)));
+  }
   out.vae_ms = ms_since(t0);
   for (size_t k = 0; k < out.decoded.size(); ++k) {
     if (!std::isfinite(out.decoded[k])) {

@@ -71,8 +71,8 @@ kernels::Precision resolve_precision(ComputePrecision p, int64_t model_channels)
 struct DiffusionLoadOptions {
   WeightFormat weights = WeightFormat::kF32;  // linear layers' format (see WeightStore)
   ComputePrecision precision = ComputePrecision::kAuto;
-  int64_t unet_heads = 0;                     // 0: from the model (see above)
-  int64_t text_heads = 0;                     // 0: from the model (see above)
+  int64_t unet_heads = 0;  // 0: from the model (see above)
+  int64_t text_heads = 0;  // 0: from the model (see above)
   // Overrides (empty: search as above). text_encoder: a HF text encoder directory or .safetensors
   // file; vocab: what ClipTokenizer::load accepts.
   std::string text_encoder;
@@ -80,6 +80,12 @@ struct DiffusionLoadOptions {
   // Tokenizer for real CLIP (49408 tokens) when the model has none (the CLI passes
   // assets/vocab/clip/bpe_simple_vocab_16e6.txt.gz).
   std::string clip_vocab_fallback;
+  // Where the text encoder, UNet and VAE run (kernels::make_backend): the CPU (default), CUDA
+  // device `cuda_device` (an error saying why when none is usable), or auto (CUDA when usable).
+  // On CUDA the weights are copied to the device once at load time; the scheduler, guidance mix
+  // and previews stay on the host (one latent upload and one eps download per step).
+  kernels::DeviceChoice device = kernels::DeviceChoice::kCpu;
+  int cuda_device = 0;
 };
 
 // The UNet head count a Tessera diffusion model card states (`model_dir`/model.json, "unet":
@@ -180,6 +186,10 @@ class DiffusionModel {
   void set_kernel_options(const KernelOptions& options);
   // The precision the UNet and VAE run in now.
   kernels::Precision compute_precision() const;
+  // The backend everything runs on ("cpu (avx512, 2 threads)", "cuda (NVIDIA H200, ...)").
+  const kernels::Backend& backend() const;
+  // DeviceChoice::kAuto that ended on the CPU: why (empty otherwise).
+  const std::string& device_note() const;
 
   // The UNet context of `prompt` and `negative_prompt`: [2, context_length, text_width] rows
   // [negative, prompt] (EOS-padded ids, causal-only CLIP as SD runs it). Errors: tokenizer /

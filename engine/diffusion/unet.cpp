@@ -1,12 +1,9 @@
 #include "engine/diffusion/unet.h"
 
 #include <cmath>
-#include <cstring>
 #include <utility>
 
 namespace tessera::diffusion {
-
-namespace cpu = kernels::cpu;
 
 void timestep_embedding(const float* t, int64_t batch, int64_t dim, float* out) {
   // PyTorch (sd_unet.py): freqs = exp(-ln(10000) * arange(half) / half) and args = t * freqs, all
@@ -25,8 +22,15 @@ void timestep_embedding(const float* t, int64_t batch, int64_t dim, float* out) 
 }
 
 Expected<std::unique_ptr<UNet>> UNet::load(WeightStore& store, const UNetConfig& config,
-                                           const std::string& prefix) {
+                                           const std::string& prefix, kernels::Backend* backend) {
   std::unique_ptr<UNet> m(new UNet());
+  TESSERA_ASSIGN_OR_RETURN(backend, model_backend(backend, &m->own_backend_, "UNet"));
+  m->backend_ = backend;
+  m->ws_ = Workspace(backend);
+  m->skips_ = Workspace(backend);
+  m->main_ = Workspace(backend);
+  m->emb_ = Workspace(backend);
+  LoadContext ctx{store, *backend, m->storage_};
   m->config_ = config;
   const UNetConfig& c = config;
   const int64_t c0 = c.model_channels, emb = c.time_embed_dim(), g = c.groups;
@@ -50,20 +54,20 @@ Expected<std::unique_ptr<UNet>> UNet::load(WeightStore& store, const UNetConfig&
     }
   }
   auto res = [&](const std::string& p, int64_t in_c, int64_t out_c) {
-    return ResBlock::load(store, p, kUNetResNames, in_c, out_c, emb, g, c.res_eps);
+    return ResBlock::load(ctx, p, kUNetResNames, in_c, out_c, emb, g, c.res_eps);
   };
   auto attn = [&](const std::string& p, int64_t ch) {
-    return SpatialTransformer::load(store, p, ch, c.context_dim, c.num_heads, g, c.transformer_eps,
+    return SpatialTransformer::load(ctx, p, ch, c.context_dim, c.num_heads, g, c.transformer_eps,
                                     c.layer_norm_eps);
   };
   TESSERA_ASSIGN_OR_RETURN(m->time_embed0_,
-                           Linear::load(store, prefix + "time_embed.0", emb, c0, true));
+                           Linear::load(ctx, prefix + "time_embed.0", emb, c0, true));
   TESSERA_ASSIGN_OR_RETURN(m->time_embed2_,
-                           Linear::load(store, prefix + "time_embed.2", emb, emb, true));
+                           Linear::load(ctx, prefix + "time_embed.2", emb, emb, true));
   {
     Block b;
-    TESSERA_ASSIGN_OR_RETURN(
-        b.conv, Conv2d::load(store, prefix + "input_blocks.0.0", c.in_channels, c0, 3));
+    TESSERA_ASSIGN_OR_RETURN(b.conv,
+                             Conv2d::load(ctx, prefix + "input_blocks.0.0", c.in_channels, c0, 3));
     b.out_c = c0;
     m->input_.push_back(std::move(b));
   }
@@ -85,7 +89,7 @@ Expected<std::unique_ptr<UNet>> UNet::load(WeightStore& store, const UNetConfig&
     if (l + 1 < c.levels()) {
       const std::string p = prefix + "input_blocks." + std::to_string(m->input_.size()) + ".";
       Block b;
-      TESSERA_ASSIGN_OR_RETURN(b.conv, Conv2d::load(store, p + "0.op", ch, ch, 3, 2));
+      TESSERA_ASSIGN_OR_RETURN(b.conv, Conv2d::load(ctx, p + "0.op", ch, ch, 3, 2));
       b.out_c = ch;
       skips.push_back(ch);
       m->input_.push_back(std::move(b));
@@ -115,30 +119,26 @@ Expected<std::unique_ptr<UNet>> UNet::load(WeightStore& store, const UNetConfig&
       }
       if (l > 0 && r == c.num_res_blocks) {
         TESSERA_ASSIGN_OR_RETURN(
-            b.upsample, Conv2d::load(store, p + std::to_string(sub) + ".conv", ch, ch, 3, 1, true));
+            b.upsample, Conv2d::load(ctx, p + std::to_string(sub) + ".conv", ch, ch, 3, 1, true));
       }
       b.out_c = ch;
       m->output_.push_back(std::move(b));
     }
   }
-  TESSERA_ASSIGN_OR_RETURN(m->out_norm_,
-                           GroupNorm::load(store, prefix + "out.0", ch, g, c.res_eps));
+  TESSERA_ASSIGN_OR_RETURN(m->out_norm_, GroupNorm::load(ctx, prefix + "out.0", ch, g, c.res_eps));
   TESSERA_ASSIGN_OR_RETURN(m->out_conv_,
-                           Conv2d::load(store, prefix + "out.2", ch, c.out_channels, 3));
-  m->skips_.resize(m->input_.size());
+                           Conv2d::load(ctx, prefix + "out.2", ch, c.out_channels, 3));
   return m;
 }
 
-float* UNet::buffer(int i, int64_t floats) {
-  std::vector<float>& b = main_[i];
-  if (static_cast<int64_t>(b.size()) < floats) b.resize(static_cast<size_t>(floats));
-  return b.data();
-}
-
-void UNet::tap(const std::string& name, const float* data, int64_t b, int64_t h, int64_t w,
-               int64_t c) {
+Status UNet::tap(const std::string& name, const float* data, int64_t b, int64_t h, int64_t w,
+                 int64_t c) {
   // Callers test tap_ first, so a forward without taps builds no name strings (no allocation).
-  tap_(name, data, kernels::ImageShape{b, h, w, c});
+  tap_host_.resize(static_cast<size_t>(b * h * w * c));
+  TESSERA_RETURN_IF_ERROR(
+      backend_->download(tap_host_.data(), data, tap_host_.size() * sizeof(float)));
+  tap_(name, tap_host_.data(), kernels::ImageShape{b, h, w, c});
+  return Status();
 }
 
 Status UNet::forward(const float* x, const float* t, const float* context, int64_t batch,
@@ -156,95 +156,97 @@ Status UNet::forward(const float* x, const float* t, const float* context, int64
                             std::to_string(width) + " is not a positive multiple of " +
                             std::to_string(mult) + " (one halving per level)");
   }
+  kernels::Backend& be = *backend_;
   const KernelOptions& opt = options_;
   const int64_t emb_dim = config_.time_embed_dim(), c0 = config_.model_channels;
 
-  // Timestep embedding -> Linear -> SiLU -> Linear; every ResBlock then reads SiLU(emb).
-  auto grow = [](std::vector<float>& v, int64_t n) {
-    if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
-    return v.data();
-  };
-  float* sinus = grow(emb_[0], batch * c0);
-  float* hidden = grow(emb_[1], batch * emb_dim);
-  float* silu_emb = grow(emb_[2], batch * emb_dim);
-  timestep_embedding(t, batch, c0, sinus);
-  time_embed0_.run(sinus, batch, hidden);
-  cpu::silu(hidden, hidden, batch * emb_dim);
-  time_embed2_.run(hidden, batch, silu_emb);
-  if (tap_) tap("time_embed", silu_emb, batch, 1, 1, emb_dim);
-  cpu::silu(silu_emb, silu_emb, batch * emb_dim);
+  // Timestep embedding (host) -> Linear -> SiLU -> Linear; every ResBlock then reads SiLU(emb).
+  sinus_host_.resize(static_cast<size_t>(batch * c0));
+  timestep_embedding(t, batch, c0, sinus_host_.data());
+  TESSERA_ASSIGN_OR_RETURN(float* sinus, emb_.get(0, batch * c0));
+  TESSERA_ASSIGN_OR_RETURN(float* hidden, emb_.get(1, batch * emb_dim));
+  TESSERA_ASSIGN_OR_RETURN(float* silu_emb, emb_.get(2, batch * emb_dim));
+  TESSERA_RETURN_IF_ERROR(be.upload(sinus, sinus_host_.data(), sinus_host_.size() * sizeof(float)));
+  TESSERA_RETURN_IF_ERROR(time_embed0_.run(sinus, batch, hidden));
+  TESSERA_RETURN_IF_ERROR(be.silu(hidden, hidden, batch * emb_dim));
+  TESSERA_RETURN_IF_ERROR(time_embed2_.run(hidden, batch, silu_emb));
+  if (tap_) TESSERA_RETURN_IF_ERROR(tap("time_embed", silu_emb, batch, 1, 1, emb_dim));
+  TESSERA_RETURN_IF_ERROR(be.silu(silu_emb, silu_emb, batch * emb_dim));
 
   int64_t h = height, w = width;
   const float* cur = x;
   for (size_t n = 0; n < input_.size(); ++n) {
     Block& b = input_[n];
+    const int slot = static_cast<int>(n);
     if (b.conv) {
       const int64_t stride = n == 0 ? 1 : 2;
       const int64_t oh = stride == 1 ? h : (h - 1) / 2 + 1, ow = stride == 1 ? w : (w - 1) / 2 + 1;
-      float* out = grow(skips_[n], batch * oh * ow * b.out_c);
-      b.conv->run(cur, batch, h, w, out, opt, ws_);
+      TESSERA_ASSIGN_OR_RETURN(float* out, skips_.get(slot, batch * oh * ow * b.out_c));
+      TESSERA_RETURN_IF_ERROR(b.conv->run(cur, batch, h, w, out, opt, ws_));
       h = oh;
       w = ow;
       cur = out;
     } else {
-      float* out = grow(skips_[n], batch * h * w * b.out_c);
+      TESSERA_ASSIGN_OR_RETURN(float* out, skips_.get(slot, batch * h * w * b.out_c));
       if (b.attn) {
-        float* mid = buffer(0, batch * h * w * b.out_c);
-        b.res->run(cur, mid, batch, h, w, silu_emb, opt, ws_);
-        b.attn->run(mid, out, batch, h, w, context, context_len, opt, ws_);
+        TESSERA_ASSIGN_OR_RETURN(float* mid, main_.get(0, batch * h * w * b.out_c));
+        TESSERA_RETURN_IF_ERROR(b.res->run(cur, mid, batch, h, w, silu_emb, opt, ws_));
+        TESSERA_RETURN_IF_ERROR(b.attn->run(mid, out, batch, h, w, context, context_len, opt, ws_));
       } else {
-        b.res->run(cur, out, batch, h, w, silu_emb, opt, ws_);
+        TESSERA_RETURN_IF_ERROR(b.res->run(cur, out, batch, h, w, silu_emb, opt, ws_));
       }
       cur = out;
     }
-    if (tap_) tap("input_blocks." + std::to_string(n), cur, batch, h, w, b.out_c);
+    if (tap_) {
+      TESSERA_RETURN_IF_ERROR(tap("input_blocks." + std::to_string(n), cur, batch, h, w, b.out_c));
+    }
   }
 
   int64_t ch = middle_[0].out_c;
-  float* a = buffer(0, batch * h * w * ch);
-  float* bb = buffer(1, batch * h * w * ch);
-  middle_[0].res->run(cur, a, batch, h, w, silu_emb, opt, ws_);
-  middle_[1].attn->run(a, bb, batch, h, w, context, context_len, opt, ws_);
-  middle_[2].res->run(bb, a, batch, h, w, silu_emb, opt, ws_);
-  if (tap_) tap("middle_block", a, batch, h, w, ch);
-  int cur_buf = 0;  // main_[cur_buf] holds the activation
+  TESSERA_ASSIGN_OR_RETURN(float* a, main_.get(0, batch * h * w * ch));
+  TESSERA_ASSIGN_OR_RETURN(float* bb, main_.get(1, batch * h * w * ch));
+  TESSERA_RETURN_IF_ERROR(middle_[0].res->run(cur, a, batch, h, w, silu_emb, opt, ws_));
+  TESSERA_RETURN_IF_ERROR(middle_[1].attn->run(a, bb, batch, h, w, context, context_len, opt, ws_));
+  TESSERA_RETURN_IF_ERROR(middle_[2].res->run(bb, a, batch, h, w, silu_emb, opt, ws_));
+  if (tap_) TESSERA_RETURN_IF_ERROR(tap("middle_block", a, batch, h, w, ch));
+  int cur_buf = 0;  // main_ slot cur_buf holds the activation
 
   for (size_t n = 0; n < output_.size(); ++n) {
     Block& b = output_[n];
-    const std::vector<float>& skip = skips_[input_.size() - 1 - n];
+    const float* skip = skips_.data(static_cast<int>(input_.size() - 1 - n));
     // Concatenate [h, skip] per pixel (the NHWC form of torch.cat(dim=1)).
     const int64_t pixels = batch * h * w, cat_c = ch + b.skip_c;
-    float* cat = buffer(2, pixels * cat_c);
-    const float* hp = main_[cur_buf].data();
-    for (int64_t p = 0; p < pixels; ++p) {
-      std::memcpy(cat + p * cat_c, hp + p * ch, sizeof(float) * static_cast<size_t>(ch));
-      std::memcpy(cat + p * cat_c + ch, skip.data() + p * b.skip_c,
-                  sizeof(float) * static_cast<size_t>(b.skip_c));
-    }
+    TESSERA_ASSIGN_OR_RETURN(float* cat, main_.get(2, pixels * cat_c));
+    TESSERA_RETURN_IF_ERROR(
+        be.concat_channels(main_.data(cur_buf), ch, skip, b.skip_c, cat, pixels));
     ch = b.out_c;
     const int other = 1 - cur_buf;
-    float* r = buffer(other, pixels * ch);
-    b.res->run(cat, r, batch, h, w, silu_emb, opt, ws_);
+    TESSERA_ASSIGN_OR_RETURN(float* r, main_.get(other, pixels * ch));
+    TESSERA_RETURN_IF_ERROR(b.res->run(cat, r, batch, h, w, silu_emb, opt, ws_));
     cur_buf = other;
     if (b.attn) {
-      float* o = buffer(1 - cur_buf, pixels * ch);
-      b.attn->run(main_[cur_buf].data(), o, batch, h, w, context, context_len, opt, ws_);
+      TESSERA_ASSIGN_OR_RETURN(float* o, main_.get(1 - cur_buf, pixels * ch));
+      TESSERA_RETURN_IF_ERROR(
+          b.attn->run(main_.data(cur_buf), o, batch, h, w, context, context_len, opt, ws_));
       cur_buf = 1 - cur_buf;
     }
     if (b.upsample) {
-      float* o = buffer(1 - cur_buf, pixels * 4 * ch);
-      b.upsample->run(main_[cur_buf].data(), batch, h, w, o, opt, ws_);
+      TESSERA_ASSIGN_OR_RETURN(float* o, main_.get(1 - cur_buf, pixels * 4 * ch));
+      TESSERA_RETURN_IF_ERROR(b.upsample->run(main_.data(cur_buf), batch, h, w, o, opt, ws_));
       cur_buf = 1 - cur_buf;
       h *= 2;
       w *= 2;
     }
-    if (tap_) tap("output_blocks." + std::to_string(n), main_[cur_buf].data(), batch, h, w, ch);
+    if (tap_) {
+      TESSERA_RETURN_IF_ERROR(
+          tap("output_blocks." + std::to_string(n), main_.data(cur_buf), batch, h, w, ch));
+    }
   }
 
-  float* act = buffer(1 - cur_buf, batch * h * w * ch);
-  out_norm_.run(main_[cur_buf].data(), act, kernels::ImageShape{batch, h, w, ch}, true, opt);
-  out_conv_->run(act, batch, h, w, eps, opt, ws_);
-  return Status();
+  TESSERA_ASSIGN_OR_RETURN(float* act, main_.get(1 - cur_buf, batch * h * w * ch));
+  TESSERA_RETURN_IF_ERROR(
+      out_norm_.run(main_.data(cur_buf), act, kernels::ImageShape{batch, h, w, ch}, true, opt));
+  return out_conv_->run(act, batch, h, w, eps, opt, ws_);
 }
 
 }  // namespace tessera::diffusion

@@ -1,4 +1,5 @@
-// The Stable Diffusion 1.x UNet (epsilon prediction) on the CPU, NHWC activations.
+// The Stable Diffusion 1.x UNet (epsilon prediction) on a kernels::Backend (the CPU or CUDA), NHWC
+// activations.
 //
 // Structure and key names: engine/diffusion/sd_config.h, tools/tessera_ref/sd_unet.py (the
 // PyTorch reference the parity tests compare against, tests/fixtures/diffusion/). Weights come from
@@ -8,10 +9,11 @@
 // the config implies: a missing tensor or a wrong shape comes back as a Status naming the tensor
 // and the file.
 //
-// Memory: activations live in buffers the model owns and reuses; they grow on the first forward
-// at a size (and packed convolution weights are made on first use of an algorithm), so later
-// steps at the same size allocate nothing. Not thread-safe: one forward at a time per model (the
-// kernels use default_thread_pool() inside).
+// Memory: activations live in backend buffers the model owns and reuses; they grow on the first
+// forward at a size (and packed convolution weights are made on first use of an algorithm), so
+// later steps at the same size allocate nothing. Weights stay in the store on the CPU backend and
+// are copied once to a device at load time. Not thread-safe: one forward at a time per model (the
+// CPU kernels use default_thread_pool() inside).
 #pragma once
 
 #include <cstdint>
@@ -44,24 +46,30 @@ class UNet {
   // Loads the weights under `prefix` for `config` (see infer_unet_config). Errors: kInvalidArgument
   // for a config whose channels do not split into its groups / heads; the WeightStore's kNotFound /
   // kInvalidArgument naming a missing tensor or one of the wrong shape or dtype.
+  // `backend` runs every op and must outlive the model; null: a CPU backend the model owns.
   static Expected<std::unique_ptr<UNet>> load(WeightStore& store, const UNetConfig& config,
-                                              const std::string& prefix = kUNetPrefix);
+                                              const std::string& prefix = kUNetPrefix,
+                                              kernels::Backend* backend = nullptr);
+  kernels::Backend& backend() const { return *backend_; }
 
   const UNetConfig& config() const { return config_; }
   const KernelOptions& options() const { return options_; }
   void set_options(const KernelOptions& options) { options_ = options; }
   // Called with "time_embed", "input_blocks.N", "middle_block", "output_blocks.N" (N as in the
-  // checkpoint). Empty (default) = no taps.
+  // checkpoint). Empty (default) = no taps. The data is copied to the host for the call.
   void set_tap(ActivationTap tap) { tap_ = std::move(tap); }
 
-  // eps = UNet(x, t, context) for a batch of latents.
+  // eps = UNet(x, t, context) for a batch of latents. x, context and eps are backend memory, t is
+  // host memory.
   //   x        [batch, height, width, in_channels] NHWC latents (already scaled for the sigma,
   //            as the scheduler feeds them)
   //   t        [batch] timesteps in [0, 1000)
   //   context  [batch, context_len, context_dim] cross-attention context (CLIP hidden states)
   //   eps      [batch, height, width, out_channels]; must not alias x
   // Errors (kInvalidArgument): null pointers, batch / context_len < 1, height or width not a
-  // positive multiple of config().size_multiple().
+  // positive multiple of config().size_multiple(); the backend's errors (out of memory, a failed
+  // launch) as they come. Asynchronous on a device backend: eps is complete after its
+  // synchronize() (a download waits for it).
   Status forward(const float* x, const float* t, const float* context, int64_t batch,
                  int64_t height, int64_t width, int64_t context_len, float* eps);
 
@@ -75,9 +83,13 @@ class UNet {
     int64_t skip_c = 0;  // output blocks: channels of the skip concatenated to the input
   };
   UNet() = default;
-  float* buffer(int i, int64_t floats);
-  void tap(const std::string& name, const float* data, int64_t b, int64_t h, int64_t w, int64_t c);
+  Status tap(const std::string& name, const float* data, int64_t b, int64_t h, int64_t w,
+             int64_t c);
 
+  // First: destroyed last, after every buffer and layer that frees memory through it.
+  std::unique_ptr<kernels::Backend> own_backend_;
+  kernels::Backend* backend_ = nullptr;
+  std::vector<kernels::DeviceBuffer> storage_;  // weights copied to a device backend
   UNetConfig config_;
   KernelOptions options_;
   ActivationTap tap_;
@@ -85,10 +97,11 @@ class UNet {
   std::vector<Block> input_, middle_, output_;
   GroupNorm out_norm_;
   std::optional<Conv2d> out_conv_;
-  Workspace ws_;
-  std::vector<std::vector<float>> skips_;  // one per input block
-  std::vector<float> main_[3];             // ping-pong activations + the concatenation
-  std::vector<float> emb_[3];              // sinusoid, hidden, SiLU(embedding)
+  Workspace ws_;     // the layers' scratch
+  Workspace skips_;  // slot n: input block n's output
+  Workspace main_;   // slots 0, 1: ping-pong activations; 2: the concatenation
+  Workspace emb_;    // slots 0-2: sinusoid, hidden, SiLU(embedding)
+  std::vector<float> sinus_host_, tap_host_;
 };
 
 }  // namespace tessera::diffusion

@@ -1,13 +1,20 @@
 #include "engine/diffusion/vae_decoder.h"
 
+#include <string>
 #include <utility>
 
 namespace tessera::diffusion {
 
 Expected<std::unique_ptr<VaeDecoder>> VaeDecoder::load(WeightStore& store,
                                                        const VaeDecoderConfig& config,
-                                                       const std::string& prefix) {
+                                                       const std::string& prefix,
+                                                       kernels::Backend* backend) {
   std::unique_ptr<VaeDecoder> m(new VaeDecoder());
+  TESSERA_ASSIGN_OR_RETURN(backend, model_backend(backend, &m->own_backend_, "VAE decoder"));
+  m->backend_ = backend;
+  m->ws_ = Workspace(backend);
+  m->main_ = Workspace(backend);
+  LoadContext ctx{store, *backend, m->storage_};
   m->config_ = config;
   const VaeDecoderConfig& c = config;
   if (c.levels() < 1 || c.blocks_per_level < 1) {
@@ -21,16 +28,16 @@ Expected<std::unique_ptr<VaeDecoder>> VaeDecoder::load(WeightStore& store,
     }
   }
   const std::string d = prefix + "decoder.";
-  TESSERA_ASSIGN_OR_RETURN(m->post_quant_, Linear::load_conv1x1(store, prefix + "post_quant_conv",
+  TESSERA_ASSIGN_OR_RETURN(m->post_quant_, Linear::load_conv1x1(ctx, prefix + "post_quant_conv",
                                                                 c.z_channels, c.z_channels));
   int64_t ch = c.level_channels.back();
-  TESSERA_ASSIGN_OR_RETURN(m->conv_in_, Conv2d::load(store, d + "conv_in", c.z_channels, ch, 3));
+  TESSERA_ASSIGN_OR_RETURN(m->conv_in_, Conv2d::load(ctx, d + "conv_in", c.z_channels, ch, 3));
   auto res = [&](const std::string& p, int64_t in_c, int64_t out_c) {
-    return ResBlock::load(store, p, kVaeResNames, in_c, out_c, 0, c.groups, c.eps);
+    return ResBlock::load(ctx, p, kVaeResNames, in_c, out_c, 0, c.groups, c.eps);
   };
   TESSERA_ASSIGN_OR_RETURN(m->mid1_, res(d + "mid.block_1.", ch, ch));
   TESSERA_ASSIGN_OR_RETURN(m->mid_attn_,
-                           VaeAttention::load(store, d + "mid.attn_1.", ch, c.groups, c.eps));
+                           VaeAttention::load(ctx, d + "mid.attn_1.", ch, c.groups, c.eps));
   TESSERA_ASSIGN_OR_RETURN(m->mid2_, res(d + "mid.block_2.", ch, ch));
   m->up_.resize(static_cast<size_t>(c.levels()));
   for (int64_t l = c.levels() - 1; l >= 0; --l) {
@@ -44,20 +51,12 @@ Expected<std::unique_ptr<VaeDecoder>> VaeDecoder::load(WeightStore& store,
     }
     if (l > 0) {
       TESSERA_ASSIGN_OR_RETURN(level.upsample,
-                               Conv2d::load(store, p + "upsample.conv", ch, ch, 3, 1, true));
+                               Conv2d::load(ctx, p + "upsample.conv", ch, ch, 3, 1, true));
     }
   }
-  TESSERA_ASSIGN_OR_RETURN(m->norm_out_,
-                           GroupNorm::load(store, d + "norm_out", ch, c.groups, c.eps));
-  TESSERA_ASSIGN_OR_RETURN(m->conv_out_,
-                           Conv2d::load(store, d + "conv_out", ch, c.out_channels, 3));
+  TESSERA_ASSIGN_OR_RETURN(m->norm_out_, GroupNorm::load(ctx, d + "norm_out", ch, c.groups, c.eps));
+  TESSERA_ASSIGN_OR_RETURN(m->conv_out_, Conv2d::load(ctx, d + "conv_out", ch, c.out_channels, 3));
   return m;
-}
-
-float* VaeDecoder::buffer(int i, int64_t floats) {
-  std::vector<float>& b = main_[i];
-  if (static_cast<int64_t>(b.size()) < floats) b.resize(static_cast<size_t>(floats));
-  return b.data();
 }
 
 Status VaeDecoder::decode(const float* z, int64_t batch, int64_t height, int64_t width,
@@ -69,51 +68,68 @@ Status VaeDecoder::decode(const float* z, int64_t batch, int64_t height, int64_t
                             ", latent size " + std::to_string(height) + "x" +
                             std::to_string(width) + " must be >= 1");
   }
+  kernels::Backend& be = *backend_;
   const KernelOptions& opt = options_;
   const VaeDecoderConfig& c = config_;
   int64_t h = height, w = width, ch = c.level_channels.back();
-  // z / scale (a division, as the reference), then post_quant_conv into buffer 1.
+  auto tap = [&](const std::string& name, const float* data) -> Status {
+    tap_host_.resize(static_cast<size_t>(batch * h * w * ch));
+    TESSERA_RETURN_IF_ERROR(be.download(tap_host_.data(), data, tap_host_.size() * sizeof(float)));
+    tap_(name, tap_host_.data(), kernels::ImageShape{batch, h, w, ch});
+    return Status();
+  };
+  // z / scale (a division, as the reference), then post_quant_conv into slot 1.
   const int64_t zn = batch * h * w * c.z_channels;
-  float* scaled = buffer(0, zn);
-  for (int64_t i = 0; i < zn; ++i) scaled[i] = z[i] / c.latent_scale;
-  float* pq = buffer(1, zn);
-  post_quant_.run(scaled, batch * h * w, pq);
-  // From here on the activation alternates between main_[0] and main_[1].
+  TESSERA_ASSIGN_OR_RETURN(float* scaled, main_.get(0, zn));
+  TESSERA_RETURN_IF_ERROR(be.divide(z, c.latent_scale, scaled, zn));
+  TESSERA_ASSIGN_OR_RETURN(float* pq, main_.get(1, zn));
+  TESSERA_RETURN_IF_ERROR(post_quant_.run(scaled, batch * h * w, pq));
+  // From here on the activation alternates between slots 0 and 1.
   int cur = 0;
-  auto next = [&](int64_t floats) { return buffer(1 - cur, floats); };
   {
-    float* out = buffer(0, batch * h * w * ch);
-    conv_in_->run(main_[1].data(), batch, h, w, out, opt, ws_);
+    TESSERA_ASSIGN_OR_RETURN(float* out, main_.get(0, batch * h * w * ch));
+    TESSERA_RETURN_IF_ERROR(conv_in_->run(pq, batch, h, w, out, opt, ws_));
     cur = 0;
   }
-  mid1_->run(main_[cur].data(), next(batch * h * w * ch), batch, h, w, nullptr, opt, ws_);
-  cur = 1 - cur;
-  mid_attn_->run(main_[cur].data(), next(batch * h * w * ch), batch, h, w, opt, ws_);
-  cur = 1 - cur;
-  mid2_->run(main_[cur].data(), next(batch * h * w * ch), batch, h, w, nullptr, opt, ws_);
-  cur = 1 - cur;
-  if (tap_) tap_("mid", main_[cur].data(), kernels::ImageShape{batch, h, w, ch});
+  const auto next = [&](int64_t floats) { return main_.get(1 - cur, floats); };
+  {
+    TESSERA_ASSIGN_OR_RETURN(float* o, next(batch * h * w * ch));
+    TESSERA_RETURN_IF_ERROR(mid1_->run(main_.data(cur), o, batch, h, w, nullptr, opt, ws_));
+    cur = 1 - cur;
+  }
+  {
+    TESSERA_ASSIGN_OR_RETURN(float* o, next(batch * h * w * ch));
+    TESSERA_RETURN_IF_ERROR(mid_attn_->run(main_.data(cur), o, batch, h, w, opt, ws_));
+    cur = 1 - cur;
+  }
+  {
+    TESSERA_ASSIGN_OR_RETURN(float* o, next(batch * h * w * ch));
+    TESSERA_RETURN_IF_ERROR(mid2_->run(main_.data(cur), o, batch, h, w, nullptr, opt, ws_));
+    cur = 1 - cur;
+  }
+  if (tap_) TESSERA_RETURN_IF_ERROR(tap("mid", main_.data(cur)));
   for (int64_t l = c.levels() - 1; l >= 0; --l) {
     Level& level = up_[static_cast<size_t>(l)];
     for (ResBlock& r : level.blocks) {
       const int64_t out_c = c.level_channels[l];
-      r.run(main_[cur].data(), next(batch * h * w * out_c), batch, h, w, nullptr, opt, ws_);
+      TESSERA_ASSIGN_OR_RETURN(float* o, next(batch * h * w * out_c));
+      TESSERA_RETURN_IF_ERROR(r.run(main_.data(cur), o, batch, h, w, nullptr, opt, ws_));
       cur = 1 - cur;
       ch = out_c;
     }
     if (level.upsample) {
-      level.upsample->run(main_[cur].data(), batch, h, w, next(batch * 4 * h * w * ch), opt, ws_);
+      TESSERA_ASSIGN_OR_RETURN(float* o, next(batch * 4 * h * w * ch));
+      TESSERA_RETURN_IF_ERROR(level.upsample->run(main_.data(cur), batch, h, w, o, opt, ws_));
       cur = 1 - cur;
       h *= 2;
       w *= 2;
     }
-    if (tap_)
-      tap_("up." + std::to_string(l), main_[cur].data(), kernels::ImageShape{batch, h, w, ch});
+    if (tap_) TESSERA_RETURN_IF_ERROR(tap("up." + std::to_string(l), main_.data(cur)));
   }
-  float* act = next(batch * h * w * ch);
-  norm_out_.run(main_[cur].data(), act, kernels::ImageShape{batch, h, w, ch}, true, opt);
-  conv_out_->run(act, batch, h, w, image, opt, ws_);
-  return Status();
+  TESSERA_ASSIGN_OR_RETURN(float* act, next(batch * h * w * ch));
+  TESSERA_RETURN_IF_ERROR(
+      norm_out_.run(main_.data(cur), act, kernels::ImageShape{batch, h, w, ch}, true, opt));
+  return conv_out_->run(act, batch, h, w, image, opt, ws_);
 }
 
 }  // namespace tessera::diffusion

@@ -9,6 +9,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "engine/core/dtype.h"
 #include "engine/core/thread_pool.h"
@@ -215,8 +216,83 @@ class CpuBackend final : public Backend {
                       int32_t* ids, int64_t ids_count, int32_t* ring, int64_t ring_size) override {
     // Per calling thread: generators on several threads may share this backend.
     thread_local ChooseTokenScratch scratch;
-    return choose_token_host(logits, choice, step, rng, ids, ids_count, ring, ring_size,
-                             &scratch);
+    return choose_token_host(logits, choice, step, rng, ids, ids_count, ring, ring_size, &scratch);
+  }
+
+  // ---- diffusion ops: kernels::cpu (diffusion_ops.h)
+  // ---------------------------------------------
+  bool can_diffuse() const override { return true; }
+  ConvAlgo choose_conv_algo(const Conv2dShape& s) const override {
+    return cpu::choose_conv_algo(s);
+  }
+  Status group_norm(const float* x, const float* gamma, const float* beta, float* y,
+                    const ImageShape& s, int64_t groups, float eps, bool silu,
+                    Fusion fusion) override {
+    cpu::group_norm(x, gamma, beta, y, s, groups, eps, silu, fusion);
+    return Status();
+  }
+  Status conv2d(const float* x, const float* packed, const float* bias, float* y,
+                const Conv2dShape& s, ConvAlgo algo) override {
+    cpu::conv2d(x, packed, bias, y, s, algo);
+    return Status();
+  }
+  Status upsample_nearest2x(const float* x, float* y, const ImageShape& s) override {
+    cpu::upsample_nearest2x(x, y, s);
+    return Status();
+  }
+  Status geglu_ff(const float* x, float* y, int64_t rows, int64_t hidden, Fusion fusion) override {
+    cpu::geglu_ff(x, y, rows, hidden, fusion);
+    return Status();
+  }
+  Status diffusion_attention(const float* q, const float* k, const float* v, float* o,
+                             const AttentionShape& s, AttentionAlgo algo) override {
+    // Per calling thread, like the kernels' own scratch: only the naive baseline needs it.
+    thread_local std::vector<float> scratch;
+    const int64_t floats = cpu::attention_scratch_floats(s, algo);
+    if (static_cast<int64_t>(scratch.size()) < floats) scratch.resize(static_cast<size_t>(floats));
+    cpu::diffusion_attention(q, k, v, o, s, algo, floats > 0 ? scratch.data() : nullptr);
+    return Status();
+  }
+  Status add_per_image(float* y, const float* rows, int64_t batch, int64_t pixels,
+                       int64_t channels) override {
+    for (int64_t n = 0; n < batch; ++n) {
+      const float* r = rows + n * channels;
+      float* yn = y + n * pixels * channels;
+      for (int64_t p = 0; p < pixels; ++p) {
+        float* row = yn + p * channels;
+        for (int64_t c = 0; c < channels; ++c) row[c] += r[c];
+      }
+    }
+    return Status();
+  }
+  Status concat_channels(const float* a, int64_t a_channels, const float* b, int64_t b_channels,
+                         float* y, int64_t pixels) override {
+    const int64_t yc = a_channels + b_channels;
+    for (int64_t p = 0; p < pixels; ++p) {
+      std::memcpy(y + p * yc, a + p * a_channels, sizeof(float) * static_cast<size_t>(a_channels));
+      std::memcpy(y + p * yc + a_channels, b + p * b_channels,
+                  sizeof(float) * static_cast<size_t>(b_channels));
+    }
+    return Status();
+  }
+  Status divide(const float* x, float divisor, float* y, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] / divisor;
+    return Status();
+  }
+  bool bf16_compute() const override { return cpu::bf16_compute_available(); }
+  Status linear_bf16(const float* x, int64_t rows, const cpu::gemm_bf16::PackedB& w,
+                     const float* bias, float* y) override {
+    if (!cpu::bf16_compute_available())
+      return unsupported(name() + ": no bf16 compute on this CPU");
+    cpu::linear_bf16(x, rows, w, bias, y);
+    return Status();
+  }
+  Status conv2d_bf16(const float* x, const cpu::gemm_bf16::PackedB& w, const float* bias, float* y,
+                     const Conv2dShape& s) override {
+    if (!cpu::bf16_compute_available())
+      return unsupported(name() + ": no bf16 compute on this CPU");
+    cpu::conv2d_bf16(x, w, bias, y, s);
+    return Status();
   }
 };
 

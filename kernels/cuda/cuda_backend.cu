@@ -13,6 +13,8 @@
 //   runtime::Session loads on one thread and generates on its worker thread).
 // - attention_decode(_bf16kv) use a workspace owned by the backend, grown on demand (its size
 //   depends on batch, heads and head_dim only, so it grows once per model).
+// - The diffusion ops' convolution workspace and attention scratch are owned by the backend too,
+//   grown on demand (once per image size).
 // - Overlapping copy() (the CPU backend's memmove semantics) goes through a scratch buffer owned
 //   by the backend, also grown on demand.
 // - Not thread-safe: one thread at a time, like the models that use it.
@@ -29,6 +31,7 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/diffusion_cuda_ops.h"
 #include "kernels/cuda/device.h"
 
 namespace tessera::kernels {
@@ -58,6 +61,8 @@ class CudaBackend final : public Backend {
       cudaStreamSynchronize(stream_);
       if (workspace_ != nullptr) cudaFree(workspace_);
       if (scratch_ != nullptr) cudaFree(scratch_);
+      if (conv_workspace_ != nullptr) cudaFree(conv_workspace_);
+      if (attention_scratch_ != nullptr) cudaFree(attention_scratch_);
       for (cudaGraphExec_t graph : graphs_) {
         if (graph != nullptr) cudaGraphExecDestroy(graph);
       }
@@ -378,6 +383,59 @@ class CudaBackend final : public Backend {
     return on_stream(cuda::choose_token, logits, choice, step, rng, ids, ids_count, ring,
                      ring_size);
   }
+  // ---- diffusion ops: kernels::cuda (diffusion_cuda_ops.h) ---------------------------------------
+  bool can_diffuse() const override { return true; }
+  ConvAlgo choose_conv_algo(const Conv2dShape& s) const override {
+    // Not measured on a GPU yet (the CPU's choice is by measurement): Winograd where it applies
+    // and there are enough channels for its 36 batched products to beat the transforms (the
+    // CPU's threshold: the latent input's 4 channels stay im2col), im2col elsewhere.
+    const bool winograd = s.kernel == 3 && s.stride == 1 && s.in_c >= 32 && s.out_c >= 32;
+    return winograd ? ConvAlgo::kWinograd : ConvAlgo::kGemm;
+  }
+  Status group_norm(const float* x, const float* gamma, const float* beta, float* y,
+                    const ImageShape& s, int64_t groups, float eps, bool silu,
+                    Fusion fusion) override {
+    return on_stream(cuda::group_norm, x, gamma, beta, y, s, groups, eps, silu, fusion);
+  }
+  Status conv2d(const float* x, const float* packed, const float* bias, float* y,
+                const Conv2dShape& s, ConvAlgo algo) override {
+    TESSERA_RETURN_IF_ERROR(bind());
+    TESSERA_RETURN_IF_ERROR(ensure(&conv_workspace_, &conv_workspace_bytes_,
+                                   cuda::conv2d_workspace_bytes(s, algo), "convolution workspace"));
+    return cuda::conv2d(x, packed, bias, y, s, algo, conv_workspace_, conv_workspace_bytes_,
+                        stream_);
+  }
+  Status upsample_nearest2x(const float* x, float* y, const ImageShape& s) override {
+    return on_stream(cuda::upsample_nearest2x, x, y, s);
+  }
+  Status geglu_ff(const float* x, float* y, int64_t rows, int64_t hidden, Fusion fusion) override {
+    return on_stream(cuda::geglu_ff, x, y, rows, hidden, fusion);
+  }
+  Status diffusion_attention(const float* q, const float* k, const float* v, float* o,
+                             const AttentionShape& s, AttentionAlgo algo) override {
+    TESSERA_RETURN_IF_ERROR(bind());
+    const int64_t floats = cuda::attention_scratch_floats(s, algo);
+    if (floats > 0) {
+      TESSERA_RETURN_IF_ERROR(ensure(&attention_scratch_, &attention_scratch_bytes_,
+                                     static_cast<size_t>(floats) * sizeof(float),
+                                     "attention scratch"));
+    }
+    return cuda::diffusion_attention(
+        q, k, v, o, s, algo, floats > 0 ? static_cast<float*>(attention_scratch_) : nullptr,
+        static_cast<int64_t>(attention_scratch_bytes_ / sizeof(float)), stream_);
+  }
+  Status add_per_image(float* y, const float* rows, int64_t batch, int64_t pixels,
+                       int64_t channels) override {
+    return on_stream(cuda::add_per_image, y, rows, batch, pixels, channels);
+  }
+  Status concat_channels(const float* a, int64_t a_channels, const float* b, int64_t b_channels,
+                         float* y, int64_t pixels) override {
+    return on_stream(cuda::concat_channels, a, a_channels, b, b_channels, y, pixels);
+  }
+  Status divide(const float* x, float divisor, float* y, int64_t n) override {
+    return on_stream(cuda::divide, x, divisor, y, n);
+  }
+
   bool can_polygonize() const override { return true; }
   Status polygonize_cells(const CellGrid& grid, const int64_t* cells, const float* corners,
                           int64_t n, std::vector<float>* positions,
@@ -459,6 +517,10 @@ class CudaBackend final : public Backend {
   size_t workspace_bytes_ = 0;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
+  void* conv_workspace_ = nullptr;  // diffusion convolutions (im2col / Winograd blocks)
+  size_t conv_workspace_bytes_ = 0;
+  void* attention_scratch_ = nullptr;  // diffusion attention scores (kPartialFused, kNaive)
+  size_t attention_scratch_bytes_ = 0;
   std::unordered_set<void*> host_visible_;  // allocate_host_visible()'s pointers (cudaFreeHost)
   std::vector<cudaGraphExec_t> graphs_;     // recordings (null once dropped)
 };

@@ -121,4 +121,14 @@ Status diffusion_attention(const float* q, const float* k, const float* v, float
                            const AttentionShape& s, AttentionAlgo algo, float* scratch,
                            int64_t scratch_floats, cudaStream_t stream);
 
+// ---- Small elementwise ops of the engine (diffusion_misc.cu) -----------------------------------
+// Backend::add_per_image / concat_channels / divide (kernels/backend.h): y[n, p, c] +=
+// rows[n, c]; y[p] = [a[p] | b[p]] per pixel (y must not alias a or b); y[i] = x[i] / divisor
+// (in place OK). Rejected: negative sizes, null pointers with a non-empty extent.
+Status add_per_image(float* y, const float* rows, int64_t batch, int64_t pixels, int64_t channels,
+                     cudaStream_t stream);
+Status concat_channels(const float* a, int64_t a_channels, const float* b, int64_t b_channels,
+                       float* y, int64_t pixels, cudaStream_t stream);
+Status divide(const float* x, float divisor, float* y, int64_t n, cudaStream_t stream);
+
 }  // namespace tessera::kernels::cuda

@@ -1,0 +1,226 @@
+// The diffusion models on a kernels::Backend other than the plain CPU one: every weight and
+// activation goes through the backend, as the CUDA backend needs (tests/engine/diffusion/
+// diffusion_gpu_test.cpp runs the same on a GPU). Here a CPU backend that behaves like a device
+// for memory: it copies every weight at load time instead of using the store in place, so after
+// the first forward (which packs the convolution weights) the checkpoint bytes can be destroyed
+// and the model must still give the same result, bit for bit. Plus the failure paths: a backend
+// without diffusion ops, allocation failures mid-forward, and device choices in the pipeline.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/core/safetensors.h"
+#include "engine/core/weight_store.h"
+#include "engine/diffusion/pipeline.h"
+#include "engine/diffusion/sd_config.h"
+#include "engine/diffusion/unet.h"
+#include "engine/diffusion/vae_decoder.h"
+#include "kernels/forwarding_backend.h"
+#include "tests/engine/diffusion/diffusion_test_util.h"
+#include "tests/support/kernel_test_util.h"
+
+namespace tessera::diffusion {
+namespace {
+
+constexpr int64_t kBatch = 2, kHw = 16, kCtxLen = 77, kHeads = 2;
+
+// Host memory, but weights are copied like a device's (upload_weight / upload_f32 fill storage),
+// compute ops are counted, and allocations can be made to fail.
+class CopyingBackend final : public kernels::ForwardingBackend {
+ public:
+  CopyingBackend() : ForwardingBackend(kernels::make_cpu_backend()) {}
+
+  Expected<kernels::Weight> upload_weight(const kernels::Weight& host,
+                                          kernels::DeviceBuffer* storage) override {
+    const size_t bytes = static_cast<size_t>(host.rows * host.cols) * dtype_size(host.dtype);
+    TESSERA_ASSIGN_OR_RETURN(*storage, allocate(bytes));
+    std::memcpy(storage->data(), host.data, bytes);
+    ++uploaded;
+    kernels::Weight w = host;
+    w.data = storage->data();
+    return w;
+  }
+  Expected<const float*> upload_f32(const float* host, int64_t n,
+                                    kernels::DeviceBuffer* storage) override {
+    TESSERA_ASSIGN_OR_RETURN(*storage, allocate(static_cast<size_t>(n) * sizeof(float)));
+    std::memcpy(storage->data(), host, static_cast<size_t>(n) * sizeof(float));
+    ++uploaded;
+    return static_cast<const float*>(storage->as<float>());
+  }
+  bool can_diffuse() const override { return diffuse; }
+
+  int64_t uploaded = 0;
+  int64_t compute_ops = 0;
+  int64_t allocations = 0;
+  int64_t fail_allocations_after = -1;  // >= 0: that many more succeed, then kOutOfMemory
+  bool diffuse = true;
+
+ protected:
+  Status run_op(const kernels::OpLabel& label, std::function<Status()> run) override {
+    if (label.kind == kernels::OpLabel::Kind::kCompute) ++compute_ops;
+    if (std::strcmp(label.op, "allocate") == 0) {
+      if (fail_allocations_after == 0) return out_of_memory("copying backend: allocation refused");
+      if (fail_allocations_after > 0) --fail_allocations_after;
+      ++allocations;
+    }
+    return run();
+  }
+};
+
+std::vector<uint8_t> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+struct Inputs {
+  SafeTensors expected =
+      SafeTensors::open(test_util::fixture_dir() + "expected.safetensors").value();
+  std::vector<float> f32(const std::string& name) const { return expected.to_f32(name).value(); }
+};
+
+std::vector<float> unet_eps(UNet& unet, const Inputs& in) {
+  const std::vector<float> x = test_util::to_nhwc(in.f32("unet.x"), kBatch, 4, kHw, kHw);
+  const std::vector<float> t = in.f32("unet.t"), ctx = in.f32("unet.context");
+  std::vector<float> eps(static_cast<size_t>(kBatch * kHw * kHw * 4));
+  const Status st =
+      unet.forward(x.data(), t.data(), ctx.data(), kBatch, kHw, kHw, kCtxLen, eps.data());
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return eps;
+}
+
+TEST(DiffusionOnBackend, UNetReadsOnlyItsOwnCopiesAfterTheFirstForward) {
+  const Inputs in;
+  // The plain CPU model over the mapped fixture: the reference result.
+  WeightStore mapped(SafeTensors::open(test_util::fixture_dir() + "sd_tiny.safetensors").value(),
+                     WeightFormat::kF32);
+  const UNetConfig cfg = infer_unet_config(mapped.file(), kHeads).value();
+  auto plain = UNet::load(mapped, cfg).value();
+  const std::vector<float> want = unet_eps(*plain, in);
+
+  // The same weights from bytes this test owns, on the copying backend.
+  std::vector<uint8_t> bytes = read_bytes(test_util::fixture_dir() + "sd_tiny.safetensors");
+  ASSERT_FALSE(bytes.empty());
+  WeightStore store(SafeTensors::parse(bytes.data(), bytes.size(), "sd_tiny copy").value(),
+                    WeightFormat::kF32);
+  CopyingBackend backend;
+  auto unet = UNet::load(store, cfg, kUNetPrefix, &backend);
+  ASSERT_TRUE(unet.ok()) << unet.status().to_string();
+  EXPECT_GT(backend.uploaded, 100);  // every norm, bias and linear weight
+  EXPECT_EQ(&(*unet)->backend(), &backend);
+  const std::vector<float> first = unet_eps(**unet, in);
+  EXPECT_TRUE(test::all_equal(first.data(), want.data(), want.size()));
+  EXPECT_GT(backend.compute_ops, 100);  // 154: norms, convolutions, linears, attention, adds
+
+  // Destroy the checkpoint bytes (header included): a model that still read the store would
+  // now see NaNs.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (size_t i = 0; i + sizeof(float) <= bytes.size(); i += sizeof(float)) {
+    std::memcpy(bytes.data() + i, &nan, sizeof(float));
+  }
+  const int64_t allocations = backend.allocations;
+  const std::vector<float> second = unet_eps(**unet, in);
+  EXPECT_TRUE(test::all_equal(second.data(), want.data(), want.size()));
+  EXPECT_EQ(backend.allocations, allocations) << "a forward at the same size allocated";
+}
+
+TEST(DiffusionOnBackend, VaeDecoderReadsOnlyItsOwnCopiesAfterTheFirstDecode) {
+  const Inputs in;
+  WeightStore mapped(SafeTensors::open(test_util::fixture_dir() + "sd_tiny.safetensors").value(),
+                     WeightFormat::kF32);
+  const VaeDecoderConfig cfg = infer_vae_decoder_config(mapped.file()).value();
+  auto plain = VaeDecoder::load(mapped, cfg).value();
+  const std::vector<float> z = test_util::to_nhwc(in.f32("vae.z"), 1, 4, kHw, kHw);
+  const size_t out = static_cast<size_t>(4 * kHw * kHw * 3);  // the tiny VAE upscales x2
+  std::vector<float> want(out), got(out);
+  ASSERT_TRUE(plain->decode(z.data(), 1, kHw, kHw, want.data()).ok());
+
+  std::vector<uint8_t> bytes = read_bytes(test_util::fixture_dir() + "sd_tiny.safetensors");
+  WeightStore store(SafeTensors::parse(bytes.data(), bytes.size(), "sd_tiny copy").value(),
+                    WeightFormat::kF32);
+  CopyingBackend backend;
+  auto vae = VaeDecoder::load(store, cfg, kVaePrefix, &backend);
+  ASSERT_TRUE(vae.ok()) << vae.status().to_string();
+  ASSERT_TRUE((*vae)->decode(z.data(), 1, kHw, kHw, got.data()).ok());
+  EXPECT_TRUE(test::all_equal(got.data(), want.data(), out));
+  std::fill(bytes.begin(), bytes.end(), uint8_t{0xff});  // all-ones floats are NaNs
+  std::fill(got.begin(), got.end(), 0.0f);
+  ASSERT_TRUE((*vae)->decode(z.data(), 1, kHw, kHw, got.data()).ok());
+  EXPECT_TRUE(test::all_equal(got.data(), want.data(), out));
+}
+
+TEST(DiffusionOnBackend, ABackendWithoutDiffusionOpsIsRefusedAtLoad) {
+  WeightStore store(SafeTensors::open(test_util::fixture_dir() + "sd_tiny.safetensors").value(),
+                    WeightFormat::kF32);
+  CopyingBackend backend;
+  backend.diffuse = false;
+  auto unet =
+      UNet::load(store, infer_unet_config(store.file(), kHeads).value(), kUNetPrefix, &backend);
+  ASSERT_FALSE(unet.ok());
+  EXPECT_EQ(unet.status().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(unet.status().message().find("no diffusion ops"), std::string::npos);
+  auto vae =
+      VaeDecoder::load(store, infer_vae_decoder_config(store.file()).value(), kVaePrefix, &backend);
+  ASSERT_FALSE(vae.ok());
+  EXPECT_EQ(vae.status().code(), ErrorCode::kUnsupported);
+}
+
+// Out of device memory in the middle of a forward is an error Status (never a crash), and the
+// model works again once memory is there.
+TEST(DiffusionOnBackend, AllocationFailureMidForwardIsAnErrorAndTheModelRecovers) {
+  const Inputs in;
+  WeightStore store(SafeTensors::open(test_util::fixture_dir() + "sd_tiny.safetensors").value(),
+                    WeightFormat::kF32);
+  const UNetConfig cfg = infer_unet_config(store.file(), kHeads).value();
+  auto reference = UNet::load(store, cfg).value();
+  const std::vector<float> want = unet_eps(*reference, in);
+
+  const std::vector<float> x = test_util::to_nhwc(in.f32("unet.x"), kBatch, 4, kHw, kHw);
+  const std::vector<float> t = in.f32("unet.t"), ctx = in.f32("unet.context");
+  std::vector<float> eps(want.size());
+  for (int64_t allowed : {0, 3, 12, 25}) {
+    SCOPED_TRACE(allowed);
+    CopyingBackend backend;
+    auto unet = UNet::load(store, cfg, kUNetPrefix, &backend).value();
+    backend.fail_allocations_after = allowed;
+    const Status st =
+        unet->forward(x.data(), t.data(), ctx.data(), kBatch, kHw, kHw, kCtxLen, eps.data());
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.code(), ErrorCode::kOutOfMemory) << st.to_string();
+    backend.fail_allocations_after = -1;
+    ASSERT_TRUE(
+        unet->forward(x.data(), t.data(), ctx.data(), kBatch, kHw, kHw, kCtxLen, eps.data()).ok());
+    EXPECT_TRUE(test::all_equal(eps.data(), want.data(), want.size()));
+  }
+}
+
+TEST(DiffusionOnBackend, PipelineDeviceChoice) {
+  const std::string model =
+      std::string(TESSERA_SOURCE_DIR) + "/assets/models/tessera-tiny/diffusion";
+  DiffusionLoadOptions o;
+  o.device = kernels::DeviceChoice::kCuda;
+  auto cuda = DiffusionModel::load(model, o);
+  if (cuda.ok()) {
+    EXPECT_NE((*cuda)->backend().device(), Device::kCpu);  // a GPU machine: it really is CUDA
+  } else {
+    // Built without CUDA or no usable GPU: an error that says so and names the model.
+    EXPECT_EQ(cuda.status().code(), ErrorCode::kUnsupported) << cuda.status().to_string();
+    EXPECT_NE(cuda.status().message().find(model), std::string::npos);
+    o.device = kernels::DeviceChoice::kAuto;
+    auto fallback = DiffusionModel::load(model, o);
+    ASSERT_TRUE(fallback.ok()) << fallback.status().to_string();
+    EXPECT_EQ((*fallback)->backend().device(), Device::kCpu);
+    EXPECT_FALSE((*fallback)->device_note().empty());  // why auto did not pick CUDA
+  }
+}
+
+}  // namespace
+}  // namespace tessera::diffusion
