@@ -57,7 +57,8 @@ int main(int argc, char** argv) {
   const QCommandLineOption generate("generate", "Generate the prompt once the model has loaded.");
   const QCommandLineOption screenshot("screenshot",
                                       "When the job ends, save the viewport (with the overlay) "
-                                      "as a PNG.", "file");
+                                      "as a PNG.",
+                                      "file");
   const QCommandLineOption screenshot_window("screenshot-window",
                                              "Make --screenshot capture the whole window.");
   const QCommandLineOption quit("quit-when-done",
@@ -65,9 +66,8 @@ int main(int argc, char** argv) {
   const QCommandLineOption model({"m", "model"}, "Model directory (default: tessera-tiny).", "dir");
   const QCommandLineOption record("record", "Save a viewport frame per partial mesh into dir.",
                                   "dir");
-  const QCommandLineOption export_path("export",
-                                       "When the job ends, write the mesh (.obj, .glb, .fbx).",
-                                       "file");
+  const QCommandLineOption export_path(
+      "export", "When the job ends, write the mesh (.obj, .glb, .fbx).", "file");
   const QCommandLineOption resolution({"r", "resolution"}, "Final resolution, 2^k + 1.", "n");
   const QCommandLineOption preview_resolution("preview-resolution", "Preview resolution, 2^k + 1.",
                                               "n");
@@ -83,17 +83,21 @@ int main(int argc, char** argv) {
   const QCommandLineOption apply_texture("apply-texture",
                                          "Then apply the image to the mesh as a texture (implies "
                                          "--image).");
-  const QCommandLineOption image_steps("image-steps", "Denoising steps of the concept image.",
-                                       "n");
+  const QCommandLineOption image_steps("image-steps", "Denoising steps of the concept image.", "n");
   const QCommandLineOption image_seed("image-seed", "Seed of the concept image (default 0).", "n");
+  const QCommandLineOption device("device",
+                                  "Where the shape and diffusion engines run: cpu (default), cuda "
+                                  "(an NVIDIA GPU; the models fail to load with the reason when "
+                                  "none is usable) or auto (the GPU when usable).",
+                                  "cpu|cuda|auto");
   parser.addOptions({prompt, generate, screenshot, screenshot_window, quit, model, record,
                      export_path, resolution, preview_resolution, preview_every, no_grid,
-                     diffusion_model, image, apply_texture, image_steps, image_seed});
+                     diffusion_model, image, apply_texture, image_steps, image_seed, device});
   parser.process(app);
 
   tessera::studio::LaunchOptions options;
-  options.assets_dir = QString::fromStdString(
-      tessera::find_assets_dir(std::string(TESSERA_SOURCE_DIR) + "/assets"));
+  options.assets_dir =
+      QString::fromStdString(tessera::find_assets_dir(std::string(TESSERA_SOURCE_DIR) + "/assets"));
   options.prompt = parser.value(prompt);
   options.generate = parser.isSet(generate);
   options.screenshot = parser.value(screenshot);
@@ -104,6 +108,14 @@ int main(int argc, char** argv) {
   options.export_path = parser.value(export_path);
   options.no_grid = parser.isSet(no_grid);
   options.diffusion_model = parser.value(diffusion_model);
+  if (parser.isSet(device)) {
+    const auto choice = tessera::kernels::parse_device_choice(parser.value(device).toStdString());
+    if (!choice.ok()) {
+      std::fprintf(stderr, "tessera-studio: --device: %s\n", choice.status().message().c_str());
+      return 2;
+    }
+    options.device = *choice;
+  }
   options.apply_texture = parser.isSet(apply_texture);
   options.image = parser.isSet(image) || options.apply_texture;
   if (options.image) options.generate = true;

@@ -158,10 +158,11 @@ void DiffusionBridge::worker_loop() {
         model_ = std::move(loaded).value();
         size = model_->default_image_size();
         description =
-            QStringLiteral("model %1 (%2), %3x%3 px")
+            QStringLiteral("model %1 (%2), %3x%3 px, %4")
                 .arg(QString::fromStdString(short_name(load.path)),
                      QString::fromLatin1(diffusion::model_layout_name(model_->files().layout)))
-                .arg(size);
+                .arg(size)
+                .arg(QString::fromStdString(model_->backend().name()));
       } else {
         error = QString::fromStdString(loaded.status().message());
       }

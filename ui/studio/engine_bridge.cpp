@@ -51,6 +51,7 @@ void EngineBridge::load_model(const QString& dir) {
     return;
   }
   shape::PipelineOptions options;
+  options.device = device_;
   // Real CLIP checkpoints usually come without the vocabulary: use the bundled one (as the CLI).
   options.clip_vocab_fallback = assets_dir_ + "/vocab/clip/bpe_simple_vocab_16e6.txt.gz";
   const std::string path = dir.toStdString();
@@ -155,7 +156,7 @@ void EngineBridge::drain() {
       newest_partial = nullptr;
       Q_EMIT statsChanged();
       Q_EMIT jobFinished(event.job, static_cast<int>(stats_.state),
-                       QString::fromStdString(stats_.message));
+                         QString::fromStdString(stats_.message));
       changed = false;
     }
   }

@@ -27,6 +27,7 @@
 
 #include "engine/mesh/mesh.h"
 #include "engine/runtime/session.h"
+#include "kernels/backend.h"
 #include "ui/studio/generation_stats.h"
 
 namespace tessera::studio {
@@ -49,6 +50,8 @@ class EngineBridge : public QObject {
   // Starts loading `dir` in the background (emits modelLoading now, then modelLoaded or
   // modelFailed). An empty `dir` fails with a message.
   void load_model(const QString& dir);
+  // Where later loads run the model (studio --device; default the CPU).
+  void set_device(kernels::DeviceChoice device) { device_ = device; }
   bool loading() const { return loading_; }
   bool has_model() const { return session_ != nullptr; }
   QString model_dir() const { return model_dir_; }
@@ -75,7 +78,8 @@ class EngineBridge : public QObject {
   // Newest partial mesh of the current job (older ones in the same drain are skipped).
   void partialMesh(std::shared_ptr<const tessera::mesh::Mesh> mesh, qint64 tokens);
   void finalMesh(std::shared_ptr<const tessera::mesh::Mesh> mesh);
-  // The current job ended: state is kDone, kCancelled or kFailed; message says why for the last two.
+  // The current job ended: state is kDone, kCancelled or kFailed; message says why for the last
+  // two.
   void jobFinished(quint64 job, int state, const QString& message);
   // The stats snapshot changed (tokens, stages, state).
   void statsChanged();
@@ -93,6 +97,7 @@ class EngineBridge : public QObject {
                        const QString& error);
 
   std::string assets_dir_;
+  kernels::DeviceChoice device_ = kernels::DeviceChoice::kCpu;
   std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
   uint64_t session_generation_ = 0;
   std::unique_ptr<runtime::Session> session_;

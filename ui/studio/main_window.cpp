@@ -11,7 +11,6 @@
 #include <QDir>
 #include <QDockWidget>
 #include <QDoubleSpinBox>
-#include <QSpinBox>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
@@ -26,6 +25,7 @@
 #include <QPushButton>
 #include <QScrollArea>
 #include <QSettings>
+#include <QSpinBox>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTimer>
@@ -64,6 +64,7 @@ MainWindow::MainWindow(LaunchOptions options, QWidget* parent)
   setWindowTitle(tr("Tessera Studio"));
   setObjectName(QStringLiteral("TesseraStudioMainWindow"));
   engine_ = new EngineBridge(launch_.assets_dir.toStdString(), this);
+  engine_->set_device(launch_.device);
   build_ui();
   build_menus();
   connect(engine_, &EngineBridge::modelLoading, this, &MainWindow::on_model_loading);
@@ -88,16 +89,20 @@ MainWindow::MainWindow(LaunchOptions options, QWidget* parent)
   };
   viewport_->set_diffusion_panel(&panel_data_);
   if (launch_.scripted()) {
-    // Reproducible scripted runs (the interactive ones load image settings with the others below): a fixed seed, and an image only when asked for.
+    // Reproducible scripted runs (the interactive ones load image settings with the others below):
+    // a fixed seed, and an image only when asked for.
     image_settings_.auto_after_shape = launch_.image || launch_.apply_texture;
     image_settings_.lock_seed = true;
     image_settings_.seed = launch_.image_seed;
   }
   if (launch_.image_steps > 0) image_settings_.steps = launch_.image_steps;
-  diffusion_->load_model(launch_.diffusion_model.isEmpty()
-                             ? QString::fromStdString(default_diffusion_model_path(
-                                   launch_.assets_dir.toStdString()))
-                             : launch_.diffusion_model);
+  diffusion::DiffusionLoadOptions diffusion_options;
+  diffusion_options.device = launch_.device;
+  diffusion_->load_model(
+      launch_.diffusion_model.isEmpty()
+          ? QString::fromStdString(default_diffusion_model_path(launch_.assets_dir.toStdString()))
+          : launch_.diffusion_model,
+      diffusion_options);
 
   if (!launch_.scripted()) load_settings();
   if (launch_.resolution > 0) settings_->set_final_resolution(launch_.resolution);
@@ -188,8 +193,9 @@ void MainWindow::build_ui() {
   auto* model_row = new QHBoxLayout;
   model_path_ = new QLineEdit(model_box);
   model_path_->setPlaceholderText(tr("Model directory"));
-  model_path_->setToolTip(tr("A Cube 3D compatible model directory (shape_gpt.safetensors, "
-                             "shape_tokenizer.safetensors, text_encoder/); Enter loads it"));
+  model_path_->setToolTip(
+      tr("A Cube 3D compatible model directory (shape_gpt.safetensors, "
+         "shape_tokenizer.safetensors, text_encoder/); Enter loads it"));
   auto* browse = new QPushButton(tr("Browse..."), model_box);
   model_row->addWidget(model_path_, 1);
   model_row->addWidget(browse);
@@ -243,8 +249,8 @@ void MainWindow::build_menus() {
   QAction* open = file->addAction(tr("&Open mesh..."));
   open->setShortcut(QKeySequence::Open);
   connect(open, &QAction::triggered, this, [this] {
-    const QString path = QFileDialog::getOpenFileName(this, tr("Open mesh"), QString(),
-                                                      tr(kImportFilter));
+    const QString path =
+        QFileDialog::getOpenFileName(this, tr("Open mesh"), QString(), tr(kImportFilter));
     if (!path.isEmpty()) open_mesh_file(path);
   });
   export_action_ = file->addAction(tr("&Export..."));
@@ -301,9 +307,9 @@ void MainWindow::build_menus() {
     viewport_->render_options().grid = on;
     viewport_->render_options().axes = on;
   });
-  add_toggle(tr("&Turntable"), "view_turntable", false,
-             [this](bool on) { viewport_->set_turntable(on); })
-      ->setShortcut(QKeySequence(tr("T")));
+  add_toggle(tr("&Turntable"), "view_turntable", false, [this](bool on) {
+    viewport_->set_turntable(on);
+  })->setShortcut(QKeySequence(tr("T")));
   view->addAction(viewport_->frame_action());
   view->addSeparator();
   QMenu* panels = view->addMenu(tr("&Overlay panels"));
@@ -311,7 +317,8 @@ void MainWindow::build_menus() {
   overlay->setCheckable(true);
   overlay->setChecked(true);
   overlay->setObjectName(QStringLiteral("view_overlay"));
-  connect(overlay, &QAction::toggled, this, [this](bool on) { viewport_->set_overlay_visible(on); });
+  connect(overlay, &QAction::toggled, this,
+          [this](bool on) { viewport_->set_overlay_visible(on); });
   panels->addSeparator();
   const std::pair<QString, bool OverlayPanels::*> panel_list[] = {
       {tr("&Timing"), &OverlayPanels::timing},
@@ -323,7 +330,8 @@ void MainWindow::build_menus() {
     a->setCheckable(true);
     a->setChecked(viewport_->panels().*member);
     a->setObjectName(QStringLiteral("panel_%1").arg(QString(name).remove('&').toLower()));
-    connect(a, &QAction::toggled, this, [this, m = member](bool on) { viewport_->panels().*m = on; });
+    connect(a, &QAction::toggled, this,
+            [this, m = member](bool on) { viewport_->panels().*m = on; });
   }
   // The shortcuts of the toggles above (W, T) only make sense while the viewport has focus.
   for (QAction* a : view->actions()) {
@@ -347,8 +355,8 @@ void MainWindow::load_settings() {
   settings_->load(s);
   s.beginGroup(QStringLiteral("view"));
   auto& o = viewport_->render_options();
-  if (auto mode = render::parse_shading_mode(
-          s.value("shading", "lit").toString().toStdString().c_str());
+  if (auto mode =
+          render::parse_shading_mode(s.value("shading", "lit").toString().toStdString().c_str());
       mode.ok()) {
     o.shading = *mode;
   }
@@ -363,8 +371,8 @@ void MainWindow::load_settings() {
   s.beginGroup(QStringLiteral("image"));
   ImageSettings& im = image_settings_;
   im.steps = std::clamp(s.value("steps", im.steps).toInt(), 1, 200);
-  im.guidance = std::clamp(s.value("guidance", static_cast<double>(im.guidance)).toFloat(), 1.0f,
-                           30.0f);
+  im.guidance =
+      std::clamp(s.value("guidance", static_cast<double>(im.guidance)).toFloat(), 1.0f, 30.0f);
   const QString sampler = s.value("sampler", diffusion::sampler_kind_name(im.sampler)).toString();
   for (auto kind : {diffusion::SamplerKind::kEuler, diffusion::SamplerKind::kEulerAncestral,
                     diffusion::SamplerKind::kDpmpp2m}) {
@@ -377,8 +385,8 @@ void MainWindow::load_settings() {
   // Reflect the loaded values in the View menu.
   for (QAction* a : findChildren<QAction*>()) {
     const QString id = a->objectName();
-    if (id.startsWith("shading_")) a->setChecked(id == QStringLiteral("shading_%1").arg(
-                                                          render::shading_mode_name(o.shading)));
+    if (id.startsWith("shading_"))
+      a->setChecked(id == QStringLiteral("shading_%1").arg(render::shading_mode_name(o.shading)));
     if (id == "view_wireframe") a->setChecked(o.wireframe);
     if (id == "view_grid") a->setChecked(o.grid);
     if (id == "panel_timing") a->setChecked(p.timing);
@@ -395,7 +403,8 @@ void MainWindow::save_settings() {
   s.setValue(QStringLiteral("window/state"), saveState());
   s.setValue(QStringLiteral("prompt/history"), prompt_->history());
   s.setValue(QStringLiteral("prompt/last"), prompt_->toPlainText());
-  if (engine_ && engine_->has_model()) s.setValue(QStringLiteral("model/dir"), engine_->model_dir());
+  if (engine_ && engine_->has_model())
+    s.setValue(QStringLiteral("model/dir"), engine_->model_dir());
   settings_->save(s);
   s.beginGroup(QStringLiteral("view"));
   const auto& o = viewport_->render_options();
@@ -428,14 +437,18 @@ void MainWindow::closeEvent(QCloseEvent* event) {
 
 void MainWindow::show_message(int icon, const QString& title, const QString& text) {
   // Window-modal but not blocking: the engine's events keep flowing while the box is up.
-  auto* box = new QMessageBox(static_cast<QMessageBox::Icon>(icon), title, text, QMessageBox::Ok,
-                              this);
+  auto* box =
+      new QMessageBox(static_cast<QMessageBox::Icon>(icon), title, text, QMessageBox::Ok, this);
   box->setAttribute(Qt::WA_DeleteOnClose);
   box->open();
 }
 
-QString MainWindow::status_text() const { return status_label_->text(); }
-QString MainWindow::model_status_text() const { return model_status_->text(); }
+QString MainWindow::status_text() const {
+  return status_label_->text();
+}
+QString MainWindow::model_status_text() const {
+  return model_status_->text();
+}
 
 void MainWindow::show_status(const QString& text, bool error) {
   status_label_->setText(text);
@@ -453,8 +466,8 @@ void MainWindow::update_buttons() {
 }
 
 void MainWindow::choose_model_dir() {
-  const QString dir = QFileDialog::getExistingDirectory(this, tr("Model directory"),
-                                                        model_path_->text());
+  const QString dir =
+      QFileDialog::getExistingDirectory(this, tr("Model directory"), model_path_->text());
   if (!dir.isEmpty()) load_model(dir);
 }
 
@@ -564,9 +577,8 @@ void MainWindow::on_partial_mesh(std::shared_ptr<const mesh::Mesh> mesh, qint64 
   viewport_->set_mesh(std::move(mesh), false);
   if (!mesh_framed_for_job_) viewport_->frame_bounds(kDecoderCube);
   mesh_framed_for_job_ = true;
-  show_status(tr("Generating \"%1\": preview from %2 tokens")
-                  .arg(one_line(current_prompt_))
-                  .arg(tokens));
+  show_status(
+      tr("Generating \"%1\": preview from %2 tokens").arg(one_line(current_prompt_)).arg(tokens));
   record_frame();
   update_buttons();
 }
@@ -625,7 +637,9 @@ bool MainWindow::generate_image() {
   return true;
 }
 
-void MainWindow::cancel_image() { diffusion_->cancel(); }
+void MainWindow::cancel_image() {
+  diffusion_->cancel();
+}
 
 void MainWindow::on_diffusion_action(DiffusionAction action) {
   switch (action) {
@@ -679,7 +693,8 @@ void MainWindow::advance_script_image() {
   const ImageJobState& s = diffusion_->state();
   if (s.state == JobState::kRunning) return;  // on_image_finished calls again
   if (s.state != JobState::kDone) {
-    finish_script(1, tr("concept image %1: %2").arg(QString::fromLatin1(job_state_name(s.state)), s.message));
+    finish_script(
+        1, tr("concept image %1: %2").arg(QString::fromLatin1(job_state_name(s.state)), s.message));
     return;
   }
   if (launch_.apply_texture) {
@@ -767,7 +782,8 @@ void MainWindow::record_frame() {
   if (record_dir_.isEmpty()) return;
   const QImage frame = viewport_->grabFramebuffer();
   const QString path =
-      QDir(record_dir_).filePath(QStringLiteral("frame_%1.png").arg(record_frame_++, 5, 10, QChar('0')));
+      QDir(record_dir_)
+          .filePath(QStringLiteral("frame_%1.png").arg(record_frame_++, 5, 10, QChar('0')));
   if (!frame.save(path)) {
     show_status(tr("Recording: cannot write %1; recording stopped").arg(path), true);
     set_record_dir(QString());
@@ -781,15 +797,13 @@ void MainWindow::add_to_gallery(std::shared_ptr<const mesh::Mesh> mesh) {
   const QImage shot = viewport_->grabFramebuffer();
   viewport_->set_overlay_visible(overlay);
   const int side = std::min(shot.width(), shot.height());
-  const QImage square = shot.copy((shot.width() - side) / 2, (shot.height() - side) / 2, side, side)
-                            .scaled(kThumbnailSize, kThumbnailSize, Qt::KeepAspectRatio,
-                                    Qt::SmoothTransformation);
+  const QImage square =
+      shot.copy((shot.width() - side) / 2, (shot.height() - side) / 2, side, side)
+          .scaled(kThumbnailSize, kThumbnailSize, Qt::KeepAspectRatio, Qt::SmoothTransformation);
   results_.push_back({current_prompt_, std::move(mesh)});
-  auto* item = new QListWidgetItem(QIcon(QPixmap::fromImage(square)),
-                                   one_line(current_prompt_.isEmpty() ? tr("(empty prompt)")
-                                                                      : current_prompt_,
-                                            24),
-                                   gallery_);
+  auto* item = new QListWidgetItem(
+      QIcon(QPixmap::fromImage(square)),
+      one_line(current_prompt_.isEmpty() ? tr("(empty prompt)") : current_prompt_, 24), gallery_);
   item->setData(Qt::UserRole, static_cast<int>(results_.size() - 1));
   item->setToolTip(current_prompt_);
   gallery_->scrollToItem(item);
@@ -823,7 +837,8 @@ bool MainWindow::open_mesh_file(const QString& path) {
     status += tr(", texture %1x%2").arg(mesh->texture.width).arg(mesh->texture.height);
   }
   // A texture problem does not stop the geometry from opening; say what was dropped.
-  if (!warnings.empty()) status += QStringLiteral(" (") + QString::fromStdString(warnings.front()) + QStringLiteral(")");
+  if (!warnings.empty())
+    status += QStringLiteral(" (") + QString::fromStdString(warnings.front()) + QStringLiteral(")");
   show_status(status, !warnings.empty());
   viewport_->set_mesh(std::move(mesh), true);
   if (textured) {
@@ -859,7 +874,8 @@ void MainWindow::run_export_dialog() {
   auto* path_row = new QHBoxLayout;
   auto* path = new QLineEdit(&dialog);
   QSettings s;
-  path->setText(s.value(QStringLiteral("export/path"), QDir::home().filePath("tessera.obj")).toString());
+  path->setText(
+      s.value(QStringLiteral("export/path"), QDir::home().filePath("tessera.obj")).toString());
   auto* browse = new QPushButton(tr("Browse..."), &dialog);
   path_row->addWidget(path, 1);
   path_row->addWidget(browse);
@@ -880,8 +896,9 @@ void MainWindow::run_export_dialog() {
   max_faces->setSingleStep(1000);
   max_faces->setSpecialValueText(tr("keep all"));
   max_faces->setValue(s.value(QStringLiteral("export/max_faces"), 0).toInt());
-  max_faces->setToolTip(tr("Decimate to at most this many triangles (quadric error); the viewport "
-                           "keeps the full mesh"));
+  max_faces->setToolTip(
+      tr("Decimate to at most this many triangles (quadric error); the viewport "
+         "keeps the full mesh"));
   form->addRow(tr("Max faces"), max_faces);
   auto* box = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, &dialog);
   form->addRow(box);
@@ -962,14 +979,15 @@ void MainWindow::finish_script(int code, const QString& message) {
   if (launch_.image || launch_.apply_texture) {
     const ImageJobState& img = diffusion_->state();
     const auto shown = viewport_->mesh();
-    std::printf("image %s: %zu steps, %.1f ms total, denoise %.1f ms, %lldx%lld, seed %llu; "
-                "mesh uvs %zu, texture %lldx%lld\n",
-                job_state_name(img.state), img.step_ms.size(), img.total_ms, img.denoise_ms,
-                static_cast<long long>(img.image_final ? img.image_width : 0),
-                static_cast<long long>(img.image_final ? img.image_height : 0),
-                static_cast<unsigned long long>(img.seed), shown ? shown->uvs.size() / 2 : 0,
-                static_cast<long long>(shown ? shown->texture.width : 0),
-                static_cast<long long>(shown ? shown->texture.height : 0));
+    std::printf(
+        "image %s: %zu steps, %.1f ms total, denoise %.1f ms, %lldx%lld, seed %llu; "
+        "mesh uvs %zu, texture %lldx%lld\n",
+        job_state_name(img.state), img.step_ms.size(), img.total_ms, img.denoise_ms,
+        static_cast<long long>(img.image_final ? img.image_width : 0),
+        static_cast<long long>(img.image_final ? img.image_height : 0),
+        static_cast<unsigned long long>(img.seed), shown ? shown->uvs.size() / 2 : 0,
+        static_cast<long long>(shown ? shown->texture.width : 0),
+        static_cast<long long>(shown ? shown->texture.height : 0));
   }
   if (launch_.generate) {
     const GenerationStats& s = engine_->stats();

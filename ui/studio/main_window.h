@@ -27,6 +27,7 @@
 
 #include "engine/mesh/export.h"
 #include "engine/mesh/mesh.h"
+#include "kernels/backend.h"
 #include "ui/studio/diffusion_bridge.h"
 #include "ui/studio/diffusion_panel.h"
 #include "ui/studio/engine_bridge.h"
@@ -47,24 +48,26 @@ class TokenStrip;
 class Viewport;
 
 struct LaunchOptions {
-  QString assets_dir;   // $TESSERA_ASSETS / installed / source tree (see default_model_dir)
-  QString model_dir;    // empty: the saved one, else the embedded default
+  QString assets_dir;  // $TESSERA_ASSETS / installed / source tree (see default_model_dir)
+  QString model_dir;   // empty: the saved one, else the embedded default
   QString prompt;
-  bool generate = false;        // generate `prompt` once the model has loaded
-  QString screenshot;           // PNG of the viewport (overlay included) when the job ends
+  bool generate = false;           // generate `prompt` once the model has loaded
+  QString screenshot;              // PNG of the viewport (overlay included) when the job ends
   bool screenshot_window = false;  // ... of the whole window instead
-  bool quit_when_done = false;  // exit after the scripted job (0: done, 1: failed)
-  QString record_dir;           // a viewport frame per partial mesh (and the final one)
-  QString export_path;          // write the final mesh (.obj/.glb/.fbx) when the job ends
-  int resolution = 0;           // > 0: final resolution override
-  int preview_resolution = 0;   // > 0: preview resolution override
-  int preview_every = -1;       // >= 0: preview interval override
-  bool no_grid = false;         // hide grid and axes (plain background, for screenshot checks)
-  QString diffusion_model;      // empty: <assets>/models/tessera-tiny/diffusion
-  bool image = false;           // scripted: generate the concept image after the shape
-  bool apply_texture = false;   // scripted: then project it onto the mesh (implies image)
-  int image_steps = 0;          // > 0: denoising steps override
-  uint64_t image_seed = 0;      // scripted runs lock the seed to this
+  bool quit_when_done = false;     // exit after the scripted job (0: done, 1: failed)
+  QString record_dir;              // a viewport frame per partial mesh (and the final one)
+  QString export_path;             // write the final mesh (.obj/.glb/.fbx) when the job ends
+  int resolution = 0;              // > 0: final resolution override
+  int preview_resolution = 0;      // > 0: preview resolution override
+  int preview_every = -1;          // >= 0: preview interval override
+  bool no_grid = false;            // hide grid and axes (plain background, for screenshot checks)
+  QString diffusion_model;         // empty: <assets>/models/tessera-tiny/diffusion
+  bool image = false;              // scripted: generate the concept image after the shape
+  bool apply_texture = false;      // scripted: then project it onto the mesh (implies image)
+  int image_steps = 0;             // > 0: denoising steps override
+  uint64_t image_seed = 0;         // scripted runs lock the seed to this
+  // Where both engines run (--device): cpu (default), cuda, or auto.
+  kernels::DeviceChoice device = kernels::DeviceChoice::kCpu;
   bool scripted() const { return generate || quit_when_done || !screenshot.isEmpty(); }
 };
 
