@@ -15,13 +15,15 @@
 # tessera_gpu_tests + the tessera CLI, nvidia-smi -L, `tessera --version`, the GPU test binary
 # (fails if any test skipped: on a GPU machine a skip means probe_device() found no usable device),
 # a tessera-tiny `generate --device cuda` with and without graphs (same tokens), `tessera bench shape
-# --device cuda --quick` (host loop, device-resident eager and CUDA-graph replay), compute-sanitizer
-# memcheck and racecheck on the small tests.
+# --device cuda --quick` (host loop, device-resident eager and CUDA-graph replay), `tessera image
+# --device cuda` on the embedded diffusion model, `tessera bench diffusion --device cuda` (SD 1.5
+# 512x512 with the fused-kernel ablation), compute-sanitizer memcheck and racecheck on the small
+# tests.
 # Packages: when <repo>/.deps holds .deb files (scripts/gpu-deps.sh), they are unpacked into
 # /tmp/gpu-deps (never /) and the build and the binaries use them. GPU_CHECK_CMAKE_ARGS adds cmake
 # arguments. Every step's log goes to a work folder (/tmp/gpu-check); at the end $OUT (or ./gpu-out)
-# receives at most 8 files: summary.txt, bench-shape.json, RESULTS-gpu.md, gpu-tests.xml and
-# gpu-check.tgz (every log). A failed step is recorded and the script goes on; the summary table comes
+# receives at most 8 files: summary.txt, bench-shape.json, bench-diffusion.json, RESULTS-gpu.md,
+# gpu-tests.xml, torus.png and gpu-check.tgz (every log). A failed step is recorded and the script goes on; the summary table comes
 # last, and the exit status is non-zero if any step failed or was skipped. The whole run stays under
 # GPU_CHECK_BUDGET_S seconds (default 470): each step's timeout is cut to the time left.
 set -euo pipefail
@@ -191,8 +193,16 @@ if ((built)) && [[ -x "$CLI" ]]; then
   # cache vs none): full-size v0.5 random bf16 weights + the parity fixture.
   run_step bench-shape 150 "$CLI" bench shape --device cuda --quick \
     --json "$OUT_DIR/bench-shape.json" --results "$OUT_DIR/RESULTS-gpu.md" --write-results || true
+  # The diffusion engine on the CUDA backend: the embedded model end to end (an image to look at),
+  # then the SD 1.5 config (random weights, 512x512, guidance) with the fused-kernel ablation.
+  run_step image-tiny 60 "$CLI" image --device cuda -v --prompt "a red torus" \
+    -o "$OUT_DIR/torus.png" || true
+  run_step bench-diffusion 150 "$CLI" bench diffusion --device cuda --repeat 3 \
+    --json "$OUT_DIR/bench-diffusion.json" --results "$OUT_DIR/RESULTS-gpu.md" --write-results || true
 else
-  for s in generate-tiny generate-tiny-eager graphs-vs-eager bench-shape; do skip_step "$s" "CLI not built"; done
+  for s in generate-tiny generate-tiny-eager graphs-vs-eager bench-shape image-tiny bench-diffusion; do
+    skip_step "$s" "CLI not built"
+  done
 fi
 
 if ((built)); then
@@ -232,7 +242,7 @@ summary() {
 summary | tee "$OUT_DIR/summary.txt"
 # What comes back (the runner returns at most 8 files from $OUT): the summary, the benchmark JSON and
 # markdown, the test XML, and every log in one archive.
-for f in summary.txt bench-shape.json RESULTS-gpu.md gpu-tests.xml; do
+for f in summary.txt bench-shape.json bench-diffusion.json RESULTS-gpu.md gpu-tests.xml torus.png; do
   [[ -f "$OUT_DIR/$f" ]] && cp "$OUT_DIR/$f" "$RESULT_DIR/" || true
 done
 tar czf "$RESULT_DIR/gpu-check.tgz" --exclude="*.obj" -C "$(dirname "$OUT_DIR")" "$(basename "$OUT_DIR")" || true
