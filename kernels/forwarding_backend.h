@@ -214,6 +214,8 @@ class ForwardingBackend : public Backend {
     return inner_->choose_conv_algo(s);
   }
   bool bf16_compute() const override { return inner_->bf16_compute(); }
+  bool tf32_products_available() const override { return inner_->tf32_products_available(); }
+  void set_tf32_products(bool on) override { inner_->set_tf32_products(on); }
   Status group_norm(const float* x, const float* gamma, const float* beta, float* y,
                     const ImageShape& s, int64_t groups, float eps, bool silu,
                     Fusion fusion) override {

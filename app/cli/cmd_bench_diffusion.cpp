@@ -264,6 +264,11 @@ std::vector<Variant> ablation(const kernels::Backend& backend) {
   std::vector<Variant> v;
   v.push_back({kAllOn, KernelOptions{}});
   KernelOptions o;
+  if (!backend.bf16_compute() && backend.tf32_products_available()) {
+    KernelOptions tf32;
+    tf32.precision = kernels::Precision::kBf16;
+    v.push_back({"all on, TF32 tensor-core products", tf32, true, true, true});
+  }
   if (backend.bf16_compute()) {
     o.precision = kernels::Precision::kBf16;
     v.push_back({"all on, bf16 compute (AVX-512 BF16)", o, true, true, true});
@@ -509,8 +514,8 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
       "warm-up. GFLOP/s from an analytic count of convolutions, linear layers and attention "
       "(UNet step %.1f GFLOP, VAE decode %.1f GFLOP). \"vs all on\": the row's time minus the "
       "all-on time (what that fused kernel saves), and that as a share of the row's time; for the "
-      "bf16 compute row (KernelOptions::precision, AVX-512 BF16) its speed-up over the all-on f32 "
-      "row.%s\n\n",
+      "reduced-precision row (KernelOptions::precision: bf16 compute with AVX-512 BF16 on the "
+      "CPU, TF32 tensor-core products on a GPU) its speed-up over the all-on f32 row.%s\n\n",
       shipped
           ? "The embedded tessera-tiny/diffusion model (`--config tessera-tiny`, its f32 weights)"
           : (tiny ? "Tiny fixture config (`--config tiny`) with random weights (BF16 linear "

@@ -107,8 +107,7 @@ int run_image(const ImageCliOptions& o) {
   std::fprintf(stderr, "model: %s (%s), UNet %s, VAE %s, %s compute on %s, loaded in %.0f ms\n",
                model.c_str(), diffusion::model_layout_name(m.files().layout),
                m.unet_config().summary().c_str(), m.vae_config().summary().c_str(),
-               m.compute_precision() == kernels::Precision::kBf16 ? "bf16" : "f32",
-               m.backend().name().c_str(), load_ms);
+               m.compute_precision_label(), m.backend().name().c_str(), load_ms);
   if (o.device.verbose && !m.device_note().empty()) {
     std::fprintf(stderr, "note: %s\n", m.device_note().c_str());
   }
@@ -169,8 +168,8 @@ void register_image(CLI::App& app, int* exit_code) {
   cmd->add_option("--height,-H", o->height, "Image height in pixels (default: the model's)");
   cmd->add_flag("--bf16", o->bf16, "Run the linear layers in bf16");
   cmd->add_option("--precision", o->precision,
-                  "UNet/VAE compute: auto (bf16 for SD-size models on AVX-512 BF16 CPUs, else "
-                  "f32), f32 or bf16 (default auto)");
+                  "UNet/VAE products: auto (bf16 for SD-size models on AVX-512 BF16 CPUs, TF32 "
+                  "tensor cores on a GPU, else f32), f32 or bf16 (default auto)");
   add_device_options(cmd, &o->device);
   cmd->callback([o, exit_code] { *exit_code = run_image(*o); });
 }

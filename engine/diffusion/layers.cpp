@@ -15,6 +15,11 @@ bool use_bf16(const KernelOptions& opt, const kernels::Backend& backend) {
   return opt.precision == kernels::Precision::kBf16 && backend.bf16_compute();
 }
 
+bool use_tf32(const KernelOptions& opt, const kernels::Backend& backend) {
+  return opt.precision == kernels::Precision::kBf16 && !backend.bf16_compute() &&
+         backend.tf32_products_available();
+}
+
 Expected<kernels::Backend*> model_backend(kernels::Backend* given,
                                           std::unique_ptr<kernels::Backend>* own,
                                           const char* model) {
@@ -23,8 +28,7 @@ Expected<kernels::Backend*> model_backend(kernels::Backend* given,
     given = own->get();
   }
   if (!given->can_diffuse()) {
-    return unsupported(std::string(model) + ": backend " + given->name() +
-                       " has no diffusion ops");
+    return unsupported(std::string(model) + ": backend " + given->name() + " has no diffusion ops");
   }
   return given;
 }

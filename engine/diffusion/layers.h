@@ -56,6 +56,26 @@ inline constexpr int64_t kMinBf16Rows = 32;
 
 // Whether opt asks for bf16 compute and the backend can run it (Backend::bf16_compute()).
 bool use_bf16(const KernelOptions& opt, const kernels::Backend& backend);
+// Whether opt's kBf16 becomes TF32 tensor-core products on this backend (a device).
+bool use_tf32(const KernelOptions& opt, const kernels::Backend& backend);
+
+// TF32 products on the backend for one forward when use_tf32(opt, backend), off again after it.
+class Tf32Scope {
+ public:
+  Tf32Scope(kernels::Backend& backend, const KernelOptions& opt)
+      : backend_(backend), on_(use_tf32(opt, backend)) {
+    if (on_) backend_.set_tf32_products(true);
+  }
+  ~Tf32Scope() {
+    if (on_) backend_.set_tf32_products(false);
+  }
+  Tf32Scope(const Tf32Scope&) = delete;
+  Tf32Scope& operator=(const Tf32Scope&) = delete;
+
+ private:
+  kernels::Backend& backend_;
+  bool on_;
+};
 
 // What layers load into: the checkpoint's tensors (host memory) and the backend the model runs
 // on. Weights are handed to the backend once (Backend::upload_f32 / upload_weight: the CPU

@@ -477,8 +477,15 @@ void DiffusionModel::set_kernel_options(const KernelOptions& options) {
   impl_->vae->set_options(options);
 }
 kernels::Precision DiffusionModel::compute_precision() const {
-  return use_bf16(impl_->unet->options(), *impl_->backend) ? kernels::Precision::kBf16
-                                                           : kernels::Precision::kF32;
+  const KernelOptions& o = impl_->unet->options();
+  return use_bf16(o, *impl_->backend) || use_tf32(o, *impl_->backend) ? kernels::Precision::kBf16
+                                                                      : kernels::Precision::kF32;
+}
+
+const char* DiffusionModel::compute_precision_label() const {
+  const KernelOptions& o = impl_->unet->options();
+  if (use_bf16(o, *impl_->backend)) return "bf16";
+  return use_tf32(o, *impl_->backend) ? "tf32" : "f32";
 }
 
 const kernels::Backend& DiffusionModel::backend() const {
@@ -506,6 +513,16 @@ kernels::Precision resolve_precision(ComputePrecision p, int64_t model_channels)
       p == ComputePrecision::kBf16 || (p == ComputePrecision::kAuto && model_channels >= 320);
   return want && kernels::cpu::bf16_compute_available() ? kernels::Precision::kBf16
                                                         : kernels::Precision::kF32;
+}
+
+kernels::Precision resolve_precision(ComputePrecision p, int64_t model_channels,
+                                     const kernels::Backend& backend) {
+  if (backend.bf16_compute() || !backend.tf32_products_available()) {
+    return resolve_precision(p, model_channels);
+  }
+  const bool want =
+      p == ComputePrecision::kBf16 || (p == ComputePrecision::kAuto && model_channels >= 320);
+  return want ? kernels::Precision::kBf16 : kernels::Precision::kF32;
 }
 
 Expected<std::unique_ptr<DiffusionModel>> DiffusionModel::load(
@@ -646,7 +663,8 @@ Expected<std::unique_ptr<DiffusionModel>> DiffusionModel::load(
   if (!vae.ok()) return with_prefix(vae.status(), "VAE decoder: ");
   impl->vae = std::move(*vae);
   KernelOptions kernel_options;
-  kernel_options.precision = resolve_precision(options.precision, unet_cfg.model_channels);
+  kernel_options.precision =
+      resolve_precision(options.precision, unet_cfg.model_channels, *impl->backend);
   impl->unet->set_options(kernel_options);
   impl->vae->set_options(kernel_options);
 

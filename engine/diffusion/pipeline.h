@@ -62,11 +62,15 @@ enum class ComputePrecision {
   // other CPUs.
   kAuto,
   kF32,
-  kBf16,  // bf16 where bf16_compute_available(), else f32 (compute_precision() says which)
+  kBf16,  // bf16 where bf16_compute_available(), else f32 (compute_precision() says which); on
+          // CUDA: TF32 tensor-core products (cuBLAS), PyTorch's default for convolutions
 };
 const char* compute_precision_name(ComputePrecision p);  // "auto", "f32", "bf16"
 // kAuto resolved for a model with `model_channels` on this CPU; kBf16 only when available.
 kernels::Precision resolve_precision(ComputePrecision p, int64_t model_channels);
+// The same on `backend`: kBf16 also where it has TF32 products (a GPU).
+kernels::Precision resolve_precision(ComputePrecision p, int64_t model_channels,
+                                     const kernels::Backend& backend);
 
 struct DiffusionLoadOptions {
   WeightFormat weights = WeightFormat::kF32;  // linear layers' format (see WeightStore)
@@ -184,8 +188,10 @@ class DiffusionModel {
   // UNet and VAE kernel switches (fusions, convolution algorithm, precision as given). load()
   // sets KernelOptions{} with the precision DiffusionLoadOptions::precision resolved to.
   void set_kernel_options(const KernelOptions& options);
-  // The precision the UNet and VAE run in now.
+  // The precision the UNet and VAE run in now (kBf16: reduced-precision products, bf16 on the CPU
+  // or TF32 on a GPU), and its name: "f32", "bf16" or "tf32".
   kernels::Precision compute_precision() const;
+  const char* compute_precision_label() const;
   // The backend everything runs on ("cpu (avx512, 2 threads)", "cuda (NVIDIA H200, ...)").
   const kernels::Backend& backend() const;
   // DeviceChoice::kAuto that ended on the CPU: why (empty otherwise).

@@ -158,6 +158,7 @@ Status UNet::forward(const float* x, const float* t, const float* context, int64
   }
   kernels::Backend& be = *backend_;
   const KernelOptions& opt = options_;
+  const Tf32Scope tf32(be, opt);
   const int64_t emb_dim = config_.time_embed_dim(), c0 = config_.model_channels;
 
   // Timestep embedding (host) -> Linear -> SiLU -> Linear; every ResBlock then reads SiLU(emb).

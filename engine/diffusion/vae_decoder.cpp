@@ -70,6 +70,7 @@ Status VaeDecoder::decode(const float* z, int64_t batch, int64_t height, int64_t
   }
   kernels::Backend& be = *backend_;
   const KernelOptions& opt = options_;
+  const Tf32Scope tf32(be, opt);
   const VaeDecoderConfig& c = config_;
   int64_t h = height, w = width, ch = c.level_channels.back();
   auto tap = [&](const std::string& name, const float* data) -> Status {

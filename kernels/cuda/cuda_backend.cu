@@ -385,6 +385,8 @@ class CudaBackend final : public Backend {
   }
   // ---- diffusion ops: kernels::cuda (diffusion_cuda_ops.h) ---------------------------------------
   bool can_diffuse() const override { return true; }
+  bool tf32_products_available() const override { return true; }  // sm_80+ (make_cuda_backend)
+  void set_tf32_products(bool on) override { cuda::set_tf32_products(on); }
   ConvAlgo choose_conv_algo(const Conv2dShape& s) const override {
     // Not measured on a GPU yet (the CPU's choice is by measurement): Winograd where it applies
     // and there are enough channels for its 36 batched products to beat the transforms (the

@@ -45,6 +45,14 @@ inline constexpr int64_t kAttentionMaxHeadDim = 256;
 // y[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n] if bias != nullptr); n = w.rows, k = w.cols.
 // w.dtype must be kF32 or kBF16. The bf16 GEMM path converts weights to f32 in shared memory, so it
 // is as exact as the GEMV path; the f32 GEMM uses cublasSgemm with CUBLAS_DEFAULT_MATH (no TF32).
+// TF32 tensor-core products for the calling thread's later cuBLAS calls (cuda::linear's f32 GEMM,
+// the diffusion convolutions and attention products): operands rounded to TF32 (10 explicit
+// mantissa bits, bf16 has 7), f32 accumulation; PyTorch's default for convolutions
+// (torch.backends.cudnn.allow_tf32). Off by default (f32 accuracy). The custom kernels (GEMV,
+// the bf16-weight tiled GEMM, attention) are unaffected.
+void set_tf32_products(bool on);
+bool tf32_products();
+
 Status linear(const float* x, int64_t m, const Weight& w, const float* bias, float* y,
               cudaStream_t stream);
 

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_util.h"
 #include "kernels/cuda/diffusion_internal.h"
 
@@ -44,7 +45,8 @@ Expected<cublasHandle_t> cublas_for_stream(cudaStream_t stream, const char* op) 
   }
   cublasStatus_t st = cublasSetStream(cached.handle, stream);
   if (st != CUBLAS_STATUS_SUCCESS) return cublas_status(st, op, "cublasSetStream");
-  st = cublasSetMathMode(cached.handle, CUBLAS_DEFAULT_MATH);
+  st = cublasSetMathMode(cached.handle,
+                         tf32_products() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
   if (st != CUBLAS_STATUS_SUCCESS) return cublas_status(st, op, "cublasSetMathMode");
   return cached.handle;
 }

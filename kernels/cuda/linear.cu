@@ -234,6 +234,8 @@ struct ThreadCublasHandle {
   }
 };
 
+thread_local bool t_tf32_products = false;
+
 // Handles are bound to the device current at creation and are not safe to share between threads
 // that issue work concurrently, hence one per thread, recreated if the thread switches devices.
 Expected<cublasHandle_t> thread_cublas_handle() {
@@ -261,7 +263,7 @@ Status sgemm(const float* x, int64_t m, const float* w, int64_t n, int64_t k, fl
   TESSERA_ASSIGN_OR_RETURN(cublasHandle_t handle, thread_cublas_handle());
   cublasStatus_t st = cublasSetStream(handle, stream);
   if (st != CUBLAS_STATUS_SUCCESS) return internal_error(cublas_error(st, "cublasSetStream"));
-  st = cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH);
+  st = cublasSetMathMode(handle, tf32_products() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
   if (st != CUBLAS_STATUS_SUCCESS) return internal_error(cublas_error(st, "cublasSetMathMode"));
   // cuBLAS is column-major. Row-major y[m,n] is column-major C = y^T (n x m, ld n), and
   // y^T = w x^T: row-major w[n,k] is column-major k x n (ld k), used transposed (op T: n x k);
@@ -276,6 +278,13 @@ Status sgemm(const float* x, int64_t m, const float* w, int64_t n, int64_t k, fl
 }
 
 }  // namespace
+
+void set_tf32_products(bool on) {
+  t_tf32_products = on;
+}
+bool tf32_products() {
+  return t_tf32_products;
+}
 
 Status linear(const float* x, int64_t m, const Weight& w, const float* bias, float* y,
               cudaStream_t stream) {

@@ -57,12 +57,18 @@ class CopyingBackend final : public kernels::ForwardingBackend {
     return static_cast<const float*>(storage->as<float>());
   }
   bool can_diffuse() const override { return diffuse; }
+  // As a GPU: no host bf16 kernels, TF32 products instead (recorded, the math stays f32 here).
+  bool bf16_compute() const override { return !tf32; }
+  bool tf32_products_available() const override { return tf32; }
+  void set_tf32_products(bool on) override { tf32_calls.push_back(on); }
 
   int64_t uploaded = 0;
   int64_t compute_ops = 0;
   int64_t allocations = 0;
   int64_t fail_allocations_after = -1;  // >= 0: that many more succeed, then kOutOfMemory
   bool diffuse = true;
+  bool tf32 = false;
+  std::vector<bool> tf32_calls;
 
  protected:
   Status run_op(const kernels::OpLabel& label, std::function<Status()> run) override {
@@ -200,6 +206,37 @@ TEST(DiffusionOnBackend, AllocationFailureMidForwardIsAnErrorAndTheModelRecovers
         unet->forward(x.data(), t.data(), ctx.data(), kBatch, kHw, kHw, kCtxLen, eps.data()).ok());
     EXPECT_TRUE(test::all_equal(eps.data(), want.data(), want.size()));
   }
+}
+
+// Precision::kBf16 on a backend with TF32 products (a GPU) switches them on for exactly one forward
+// (and never on for f32), and the bf16 host kernels are not used there.
+TEST(DiffusionOnBackend, Bf16PrecisionOnADeviceIsTf32ForOneForward) {
+  const Inputs in;
+  WeightStore store(SafeTensors::open(test_util::fixture_dir() + "sd_tiny.safetensors").value(),
+                    WeightFormat::kF32);
+  const UNetConfig cfg = infer_unet_config(store.file(), kHeads).value();
+  CopyingBackend backend;
+  backend.tf32 = true;
+  auto unet = UNet::load(store, cfg, kUNetPrefix, &backend).value();
+  const std::vector<float> f32 = unet_eps(*unet, in);
+  EXPECT_TRUE(backend.tf32_calls.empty());
+  KernelOptions o;
+  o.precision = kernels::Precision::kBf16;
+  unet->set_options(o);
+  EXPECT_TRUE(use_tf32(o, backend));
+  EXPECT_FALSE(use_bf16(o, backend));
+  const std::vector<float> reduced = unet_eps(*unet, in);
+  EXPECT_EQ(backend.tf32_calls, (std::vector<bool>{true, false}));
+  // The CPU kernels under this fake device have no TF32: the same f32 result.
+  EXPECT_TRUE(test::all_equal(reduced.data(), f32.data(), f32.size()));
+  auto vae =
+      VaeDecoder::load(store, infer_vae_decoder_config(store.file()).value(), kVaePrefix, &backend)
+          .value();
+  vae->set_options(o);
+  const std::vector<float> z = test_util::to_nhwc(in.f32("vae.z"), 1, 4, kHw, kHw);
+  std::vector<float> image(static_cast<size_t>(4 * kHw * kHw * 3));
+  ASSERT_TRUE(vae->decode(z.data(), 1, kHw, kHw, image.data()).ok());
+  EXPECT_EQ(backend.tf32_calls, (std::vector<bool>{true, false, true, false}));
 }
 
 TEST(DiffusionOnBackend, PipelineDeviceChoice) {

@@ -18,6 +18,7 @@
 #include "engine/diffusion/sd_config.h"
 #include "engine/diffusion/unet.h"
 #include "engine/diffusion/vae_decoder.h"
+#include "kernels/cuda/cuda_ops.h"
 #include "tests/engine/diffusion/diffusion_test_util.h"
 #include "tests/kernels/gpu_test_util.h"
 
@@ -64,6 +65,37 @@ TEST(DiffusionCuda, UNetMatchesThePyTorchReferenceWithEveryKernelVariant) {
         test_util::to_nchw(to_host(cuda, eps, n).data(), kernels::ImageShape{kBatch, kHw, kHw, 4});
     EXPECT_TRUE(test_util::close_rel(got, want));
   }
+}
+
+// Precision::kBf16 on CUDA = TF32 tensor-core products (cuBLAS): within the tolerance of the CPU's
+// bf16 compute test (unet_test.cpp, Bf16ComputeCloseToF32Reference) of the PyTorch f32 output.
+TEST(DiffusionCuda, UNetWithTf32ProductsStaysCloseToTheReference) {
+  TESSERA_SKIP_WITHOUT_CUDA_BACKEND();
+  kernels::Backend& cuda = *test::shared_cuda_backend();
+  const SafeTensors expected =
+      SafeTensors::open(test_util::fixture_dir() + "expected.safetensors").value();
+  WeightStore store(SafeTensors::open(test_util::fixture_dir() + "sd_tiny.safetensors").value(),
+                    WeightFormat::kF32);
+  auto unet =
+      UNet::load(store, infer_unet_config(store.file(), kHeads).value(), kUNetPrefix, &cuda);
+  ASSERT_TRUE(unet.ok()) << unet.status().to_string();
+  KernelOptions o;
+  o.precision = kernels::Precision::kBf16;
+  (*unet)->set_options(o);
+  const std::vector<float> t = expected.to_f32("unet.t").value();
+  kernels::DeviceBuffer x =
+      to_device(cuda, test_util::to_nhwc(expected.to_f32("unet.x").value(), kBatch, 4, kHw, kHw));
+  kernels::DeviceBuffer ctx = to_device(cuda, expected.to_f32("unet.context").value());
+  const size_t n = static_cast<size_t>(kBatch * kHw * kHw * 4);
+  kernels::DeviceBuffer eps = cuda.allocate(n * sizeof(float)).value();
+  TESSERA_ASSERT_OK((*unet)->forward(x.as<float>(), t.data(), ctx.as<float>(), kBatch, kHw, kHw,
+                                     kCtxLen, eps.as<float>()));
+  const std::vector<float> got =
+      test_util::to_nchw(to_host(cuda, eps, n).data(), kernels::ImageShape{kBatch, kHw, kHw, 4});
+  EXPECT_TRUE(test_util::close_rel(got, expected.to_f32("unet.eps").value(), 3e-2));
+#if TESSERA_HAVE_CUDA
+  EXPECT_FALSE(kernels::cuda::tf32_products()) << "the forward left TF32 products on";
+#endif
 }
 
 TEST(DiffusionCuda, VaeDecoderMatchesThePyTorchReferenceWithEveryKernelVariant) {

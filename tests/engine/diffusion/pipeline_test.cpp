@@ -172,7 +172,8 @@ TEST_F(DiffusionPipeline, ComputePrecisionPolicy) {
   KernelOptions o;
   o.precision = kernels::Precision::kBf16;
   model->set_kernel_options(o);
-  EXPECT_EQ(model->compute_precision(), kernels::Precision::kBf16);
+  EXPECT_EQ(model->compute_precision(), want_bf16);
+  EXPECT_STREQ(model->compute_precision_label(), bf16 ? "bf16" : "f32");
 }
 
 TEST_F(DiffusionPipeline, ModelCardGivesTheUNetHeads) {
