@@ -211,7 +211,7 @@ if ((built)); then
     SANITIZER=/usr/local/cuda/compute-sanitizer/compute-sanitizer
   if [[ -n "$SANITIZER" ]]; then
     run_step memcheck 150 "$SANITIZER" --tool memcheck --error-exitcode 1 "$GPU_TESTS" \
-      --gtest_filter='*Small*:CudaConvert.*:CudaBackendTest.*:GptCudaTest.Cached*:CudaDeviceStep.*:ChooseTokenTest.Bad*:GptCudaTest.GraphReplay*:CudaPolygonize.*' || true
+      --gtest_filter='*Small*:CudaConvert.*:CudaBackendTest.*:GptCudaTest.Cached*:CudaDeviceStep.*:ChooseTokenTest.Bad*:GptCudaTest.GraphReplay*:CudaPolygonize.*:DiffusionCuda.UNetWithTf32*' || true
     # Shared-memory hazards in the kernels that use barriers (attention, norms, softmax, the
     # token choice's sort and scans).
     run_step racecheck 120 "$SANITIZER" --tool racecheck --error-exitcode 1 "$GPU_TESTS" \
