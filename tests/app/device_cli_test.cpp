@@ -1,8 +1,9 @@
-// `tessera generate / decode --device auto|cpu|cuda [--verbose]` on the fixture model directory:
-// the default (cpu) prints nothing about devices; --verbose names the backend; auto never fails
-// (on a machine without a usable GPU it runs on the CPU and says why only with --verbose); an
-// explicit cuda request without a usable GPU fails with the reason and exit 1; a bad value is a
-// usage error. With a GPU, cuda and auto run there and give the reference's greedy tokens.
+// `tessera generate / decode / image --device auto|cpu|cuda [--verbose]` on the fixture model
+// directory: the default (cpu) prints nothing about devices; --verbose names the backend; auto
+// never fails (on a machine without a usable GPU it runs on the CPU and says why only with
+// --verbose); an explicit cuda request without a usable GPU fails with the reason and exit 1; a bad
+// value is a usage error. With a GPU, cuda and auto run there and give the reference's greedy
+// tokens. The same for `tessera image` and `tessera bench diffusion`.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -115,6 +116,36 @@ TEST_F(DeviceCliTest, ExplicitCudaFailsClearlyWithoutAGpu) {
   EXPECT_EQ(d.exit_code, 1) << d.err;
   EXPECT_NE(d.err.find("tessera decode: "), std::string::npos) << d.err;
   EXPECT_FALSE(std::filesystem::exists(obj));
+}
+
+// The diffusion engine takes the same choice: `tessera image` on the embedded tiny model (and
+// `bench diffusion --device cuda`) runs on the GPU when one is usable, else fails naming the model
+// and the reason without writing the PNG; auto falls back to the CPU and says so with -v.
+TEST_F(DeviceCliTest, ImageAndBenchDiffusionTakeTheDevice) {
+  const std::string png = path("torus.png");
+  const std::string image = "image --prompt 'a red torus' --steps 2 -o " + shell_quote(png);
+  auto r = run_tessera(image + " --device cuda");
+  if (gpu_usable()) {
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("on cuda ("), std::string::npos) << r.err;
+    EXPECT_TRUE(std::filesystem::exists(png));
+  } else {
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("tessera image: diffusion model '"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("CUDA"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(png));
+    const auto b =
+        run_tessera("bench diffusion --config tiny --no-ablation --repeat 1 --device cuda");
+    EXPECT_EQ(b.exit_code, 1) << b.err;
+    EXPECT_NE(b.err.find("CUDA"), std::string::npos) << b.err;
+  }
+  r = run_tessera(image + " --device auto -v");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(png));
+  if (!gpu_usable()) {
+    EXPECT_NE(r.err.find("f32 compute on cpu ("), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("note: using the CPU backend: "), std::string::npos) << r.err;
+  }
 }
 
 TEST_F(DeviceCliTest, UnknownDeviceIsAUsageError) {
