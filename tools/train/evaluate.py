@@ -13,7 +13,7 @@ Metrics (written to RUN_DIR/eval.json and into model.json's "metrics"):
 2. autoencoder reconstruction IoU on held-out shapes (grid --res over [-1.05, 1.05]^3), overall and per
    family, and the recogniser's accuracy on those reconstructions;
 3. prefix-decode IoU: the first k tokens followed by the fill token, for several k;
-4. prompt -> shape: greedy decoding with classifier-free guidance (scale 3) for a fixed list of
+4. prompt -> shape: greedy decoding with classifier-free guidance (scale 3; --guidance) for a fixed list of
    held-out prompts (template "a sculpture of ...", never seen in training); the recognised family must
    match the prompt's, and property checks must hold (torus / mug have a hole, a tall cylinder is tall, a
    flat box is flat). A contact sheet (front / side / top depth views) goes to RUN_DIR/prompts.png.
@@ -269,6 +269,8 @@ def main(argv=None):
     p.add_argument("--prefix-per-family", type=int, default=3)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--no-card", action="store_true", help="do not update model.json")
+    p.add_argument("--guidance", type=float, default=3.0,
+                   help="classifier-free guidance of the prompt -> shape generations (the studio's default 3)")
     a = p.parse_args(argv)
     common.set_threads(a.threads)
     logger = common.Logger(os.path.join(a.run_dir, "eval_metrics.jsonl"))
@@ -321,7 +323,7 @@ def main(argv=None):
 
     # -- prompts -> shapes --
     plist = _prompt_list(families)
-    codes = generate(gpt, clip, tok, [t for _, t, _ in plist])
+    codes = generate(gpt, clip, tok, [t for _, t, _ in plist], guidance=a.guidance)
     grids = [common.occupancy_grid_from_latents(shape, shape.decode_tokens(codes[i:i + 1]), REC_RES)
              for i in range(len(plist))]
     pred = recognise(rec, grids)
@@ -344,7 +346,7 @@ def main(argv=None):
     rate = float(np.mean([r["match"] for r in results]))
     metrics.update({"prompt_family_match_rate": round(rate, 4), "prompt_count": len(results),
                     "prompt_property_checks_passed": f"{sum(checks_ok)}/{len(checks_ok)}",
-                    "guidance_scale": 3.0, "decoding": "greedy"})
+                    "guidance_scale": a.guidance, "decoding": "greedy"})
     logger.log(f"prompt -> family match {rate:.3f} over {len(results)} held-out prompts; "
                f"property checks {sum(checks_ok)}/{len(checks_ok)}")
     for r in results:
