@@ -278,11 +278,14 @@ class Backend {
   // BF16 CPUs); the layers fall back to f32 otherwise. Weights are packed on the host
   // (cpu::linear_pack_bf16 / conv2d_pack_weights_bf16), so only host-memory backends can.
   virtual bool bf16_compute() const { return false; }
-  // Precision::kBf16 on a device: TF32 tensor-core products in the GEMM library (the CUDA backend:
-  // cuBLAS TF32 math, kernels/cuda/cuda_ops.h set_tf32_products), for the calling thread's later
-  // ops until switched off. The models switch it on for one forward and off after it.
+  // Precision::kBf16 on a device: TF32 tensor-core products (the CUDA backend: cuBLAS TF32 math
+  // for the im2col convolution GEMMs only, as PyTorch, whose default allows TF32 in convolutions
+  // and not in matmuls; with it on, choose_conv_algo picks im2col, since Winograd's transforms
+  // would amplify the TF32 rounding). A state of the backend until switched off: the models
+  // switch it on for one forward and restore the previous state after it.
   virtual bool tf32_products_available() const { return false; }
   virtual void set_tf32_products(bool on) { (void)on; }
+  virtual bool tf32_products() const { return false; }
   virtual Status linear_bf16(const float* x, int64_t rows, const cpu::gemm_bf16::PackedB& w,
                              const float* bias, float* y) {
     (void)x, (void)rows, (void)w, (void)bias, (void)y;

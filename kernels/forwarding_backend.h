@@ -216,6 +216,7 @@ class ForwardingBackend : public Backend {
   bool bf16_compute() const override { return inner_->bf16_compute(); }
   bool tf32_products_available() const override { return inner_->tf32_products_available(); }
   void set_tf32_products(bool on) override { inner_->set_tf32_products(on); }
+  bool tf32_products() const override { return inner_->tf32_products(); }
   Status group_norm(const float* x, const float* gamma, const float* beta, float* y,
                     const ImageShape& s, int64_t groups, float eps, bool silu,
                     Fusion fusion) override {

@@ -27,7 +27,7 @@ namespace tessera::diffusion {
 
 // How 3x3 convolutions are computed.
 enum class ConvPolicy {
-  kAuto,      // kernels::cpu::choose_conv_algo per layer and shape
+  kAuto,      // the backend's choose_conv_algo per layer and shape (the CPU's is by measurement)
   kGemm,      // im2col + GEMM everywhere (the exact path)
   kWinograd,  // Winograd F(4x4,3x3) wherever it applies (3x3 stride 1), GEMM elsewhere
 };
@@ -59,15 +59,16 @@ bool use_bf16(const KernelOptions& opt, const kernels::Backend& backend);
 // Whether opt's kBf16 becomes TF32 tensor-core products on this backend (a device).
 bool use_tf32(const KernelOptions& opt, const kernels::Backend& backend);
 
-// TF32 products on the backend for one forward when use_tf32(opt, backend), off again after it.
+// TF32 products on the backend for one forward when use_tf32(opt, backend); the previous state
+// is restored after it.
 class Tf32Scope {
  public:
   Tf32Scope(kernels::Backend& backend, const KernelOptions& opt)
-      : backend_(backend), on_(use_tf32(opt, backend)) {
+      : backend_(backend), on_(use_tf32(opt, backend)), previous_(backend.tf32_products()) {
     if (on_) backend_.set_tf32_products(true);
   }
   ~Tf32Scope() {
-    if (on_) backend_.set_tf32_products(false);
+    if (on_) backend_.set_tf32_products(previous_);
   }
   Tf32Scope(const Tf32Scope&) = delete;
   Tf32Scope& operator=(const Tf32Scope&) = delete;
@@ -75,6 +76,7 @@ class Tf32Scope {
  private:
   kernels::Backend& backend_;
   bool on_;
+  bool previous_;
 };
 
 // What layers load into: the checkpoint's tensors (host memory) and the backend the model runs

@@ -63,7 +63,7 @@ enum class ComputePrecision {
   kAuto,
   kF32,
   kBf16,  // bf16 where bf16_compute_available(), else f32 (compute_precision() says which); on
-          // CUDA: TF32 tensor-core products (cuBLAS), PyTorch's default for convolutions
+          // CUDA: TF32 tensor-core products in the im2col convolutions (as PyTorch by default)
 };
 const char* compute_precision_name(ComputePrecision p);  // "auto", "f32", "bf16"
 // kAuto resolved for a model with `model_channels` on this CPU; kBf16 only when available.

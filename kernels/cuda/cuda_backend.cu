@@ -386,12 +386,15 @@ class CudaBackend final : public Backend {
   // ---- diffusion ops: kernels::cuda (diffusion_cuda_ops.h) ---------------------------------------
   bool can_diffuse() const override { return true; }
   bool tf32_products_available() const override { return true; }  // sm_80+ (make_cuda_backend)
-  void set_tf32_products(bool on) override { cuda::set_tf32_products(on); }
+  void set_tf32_products(bool on) override { tf32_ = on; }
+  bool tf32_products() const override { return tf32_; }
   ConvAlgo choose_conv_algo(const Conv2dShape& s) const override {
-    // Not measured on a GPU yet (the CPU's choice is by measurement): Winograd where it applies
-    // and there are enough channels for its 36 batched products to beat the transforms (the
-    // CPU's threshold: the latent input's 4 channels stay im2col), im2col elsewhere.
-    const bool winograd = s.kernel == 3 && s.stride == 1 && s.in_c >= 32 && s.out_c >= 32;
+    // Not measured on a GPU yet (the CPU's choice is by measurement): with TF32 products on,
+    // im2col (tensor-core GEMMs; Winograd's transforms would amplify the TF32 rounding); else
+    // Winograd where it applies and there are enough channels for its 36 batched products to
+    // beat the transforms (the latent input's 4 channels stay im2col), im2col elsewhere.
+    const bool winograd =
+        !tf32_ && s.kernel == 3 && s.stride == 1 && s.in_c >= 32 && s.out_c >= 32;
     return winograd ? ConvAlgo::kWinograd : ConvAlgo::kGemm;
   }
   Status group_norm(const float* x, const float* gamma, const float* beta, float* y,
@@ -404,8 +407,13 @@ class CudaBackend final : public Backend {
     TESSERA_RETURN_IF_ERROR(bind());
     TESSERA_RETURN_IF_ERROR(ensure(&conv_workspace_, &conv_workspace_bytes_,
                                    cuda::conv2d_workspace_bytes(s, algo), "convolution workspace"));
-    return cuda::conv2d(x, packed, bias, y, s, algo, conv_workspace_, conv_workspace_bytes_,
-                        stream_);
+    // TF32 for this convolution's GEMM only (im2col), never for Winograd, attention or the
+    // linear layers; the per-thread cuBLAS flag is off again before returning.
+    cuda::set_tf32_products(tf32_ && algo == ConvAlgo::kGemm);
+    const Status st = cuda::conv2d(x, packed, bias, y, s, algo, conv_workspace_,
+                                   conv_workspace_bytes_, stream_);
+    cuda::set_tf32_products(false);
+    return st;
   }
   Status upsample_nearest2x(const float* x, float* y, const ImageShape& s) override {
     return on_stream(cuda::upsample_nearest2x, x, y, s);
@@ -519,6 +527,7 @@ class CudaBackend final : public Backend {
   size_t workspace_bytes_ = 0;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
+  bool tf32_ = false;                // Precision::kBf16 of the diffusion models (conv2d)
   void* conv_workspace_ = nullptr;  // diffusion convolutions (im2col / Winograd blocks)
   size_t conv_workspace_bytes_ = 0;
   void* attention_scratch_ = nullptr;  // diffusion attention scores (kPartialFused, kNaive)

@@ -47,9 +47,10 @@ inline constexpr int64_t kAttentionMaxHeadDim = 256;
 // is as exact as the GEMV path; the f32 GEMM uses cublasSgemm with CUBLAS_DEFAULT_MATH (no TF32).
 // TF32 tensor-core products for the calling thread's later cuBLAS calls (cuda::linear's f32 GEMM,
 // the diffusion convolutions and attention products): operands rounded to TF32 (10 explicit
-// mantissa bits, bf16 has 7), f32 accumulation; PyTorch's default for convolutions
-// (torch.backends.cudnn.allow_tf32). Off by default (f32 accuracy). The custom kernels (GEMV,
-// the bf16-weight tiled GEMM, attention) are unaffected.
+// mantissa bits, bf16 has 7), f32 accumulation. Off by default (f32 accuracy). The CUDA backend
+// switches it on around im2col convolutions only (PyTorch's default: TF32 in convolutions,
+// torch.backends.cudnn.allow_tf32, not in matmuls). The custom kernels (GEMV, the bf16-weight
+// tiled GEMM, attention) are unaffected.
 void set_tf32_products(bool on);
 bool tf32_products();
 

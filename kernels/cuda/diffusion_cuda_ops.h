@@ -13,7 +13,9 @@
 //   (negative or unsupported sizes, null pointers, a workspace too small, sizes beyond what a
 //   launch or cuBLAS can address) or when a launch / cuBLAS call fails. Arguments are checked
 //   before any CUDA call. Errors raised while a kernel runs surface at the next synchronisation.
-// - Products go through cuBLAS sgemm (CUBLAS_DEFAULT_MATH: no TF32, f32 accuracy) on a handle
+// - Products go through cuBLAS sgemm (CUBLAS_DEFAULT_MATH: no TF32, f32 accuracy, unless the
+//   calling thread set cuda::set_tf32_products, which the CUDA backend does for im2col
+//   convolutions under Precision::kBf16) on a handle
 //   created lazily per host thread and device (the first call on a thread must not be inside a
 //   CUDA graph capture).
 //

@@ -5,7 +5,8 @@
 // once,
 //   with 16-byte loads when alignment allows, and dotted with every x row; bias fused. Decode is
 //   bound by weight bandwidth, so this is the path that matters for tokens/s.
-// - larger m, f32 weights: cublasSgemm (default math mode: no TF32, so f32 accuracy), then a bias
+// - larger m, f32 weights: cublasSgemm (default math mode: no TF32, so f32 accuracy, unless the
+//   thread set set_tf32_products: the diffusion im2col convolutions under Precision::kBf16), then a bias
 //   kernel.
 // - larger m, bf16 weights: a shared-memory tiled GEMM that widens the bf16 tile to f32 while
 // loading

@@ -60,7 +60,11 @@ class CopyingBackend final : public kernels::ForwardingBackend {
   // As a GPU: no host bf16 kernels, TF32 products instead (recorded, the math stays f32 here).
   bool bf16_compute() const override { return !tf32; }
   bool tf32_products_available() const override { return tf32; }
-  void set_tf32_products(bool on) override { tf32_calls.push_back(on); }
+  void set_tf32_products(bool on) override {
+    tf32_calls.push_back(on);
+    tf32_on = on;
+  }
+  bool tf32_products() const override { return tf32_on; }
 
   int64_t uploaded = 0;
   int64_t compute_ops = 0;
@@ -69,6 +73,7 @@ class CopyingBackend final : public kernels::ForwardingBackend {
   bool diffuse = true;
   bool tf32 = false;
   std::vector<bool> tf32_calls;
+  bool tf32_on = false;
 
  protected:
   Status run_op(const kernels::OpLabel& label, std::function<Status()> run) override {
@@ -237,6 +242,10 @@ TEST(DiffusionOnBackend, Bf16PrecisionOnADeviceIsTf32ForOneForward) {
   std::vector<float> image(static_cast<size_t>(4 * kHw * kHw * 3));
   ASSERT_TRUE(vae->decode(z.data(), 1, kHw, kHw, image.data()).ok());
   EXPECT_EQ(backend.tf32_calls, (std::vector<bool>{true, false, true, false}));
+  // A caller's own state survives a forward.
+  backend.set_tf32_products(true);
+  unet_eps(*unet, in);
+  EXPECT_TRUE(backend.tf32_products());
 }
 
 TEST(DiffusionOnBackend, PipelineDeviceChoice) {

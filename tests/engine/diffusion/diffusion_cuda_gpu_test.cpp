@@ -93,8 +93,9 @@ TEST(DiffusionCuda, UNetWithTf32ProductsStaysCloseToTheReference) {
   const std::vector<float> got =
       test_util::to_nchw(to_host(cuda, eps, n).data(), kernels::ImageShape{kBatch, kHw, kHw, 4});
   EXPECT_TRUE(test_util::close_rel(got, expected.to_f32("unet.eps").value(), 3e-2));
+  EXPECT_FALSE(cuda.tf32_products()) << "the forward left TF32 products on";
 #if TESSERA_HAVE_CUDA
-  EXPECT_FALSE(kernels::cuda::tf32_products()) << "the forward left TF32 products on";
+  EXPECT_FALSE(kernels::cuda::tf32_products()) << "a convolution left cuBLAS TF32 math on";
 #endif
 }
 

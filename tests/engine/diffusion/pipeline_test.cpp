@@ -184,8 +184,8 @@ TEST_F(DiffusionPipeline, ModelCardGivesTheUNetHeads) {
 
   const auto dir = dir_->path() / "carded";
   ASSERT_TRUE(pt::write_compvis_model(dir, tensors()));
-  ASSERT_TRUE(pt::write_text(dir / "model.json", "{\"unet\": {\"num_heads\": " +
-                                                     std::to_string(pt::kUNetHeads) + "}}"));
+  ASSERT_TRUE(pt::write_text(
+      dir / "model.json", "{\"unet\": {\"num_heads\": " + std::to_string(pt::kUNetHeads) + "}}"));
   DiffusionLoadOptions o;
   o.text_heads = pt::kTextHeads;  // unet_heads left 0: from the card
   auto carded = DiffusionModel::load((dir / "model.safetensors").string(), o);
@@ -198,8 +198,7 @@ TEST_F(DiffusionPipeline, ModelCardGivesTheUNetHeads) {
   ASSERT_TRUE(pt::write_text(dir / "model.json", "{\"unet\": {\"num_heads\": \"four\"}}"));
   auto bad = DiffusionModel::load((dir / "model.safetensors").string(), o);
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("model.json"), std::string::npos)
-      << bad.status().message();
+  EXPECT_NE(bad.status().message().find("model.json"), std::string::npos) << bad.status().message();
   EXPECT_NE(bad.status().message().find("unet.num_heads"), std::string::npos);
 }
 

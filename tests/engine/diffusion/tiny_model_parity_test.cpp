@@ -22,7 +22,9 @@ namespace {
 using test_util::close_rel;
 using test_util::to_nhwc;
 
-std::string source_dir() { return TESSERA_SOURCE_DIR; }
+std::string source_dir() {
+  return TESSERA_SOURCE_DIR;
+}
 
 uint64_t fnv1a64(const uint8_t* data, size_t n) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -32,8 +34,8 @@ uint64_t fnv1a64(const uint8_t* data, size_t n) {
 
 TEST(TinyDiffusionModel, MatchesPyTorchOnTheShippedWeights) {
   const std::string model_dir = source_dir() + "/assets/models/tessera-tiny/diffusion";
-  auto expected_file =
-      SafeTensors::open(source_dir() + "/tests/fixtures/diffusion/tessera_tiny/expected.safetensors");
+  auto expected_file = SafeTensors::open(
+      source_dir() + "/tests/fixtures/diffusion/tessera_tiny/expected.safetensors");
   ASSERT_TRUE(expected_file.ok()) << expected_file.status().message();
   const auto& meta = expected_file->metadata();
   ASSERT_TRUE(meta.count("model_fnv1a64") && meta.count("prompt") && meta.count("seed"));
@@ -78,8 +80,8 @@ TEST(TinyDiffusionModel, MatchesPyTorchOnTheShippedWeights) {
   ASSERT_TRUE(image.ok()) << image.status().message();
   ASSERT_EQ(static_cast<int>(latents.size()), r.steps);
   for (int i = 0; i < r.steps; ++i) {
-    EXPECT_TRUE(close_rel(latents[i],
-                          to_nhwc(want("latents." + std::to_string(i)), 1, 4, lat, lat), 1e-4))
+    EXPECT_TRUE(
+        close_rel(latents[i], to_nhwc(want("latents." + std::to_string(i)), 1, 4, lat, lat), 1e-4))
         << "step " << i;
   }
   EXPECT_TRUE(close_rel(image->decoded, to_nhwc(want("image"), 1, 3, r.height, r.width), 1e-4));
