@@ -39,30 +39,15 @@ Expected<const float*> LoadContext::f32(const std::string& name,
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   kernels::DeviceBuffer buffer;
-  auto on_backend = backend.upload_f32(host, n, &buffer);
-  if (!on_backend.ok()) {
-    return Status(on_backend.status().code(),
-                  "tensor '" + name + "': " + on_backend.status().message());
-  }
-  if (buffer.data() != nullptr) storage.push_back(std::move(buffer));
-  return *on_backend;
+  auto uploaded = backend.upload_f32(host, n, &buffer);
+  return keep(name, std::move(uploaded), std::move(buffer));
 }
 
-Expected<kernels::Weight> LoadContext::matrix(const std::string& name, int64_t rows, int64_t cols) {
-  TESSERA_ASSIGN_OR_RETURN(kernels::Weight host, store.matrix(name, rows, cols));
+Expected<kernels::Weight> LoadContext::weight(const std::string& name,
+                                              const kernels::Weight& host) {
   kernels::DeviceBuffer buffer;
-  auto on_backend = backend.upload_weight(host, &buffer);
-  if (!on_backend.ok()) {
-    return Status(on_backend.status().code(),
-                  "tensor '" + name + "': " + on_backend.status().message());
-  }
-  if (buffer.data() != nullptr) storage.push_back(std::move(buffer));
-  return *on_backend;
-}
-
-Expected<const float*> LoadContext::upload(const float* host, int64_t n,
-                                           kernels::DeviceBuffer* buffer) {
-  return backend.upload_f32(host, n, buffer);
+  auto uploaded = backend.upload_weight(host, &buffer);
+  return keep(name, std::move(uploaded), std::move(buffer));
 }
 
 Expected<float*> Workspace::get(int slot, int64_t floats) {
@@ -177,7 +162,7 @@ Expected<Linear> Linear::load(LoadContext& ctx, const std::string& name, int64_t
   Linear l;
   l.backend = &ctx.backend;
   TESSERA_ASSIGN_OR_RETURN(l.host, ctx.store.matrix(name + ".weight", out, in));
-  TESSERA_ASSIGN_OR_RETURN(l.w, ctx.matrix(name + ".weight", out, in));
+  TESSERA_ASSIGN_OR_RETURN(l.w, ctx.weight(name + ".weight", l.host));
   if (bias) {
     TESSERA_ASSIGN_OR_RETURN(l.bias, ctx.f32(name + ".bias", {out}));
   }
@@ -190,8 +175,7 @@ Expected<Linear> Linear::load_conv1x1(LoadContext& ctx, const std::string& name,
   l.backend = &ctx.backend;
   TESSERA_ASSIGN_OR_RETURN(const float* host, ctx.store.f32(name + ".weight", {out, in, 1, 1}));
   l.host = kernels::Weight{host, DType::kF32, out, in};
-  TESSERA_ASSIGN_OR_RETURN(const float* w, ctx.f32(name + ".weight", {out, in, 1, 1}));
-  l.w = kernels::Weight{w, DType::kF32, out, in};
+  TESSERA_ASSIGN_OR_RETURN(l.w, ctx.weight(name + ".weight", l.host));
   TESSERA_ASSIGN_OR_RETURN(l.bias, ctx.f32(name + ".bias", {out}));
   return l;
 }

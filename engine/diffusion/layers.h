@@ -88,12 +88,22 @@ struct LoadContext {
   kernels::Backend& backend;
   std::vector<kernels::DeviceBuffer>& storage;
 
-  // store.f32 / store.matrix, then on the backend.
+  // store.f32(name, shape) on the backend.
   Expected<const float*> f32(const std::string& name, const std::vector<int64_t>& shape);
-  Expected<kernels::Weight> matrix(const std::string& name, int64_t rows, int64_t cols);
-  // Host f32 data (packed weights) on the backend: the CPU backend uses `host` in place (which
-  // must then outlive the layer), a device copies it into `storage`.
-  Expected<const float*> upload(const float* host, int64_t n, kernels::DeviceBuffer* storage);
+  // A weight read from the store (tensor `name`, for messages) on the backend.
+  Expected<kernels::Weight> weight(const std::string& name, const kernels::Weight& host);
+
+ private:
+  // Keeps a device copy in `storage`; an upload error names the tensor.
+  template <typename T>
+  Expected<T> keep(const std::string& name, Expected<T> uploaded, kernels::DeviceBuffer buffer) {
+    if (!uploaded.ok()) {
+      return Status(uploaded.status().code(),
+                    "tensor '" + name + "': " + uploaded.status().message());
+    }
+    if (buffer.data() != nullptr) storage.push_back(std::move(buffer));
+    return uploaded;
+  }
 };
 
 // The backend a model runs on: `given`, or (null) a CPU backend made into *own. kUnsupported

@@ -39,94 +39,102 @@ std::vector<float> to_host(kernels::Backend& b, const kernels::DeviceBuffer& d, 
   return host;
 }
 
-TEST(DiffusionCuda, UNetMatchesThePyTorchReferenceWithEveryKernelVariant) {
-  TESSERA_SKIP_WITHOUT_CUDA_BACKEND();
-  kernels::Backend& cuda = *test::shared_cuda_backend();
-  const SafeTensors expected =
+// The tiny fixture model (tests/fixtures/diffusion) on the shared CUDA backend: its UNet inputs
+// and VAE latents on the device, and one call each that runs a model and brings the output back
+// as NCHW, as the fixtures store it.
+class DiffusionCuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TESSERA_SKIP_WITHOUT_CUDA_BACKEND();
+    cuda_ = test::shared_cuda_backend();
+  }
+  std::vector<float> want(const std::string& name) const { return expected_.to_f32(name).value(); }
+  std::unique_ptr<UNet> unet() {
+    auto m =
+        UNet::load(store_, infer_unet_config(store_.file(), kHeads).value(), kUNetPrefix, cuda_);
+    EXPECT_TRUE(m.ok()) << m.status().to_string();
+    return m.ok() ? std::move(*m) : nullptr;
+  }
+  std::unique_ptr<VaeDecoder> vae() {
+    auto m = VaeDecoder::load(store_, infer_vae_decoder_config(store_.file()).value(), kVaePrefix,
+                              cuda_);
+    EXPECT_TRUE(m.ok()) << m.status().to_string();
+    return m.ok() ? std::move(*m) : nullptr;
+  }
+  // UNet(fixture x, t, context) -> eps, NCHW.
+  std::vector<float> eps(UNet& m) {
+    if (x_.data() == nullptr) {
+      x_ = to_device(*cuda_, test_util::to_nhwc(want("unet.x"), kBatch, 4, kHw, kHw));
+      ctx_ = to_device(*cuda_, want("unet.context"));
+    }
+    const size_t n = static_cast<size_t>(kBatch * kHw * kHw * 4);
+    kernels::DeviceBuffer out = cuda_->allocate(n * sizeof(float)).value();
+    const std::vector<float> t = want("unet.t");
+    const Status st = m.forward(x_.as<float>(), t.data(), ctx_.as<float>(), kBatch, kHw, kHw,
+                                kCtxLen, out.as<float>());
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    return test_util::to_nchw(to_host(*cuda_, out, n).data(),
+                              kernels::ImageShape{kBatch, kHw, kHw, 4});
+  }
+  // VAE(fixture z) -> image, NCHW (the tiny VAE upscales x2).
+  std::vector<float> image(VaeDecoder& m) {
+    if (z_.data() == nullptr) {
+      z_ = to_device(*cuda_, test_util::to_nhwc(want("vae.z"), 1, 4, kHw, kHw));
+    }
+    const int64_t side = 2 * kHw;
+    const size_t n = static_cast<size_t>(side * side * 3);
+    kernels::DeviceBuffer out = cuda_->allocate(n * sizeof(float)).value();
+    const Status st = m.decode(z_.as<float>(), 1, kHw, kHw, out.as<float>());
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    return test_util::to_nchw(to_host(*cuda_, out, n).data(),
+                              kernels::ImageShape{1, side, side, 3});
+  }
+
+  kernels::Backend* cuda_ = nullptr;
+  const SafeTensors expected_ =
       SafeTensors::open(test_util::fixture_dir() + "expected.safetensors").value();
-  WeightStore store(SafeTensors::open(test_util::fixture_dir() + "sd_tiny.safetensors").value(),
-                    WeightFormat::kF32);
-  auto unet =
-      UNet::load(store, infer_unet_config(store.file(), kHeads).value(), kUNetPrefix, &cuda);
-  ASSERT_TRUE(unet.ok()) << unet.status().to_string();
-  const std::vector<float> t = expected.to_f32("unet.t").value();
-  kernels::DeviceBuffer x =
-      to_device(cuda, test_util::to_nhwc(expected.to_f32("unet.x").value(), kBatch, 4, kHw, kHw));
-  kernels::DeviceBuffer ctx = to_device(cuda, expected.to_f32("unet.context").value());
-  const size_t n = static_cast<size_t>(kBatch * kHw * kHw * 4);
-  kernels::DeviceBuffer eps = cuda.allocate(n * sizeof(float)).value();
-  const std::vector<float> want = expected.to_f32("unet.eps").value();
+  WeightStore store_{SafeTensors::open(test_util::fixture_dir() + "sd_tiny.safetensors").value(),
+                     WeightFormat::kF32};
+  kernels::DeviceBuffer x_, ctx_, z_;
+};
+
+TEST_F(DiffusionCuda, UNetMatchesThePyTorchReferenceWithEveryKernelVariant) {
+  std::unique_ptr<UNet> m = unet();
+  ASSERT_NE(m, nullptr);
   for (const auto& [name, options] : test_util::kernel_variants()) {
     SCOPED_TRACE(name);
-    (*unet)->set_options(options);
-    TESSERA_ASSERT_OK((*unet)->forward(x.as<float>(), t.data(), ctx.as<float>(), kBatch, kHw, kHw,
-                                       kCtxLen, eps.as<float>()));
-    const std::vector<float> got =
-        test_util::to_nchw(to_host(cuda, eps, n).data(), kernels::ImageShape{kBatch, kHw, kHw, 4});
-    EXPECT_TRUE(test_util::close_rel(got, want));
+    m->set_options(options);
+    EXPECT_TRUE(test_util::close_rel(eps(*m), want("unet.eps")));
   }
 }
 
-// Precision::kBf16 on CUDA = TF32 tensor-core products (cuBLAS): within the tolerance of the CPU's
-// bf16 compute test (unet_test.cpp, Bf16ComputeCloseToF32Reference) of the PyTorch f32 output.
-TEST(DiffusionCuda, UNetWithTf32ProductsStaysCloseToTheReference) {
-  TESSERA_SKIP_WITHOUT_CUDA_BACKEND();
-  kernels::Backend& cuda = *test::shared_cuda_backend();
-  const SafeTensors expected =
-      SafeTensors::open(test_util::fixture_dir() + "expected.safetensors").value();
-  WeightStore store(SafeTensors::open(test_util::fixture_dir() + "sd_tiny.safetensors").value(),
-                    WeightFormat::kF32);
-  auto unet =
-      UNet::load(store, infer_unet_config(store.file(), kHeads).value(), kUNetPrefix, &cuda);
-  ASSERT_TRUE(unet.ok()) << unet.status().to_string();
+// Precision::kBf16 on CUDA = TF32 tensor-core products in the im2col convolutions: within the
+// tolerance of the CPU's bf16 compute test (unet_test.cpp, Bf16ComputeCloseToF32Reference) of the
+// PyTorch f32 output.
+TEST_F(DiffusionCuda, UNetWithTf32ProductsStaysCloseToTheReference) {
+  std::unique_ptr<UNet> m = unet();
+  ASSERT_NE(m, nullptr);
   KernelOptions o;
   o.precision = kernels::Precision::kBf16;
-  (*unet)->set_options(o);
-  const std::vector<float> t = expected.to_f32("unet.t").value();
-  kernels::DeviceBuffer x =
-      to_device(cuda, test_util::to_nhwc(expected.to_f32("unet.x").value(), kBatch, 4, kHw, kHw));
-  kernels::DeviceBuffer ctx = to_device(cuda, expected.to_f32("unet.context").value());
-  const size_t n = static_cast<size_t>(kBatch * kHw * kHw * 4);
-  kernels::DeviceBuffer eps = cuda.allocate(n * sizeof(float)).value();
-  TESSERA_ASSERT_OK((*unet)->forward(x.as<float>(), t.data(), ctx.as<float>(), kBatch, kHw, kHw,
-                                     kCtxLen, eps.as<float>()));
-  const std::vector<float> got =
-      test_util::to_nchw(to_host(cuda, eps, n).data(), kernels::ImageShape{kBatch, kHw, kHw, 4});
-  EXPECT_TRUE(test_util::close_rel(got, expected.to_f32("unet.eps").value(), 3e-2));
-  EXPECT_FALSE(cuda.tf32_products()) << "the forward left TF32 products on";
+  m->set_options(o);
+  EXPECT_TRUE(test_util::close_rel(eps(*m), want("unet.eps"), 3e-2));
+  EXPECT_FALSE(cuda_->tf32_products()) << "the forward left TF32 products on";
 #if TESSERA_HAVE_CUDA
   EXPECT_FALSE(kernels::cuda::tf32_products()) << "a convolution left cuBLAS TF32 math on";
 #endif
 }
 
-TEST(DiffusionCuda, VaeDecoderMatchesThePyTorchReferenceWithEveryKernelVariant) {
-  TESSERA_SKIP_WITHOUT_CUDA_BACKEND();
-  kernels::Backend& cuda = *test::shared_cuda_backend();
-  const SafeTensors expected =
-      SafeTensors::open(test_util::fixture_dir() + "expected.safetensors").value();
-  WeightStore store(SafeTensors::open(test_util::fixture_dir() + "sd_tiny.safetensors").value(),
-                    WeightFormat::kF32);
-  auto vae =
-      VaeDecoder::load(store, infer_vae_decoder_config(store.file()).value(), kVaePrefix, &cuda);
-  ASSERT_TRUE(vae.ok()) << vae.status().to_string();
-  kernels::DeviceBuffer z =
-      to_device(cuda, test_util::to_nhwc(expected.to_f32("vae.z").value(), 1, 4, kHw, kHw));
-  const int64_t out = 2 * kHw;
-  const size_t n = static_cast<size_t>(out * out * 3);
-  kernels::DeviceBuffer image = cuda.allocate(n * sizeof(float)).value();
-  const std::vector<float> want = expected.to_f32("vae.image").value();
+TEST_F(DiffusionCuda, VaeDecoderMatchesThePyTorchReferenceWithEveryKernelVariant) {
+  std::unique_ptr<VaeDecoder> m = vae();
+  ASSERT_NE(m, nullptr);
   for (const auto& [name, options] : test_util::kernel_variants()) {
     SCOPED_TRACE(name);
-    (*vae)->set_options(options);
-    TESSERA_ASSERT_OK((*vae)->decode(z.as<float>(), 1, kHw, kHw, image.as<float>()));
-    const std::vector<float> got =
-        test_util::to_nchw(to_host(cuda, image, n).data(), kernels::ImageShape{1, out, out, 3});
-    EXPECT_TRUE(test_util::close_rel(got, want));
+    m->set_options(options);
+    EXPECT_TRUE(test_util::close_rel(image(*m), want("vae.image")));
   }
 }
 
-TEST(DiffusionCuda, TinyModelGenerationMatchesTheCpuPipeline) {
-  TESSERA_SKIP_WITHOUT_CUDA_BACKEND();
+TEST_F(DiffusionCuda, TinyModelGenerationMatchesTheCpuPipeline) {
   const std::string model =
       std::string(TESSERA_SOURCE_DIR) + "/assets/models/tessera-tiny/diffusion";
   DiffusionLoadOptions o;
