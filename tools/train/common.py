@@ -62,9 +62,15 @@ def tiny_clip_config(vocab_size, bos_id, eos_id):
                             mlp_hidden=256, bos_id=bos_id, eos_id=eos_id)
 
 
-def tiny_gpt_config(shape_cfg, text_width):
-    """v0.5 style (bbox condition token). Codes are the tokenizer's codes, BOS/EOS/PAD after them."""
-    return C.GptConfig(n_embd=128, n_head=4, n_layer=4, n_single_layer=1, mlp_hidden=256,
+def tiny_gpt_config(shape_cfg, text_width, sizes=None):
+    """v0.5 style (bbox condition token). Codes are the tokenizer's codes, BOS/EOS/PAD after them.
+    sizes: optional dict n_embd / n_layer / n_single / mlp_hidden / head_dim (train_gpt.py --n-embd
+    ...); the default is the first tessera-tiny GPT (128 wide, 4 dual + 1 single block, SwiGLU 256)."""
+    s = {"n_embd": 128, "n_layer": 4, "n_single": 1, "mlp_hidden": 256, "head_dim": 32, **(sizes or {})}
+    if s["n_embd"] % s["head_dim"]:
+        raise ValueError(f"GPT n_embd {s['n_embd']} is not a multiple of head_dim {s['head_dim']}")
+    return C.GptConfig(n_embd=s["n_embd"], n_head=s["n_embd"] // s["head_dim"], n_layer=s["n_layer"],
+                       n_single_layer=s["n_single"], mlp_hidden=s["mlp_hidden"],
                        codebook_size=shape_cfg.num_codes, shape_embed_dim=shape_cfg.embed_dim,
                        text_embed_dim=text_width, use_bbox=True, num_latents=shape_cfg.num_latents)
 
@@ -568,10 +574,18 @@ def set_threads(n):
     # arithmetic made whole training steps ~6x slower on this CPU.
     torch.set_flush_denormal(True)
     torch.set_num_threads(max(1, int(n)))
-    try:
-        torch.set_num_interop_threads(1)
-    except RuntimeError:
-        pass
+    # A second call in one process (tests run several stages in one interpreter) must not set the
+    # interop threads again: torch 1.13 then aborts the process instead of raising.
+    global _INTEROP_SET
+    if not _INTEROP_SET:
+        _INTEROP_SET = True
+        try:
+            torch.set_num_interop_threads(1)
+        except RuntimeError:
+            pass
+
+
+_INTEROP_SET = False
 
 
 # ---- fast attention for training on CPU ---------------------------------------------------------------

@@ -57,7 +57,9 @@ def export(run_dir, out, allow_unfinished=False):
     shape.load_state_dict(ae_state["model"])
     vocab_dir = os.path.join(run_dir, "vocab")
     gpt_state = _load_state(os.path.join(run_dir, "gpt_ckpt.pt"))
-    tok, clip, gpt = train_gpt.build_models(vocab_dir, shape.codebook_vectors().detach(), 0)
+    # The GPT's size is recorded in its checkpoint (train_gpt.py --n-embd ...; older runs: the default).
+    sizes = (gpt_state.get("extra") or {}).get("gpt_sizes")
+    tok, clip, gpt = train_gpt.build_models(vocab_dir, shape.codebook_vectors().detach(), 0, sizes)
     joint = train_gpt.Joint(clip, gpt)
     joint.load_state_dict(gpt_state["model"])
 

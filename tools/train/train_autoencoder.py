@@ -57,7 +57,34 @@ def parse_args(argv=None):
     p.add_argument("--family-weights", default="",
                    help="sampling weight per family, 'name=w,...' (default 1), or 'auto': "
                         "1 + 2 * (1 - IoU) from the last evaluation in the --init-from run's metrics")
+    p.add_argument("--train-decoder-only", action="store_true",
+                   help="fine-tune only what turns codes into occupancy (bottleneck c_out, decoder, "
+                        "occupancy head): the encoder, the shared Fourier embedder and the codebook stay "
+                        "bit for bit, so every shape keeps its token ids and a GPT trained on them "
+                        "(tokens.npz of the --init-from run) stays valid; needs --init-from")
     return p.parse_args(argv)
+
+
+# Parameters that decide which code a shape gets, or what a code id means to the GPT (its wte rows are
+# shape_proj(codebook)): frozen by --train-decoder-only.
+ENCODING_PREFIXES = ("encoder.", "embedder.", "bottleneck.block.codebook", "bottleneck.block.c_in",
+                     "bottleneck.block.norm", "bottleneck.block.cb_", "bottleneck.block.c_x")
+
+
+def freeze_encoding_(model):
+    """requires_grad False on the encoding side (ENCODING_PREFIXES); returns {name: copy} to verify."""
+    kept = {}
+    for name, prm in model.named_parameters():
+        if name.startswith(ENCODING_PREFIXES):
+            prm.requires_grad_(False)
+            kept[name] = prm.detach().clone()
+    return kept
+
+
+def check_encoding_unchanged(model, kept):
+    for name, prm in model.named_parameters():
+        if name in kept and not torch.equal(prm.detach(), kept[name]):
+            raise RuntimeError(f"--train-decoder-only: {name} changed; the token ids would no longer match")
 
 
 class ValSet:
@@ -177,9 +204,27 @@ def main(argv=None):
         extra["vq_on"] = bool(extra.get("vq_on", False))
         logger.log(f"initialised from {a.init_from} (its step {state.get('step')}, VQ "
                    f"{'on' if extra['vq_on'] else 'off'}); new schedule of {a.steps} steps")
-    if os.path.exists(ckpt_path):
+    if os.path.exists(ckpt_path) and not a.train_decoder_only:
         step, extra = common.load_checkpoint(ckpt_path, model, opt, gen)
         logger.log(f"resumed from {ckpt_path} at step {step}")
+    kept = {}
+    if a.train_decoder_only:
+        init = torch.load(a.init_from, map_location="cpu") if a.init_from else None
+        if init is None or not (init.get("extra") or {}).get("vq_on"):
+            raise SystemExit("--train-decoder-only needs --init-from a run whose codebook is on")
+        # the reference for the check is the run we started from (also when resuming our own run)
+        ref = common.TrainShapeTokenizer(cfg)
+        ref.load_state_dict(init["model"])
+        kept = freeze_encoding_(ref)
+        freeze_encoding_(model)
+        # AdamW built before the freeze must not see the frozen tensors (they would be decayed)
+        opt = torch.optim.AdamW(common.param_groups(model, 0.01), lr=a.lr, betas=(0.9, 0.99))
+        if os.path.exists(ckpt_path):
+            step, extra = common.load_checkpoint(ckpt_path, model, opt, gen)
+            logger.log(f"resumed from {ckpt_path} at step {step}")
+        check_encoding_unchanged(model, kept)
+        logger.log(f"decoder-only fine-tune: {sum(v.numel() for v in kept.values()):,} encoding "
+                   f"parameters frozen ({len(kept)} tensors)")
     n_params = sum(p.numel() for p in model.parameters())
     logger.log(f"shape tokenizer: {n_params:,} parameters; config {common.C.as_dict(cfg)}; args {vars(a)}")
 
@@ -219,7 +264,7 @@ def main(argv=None):
         keep = keep_lengths(a.batch, cfg.num_latents, a.tail_prob, gen)
         logits, aux = model.forward_train(pts, nrm, qp, keep, vq_on=extra["vq_on"])
         loss = F.binary_cross_entropy_with_logits(logits, ql)
-        if extra["vq_on"]:
+        if extra["vq_on"] and not a.train_decoder_only:
             loss = loss + aux["codebook"] + a.commit * aux["commit"]
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -232,7 +277,7 @@ def main(argv=None):
                 acc_sum += float(((logits[full] > 0).float() == ql[full]).float().mean())
                 n_sum += 1
             loss_sum += float(loss)
-            if extra["vq_on"]:
+            if extra["vq_on"] and not a.train_decoder_only:
                 model.update_usage(aux["ids"])
                 if step % 100 == 0:
                     nd = model.restart_dead_codes(aux["z"].detach(), gen)
@@ -258,6 +303,8 @@ def main(argv=None):
                            val_iou_family=fam, codes_used=used)
         out_of_time = a.max_minutes > 0 and time.time() - t_start > 60 * a.max_minutes
         if time.time() - t_ckpt > 60 * a.ckpt_minutes or step == a.steps or out_of_time:
+            if kept:
+                check_encoding_unchanged(model, kept)
             common.save_checkpoint(ckpt_path, model, opt, step, gen, extra)
             t_ckpt = time.time()
             logger.log(f"step {step}: checkpoint {ckpt_path}")

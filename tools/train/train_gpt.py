@@ -57,6 +57,17 @@ def parse_args(argv=None):
     p.add_argument("--freeze-text", action="store_true",
                    help="keep the text encoder fixed (only the GPT learns): the embedded diffusion "
                         "model is conditioned on the shipped text encoder, which must not change")
+    p.add_argument("--text-from", default="",
+                   help="start the text encoder (only) from another run's gpt_ckpt.pt; with a GPT of a "
+                        "new size (--n-embd ...) the GPT starts from scratch")
+    p.add_argument("--ae-ckpt", default="",
+                   help="autoencoder checkpoint whose codebook (and encoder, for tokens.npz) the GPT "
+                        "uses (default RUN_DIR/ae_ckpt.pt); lets a GPT train while the decoder of the "
+                        "same codes is fine-tuned (train_autoencoder.py --train-decoder-only)")
+    for name, default in (("n-embd", 128), ("n-layer", 4), ("n-single", 1), ("mlp-hidden", 256),
+                          ("head-dim", 32)):
+        p.add_argument(f"--{name}", type=int, default=default,
+                       help=f"GPT size (default {default}; recorded in the checkpoint and used by export)")
     p.add_argument("--allow-unfinished-ae", action="store_true",
                    help="encode with the autoencoder checkpoint even if its training is not done")
     return p.parse_args(argv)
@@ -77,12 +88,13 @@ def normalize_caption(c):
     return c[len(HELDOUT_TEMPLATE):] if c.startswith(HELDOUT_TEMPLATE) else c
 
 
-def load_shape_tokenizer(run_dir, allow_unfinished):
-    ckpt = os.path.join(run_dir, "ae_ckpt.pt")
+def load_shape_tokenizer(run_dir, allow_unfinished, ckpt=""):
+    ckpt = ckpt or os.path.join(run_dir, "ae_ckpt.pt")
     if not os.path.exists(ckpt):
         raise FileNotFoundError(f"{ckpt}: no autoencoder checkpoint (run train_autoencoder.py first)")
-    if not allow_unfinished and not os.path.exists(os.path.join(run_dir, "ae_done.json")):
-        raise RuntimeError(f"{run_dir}/ae_done.json missing: the autoencoder has not finished training "
+    ae_dir = os.path.dirname(os.path.abspath(ckpt))
+    if not allow_unfinished and not os.path.exists(os.path.join(ae_dir, "ae_done.json")):
+        raise RuntimeError(f"{ae_dir}/ae_done.json missing: the autoencoder has not finished training "
                            "(pass --allow-unfinished-ae to use its latest checkpoint anyway)")
     model = common.TrainShapeTokenizer(common.tiny_shape_config())
     state = torch.load(ckpt, map_location="cpu")
@@ -97,7 +109,7 @@ def ensure_tokens(a, logger):
     from shapes.captions import make_caption
     from shapes.dataset import SPLITS
     from shapes.families import make_shape
-    model, ae_step = load_shape_tokenizer(a.run_dir, a.allow_unfinished_ae)
+    model, ae_step = load_shape_tokenizer(a.run_dir, a.allow_unfinished_ae, a.ae_ckpt)
     out = {}
     for split in ("train", "val"):
         d = common.load_split(os.path.join(a.data, split))
@@ -136,11 +148,19 @@ def ensure_tokens(a, logger):
     return path
 
 
-def build_models(vocab_dir, codebook, seed):
+GPT_SIZE_KEYS = ("n_embd", "n_layer", "n_single", "mlp_hidden", "head_dim")
+
+
+def gpt_sizes_of(a):
+    """The --n-embd ... arguments as the dict recorded in checkpoints (extra['gpt_sizes'])."""
+    return {k: int(getattr(a, k)) for k in GPT_SIZE_KEYS}
+
+
+def build_models(vocab_dir, codebook, seed, sizes=None):
     tok = common.BpeTokenizer(os.path.join(vocab_dir, "vocab.json"), os.path.join(vocab_dir, "merges.txt"))
     clip_cfg = common.tiny_clip_config(len(tok.encoder), tok.bos_id, tok.eos_id)
     clip = common.init_clip_(common.ClipTextModel(clip_cfg), seed + 7)
-    gpt_cfg = common.tiny_gpt_config(common.tiny_shape_config(), clip_cfg.width)
+    gpt_cfg = common.tiny_gpt_config(common.tiny_shape_config(), clip_cfg.width, sizes)
     gpt = common.TrainGPT(gpt_cfg, codebook, seed=seed + 8)
     return tok, clip, gpt
 
@@ -179,10 +199,11 @@ def main(argv=None):
     vocab_dir = ensure_vocab(a.run_dir, logger)
     tok_path = ensure_tokens(a, logger)
     data = np.load(tok_path)
-    shape_model, _ = load_shape_tokenizer(a.run_dir, True)
+    shape_model, _ = load_shape_tokenizer(a.run_dir, True, a.ae_ckpt)
     codebook = shape_model.codebook_vectors().detach()
     torch.manual_seed(a.seed)
-    tok, clip, gpt = build_models(vocab_dir, codebook, a.seed)
+    sizes = gpt_sizes_of(a)
+    tok, clip, gpt = build_models(vocab_dir, codebook, a.seed, sizes)
     joint = Joint(clip, gpt)
     if a.freeze_text:
         # No gradient, so AdamW never touches these (no update, no weight decay).
@@ -190,13 +211,30 @@ def main(argv=None):
             prm.requires_grad_(False)
     opt = torch.optim.AdamW(common.param_groups(joint, 0.01), lr=a.lr, betas=(0.9, 0.98))
     gen = torch.Generator().manual_seed(a.seed + 3)
-    step, extra = 0, {}
+    step, extra = 0, {"gpt_sizes": sizes}
     ckpt_path = os.path.join(a.run_dir, "gpt_ckpt.pt")
+    if a.init_from and a.text_from:
+        raise SystemExit("--init-from and --text-from are exclusive (the first includes the text encoder)")
     if a.init_from and not os.path.exists(ckpt_path):
         joint.load_state_dict(torch.load(a.init_from, map_location="cpu")["model"])
         logger.log(f"initialised from {a.init_from}; new schedule of {a.steps} steps")
+    if a.text_from and not os.path.exists(ckpt_path):
+        src = torch.load(a.text_from, map_location="cpu")["model"]
+        text_sd = {k[len("clip."):]: v for k, v in src.items() if k.startswith("clip.")}
+        if not text_sd:
+            raise SystemExit(f"--text-from {a.text_from}: no clip.* tensors (not a train_gpt checkpoint)")
+        try:
+            clip.load_state_dict(text_sd)
+        except RuntimeError as e:
+            raise SystemExit(f"--text-from {a.text_from}: text encoder does not match this vocabulary: {e}")
+        logger.log(f"text encoder from {a.text_from}; GPT {sizes} from scratch, {a.steps} steps")
     if os.path.exists(ckpt_path):
+        saved = torch.load(ckpt_path, map_location="cpu").get("extra", {}).get("gpt_sizes")
+        if saved is not None and saved != sizes:
+            raise SystemExit(f"{ckpt_path}: checkpoint GPT sizes {saved} differ from the arguments {sizes} "
+                             "(pass the sizes it was started with)")
         step, extra = common.load_checkpoint(ckpt_path, joint, opt, gen)
+        extra.setdefault("gpt_sizes", sizes)
         logger.log(f"resumed from {ckpt_path} at step {step}")
     logger.log(f"text encoder {sum(p.numel() for p in clip.parameters()):,} params, GPT "
                f"{sum(p.numel() for p in gpt.parameters()):,} params; vocab {len(tok.encoder)}; "

@@ -1,0 +1,140 @@
+"""tessera-tiny training phases on a toy dataset (2 families, 2 shapes each, a few steps):
+- train_autoencoder.py --train-decoder-only keeps the encoding side (encoder, embedder, codebook) bit for
+  bit, so the token ids of every shape are unchanged, while the decoder does learn; it resumes; it
+  refuses to start without a finished codebook to start from;
+- train_gpt.py --n-embd ... records the GPT size in its checkpoint, export_tiny.py exports that size (the
+  config inferred from the written shapes must match), a resume with other sizes fails naming the
+  checkpoint, and --text-from starts the text encoder (only) from another run.
+Run: /usr/bin/python3 -m unittest tools/tests/test_train_phases.py (repo root)."""
+
+import contextlib
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+
+from train import common, export_tiny, train_autoencoder, train_gpt  # noqa: E402
+from tessera_ref import st_io  # noqa: E402
+
+
+def quiet(fn, *args):
+    with contextlib.redirect_stdout(io.StringIO()):
+        return fn(*args)
+
+
+class TrainPhasesTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="tessera-train-test-")
+        cls.data = os.path.join(cls.tmp, "data")
+        for split in ("train", "val"):
+            subprocess.run([sys.executable, "-m", "tools.shapes.dataset", "generate", "--out",
+                            os.path.join(cls.data, split), "--per-family", "2", "--seed", "3", "--split",
+                            split, "--families", "sphere,torus", "--n-surface", "1024", "--n-occ", "512"],
+                           check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+        cls.ae1 = os.path.join(cls.tmp, "ae1")
+        quiet(train_autoencoder.main, ["--run-dir", cls.ae1, "--data", cls.data, "--steps", "3",
+                                       "--vq-start", "1", "--batch", "2", "--warmup", "1",
+                                       "--eval-every", "1000", "--n-points", "256", "--n-query", "128"])
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def ae_args(self, run, steps):
+        return ["--run-dir", run, "--data", self.data, "--steps", str(steps), "--batch", "2",
+                "--warmup", "1", "--eval-every", "1000", "--n-points", "256", "--n-query", "128",
+                "--lr", "1e-2", "--init-from", os.path.join(self.ae1, "ae_ckpt.pt"), "--train-decoder-only"]
+
+    def test_decoder_only_keeps_token_ids(self):
+        run = os.path.join(self.tmp, "ae-dec")
+        quiet(train_autoencoder.main, self.ae_args(run, 2))
+        # extend the run: the resume path rebuilds the optimizer over the decoder only
+        os.remove(os.path.join(run, "ae_done.json"))
+        quiet(train_autoencoder.main, self.ae_args(run, 4))
+        before = torch.load(os.path.join(self.ae1, "ae_ckpt.pt"))["model"]
+        after = torch.load(os.path.join(run, "ae_ckpt.pt"))
+        self.assertEqual(after["step"], 4)
+        changed = [k for k in before if not torch.equal(before[k], after["model"][k])]
+        self.assertTrue(changed, "the decoder did not learn")
+        for k in changed:
+            self.assertFalse(k.startswith(train_autoencoder.ENCODING_PREFIXES), k)
+        self.assertTrue(any(k.startswith("decoder.") for k in changed), changed)
+        models = []
+        for state in (before, after["model"]):
+            m = common.TrainShapeTokenizer(common.tiny_shape_config())
+            m.load_state_dict(state)
+            models.append(m.eval())
+        val = common.load_split(os.path.join(self.data, "val"))
+        pts = torch.from_numpy(val["surface_points"][:, :256])
+        nrm = torch.from_numpy(val["surface_normals"][:, :256])
+        self.assertTrue(torch.equal(models[0].encode_ids(pts, nrm), models[1].encode_ids(pts, nrm)))
+        self.assertTrue(torch.equal(models[0].codebook_vectors(), models[1].codebook_vectors()))
+
+    def test_decoder_only_needs_a_codebook(self):
+        run = os.path.join(self.tmp, "ae-bad")
+        args = self.ae_args(run, 2)
+        with self.assertRaises(SystemExit) as cm:
+            quiet(train_autoencoder.main, args[:args.index("--init-from")] + ["--train-decoder-only"])
+        self.assertIn("--init-from", str(cm.exception))
+
+    def gpt_args(self, run, sizes, extra=()):
+        return ["--run-dir", run, "--data", self.data, "--steps", "2", "--batch", "2", "--warmup", "1",
+                "--eval-every", "1000", "--ae-ckpt", os.path.join(self.ae1, "ae_ckpt.pt"),
+                "--n-embd", str(sizes[0]), "--n-layer", str(sizes[1]), "--mlp-hidden", str(sizes[2]),
+                *extra]
+
+    def test_gpt_sizes_recorded_exported_and_checked(self):
+        g1 = os.path.join(self.tmp, "gpt1")
+        quiet(train_gpt.main, self.gpt_args(g1, (64, 2, 96)))
+        state = torch.load(os.path.join(g1, "gpt_ckpt.pt"))
+        self.assertEqual(state["extra"]["gpt_sizes"],
+                         {"n_embd": 64, "n_layer": 2, "n_single": 1, "mlp_hidden": 96, "head_dim": 32})
+        # a second size, text encoder from the first run
+        g2 = os.path.join(self.tmp, "gpt2")
+        shutil.copytree(os.path.join(g1, "vocab"), os.path.join(g2, "vocab"))
+        shutil.copyfile(os.path.join(g1, "tokens.npz"), os.path.join(g2, "tokens.npz"))
+        quiet(train_gpt.main, self.gpt_args(g2, (96, 3, 128), ["--text-from", os.path.join(g1, "gpt_ckpt.pt"),
+                                                               "--freeze-text"]))
+        s1 = torch.load(os.path.join(g1, "gpt_ckpt.pt"))["model"]
+        s2 = torch.load(os.path.join(g2, "gpt_ckpt.pt"))["model"]
+        clip_keys = [k for k in s1 if k.startswith("clip.")]
+        self.assertTrue(clip_keys)
+        for k in clip_keys:
+            self.assertTrue(torch.equal(s1[k], s2[k]), k)
+        self.assertEqual(tuple(s2["gpt.transformer.wte.weight"].shape)[1], 96)
+        # resuming with other sizes names the checkpoint
+        os.remove(os.path.join(g2, "gpt_done.json"))
+        with self.assertRaises(SystemExit) as cm:
+            quiet(train_gpt.main, self.gpt_args(g2, (64, 2, 96)))
+        self.assertIn("gpt_ckpt.pt", str(cm.exception))
+        self.assertIn("differ", str(cm.exception))
+        quiet(train_gpt.main, self.gpt_args(g2, (96, 3, 128), ["--freeze-text"]))
+        # export: the written shapes give back the trained size
+        for name in ("ae_ckpt.pt", "ae_done.json"):
+            shutil.copyfile(os.path.join(self.ae1, name), os.path.join(g2, name))
+        out = os.path.join(self.tmp, "export")
+        quiet(export_tiny.export, g2, out)
+        cfg = common.C.gpt_from_shapes(st_io.shapes(os.path.join(out, "shape_gpt.safetensors")), 64)
+        self.assertEqual((cfg.n_embd, cfg.n_head, cfg.n_layer, cfg.mlp_hidden), (96, 3, 3, 128))
+
+    def test_text_from_rejects_other_checkpoints(self):
+        run = os.path.join(self.tmp, "gpt-bad")
+        bogus = os.path.join(self.tmp, "bogus.pt")
+        torch.save({"model": {"gpt.x": torch.zeros(1)}}, bogus)
+        with self.assertRaises(SystemExit) as cm:
+            quiet(train_gpt.main, self.gpt_args(run, (64, 2, 96), ["--text-from", bogus]))
+        self.assertIn("no clip.*", str(cm.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
