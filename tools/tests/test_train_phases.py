@@ -4,11 +4,14 @@
   refuses to start without a finished codebook to start from;
 - train_gpt.py --n-embd ... records the GPT size in its checkpoint, export_tiny.py exports that size (the
   config inferred from the written shapes must match), a resume with other sizes fails naming the
-  checkpoint, and --text-from starts the text encoder (only) from another run.
+  checkpoint, and --text-from starts the text encoder (only) from another run;
+- ship.py replaces the shipped folder only with a better model (diffusion/ carried over) and refuses a
+  folder without evaluated metrics.
 Run: /usr/bin/python3 -m unittest tools/tests/test_train_phases.py (repo root)."""
 
 import contextlib
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -22,7 +25,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
-from train import common, export_tiny, train_autoencoder, train_gpt  # noqa: E402
+from train import common, export_tiny, ship, train_autoencoder, train_gpt  # noqa: E402
 from tessera_ref import st_io  # noqa: E402
 
 
@@ -134,6 +137,42 @@ class TrainPhasesTest(unittest.TestCase):
         with self.assertRaises(SystemExit) as cm:
             quiet(train_gpt.main, self.gpt_args(run, (64, 2, 96), ["--text-from", bogus]))
         self.assertIn("no clip.*", str(cm.exception))
+
+
+class ShipRuleTest(unittest.TestCase):
+    def card(self, folder, iou, fam, checks, extra_file=None):
+        os.makedirs(folder, exist_ok=True)
+        metrics = {} if iou is None else {"autoencoder_iou_heldout": iou, "prompt_family_match_rate": fam,
+                                          "prompt_property_checks_passed": checks}
+        with open(os.path.join(folder, "model.json"), "w") as f:
+            json.dump({"metrics": metrics}, f)
+        if extra_file:
+            os.makedirs(os.path.join(folder, os.path.dirname(extra_file)), exist_ok=True)
+            open(os.path.join(folder, extra_file), "w").close()
+
+    def test_rule(self):
+        old = {"autoencoder_iou_heldout": 0.76, "prompt_family_match_rate": 0.61,
+               "prompt_property_checks_passed": "5/6"}
+        better = dict(old, autoencoder_iou_heldout=0.86)
+        self.assertTrue(ship.is_better(better, old))
+        self.assertFalse(ship.is_better(old, old))                                    # nothing better
+        self.assertFalse(ship.is_better(dict(better, prompt_family_match_rate=0.6), old))
+        self.assertFalse(ship.is_better(dict(better, prompt_property_checks_passed="4/6"), old))
+
+    def test_replace_carries_diffusion_and_refuses_unevaluated(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            stage, shipped = os.path.join(tmp, "stage"), os.path.join(tmp, "shipped")
+            self.card(stage, 0.86, 0.70, "5/6", "shape_gpt.safetensors")
+            self.card(shipped, 0.76, 0.61, "5/6", "diffusion/model.safetensors")
+            with contextlib.redirect_stdout(io.StringIO()):
+                self.assertEqual(ship.main(["--stage", stage, "--shipped", shipped]), 0)
+                self.assertTrue(os.path.exists(os.path.join(shipped, "shape_gpt.safetensors")))
+                self.assertTrue(os.path.exists(os.path.join(shipped, "diffusion", "model.safetensors")))
+                self.assertEqual(ship.main(["--stage", stage, "--shipped", shipped]), 1)  # equal: kept
+            self.card(stage, None, None, None)
+            with contextlib.redirect_stderr(io.StringIO()) as err:
+                self.assertEqual(ship.main(["--stage", stage, "--shipped", shipped]), 2)
+            self.assertIn("model.json", err.getvalue())
 
 
 if __name__ == "__main__":

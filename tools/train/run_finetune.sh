@@ -63,27 +63,8 @@ rm -rf "$STAGE"
 $PY tools/train/export_tiny.py --run-dir "$RUN" --out "$STAGE"
 stamp "stage 4: evaluate $STAGE (log $RUN/eval.log)"
 $PY tools/train/evaluate.py --run-dir "$RUN" --model-dir "$STAGE" --threads "$THREADS" >> "$RUN/eval.log" 2>&1
-if $PY - "$STAGE/model.json" "$SHIPPED/model.json" <<'PYEOF'
-import json, sys
-new, old = (json.load(open(p))["metrics"] for p in sys.argv[1:3])
-keys = ("autoencoder_iou_heldout", "prompt_family_match_rate")
-better = all(new[k] >= old.get(k, 0) for k in keys) and any(new[k] > old.get(k, 0) for k in keys)
-# The issue's hard properties (a torus and a mug with a hole, a tall cylinder tall, a flat box
-# flat) must not regress either: "k/n" checks passed.
-def passed(m):
-    text = str(m.get("prompt_property_checks_passed", "0/0"))
-    return int(text.split("/")[0]) if "/" in text else 0
-better = better and passed(new) >= passed(old)
-print("new", {k: new[k] for k in keys}, new.get("prompt_property_checks_passed"),
-      "shipped", {k: old.get(k) for k in keys}, old.get("prompt_property_checks_passed"))
-sys.exit(0 if better else 1)
-PYEOF
-then
-  stamp "the model of $RUN is better: replacing $SHIPPED"
-  rm -rf "$SHIPPED.tmp" && cp -r "$STAGE" "$SHIPPED.tmp"
-  # The embedded diffusion model lives under the shape model's folder: carry it over.
-  if [ -d "$SHIPPED/diffusion" ]; then cp -r "$SHIPPED/diffusion" "$SHIPPED.tmp/diffusion"; fi
-  rm -rf "$SHIPPED" && mv "$SHIPPED.tmp" "$SHIPPED"
+if $PY tools/train/ship.py --stage "$STAGE" --shipped "$SHIPPED"; then
+  stamp "the model of $RUN is better: $SHIPPED replaced"
 else
   stamp "the model of $RUN is not better than the shipped one: $SHIPPED kept ($STAGE has the new one)"
 fi
