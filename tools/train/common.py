@@ -501,8 +501,9 @@ def finalize_checkpoint(run_dir, stage):
     os.replace(tmp, path)
 
 
-def load_checkpoint(path, model, opt, gen):
-    state = torch.load(path, map_location="cpu")
+def load_checkpoint(path, model, opt, gen, state=None):
+    """Restores model / optimizer / RNGs from `path`, or from its already loaded `state`."""
+    state = torch.load(path, map_location="cpu") if state is None else state
     model.load_state_dict(state["model"])
     if opt is not None and state.get("opt") is not None:
         opt.load_state_dict(_expand_optimizer_state(state["opt"]))

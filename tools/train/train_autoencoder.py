@@ -72,13 +72,13 @@ ENCODING_PREFIXES = ("encoder.", "embedder.", "bottleneck.block.codebook", "bott
 
 
 def freeze_encoding_(model):
-    """requires_grad False on the encoding side (ENCODING_PREFIXES); returns {name: copy} to verify."""
-    kept = {}
+    """requires_grad False on the encoding side (ENCODING_PREFIXES); returns the frozen names."""
+    names = []
     for name, prm in model.named_parameters():
         if name.startswith(ENCODING_PREFIXES):
             prm.requires_grad_(False)
-            kept[name] = prm.detach().clone()
-    return kept
+            names.append(name)
+    return names
 
 
 def check_encoding_unchanged(model, kept):
@@ -194,34 +194,27 @@ def main(argv=None):
     model = common.TrainShapeTokenizer(cfg, seed=a.seed, fourier_std=a.fourier_std)
     if a.tie_qk_init:
         model.tie_encoder_qk_()
+    init = torch.load(a.init_from, map_location="cpu") if a.init_from else None
+    kept = {}
+    if a.train_decoder_only:
+        if init is None or not (init.get("extra") or {}).get("vq_on"):
+            raise SystemExit("--train-decoder-only needs --init-from a run whose codebook is on")
+        # Frozen before the optimizer exists, so AdamW never sees (or decays) them; the reference for
+        # the bit-for-bit check is the run we started from, also when resuming our own run.
+        kept = {name: init["model"][name].clone() for name in freeze_encoding_(model)}
     opt = torch.optim.AdamW(common.param_groups(model, 0.01), lr=a.lr, betas=(0.9, 0.99))
     gen = torch.Generator().manual_seed(a.seed + 1)
     step, extra = 0, {"vq_on": False}
-    if a.init_from and not os.path.exists(ckpt_path):
-        state = torch.load(a.init_from, map_location="cpu")
-        model.load_state_dict(state["model"])
-        extra = dict(state.get("extra") or {})
+    if init is not None and not os.path.exists(ckpt_path):
+        model.load_state_dict(init["model"])
+        extra = dict(init.get("extra") or {})
         extra["vq_on"] = bool(extra.get("vq_on", False))
-        logger.log(f"initialised from {a.init_from} (its step {state.get('step')}, VQ "
+        logger.log(f"initialised from {a.init_from} (its step {init.get('step')}, VQ "
                    f"{'on' if extra['vq_on'] else 'off'}); new schedule of {a.steps} steps")
-    if os.path.exists(ckpt_path) and not a.train_decoder_only:
+    if os.path.exists(ckpt_path):
         step, extra = common.load_checkpoint(ckpt_path, model, opt, gen)
         logger.log(f"resumed from {ckpt_path} at step {step}")
-    kept = {}
-    if a.train_decoder_only:
-        init = torch.load(a.init_from, map_location="cpu") if a.init_from else None
-        if init is None or not (init.get("extra") or {}).get("vq_on"):
-            raise SystemExit("--train-decoder-only needs --init-from a run whose codebook is on")
-        # the reference for the check is the run we started from (also when resuming our own run)
-        ref = common.TrainShapeTokenizer(cfg)
-        ref.load_state_dict(init["model"])
-        kept = freeze_encoding_(ref)
-        freeze_encoding_(model)
-        # AdamW built before the freeze must not see the frozen tensors (they would be decayed)
-        opt = torch.optim.AdamW(common.param_groups(model, 0.01), lr=a.lr, betas=(0.9, 0.99))
-        if os.path.exists(ckpt_path):
-            step, extra = common.load_checkpoint(ckpt_path, model, opt, gen)
-            logger.log(f"resumed from {ckpt_path} at step {step}")
+    if kept:
         check_encoding_unchanged(model, kept)
         logger.log(f"decoder-only fine-tune: {sum(v.numel() for v in kept.values()):,} encoding "
                    f"parameters frozen ({len(kept)} tensors)")

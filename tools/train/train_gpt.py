@@ -229,11 +229,12 @@ def main(argv=None):
             raise SystemExit(f"--text-from {a.text_from}: text encoder does not match this vocabulary: {e}")
         logger.log(f"text encoder from {a.text_from}; GPT {sizes} from scratch, {a.steps} steps")
     if os.path.exists(ckpt_path):
-        saved = torch.load(ckpt_path, map_location="cpu").get("extra", {}).get("gpt_sizes")
+        state = torch.load(ckpt_path, map_location="cpu")
+        saved = (state.get("extra") or {}).get("gpt_sizes")
         if saved is not None and saved != sizes:
             raise SystemExit(f"{ckpt_path}: checkpoint GPT sizes {saved} differ from the arguments {sizes} "
                              "(pass the sizes it was started with)")
-        step, extra = common.load_checkpoint(ckpt_path, joint, opt, gen)
+        step, extra = common.load_checkpoint(ckpt_path, joint, opt, gen, state)
         extra.setdefault("gpt_sizes", sizes)
         logger.log(f"resumed from {ckpt_path} at step {step}")
     logger.log(f"text encoder {sum(p.numel() for p in clip.parameters()):,} params, GPT "
