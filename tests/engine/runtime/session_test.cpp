@@ -271,22 +271,61 @@ TEST_F(SessionTest, ANewSubmitReplacesTheRunningJob) {
 }
 
 TEST_F(SessionTest, QueuedJobsAreReplacedAndEveryJobEndsOnce) {
-  auto session = open_session(*dir_);
-  ASSERT_NE(session, nullptr);
+  // Jobs 2-4 are submitted from job 1's first token event: the worker is inside that callback, so
+  // job 1 cannot finish first (submitting them from the test thread raced with a fast worker, which
+  // could legitimately complete job 1 before job 2 arrived) and 2 and 3 must be queued when 4 comes.
+  Recorder recorder;
+  Session* self = nullptr;
+  std::mutex ids_mutex;
   std::vector<uint64_t> ids;
-  for (int i = 0; i < 4; ++i) ids.push_back(session->submit(small_job()));
-  const std::vector<Event> events = collect_until_terminal(*session, ids.back());
+  SessionOptions options;
+  options.on_event = [&](const Event& e) {
+    recorder.add(e);
+    if (e.job == 1 && std::holds_alternative<TokenEvent>(e.payload) &&
+        std::get<TokenEvent>(e.payload).index == 0) {
+      std::lock_guard<std::mutex> lock(ids_mutex);
+      for (int i = 0; i < 3; ++i) ids.push_back(self->submit(small_job()));
+    }
+  };
+  auto session = open_session(*dir_, options);
+  ASSERT_NE(session, nullptr);
+  self = session.get();
+  ASSERT_EQ(session->submit(small_job()), 1u);
+  auto last = [&]() -> uint64_t {
+    std::lock_guard<std::mutex> lock(ids_mutex);
+    return ids.size() == 3 ? ids.back() : 0;
+  };
+  ASSERT_TRUE(wait_for([&] { return last() != 0 && recorder.has_terminal(last()); }));
+  const std::vector<Event> events = recorder.snapshot();
   std::map<uint64_t, int> terminals;
+  std::map<uint64_t, const Event*> terminal;
   uint64_t last_job = 0;
   for (const Event& e : events) {
     EXPECT_GE(e.job, last_job) << "events out of job order";
     last_job = e.job;
-    if (e.terminal()) ++terminals[e.job];
-    if (e.job != ids.back()) {
-      EXPECT_FALSE(std::holds_alternative<FinalMeshEvent>(e.payload));
+    if (e.terminal()) {
+      ++terminals[e.job];
+      terminal[e.job] = &e;
+    }
+    if (e.job != last()) {
+      EXPECT_FALSE(std::holds_alternative<FinalMeshEvent>(e.payload)) << "job " << e.job;
+    }
+    if (e.job == 2 || e.job == 3) {
+      EXPECT_TRUE(e.terminal()) << "a replaced queued job ran (job " << e.job << ")";
     }
   }
-  for (uint64_t id : ids) EXPECT_EQ(terminals[id], 1) << "job " << id;
+  for (uint64_t id : {uint64_t{1}, uint64_t{2}, uint64_t{3}, uint64_t{4}}) {
+    EXPECT_EQ(terminals[id], 1) << "job " << id;
+  }
+  ASSERT_EQ(terminal.size(), 4u);
+  EXPECT_TRUE(std::holds_alternative<CancelledEvent>(terminal[1]->payload));
+  for (uint64_t id : {uint64_t{2}, uint64_t{3}}) {
+    const auto* c = std::get_if<CancelledEvent>(&terminal[id]->payload);
+    ASSERT_NE(c, nullptr) << "job " << id;
+    EXPECT_NE(c->reason.find("replaced by job " + std::to_string(id + 1)), std::string::npos)
+        << c->reason;
+  }
+  EXPECT_TRUE(std::holds_alternative<DoneEvent>(terminal[4]->payload));
   EXPECT_TRUE(std::holds_alternative<DoneEvent>(events.back().payload));
 }
 
