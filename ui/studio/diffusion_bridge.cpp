@@ -138,6 +138,11 @@ void DiffusionBridge::set_shape_busy(bool busy) {
   wake_.notify_all();
 }
 
+void DiffusionBridge::set_worker_step_hook(StepHook hook) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  step_hook_ = std::move(hook);
+}
+
 void DiffusionBridge::worker_loop() {
   // A lower priority for this thread only (Linux: nice applies per thread); see the header.
   (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 5);  // best effort
@@ -179,14 +184,15 @@ void DiffusionBridge::worker_loop() {
     pending_job_.reset();
     running_job_ = job.job;
     cancel_.store(false);
+    const StepHook hook = step_hook_;
     lock.unlock();
-    run_job(job);
+    run_job(job, hook);
     lock.lock();
     running_job_ = 0;
   }
 }
 
-void DiffusionBridge::run_job(const Request& job) {
+void DiffusionBridge::run_job(const Request& job, const StepHook& hook) {
   QMetaObject::invokeMethod(
       this, [this, id = job.job] { on_started(id); }, Qt::QueuedConnection);
   if (model_ == nullptr) {
@@ -202,7 +208,7 @@ void DiffusionBridge::run_job(const Request& job) {
   const auto start = std::chrono::steady_clock::now();
   diffusion::GenerateCallbacks callbacks;
   callbacks.cancel = &cancel_;
-  callbacks.on_step = [this, id = job.job](const diffusion::StepProgress& p) {
+  callbacks.on_step = [this, &hook, id = job.job](const diffusion::StepProgress& p) {
     std::vector<uint8_t> rgb;
     if (p.preview_rgb != nullptr) {
       rgb.assign(p.preview_rgb, p.preview_rgb + p.latent_height * p.latent_width * 3);
@@ -212,6 +218,7 @@ void DiffusionBridge::run_job(const Request& job) {
         [this, id, step = p.step, sigma = p.sigma, ms = p.ms, h = p.latent_height,
          w = p.latent_width, rgb = std::move(rgb)] { on_step(id, step, sigma, ms, w, h, rgb); },
         Qt::QueuedConnection);
+    if (hook) hook(p.step, cancel_);
   };
   auto image = model_->generate(job.request, callbacks);
   const double total_ms =

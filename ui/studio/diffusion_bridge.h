@@ -25,6 +25,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -97,6 +98,13 @@ class DiffusionBridge : public QObject {
   // While true, submitted jobs wait (see the scheduling note above).
   void set_shape_busy(bool busy);
 
+  // Test seam: called on the worker after each step's progress has been posted, with the step
+  // number and the running job's cancel flag. Tests hold a job at a step until the UI has acted on
+  // it, so that no race between the worker's speed and the UI decides the outcome. Empty (no call)
+  // unless set; takes effect from the next job.
+  using StepHook = std::function<void(int step, const std::atomic<bool>& cancel)>;
+  void set_worker_step_hook(StepHook hook);
+
  Q_SIGNALS:
   void modelStateChanged();
   void imageChanged();  // a step or the final image arrived, or the state changed
@@ -113,7 +121,7 @@ class DiffusionBridge : public QObject {
     diffusion::DiffusionLoadOptions options;
   };
   void worker_loop();
-  void run_job(const Request& job);
+  void run_job(const Request& job, const StepHook& hook);
   // UI thread: results from the worker.
   void on_loaded(uint64_t serial, const QString& description, const QString& error,
                  int64_t image_size);
@@ -140,6 +148,7 @@ class DiffusionBridge : public QObject {
   std::optional<LoadRequest> pending_load_;
   std::optional<Request> pending_job_;
   std::atomic<bool> cancel_{false};  // the running job's cancel flag
+  StepHook step_hook_;
   uint64_t running_job_ = 0;
   std::unique_ptr<diffusion::DiffusionModel> model_;  // worker thread only
   std::thread worker_;

@@ -17,10 +17,13 @@
 #include <QTemporaryDir>
 #include <QThread>
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/engine/diffusion/pipeline_test_util.h"
@@ -177,8 +180,16 @@ TEST(StudioDiffusion, CancelAndNewPromptStopTheImage) {
   QObject::connect(
       &bridge, &DiffusionBridge::imageFinished, window.get(),
       [&](quint64 job, int state, const QString&) { finished.emplace_back(job, state); });
+  // The worker waits at step 1 (0-based) until the job is cancelled, so the UI always acts while
+  // the job runs: without the hold a fast worker could finish all steps before the cancel.
+  bridge.set_worker_step_hook([](int step, const std::atomic<bool>& cancel) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (step >= 1 && !cancel.load() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
   ImageSettings& settings = window->image_settings();
-  settings.steps = 200;  // long enough to cancel half-way (a few ms per step)
+  settings.steps = 200;
   settings.lock_seed = false;
   window->prompt_edit()->setPlainText(testing::kParityPrompt);
 
@@ -207,6 +218,7 @@ TEST(StudioDiffusion, CancelAndNewPromptStopTheImage) {
   ASSERT_TRUE(wait_for([&] { return !window->engine().busy(); }));
 
   // Still usable: a short image completes.
+  bridge.set_worker_step_hook({});
   settings.steps = 2;
   ASSERT_TRUE(window->generate_image());
   ASSERT_TRUE(wait_for([&] { return !bridge.busy(); }));
