@@ -147,7 +147,11 @@ void EngineBridge::drain() {
     if (stats_.state != JobState::kRunning) continue;  // already finished (e.g. model changed)
     changed |= stats_.apply(event, now);
     if (const auto* p = std::get_if<runtime::PartialMeshEvent>(&event.payload)) {
-      newest_partial = p;
+      if (emit_every_partial_) {
+        Q_EMIT partialMesh(p->mesh, p->tokens);
+      } else {
+        newest_partial = p;
+      }
     } else if (const auto* f = std::get_if<runtime::FinalMeshEvent>(&event.payload)) {
       newest_partial = nullptr;
       Q_EMIT finalMesh(f->mesh);

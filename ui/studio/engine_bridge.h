@@ -70,6 +70,11 @@ class EngineBridge : public QObject {
 
   // Drains the event queue now (the timer calls it; tests may too).
   void drain();
+  // Off (default): of the partial meshes drained together only the newest is emitted, and none
+  // when the final mesh is among them (the viewport needs the latest shape only). On (the studio's
+  // frame recording): every partial mesh is emitted, in order, so a recording holds each step of
+  // the shape forming however the drains fall.
+  void set_emit_every_partial(bool on) { emit_every_partial_ = on; }
 
  Q_SIGNALS:
   void modelLoading(const QString& dir);
@@ -105,6 +110,7 @@ class EngineBridge : public QObject {
   int64_t num_latents_ = 0, codebook_size_ = 0;
   bool use_bbox_ = false;
   bool loading_ = false;
+  bool emit_every_partial_ = false;
   uint64_t load_serial_ = 0;
   std::vector<std::thread> loaders_;  // joined in the destructor
   GenerationStats stats_;

@@ -775,6 +775,7 @@ void MainWindow::set_record_dir(const QString& dir) {
     const QSignalBlocker block(record_action_);
     record_action_->setChecked(!record_dir_.isEmpty());
   }
+  if (engine_ != nullptr) engine_->set_emit_every_partial(!record_dir_.isEmpty());
   if (!record_dir_.isEmpty()) show_status(tr("Recording frames into %1").arg(record_dir_));
 }
 
