@@ -168,6 +168,7 @@ class ShipRuleTest(unittest.TestCase):
                 self.assertEqual(ship.main(["--stage", stage, "--shipped", shipped]), 0)
                 self.assertTrue(os.path.exists(os.path.join(shipped, "shape_gpt.safetensors")))
                 self.assertTrue(os.path.exists(os.path.join(shipped, "diffusion", "model.safetensors")))
+                self.assertEqual(sorted(os.listdir(tmp)), ["shipped", "stage"])  # no .tmp / .old left
                 self.assertEqual(ship.main(["--stage", stage, "--shipped", shipped]), 1)  # equal: kept
             self.card(stage, None, None, None)
             with contextlib.redirect_stderr(io.StringIO()) as err:
