@@ -1,7 +1,8 @@
 """tessera-tiny training phases on a toy dataset (2 families, 2 shapes each, a few steps):
 - train_autoencoder.py --train-decoder-only keeps the encoding side (encoder, embedder, codebook) bit for
   bit, so the token ids of every shape are unchanged, while the decoder does learn; it resumes; it
-  refuses to start without a finished codebook to start from;
+  refuses to start without a finished codebook to start from; --code-noise feeds the decoder the
+  given random codes where the mask says (and nothing else changes where it does not);
 - train_gpt.py --n-embd ... records the GPT size in its checkpoint, export_tiny.py exports that size (the
   config inferred from the written shapes must match), a resume with other sizes fails naming the
   checkpoint, and --text-from starts the text encoder (only) from another run;
@@ -21,6 +22,7 @@ import unittest
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
@@ -82,6 +84,33 @@ class TrainPhasesTest(unittest.TestCase):
         nrm = torch.from_numpy(val["surface_normals"][:, :256])
         self.assertTrue(torch.equal(models[0].encode_ids(pts, nrm), models[1].encode_ids(pts, nrm)))
         self.assertTrue(torch.equal(models[0].codebook_vectors(), models[1].codebook_vectors()))
+
+    def test_code_noise_replaces_decoder_inputs_and_trains(self):
+        m = common.TrainShapeTokenizer(common.tiny_shape_config())
+        m.load_state_dict(torch.load(os.path.join(self.ae1, "ae_ckpt.pt"))["model"])
+        m.eval()
+        val = common.load_split(os.path.join(self.data, "val"))
+        pts = torch.from_numpy(val["surface_points"][:2, :256])
+        nrm = torch.from_numpy(val["surface_normals"][:2, :256])
+        q = torch.from_numpy(val["occ_points"][:2, :64])
+        ids = m.encode_ids(pts, nrm)
+        other = (ids + 1) % m.fill_id
+        L = ids.shape[1]
+        with torch.no_grad():
+            clean, _ = m.forward_train(pts, nrm, q)
+            none, _ = m.forward_train(pts, nrm, q, noise=(torch.zeros(2, L, dtype=torch.bool), other))
+            swapped, _ = m.forward_train(pts, nrm, q, noise=(torch.ones(2, L, dtype=torch.bool), other))
+            direct = m.occupancy_decoder(q, m.decoder(m.bottleneck.block.c_out(
+                F.embedding(other, m.codebook_vectors()))))
+        self.assertTrue(torch.equal(clean, none))
+        self.assertTrue(torch.allclose(swapped, direct, atol=1e-5))
+        self.assertFalse(torch.allclose(swapped, clean, atol=1e-3))
+        run = os.path.join(self.tmp, "ae-noise")
+        quiet(train_autoencoder.main, self.ae_args(run, 2) + ["--code-noise", "0.5", "--code-noise-prob", "1"])
+        self.assertEqual(torch.load(os.path.join(run, "ae_ckpt.pt"))["step"], 2)
+        with self.assertRaises(SystemExit):
+            with contextlib.redirect_stderr(io.StringIO()):
+                train_autoencoder.parse_args(["--code-noise", "1.5"])
 
     def test_decoder_only_needs_a_codebook(self):
         run = os.path.join(self.tmp, "ae-bad")

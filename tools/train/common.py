@@ -172,8 +172,10 @@ class TrainShapeTokenizer(ShapeTokenizer):
         sim = torch.matmul(z, cb[: self.fill_id].t())
         return sim.argmax(dim=-1)
 
-    def forward_train(self, points, normals, qpts, keep=None, vq_on=True):
+    def forward_train(self, points, normals, qpts, keep=None, vq_on=True, noise=None):
         """Training forward. keep (B,) int: latents at positions >= keep[b] are replaced by the fill code.
+        noise: None or (mask (B,L) bool, ids (B,L) int): where mask is set the decoder gets code ids[b, l]
+        instead of the shape's own (before the fill tail; VQ must be on).
         Returns (occupancy logits (B,P), dict of auxiliary tensors)."""
         vq = self.bottleneck.block
         h = self.encode_latents(points, normals)
@@ -189,6 +191,11 @@ class TrainShapeTokenizer(ShapeTokenizer):
             zq = z + (c - z).detach()
         else:
             zq = z
+        if noise is not None:
+            if not vq_on:
+                raise ValueError("code noise needs the codebook (VQ on)")
+            mask, noise_ids = noise
+            zq = torch.where(mask.unsqueeze(-1), F.embedding(noise_ids, cb), zq)
         if keep is not None:
             pos = torch.arange(zq.shape[1])[None, :]
             tail = (pos >= keep[:, None]).unsqueeze(-1)

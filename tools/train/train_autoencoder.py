@@ -62,7 +62,16 @@ def parse_args(argv=None):
                         "occupancy head): the encoder, the shared Fourier embedder and the codebook stay "
                         "bit for bit, so every shape keeps its token ids and a GPT trained on them "
                         "(tokens.npz of the --init-from run) stays valid; needs --init-from")
-    return p.parse_args(argv)
+    p.add_argument("--code-noise", type=float, default=0.0,
+                   help="robustness to wrong codes (a GPT's mistakes): for --code-noise-prob of the samples "
+                        "each non-tail position is replaced by a uniformly random code with a probability "
+                        "drawn from [0, CODE_NOISE); the occupancy target stays the true shape. Needs the "
+                        "codebook (VQ on). 0 = off (and no extra random draws: older runs replay exactly)")
+    p.add_argument("--code-noise-prob", type=float, default=0.5)
+    a = p.parse_args(argv)
+    if not 0.0 <= a.code_noise <= 1.0 or not 0.0 <= a.code_noise_prob <= 1.0:
+        p.error(f"--code-noise {a.code_noise} and --code-noise-prob {a.code_noise_prob} must be in [0, 1]")
+    return a
 
 
 # Parameters that decide which code a shape gets, or what a code id means to the GPT (its wte rows are
@@ -255,7 +264,13 @@ def main(argv=None):
         qp = torch.gather(op[idx], 1, pq[..., None].expand(-1, -1, 3))
         ql = torch.gather(ol[idx], 1, pq)
         keep = keep_lengths(a.batch, cfg.num_latents, a.tail_prob, gen)
-        logits, aux = model.forward_train(pts, nrm, qp, keep, vq_on=extra["vq_on"])
+        noise = None
+        if a.code_noise > 0 and extra["vq_on"]:
+            rate = torch.rand(a.batch, generator=gen) * a.code_noise
+            rate = torch.where(torch.rand(a.batch, generator=gen) < a.code_noise_prob, rate, torch.zeros(()))
+            noise = (torch.rand(a.batch, cfg.num_latents, generator=gen) < rate[:, None],
+                     torch.randint(model.fill_id, (a.batch, cfg.num_latents), generator=gen))
+        logits, aux = model.forward_train(pts, nrm, qp, keep, vq_on=extra["vq_on"], noise=noise)
         loss = F.binary_cross_entropy_with_logits(logits, ql)
         if extra["vq_on"] and not a.train_decoder_only:
             loss = loss + aux["codebook"] + a.commit * aux["commit"]
