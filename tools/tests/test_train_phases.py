@@ -2,7 +2,8 @@
 - train_autoencoder.py --train-decoder-only keeps the encoding side (encoder, embedder, codebook) bit for
   bit, so the token ids of every shape are unchanged, while the decoder does learn; it resumes; it
   refuses to start without a finished codebook to start from; --code-noise feeds the decoder the
-  given random codes where the mask says (and nothing else changes where it does not);
+  given random codes where the mask says (and nothing else changes where it does not); --consistency
+  trains the encoder and refuses too few points for two disjoint samples;
 - train_gpt.py --n-embd ... records the GPT size in its checkpoint, export_tiny.py exports that size (the
   config inferred from the written shapes must match), a resume with other sizes fails naming the
   checkpoint, and --text-from starts the text encoder (only) from another run;
@@ -111,6 +112,23 @@ class TrainPhasesTest(unittest.TestCase):
         with self.assertRaises(SystemExit):
             with contextlib.redirect_stderr(io.StringIO()):
                 train_autoencoder.parse_args(["--code-noise", "1.5"])
+
+    def test_consistency_trains_the_encoder(self):
+        run = os.path.join(self.tmp, "ae-cons")
+        args = ["--run-dir", run, "--data", self.data, "--steps", "2", "--batch", "2", "--warmup", "1",
+                "--eval-every", "1000", "--n-points", "256", "--n-query", "128", "--lr", "1e-2",
+                "--init-from", os.path.join(self.ae1, "ae_ckpt.pt"), "--consistency", "1"]
+        quiet(train_autoencoder.main, args)
+        before = torch.load(os.path.join(self.ae1, "ae_ckpt.pt"))["model"]
+        after = torch.load(os.path.join(run, "ae_ckpt.pt"))["model"]
+        self.assertTrue(any(k.startswith("encoder.") and not torch.equal(before[k], after[k]) for k in before))
+        bad = os.path.join(self.tmp, "ae-cons-bad")
+        with self.assertRaises(SystemExit) as cm:   # 2 x 1000 > the toy dataset's 1024 points per shape
+            quiet(train_autoencoder.main, [bad if v == run else v for v in args] + ["--n-points", "1000"])
+        self.assertIn("surface points per shape", str(cm.exception))
+        with self.assertRaises(SystemExit):
+            with contextlib.redirect_stderr(io.StringIO()):
+                train_autoencoder.parse_args(["--consistency", "1", "--train-decoder-only"])
 
     def test_decoder_only_needs_a_codebook(self):
         run = os.path.join(self.tmp, "ae-bad")

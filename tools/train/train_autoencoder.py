@@ -68,7 +68,17 @@ def parse_args(argv=None):
                         "drawn from [0, CODE_NOISE); the occupancy target stays the true shape. Needs the "
                         "codebook (VQ on). 0 = off (and no extra random draws: older runs replay exactly)")
     p.add_argument("--code-noise-prob", type=float, default=0.5)
+    p.add_argument("--consistency", type=float, default=0.0,
+                   help="weight of a code-stability loss: each step also encodes a second, disjoint sample "
+                        "of --n-points of the same shapes and adds CONSISTENCY x MSE between the two "
+                        "pre-quantization latent sequences, so that a shape's codes depend less on its point "
+                        "sample (tools/train/code_stability.py: 25 %% of the positions agree without it). "
+                        "Needs 2 x --n-points surface points per shape; not with --train-decoder-only")
     a = p.parse_args(argv)
+    if a.consistency < 0:
+        p.error(f"--consistency {a.consistency} must be >= 0")
+    if a.consistency > 0 and a.train_decoder_only:
+        p.error("--consistency trains the encoder; --train-decoder-only freezes it")
     if not 0.0 <= a.code_noise <= 1.0 or not 0.0 <= a.code_noise_prob <= 1.0:
         p.error(f"--code-noise {a.code_noise} and --code-noise-prob {a.code_noise_prob} must be in [0, 1]")
     return a
@@ -194,6 +204,9 @@ def main(argv=None):
     op = torch.from_numpy(train["occ_points"])
     ol = torch.from_numpy(train["occ_labels"].astype(np.float32))
     n_train = sp.shape[0]
+    if a.consistency > 0 and 2 * a.n_points > sp.shape[1]:
+        raise SystemExit(f"--consistency needs two disjoint samples of --n-points {a.n_points}: {a.data} has "
+                         f"{sp.shape[1]} surface points per shape")
     vs = ValSet(val)
     logger.log(f"data: {n_train} train shapes, {len(vs.rows)} val shapes for in-training IoU "
                f"({len(train['family_names'])} families)")
@@ -257,7 +270,8 @@ def main(argv=None):
         for g in opt.param_groups:
             g["lr"] = lr
         idx = torch.multinomial(sample_w, a.batch, replacement=True, generator=gen)
-        ps = torch.rand(a.batch, sp.shape[1], generator=gen).argsort(dim=1)[:, :a.n_points]
+        perm = torch.rand(a.batch, sp.shape[1], generator=gen).argsort(dim=1)
+        ps = perm[:, :a.n_points]
         pq = torch.rand(a.batch, op.shape[1], generator=gen).argsort(dim=1)[:, :a.n_query]
         pts = torch.gather(sp[idx], 1, ps[..., None].expand(-1, -1, 3))
         nrm = torch.gather(sn[idx], 1, ps[..., None].expand(-1, -1, 3))
@@ -272,6 +286,11 @@ def main(argv=None):
                      torch.randint(model.fill_id, (a.batch, cfg.num_latents), generator=gen))
         logits, aux = model.forward_train(pts, nrm, qp, keep, vq_on=extra["vq_on"], noise=noise)
         loss = F.binary_cross_entropy_with_logits(logits, ql)
+        if a.consistency > 0:
+            ps2 = perm[:, a.n_points:2 * a.n_points]
+            z2 = model.project(model.encode_latents(torch.gather(sp[idx], 1, ps2[..., None].expand(-1, -1, 3)),
+                                                    torch.gather(sn[idx], 1, ps2[..., None].expand(-1, -1, 3))))
+            loss = loss + a.consistency * F.mse_loss(aux["z"], z2)
         if extra["vq_on"] and not a.train_decoder_only:
             loss = loss + aux["codebook"] + a.commit * aux["commit"]
         opt.zero_grad(set_to_none=True)
