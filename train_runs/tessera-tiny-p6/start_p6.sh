@@ -1,0 +1,12 @@
+#!/bin/sh
+# tessera-tiny phase 6 (session 9): phase 5's GPT trained on (init-from its weights, fresh cosine at a
+# lower peak LR: 4e-4, 2000 steps) over the same frozen text encoder and the same codes (phase 5's
+# autoencoder, tokens.npz copied). One core; the other stays free for builds. Resume: run this again.
+set -eu
+export OPENBLAS_NUM_THREADS=1
+cd "$(dirname "$0")/../.."
+RUN=train_runs/tessera-tiny-p6
+P5=train_runs/tessera-tiny-p5
+/usr/bin/python3 tools/train/train_gpt.py --run-dir $RUN --threads 1 --ae-ckpt $RUN/ae_ckpt.pt \
+  --init-from $P5/gpt_ckpt.pt --freeze-text --n-embd 192 --n-layer 6 --mlp-hidden 512 \
+  --steps 2000 --lr 4e-4 --warmup 50 --max-minutes 100 >> $RUN/gpt.log 2>&1
