@@ -273,8 +273,11 @@ def main(argv=None):
         perm = torch.rand(a.batch, sp.shape[1], generator=gen).argsort(dim=1)
         ps = perm[:, :a.n_points]
         pq = torch.rand(a.batch, op.shape[1], generator=gen).argsort(dim=1)[:, :a.n_query]
-        pts = torch.gather(sp[idx], 1, ps[..., None].expand(-1, -1, 3))
-        nrm = torch.gather(sn[idx], 1, ps[..., None].expand(-1, -1, 3))
+        sp_b, sn_b = sp[idx], sn[idx]
+
+        def take(x, cols):
+            return torch.gather(x, 1, cols[..., None].expand(-1, -1, 3))
+        pts, nrm = take(sp_b, ps), take(sn_b, ps)
         qp = torch.gather(op[idx], 1, pq[..., None].expand(-1, -1, 3))
         ql = torch.gather(ol[idx], 1, pq)
         keep = keep_lengths(a.batch, cfg.num_latents, a.tail_prob, gen)
@@ -288,8 +291,7 @@ def main(argv=None):
         loss = F.binary_cross_entropy_with_logits(logits, ql)
         if a.consistency > 0:
             ps2 = perm[:, a.n_points:2 * a.n_points]
-            z2 = model.project(model.encode_latents(torch.gather(sp[idx], 1, ps2[..., None].expand(-1, -1, 3)),
-                                                    torch.gather(sn[idx], 1, ps2[..., None].expand(-1, -1, 3))))
+            z2 = model.project(model.encode_latents(take(sp_b, ps2), take(sn_b, ps2)))
             loss = loss + a.consistency * F.mse_loss(aux["z"], z2)
         if extra["vq_on"] and not a.train_decoder_only:
             loss = loss + aux["codebook"] + a.commit * aux["commit"]
