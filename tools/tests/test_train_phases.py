@@ -177,6 +177,31 @@ class TrainPhasesTest(unittest.TestCase):
         cfg = common.C.gpt_from_shapes(st_io.shapes(os.path.join(out, "shape_gpt.safetensors")), 64)
         self.assertEqual((cfg.n_embd, cfg.n_head, cfg.n_layer, cfg.mlp_hidden), (96, 3, 3, 128))
 
+    def test_focus_words_weight_the_draws_and_refuse_unknown_words(self):
+        g1 = os.path.join(self.tmp, "gpt1")
+        if not os.path.exists(os.path.join(g1, "tokens.npz")):
+            quiet(train_gpt.main, self.gpt_args(g1, (64, 2, 96)))
+        caps = [c.split("|") for c in np.load(os.path.join(g1, "tokens.npz"))["train_captions"]]
+        word = next(w for row in caps for c in row for w in c.split() if w in ("small", "tiny", "big", "large"))
+        n_with = sum(1 for row in caps if any(word in c.split() for c in row))
+        self.assertTrue(0 < n_with < len(caps), (word, caps))
+        run = os.path.join(self.tmp, "focus")
+        shutil.copytree(os.path.join(g1, "vocab"), os.path.join(run, "vocab"))
+        shutil.copyfile(os.path.join(g1, "tokens.npz"), os.path.join(run, "tokens.npz"))
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            train_gpt.main(self.gpt_args(run, (64, 2, 96), ["--focus-words", word, "--focus-weight", "3"]))
+        share = 3 * n_with / (3 * n_with + len(caps) - n_with)
+        self.assertIn(f"{n_with} of {len(caps)} shapes drawn x3 ({share:.1%} of draws)", buf.getvalue())
+        os.remove(os.path.join(run, "gpt_done.json"))
+        os.remove(os.path.join(run, "gpt_ckpt.pt"))
+        with self.assertRaises(SystemExit) as cm:
+            quiet(train_gpt.main, self.gpt_args(run, (64, 2, 96), ["--focus-words", "zebra"]))
+        self.assertIn("no training caption", str(cm.exception))
+        with self.assertRaises(SystemExit) as cm:
+            quiet(train_gpt.main, self.gpt_args(run, (64, 2, 96), ["--focus-words", word, "--focus-weight", "0.5"]))
+        self.assertIn("--focus-weight", str(cm.exception))
+
     def test_text_from_rejects_other_checkpoints(self):
         run = os.path.join(self.tmp, "gpt-bad")
         bogus = os.path.join(self.tmp, "bogus.pt")
@@ -205,6 +230,9 @@ class ShipRuleTest(unittest.TestCase):
         self.assertFalse(ship.is_better(old, old))                                    # nothing better
         self.assertFalse(ship.is_better(dict(better, prompt_family_match_rate=0.6), old))
         self.assertFalse(ship.is_better(dict(better, prompt_property_checks_passed="4/6"), old))
+        self.assertTrue(ship.is_better(dict(old, prompt_property_checks_passed="6/6"), old))  # a check more
+        self.assertFalse(ship.is_better(dict(old, prompt_property_checks_passed="6/6",
+                                             prompt_family_match_rate=0.6), old))
 
     def test_replace_carries_diffusion_and_refuses_unevaluated(self):
         with tempfile.TemporaryDirectory() as tmp:

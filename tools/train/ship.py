@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """The ship rule of tessera-tiny: replaces the shipped model folder with an evaluated staging export only
-when it is better. Better = autoencoder held-out IoU and prompt -> family match both at least as good as
-the shipped model's, one of them strictly better, and no fewer property checks passed (a torus and a
-mug with a hole, a tall cylinder tall, a flat box flat). The embedded diffusion model lives under the
+when it is better. Better = autoencoder held-out IoU, prompt -> family match and property checks passed (a
+torus and a mug with a hole, a tall cylinder tall, a flat box flat) all at least as good as the shipped
+model's, and one of the three strictly better. The embedded diffusion model lives under the
 shape model's folder and is carried over. Exit status 0 = shipped, 1 = kept the shipped model, 2 = bad
 arguments (a folder without evaluated metrics).
 
@@ -25,8 +25,9 @@ def checks_passed(metrics):
 
 def is_better(new, old):
     """new / old: the 'metrics' objects of two model cards."""
-    ok = all(new[k] >= old.get(k, 0) for k in KEYS) and any(new[k] > old.get(k, 0) for k in KEYS)
-    return ok and checks_passed(new) >= checks_passed(old)
+    if not all(new[k] >= old.get(k, 0) for k in KEYS) or checks_passed(new) < checks_passed(old):
+        return False
+    return any(new[k] > old.get(k, 0) for k in KEYS) or checks_passed(new) > checks_passed(old)
 
 
 def load_metrics(folder):

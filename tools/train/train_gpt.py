@@ -68,6 +68,12 @@ def parse_args(argv=None):
                           ("head-dim", 32)):
         p.add_argument(f"--{name}", type=int, default=default,
                        help=f"GPT size (default {default}; recorded in the checkpoint and used by export)")
+    p.add_argument("--focus-words", default="",
+                   help="comma-separated caption words (e.g. flat,low) to train on more often: a shape with a "
+                        "caption containing one is drawn --focus-weight times as often and then always with "
+                        "such a caption (a fine-tune towards words the model under-serves)")
+    p.add_argument("--focus-weight", type=float, default=1.0,
+                   help="sampling weight of the --focus-words shapes (>= 1; the others weigh 1)")
     p.add_argument("--allow-unfinished-ae", action="store_true",
                    help="encode with the autoencoder checkpoint even if its training is not done")
     return p.parse_args(argv)
@@ -246,6 +252,19 @@ def main(argv=None):
     bbox = torch.from_numpy(data["train_bbox"])
     n, n_enc = tokens.shape[0], tokens.shape[1]
     cap_cache = {}
+    focus = [w for w in a.focus_words.split(",") if w.strip()]
+    focus = [w.strip() for w in focus]
+    if a.focus_weight < 1.0:
+        raise SystemExit(f"--focus-weight {a.focus_weight}: must be >= 1")
+    # Per shape: the indices of its captions containing a focus word (as a whole word).
+    focus_caps = [[j for j, c in enumerate(row) if any(w in c.split() for w in focus)] for row in caps]
+    n_focus = sum(1 for f in focus_caps if f)
+    if focus and n_focus == 0:
+        raise SystemExit(f"--focus-words {a.focus_words}: no training caption contains any of them")
+    weights = torch.tensor([a.focus_weight if f else 1.0 for f in focus_caps], dtype=torch.float64)
+    if focus:
+        logger.log(f"focus words {focus}: {n_focus} of {n} shapes drawn x{a.focus_weight:g} "
+                   f"({float(weights[[bool(f) for f in focus_caps]].sum() / weights.sum()):.1%} of draws)")
 
     def encode_text(texts):
         rows = []
@@ -266,10 +285,18 @@ def main(argv=None):
         lr = common.cosine_lr(step, a.steps, a.lr, a.warmup)
         for g in opt.param_groups:
             g["lr"] = lr
-        idx = torch.randint(n, (a.batch,), generator=gen)
+        if focus:
+            idx = torch.multinomial(weights, a.batch, replacement=True, generator=gen)
+        else:
+            idx = torch.randint(n, (a.batch,), generator=gen)
         enc = torch.randint(n_enc, (a.batch,), generator=gen)
         codes = tokens[idx, enc]
         which = torch.randint(len(caps[0]), (a.batch,), generator=gen)
+        if focus:
+            for i in range(a.batch):
+                fc = focus_caps[int(idx[i])]
+                if fc:
+                    which[i] = fc[int(which[i]) % len(fc)]
         drop = torch.rand(a.batch, generator=gen) < a.cond_drop
         use_box = (torch.rand(a.batch, generator=gen) < a.bbox_prob) & ~drop
         texts = ["" if drop[i] else caps[int(idx[i])][int(which[i])] for i in range(a.batch)]
