@@ -228,6 +228,12 @@ int run_generate(const GenerateCliOptions& o) {
         "note: the prompt has %d CLIP tokens; only the first 77 (BOS + 75 + EOS) were used\n",
         final_mesh->prompt_tokens);
   }
+  if (final_mesh->image_only_tokens > 0) {
+    std::fprintf(stderr,
+                 "note: %d colour / material / background token(s) of the prompt go to the image "
+                 "model only (the shape model never learned them)\n",
+                 final_mesh->image_only_tokens);
+  }
   std::printf("wrote %s (%lld vertices, %lld triangles)\n", o.output.c_str(),
               static_cast<long long>(final_mesh->mesh->vertex_count()),
               static_cast<long long>(final_mesh->mesh->triangle_count()));

@@ -234,6 +234,7 @@ void Session::run_job(const Job& job) {
   final_event.extraction = stats;
   final_event.prompt_tokens = prompt->prompt_tokens;
   final_event.prompt_truncated = prompt->truncated;
+  final_event.image_only_tokens = prompt->image_only_tokens;
   emit(job.id, std::move(final_event));
   emit(job.id, DoneEvent{total.elapsed_ms()});
 }

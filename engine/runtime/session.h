@@ -82,6 +82,7 @@ struct FinalMeshEvent {
   mesh::ExtractionStats extraction;
   int prompt_tokens = 0;  // CLIP tokens of the prompt (BOS/EOS included), before truncation
   bool prompt_truncated = false;
+  int image_only_tokens = 0;  // colour / material / background words the shape model left out
 };
 struct ErrorEvent {
   Status status;  // never ok, never kCancelled

@@ -67,6 +67,36 @@ Expected<ModelCard> read_model_card(const std::string& dir, int64_t codebook_siz
   return out;
 }
 
+// The diffusion model's vocabulary extension (text_encoder/extension.json, written by
+// tools/train/diffusion/extend_vocab.py): whole-word tokens for colour / material / background
+// words that the shape GPT never saw in training. Returns their ids ({} when the file is absent);
+// a present but malformed file is an error naming it.
+Expected<std::vector<int32_t>> read_image_only_token_ids(const std::string& text_encoder_file,
+                                                         size_t vocab_size) {
+  namespace fs = std::filesystem;
+  std::vector<int32_t> ids;
+  const std::string path = (fs::path(text_encoder_file).parent_path() / "extension.json").string();
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return ids;
+  TESSERA_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  const nlohmann::json ext = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (ext.is_discarded() || !ext.is_object()) return corrupt_data(path + ": not a JSON object");
+  const auto words = ext.find("words");
+  if (words == ext.end() || !words->is_object()) {
+    return corrupt_data(path + ": no \"words\" object (word -> token id)");
+  }
+  for (const auto& [word, id] : words->items()) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+        id.get<int64_t>() >= static_cast<int64_t>(vocab_size)) {
+      return corrupt_data(path + ": words." + word + " is not a token id of the " +
+                          std::to_string(vocab_size) + "-token vocabulary");
+    }
+    ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+  }
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
 }  // namespace
 
 Expected<int> resolution_base(int resolution) {
@@ -120,6 +150,12 @@ Expected<std::unique_ptr<ShapePipeline>> ShapePipeline::load_on(
 
   TESSERA_ASSIGN_OR_RETURN(text::ClipTokenizer tokenizer, text::ClipTokenizer::load(m.paths.vocab));
   p->tokenizer_.emplace(std::move(tokenizer));
+  TESSERA_ASSIGN_OR_RETURN(p->image_only_ids_,
+                           read_image_only_token_ids(m.paths.text_encoder, p->tokenizer_->vocab_size()));
+  for (const char* article : {"a</w>", "an</w>", "the</w>"}) {
+    const int32_t id = p->tokenizer_->token_to_id(article);
+    if (id >= 0) p->article_ids_.push_back(id);
+  }
   text::ClipTextEncoderOptions clip_options;
   clip_options.n_heads = m.text_heads;
   auto encoder = text::ClipTextEncoder::create(std::move(m.text_encoder), *backend, clip_options);
@@ -170,6 +206,29 @@ Expected<std::unique_ptr<ShapePipeline>> ShapePipeline::load_on(
   return p;
 }
 
+std::vector<int32_t> ShapePipeline::shape_prompt_ids(std::string_view text, int* dropped) const {
+  std::vector<int32_t> ids = tokenizer_->encode(text);
+  if (image_only_ids_.empty()) return ids;
+  const auto image_only = [&](int32_t id) {
+    return std::binary_search(image_only_ids_.begin(), image_only_ids_.end(), id);
+  };
+  const auto is_article = [&](int32_t id) {
+    return std::find(article_ids_.begin(), article_ids_.end(), id) != article_ids_.end();
+  };
+  // ids = [BOS, words..., EOS]. Drop the image-only words, then the articles left with no word
+  // after them ("a torus on a dark background" -> "a torus", not "a torus a").
+  std::vector<int32_t> kept;
+  kept.reserve(ids.size());
+  const size_t before = ids.size();
+  for (size_t i = 0; i + 1 < ids.size(); ++i) {
+    if (i == 0 || !image_only(ids[i])) kept.push_back(ids[i]);
+  }
+  while (kept.size() > 1 && is_article(kept.back())) kept.pop_back();
+  kept.push_back(ids.back());
+  if (dropped != nullptr && kept.size() < before) *dropped = static_cast<int>(before - kept.size());
+  return kept;
+}
+
 Expected<EncodedPrompt> ShapePipeline::encode_prompt(std::string_view prompt, Trace* trace,
                                                      const std::atomic<bool>* cancel) {
   if (is_cancelled(cancel)) return cancelled("cancelled before text encoding");
@@ -178,15 +237,20 @@ Expected<EncodedPrompt> ShapePipeline::encode_prompt(std::string_view prompt, Tr
   const int32_t eos = tokenizer_->eos_id();
   // One row at a time (batch 1) for both the prompt and "": the unconditional hidden states are
   // then bit-identical from job to job, whatever else ran, so greedy generation is reproducible.
+  EncodedPrompt encoded;
   auto encode_one = [&](std::string_view text, std::vector<float>* out) -> Status {
-    TESSERA_ASSIGN_OR_RETURN(text::PaddedTokens padded,
-                             tokenizer_->encode_padded(text, context, eos));
-    std::copy(padded.ids.begin(), padded.ids.end(), clip_ids_.begin());
-    clip_lengths_[0] = padded.length;
+    std::vector<int32_t> ids = shape_prompt_ids(text, &encoded.image_only_tokens);
+    if (ids.size() > static_cast<size_t>(context)) {
+      ids.resize(static_cast<size_t>(context));
+      ids.back() = eos;
+    }
+    const auto length = static_cast<int32_t>(ids.size());
+    ids.resize(static_cast<size_t>(context), eos);
+    std::copy(ids.begin(), ids.end(), clip_ids_.begin());
+    clip_lengths_[0] = length;
     return text_encoder_->encode_to_host(clip_ids_.data(), clip_lengths_.data(), 1, context, out);
   };
-  EncodedPrompt encoded;
-  encoded.prompt_tokens = static_cast<int>(tokenizer_->encode(prompt).size());
+  encoded.prompt_tokens = static_cast<int>(shape_prompt_ids(prompt, nullptr).size());
   encoded.truncated = encoded.prompt_tokens > context;
   TESSERA_RETURN_IF_ERROR(encode_one(prompt, &encoded.cond));
   if (uncond_cache_.empty()) TESSERA_RETURN_IF_ERROR(encode_one("", &uncond_cache_));

@@ -37,6 +37,15 @@ class ExtendVocabTest(unittest.TestCase):
             self.assertEqual(self.tok.encode(word), [i])
             self.assertGreaterEqual(i, self.ext["base_vocab_size"])
 
+    def test_shape_prompts_leave_the_image_only_words_out(self):
+        drop = tuple(self.ext["words"].values())
+        plain = self.tok.shape_body("a torus", drop)
+        self.assertEqual(plain, self.tok.encode("a torus"))
+        self.assertEqual(self.tok.shape_body("a shiny red torus on a dark background", drop), plain)
+        self.assertEqual(self.tok.shape_body("a big blue table", drop), self.tok.encode("a big table"))
+        self.assertEqual(self.tok.shape_body("red", drop), [])
+        self.assertEqual(self.tok.pad77("a red torus", drop=drop), self.tok.pad77("a torus"))
+
     def test_base_words_and_specials_keep_their_ids(self):
         base = self.ext["base_vocab_size"]
         self.assertLess(self.tok.bos_id, base)

@@ -413,16 +413,32 @@ class BpeTokenizer:
                 ids.append(self.encoder[piece])
         return ids
 
-    def pad77(self, text, length=77):
-        """[BOS] body [EOS] padded with EOS to length, and the attention mask (1 up to the first EOS)."""
-        body = self.encode(text)[: length - 2]
+    ARTICLES = ("a</w>", "an</w>", "the</w>")
+
+    def shape_body(self, text, drop=()):
+        """encode(text) without the ids in `drop` (the diffusion extension's image-only words) and the
+        articles they leave at the end: the C++ ShapePipeline::shape_prompt_ids rule."""
+        body = self.encode(text)
+        if not drop:
+            return body
+        drop = set(drop)
+        arts = {self.encoder[a] for a in self.ARTICLES if a in self.encoder}
+        body = [i for i in body if i not in drop]
+        while body and body[-1] in arts:
+            body.pop()
+        return body
+
+    def pad77(self, text, length=77, drop=()):
+        """[BOS] body [EOS] padded with EOS to length, and the attention mask (1 up to the first EOS).
+        drop: token ids left out (shape_body)."""
+        body = self.shape_body(text, drop)[: length - 2]
         seq = [self.bos_id] + body + [self.eos_id]
         mask = [1] * len(seq) + [0] * (length - len(seq))
         seq += [self.eos_id] * (length - len(seq))
         return seq, mask
 
-    def batch(self, texts, length=77):
-        ids, masks = zip(*[self.pad77(t, length) for t in texts])
+    def batch(self, texts, length=77, drop=()):
+        ids, masks = zip(*[self.pad77(t, length, drop) for t in texts])
         return torch.tensor(ids, dtype=torch.long), torch.tensor(masks, dtype=torch.long)
 
 

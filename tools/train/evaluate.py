@@ -223,6 +223,13 @@ def load_exported(model_dir):
     clip = ClipTextModel(c_cfg)
     clip.load_state_dict(c_sd, strict=True)
     tok = common.BpeTokenizer(os.path.join(model_dir, "vocab.json"), os.path.join(model_dir, "merges.txt"))
+    # The diffusion extension's words are image-only: the shape GPT is conditioned without them (as the
+    # C++ ShapePipeline does).
+    ext_path = os.path.join(model_dir, "text_encoder", "extension.json")
+    tok.image_only_ids = ()
+    if os.path.exists(ext_path):
+        with open(ext_path) as f:
+            tok.image_only_ids = tuple(int(v) for v in json.load(f)["words"].values())
     with open(os.path.join(model_dir, "model.json")) as f:
         card = json.load(f)
     return shape.eval(), enc.eval(), gpt.eval(), clip.eval(), tok, card
@@ -230,7 +237,7 @@ def load_exported(model_dir):
 
 @torch.no_grad()
 def generate(gpt, clip, tok, prompts, guidance=3.0):
-    ids, mask = tok.batch(prompts)
+    ids, mask = tok.batch(prompts, drop=getattr(tok, "image_only_ids", ()))
     cond = gpt.encode_condition(clip(ids, mask))
     e_ids, e_mask = tok.batch([""] * len(prompts))
     uncond = gpt.encode_condition(clip(e_ids, e_mask))

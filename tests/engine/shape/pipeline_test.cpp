@@ -8,6 +8,7 @@
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -269,6 +270,74 @@ TEST(PipelineLoadTest, ResolutionMustBeAPowerOfTwoPlusOne) {
   EXPECT_FALSE(resolution_base(256).ok());
   EXPECT_FALSE(resolution_base(0).ok());
 }
+
+
+// The diffusion vocabulary extension (text_encoder/extension.json): its words reach the image model
+// only; the shape GPT is conditioned as if they were not in the prompt.
+namespace image_only {
+
+namespace fs = std::filesystem;
+
+// A fixture model folder whose text_encoder/ is a real directory holding `extension` (no file when
+// empty). In the fixture vocabulary a=5 (an article), b=17, c=42, d=311, BOS 998, EOS 999.
+struct ExtendedDir {
+  explicit ExtendedDir(const std::string& name, const std::string& extension) : dir(name) {
+    const fs::path te = fs::path(dir.path()) / "text_encoder";
+    const fs::path parity = fs::path(TESSERA_SOURCE_DIR) / "tests" / "fixtures" / "parity";
+    fs::remove(te);
+    fs::create_directories(te);
+    fs::copy_file(parity / "text_encoder" / "model.safetensors", te / "model.safetensors");
+    fs::copy_file(parity / "text_encoder" / "config.json", te / "config.json");
+    if (!extension.empty()) std::ofstream(te / "extension.json") << extension;
+  }
+  FixtureModelDir dir;
+};
+
+TEST(ShapePromptImageOnlyWords, AreLeftOutOfTheShapeConditionWithTheirDanglingArticles) {
+  ExtendedDir ext("image-only", R"({"base_vocab_size": 40, "words": {"c": 42, "d": 311}})");
+  auto loaded = ShapePipeline::load(ext.dir.path());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  ShapePipeline& p = **loaded;
+  using Ids = std::vector<int32_t>;
+  EXPECT_EQ(p.shape_prompt_ids("b c a d"), (Ids{998, 17, 999}));  // "a" would dangle
+  EXPECT_EQ(p.shape_prompt_ids("a c b"), (Ids{998, 5, 17, 999}));  // "a" still has its word
+  EXPECT_EQ(p.shape_prompt_ids("c d"), (Ids{998, 999}));           // nothing left: unconditional
+  int dropped = 0;
+  p.shape_prompt_ids("a c b d", &dropped);
+  EXPECT_EQ(dropped, 2);
+
+  auto full = p.encode_prompt("a c b on d").value();  // "on" is letters here, so it stays
+  auto plain = p.encode_prompt("a b on").value();
+  EXPECT_EQ(full.cond, plain.cond);
+  EXPECT_EQ(full.image_only_tokens, 2);
+  EXPECT_EQ(plain.image_only_tokens, 0);
+  EXPECT_EQ(full.prompt_tokens, plain.prompt_tokens);
+  auto with_d = p.encode_prompt("a b d").value();
+  auto without = p.encode_prompt("a b").value();
+  EXPECT_EQ(with_d.cond, without.cond);
+  EXPECT_NE(without.cond, p.encode_prompt("a c").value().cond);  // "a c" -> "" differs from "a b"
+}
+
+TEST(ShapePromptImageOnlyWords, WithoutAnExtensionEveryTokenIsKept) {
+  ExtendedDir ext("image-only-none", "");
+  auto loaded = ShapePipeline::load(ext.dir.path());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  EXPECT_EQ((*loaded)->shape_prompt_ids("b c a"), (std::vector<int32_t>{998, 17, 42, 5, 999}));
+}
+
+TEST(ShapePromptImageOnlyWords, AMalformedExtensionIsAnErrorNamingTheFile) {
+  for (const std::string& bad : {std::string("{not json"), std::string(R"({"words": [1, 2]})"),
+                                 std::string(R"({"words": {"c": "42"}})"),
+                                 std::string(R"({"words": {"c": 5000}})")}) {
+    ExtendedDir ext("image-only-bad", bad);
+    auto loaded = ShapePipeline::load(ext.dir.path());
+    ASSERT_FALSE(loaded.ok()) << bad;
+    EXPECT_NE(loaded.status().message().find("extension.json"), std::string::npos)
+        << loaded.status().to_string();
+  }
+}
+
+}  // namespace image_only
 
 }  // namespace
 }  // namespace tessera::shape
