@@ -223,7 +223,8 @@ std::vector<int32_t> ShapePipeline::shape_prompt_ids(std::string_view text, int*
   for (size_t i = 0; i + 1 < ids.size(); ++i) {
     if (i == 0 || !image_only(ids[i])) kept.push_back(ids[i]);
   }
-  while (kept.size() > 1 && is_article(kept.back())) kept.pop_back();
+  // Only when a word was dropped: a prompt without image-only words is passed on untouched.
+  while (kept.size() + 1 < before && kept.size() > 1 && is_article(kept.back())) kept.pop_back();
   kept.push_back(ids.back());
   if (dropped != nullptr && kept.size() < before) *dropped = static_cast<int>(before - kept.size());
   return kept;

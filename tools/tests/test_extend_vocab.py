@@ -44,6 +44,7 @@ class ExtendVocabTest(unittest.TestCase):
         self.assertEqual(self.tok.shape_body("a shiny red torus on a dark background", drop), plain)
         self.assertEqual(self.tok.shape_body("a big blue table", drop), self.tok.encode("a big table"))
         self.assertEqual(self.tok.shape_body("red", drop), [])
+        self.assertEqual(self.tok.shape_body("a torus a", drop), self.tok.encode("a torus a"))  # untouched
         self.assertEqual(self.tok.pad77("a red torus", drop=drop), self.tok.pad77("a torus"))
 
     def test_base_words_and_specials_keep_their_ids(self):

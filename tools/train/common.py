@@ -423,7 +423,10 @@ class BpeTokenizer:
             return body
         drop = set(drop)
         arts = {self.encoder[a] for a in self.ARTICLES if a in self.encoder}
-        body = [i for i in body if i not in drop]
+        kept = [i for i in body if i not in drop]
+        if len(kept) == len(body):  # no image-only word: passed on untouched
+            return body
+        body = kept
         while body and body[-1] in arts:
             body.pop()
         return body

@@ -302,6 +302,7 @@ TEST(ShapePromptImageOnlyWords, AreLeftOutOfTheShapeConditionWithTheirDanglingAr
   EXPECT_EQ(p.shape_prompt_ids("b c a d"), (Ids{998, 17, 999}));  // "a" would dangle
   EXPECT_EQ(p.shape_prompt_ids("a c b"), (Ids{998, 5, 17, 999}));  // "a" still has its word
   EXPECT_EQ(p.shape_prompt_ids("c d"), (Ids{998, 999}));           // nothing left: unconditional
+  EXPECT_EQ(p.shape_prompt_ids("b a"), (Ids{998, 17, 5, 999}));    // nothing dropped: untouched
   int dropped = 0;
   p.shape_prompt_ids("a c b d", &dropped);
   EXPECT_EQ(dropped, 2);
