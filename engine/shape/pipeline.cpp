@@ -24,18 +24,23 @@ struct ModelCard {
   std::optional<int> default_resolution;
 };
 
-// A present but malformed card is an error: it belongs to the model and something is wrong with it.
-Expected<ModelCard> read_model_card(const std::string& dir, int64_t codebook_size) {
-  namespace fs = std::filesystem;
-  ModelCard out;
-  const std::string path = (fs::path(dir) / "model.json").string();
+// An optional JSON file of the model folder: nullopt when absent; present but not a JSON object is
+// an error naming it (it belongs to the model and something is wrong with it).
+Expected<std::optional<nlohmann::json>> read_optional_json_object(const std::string& path) {
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return out;
+  if (!std::filesystem::is_regular_file(path, ec)) return std::optional<nlohmann::json>();
   TESSERA_ASSIGN_OR_RETURN(std::string text, read_file(path));
-  const nlohmann::json card = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (card.is_discarded() || !card.is_object()) {
-    return corrupt_data(path + ": not a JSON object");
-  }
+  nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) return corrupt_data(path + ": not a JSON object");
+  return std::optional<nlohmann::json>(std::move(doc));
+}
+
+Expected<ModelCard> read_model_card(const std::string& dir, int64_t codebook_size) {
+  ModelCard out;
+  const std::string path = (std::filesystem::path(dir) / "model.json").string();
+  TESSERA_ASSIGN_OR_RETURN(const std::optional<nlohmann::json> doc, read_optional_json_object(path));
+  if (!doc) return out;
+  const nlohmann::json& card = *doc;
   if (const auto tokens = card.find("tokens"); tokens != card.end() && tokens->is_object()) {
     const auto fill = tokens->find("fill_token_id");
     if (fill != tokens->end() && !fill->is_null()) {
@@ -73,14 +78,12 @@ Expected<ModelCard> read_model_card(const std::string& dir, int64_t codebook_siz
 // a present but malformed file is an error naming it.
 Expected<std::vector<int32_t>> read_image_only_token_ids(const std::string& text_encoder_file,
                                                          size_t vocab_size) {
-  namespace fs = std::filesystem;
   std::vector<int32_t> ids;
-  const std::string path = (fs::path(text_encoder_file).parent_path() / "extension.json").string();
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return ids;
-  TESSERA_ASSIGN_OR_RETURN(std::string text, read_file(path));
-  const nlohmann::json ext = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (ext.is_discarded() || !ext.is_object()) return corrupt_data(path + ": not a JSON object");
+  const std::string path =
+      (std::filesystem::path(text_encoder_file).parent_path() / "extension.json").string();
+  TESSERA_ASSIGN_OR_RETURN(const std::optional<nlohmann::json> doc, read_optional_json_object(path));
+  if (!doc) return ids;
+  const nlohmann::json& ext = *doc;
   const auto words = ext.find("words");
   if (words == ext.end() || !words->is_object()) {
     return corrupt_data(path + ": no \"words\" object (word -> token id)");

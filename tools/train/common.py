@@ -414,6 +414,7 @@ class BpeTokenizer:
         return ids
 
     ARTICLES = ("a</w>", "an</w>", "the</w>")
+    image_only_ids = ()  # the diffusion extension's ids (evaluate.load_exported sets them)
 
     def shape_body(self, text, drop=()):
         """encode(text) without the ids in `drop` (the diffusion extension's image-only words) and the

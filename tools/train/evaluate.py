@@ -226,7 +226,6 @@ def load_exported(model_dir):
     # The diffusion extension's words are image-only: the shape GPT is conditioned without them (as the
     # C++ ShapePipeline does).
     ext_path = os.path.join(model_dir, "text_encoder", "extension.json")
-    tok.image_only_ids = ()
     if os.path.exists(ext_path):
         with open(ext_path) as f:
             tok.image_only_ids = tuple(int(v) for v in json.load(f)["words"].values())
@@ -237,7 +236,7 @@ def load_exported(model_dir):
 
 @torch.no_grad()
 def generate(gpt, clip, tok, prompts, guidance=3.0):
-    ids, mask = tok.batch(prompts, drop=getattr(tok, "image_only_ids", ()))
+    ids, mask = tok.batch(prompts, drop=tok.image_only_ids)
     cond = gpt.encode_condition(clip(ids, mask))
     e_ids, e_mask = tok.batch([""] * len(prompts))
     uncond = gpt.encode_condition(clip(e_ids, e_mask))

@@ -252,8 +252,7 @@ def main(argv=None):
     bbox = torch.from_numpy(data["train_bbox"])
     n, n_enc = tokens.shape[0], tokens.shape[1]
     cap_cache = {}
-    focus = [w for w in a.focus_words.split(",") if w.strip()]
-    focus = [w.strip() for w in focus]
+    focus = [w.strip() for w in a.focus_words.split(",") if w.strip()]
     if a.focus_weight < 1.0:
         raise SystemExit(f"--focus-weight {a.focus_weight}: must be >= 1")
     # Per shape: the indices of its captions containing a focus word (as a whole word).
