@@ -121,7 +121,15 @@ struct MeshExportCli {
   int64_t max_faces = 0;      // --max-faces N: decimation budget (cleanup.h); 0: no decimation
   std::string texture;        // --texture IMAGE.png: projected from the front (texture.h)
   float texture_margin = 0.0f;  // --texture-margin: ProjectionOptions::margin
+  std::string texture_fit = "object";  // --texture-fit object|frame: ProjectionOptions::fit
 };
+
+inline mesh::ProjectionOptions projection_options(const MeshExportCli& o) {
+  mesh::ProjectionOptions projection;
+  projection.margin = o.texture_margin;
+  projection.fit = o.texture_fit == "frame" ? mesh::ImageFit::kFrame : mesh::ImageFit::kObject;
+  return projection;
+}
 
 inline void add_mesh_export_options(CLI::App* cmd, MeshExportCli* o) {
   cmd->add_option("--up-axis", o->up_axis,
@@ -138,16 +146,21 @@ inline void add_mesh_export_options(CLI::App* cmd, MeshExportCli* o) {
                   "PNG image to project onto the mesh from the front view (the back gets a "
                   "softened blend); the texture is embedded in .glb, written beside .obj/.fbx as "
                   "<name>_texture.png");
+  cmd->add_option("--texture-fit", o->texture_fit,
+                  "object (default): the object the image shows (told from the background at its "
+                  "border) is stretched onto the mesh, e.g. a `tessera image` render; frame: the "
+                  "whole image less --texture-margin is fitted to the mesh (also what object does "
+                  "for an image without a distinct background)")
+      ->check(CLI::IsMember({"object", "frame"}));
   cmd->add_option("--texture-margin", o->texture_margin,
-                  "Fraction of the image on each side that lies outside the object (0..0.45, "
-                  "default 0)");
+                  "Frame fit: fraction of the image on each side that lies outside the object "
+                  "(0..0.45, default 0)");
 }
 
 // --texture, read and checked before the long run so that a bad image fails early; nullopt when
 // the option is absent.
 inline Expected<std::optional<mesh::TextureImage>> load_texture_option(const MeshExportCli& o) {
-  mesh::ProjectionOptions projection;
-  projection.margin = o.texture_margin;
+  const mesh::ProjectionOptions projection = projection_options(o);
   if (Status st = mesh::validate_projection_options(projection); !st.ok()) {
     return invalid_argument("--texture-margin: " + st.message());
   }
@@ -164,9 +177,7 @@ inline Status write_cli_mesh(const mesh::Mesh& m, const std::string& path,
                              const std::optional<mesh::TextureImage>& texture) {
   if (!texture) return mesh::write_mesh(m, path, options);
   mesh::Mesh textured = m;
-  mesh::ProjectionOptions projection;
-  projection.margin = o.texture_margin;
-  TESSERA_RETURN_IF_ERROR(mesh::project_texture_front(*texture, projection, &textured)
+  TESSERA_RETURN_IF_ERROR(mesh::project_texture_front(*texture, projection_options(o), &textured)
                               .with_context("--texture " + o.texture));
   return mesh::write_mesh(textured, path, options);
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -103,7 +105,65 @@ TextureImage build_atlas(const TextureImage& image, float back_blend) {
   return atlas;
 }
 
+// The q-quantile (q in [0, 1]) of a histogram of integer positions 0..n-1 holding `total` counts.
+int64_t histogram_quantile(const std::vector<int64_t>& hist, int64_t total, double q) {
+  const auto rank = static_cast<int64_t>(std::floor(q * static_cast<double>(total - 1)));
+  int64_t seen = 0;
+  for (size_t i = 0; i < hist.size(); ++i) {
+    seen += hist[i];
+    if (seen > rank) return static_cast<int64_t>(i);
+  }
+  return static_cast<int64_t>(hist.size()) - 1;
+}
+
 }  // namespace
+
+std::optional<ImageRect> find_object_bounds(const TextureImage& image) {
+  if (!validate_texture_image(image).ok()) return std::nullopt;
+  const int64_t w = image.width, h = image.height;
+  const int64_t b = std::min<int64_t>(kObjectBorder, w / 4);
+  if (b < 1 || h < 4) return std::nullopt;
+  std::vector<int64_t> cols(static_cast<size_t>(w), 0), rows(static_cast<size_t>(h), 0);
+  int64_t count = 0, border_hits = 0, border_total = 0;
+  std::vector<int> band;
+  for (int64_t y = 0; y < h; ++y) {
+    const uint8_t* row = image.rgb.data() + static_cast<size_t>(y * w * 3);
+    int bg[3];
+    for (int c = 0; c < 3; ++c) {
+      band.clear();
+      for (int64_t x = 0; x < b; ++x) {
+        band.push_back(row[3 * x + c]);
+        band.push_back(row[3 * (w - 1 - x) + c]);
+      }
+      std::nth_element(band.begin(), band.begin() + static_cast<std::ptrdiff_t>(band.size() / 2),
+                       band.end());
+      bg[c] = band[band.size() / 2];
+    }
+    for (int64_t x = 0; x < w; ++x) {
+      int diff = 0;
+      for (int c = 0; c < 3; ++c) diff = std::max(diff, std::abs(row[3 * x + c] - bg[c]));
+      const bool object = diff > kObjectThreshold;
+      const bool border = x < b || x >= w - b || y < b || y >= h - b;
+      border_total += border;
+      border_hits += border && object;
+      if (object) {
+        ++cols[static_cast<size_t>(x)];
+        ++rows[static_cast<size_t>(y)];
+        ++count;
+      }
+    }
+  }
+  if (static_cast<double>(count) < kObjectMinFraction * static_cast<double>(w * h) ||
+      2 * border_hits > border_total) {
+    return std::nullopt;
+  }
+  ImageRect r;
+  r.x0 = histogram_quantile(cols, count, 0.01);
+  r.x1 = histogram_quantile(cols, count, 0.99) + 1;
+  r.y0 = histogram_quantile(rows, count, 0.01);
+  r.y1 = histogram_quantile(rows, count, 0.99) + 1;
+  return r;
+}
 
 Status validate_projection_options(const ProjectionOptions& options) {
   if (!std::isfinite(options.margin) || options.margin < 0.0f || options.margin > 0.45f) {
@@ -146,7 +206,6 @@ Status project_texture_front(const TextureImage& image, const ProjectionOptions&
   const int64_t n = mesh->vertex_count(), nt = mesh->triangle_count();
   const std::vector<float>& p = mesh->positions;
 
-  // Fit the mesh's projected bounds into the image, keeping the aspect ratio: k pixels per unit.
   double lo[2] = {INFINITY, INFINITY}, hi[2] = {-INFINITY, -INFINITY};
   for (uint32_t v : mesh->triangles) {
     const double c[2] = {p[3 * v + f.right], p[3 * v + f.up]};
@@ -155,18 +214,47 @@ Status project_texture_front(const TextureImage& image, const ProjectionOptions&
       hi[a] = std::max(hi[a], c[a]);
     }
   }
-  const double w = static_cast<double>(image.width), h = static_cast<double>(image.height);
-  const double usable = 1.0 - 2.0 * options.margin;
-  double k = INFINITY;
-  if (hi[0] > lo[0]) k = std::min(k, w * usable / (hi[0] - lo[0]));
-  if (hi[1] > lo[1]) k = std::min(k, h * usable / (hi[1] - lo[1]));
-  if (!std::isfinite(k)) {
+  if (!(hi[0] > lo[0]) && !(hi[1] > lo[1])) {
     return invalid_argument("texture projection: the mesh has no extent in the front view");
   }
-  const double cx = 0.5 * (lo[0] + hi[0]), cy = 0.5 * (lo[1] + hi[1]);
+  const double w = static_cast<double>(image.width), h = static_cast<double>(image.height);
+  // Image coordinates (u right, t up, both in [0, 1]) of a vertex: u = u0 + (x - lo0) * su,
+  // t = t0 + (y - lo1) * st.
+  double u0 = 0, su = 0, t0 = 0, st = 0;
+  const std::optional<ImageRect> object =
+      options.fit == ImageFit::kObject ? find_object_bounds(image) : std::nullopt;
+  if (object) {
+    // The object's rectangle, each axis stretched onto the mesh's bounds (a flat axis: its middle).
+    const double x0 = static_cast<double>(object->x0) / w, x1 = static_cast<double>(object->x1) / w;
+    const double tb = 1.0 - static_cast<double>(object->y1) / h;
+    const double tt = 1.0 - static_cast<double>(object->y0) / h;
+    if (hi[0] > lo[0]) {
+      su = (x1 - x0) / (hi[0] - lo[0]);
+      u0 = x0;
+    } else {
+      u0 = 0.5 * (x0 + x1);
+    }
+    if (hi[1] > lo[1]) {
+      st = (tt - tb) / (hi[1] - lo[1]);
+      t0 = tb;
+    } else {
+      t0 = 0.5 * (tb + tt);
+    }
+  } else {
+    // Fit the mesh's projected bounds into the image less the margin, keeping the aspect ratio:
+    // k pixels per unit, centred.
+    const double usable = 1.0 - 2.0 * options.margin;
+    double k = INFINITY;
+    if (hi[0] > lo[0]) k = std::min(k, w * usable / (hi[0] - lo[0]));
+    if (hi[1] > lo[1]) k = std::min(k, h * usable / (hi[1] - lo[1]));
+    su = k / w;
+    st = k / h;
+    u0 = 0.5 - 0.5 * (hi[0] - lo[0]) * su;
+    t0 = 0.5 - 0.5 * (hi[1] - lo[1]) * st;
+  }
   auto image_uv = [&](int64_t v) {
-    const double u = 0.5 + (p[3 * v + f.right] - cx) * k / w;
-    const double t = 0.5 + (p[3 * v + f.up] - cy) * k / h;
+    const double u = u0 + (p[3 * v + f.right] - lo[0]) * su;
+    const double t = t0 + (p[3 * v + f.up] - lo[1]) * st;
     return std::array<double, 2>{std::clamp(u, 0.0, 1.0), std::clamp(t, 0.0, 1.0)};
   };
 

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "engine/core/status.h"
@@ -38,12 +39,36 @@ namespace tessera::mesh {
 inline constexpr int64_t kTextureGutter = 4;      // texels around each atlas region
 inline constexpr int64_t kMaxTextureSide = 4096;  // input images larger than this are refused
 
+// A pixel rectangle of an image, [x0, x1) x [y0, y1), rows counted from the top.
+struct ImageRect {
+  int64_t x0 = 0, y0 = 0, x1 = 0, y1 = 0;
+  int64_t width() const { return x1 - x0; }
+  int64_t height() const { return y1 - y0; }
+};
+
+// Where the object of a concept render is. The background of each row is estimated from its
+// kObjectBorder leftmost and rightmost pixels (per channel median: flat backgrounds and vertical
+// gradients, as the tiny model's training renders have); a pixel is object when one channel
+// differs from its row's background by more than kObjectThreshold. The rectangle spans the 1st to
+// 99th percentile of the object pixels' columns and rows (isolated speckles do not stretch it).
+// nullopt when fewer than kObjectMinFraction of the pixels are object, or when the object touches
+// more than half of the border band (then the image has no background to tell it from: a
+// full-frame texture).
+inline constexpr int64_t kObjectBorder = 2;
+inline constexpr int kObjectThreshold = 30;
+inline constexpr double kObjectMinFraction = 0.005;
+std::optional<ImageRect> find_object_bounds(const TextureImage& image);
+
+enum class ImageFit { kFrame, kObject };
+
 struct ProjectionOptions {
+  // How the image is fitted to the mesh (see above).
+  ImageFit fit = ImageFit::kFrame;
   // The mesh's up axis, which fixes the front view (see above). Engine meshes are Y-up.
   UpAxis up_axis = UpAxis::kY;
   // Fraction of the image, on each side, that lies outside the mesh's projected bounds (the
   // background around the object in a concept render); in [0, 0.45]. 0 fits the bounds to the
-  // image.
+  // image. Used by kFrame (and by kObject when no object is found).
   float margin = 0.0f;
   // How far the back image goes from the softened image towards its mean colour, in [0, 1].
   float back_blend = 0.5f;

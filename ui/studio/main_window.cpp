@@ -727,17 +727,29 @@ Status MainWindow::apply_image_as_texture() {
   image.height = s.image_height;
   image.rgb = s.image_rgb;
   mesh::ProjectionOptions options;
-  // The concept images show the object with some background around it (the tiny model is trained
-  // on centred renders): a small margin lands the object's colours on the object.
+  // A concept image shows the object on a background, at whatever size the model drew it: the
+  // object's own rectangle in the image is stretched onto the mesh (texture.h, ImageFit::kObject),
+  // so its colours land on the mesh rather than the background's. An image without a distinct
+  // background falls back to the frame fit with a small margin.
+  options.fit = mesh::ImageFit::kObject;
   options.margin = 0.08f;
+  const std::optional<mesh::ImageRect> object = mesh::find_object_bounds(image);
   auto textured = std::make_shared<mesh::Mesh>(*shown);
   TESSERA_RETURN_IF_ERROR(mesh::project_texture_front(image, options, textured.get()));
   viewport_->set_mesh(textured, false);
   select_textured_shading();
   // The gallery entry of this prompt now holds the textured mesh too.
   if (!results_.empty() && results_.back().mesh == shown) results_.back().mesh = textured;
-  show_status(tr("Applied the concept image as a texture (%1 vertices after seam splits); "
+  const QString fit =
+      object ? tr("the image's object (%1x%2 px at %3,%4) fitted to the mesh")
+                   .arg(object->width())
+                   .arg(object->height())
+                   .arg(object->x0)
+                   .arg(object->y0)
+             : tr("no distinct object in the image: the whole frame fitted to the mesh");
+  show_status(tr("Applied the concept image as a texture: %1; %2 vertices after seam splits; "
                  "File > Export writes it with the mesh")
+                  .arg(fit)
                   .arg(textured->vertex_count()));
   update_buttons();
   return Status();

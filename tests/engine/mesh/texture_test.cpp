@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -185,6 +186,111 @@ TEST(TextureProjection, MarginAndAspectFitTheBoundsIntoTheImage) {
   EXPECT_NEAR(hi[0] * aw, g + 25, 1e-3);
   EXPECT_NEAR((1 - hi[1]) * ah, g + 10, 1e-3);
   EXPECT_NEAR((1 - lo[1]) * ah, g + 30, 1e-3);
+}
+
+// A concept-render-like image: a vertical grey gradient background and, in the pixel rectangle
+// [x0, x1) x [y0, y1), an object whose left half is red and right half green, plus `speckles`
+// isolated object-coloured pixels scattered over the background.
+TextureImage render_like(int64_t w, int64_t h, ImageRect obj, int speckles = 0) {
+  TextureImage img;
+  img.width = w;
+  img.height = h;
+  img.rgb.resize(static_cast<size_t>(w * h * 3));
+  for (int64_t y = 0; y < h; ++y) {
+    for (int64_t x = 0; x < w; ++x) {
+      const size_t at = static_cast<size_t>((y * w + x) * 3);
+      const auto grey = static_cast<uint8_t>(90 + 60 * y / h);  // gradient: 90 at the top
+      Rgb c{grey, grey, grey};
+      if (x >= obj.x0 && x < obj.x1 && y >= obj.y0 && y < obj.y1) {
+        c = 2 * (x - obj.x0) < obj.width() ? Rgb{220, 20, 20} : Rgb{20, 200, 40};
+      }
+      for (int k = 0; k < 3; ++k) img.rgb[at + k] = static_cast<uint8_t>(c[k]);
+    }
+  }
+  for (int i = 0; i < speckles; ++i) {  // deterministic scatter, away from the object
+    const int64_t x = (7 + 13 * i) % w, y = (3 + 29 * i) % h;
+    if (x >= obj.x0 - 2 && x < obj.x1 + 2 && y >= obj.y0 - 2 && y < obj.y1 + 2) continue;
+    const size_t at = static_cast<size_t>((y * w + x) * 3);
+    img.rgb[at] = 250;
+    img.rgb[at + 1] = img.rgb[at + 2] = 0;
+  }
+  return img;
+}
+
+TEST(TextureObjectBounds, FindsTheObjectOnAGradientAndIgnoresSpeckles) {
+  const ImageRect want{20, 26, 44, 50};
+  for (int speckles : {0, 12}) {
+    const std::optional<ImageRect> got = find_object_bounds(render_like(64, 64, want, speckles));
+    ASSERT_TRUE(got.has_value()) << speckles;
+    EXPECT_NEAR(got->x0, want.x0, 1) << speckles;
+    EXPECT_NEAR(got->x1, want.x1, 1) << speckles;
+    EXPECT_NEAR(got->y0, want.y0, 1) << speckles;
+    EXPECT_NEAR(got->y1, want.y1, 1) << speckles;
+  }
+  // Non-square images and an object off centre.
+  const std::optional<ImageRect> wide = find_object_bounds(render_like(96, 40, {60, 5, 90, 30}));
+  ASSERT_TRUE(wide.has_value());
+  EXPECT_EQ(wide->x0, 60);
+  EXPECT_EQ(wide->x1, 90);
+  EXPECT_EQ(wide->y0, 5);
+  EXPECT_EQ(wide->y1, 30);
+}
+
+TEST(TextureObjectBounds, NoObjectOrNoBackgroundGivesNothing) {
+  EXPECT_FALSE(find_object_bounds(render_like(64, 64, {0, 0, 0, 0})).has_value());  // background
+  EXPECT_FALSE(find_object_bounds(render_like(64, 64, {30, 30, 32, 32})).has_value());  // 4 px
+  EXPECT_FALSE(find_object_bounds(quadrants(32)).has_value());  // full-frame texture
+  EXPECT_FALSE(find_object_bounds(render_like(64, 64, {0, 0, 64, 64})).has_value());
+  TextureImage bad;  // invalid images are not an object
+  EXPECT_FALSE(find_object_bounds(bad).has_value());
+  TextureImage tiny;
+  tiny.width = tiny.height = 2;
+  tiny.rgb.assign(12, 0);
+  EXPECT_FALSE(find_object_bounds(tiny).has_value());
+}
+
+TEST(TextureProjection, ObjectFitStretchesTheRendersObjectOntoTheMesh) {
+  // A small object left of centre in a 64x64 render: its red half must land on the mesh's -X half
+  // and its green half on the +X half, however small it is in the frame.
+  const ImageRect obj{10, 30, 30, 46};
+  const TextureImage image = render_like(64, 64, obj);
+  ProjectionOptions o;
+  o.fit = ImageFit::kObject;
+  Mesh m = cube();
+  ASSERT_TRUE(project_texture_front(image, o, &m).ok());
+  EXPECT_EQ(colour_at(m, {-0.5f, 0.0f, 1.0f}), (Rgb{220, 20, 20}));
+  EXPECT_EQ(colour_at(m, {0.5f, 0.0f, 1.0f}), (Rgb{20, 200, 40}));
+  EXPECT_EQ(colour_at(m, {-0.9f, 0.9f, 1.0f}), (Rgb{220, 20, 20}));  // corners stay on the object
+  EXPECT_EQ(colour_at(m, {0.9f, -0.9f, 1.0f}), (Rgb{20, 200, 40}));
+  // The front corners' uvs are the rectangle's corners (per axis, no aspect kept).
+  const double aw = static_cast<double>(m.texture.width), ah = static_cast<double>(m.texture.height);
+  const double g = static_cast<double>(kTextureGutter);
+  double lo[2] = {1, 1}, hi[2] = {0, 0};
+  for (uint32_t v : {4u, 5u, 6u, 7u}) {
+    for (int d = 0; d < 2; ++d) {
+      lo[d] = std::min<double>(lo[d], m.uvs[2 * v + d]);
+      hi[d] = std::max<double>(hi[d], m.uvs[2 * v + d]);
+    }
+  }
+  EXPECT_NEAR(lo[0] * aw, g + obj.x0, 1.01);
+  EXPECT_NEAR(hi[0] * aw, g + obj.x1, 1.01);
+  EXPECT_NEAR((1 - hi[1]) * ah, g + obj.y0, 1.01);
+  EXPECT_NEAR((1 - lo[1]) * ah, g + obj.y1, 1.01);
+
+  // The frame fit of the same image puts the mesh's -X half mostly on background.
+  Mesh framed = cube();
+  ASSERT_TRUE(project_texture_front(image, ProjectionOptions{}, &framed).ok());
+  EXPECT_NE(colour_at(framed, {0.9f, 0.0f, 1.0f}), (Rgb{20, 200, 40}));
+
+  // No object in the image: the object fit is the frame fit.
+  Mesh a = cube(), b = cube();
+  ProjectionOptions frame;
+  frame.margin = 0.1f;
+  ProjectionOptions object = frame;
+  object.fit = ImageFit::kObject;
+  ASSERT_TRUE(project_texture_front(quadrants(), frame, &a).ok());
+  ASSERT_TRUE(project_texture_front(quadrants(), object, &b).ok());
+  EXPECT_EQ(a.uvs, b.uvs);
 }
 
 TEST(TextureProjection, SeamsSplitOnlyWhereRegionsMeet) {

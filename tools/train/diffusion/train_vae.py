@@ -9,6 +9,10 @@ fed a posterior sample. Steps alternate between 32x32 random crops (batch --batc
 convolutional apart from the middle attention) and full 64x64 images (every --full-every-th step, batch
 --batch // 4, so the middle attention also trains at the size it runs at). --init-from starts a
 fine-tuning run from another checkpoint's weights.
+--decoder-only (with --init-from) fine-tunes the decoder alone: the encoder stays frozen, so the latents
+(latents.npy, encoded by the --init-from run) and the latent scale stay exactly what the UNet was trained
+on, and a better decoder drops into a trained diffusion model without retraining the UNet. Such a run
+does not re-encode: its vae_done.json carries the init run's latent statistics.
 The last 512 images (a tenth of a small set) are held out (val PSNR every --eval-every steps).
 
 When --steps are done, every image is encoded (posterior mean) into latents.npy (float16 [N,4,16,16],
@@ -56,6 +60,8 @@ def parse_args(argv=None):
     p.add_argument("--full-every", type=int, default=2, help="every n-th step uses full 64x64 images")
     p.add_argument("--init-from", default="",
                    help="start a new run (own schedule and optimizer) from another run's vae_ckpt.pt")
+    p.add_argument("--decoder-only", action="store_true",
+                   help="with --init-from: train the decoder only (encoder frozen, latents unchanged)")
     p.add_argument("--ckpt-minutes", type=float, default=3.0)
     p.add_argument("--eval-every", type=int, default=200)
     p.add_argument("--log-every", type=int, default=25)
@@ -63,7 +69,10 @@ def parse_args(argv=None):
     p.add_argument("--budget-minutes", type=float, default=0.0,
                    help="size the run to this: after 40 steps the measured speed caps --steps (the cap is "
                         "kept in the checkpoint, so a resumed run keeps its schedule)")
-    return p.parse_args(argv)
+    a = p.parse_args(argv)
+    if a.decoder_only and not a.init_from:
+        p.error("--decoder-only needs --init-from (the run whose encoder produced latents.npy)")
+    return a
 
 
 def pixel_weights(x, fg_weight):
@@ -131,7 +140,18 @@ def main(argv=None):
 
     torch.manual_seed(a.seed)
     vae = M.KLVae()
-    opt = torch.optim.AdamW(vae.parameters(), lr=a.lr, betas=(0.9, 0.99), weight_decay=0.0)
+    init_done = None
+    if a.decoder_only:
+        init_done_path = os.path.join(os.path.dirname(os.path.abspath(a.init_from)), "vae_done.json")
+        if not os.path.exists(init_done_path) or not os.path.exists(lat_path):
+            raise SystemExit(f"--decoder-only: {init_done_path} and {lat_path} must exist (the latents the "
+                             "frozen encoder made; train or copy that run first)")
+        with open(init_done_path) as f:
+            init_done = json.load(f)
+        for p_ in vae.encoder.parameters():
+            p_.requires_grad_(False)
+    trainable = [p_ for p_ in vae.parameters() if p_.requires_grad]
+    opt = torch.optim.AdamW(trainable, lr=a.lr, betas=(0.9, 0.99), weight_decay=0.0)
     gen = torch.Generator().manual_seed(a.seed + 1)
     step, extra = 0, {}
     if a.init_from and not os.path.exists(ckpt_path):
@@ -162,7 +182,8 @@ def main(argv=None):
             full = to_float(train[idx])
             x = full[:, :, oy:oy + a.crop, ox:ox + a.crop]
             w = pixel_weights(full, a.fg_weight)[:, :, oy:oy + a.crop, ox:ox + a.crop]
-        mean, logvar = vae.encoder(x)
+        with torch.set_grad_enabled(not a.decoder_only):
+            mean, logvar = vae.encoder(x)
         z = mean + torch.randn(mean.shape, generator=gen) * torch.exp(0.5 * logvar)
         y = vae.decode_raw(z)
         l1 = (w * (y - x).abs()).mean()
@@ -171,7 +192,7 @@ def main(argv=None):
         loss = l1 + mse + a.kl_weight * kl
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(vae.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(trainable, 1.0)
         opt.step()
         step += 1
         if a.budget_minutes > 0 and not extra.get("planned_steps") and step - s_plan == 40:
@@ -206,18 +227,25 @@ def main(argv=None):
             logger.log(f"--max-minutes {a.max_minutes} reached; stopping (resume by running again)")
             return 0
 
-    lat = encode_all(vae, images_np, logger.log)
-    flat = lat.float()
-    std = float(flat.std())
-    scale = 1.0 / std
-    per_channel = [round(float(v), 4) for v in flat.std(dim=(0, 2, 3))]
-    np.save(lat_path + ".tmp.npy", lat.numpy())
-    os.replace(lat_path + ".tmp.npy", lat_path)
     psnr = val_psnr(vae, val)
+    if a.decoder_only:  # the frozen encoder's latents stay; so do their statistics
+        stats = {k: init_done[k] for k in ("latent_mean", "latent_std", "latent_std_per_channel",
+                                           "latent_scale")}
+        stats["encoder_from"] = a.init_from
+        std, scale, per_channel = stats["latent_std"], stats["latent_scale"], stats["latent_std_per_channel"]
+    else:
+        lat = encode_all(vae, images_np, logger.log)
+        flat = lat.float()
+        std = float(flat.std())
+        scale = 1.0 / std
+        per_channel = [round(float(v), 4) for v in flat.std(dim=(0, 2, 3))]
+        np.save(lat_path + ".tmp.npy", lat.numpy())
+        os.replace(lat_path + ".tmp.npy", lat_path)
+        stats = {"latent_mean": float(flat.mean()), "latent_std": std, "latent_std_per_channel": per_channel,
+                 "latent_scale": scale}
     with open(done_path, "w") as f:
-        json.dump({"step": step, "latent_mean": float(flat.mean()), "latent_std": std,
-                   "latent_std_per_channel": per_channel, "latent_scale": scale, "val_psnr": psnr,
-                   "images": int(images_np.shape[0]), "data_seed": meta["seed"], "args": vars(a)}, f, indent=2)
+        json.dump({"step": step, **stats, "val_psnr": psnr, "images": int(images_np.shape[0]),
+                   "data_seed": meta["seed"], "args": vars(a)}, f, indent=2)
     # A side-by-side sheet (original above, reconstruction below) of 16 held-out images.
     with torch.no_grad():
         x = to_float(val[:16])
