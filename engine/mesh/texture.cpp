@@ -195,7 +195,7 @@ Status validate_texture_image(const TextureImage& image, const std::string& what
 }
 
 Status project_texture_front(const TextureImage& image, const ProjectionOptions& options,
-                             Mesh* mesh) {
+                             Mesh* mesh, std::optional<ImageRect>* fitted_object) {
   if (mesh == nullptr) return invalid_argument("texture projection: no mesh");
   TESSERA_RETURN_IF_ERROR(validate_texture_image(image, "texture projection: image"));
   TESSERA_RETURN_IF_ERROR(validate_projection_options(options));
@@ -348,6 +348,7 @@ Status project_texture_front(const TextureImage& image, const ProjectionOptions&
   out.triangles = std::move(triangles);
   out.texture = std::move(atlas);
   *mesh = std::move(out);
+  if (fitted_object != nullptr) *fitted_object = object;
   return Status();
 }
 

@@ -88,8 +88,10 @@ Status validate_texture_image(const TextureImage& image, const std::string& what
 // mesh without normals keeps none. `mesh` must be non-null and valid (validate()) with at least one
 // triangle. Errors: kInvalidArgument for a bad image, bad options, an invalid or empty mesh, or a
 // mesh with no extent in the front view's plane; `*mesh` is left unchanged on error.
+// fitted_object, when given, receives the object rectangle the kObject fit used (nullopt for the
+// frame fit, chosen or fallen back to).
 Status project_texture_front(const TextureImage& image, const ProjectionOptions& options,
-                             Mesh* mesh);
+                             Mesh* mesh, std::optional<ImageRect>* fitted_object = nullptr);
 
 // PNG files <-> TextureImage. read_texture_png accepts any PNG stb_image decodes (8/16-bit, grey,
 // palette, alpha: alpha is dropped, not composited); kIoError naming the path when it cannot be

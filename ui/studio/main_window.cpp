@@ -733,9 +733,9 @@ Status MainWindow::apply_image_as_texture() {
   // background falls back to the frame fit with a small margin.
   options.fit = mesh::ImageFit::kObject;
   options.margin = 0.08f;
-  const std::optional<mesh::ImageRect> object = mesh::find_object_bounds(image);
+  std::optional<mesh::ImageRect> object;
   auto textured = std::make_shared<mesh::Mesh>(*shown);
-  TESSERA_RETURN_IF_ERROR(mesh::project_texture_front(image, options, textured.get()));
+  TESSERA_RETURN_IF_ERROR(mesh::project_texture_front(image, options, textured.get(), &object));
   viewport_->set_mesh(textured, false);
   select_textured_shading();
   // The gallery entry of this prompt now holds the textured mesh too.

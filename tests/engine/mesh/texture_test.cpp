@@ -257,7 +257,13 @@ TEST(TextureProjection, ObjectFitStretchesTheRendersObjectOntoTheMesh) {
   ProjectionOptions o;
   o.fit = ImageFit::kObject;
   Mesh m = cube();
-  ASSERT_TRUE(project_texture_front(image, o, &m).ok());
+  std::optional<ImageRect> fitted;
+  ASSERT_TRUE(project_texture_front(image, o, &m, &fitted).ok());
+  ASSERT_TRUE(fitted.has_value());
+  EXPECT_EQ(fitted->x0, obj.x0);
+  EXPECT_EQ(fitted->x1, obj.x1);
+  EXPECT_EQ(fitted->y0, obj.y0);
+  EXPECT_EQ(fitted->y1, obj.y1);
   EXPECT_EQ(colour_at(m, {-0.5f, 0.0f, 1.0f}), (Rgb{220, 20, 20}));
   EXPECT_EQ(colour_at(m, {0.5f, 0.0f, 1.0f}), (Rgb{20, 200, 40}));
   EXPECT_EQ(colour_at(m, {-0.9f, 0.9f, 1.0f}), (Rgb{220, 20, 20}));  // corners stay on the object
@@ -289,8 +295,10 @@ TEST(TextureProjection, ObjectFitStretchesTheRendersObjectOntoTheMesh) {
   ProjectionOptions object = frame;
   object.fit = ImageFit::kObject;
   ASSERT_TRUE(project_texture_front(quadrants(), frame, &a).ok());
-  ASSERT_TRUE(project_texture_front(quadrants(), object, &b).ok());
+  std::optional<ImageRect> none = ImageRect{1, 1, 2, 2};
+  ASSERT_TRUE(project_texture_front(quadrants(), object, &b, &none).ok());
   EXPECT_EQ(a.uvs, b.uvs);
+  EXPECT_FALSE(none.has_value());  // the frame fit was used
 }
 
 TEST(TextureProjection, SeamsSplitOnlyWhereRegionsMeet) {
