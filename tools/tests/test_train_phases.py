@@ -176,6 +176,30 @@ class TrainPhasesTest(unittest.TestCase):
         quiet(export_tiny.export, g2, out)
         cfg = common.C.gpt_from_shapes(st_io.shapes(os.path.join(out, "shape_gpt.safetensors")), 64)
         self.assertEqual((cfg.n_embd, cfg.n_head, cfg.n_layer, cfg.mlp_hidden), (96, 3, 3, 128))
+        # the card names the data: both stages on the same shapes -> no separate GPT entry
+        with open(os.path.join(out, "model.json")) as f:
+            data = json.load(f)["training_data"]
+        self.assertEqual((data["train"]["per_family"], data["val"]["per_family"]), (2, 2))
+        self.assertNotIn("gpt_train", data)
+        # a GPT trained on a larger shape set (--data elsewhere) is recorded as such
+        more = os.path.join(self.tmp, "data-more", "train")
+        os.makedirs(more)
+        with open(os.path.join(self.data, "train", "manifest.json")) as f:
+            man = json.load(f)
+        man.update(per_family=5, samples=10)
+        with open(os.path.join(more, "manifest.json"), "w") as f:
+            json.dump(man, f)
+        done = os.path.join(g2, "gpt_done.json")
+        with open(done) as f:
+            rec = json.load(f)
+        rec["args"]["data"] = os.path.dirname(more)
+        with open(done, "w") as f:
+            json.dump(rec, f)
+        quiet(export_tiny.export, g2, out)
+        with open(os.path.join(out, "model.json")) as f:
+            data = json.load(f)["training_data"]
+        self.assertEqual((data["train"]["per_family"], data["gpt_train"]["per_family"]), (2, 5))
+        self.assertIn("gpt_train_note", data)
 
     def test_focus_words_weight_the_draws_and_refuse_unknown_words(self):
         g1 = os.path.join(self.tmp, "gpt1")

@@ -88,15 +88,27 @@ def export(run_dir, out, allow_unfinished=False):
             raise RuntimeError(f"{what}: config inferred from the exported shapes {common.C.as_dict(a)} "
                                f"differs from the trained one {common.C.as_dict(b)}")
 
+    ae_args = _done_args(run_dir, "ae")
+    gpt_args = _done_args(run_dir, "gpt")
     data_man = {}
-    for split in ("train", "val"):
-        p = os.path.join(common.DATA_DIR, split, "manifest.json")
+    def data_dir(args):   # the run's --data (absolute or relative to the repository root), else the default
+        d = args.get("data") or common.DATA_DIR
+        return d if os.path.isdir(d) else common.DATA_DIR
+    ae_data, gpt_data = data_dir(ae_args), data_dir(gpt_args)
+    for key, folder in (("train", os.path.join(ae_data, "train")), ("val", os.path.join(ae_data, "val")),
+                        ("gpt_train", os.path.join(gpt_data, "train"))):
+        if key == "gpt_train" and os.path.realpath(gpt_data) == os.path.realpath(ae_data):
+            continue    # the GPT was trained on the autoencoder's shapes ("train")
+        p = os.path.join(folder, "manifest.json")
         if os.path.exists(p):
             with open(p) as f:
                 m = json.load(f)
-            data_man[split] = {k: m[k] for k in ("seed", "split", "per_family", "samples", "n_surface",
-                                                 "n_occ", "near_fraction", "sigmas") if k in m}
-            data_man["families"] = m["families"]
+            data_man[key] = {k: m[k] for k in ("seed", "split", "per_family", "samples", "n_surface",
+                                               "n_occ", "near_fraction", "sigmas") if k in m}
+            data_man.setdefault("families", m["families"])
+    if "gpt_train" in data_man:
+        data_man["gpt_train_note"] = ("the GPT's training shapes (encoded with the shape tokenizer's "
+                                      "encoder); the autoencoder was trained on 'train'")
     card_path = os.path.join(out, "model.json")
     old = {}
     if os.path.exists(card_path):
@@ -105,8 +117,6 @@ def export(run_dir, out, allow_unfinished=False):
     n_params = {"shape_tokenizer": sum(int(np.prod(v.shape)) for v in shape_sd.values()),
                 "shape_gpt": sum(int(np.prod(v.shape)) for v in gpt.export_state_dict().values()),
                 "text_encoder": sum(p.numel() for p in clip.parameters())}
-    ae_args = _done_args(run_dir, "ae")
-    gpt_args = _done_args(run_dir, "gpt")
     card = {
         "name": "tessera-tiny",
         "description": "Tiny text-to-shape model with the exact Cube 3D architecture and tensor names "
