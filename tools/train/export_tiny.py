@@ -91,21 +91,27 @@ def export(run_dir, out, allow_unfinished=False):
     ae_args = _done_args(run_dir, "ae")
     gpt_args = _done_args(run_dir, "gpt")
     data_man = {}
-    def data_dir(args):   # the run's --data (absolute or relative to the repository root), else the default
-        d = args.get("data") or common.DATA_DIR
-        return d if os.path.isdir(d) else common.DATA_DIR
-    ae_data, gpt_data = data_dir(ae_args), data_dir(gpt_args)
-    for key, folder in (("train", os.path.join(ae_data, "train")), ("val", os.path.join(ae_data, "val")),
-                        ("gpt_train", os.path.join(gpt_data, "train"))):
-        if key == "gpt_train" and os.path.realpath(gpt_data) == os.path.realpath(ae_data):
-            continue    # the GPT was trained on the autoencoder's shapes ("train")
+    def manifest(folder):
         p = os.path.join(folder, "manifest.json")
-        if os.path.exists(p):
-            with open(p) as f:
-                m = json.load(f)
-            data_man[key] = {k: m[k] for k in ("seed", "split", "per_family", "samples", "n_surface",
-                                               "n_occ", "near_fraction", "sigmas") if k in m}
-            data_man.setdefault("families", m["families"])
+        if not os.path.exists(p):
+            return None
+        with open(p) as f:
+            m = json.load(f)
+        data_man.setdefault("families", m["families"])
+        return {k: m[k] for k in ("seed", "split", "per_family", "samples", "n_surface", "n_occ",
+                                  "near_fraction", "sigmas") if k in m}
+    # each stage's recorded --data (absolute or relative to the repository root)
+    ae_rec = ae_args.get("data") or common.DATA_DIR
+    gpt_rec = gpt_args.get("data") or common.DATA_DIR
+    ae_data = ae_rec if os.path.isdir(ae_rec) else common.DATA_DIR
+    for split in ("train", "val"):
+        m = manifest(os.path.join(ae_data, split))
+        if m:
+            data_man[split] = m
+    if gpt_rec != ae_rec and os.path.realpath(gpt_rec) != os.path.realpath(ae_data):
+        # the GPT was trained on other shapes than the autoencoder
+        data_man["gpt_train"] = manifest(os.path.join(gpt_rec, "train")) or {
+            "folder": gpt_rec, "note": "manifest not found at export"}
     if "gpt_train" in data_man:
         data_man["gpt_train_note"] = ("the GPT's training shapes (encoded with the shape tokenizer's "
                                       "encoder); the autoencoder was trained on 'train'")
