@@ -49,7 +49,7 @@
 #include "engine/core/safetensors.h"
 #include "engine/core/status.h"
 #include "engine/core/thread_pool.h"
-#include "engine/core/weight_store.h"
+#include "engine/weights/weight_store.h"
 #include "engine/diffusion/layers.h"
 #include "engine/diffusion/pipeline.h"
 #include "engine/diffusion/sd_config.h"

@@ -38,7 +38,7 @@
 #include "engine/core/status.h"
 #include "engine/core/thread_pool.h"
 #include "engine/core/trace.h"
-#include "engine/core/weight_store.h"
+#include "engine/weights/weight_store.h"
 #include "engine/mesh/extraction.h"
 #include "engine/shape/generator.h"
 #include "engine/shape/gpt.h"

@@ -43,7 +43,7 @@
 #include <vector>
 
 #include "engine/core/status.h"
-#include "engine/core/weight_store.h"
+#include "engine/weights/weight_store.h"
 #include "engine/diffusion/layers.h"
 #include "engine/diffusion/scheduler.h"
 #include "engine/diffusion/sd_config.h"

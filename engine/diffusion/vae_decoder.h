@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "engine/core/status.h"
-#include "engine/core/weight_store.h"
+#include "engine/weights/weight_store.h"
 #include "engine/diffusion/layers.h"
 #include "engine/diffusion/sd_config.h"
 #include "engine/diffusion/unet.h"

@@ -31,7 +31,7 @@
 #include "engine/core/checkpoint_kind.h"
 #include "engine/core/safetensors.h"
 #include "engine/core/status.h"
-#include "engine/core/weight_store.h"
+#include "engine/weights/weight_store.h"
 
 namespace tessera::shape {
 

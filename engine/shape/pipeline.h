@@ -44,7 +44,7 @@
 
 #include "engine/core/status.h"
 #include "engine/core/trace.h"
-#include "engine/core/weight_store.h"
+#include "engine/weights/weight_store.h"
 #include "engine/mesh/cleanup.h"
 #include "engine/mesh/extraction.h"
 #include "engine/mesh/mesh.h"

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "engine/core/status.h"
-#include "engine/core/weight_store.h"
+#include "engine/weights/weight_store.h"
 #include "kernels/backend.h"
 
 namespace tessera::shape {

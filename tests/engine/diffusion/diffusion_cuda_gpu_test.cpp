@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "engine/core/safetensors.h"
-#include "engine/core/weight_store.h"
+#include "engine/weights/weight_store.h"
 #include "engine/diffusion/pipeline.h"
 #include "engine/diffusion/sd_config.h"
 #include "engine/diffusion/unet.h"

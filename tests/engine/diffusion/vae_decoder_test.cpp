@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "engine/core/safetensors.h"
-#include "engine/core/weight_store.h"
+#include "engine/weights/weight_store.h"
 #include "engine/diffusion/sd_config.h"
 #include "tests/engine/diffusion/diffusion_test_util.h"
 

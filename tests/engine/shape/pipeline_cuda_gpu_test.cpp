@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "engine/core/safetensors.h"
-#include "engine/core/weight_store.h"
+#include "engine/weights/weight_store.h"
 #include "engine/shape/pipeline.h"
 #include "engine/shape/shape_decoder.h"
 #include "kernels/backend.h"

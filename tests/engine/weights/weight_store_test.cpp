@@ -1,6 +1,6 @@
 // WeightStore (zero-copy f32, bf16 converted once, shape/dtype errors naming the tensor) and
 // scan_non_finite (NaN / inf in every float dtype, reported with tensor name and index).
-#include "engine/core/weight_store.h"
+#include "engine/weights/weight_store.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

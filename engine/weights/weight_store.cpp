@@ -1,5 +1,5 @@
 // WeightStore and scan_non_finite (see weight_store.h).
-#include "engine/core/weight_store.h"
+#include "engine/weights/weight_store.h"
 
 #include <algorithm>
 #include <atomic>
