@@ -26,35 +26,17 @@
 #include <cstdint>
 
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/linear_config.h"
 #include "kernels/ops.h"
 
 namespace tessera::kernels::cpu::linear_detail {
 
-struct LinearConfig {
-  // Instruction set of the dot-product and conversion kernels (isa.h).
-  Isa isa = Isa::kScalar;
-  // Large m through OpenBLAS sgemm. False gives the all-scalar path (TESSERA_NO_SIMD=1) that uses
-  // no vector code of ours or OpenBLAS's.
-  bool use_blas = false;
-  // bf16 weights with m > kBf16GemmMinRows through gemm_bf16 (AVX-512 BF16: x rounded to bf16,
-  // ~2x the f32 rate), and with m <= kMaxRowsPerPass through the vdpbf16ps GEMV kernel (x rounded
-  // too). Only where gemm_bf16::available(); default_linear_config() turns it on there.
-  bool bf16_gemm = false;
-};
+// LinearConfig, default_linear_config() and linear_with_config(): linear_config.h (public).
 
 // True when linear_with_config(config, ...) rounds x to bf16 for weights of `dtype` and m rows:
 // bf16 weights with config.bf16_gemm, in the GEMV (m <= kMaxRowsPerPass, vdpbf16ps dot kernel)
 // and in gemm_bf16 (m > kBf16GemmMinRows); the row-block sizes in between keep f32 x.
 bool rounds_x_to_bf16(const LinearConfig& config, DType dtype, int64_t m);
-
-// What cpu::linear uses now: active_isa() (scalar when SIMD is disabled or the CPU lacks
-// AVX2+FMA), BLAS unless SIMD is disabled.
-LinearConfig default_linear_config();
-
-// cpu::linear with an explicit configuration (tests, benchmarks). `config.isa` must be supported
-// (asserted). Same contract as cpu::linear otherwise.
-void linear_with_config(const LinearConfig& config, const float* x, int64_t m, const Weight& w,
-                        const float* bias, float* y);
 
 // cpu::linear_multi with an explicit configuration (tests, benchmarks).
 void linear_multi_with_config(const LinearConfig& config, const float* x, int64_t m,
