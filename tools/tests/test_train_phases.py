@@ -8,7 +8,8 @@
   config inferred from the written shapes must match), a resume with other sizes fails naming the
   checkpoint, and --text-from starts the text encoder (only) from another run;
 - ship.py replaces the shipped folder only with a better model (diffusion/ carried over) and refuses a
-  folder without evaluated metrics.
+  folder without evaluated metrics;
+- the done records carry the commit the run ran at (tools/train/run_record.py).
 Run: /usr/bin/python3 -m unittest tools/tests/test_train_phases.py (repo root)."""
 
 import contextlib
@@ -28,7 +29,7 @@ import torch.nn.functional as F
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 
-from train import common, export_tiny, ship, train_autoencoder, train_gpt  # noqa: E402
+from train import common, export_tiny, run_record, ship, train_autoencoder, train_gpt  # noqa: E402
 from tessera_ref import st_io  # noqa: E402
 
 
@@ -130,6 +131,19 @@ class TrainPhasesTest(unittest.TestCase):
             with contextlib.redirect_stderr(io.StringIO()):
                 train_autoencoder.parse_args(["--consistency", "1", "--train-decoder-only"])
 
+    def test_done_records_the_commit(self):
+        """ae_done.json (and gpt_done.json: same helper) name the commit the run's scripts came from."""
+        with open(os.path.join(self.ae1, "ae_done.json")) as f:
+            done = json.load(f)
+        if run_record.git_state()["git_commit"] is None:     # not a git checkout: null with the reason
+            self.assertIsNone(done["git_commit"])
+            self.assertTrue(done["git_commit_reason"])
+        else:   # a commit of this repository (not compared with HEAD: someone may commit meanwhile)
+            self.assertRegex(done["git_commit"], "^[0-9a-f]{40}$")
+            subprocess.run(["git", "-C", ROOT, "cat-file", "-e", done["git_commit"] + "^{commit}"], check=True)
+            self.assertIsInstance(done["git_dirty"], bool)
+        self.assertEqual(done["step"], 3)
+
     def test_decoder_only_needs_a_codebook(self):
         run = os.path.join(self.tmp, "ae-bad")
         args = self.ae_args(run, 2)
@@ -147,6 +161,8 @@ class TrainPhasesTest(unittest.TestCase):
         g1 = os.path.join(self.tmp, "gpt1")
         quiet(train_gpt.main, self.gpt_args(g1, (64, 2, 96)))
         state = torch.load(os.path.join(g1, "gpt_ckpt.pt"))
+        with open(os.path.join(g1, "gpt_done.json")) as f:
+            self.assertIn("git_commit", json.load(f))
         self.assertEqual(state["extra"]["gpt_sizes"],
                          {"n_embd": 64, "n_layer": 2, "n_single": 1, "mlp_hidden": 96, "head_dim": 32})
         # a second size, text encoder from the first run

@@ -1,5 +1,5 @@
 """tools/train/diffusion/train_vae.py on a toy dataset (64 random-blob images, a few steps):
-- a full run encodes latents.npy and records their scale;
+- a full run encodes latents.npy and records their scale and the commit it ran at;
 - --decoder-only (from that run) keeps the encoder bit for bit, leaves latents.npy untouched, copies the
   init run's latent statistics into its vae_done.json, and does train the decoder;
 - --decoder-only without --init-from, or without the init run's vae_done.json, is refused.
@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 sys.path.insert(0, os.path.join(ROOT, "tools", "train", "diffusion"))
 
 import train_vae  # noqa: E402
+from train import run_record  # noqa: E402
 
 
 def quiet(fn, *args):
@@ -70,6 +71,9 @@ class DecoderOnlyTest(unittest.TestCase):
         with open(os.path.join(self.base, "vae_done.json")) as f:
             done = json.load(f)
         self.assertAlmostEqual(done["latent_scale"], 1.0 / float(lat.astype(np.float32).std()), places=3)
+        # tools/train/run_record.py: the commit (null outside a checkout) and whether tools/ differed from it
+        self.assertEqual(done["git_commit"] is None, run_record.git_state()["git_commit"] is None)
+        self.assertIn("git_dirty", done)
 
     def test_decoder_only_keeps_encoder_and_latents(self):
         lat_path = os.path.join(self.data, "latents.npy")

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from train import common  # noqa: E402
+from train import common, run_record  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -186,6 +186,7 @@ def evaluate(model, val, vs, n_points, quantize, prefixes=(64, 16)):
 
 def main(argv=None):
     a = parse_args(argv)
+    git = run_record.git_state()   # the code this session runs: recorded in ae_done.json
     common.set_threads(a.threads)
     os.makedirs(a.run_dir, exist_ok=True)
     ckpt_path = os.path.join(a.run_dir, "ae_ckpt.pt")
@@ -196,6 +197,7 @@ def main(argv=None):
         common.finalize_checkpoint(a.run_dir, "ae")
         logger.log(f"autoencoder already trained ({done_path}); nothing to do")
         return 0
+    logger.log(run_record.log_line(git))
 
     train = common.load_split(os.path.join(a.data, "train"))
     val = common.load_split(os.path.join(a.data, "val"))
@@ -341,7 +343,7 @@ def main(argv=None):
             logger.log(f"--max-minutes {a.max_minutes} reached; stopping (resume by running again)")
             return 0
     with open(done_path, "w") as f:
-        json.dump({"step": step, "args": vars(a)}, f, indent=2)
+        json.dump({"step": step, **git, "args": vars(a)}, f, indent=2)
     common.finalize_checkpoint(a.run_dir, "ae")
     logger.log(f"done: {step} steps")
     return 0

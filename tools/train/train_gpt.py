@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from train import common  # noqa: E402
+from train import common, run_record  # noqa: E402
 
 HELDOUT_TEMPLATE = "a sculpture of "
 CAPTIONS_PER_SHAPE = 4
@@ -192,6 +192,7 @@ class Joint(torch.nn.Module):
 
 def main(argv=None):
     a = parse_args(argv)
+    git = run_record.git_state()   # the code this session runs: recorded in gpt_done.json
     common.set_threads(a.threads)
     os.makedirs(a.run_dir, exist_ok=True)
     logger = common.Logger(os.path.join(a.run_dir, "gpt_metrics.jsonl"))
@@ -201,6 +202,7 @@ def main(argv=None):
         common.finalize_checkpoint(a.run_dir, "gpt")
         logger.log(f"GPT already trained ({done_path}); nothing to do")
         return 0
+    logger.log(run_record.log_line(git))
     common.finalize_checkpoint(a.run_dir, "ae")
     vocab_dir = ensure_vocab(a.run_dir, logger)
     tok_path = ensure_tokens(a, logger)
@@ -337,7 +339,7 @@ def main(argv=None):
             logger.log(f"--max-minutes {a.max_minutes} reached; stopping (resume by running again)")
             return 0
     with open(done_path, "w") as f:
-        json.dump({"step": step, "args": vars(a)}, f, indent=2)
+        json.dump({"step": step, **git, "args": vars(a)}, f, indent=2)
     common.finalize_checkpoint(a.run_dir, "gpt")
     logger.log(f"done: {step} steps")
     return 0

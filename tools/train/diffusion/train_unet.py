@@ -48,6 +48,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import models as M  # noqa: E402
 import render  # noqa: E402
+from train import run_record  # noqa: E402  (tools/ is on sys.path once models is imported)
 import sample as S  # noqa: E402
 from tessera_ref import sd_unet  # noqa: E402
 
@@ -187,6 +188,7 @@ def val_loss(model, lat, cidx, ctx, acp, gen_seed=1234):
 
 def main(argv=None):
     a = parse_args(argv)
+    git = run_record.git_state()   # the code this session runs: recorded in unet_done.json
     common.set_threads(a.threads)
     os.makedirs(a.run_dir, exist_ok=True)
     ckpt_path = os.path.join(a.run_dir, "unet_ckpt.pt")
@@ -197,6 +199,7 @@ def main(argv=None):
         common.finalize_checkpoint(a.run_dir, "unet")
         logger.log(f"UNet already trained ({done_path}); nothing to do")
         return 0
+    logger.log(run_record.log_line(git))
     # A VAE (fine-tuning) run in progress in this run dir holds vae.lock: wait for its latents.
     vlock = common.acquire_lock(os.path.join(a.run_dir, "vae.lock"), logger)
     vlock.close()
@@ -356,7 +359,7 @@ def main(argv=None):
     with open(done_path, "w") as f:
         json.dump({"step": step, "val_mse": extra.get("val_mse"), "train_images": n_train,
                    "distinct_captions": int(cidx.max()), "text_encoder_fingerprint": fp,
-                   "seconds_this_session": round(time.time() - t_start), "args": vars(a)}, f, indent=2)
+                   "seconds_this_session": round(time.time() - t_start), **git, "args": vars(a)}, f, indent=2)
     common.finalize_checkpoint(a.run_dir, "unet")
     logger.log(f"done: {step} steps")
     return 0

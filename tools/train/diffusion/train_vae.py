@@ -39,6 +39,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import models as M  # noqa: E402
 import render  # noqa: E402
+from train import run_record  # noqa: E402  (tools/ is on sys.path once models is imported)
 
 common = M.common
 N_VAL = 512
@@ -119,6 +120,7 @@ def encode_all(vae, images, log):
 
 def main(argv=None):
     a = parse_args(argv)
+    git = run_record.git_state()   # the code this session runs: recorded in vae_done.json
     common.set_threads(a.threads)
     os.makedirs(a.run_dir, exist_ok=True)
     ckpt_path = os.path.join(a.run_dir, "vae_ckpt.pt")
@@ -130,6 +132,7 @@ def main(argv=None):
         common.finalize_checkpoint(a.run_dir, "vae")
         logger.log(f"VAE already trained ({done_path}); nothing to do")
         return 0
+    logger.log(run_record.log_line(git))
 
     images_np, _, meta = render.load_dataset(a.data)
     images = torch.from_numpy(np.ascontiguousarray(images_np))
@@ -245,7 +248,7 @@ def main(argv=None):
                  "latent_scale": scale}
     with open(done_path, "w") as f:
         json.dump({"step": step, **stats, "val_psnr": psnr, "images": int(images_np.shape[0]),
-                   "data_seed": meta["seed"], "args": vars(a)}, f, indent=2)
+                   "data_seed": meta["seed"], **git, "args": vars(a)}, f, indent=2)
     # A side-by-side sheet (original above, reconstruction below) of 16 held-out images.
     with torch.no_grad():
         x = to_float(val[:16])
