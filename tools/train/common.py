@@ -488,7 +488,7 @@ def param_groups(model, wd):
 
 
 def _compact_optimizer_state(opt_sd):
-    """Adam moments stored as bf16 (halves the committed resume checkpoint; restored as fp32)."""
+    """Adam moments stored as bf16 (halves the resume checkpoint; restored as fp32)."""
     out = {"param_groups": opt_sd["param_groups"], "state": {}}
     for k, st in opt_sd["state"].items():
         out["state"][k] = {n: (v.to(torch.bfloat16) if torch.is_tensor(v) and v.dim() > 0 else v)
@@ -514,8 +514,8 @@ def save_checkpoint(path, model, opt, step, gen, extra):
 
 
 def finalize_checkpoint(run_dir, stage):
-    """Once a stage is done its optimizer state is dropped from `<stage>_ckpt.pt` (keeps the committed
-    run folder small). Extending the run later restarts Adam's moments from zero."""
+    """Once a stage is done its optimizer state is dropped from `<stage>_ckpt.pt` (keeps the run folder
+    small on disk). Extending the run later restarts Adam's moments from zero."""
     path = os.path.join(run_dir, f"{stage}_ckpt.pt")
     if not os.path.exists(os.path.join(run_dir, f"{stage}_done.json")) or not os.path.exists(path):
         return

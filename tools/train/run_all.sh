@@ -1,8 +1,8 @@
 #!/bin/sh
 # tessera-tiny pipeline, one command: dataset -> autoencoder -> (encode dataset +) GPT -> export ->
 # evaluate. Every stage skips itself when its output exists and resumes from its checkpoint otherwise,
-# so this script can be re-run after an interruption (or on a fresh checkout: the dataset is regenerated
-# from its seed, the committed checkpoints in train_runs/tessera-tiny/ are resumed).
+# so this script can be re-run after an interruption (the dataset is regenerated from its seed, the
+# checkpoints an earlier session left in train_runs/tessera-tiny/ are resumed; they are not in git).
 #
 #   tools/train/run_all.sh [--threads N]      (default 1: the machine is shared with C++ builds)
 #   nohup tools/train/run_all.sh > train_runs/tessera-tiny/run_all.log 2>&1 &
