@@ -6,6 +6,7 @@
 #include <string>
 
 #include "app/cli/commands.h"
+#include "bench/bench.h"
 #include "engine/core/cpu_features.h"
 #include "engine/core/assets.h"
 #include "engine/core/thread_pool.h"
@@ -46,7 +47,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   tessera::cli::register_tokenize(app, &exit_code);
   tessera::cli::register_info(app, &exit_code);
-  tessera::cli::register_bench(app, &exit_code);
+  tessera::bench::register_bench(app, &exit_code);
   tessera::cli::register_generate(app, &exit_code);
   tessera::cli::register_decode(app, &exit_code);
   tessera::cli::register_render(app, &exit_code);

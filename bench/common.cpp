@@ -1,5 +1,5 @@
-// Shared machinery of `tessera bench kernels` and `tessera bench shape` (bench_common.h).
-#include "app/cli/bench_common.h"
+// Shared machinery of the `tessera bench` subcommands (common.h).
+#include "bench/common.h"
 
 #include <sys/resource.h>
 
@@ -10,14 +10,16 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
+#include "engine/core/assets.h"
 #include "engine/core/cpu_features.h"
 #include "engine/core/mapped_file.h"
 #include "engine/core/thread_pool.h"
 
-namespace tessera::cli::bench {
+namespace tessera::bench {
 
 namespace {
 
@@ -229,6 +231,28 @@ std::string results_path(const Options& opt) {
                                   : opt.results_path;
 }
 
+Expected<std::string> resolve_shape_model_dir(const std::string& given) {
+  if (!given.empty()) return given;
+  const std::string dir = default_shape_model_dir();
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return not_found(
+        "no model given and the default model directory '" + dir +
+        "' does not exist (the embedded tessera-tiny model is not installed in this "
+        "build); pass --model DIR with a Cube 3D model directory (shape_gpt.safetensors, "
+        "shape_tokenizer.safetensors and a CLIP text encoder)");
+  }
+  return dir;
+}
+
+shape::PipelineOptions cpu_f32_pipeline_options() {
+  shape::PipelineOptions options;
+  options.weights = WeightFormat::kF32;
+  options.device = kernels::DeviceChoice::kCpu;
+  options.clip_vocab_fallback = default_clip_vocab_file();
+  return options;
+}
+
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -279,4 +303,4 @@ std::string machine_markdown(const Machine& machine) {
   return md.str();
 }
 
-}  // namespace tessera::cli::bench
+}  // namespace tessera::bench

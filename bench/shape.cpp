@@ -30,7 +30,8 @@
 #include <string>
 #include <vector>
 
-#include "app/cli/bench_common.h"
+#include "bench/common.h"
+#include "bench/subcommands.h"
 #include "engine/core/cpu_features.h"
 #include "engine/core/dtype.h"
 #include "engine/core/mapped_file.h"
@@ -49,7 +50,7 @@
 #include "kernels/forwarding_backend.h"
 #include "kernels/ops.h"
 
-namespace tessera::cli::bench {
+namespace tessera::bench {
 
 namespace {
 
@@ -723,8 +724,6 @@ nlohmann::json shape_json(const Machine& machine, const std::vector<ShapeModelRe
   return j;
 }
 
-}  // namespace
-
 Status run_bench_shape(const Options& opt) {
   const Machine machine = describe_machine();
   std::printf("tessera bench shape: %s, %d threads, features: %s\n", machine.cpu.c_str(),
@@ -797,4 +796,34 @@ Status run_bench_shape(const Options& opt) {
   return Status::ok_status();
 }
 
-}  // namespace tessera::cli::bench
+}  // namespace
+
+void register_shape_bench(CLI::App* bench, int* exit_code) {
+  auto opt = std::make_shared<Options>();
+  CLI::App* shape = bench->add_subcommand(
+      "shape",
+      "Cube 3D GPT on the CPU: prefill, TPOT with/without KV cache vs. the bandwidth floor");
+  shape->add_option("--json", opt->json_path, "Also write the results as JSON to FILE");
+  shape->add_flag("--quick", opt->quick, "Lengths 64 and 256 only, fewer repetitions");
+  shape->add_option("--device", opt->device,
+                    "Backend: cpu (default) or cuda (fails, saying why, without a usable GPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  shape
+      ->add_option("--tokens", opt->tokens,
+                   "KV-cache decode steps timed per length (default 16, --quick 6)")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  shape->add_flag("--write-results", opt->write_results,
+                  "Replace the \"## Shape engine (CPU)\" section of bench/RESULTS.md");
+  shape->add_option("--results", opt->results_path,
+                    "Results file for --write-results (default: the source tree's "
+                    "bench/RESULTS.md)");
+  shape->callback([opt, exit_code] {
+    const Status st = run_bench_shape(*opt);
+    if (!st.ok()) {
+      std::fprintf(stderr, "tessera bench: %s\n", st.to_string().c_str());
+      *exit_code = 1;
+    }
+  });
+}
+
+}  // namespace tessera::bench

@@ -16,7 +16,8 @@
 // fail the command: only bad arguments, allocation or file errors do (exit code 1).
 //
 //
-// `tessera bench shape` is in cmd_bench_shape.cpp; the shared machinery in bench_common.h.
+// The other subcommands are in shape.cpp, generate.cpp and diffusion.cpp; the shared machinery in
+// common.h.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -35,8 +36,8 @@
 #include <string>
 #include <vector>
 
-#include "app/cli/bench_common.h"
-#include "app/cli/commands.h"
+#include "bench/common.h"
+#include "bench/subcommands.h"
 #include "engine/core/cpu_features.h"
 #include "engine/core/dtype.h"
 #include "engine/core/mapped_file.h"
@@ -47,28 +48,13 @@
 #include "engine/shape/gpt.h"
 #include "engine/shape/gpt_config.h"
 #include "kernels/backend.h"
-#include "kernels/cpu/linear_internal.h"
+#include "kernels/cpu/linear_config.h"
 #include "kernels/ops.h"
 
-namespace tessera::cli {
+namespace tessera::bench {
 
 namespace {
 
-using bench::allocate;
-using bench::Bandwidth;
-using bench::bench_bandwidth;
-using bench::Buffer;
-using bench::describe_machine;
-using bench::fill_floats;
-using bench::Machine;
-using bench::machine_markdown;
-using bench::Options;
-using bench::results_path;
-using bench::Row;
-using bench::time_it;
-using bench::Timing;
-using bench::warn_if_busy;
-using bench::write_results_section;
 
 // ---- linear
 // ----------------------------------------------------------------------------------------
@@ -370,13 +356,8 @@ Status run_bench_kernels(const Options& opt) {
 
 }  // namespace
 
-void register_bench_generate(CLI::App* bench, int* exit_code);   // cmd_bench_generate.cpp
-void register_bench_diffusion(CLI::App* bench, int* exit_code);  // cmd_bench_diffusion.cpp
-
-void register_bench(CLI::App& app, int* exit_code) {
-  CLI::App* bench = app.add_subcommand("bench", "Benchmarks (never fail on timings)");
-  bench->require_subcommand(1);
-  auto opt = std::make_shared<bench::Options>();
+void register_kernels_bench(CLI::App* bench, int* exit_code) {
+  auto opt = std::make_shared<Options>();
   CLI::App* kernels = bench->add_subcommand(
       "kernels", "CPU kernels vs. this machine's memory bandwidth: GEMV, GEMM, attention");
   kernels->add_option("--json", opt->json_path, "Also write the results as JSON to FILE");
@@ -393,32 +374,6 @@ void register_bench(CLI::App& app, int* exit_code) {
       *exit_code = 1;
     }
   });
-  CLI::App* shape = bench->add_subcommand(
-      "shape",
-      "Cube 3D GPT on the CPU: prefill, TPOT with/without KV cache vs. the bandwidth floor");
-  shape->add_option("--json", opt->json_path, "Also write the results as JSON to FILE");
-  shape->add_flag("--quick", opt->quick, "Lengths 64 and 256 only, fewer repetitions");
-  shape->add_option("--device", opt->device,
-                    "Backend: cpu (default) or cuda (fails, saying why, without a usable GPU)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
-  shape
-      ->add_option("--tokens", opt->tokens,
-                   "KV-cache decode steps timed per length (default 16, --quick 6)")
-      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
-  shape->add_flag("--write-results", opt->write_results,
-                  "Replace the \"## Shape engine (CPU)\" section of bench/RESULTS.md");
-  shape->add_option("--results", opt->results_path,
-                    "Results file for --write-results (default: the source tree's "
-                    "bench/RESULTS.md)");
-  shape->callback([opt, exit_code] {
-    const Status st = bench::run_bench_shape(*opt);
-    if (!st.ok()) {
-      std::fprintf(stderr, "tessera bench: %s\n", st.to_string().c_str());
-      *exit_code = 1;
-    }
-  });
-  register_bench_generate(bench, exit_code);
-  register_bench_diffusion(bench, exit_code);
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::bench

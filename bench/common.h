@@ -1,6 +1,7 @@
-// Machinery shared by `tessera bench kernels` (cmd_bench.cpp) and `tessera bench shape`
-// (cmd_bench_shape.cpp): options, repeated timing, aligned buffers, result rows, the machine
-// header, the memory-bandwidth measurement and the bench/RESULTS.md section writer.
+// Machinery shared by the `tessera bench` subcommands (kernels.cpp, shape.cpp, generate.cpp,
+// diffusion.cpp): options, repeated timing, aligned buffers, result rows, the machine header, the
+// memory-bandwidth measurement, the bench/RESULTS.md section writer, and the default shape model
+// and pipeline options of `bench generate`.
 //
 // Everything runs on default_thread_pool(). Errors (allocation, file I/O) come back as Status /
 // Expected whose message starts with "bench"; timings themselves never fail.
@@ -15,8 +16,9 @@
 #include <vector>
 
 #include "engine/core/status.h"
+#include "engine/shape/pipeline.h"
 
-namespace tessera::cli::bench {
+namespace tessera::bench {
 
 // Command-line options of both subcommands (each uses the fields it registers).
 struct Options {
@@ -133,7 +135,14 @@ double percentile(std::vector<double> v, double p);
 Status write_results_section(const std::string& path, const std::string& heading,
                              const std::string& section);
 
-// `tessera bench shape` (cmd_bench_shape.cpp). Errors: bad fixtures, allocation, file I/O.
-Status run_bench_shape(const Options& opt);
+// The shape model directory a benchmark opens: `given` (its --model) when not empty, else the
+// embedded tessera-tiny (engine/core/assets.h, default_shape_model_dir()). A missing default is a
+// kNotFound that names the directory and says to pass --model.
+Expected<std::string> resolve_shape_model_dir(const std::string& given);
 
-}  // namespace tessera::cli::bench
+// The pipeline options a benchmark loads a shape model with, as `tessera generate` does by
+// default: f32 weights, the CPU backend, and the bundled CLIP vocabulary
+// (default_clip_vocab_file()) for checkpoints that ship none.
+shape::PipelineOptions cpu_f32_pipeline_options();
+
+}  // namespace tessera::bench

@@ -42,8 +42,9 @@
 #include <utility>
 #include <vector>
 
-#include "app/cli/bench_common.h"
-#include "app/cli/commands.h"
+#include "bench/common.h"
+#include "bench/subcommands.h"
+#include "engine/core/assets.h"
 #include "engine/core/dtype.h"
 #include "engine/core/mapped_file.h"
 #include "engine/core/safetensors.h"
@@ -57,7 +58,7 @@
 #include "engine/diffusion/vae_decoder.h"
 #include "kernels/diffusion_ops.h"
 
-namespace tessera::cli {
+namespace tessera::bench {
 namespace {
 
 using diffusion::KernelOptions;
@@ -233,7 +234,7 @@ Expected<std::vector<uint8_t>> random_checkpoint(const diffusion::TensorShapes& 
     values.resize(static_cast<size_t>(numel));
     if (shape.size() >= 2) {
       const int64_t fan_in = numel / shape[0];
-      bench::fill_floats(values.data(), values.size(), 0x9e3779b9u * seed++);
+      fill_floats(values.data(), values.size(), 0x9e3779b9u * seed++);
       const float bound = 1.0f / std::sqrt(static_cast<float>(fan_in));
       for (float& v : values) v *= bound;
     } else {
@@ -297,7 +298,7 @@ std::vector<Variant> ablation(const kernels::Backend& backend) {
 struct Result {
   std::string model;  // "unet" / "vae"
   std::string variant;
-  bench::Timing time;  // seconds
+  Timing time;  // seconds
   double flops = 0;
   double saving_s = 0;  // this row's time - all-on time
   bool bf16 = false;
@@ -346,7 +347,7 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
   VaeDecoderConfig vcfg = tiny ? tiny_vae_config() : diffusion::sd15_vae_decoder_config();
   std::optional<SafeTensors> shipped_file;
   if (shipped) {
-    const std::string dir = assets_dir() + "/models/tessera-tiny/diffusion";
+    const std::string dir = default_diffusion_model_dir();
     TESSERA_ASSIGN_OR_RETURN(SafeTensors file, SafeTensors::open(dir + "/model.safetensors"));
     // The UNet's head count is not in the shapes: the model card states it (SD's 8 otherwise).
     TESSERA_ASSIGN_OR_RETURN(int64_t heads, diffusion::model_card_unet_heads(dir));
@@ -375,10 +376,10 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
   const bool gpu = backend->device() != Device::kCpu;
   const char* heading = gpu ? kHeadingGpu : kHeadingCpu;
 
-  const bench::Machine machine = bench::describe_machine();
-  std::fputs(bench::machine_markdown(machine).c_str(), stdout);
+  const Machine machine = describe_machine();
+  std::fputs(machine_markdown(machine).c_str(), stdout);
   if (gpu) std::printf("- backend: %s\n", backend->name().c_str());
-  bench::warn_if_busy(machine);
+  warn_if_busy(machine);
 
   diffusion::TensorShapes shapes = diffusion::unet_tensor_shapes(ucfg);
   for (auto& entry : diffusion::vae_decoder_tensor_shapes(vcfg)) shapes.insert(std::move(entry));
@@ -420,9 +421,9 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
   std::vector<float> eps(static_cast<size_t>(kGuidanceBatch * latent * latent * ucfg.out_channels));
   std::vector<float> z(static_cast<size_t>(latent * latent * vcfg.z_channels));
   std::vector<float> rgb(static_cast<size_t>(o.size * o.size * vcfg.out_channels));
-  bench::fill_floats(x.data(), x.size(), 3);
-  bench::fill_floats(ctx.data(), ctx.size(), 4);
-  bench::fill_floats(z.data(), z.size(), 5);
+  fill_floats(x.data(), x.size(), 3);
+  fill_floats(ctx.data(), ctx.size(), 4);
+  fill_floats(z.data(), z.size(), 5);
   for (float& v : z) v *= diffusion::kSdLatentScale;
   // The same inputs in the backend's memory (a copy on a device; outputs stay there).
   diffusion::Workspace on_backend(backend.get());
@@ -455,10 +456,10 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
       // --quick: the VAE with everything on only (f32 and bf16); --no-ablation: those rows for
       // both models.
       if ((o.no_ablation || (!is_unet && o.quick)) && i > 0 && !v.bf16) continue;
-      bench::Timing timing;
+      Timing timing;
       if (is_unet) {
         unet->set_options(v.options);
-        timing = bench::time_it(reps, 1, [&] {
+        timing = time_it(reps, 1, [&] {
           Status st =
               unet->forward(x_b, t, ctx_b, kGuidanceBatch, latent, latent, kContextLen, eps_b);
           if (st.ok()) st = backend->synchronize();
@@ -466,7 +467,7 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
         });
       } else {
         vae->set_options(v.options);
-        timing = bench::time_it(reps, 1, [&] {
+        timing = time_it(reps, 1, [&] {
           Status st = vae->decode(z_b, 1, latent, latent, rgb_b);
           if (st.ok()) st = backend->synchronize();
           if (!st.ok() && failure.ok()) failure = st;
@@ -503,7 +504,7 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
   }
 
   std::ostringstream section;
-  section << heading << "\n" << bench::machine_markdown(machine);
+  section << heading << "\n" << machine_markdown(machine);
   if (gpu) section << "- backend: " << backend->name() << "\n";
   char head[2048];
   std::snprintf(
@@ -557,10 +558,10 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
                                 .with_context("bench diffusion: --json"));
   }
   if (o.write_results) {
-    bench::Options paths;
+    Options paths;
     paths.results_path = o.results_path;
-    const std::string path = bench::results_path(paths);
-    TESSERA_RETURN_IF_ERROR(bench::write_results_section(path, heading, section.str()));
+    const std::string path = results_path(paths);
+    TESSERA_RETURN_IF_ERROR(write_results_section(path, heading, section.str()));
     std::printf("wrote the \"%s\" section of %s\n", gpu ? "Diffusion (GPU)" : "Diffusion (CPU)",
                 path.c_str());
   }
@@ -569,7 +570,7 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
 
 }  // namespace
 
-void register_bench_diffusion(CLI::App* bench, int* exit_code) {
+void register_diffusion_bench(CLI::App* bench, int* exit_code) {
   auto o = std::make_shared<DiffusionBenchOptions>();
   CLI::App* cmd = bench->add_subcommand(
       "diffusion",
@@ -604,4 +605,4 @@ void register_bench_diffusion(CLI::App* bench, int* exit_code) {
   });
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::bench

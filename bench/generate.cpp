@@ -14,12 +14,12 @@
 
 #include <CLI/CLI.hpp>
 
-#include "app/cli/bench_common.h"
-#include "app/cli/shape_cli.h"
+#include "bench/common.h"
+#include "bench/subcommands.h"
 #include "engine/core/thread_pool.h"
 #include "engine/runtime/session.h"
 
-namespace tessera::cli {
+namespace tessera::bench {
 namespace {
 
 struct GenerateBenchOptions {
@@ -69,12 +69,12 @@ Expected<JobResult> run_job(runtime::Session& session, const std::string& prompt
 
 Status run_bench_generate(const GenerateBenchOptions& o) {
   if (o.repeat < 1) return invalid_argument("bench generate: --repeat must be >= 1");
-  TESSERA_ASSIGN_OR_RETURN(const std::string model_dir, resolve_model_dir(o.model));
-  const bench::Machine machine = bench::describe_machine();
-  bench::warn_if_busy(machine);
+  TESSERA_ASSIGN_OR_RETURN(const std::string model_dir, resolve_shape_model_dir(o.model));
+  const Machine machine = describe_machine();
+  warn_if_busy(machine);
   const auto load_start = std::chrono::steady_clock::now();
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Session> session,
-                           runtime::Session::open(model_dir, cli_pipeline_options(false)));
+                           runtime::Session::open(model_dir, cpu_f32_pipeline_options()));
   const double load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start)
           .count();
@@ -102,21 +102,21 @@ Status run_bench_generate(const GenerateBenchOptions& o) {
       totals.push_back(last.total_ms);
       for (const char* s : stages) per_stage[s].push_back(last.stage_ms[s]);
     }
-    const bench::Timing t = bench::summarize(totals);
+    const Timing t = summarize(totals);
     all_medians.push_back(t.median);
     char line[512];
     std::snprintf(line, sizeof(line), "| %s | %.0f ms | %.0f - %.0f ms |", prompt.c_str(), t.median,
                   t.min, t.max);
     table += line;
     for (const char* s : stages) {
-      std::snprintf(line, sizeof(line), " %.1f |", bench::percentile(per_stage[s], 50));
+      std::snprintf(line, sizeof(line), " %.1f |", percentile(per_stage[s], 50));
       table += line;
     }
     std::snprintf(line, sizeof(line), " %lld | %lld |\n", static_cast<long long>(last.queries),
                   static_cast<long long>(last.triangles));
     table += line;
   }
-  const double overall = bench::percentile(all_medians, 50);
+  const double overall = percentile(all_medians, 50);
   char head[1024];
   std::snprintf(head, sizeof(head),
                 "Model `%s`, resolution %d (the model's default unless --resolution), greedy, "
@@ -126,14 +126,14 @@ Status run_bench_generate(const GenerateBenchOptions& o) {
                 model_dir.c_str(), resolution, o.repeat, default_thread_pool().num_threads(),
                 load_ms, overall);
   const std::string section = "## Generation end to end (CPU)\n\n" +
-                              bench::machine_markdown(machine) + head + table + "\n";
+                              machine_markdown(machine) + head + table + "\n";
   std::fputs(section.c_str(), stdout);
   if (o.write_results) {
-    bench::Options paths;
+    Options paths;
     paths.results_path = o.results_path;
-    const std::string path = bench::results_path(paths);
+    const std::string path = results_path(paths);
     TESSERA_RETURN_IF_ERROR(
-        bench::write_results_section(path, "## Generation end to end (CPU)\n", section));
+        write_results_section(path, "## Generation end to end (CPU)\n", section));
     std::printf("wrote the \"Generation end to end (CPU)\" section of %s\n", path.c_str());
   }
   return Status::ok_status();
@@ -141,7 +141,7 @@ Status run_bench_generate(const GenerateBenchOptions& o) {
 
 }  // namespace
 
-void register_bench_generate(CLI::App* bench, int* exit_code) {
+void register_generate_bench(CLI::App* bench, int* exit_code) {
   auto o = std::make_shared<GenerateBenchOptions>();
   CLI::App* cmd = bench->add_subcommand(
       "generate", "Prompt -> final mesh end to end through the Session (default: tessera-tiny)");
@@ -163,4 +163,4 @@ void register_bench_generate(CLI::App* bench, int* exit_code) {
   });
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::bench
