@@ -1,5 +1,6 @@
 // CPU elementwise activations: threads over contiguous chunks, AVX-512 / AVX2 bodies picked at run
-// time (activations_avx512.cpp, activations_avx2.cpp), plain scalar loops when SIMD is off.
+// time (activations_kernels.inc, compiled per ISA by activations_avx512.cpp and
+// activations_avx2.cpp), plain scalar loops when SIMD is off.
 //
 // This file also defines the scalar exp helper that softmax and attention share with the SIMD
 // files (simd_internal.h).

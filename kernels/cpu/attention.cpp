@@ -21,9 +21,9 @@
 // s.allow_bf16 with a long non-causal shape on an AVX-512 BF16 CPU: attention_bf16.cpp instead.
 //
 // A query that sees no key (causal with q_len > kv_len) gets zeros. The micro-kernels (qk_tile,
-// softmax_tile, pv_tile, dot_scores) exist as AVX-512, AVX2 and scalar versions; the tiling,
-// masking and merging above are shared by all three, so the scalar path (SIMD off) tests the same
-// algorithm. Scratch is on the stack: ~160 KiB per task (tile sizes shrink as head_dim grows;
+// softmax_tile, pv_tile, dot_scores) exist as scalar versions (below) and SIMD ones, written once
+// in attention_kernels.inc and compiled for AVX-512 and AVX2; the tiling, masking and merging
+// above are shared by all three, so the scalar path (SIMD off) tests the same algorithm. Scratch is on the stack: ~160 KiB per task (tile sizes shrink as head_dim grows;
 // beyond head_dim ~1200 each query row streams over the keys on its own, accumulating in its output
 // row).
 #include <algorithm>
@@ -66,6 +66,7 @@ TESSERA_ATTENTION_ISA_DECLS
 namespace avx2 {
 TESSERA_ATTENTION_ISA_DECLS
 }  // namespace avx2
+// Defined in attention_bf16kv_avx512.cpp (AVX-512 only).
 namespace avx512 {
 // attention_decode_bf16kv's fold over keys [j_begin, j_end) of one (batch, head) for head_dim 32,
 // 64, 128 or 256 (returns false for other sizes, touching nothing): scores and P.V straight from

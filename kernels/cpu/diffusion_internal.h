@@ -10,9 +10,9 @@
 #include "kernels/cpu/isa.h"
 #include "kernels/diffusion_ops.h"
 
-// The activations' ISA bodies (defined in activations_avx2.cpp / activations_avx512.cpp, declared
-// there by a file-local macro): the fused GroupNorm+SiLU and the unfused GEGLU call them on rows
-// that are already in L1.
+// The activations' ISA bodies (activations_kernels.inc, compiled by activations_avx2.cpp /
+// activations_avx512.cpp; declared in activations.cpp by a file-local macro): the fused
+// GroupNorm+SiLU and the unfused GEGLU call them on rows that are already in L1.
 namespace tessera::kernels::cpu::detail::avx2 {
 void silu(const float* x, float* y, int64_t n);
 void gelu_erf(const float* x, float* y, int64_t n);

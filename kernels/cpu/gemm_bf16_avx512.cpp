@@ -1,7 +1,7 @@
 // The AVX-512 BF16 pieces of the bf16 GEMM (gemm_bf16.h). Compiled with -mavx512bf16 (every
 // *_avx512.cpp is); called only when gemm_bf16::available().
 // GCC 12's AVX-512 intrinsics (_mm512_max_ps, ...) pass an undefined vector as the merge source,
-// which -W(maybe-)uninitialized reports once inlined here (as in softmax_avx512.cpp).
+// which -W(maybe-)uninitialized reports once inlined here (as in simd_vec.h).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"

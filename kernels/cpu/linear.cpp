@@ -70,9 +70,9 @@ void dot_rows_scalar_typed(const float* x, int64_t rows, const T* w, int64_t k_d
 DotRowsFn dot_rows_for(Isa isa) {
   switch (isa) {
     case Isa::kAvx512:
-      return dot_rows_avx512;
+      return avx512::dot_rows;
     case Isa::kAvx2:
-      return dot_rows_avx2;
+      return avx2::dot_rows;
     case Isa::kScalar:
       break;
   }
@@ -106,7 +106,7 @@ void row_block_range(DotRowsFn dot, const float* x, int64_t m, const Weight& w, 
 void gemv_parts(Isa isa, bool bf16x, const float* x, int64_t m, const LinearPart* parts,
                 int64_t n_parts) {
   // bf16x (LinearConfig::bf16_gemm, only set where gemm_bf16::available(), which implies the
-  // AVX-512 ISA): the vdpbf16ps kernel for bf16 weights; it hands f32 weights to dot_rows_avx512.
+  // AVX-512 ISA): the vdpbf16ps kernel for bf16 weights; it hands f32 weights to avx512::dot_rows.
   assert(!bf16x || gemm_bf16::available());
   const DotRowsFn dot = bf16x && isa == Isa::kAvx512 ? dot_rows_bf16x_avx512 : dot_rows_for(isa);
   constexpr int64_t kMaxParts = 8;
@@ -246,9 +246,9 @@ void expand_bf16_scalar(const uint16_t* src, int64_t ld_src, int64_t rows, int64
 ExpandBf16Fn expand_bf16_for(Isa isa) {
   switch (isa) {
     case Isa::kAvx512:
-      return expand_bf16_avx512;
+      return avx512::expand_bf16;
     case Isa::kAvx2:
-      return expand_bf16_avx2;
+      return avx2::expand_bf16;
     case Isa::kScalar:
       break;
   }

@@ -1,5 +1,6 @@
-// Internals of cpu::linear shared by its ISA-specific files (linear.cpp, linear_avx2.cpp,
-// linear_avx512.cpp) and by tests/kernels/linear_test.cpp, which runs every variant explicitly.
+// Internals of cpu::linear shared by its ISA-specific files (linear.cpp; linear_kernels.inc,
+// compiled by linear_avx2.cpp and linear_avx512.cpp; linear_bf16x_avx512.cpp) and by
+// tests/kernels/linear_test.cpp, which runs every variant explicitly.
 //
 // Plan of cpu::linear (y[m, n] = x[m, :] . w[n, :] + bias[n]):
 // - m <= kMaxRowsPerPass (the decode GEMVs): tasks of ~kGemvTaskBytes of weight rows, each one
@@ -12,7 +13,7 @@
 //   passes, so for the decode GEMV (m == 1) and small m the weights stream through exactly once:
 //   the memory-bound case. With m <= kMaxRowsPerPass (one pass: the decode GEMVs) a task makes a
 //   single dot-kernel call over its whole range of rows, so that the kernel can stream the rows in
-//   order and prepare x once per call (linear_avx512.cpp). bf16 weights are widened to f32 in
+//   order and prepare x once per call (linear_kernels.inc). bf16 weights are widened to f32 in
 //   registers (exact), x stays f32; except with LinearConfig::bf16_gemm, where the GEMV
 //   (m <= kMaxRowsPerPass) rounds x to bf16 once per call and runs vdpbf16ps (2 ops per 32
 //   weights at m = 2 instead of 6: the f32-x kernel was instruction-bound there).
@@ -73,14 +74,10 @@ using DotRowsFn = void (*)(const float* x, int64_t rows, const Weight& w, const 
                            float* y, int64_t ldy, int64_t n_begin, int64_t n_end);
 void dot_rows_scalar(const float* x, int64_t rows, const Weight& w, const float* bias, float* y,
                      int64_t ldy, int64_t n_begin, int64_t n_end);
-void dot_rows_avx2(const float* x, int64_t rows, const Weight& w, const float* bias, float* y,
-                   int64_t ldy, int64_t n_begin, int64_t n_end);
-void dot_rows_avx512(const float* x, int64_t rows, const Weight& w, const float* bias, float* y,
-                     int64_t ldy, int64_t n_begin, int64_t n_end);
 
 // The GEMV dot kernel for bf16 weights when LinearConfig::bf16_gemm is set (AVX-512 BF16 CPUs):
 // x rounded to bf16 once per call, vdpbf16ps with f32 accumulation, as gemm_bf16 does for larger m.
-// Same contract as dot_rows_avx512 (which it calls for f32 weights); rows <= kMaxRowsPerPass.
+// Same contract as avx512::dot_rows (which it calls for f32 weights); rows <= kMaxRowsPerPass.
 void dot_rows_bf16x_avx512(const float* x, int64_t rows, const Weight& w, const float* bias,
                            float* y, int64_t ldy, int64_t n_begin, int64_t n_end);
 
@@ -89,10 +86,22 @@ using ExpandBf16Fn = void (*)(const uint16_t* src, int64_t ld_src, int64_t rows,
                               float* dst, int64_t ld_dst);
 void expand_bf16_scalar(const uint16_t* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
                         int64_t ld_dst);
-void expand_bf16_avx2(const uint16_t* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
-                      int64_t ld_dst);
-void expand_bf16_avx512(const uint16_t* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst,
-                        int64_t ld_dst);
+
+// The SIMD versions of dot_rows_scalar and expand_bf16_scalar (same contracts), written once in
+// linear_kernels.inc and compiled per ISA (linear_avx2.cpp, linear_avx512.cpp).
+#define TESSERA_LINEAR_ISA_DECLS                                                                \
+  void dot_rows(const float* x, int64_t rows, const Weight& w, const float* bias, float* y,     \
+                int64_t ldy, int64_t n_begin, int64_t n_end);                                   \
+  void expand_bf16(const uint16_t* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst, \
+                   int64_t ld_dst);
+namespace avx2 {
+TESSERA_LINEAR_ISA_DECLS
+}  // namespace avx2
+namespace avx512 {
+TESSERA_LINEAR_ISA_DECLS
+}  // namespace avx512
+#undef TESSERA_LINEAR_ISA_DECLS
+
 // The expansion kernel of `isa` (also used by cpu::embedding_gather).
 ExpandBf16Fn expand_bf16_for(Isa isa);
 

@@ -1,6 +1,6 @@
 // CPU LayerNorm / RMSNorm: rows spread over the default thread pool, each row normalised by an
-// AVX-512 or AVX2 body (norms_avx512.cpp, norms_avx2.cpp) or the scalar loop below when SIMD is
-// off.
+// AVX-512 or AVX2 body (norms_kernels.inc, compiled per ISA by norms_avx512.cpp and
+// norms_avx2.cpp) or the scalar loop below when SIMD is off.
 //
 // Row statistics use the corrected two-pass scheme in f32: mean0 = sum(x)/n, then
 // d = x - mean0, mean = mean0 + sum(d)/n, var = sum(d^2)/n - (sum(d)/n)^2 (biased, clamped at 0).

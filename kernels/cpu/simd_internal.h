@@ -1,8 +1,10 @@
 // Helpers shared by several CPU ops, one version per ISA (see isa.h): the exp that softmax and
-// attention use. Defined in activations.cpp (scalar), activations_avx2.cpp and
-// activations_avx512.cpp; accuracy notes in activations.cpp. Declarations only, so this header is
-// safe to include from portable and ISA-specific files alike. Call an ISA's version only when
-// active_isa() returned that ISA or better.
+// attention use. Defined in activations.cpp (scalar) and activations_kernels.inc (compiled by
+// activations_avx2.cpp and activations_avx512.cpp); accuracy notes in activations.cpp.
+// Declarations only, so this header is safe to include from portable and ISA-specific files alike
+// (the vector types and intrinsic wrappers the *_kernels.inc bodies are written with are in
+// simd_vec.h, for ISA-specific files only). Call an ISA's version only when active_isa() returned
+// that ISA or better.
 #pragma once
 
 #include <cstdint>
