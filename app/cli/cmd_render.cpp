@@ -1,4 +1,4 @@
-// `tessera render <mesh.obj|.glb> --turntable out.gif|out.png [--frames N] [--size WxH]
+// `tessera render <mesh.obj|.glb|.gltf|.fbx> --turntable out.gif|out.png [--frames N] [--size WxH]
 //  [--shading lit|normals|matcap|textured] [--wireframe] [--no-grid] [--delay CS]`: a headless preview.
 //
 // Renders the mesh in an EGL surfaceless context (no X server, no window) with the same renderer as
@@ -18,9 +18,9 @@
 #include <cctype>
 #include <filesystem>
 
+#include "engine/mesh/import.h"
 #include "ui/render/camera.h"
 #include "ui/render/image.h"
-#include "ui/render/mesh_file.h"
 #include "ui/render/offscreen.h"
 #include "ui/render/renderer.h"
 #endif
@@ -94,7 +94,7 @@ int run_render(const RenderArgs& args) {
   // Texture problems (a missing PNG beside an OBJ, ...) still show the geometry: say why the
   // texture is absent rather than fail.
   std::vector<std::string> warnings;
-  auto mesh = render::load_mesh_file(args.mesh_path, &warnings);
+  auto mesh = tessera::mesh::import_mesh_file(args.mesh_path, &warnings);
   if (!mesh.ok()) return runtime_error(mesh.status());
   for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   auto context = render::OffscreenContext::create(width, height);
@@ -169,7 +169,7 @@ void register_render(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<RenderArgs>();
   CLI::App* cmd = app.add_subcommand(
       "render", "Headless preview of a mesh: a turntable GIF or a PNG (EGL, no display needed)");
-  cmd->add_option("mesh", args->mesh_path, "Mesh file (.obj or .glb)")->required();
+  cmd->add_option("mesh", args->mesh_path, "Mesh file (.obj, .glb, .gltf or .fbx)")->required();
   cmd->add_option("--turntable", args->out_path, "Output image: .gif (animated) or .png")
       ->required();
   cmd->add_option("--frames", args->frames,

@@ -1,13 +1,13 @@
 // tessera-view: a light mesh viewer (GLFW window, GL 3.3 core, Dear ImGui 1.86 panel) with the same
 // MeshRenderer as the studio.
 //
-//   tessera-view [mesh.obj|mesh.glb] [--size WxH] [--shading lit|normals|matcap] [--wireframe]
-//                [--screenshot out.png] [--quit]
+//   tessera-view [mesh.obj|.glb|.gltf|.fbx] [--size WxH] [--shading lit|normals|matcap]
+//                [--wireframe] [--screenshot out.png] [--quit]
 //
 // Mouse: left drag orbits, right/middle drag (or shift + left) pans, wheel zooms; F frames the
-// mesh; drop an .obj/.glb on the window to open it. The camera ignores the mouse while it is over
-// the ImGui panel (io.WantCaptureMouse). --screenshot saves the window's pixels after the first few
-// frames (ImGui needs a frame to lay out); --quit then closes the viewer (tests, demos).
+// mesh; drop an .obj/.glb/.gltf/.fbx on the window to open it. The camera ignores the mouse while
+// it is over the ImGui panel (io.WantCaptureMouse). --screenshot saves the window's pixels after the
+// first few frames (ImGui needs a frame to lay out); --quit then closes the viewer (tests, demos).
 // Exit codes: 0 ok, 1 runtime error (no display, unreadable mesh with --quit), 2 usage.
 // GLFW includes the GL headers; glext.h brings the GL 3 entry points (GL_GLEXT_PROTOTYPES is set).
 #define GLFW_INCLUDE_GLEXT
@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/mesh/import.h"
 #include "ui/render/camera.h"
 #include "ui/render/image.h"
-#include "ui/render/mesh_file.h"
 #include "ui/render/renderer.h"
 
 namespace {
@@ -116,13 +116,13 @@ struct Viewer {
   std::unique_ptr<render::MeshRenderer> renderer;
   render::OrbitCamera camera;
   render::RenderOptions options;
-  std::string mesh_name = "(no mesh: drop an .obj or .glb here)";
+  std::string mesh_name = "(no mesh: drop an .obj, .glb, .gltf or .fbx here)";
   std::string message;  // the last load error, shown in the panel
   bool turntable = false;
   bool frame_requested = false;
 
   bool load(const std::string& path) {
-    auto mesh = render::load_mesh_file(path);
+    auto mesh = tessera::mesh::import_mesh_file(path);
     Status st = mesh.ok() ? renderer->set_mesh(*mesh) : mesh.status();
     if (!st.ok()) {
       message = st.message();

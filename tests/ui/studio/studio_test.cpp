@@ -29,7 +29,6 @@
 #include "ui/studio/generation_stats.h"
 #include "ui/studio/imgui_overlay.h"
 #include "ui/studio/main_window.h"
-#include "ui/studio/mesh_import.h"
 #include "ui/studio/prompt_edit.h"
 #include "ui/studio/viewport.h"
 
@@ -366,54 +365,8 @@ mesh::Mesh textured_test_mesh() {
   return m;
 }
 
-// Every format the studio exports comes back with its uvs and texture when opened again: OBJ
-// (+MTL+PNG) and GLB (embedded PNG) through our readers, FBX (referenced PNG) through Assimp. Each
-// imported vertex must carry the uv of the original vertex at its position (files may reorder or
-// split vertices), and the texture must be the same pixels.
-TEST(MeshImport, TexturedExportsReimportWithUvsAndTexture) {
-  const mesh::Mesh original = textured_test_mesh();
-  QTemporaryDir out;
-  for (const char* name : {"quad.obj", "quad.glb", "quad.fbx"}) {
-    const std::string path = out.filePath(name).toStdString();
-    ASSERT_TRUE(mesh::write_mesh(original, path).ok()) << name;
-    std::vector<std::string> warnings;
-    auto imported = import_mesh_file(path, &warnings);
-    ASSERT_TRUE(imported.ok()) << name << ": " << imported.status().message();
-    const mesh::Mesh& m = imported.value();
-    EXPECT_TRUE(warnings.empty()) << name << ": " << (warnings.empty() ? "" : warnings.front());
-    EXPECT_EQ(m.triangle_count(), original.triangle_count()) << name;
-    ASSERT_EQ(m.uvs.size(), 2 * static_cast<size_t>(m.vertex_count())) << name;
-    for (int64_t v = 0; v < m.vertex_count(); ++v) {
-      int64_t match = -1;
-      for (int64_t o = 0; o < original.vertex_count(); ++o) {
-        float d = 0;
-        for (int c = 0; c < 3; ++c) {
-          d = std::max(d, std::abs(m.positions[static_cast<size_t>(3 * v + c)] -
-                                   original.positions[static_cast<size_t>(3 * o + c)]));
-        }
-        if (d < 1e-5f) match = o;
-      }
-      ASSERT_GE(match, 0) << name << ": vertex " << v << " is not one of the original positions";
-      for (int c = 0; c < 2; ++c) {
-        EXPECT_NEAR(m.uvs[static_cast<size_t>(2 * v + c)],
-                    original.uvs[static_cast<size_t>(2 * match + c)], 1e-5f)
-            << name << ": vertex " << v << " uv " << c;
-      }
-    }
-    EXPECT_EQ(m.texture.width, original.texture.width) << name;
-    EXPECT_EQ(m.texture.height, original.texture.height) << name;
-    EXPECT_EQ(m.texture.rgb, original.texture.rgb) << name;
-  }
-  // Without its PNG the FBX still opens, untextured, with a warning that names the image.
-  const std::string fbx = out.filePath("quad.fbx").toStdString();
-  ASSERT_TRUE(QFile::remove(QString::fromStdString(mesh::texture_path_for(fbx))));
-  std::vector<std::string> warnings;
-  auto bare = import_mesh_file(fbx, &warnings);
-  ASSERT_TRUE(bare.ok()) << bare.status().message();
-  EXPECT_TRUE(bare.value().texture.empty());
-  ASSERT_EQ(warnings.size(), 1u);
-  EXPECT_NE(warnings[0].find("quad_texture.png"), std::string::npos) << warnings[0];
-}
+// The readers themselves (every format's textured re-import, broken files) are tested headless
+// in tests/engine/mesh/import_*_test.cpp.
 
 // In the studio, opening a textured file shows it textured and says so.
 TEST(Studio, OpensTexturedMeshTextured) {
