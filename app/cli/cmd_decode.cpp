@@ -5,13 +5,15 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "app/cli/commands.h"
 #include "app/cli/shape_cli.h"
 #include "engine/core/trace.h"
 #include "engine/mesh/export.h"
-#include "engine/shape/pipeline.h"
+#include "engine/runtime/session.h"
 
 namespace tessera::cli {
 
@@ -37,55 +39,66 @@ int run_decode(const DecodeCliOptions& o) {
   if (!export_options.ok()) return fail(export_options.status().message());
   auto texture = load_texture_option(o.exporting);
   if (!texture.ok()) return fail(texture.status().message());
-  if (auto k = shape::resolution_base(o.resolution); o.resolution != 0 && !k.ok())
+  if (auto k = runtime::resolution_base(o.resolution); o.resolution != 0 && !k.ok())
     return fail("--resolution: " + k.status().message());
   auto ids = read_tokens_file(o.tokens);
   if (!ids.ok()) return fail(ids.status().message());
-  auto model_dir = resolve_model_dir(o.model);
-  if (!model_dir.ok()) return fail(model_dir.status().message());
-
   Stopwatch load_watch;
-  auto pipeline =
-      shape::ShapePipeline::load(*model_dir, cli_pipeline_options(o.bf16, o.device.choice()));
-  if (!pipeline.ok()) return fail(pipeline.status().message());
-  print_device(o.device, **pipeline);
+  auto session = runtime::Session::open(shape_model_options(o.model, o.bf16, o.device));
+  if (!session.ok()) return fail(session.status().message());
+  const runtime::ShapeModelInfo model = *(*session)->shape_model();
+  print_device(o.device, model.backend, model.backend_note);
   const double load_ms = load_watch.elapsed_ms();
-  if (Status st = (*pipeline)->validate_tokens(*ids); !st.ok()) {
+  if (Status st = (*session)->check_tokens(*ids); !st.ok()) {
     return fail("tokens file '" + o.tokens + "': " + st.message());
   }
-  shape::MeshOptions mesh_options;
-  mesh_options.resolution = o.resolution;
-  mesh_options.cleanup.max_triangles = o.exporting.max_faces;  // decimated before normals
-  Trace trace;
-  mesh::ExtractionStats stats;
-  auto result = (*pipeline)->tokens_to_mesh(*ids, mesh_options, &trace, nullptr, &stats);
-  if (!result.ok()) return fail(result.status().message());
-  if (Status st = write_cli_mesh(*result, o.output, *export_options, o.exporting, *texture);
+  runtime::JobOptions job;
+  job.tokens = *ids;
+  job.mesh.resolution = o.resolution;
+  job.mesh.cleanup.max_triangles = o.exporting.max_faces;  // decimated before normals
+  std::vector<std::pair<std::string, double>> stages;
+  std::shared_ptr<const runtime::FinalMeshEvent> final_mesh;
+  const runtime::Event end =
+      (*session)->wait_for((*session)->submit(job), [&](const runtime::Event& event) {
+        if (const auto* s = std::get_if<runtime::StageEvent>(&event.payload)) {
+          stages.emplace_back(s->name, s->ms);
+        } else if (const auto* f = std::get_if<runtime::FinalMeshEvent>(&event.payload)) {
+          final_mesh = std::make_shared<const runtime::FinalMeshEvent>(*f);
+        }
+      });
+  if (const auto* e = std::get_if<runtime::ErrorEvent>(&end.payload)) {
+    return fail(e->status.message());
+  }
+  if (!final_mesh) return fail("internal error: the job ended without a mesh");
+  const mesh::Mesh& result = *final_mesh->mesh;
+  if (Status st = write_cli_mesh(result, o.output, *export_options, o.exporting, *texture);
       !st.ok())
     return fail(st.message());
 
   auto total = [&](const char* name) {
-    const TraceStats* s = trace.find(name);
-    return s != nullptr ? s->total_ms : 0.0;
+    for (const auto& [n, ms] : stages) {
+      if (n == name) return ms;
+    }
+    return 0.0;
   };
   std::fprintf(stderr, "timings (ms):\n");
   std::fprintf(stderr, "  load           %9.1f\n", load_ms);
-  std::fprintf(stderr, "  latent decode  %9.1f  (%zu tokens%s)\n", total(shape::kTraceLatentDecode),
+  std::fprintf(stderr, "  latent decode  %9.1f  (%zu tokens%s)\n", total(runtime::kStageLatentDecode),
                ids->size(),
-               static_cast<int64_t>(ids->size()) < (*pipeline)->num_latents()
-                   ? (", filled to " + std::to_string((*pipeline)->num_latents()) + " with code " +
-                      std::to_string((*pipeline)->fill_token_id()))
+               static_cast<int64_t>(ids->size()) < model.num_latents
+                   ? (", filled to " + std::to_string(model.num_latents) + " with code " +
+                      std::to_string(model.fill_token_id))
                          .c_str()
                    : "");
   std::fprintf(stderr,
                "  extraction     %9.1f  (resolution %d, %lld occupancy queries, %d levels)\n",
-               total(shape::kTraceExtraction), (*pipeline)->resolve_resolution(o.resolution),
-               static_cast<long long>(stats.queries),
-               stats.levels);
-  std::fprintf(stderr, "  cleanup        %9.1f\n", total(shape::kTraceCleanup));
+               total(runtime::kStageExtraction), final_mesh->resolution,
+               static_cast<long long>(final_mesh->extraction.queries),
+               final_mesh->extraction.levels);
+  std::fprintf(stderr, "  cleanup        %9.1f\n", total(runtime::kStageCleanup));
   std::printf("wrote %s (%lld vertices, %lld triangles)\n", o.output.c_str(),
-              static_cast<long long>(result->vertex_count()),
-              static_cast<long long>(result->triangle_count()));
+              static_cast<long long>(result.vertex_count()),
+              static_cast<long long>(result.triangle_count()));
   return 0;
 }
 

@@ -109,23 +109,20 @@ int run_generate(const GenerateCliOptions& o) {
     if (Status st = check_output_file(o.tokens_out, "--tokens-out"); !st.ok())
       return fail(st.message());
   }
-  if (auto k = shape::resolution_base(o.resolution); o.resolution != 0 && !k.ok())
+  if (auto k = runtime::resolution_base(o.resolution); o.resolution != 0 && !k.ok())
     return fail("--resolution: " + k.status().message());
   if (o.preview_every > 0) {
-    if (auto k = shape::resolution_base(o.preview_resolution); !k.ok()) {
+    if (auto k = runtime::resolution_base(o.preview_resolution); !k.ok()) {
       return fail("--preview-resolution: " + k.status().message());
     }
   }
-  auto model_dir = resolve_model_dir(o.model);
-  if (!model_dir.ok()) return fail(model_dir.status().message());
-
   Stopwatch load_watch;
-  auto pipeline =
-      shape::ShapePipeline::load(*model_dir, cli_pipeline_options(o.bf16, o.device.choice()));
-  if (!pipeline.ok()) return fail(pipeline.status().message());
-  print_device(o.device, **pipeline);
-  Expected<std::unique_ptr<runtime::Session>> session =
-      runtime::Session::create(std::move(pipeline).value());
+  auto session = runtime::Session::open(shape_model_options(o.model, o.bf16, o.device));
+  if (!session.ok()) return fail(session.status().message());
+  {
+    const runtime::ShapeModelInfo model = *(*session)->shape_model();
+    print_device(o.device, model.backend, model.backend_note);
+  }
   const double load_ms = load_watch.elapsed_ms();
   if (o.tokens > (*session)->num_latents()) {
     return fail("--tokens " + std::to_string(o.tokens) + " exceeds the model's " +
@@ -149,7 +146,7 @@ int run_generate(const GenerateCliOptions& o) {
   job.preview_every = o.preview_every;
   job.preview_resolution = o.preview_resolution;
 
-  const int64_t total = o.tokens > 0 ? o.tokens : (*session)->num_latents();
+  const int64_t total = runtime::tokens_to_generate(o.tokens, (*session)->num_latents());
   ProgressBar progress(total);
   Stopwatch generation_watch;
   std::vector<int32_t> tokens;
@@ -216,7 +213,7 @@ int run_generate(const GenerateCliOptions& o) {
   std::fprintf(
       stderr, "  extraction     %9.1f  (resolution %d, %lld occupancy queries, %d levels)\n",
       stage_ms(runtime::kStageExtraction),
-      o.resolution != 0 ? o.resolution : (*session)->default_resolution(),
+      final_mesh->resolution,
       static_cast<long long>(final_mesh->extraction.queries), final_mesh->extraction.levels);
   std::fprintf(stderr, "  cleanup        %9.1f\n", stage_ms(runtime::kStageCleanup));
   std::fprintf(stderr, "  write          %9.1f\n", write_ms);

@@ -1,5 +1,5 @@
-// tessera image: prompt -> image (PNG) through the SD 1.x-compatible pipeline
-// (engine/diffusion/pipeline.h), with one progress line per denoising step (sigma, ms/step) and a
+// tessera image: prompt -> image (PNG) through the runtime's image lane (the SD 1.x-compatible
+// engine), with one progress line per denoising step (sigma, ms/step) and a
 // timing summary on stderr. Ctrl-C cancels between steps.
 //
 // PNG: 8-bit RGB through the engine's shared encoder (engine/core/png.h, deflate-compressed).
@@ -11,7 +11,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "app/cli/commands.h"
@@ -19,7 +21,7 @@
 #include "engine/core/mapped_file.h"
 #include "engine/core/png.h"
 #include "engine/core/status.h"
-#include "engine/diffusion/pipeline.h"
+#include "engine/runtime/session.h"
 
 namespace tessera::cli {
 namespace {
@@ -47,14 +49,6 @@ extern "C" void on_sigint(int) {
   g_cancel.store(true);
 }
 
-Expected<diffusion::SamplerKind> parse_sampler(const std::string& name) {
-  for (auto kind : {diffusion::SamplerKind::kEuler, diffusion::SamplerKind::kEulerAncestral,
-                    diffusion::SamplerKind::kDpmpp2m}) {
-    if (name == diffusion::sampler_kind_name(kind)) return kind;
-  }
-  return invalid_argument("--sampler '" + name + "': expected euler, euler_a or dpmpp_2m");
-}
-
 int run_image(const ImageCliOptions& o) {
   auto fail = [](const std::string& message) {
     std::fprintf(stderr, "tessera image: %s\n", message.c_str());
@@ -66,72 +60,70 @@ int run_image(const ImageCliOptions& o) {
   if (fs::path(o.output).extension() != ".png" && fs::path(o.output).extension() != ".PNG") {
     return fail("output '" + o.output + "': write a .png file");
   }
-  fs::path parent = fs::path(o.output).parent_path();
-  if (parent.empty()) parent = ".";
-  if (!fs::is_directory(parent, ec)) {
-    return fail("output '" + o.output + "': directory '" + parent.string() + "' does not exist");
-  }
-  auto sampler = parse_sampler(o.sampler);
-  if (!sampler.ok()) return fail(sampler.status().message());
+  if (Status st = check_output_file(o.output, "output"); !st.ok()) return fail(st.message());
+  auto sampler = runtime::parse_sampler(o.sampler);
+  if (!sampler.ok()) return fail("--" + sampler.status().message());
   if (o.steps < 1) return fail("--steps must be >= 1, got " + std::to_string(o.steps));
   if (o.width < 0 || o.height < 0) return fail("--width and --height must be positive");
+  auto precision = runtime::parse_precision(o.precision);
+  if (!precision.ok()) return fail("--" + precision.status().message());
 
-  std::string model = o.model;
-  if (model.empty()) {
-    model = assets_dir() + "/models/tessera-tiny/diffusion";
-    if (!fs::exists(model, ec)) {
-      return fail("no --model given and the default diffusion model '" + model +
-                  "' is missing (the embedded tessera-tiny diffusion model is not installed in "
-                  "this build yet); pass --model with a diffusers folder or a CompVis SD 1.x "
-                  ".safetensors file");
-    }
+  auto session = runtime::Session::create();
+  runtime::ImageModelOptions model;
+  model.path = o.model;
+  model.bf16 = o.bf16;
+  model.precision = *precision;
+  model.device = o.device.choice();
+  const runtime::Event loaded = session->wait_for(session->load_image_model(model));
+  if (const auto* e = std::get_if<runtime::ErrorEvent>(&loaded.payload)) {
+    return fail(e->status.message());
   }
-  diffusion::DiffusionLoadOptions load_options;
-  load_options.weights = o.bf16 ? WeightFormat::kBF16 : WeightFormat::kF32;
-  if (o.precision == "f32") {
-    load_options.precision = diffusion::ComputePrecision::kF32;
-  } else if (o.precision == "bf16") {
-    load_options.precision = diffusion::ComputePrecision::kBf16;
-  } else if (o.precision != "auto") {
-    return fail("--precision must be auto, f32 or bf16, not '" + o.precision + "'");
-  }
-  load_options.clip_vocab_fallback = assets_dir() + "/vocab/clip/bpe_simple_vocab_16e6.txt.gz";
-  load_options.device = o.device.choice();
-  const auto load_start = std::chrono::steady_clock::now();
-  auto loaded = diffusion::DiffusionModel::load(model, load_options);
-  if (!loaded.ok()) return fail(loaded.status().message());
-  diffusion::DiffusionModel& m = **loaded;
-  const double load_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start)
-          .count();
-  std::fprintf(stderr, "model: %s (%s), UNet %s, VAE %s, %s compute on %s, loaded in %.0f ms\n",
-               model.c_str(), diffusion::model_layout_name(m.files().layout),
-               m.unet_config().summary().c_str(), m.vae_config().summary().c_str(),
-               m.compute_precision_label(), m.backend().name().c_str(), load_ms);
-  if (o.device.verbose && !m.device_note().empty()) {
-    std::fprintf(stderr, "note: %s\n", m.device_note().c_str());
+  const runtime::ImageModelInfo info = *session->image_model();
+  std::fprintf(stderr, "model: %s (%s), %s, %s compute on %s, loaded in %.0f ms\n",
+               info.path.c_str(), info.layout.c_str(), info.summary.c_str(), info.precision.c_str(),
+               info.backend.c_str(), std::get<runtime::DoneEvent>(loaded.payload).total_ms);
+  if (o.device.verbose && !info.backend_note.empty()) {
+    std::fprintf(stderr, "note: %s\n", info.backend_note.c_str());
   }
 
-  diffusion::GenerateRequest request;
-  request.prompt = o.prompt;
-  request.negative_prompt = o.negative_prompt;
-  request.width = o.width > 0 ? o.width : m.default_image_size();
-  request.height = o.height > 0 ? o.height : m.default_image_size();
-  request.steps = o.steps;
-  request.guidance_scale = o.guidance;
-  request.sampler = *sampler;
-  request.seed = o.seed;
-  diffusion::GenerateCallbacks callbacks;
-  callbacks.cancel = &g_cancel;
-  callbacks.on_step = [](const diffusion::StepProgress& p) {
-    std::fprintf(stderr, "step %d/%d  sigma %8.4f  %8.1f ms\n", p.step + 1, p.steps, p.sigma, p.ms);
-    std::fflush(stderr);
-  };
+  runtime::ImageJobOptions job;
+  job.prompt = o.prompt;
+  job.negative_prompt = o.negative_prompt;
+  job.width = o.width;
+  job.height = o.height;
+  job.steps = o.steps;
+  job.guidance = o.guidance;
+  job.sampler = *sampler;
+  job.seed = o.seed;
   g_cancel.store(false);
   auto previous = std::signal(SIGINT, on_sigint);
-  auto image = m.generate(request, callbacks);
+  const uint64_t id = session->submit_image(job);
+  std::shared_ptr<const mesh::TextureImage> image;
+  runtime::ImageEvent timings;
+  // Ctrl-C: the handler only sets a flag; this loop turns it into a cancel of the job.
+  std::optional<runtime::Event> end;
+  while (!end) {
+    if (g_cancel.exchange(false)) session->cancel(runtime::Lane::kImage);
+    auto event = session->wait_event(std::chrono::milliseconds(50));
+    if (!event || event->job != id) continue;
+    if (const auto* p = std::get_if<runtime::ImageStepEvent>(&event->payload)) {
+      std::fprintf(stderr, "step %d/%d  sigma %8.4f  %8.1f ms\n", p->step + 1, p->steps, p->sigma,
+                   p->ms);
+      std::fflush(stderr);
+    } else if (const auto* r = std::get_if<runtime::ImageEvent>(&event->payload)) {
+      image = r->image;
+      timings = *r;
+    }
+    if (event->terminal()) end = std::move(event);
+  }
   std::signal(SIGINT, previous == SIG_ERR ? SIG_DFL : previous);
-  if (!image.ok()) return fail(image.status().message());
+  if (const auto* e = std::get_if<runtime::ErrorEvent>(&end->payload)) {
+    return fail(e->status.message());
+  }
+  if (const auto* c = std::get_if<runtime::CancelledEvent>(&end->payload)) {
+    return fail(c->reason);
+  }
+  if (image == nullptr) return fail("internal error: the job ended without an image");
   auto png = encode_png(image->rgb.data(), image->width, image->height, 3);
   if (!png.ok()) return fail(png.status().message());
   if (Status st = write_file_atomic(o.output, png->data(), png->size()); !st.ok()) {
@@ -142,8 +134,8 @@ int run_image(const ImageCliOptions& o) {
                "(%.1f ms/step), VAE %.1f ms -> %s\n",
                static_cast<long long>(image->width), static_cast<long long>(image->height), o.steps,
                o.sampler.c_str(), static_cast<double>(o.guidance),
-               static_cast<unsigned long long>(o.seed), image->text_ms, image->denoise_ms,
-               image->denoise_ms / o.steps, image->vae_ms, o.output.c_str());
+               static_cast<unsigned long long>(o.seed), timings.text_ms, timings.denoise_ms,
+               timings.denoise_ms / o.steps, timings.vae_ms, o.output.c_str());
   return 0;
 }
 

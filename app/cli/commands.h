@@ -14,8 +14,4 @@ void register_decode(CLI::App& app, int* exit_code);
 void register_render(CLI::App& app, int* exit_code);
 void register_image(CLI::App& app, int* exit_code);
 
-// Where the embedded default assets live: $TESSERA_ASSETS, else <exe>/../share/tessera/assets
-// (installed), else the source tree's assets/ (developer build).
-std::string assets_dir();
-
 }  // namespace tessera::cli

@@ -10,24 +10,20 @@
 #include "engine/core/cpu_features.h"
 #include "engine/core/assets.h"
 #include "engine/core/thread_pool.h"
-#include "kernels/cuda/device.h"
+#include "engine/runtime/capabilities.h"
 
 namespace tessera::cli {
 
-std::string assets_dir() { return find_assets_dir(std::string(TESSERA_SOURCE_DIR) + "/assets"); }
-
 namespace {
 void print_version() {
+  const runtime::Capabilities caps = runtime::probe_capabilities();
   std::printf("tessera %s (%s build)\n", TESSERA_VERSION, TESSERA_BUILD_TYPE);
-  const auto device = kernels::cuda::probe_device();
-  if (!kernels::cuda::built_with_cuda()) {
+  if (!caps.built_with_cuda) {
     std::printf("cuda: off (built without CUDA)\n");
-  } else if (device.ok()) {
-    std::printf("cuda: on, device %s (sm_%d%d, %.1f GiB)\n", device->name.c_str(),
-                device->compute_major, device->compute_minor,
-                static_cast<double>(device->total_memory) / (1024.0 * 1024 * 1024));
+  } else if (caps.cuda.usable) {
+    std::printf("cuda: on, device %s; decode graphs available\n", caps.cuda.name.c_str());
   } else {
-    std::printf("cuda: built in, no usable device (%s); CPU backend\n", device.status().message().c_str());
+    std::printf("cuda: built in, no usable device (%s); CPU backend\n", caps.cuda.reason.c_str());
   }
   std::printf("cpu: %s, %d threads\n", cpu_model_name().c_str(), default_thread_pool().num_threads());
   std::printf("cpu features: %s%s\n", cpu_features_string(cpu_features_detected()).c_str(),

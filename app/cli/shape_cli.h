@@ -1,5 +1,4 @@
-// Pieces shared by `tessera generate` and `tessera decode`: the default model directory, the
-// compute device (--device, --verbose), output path checks, the mesh export options (--up-axis,
+// Pieces shared by `tessera generate`, `decode` and `image`: the compute device (--device, --verbose), output path checks, the mesh export options (--up-axis,
 // --scale, --max-faces), and the shape-tokens file format.
 //
 // Tokens file: the shape tokens of one object as decimal ids separated by spaces on one line
@@ -23,30 +22,9 @@
 #include "engine/core/status.h"
 #include "engine/mesh/export.h"
 #include "engine/mesh/texture.h"
-#include "engine/shape/pipeline.h"
-#include "kernels/backend.h"
+#include "engine/runtime/session.h"
 
 namespace tessera::cli {
-
-inline std::string default_model_dir() {
-  return assets_dir() + "/models/tessera-tiny";
-}
-
-// The model directory to open: `given` (from --model) or the embedded default. A missing default
-// gets its own message: the user did not name it and needs to know what to do.
-inline Expected<std::string> resolve_model_dir(const std::string& given) {
-  if (!given.empty()) return given;
-  const std::string dir = default_model_dir();
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) {
-    return not_found(
-        "no model given and the default model directory '" + dir +
-        "' does not exist (the embedded tessera-tiny model is not installed in this "
-        "build); pass --model DIR with a Cube 3D model directory (shape_gpt.safetensors, "
-        "shape_tokenizer.safetensors and a CLIP text encoder)");
-  }
-  return dir;
-}
 
 // --device and --verbose, as given on the command line.
 struct DeviceCli {
@@ -55,10 +33,10 @@ struct DeviceCli {
   std::string device = "cpu";
   bool verbose = false;
 
-  kernels::DeviceChoice choice() const {
+  runtime::DeviceChoice choice() const {
     // CLI11 already restricted the value (add_device_options); cpu for anything else.
-    const auto parsed = kernels::parse_device_choice(device);
-    return parsed.ok() ? *parsed : kernels::DeviceChoice::kCpu;
+    const auto parsed = runtime::parse_device(device);
+    return parsed.ok() ? *parsed : runtime::DeviceChoice::kCpu;
   }
 };
 
@@ -72,21 +50,19 @@ inline void add_device_options(CLI::App* cmd, DeviceCli* o) {
 }
 
 // With --verbose: "device: cuda (NVIDIA H200, ...)" and, when auto fell back, the reason.
-inline void print_device(const DeviceCli& o, const shape::ShapePipeline& pipeline) {
+inline void print_device(const DeviceCli& o, const std::string& backend, const std::string& note) {
   if (!o.verbose) return;
-  std::fprintf(stderr, "device: %s\n", pipeline.backend().name().c_str());
-  if (!pipeline.backend_note().empty()) {
-    std::fprintf(stderr, "note: %s\n", pipeline.backend_note().c_str());
-  }
+  std::fprintf(stderr, "device: %s\n", backend.c_str());
+  if (!note.empty()) std::fprintf(stderr, "note: %s\n", note.c_str());
 }
 
-inline shape::PipelineOptions cli_pipeline_options(
-    bool bf16, kernels::DeviceChoice device = kernels::DeviceChoice::kCpu) {
-  shape::PipelineOptions options;
-  options.weights = bf16 ? WeightFormat::kBF16 : WeightFormat::kF32;
-  options.device = device;
-  // Real CLIP checkpoints usually come without the vocabulary: use the bundled one.
-  options.clip_vocab_fallback = assets_dir() + "/vocab/clip/bpe_simple_vocab_16e6.txt.gz";
+// The shape model to open: --model (empty: the embedded default), --bf16, --device.
+inline runtime::ShapeModelOptions shape_model_options(const std::string& model, bool bf16,
+                                                      const DeviceCli& device) {
+  runtime::ShapeModelOptions options;
+  options.path = model;
+  options.bf16 = bf16;
+  options.device = device.choice();
   return options;
 }
 
@@ -204,7 +180,7 @@ inline Status write_tokens_file(const std::string& path, const std::vector<int32
 }
 
 // Parses a tokens file. Errors name the file and the offending entry (1-based); range checks
-// against the model are the pipeline's (ShapePipeline::validate_tokens).
+// against the model are the runtime's (Session::check_tokens).
 inline Expected<std::vector<int32_t>> read_tokens_file(const std::string& path) {
   TESSERA_ASSIGN_OR_RETURN(std::string text, read_file(path));
   std::vector<int32_t> ids;

@@ -14,7 +14,7 @@
 
 #include "engine/core/assets.h"
 #include "engine/core/thread_pool.h"
-#include "engine/shape/pipeline.h"
+#include "engine/runtime/session.h"
 #include "ui/studio/main_window.h"
 #include "ui/studio/viewport.h"
 
@@ -24,7 +24,7 @@ namespace {
 bool parse_resolution(const QString& text, const char* option, int* out) {
   bool ok = false;
   const int value = text.toInt(&ok);
-  if (!ok || !tessera::shape::resolution_base(value).ok()) {
+  if (!ok || !tessera::runtime::resolution_base(value).ok()) {
     std::fprintf(stderr, "tessera-studio: %s %s: expected 2^k + 1 (9, 17, 33, 65, 129, 257, ...)\n",
                  option, qPrintable(text));
     return false;
@@ -96,8 +96,6 @@ int main(int argc, char** argv) {
   parser.process(app);
 
   tessera::studio::LaunchOptions options;
-  options.assets_dir =
-      QString::fromStdString(tessera::find_assets_dir(std::string(TESSERA_SOURCE_DIR) + "/assets"));
   options.prompt = parser.value(prompt);
   options.generate = parser.isSet(generate);
   options.screenshot = parser.value(screenshot);
@@ -109,7 +107,7 @@ int main(int argc, char** argv) {
   options.no_grid = parser.isSet(no_grid);
   options.diffusion_model = parser.value(diffusion_model);
   if (parser.isSet(device)) {
-    const auto choice = tessera::kernels::parse_device_choice(parser.value(device).toStdString());
+    const auto choice = tessera::runtime::parse_device(parser.value(device).toStdString());
     if (!choice.ok()) {
       std::fprintf(stderr, "tessera-studio: --device: %s\n", choice.status().message().c_str());
       return 2;

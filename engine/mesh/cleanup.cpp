@@ -262,6 +262,14 @@ Status decimate(Mesh& mesh, int64_t max_triangles) {
 #endif
 }
 
+Status reduce_triangles(Mesh& mesh, int64_t max_triangles) {
+  if (max_triangles <= 0 || mesh.triangle_count() <= max_triangles) return Status();
+  TESSERA_RETURN_IF_ERROR(decimate(mesh, max_triangles));
+  compact_vertices(mesh);
+  compute_vertex_normals(mesh);  // the old normals belong to the removed faces' neighbourhoods
+  return Status();
+}
+
 Status cleanup(Mesh& mesh, const CleanupOptions& options) {
   TESSERA_RETURN_IF_ERROR(validate(mesh));
   const double diagonal = compute_bounds(mesh).diagonal();

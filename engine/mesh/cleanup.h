@@ -39,6 +39,11 @@ void compute_vertex_normals(Mesh& mesh);
 // kUnsupported when Tessera was built without meshoptimizer, kInvalidArgument for max_triangles < 1.
 Status decimate(Mesh& mesh, int64_t max_triangles);
 
+// A finished mesh brought within an export budget (the decimation step of cleanup() alone):
+// decimate(), then compaction and fresh vertex normals when it changed anything. No-op when max_triangles
+// is 0 or the mesh is within budget. Errors: decimate()'s.
+Status reduce_triangles(Mesh& mesh, int64_t max_triangles);
+
 struct CleanupOptions {
   double weld_tolerance_fraction = 1e-6;  // of the bbox diagonal
   double min_component_fraction = 0.15;   // of the bbox diagonal (the reference's 15 %); 0: keep all

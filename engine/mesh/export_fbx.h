@@ -1,5 +1,5 @@
 // Binary FBX 7.4 (version 7400) writer for one static triangle mesh, following
-// /work/shared/spec/fbx.md (the structure Blender's own exporter writes, checked against Blender
+// the project's binary FBX notes (the structure Blender's own exporter writes, checked against Blender
 // 3.4's importer).
 //
 // What the file holds: FBXHeaderExtension, FileId/CreationTime/Creator (the consistent triple the

@@ -1,13 +1,49 @@
 #include "engine/runtime/session.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <exception>
+#include <filesystem>
 #include <new>
 #include <utility>
 
 #include "engine/core/trace.h"
 
 namespace tessera::runtime {
+
+const char* lane_name(Lane lane) {
+  switch (lane) {
+    case Lane::kShape: return "shape";
+    case Lane::kImage: return "image";
+    case Lane::kTexture: return "texture";
+  }
+  return "?";
+}
+
+const char* graph_mode_name(GraphMode mode) {
+  switch (mode) {
+    case GraphMode::kOn: return "on";
+    case GraphMode::kOff: return "off";
+    case GraphMode::kUnavailable: return "n/a";
+  }
+  return "?";
+}
+
+Expected<SamplerKind> parse_sampler(const std::string& name) {
+  for (SamplerKind kind : kImageSamplers) {
+    if (name == sampler_kind_name(kind)) return kind;
+  }
+  return invalid_argument("sampler '" + name + "': expected euler, euler_a or dpmpp_2m");
+}
+
+Expected<diffusion::ComputePrecision> parse_precision(const std::string& name) {
+  if (name == "auto") return diffusion::ComputePrecision::kAuto;
+  if (name == "f32") return diffusion::ComputePrecision::kF32;
+  if (name == "bf16") return diffusion::ComputePrecision::kBf16;
+  return invalid_argument("precision '" + name + "': expected auto, f32 or bf16");
+}
 
 namespace {
 
@@ -16,67 +52,242 @@ double trace_total(const Trace& trace, const char* name) {
   return s != nullptr ? s->total_ms : 0.0;
 }
 
+// "parent/name" of a model path (e.g. tessera-tiny/diffusion), short enough for a status line.
+std::string short_name(const std::string& path) {
+  std::filesystem::path p(path);
+  if (!p.has_filename()) p = p.parent_path();
+  const std::string parent = p.parent_path().filename().string();
+  return parent.empty() ? p.filename().string() : parent + "/" + p.filename().string();
+}
+
 }  // namespace
+
+// ---- construction --------------------------------------------------------------------------------
+
+Session::Session(SessionOptions options) : options_(std::move(options)) {
+  auto lane_for = [this](Lane lane) {
+    return std::make_unique<LaneWorker>(
+        [this, lane](uint64_t id, const std::string& reason) {
+          emit(id, lane, CancelledEvent{reason});
+        },
+        [this, lane](uint64_t id, std::exception_ptr error) { on_exception(id, lane, error); });
+  };
+  texture_lane_ = lane_for(Lane::kTexture);
+  image_lane_ = lane_for(Lane::kImage);
+  shape_lane_ = lane_for(Lane::kShape);
+}
+
+Session::~Session() {
+  // Shape first: a shape job ending releases an image job held by the scheduler.
+  shape_lane_.reset();
+  image_lane_.reset();
+  texture_lane_.reset();
+}
+
+std::unique_ptr<Session> Session::create(SessionOptions options) {
+  return std::unique_ptr<Session>(new Session(std::move(options)));
+}
 
 std::unique_ptr<Session> Session::create(std::unique_ptr<shape::ShapePipeline> pipeline,
                                          SessionOptions options) {
-  return std::unique_ptr<Session>(new Session(std::move(pipeline), std::move(options)));
+  auto session = create(std::move(options));
+  session->install_shape(std::move(pipeline), "", "");
+  return session;
 }
 
 Expected<std::unique_ptr<Session>> Session::open(const std::string& model_dir,
                                                  const shape::PipelineOptions& pipeline_options,
                                                  SessionOptions options) {
   TESSERA_ASSIGN_OR_RETURN(auto pipeline, shape::ShapePipeline::load(model_dir, pipeline_options));
-  return create(std::move(pipeline), std::move(options));
+  auto session = create(std::move(options));
+  session->install_shape(std::move(pipeline), model_dir,
+                         weight_format_name(pipeline_options.weights));
+  return session;
 }
 
-Session::Session(std::unique_ptr<shape::ShapePipeline> pipeline, SessionOptions options)
-    : pipeline_(std::move(pipeline)),
-      options_(std::move(options)),
-      num_latents_(pipeline_->num_latents()),
-      codebook_size_(pipeline_->codebook_size()),
-      default_resolution_(pipeline_->default_resolution()) {
-  worker_ = std::thread([this] { worker_loop(); });
+namespace {
+
+Expected<std::string> shape_model_path(const std::string& given) {
+  if (!given.empty()) return given;
+  const std::string dir = default_shape_model_dir();
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return not_found(
+        "no model given and the default model directory '" + dir +
+        "' does not exist (the embedded tessera-tiny model is not installed in this build); give "
+        "a Cube 3D model directory (shape_gpt.safetensors, shape_tokenizer.safetensors and a CLIP "
+        "text encoder): --model DIR on the command line, Settings > Model in the studio");
+  }
+  return dir;
 }
 
-Session::~Session() {
+shape::PipelineOptions pipeline_options(const ShapeModelOptions& o) {
+  shape::PipelineOptions p;
+  p.weights = o.bf16 ? WeightFormat::kBF16 : WeightFormat::kF32;
+  p.device = o.device;
+  // Real CLIP checkpoints usually come without the vocabulary: use the bundled one.
+  p.clip_vocab_fallback =
+      o.clip_vocab_fallback.empty() ? default_clip_vocab_file() : o.clip_vocab_fallback;
+  return p;
+}
+
+Expected<std::unique_ptr<shape::ShapePipeline>> load_shape(const ShapeModelOptions& o,
+                                                           std::string* path) {
+  TESSERA_ASSIGN_OR_RETURN(*path, shape_model_path(o.path));
+  std::error_code ec;
+  if (!std::filesystem::is_directory(*path, ec)) {
+    return not_found("model directory '" + *path + "' does not exist or is not a directory");
+  }
+  return shape::ShapePipeline::load(*path, pipeline_options(o));
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Session>> Session::open(const ShapeModelOptions& model,
+                                                 SessionOptions options) {
+  std::string path;
+  TESSERA_ASSIGN_OR_RETURN(auto pipeline, load_shape(model, &path));
+  auto session = create(std::move(options));
+  session->install_shape(std::move(pipeline), path, model.bf16 ? "bf16" : "f32");
+  return session;
+}
+
+void Session::install_shape(std::unique_ptr<shape::ShapePipeline> pipeline,
+                            const std::string& path, const std::string& weights) {
+  ShapeModelInfo info;
+  info.path = path;
+  info.backend = pipeline->backend().name();
+  info.backend_note = pipeline->backend_note();
+  info.on_gpu = pipeline->backend().device() != Device::kCpu;
+  info.can_record_graphs = pipeline->backend().can_record();
+  info.num_latents = pipeline->num_latents();
+  info.codebook_size = pipeline->codebook_size();
+  info.uses_bbox = pipeline->gpt_config().use_bbox;
+  info.default_resolution = pipeline->default_resolution();
+  info.weights = weights.empty() ? "f32" : weights;
+  info.fill_token_id = pipeline->fill_token_id();
+  info.decoder_codes = pipeline->decoder_codes();
+  shape_ = std::move(pipeline);  // the shape worker's (or, before any job, the creator's)
+  std::lock_guard<std::mutex> lock(mutex_);
+  shape_info_ = std::move(info);
+  update_sharing();
+}
+
+void Session::update_sharing() {
+  // Exclusive unless the two engines are known to run on different devices.
+  const bool both = shape_info_ && image_info_;
+  scheduler_.set_exclusive(!both || shape_info_->on_gpu == image_info_->on_gpu);
+}
+
+// ---- queries -------------------------------------------------------------------------------------
+
+std::optional<ShapeModelInfo> Session::shape_model() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return shape_info_;
+}
+
+std::optional<ImageModelInfo> Session::image_model() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return image_info_;
+}
+
+int64_t Session::num_latents() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return shape_info_ ? shape_info_->num_latents : 0;
+}
+
+int64_t Session::codebook_size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return shape_info_ ? shape_info_->codebook_size : 0;
+}
+
+int Session::default_resolution() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return shape_info_ ? shape_info_->default_resolution : 0;
+}
+
+Status Session::check_tokens(const std::vector<int32_t>& ids) const {
+  const std::optional<ShapeModelInfo> info = shape_model();
+  if (!info) return not_found("no shape model is loaded");
+  return shape::validate_token_ids(ids, info->num_latents, info->decoder_codes);
+}
+
+void Session::set_image_step_hook(ImageStepHook hook) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  image_step_hook_ = std::move(hook);
+}
+
+MemoryUse Session::memory() const {
+  bool gpu = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
-    if (running_cancel_) running_cancel_->store(true);
-    if (pending_) {
-      dropped_.emplace_back(pending_->id, "session closed");
-      pending_.reset();
-    }
+    gpu = (shape_info_ && shape_info_->on_gpu) || (image_info_ && image_info_->on_gpu);
   }
-  work_cv_.notify_all();
-  worker_.join();
+  return memory_use(gpu);
 }
 
-uint64_t Session::submit(JobOptions options) {
-  uint64_t id = 0;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    id = next_id_++;
-    if (running_cancel_) running_cancel_->store(true);
-    if (pending_) dropped_.emplace_back(pending_->id, "replaced by job " + std::to_string(id));
-    pending_ = Job{id, std::move(options), std::make_shared<std::atomic<bool>>(false)};
-  }
-  work_cv_.notify_all();
+// ---- submission ----------------------------------------------------------------------------------
+
+uint64_t Session::load_shape_model(ShapeModelOptions options) {
+  const uint64_t id = next_id_++;
+  shape_lane_->submit_load(id, [this, o = std::move(options)](uint64_t job, auto&) {
+    run_shape_load(job, o);
+  });
+  return id;
+}
+
+uint64_t Session::load_image_model(ImageModelOptions options) {
+  const uint64_t id = next_id_++;
+  image_lane_->submit_load(id, [this, o = std::move(options)](uint64_t job, auto&) {
+    run_image_load(job, o);
+  });
+  return id;
+}
+
+uint64_t Session::submit(JobOptions job) {
+  const uint64_t id = next_id_++;
+  scheduler_.shape_submitted(id);
+  shape_lane_->submit_job(id, [this, o = std::move(job)](uint64_t j, auto& cancel) {
+    run_shape_job(j, o, cancel);
+  });
+  return id;
+}
+
+uint64_t Session::submit_image(ImageJobOptions job) {
+  const uint64_t id = next_id_++;
+  image_lane_->submit_job(id, [this, o = std::move(job)](uint64_t j, auto& cancel) {
+    run_image_job(j, o, cancel);
+  });
+  return id;
+}
+
+uint64_t Session::submit_texture(TextureJobOptions job) {
+  const uint64_t id = next_id_++;
+  texture_lane_->submit_job(id, [this, o = std::move(job)](uint64_t j, auto& cancel) {
+    run_texture_job(j, o, cancel);
+  });
   return id;
 }
 
 void Session::cancel() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (running_cancel_) running_cancel_->store(true);
-    if (pending_) {
-      dropped_.emplace_back(pending_->id, "cancelled before it started");
-      pending_.reset();
-    }
-  }
-  work_cv_.notify_all();
+  shape_lane_->cancel();
+  image_lane_->cancel();
+  texture_lane_->cancel();
 }
+
+void Session::cancel(Lane lane) {
+  switch (lane) {
+    case Lane::kShape: shape_lane_->cancel(); break;
+    case Lane::kImage: image_lane_->cancel(); break;
+    case Lane::kTexture: texture_lane_->cancel(); break;
+  }
+}
+
+bool Session::idle() const {
+  return shape_lane_->idle() && image_lane_->idle() && texture_lane_->idle();
+}
+
+// ---- events --------------------------------------------------------------------------------------
 
 std::optional<Event> Session::poll() {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -94,13 +305,18 @@ std::optional<Event> Session::wait_event(std::chrono::milliseconds timeout) {
   return e;
 }
 
-bool Session::idle() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return !busy_ && !pending_ && dropped_.empty();
+Event Session::wait_for(uint64_t id, const std::function<void(const Event&)>& on_event) {
+  for (;;) {
+    auto event = wait_event(std::chrono::milliseconds(200));
+    if (!event || event->job != id) continue;
+    if (on_event) on_event(*event);
+    if (event->terminal()) return std::move(*event);
+  }
 }
 
-void Session::emit(uint64_t job, EventPayload payload) {
-  Event event{job, std::move(payload)};
+void Session::emit(uint64_t job, Lane lane, EventPayload payload) {
+  Event event{job, lane, std::move(payload)};
+  if (lane == Lane::kShape && event.terminal()) scheduler_.shape_finished(job);
   if (options_.on_event) {
     options_.on_event(event);
     return;
@@ -112,62 +328,111 @@ void Session::emit(uint64_t job, EventPayload payload) {
   event_cv_.notify_all();
 }
 
-void Session::worker_loop() {
-  for (;;) {
-    std::vector<std::pair<uint64_t, std::string>> dropped;
-    std::optional<Job> job;
-    bool stop = false;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      work_cv_.wait(lock, [this] { return stop_ || pending_.has_value() || !dropped_.empty(); });
-      dropped.swap(dropped_);
-      stop = stop_;
-      if (pending_ && !stop) {
-        job = std::move(pending_);
-        pending_.reset();
-        running_cancel_ = job->cancel;
-      }
-      busy_ = true;
-    }
-    for (auto& [id, reason] : dropped) emit(id, CancelledEvent{reason});
-    if (job) {
-      try {
-        run_job(*job);
-      } catch (const std::bad_alloc&) {
-        emit(job->id, ErrorEvent{out_of_memory("out of memory while running the job")});
-      } catch (const std::exception& e) {
-        emit(job->id, ErrorEvent{internal_error(std::string("unexpected exception: ") + e.what())});
-      }
-    }
-    std::lock_guard<std::mutex> lock(mutex_);
-    running_cancel_.reset();
-    busy_ = false;
-    if (stop && !pending_ && dropped_.empty()) return;
+void Session::on_exception(uint64_t job, Lane lane, std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::bad_alloc&) {
+    emit(job, lane, ErrorEvent{out_of_memory("out of memory while running the job")});
+  } catch (const std::exception& e) {
+    emit(job, lane, ErrorEvent{internal_error(std::string("unexpected exception: ") + e.what())});
+  } catch (...) {
+    emit(job, lane, ErrorEvent{internal_error("unexpected exception")});
   }
 }
 
-void Session::run_job(const Job& job) {
-  const JobOptions& o = job.options;
-  const std::atomic<bool>* cancel = job.cancel.get();
+// ---- loads ---------------------------------------------------------------------------------------
+
+void Session::run_shape_load(uint64_t id, const ShapeModelOptions& options) {
+  Stopwatch total;
+  std::string path;
+  auto pipeline = load_shape(options, &path);
+  if (!pipeline.ok()) return emit(id, Lane::kShape, ErrorEvent{pipeline.status()});
+  install_shape(std::move(pipeline).value(), path, options.bf16 ? "bf16" : "f32");
+  const ShapeModelInfo info = *shape_model();
+  ModelLoadedEvent loaded;
+  loaded.lane = Lane::kShape;
+  loaded.path = path;
+  loaded.backend = info.backend;
+  loaded.backend_note = info.backend_note;
+  loaded.description = short_name(path) + ", " + std::to_string(info.num_latents) +
+                       " tokens per shape, " + info.weights + " weights, " + info.backend;
+  emit(id, Lane::kShape, std::move(loaded));
+  emit(id, Lane::kShape, DoneEvent{total.elapsed_ms()});
+}
+
+void Session::run_image_load(uint64_t id, const ImageModelOptions& options) {
+  Stopwatch total;
+  std::string path = options.path.empty() ? default_diffusion_model_dir() : options.path;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    return emit(id, Lane::kImage,
+                ErrorEvent{not_found(
+                    "no diffusion model: '" + path + "' does not exist" +
+                    (options.path.empty()
+                         ? " (the embedded tessera-tiny diffusion model is not installed in this "
+                           "build); give a diffusers folder or an SD 1.x .safetensors file"
+                         : ""))});
+  }
+  diffusion::DiffusionLoadOptions o;
+  o.weights = options.bf16 ? WeightFormat::kBF16 : WeightFormat::kF32;
+  o.precision = options.precision;
+  o.device = options.device;
+  o.clip_vocab_fallback =
+      options.clip_vocab_fallback.empty() ? default_clip_vocab_file() : options.clip_vocab_fallback;
+  auto loaded = diffusion::DiffusionModel::load(path, o);
+  if (!loaded.ok()) return emit(id, Lane::kImage, ErrorEvent{loaded.status()});
+  image_ = std::move(loaded).value();
+  ImageModelInfo info;
+  info.path = path;
+  info.layout = diffusion::model_layout_name(image_->files().layout);
+  info.backend = image_->backend().name();
+  info.backend_note = image_->device_note();
+  info.on_gpu = image_->backend().device() != Device::kCpu;
+  info.precision = image_->compute_precision_label();
+  info.default_size = image_->default_image_size();
+  info.size_multiple = image_->size_multiple();
+  info.summary = "UNet " + image_->unet_config().summary() + ", VAE " + image_->vae_config().summary();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    image_info_ = info;
+    update_sharing();
+  }
+  ModelLoadedEvent event;
+  event.lane = Lane::kImage;
+  event.path = path;
+  event.backend = info.backend;
+  event.backend_note = info.backend_note;
+  event.description = short_name(path) + " (" + info.layout + "), " +
+                      std::to_string(info.default_size) + "x" + std::to_string(info.default_size) +
+                      " px, " + info.precision + ", " + info.backend;
+  emit(id, Lane::kImage, std::move(event));
+  emit(id, Lane::kImage, DoneEvent{total.elapsed_ms()});
+}
+
+// ---- shape jobs ----------------------------------------------------------------------------------
+
+void Session::run_shape_job(uint64_t id, const JobOptions& o, std::atomic<bool>& cancel) {
+  const Lane lane = Lane::kShape;
   Stopwatch total;
   Trace trace;
   // The terminal event of a failed job: Cancelled when the job was cancelled (whatever stage
   // noticed it), else Error.
   auto finish_with = [&](const Status& status) {
-    if (status.code() == ErrorCode::kCancelled || cancel->load()) {
-      emit(job.id, CancelledEvent{status.message()});
+    if (status.code() == ErrorCode::kCancelled || cancel.load()) {
+      emit(id, lane, CancelledEvent{status.message()});
     } else {
-      emit(job.id, ErrorEvent{status});
+      emit(id, lane, ErrorEvent{status});
     }
   };
-  auto check_cancel = [&](const char* where) -> Status {
-    if (cancel->load()) return cancelled(std::string("cancelled before ") + where);
-    return Status();
-  };
+  if (shape_ == nullptr) {
+    return finish_with(not_found("no shape model is loaded"));
+  }
+  shape::ShapePipeline& pipeline = *shape_;
+  const int64_t num_latents = pipeline.num_latents();
 
   // Options first: a bad resolution should not cost a generation.
-  if (Status st = shape::resolution_base(pipeline_->resolve_resolution(o.mesh.resolution)).status();
-      !st.ok()) {
+  const int resolution = pipeline.resolve_resolution(o.mesh.resolution);
+  if (Status st = shape::resolution_base(resolution).status(); !st.ok()) {
     return finish_with(st.with_context("mesh"));
   }
   if (o.preview_every < 0) {
@@ -179,64 +444,184 @@ void Session::run_job(const Job& job) {
       return finish_with(st.with_context("preview"));
     }
   }
+  const int64_t n = tokens_to_generate(o.generation.num_tokens, num_latents);
+  if (!o.tokens && n > num_latents) {
+    return finish_with(invalid_argument("num_tokens " + std::to_string(n) + " exceeds the model's " +
+                                        std::to_string(num_latents) + " tokens per shape"));
+  }
 
-  auto prompt = pipeline_->encode_prompt(o.prompt, &trace, cancel);
-  if (!prompt.ok()) return finish_with(prompt.status());
-  emit(job.id, StageEvent{kStageText, trace_total(trace, shape::kTraceText)});
+  ModeEvent mode;
+  mode.backend = pipeline.backend().name();
+  mode.kv_cache = o.generation.use_kv_cache;
+  if (!pipeline.backend().can_record()) {
+    mode.graphs = GraphMode::kUnavailable;
+    mode.graphs_reason = "the " + std::string(pipeline.backend().device() == Device::kCpu
+                                                  ? "CPU backend runs the decode step eagerly"
+                                                  : "backend cannot record") +
+                         " (CUDA graphs need the CUDA backend)";
+  } else if (o.tokens) {
+    mode.graphs = GraphMode::kOff;
+    mode.graphs_reason = "decoding given tokens: no decode steps";
+  } else if (!o.generation.use_kv_cache) {
+    mode.graphs = GraphMode::kOff;
+    mode.graphs_reason = "the recorded step needs the KV cache, which is off";
+  } else if (!o.generation.use_graphs) {
+    mode.graphs = GraphMode::kOff;
+    mode.graphs_reason = "switched off (eager launches)";
+  } else {
+    mode.graphs = GraphMode::kOn;
+  }
+  emit(id, lane, mode);
 
-  const int64_t n = o.generation.num_tokens > 0 ? o.generation.num_tokens : num_latents_;
-  std::vector<int32_t> prefix;
-  prefix.reserve(static_cast<size_t>(std::max<int64_t>(n, 0)));
-  Status preview_error;
-  std::atomic<bool>& abort_flag = *job.cancel;  // the preview's way to stop the generator
-  auto on_token = [&](int64_t index, int32_t id, double ms) {
-    if (index == 0) {
-      emit(job.id, StageEvent{kStagePrefill, trace_total(trace, "gpt.condition") +
-                                                 trace_total(trace, "gpt.prefill")});
-    }
-    emit(job.id, TokenEvent{index, id, ms});
-    prefix.push_back(id);
-    const int64_t done = index + 1;
-    if (o.preview_every <= 0 || done % o.preview_every != 0 || done >= n) return;
-    shape::MeshOptions preview = o.mesh;
-    preview.resolution = o.preview_resolution;
-    auto partial = pipeline_->tokens_to_mesh(prefix, preview, nullptr, cancel);
-    if (partial.ok()) {
-      emit(job.id,
-           PartialMeshEvent{done, std::make_shared<const mesh::Mesh>(std::move(partial).value())});
-    } else if (partial.status().code() != ErrorCode::kNotFound &&
-               partial.status().code() != ErrorCode::kCancelled) {
-      // A prefix without surface is normal early on (no preview, not an error); anything else
-      // stops the job: the generator only listens to the cancel flag.
-      preview_error =
-          partial.status().with_context("preview after " + std::to_string(done) + " tokens");
-      abort_flag.store(true);
-    }
-  };
-  auto tokens = pipeline_->generate(*prompt, o.generation, on_token, &trace, cancel);
-  if (!preview_error.ok()) return emit(job.id, ErrorEvent{preview_error});
-  if (!tokens.ok()) return finish_with(tokens.status());
-  emit(job.id, StageEvent{kStageDecode, trace_total(trace, "gpt.decode")});
+  shape::EncodedPrompt prompt_info;
+  std::vector<int32_t> tokens;
+  if (o.tokens) {
+    tokens = *o.tokens;
+  } else {
+    auto prompt = pipeline.encode_prompt(o.prompt, &trace, &cancel);
+    if (!prompt.ok()) return finish_with(prompt.status());
+    emit(id, lane, StageEvent{kStageText, trace_total(trace, shape::kTraceText)});
 
-  if (Status st = check_cancel("latent decoding"); !st.ok()) return finish_with(st);
-  if (Status st = pipeline_->decode_latents(*tokens, &trace); !st.ok()) return finish_with(st);
-  emit(job.id, StageEvent{kStageLatentDecode, trace_total(trace, shape::kTraceLatentDecode)});
+    std::vector<int32_t> prefix;
+    prefix.reserve(static_cast<size_t>(std::max<int64_t>(n, 0)));
+    Status preview_error;
+    auto on_token = [&](int64_t index, int32_t token, double ms) {
+      if (index == 0) {
+        emit(id, lane, StageEvent{kStagePrefill, trace_total(trace, "gpt.condition") +
+                                                     trace_total(trace, "gpt.prefill")});
+      }
+      emit(id, lane, TokenEvent{index, token, ms});
+      prefix.push_back(token);
+      const int64_t done = index + 1;
+      if (o.preview_every <= 0 || done % o.preview_every != 0 || done >= n) return;
+      shape::MeshOptions preview = o.mesh;
+      preview.resolution = o.preview_resolution;
+      auto partial = pipeline.tokens_to_mesh(prefix, preview, nullptr, &cancel);
+      if (partial.ok()) {
+        emit(id, lane,
+             PartialMeshEvent{done, std::make_shared<const mesh::Mesh>(std::move(partial).value())});
+      } else if (partial.status().code() != ErrorCode::kNotFound &&
+                 partial.status().code() != ErrorCode::kCancelled) {
+        // A prefix without surface is normal early on (no preview, not an error); anything else
+        // stops the job: the generator only listens to the cancel flag.
+        preview_error =
+            partial.status().with_context("preview after " + std::to_string(done) + " tokens");
+        cancel.store(true);
+      }
+    };
+    auto generated = pipeline.generate(*prompt, o.generation, on_token, &trace, &cancel);
+    if (!preview_error.ok()) return emit(id, lane, ErrorEvent{preview_error});
+    if (!generated.ok()) return finish_with(generated.status());
+    emit(id, lane, StageEvent{kStageDecode, trace_total(trace, "gpt.decode")});
+    tokens = std::move(generated).value();
+    prompt_info = std::move(prompt).value();
+  }
+
+  if (cancel.load()) return finish_with(cancelled("cancelled before latent decoding"));
+  if (Status st = pipeline.decode_latents(tokens, &trace); !st.ok()) return finish_with(st);
+  emit(id, lane, StageEvent{kStageLatentDecode, trace_total(trace, shape::kTraceLatentDecode)});
 
   mesh::ExtractionStats stats;
-  auto final_mesh = pipeline_->extract_mesh(o.mesh, &trace, cancel, &stats);
+  auto final_mesh = pipeline.extract_mesh(o.mesh, &trace, &cancel, &stats);
   if (!final_mesh.ok()) return finish_with(final_mesh.status());
-  emit(job.id, StageEvent{kStageExtraction, trace_total(trace, shape::kTraceExtraction)});
-  emit(job.id, StageEvent{kStageCleanup, trace_total(trace, shape::kTraceCleanup)});
+  emit(id, lane, StageEvent{kStageExtraction, trace_total(trace, shape::kTraceExtraction)});
+  emit(id, lane, StageEvent{kStageCleanup, trace_total(trace, shape::kTraceCleanup)});
 
   FinalMeshEvent final_event;
   final_event.mesh = std::make_shared<const mesh::Mesh>(std::move(final_mesh).value());
-  final_event.tokens = std::move(tokens).value();
+  final_event.tokens = std::move(tokens);
   final_event.extraction = stats;
-  final_event.prompt_tokens = prompt->prompt_tokens;
-  final_event.prompt_truncated = prompt->truncated;
-  final_event.image_only_tokens = prompt->image_only_tokens;
-  emit(job.id, std::move(final_event));
-  emit(job.id, DoneEvent{total.elapsed_ms()});
+  final_event.resolution = resolution;
+  final_event.prompt_tokens = prompt_info.prompt_tokens;
+  final_event.prompt_truncated = prompt_info.truncated;
+  final_event.image_only_tokens = prompt_info.image_only_tokens;
+  emit(id, lane, std::move(final_event));
+  emit(id, lane, DoneEvent{total.elapsed_ms()});
+}
+
+// ---- image jobs ----------------------------------------------------------------------------------
+
+void Session::run_image_job(uint64_t id, const ImageJobOptions& o, std::atomic<bool>& cancel) {
+  const Lane lane = Lane::kImage;
+  Stopwatch total;
+  if (image_ == nullptr) {
+    return emit(id, lane, ErrorEvent{not_found("no diffusion model is loaded")});
+  }
+  auto on_wait = [&](bool waiting) {
+    emit(id, lane, WaitingEvent{waiting, waiting ? "waiting for the shape job" : ""});
+  };
+  if (!scheduler_.wait_image_turn(cancel, on_wait)) {
+    return emit(id, lane, CancelledEvent{"cancelled before it started"});
+  }
+  diffusion::GenerateRequest request;
+  request.prompt = o.prompt;
+  request.negative_prompt = o.negative_prompt;
+  request.width = o.width > 0 ? o.width : image_->default_image_size();
+  request.height = o.height > 0 ? o.height : image_->default_image_size();
+  request.steps = o.steps;
+  request.guidance_scale = o.guidance;
+  request.sampler = o.sampler;
+  request.seed = o.seed;
+  diffusion::GenerateCallbacks callbacks;
+  callbacks.cancel = &cancel;
+  callbacks.on_step = [&](const diffusion::StepProgress& p) {
+    ImageStepEvent step;
+    step.step = p.step;
+    step.steps = p.steps;
+    step.sigma = p.sigma;
+    step.ms = p.ms;
+    if (p.preview_rgb != nullptr) {
+      auto preview = std::make_shared<mesh::TextureImage>();
+      preview->width = p.latent_width;
+      preview->height = p.latent_height;
+      preview->rgb.assign(p.preview_rgb, p.preview_rgb + p.latent_height * p.latent_width * 3);
+      step.preview = std::move(preview);
+    }
+    emit(id, lane, std::move(step));
+    ImageStepHook hook;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      hook = image_step_hook_;
+    }
+    if (hook) hook(p.step, cancel);
+    // Between steps: yield to a shape job that started meanwhile (state kept, resumes here).
+    scheduler_.wait_image_turn(cancel, on_wait);
+  };
+  auto image = image_->generate(request, callbacks);
+  if (!image.ok()) {
+    if (image.status().code() == ErrorCode::kCancelled || cancel.load()) {
+      return emit(id, lane, CancelledEvent{image.status().message()});
+    }
+    return emit(id, lane, ErrorEvent{image.status()});
+  }
+  emit(id, lane, StageEvent{kStageImageText, image->text_ms});
+  emit(id, lane, StageEvent{kStageDenoise, image->denoise_ms});
+  emit(id, lane, StageEvent{kStageVae, image->vae_ms});
+  auto rgb = std::make_shared<mesh::TextureImage>();
+  rgb->width = image->width;
+  rgb->height = image->height;
+  rgb->rgb = std::move(image->rgb);
+  emit(id, lane, ImageEvent{std::move(rgb), o.seed, image->text_ms, image->denoise_ms, image->vae_ms});
+  emit(id, lane, DoneEvent{total.elapsed_ms()});
+}
+
+// ---- texture jobs --------------------------------------------------------------------------------
+
+void Session::run_texture_job(uint64_t id, const TextureJobOptions& o,
+                              std::atomic<bool>& cancel) {
+  const Lane lane = Lane::kTexture;
+  Stopwatch total;
+  if (o.mesh == nullptr) return emit(id, lane, ErrorEvent{invalid_argument("no mesh to texture")});
+  if (o.image == nullptr) return emit(id, lane, ErrorEvent{invalid_argument("no image to project")});
+  if (cancel.load()) return emit(id, lane, CancelledEvent{"cancelled before it started"});
+  auto textured = std::make_shared<mesh::Mesh>(*o.mesh);
+  std::optional<mesh::ImageRect> object;
+  if (Status st = mesh::project_texture_front(*o.image, o.projection, textured.get(), &object);
+      !st.ok()) {
+    return emit(id, lane, ErrorEvent{st});
+  }
+  emit(id, lane, TexturedMeshEvent{std::move(textured), object});
+  emit(id, lane, DoneEvent{total.elapsed_ms()});
 }
 
 }  // namespace tessera::runtime

@@ -1,27 +1,34 @@
-// Session: a ShapePipeline on its own worker thread, fed jobs (prompt + options), reporting what
-// happens as a stream of events that the UI or the CLI polls (or receives through a callback).
+// Session: THE door into the engine for every front end (studio, CLI, viewer, scripts). One Session
+// serves both engines: the shape engine (Cube 3D-compatible text -> shape tokens -> mesh) and the
+// image engine (SD 1.x-compatible text -> concept image), plus texture projection, each on its own
+// lane (worker thread, queue, cancel; engine/runtime/lane.h), all reporting into ONE event stream
+// (engine/runtime/events.h) and scheduled together: while a shape job runs, image work on the same
+// device waits between its steps (Scheduler). Decision: one Session over both engines rather than
+// two sessions sharing a scheduler, because a front end then has one queue to poll, one id space,
+// one place that knows where both models run, and nothing to wire up.
 //
-// Per job, in this order (every event carries the job's id):
-//   Stage{"text"}, Stage{"prefill"} (condition projection + first step), Token{0..N-1} (with
-//   PartialMesh after every `preview_every` tokens, decoded at `preview_resolution` from the prefix
-//   filled with the model's fill token; a prefix whose field has no surface yet gives no preview),
-//   Stage{"decode"} (all later steps), Stage{"latent_decode"}, Stage{"extraction"},
-//   Stage{"cleanup"}, FinalMesh, and then exactly one terminal event: Done, Cancelled or Error.
-//   A job that fails or is cancelled stops wherever it is and emits only its terminal event after
-//   what it already reported. Stage ms are wall-clock milliseconds of that stage.
+// Models: load_shape_model() / load_image_model() are jobs of their lane (ModelLoaded, then Done or
+// Error naming the file and the fault); the previous model stays in use until the new one has
+// loaded, and a job submitted meanwhile runs on the new model. Session::create(pipeline) and open()
+// start with a shape model already loaded (the CLI and tests).
 //
-// Cancellation and replacement: cancel() cancels the running job and any queued one; submit()
-// cancels the running job first, then queues the new one (a job still waiting in the queue is
-// replaced and reports Cancelled without running). The worker checks the job's cancel flag before
-// every token, between stages and before every batch of occupancy queries, so a cancel takes
-// effect within one token step or one query batch. Every submitted job reports exactly one
-// terminal event, and events of one job never interleave with those of another.
+// Jobs: submit() (shape generation or, with JobOptions::tokens, decoding given tokens),
+// submit_image(), submit_texture(). Options are checked when the job runs (a bad option arrives as an
+// Error event: a bad resolution fails before any token is generated). A job needing a model that is
+// not loaded ends with an Error saying so.
 //
-// Threads: submit/cancel/poll/wait_event may be called from any thread. With
-// SessionOptions::on_event set, events are delivered by calling it on the worker thread (it must
-// not call back into the Session's submit/cancel synchronously with a long wait, and must be
-// thread-safe with respect to the caller's own state) and nothing is queued; otherwise they are
-// queued for poll()/wait_event(). The destructor cancels everything and joins the worker.
+// Cancellation and replacement, per lane: a new job cancels the lane's running job and replaces its
+// queued one (which reports Cancelled without running); cancel(lane) cancels the lane's running job
+// and queued jobs (loads are not cancelled: they cannot be interrupted); cancel() does so on every
+// lane. The worker checks the job's cancel flag before every token, between stages, before every
+// batch of occupancy queries and before every denoising step, so a cancel takes effect within one
+// token step, one query batch or one denoising step. Every job reports exactly one terminal event.
+// An exception (out of memory included) ends its job with an Error; the next job runs.
+//
+// Threads: every method may be called from any thread. With SessionOptions::on_event set, events are
+// delivered by calling it on the lanes' worker threads (possibly concurrently from different lanes:
+// it must be thread-safe, and must not wait on this Session) and nothing is queued; otherwise they
+// are queued for poll()/wait_event(). The destructor cancels everything and joins the workers.
 #pragma once
 
 #include <array>
@@ -35,149 +42,203 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
-#include <utility>
-#include <variant>
 #include <vector>
 
 #include "engine/core/status.h"
-#include "engine/mesh/extraction.h"
+#include "engine/diffusion/pipeline.h"
+#include "engine/mesh/cleanup.h"
 #include "engine/mesh/mesh.h"
+#include "engine/mesh/texture.h"
+#include "engine/runtime/capabilities.h"
+#include "engine/runtime/events.h"
+#include "engine/runtime/lane.h"
 #include "engine/shape/pipeline.h"
 
 namespace tessera::runtime {
 
+// The engines' option types, named through the runtime so front ends need no model header.
+using GenerationOptions = shape::GenerationOptions;  // seed, sampling, guidance, bbox, KV, graphs
+using MeshOptions = shape::MeshOptions;              // resolution (2^k + 1), clean-up
+using SamplerKind = diffusion::SamplerKind;          // image samplers
+using shape::resolution_base;  // checks R = 2^k + 1, k in [1, 10]; returns k
+inline constexpr SamplerKind kImageSamplers[] = {SamplerKind::kEuler, SamplerKind::kEulerAncestral,
+                                                 SamplerKind::kDpmpp2m};
+using diffusion::sampler_kind_name;  // "euler", "euler_a", "dpmpp_2m"
+Expected<SamplerKind> parse_sampler(const std::string& name);
+
+// The number of tokens a shape job generates: `requested` when > 0, else the model's num_latents
+// (the one place that spells the "0 means all" rule).
+inline int64_t tokens_to_generate(int64_t requested, int64_t num_latents) {
+  return requested > 0 ? requested : num_latents;
+}
+
 struct JobOptions {
-  std::string prompt;                   // UTF-8; "" is valid (the unconditional shape)
-  shape::GenerationOptions generation;  // seed, sampling, guidance, bbox, KV cache, num_tokens
-  shape::MeshOptions mesh;              // final mesh: resolution (2^k + 1), clean-up
-  int64_t preview_every = 0;            // K: a PartialMesh every K tokens; 0: none
-  int preview_resolution = 33;          // 2^k + 1, usually small (a preview costs a latent decode)
+  std::string prompt;            // UTF-8; "" is valid (the unconditional shape)
+  GenerationOptions generation;  // seed, sampling, guidance, bbox, KV cache, graphs, num_tokens
+  MeshOptions mesh;              // final mesh: resolution (2^k + 1, 0: the model's), clean-up
+  int64_t preview_every = 0;     // K: a PartialMesh every K tokens; 0: none
+  int preview_resolution = 33;   // 2^k + 1, usually small (a preview costs a latent decode)
+  // Decode these shape tokens instead of generating (1..num_latents ids in [0, codebook_size); fewer
+  // are filled with the model's fill token). The prompt and generation options are then unused.
+  std::optional<std::vector<int32_t>> tokens;
 };
 
-// Stage names of Stage events.
-inline constexpr const char* kStageText = "text";
-inline constexpr const char* kStagePrefill = "prefill";
-inline constexpr const char* kStageDecode = "decode";
-inline constexpr const char* kStageLatentDecode = "latent_decode";
-inline constexpr const char* kStageExtraction = "extraction";
-inline constexpr const char* kStageCleanup = "cleanup";
-
-struct TokenEvent {
-  int64_t index = 0;  // 0-based position in the shape sequence
-  int32_t id = 0;     // code in [0, codebook_size)
-  double ms = 0;      // time of that generation step
-};
-struct StageEvent {
-  std::string name;  // one of kStage*
-  double ms = 0;
-};
-struct PartialMeshEvent {
-  int64_t tokens = 0;                      // prefix length it was decoded from
-  std::shared_ptr<const mesh::Mesh> mesh;  // never null
-};
-struct FinalMeshEvent {
-  std::shared_ptr<const mesh::Mesh> mesh;  // never null
-  std::vector<int32_t> tokens;             // the generated shape tokens
-  mesh::ExtractionStats extraction;
-  int prompt_tokens = 0;  // CLIP tokens of the prompt (BOS/EOS included), before truncation
-  bool prompt_truncated = false;
-  int image_only_tokens = 0;  // colour / material / background words the shape model left out
-};
-struct ErrorEvent {
-  Status status;  // never ok, never kCancelled
-};
-struct DoneEvent {
-  double total_ms = 0;
-};
-struct CancelledEvent {
-  std::string reason;
+struct ShapeModelOptions {
+  std::string path;  // a Cube 3D layout directory; "": the embedded default
+  DeviceChoice device = DeviceChoice::kCpu;
+  bool bf16 = false;  // convert the matrices to bf16 once at load
+  // The CLIP vocabulary for checkpoints that ship none ("": the bundled one).
+  std::string clip_vocab_fallback;
 };
 
-using EventPayload = std::variant<TokenEvent, StageEvent, PartialMeshEvent, FinalMeshEvent,
-                                  ErrorEvent, DoneEvent, CancelledEvent>;
+struct ImageModelOptions {
+  std::string path;  // diffusers folder, CompVis .safetensors, or a folder with one; "": embedded
+  DeviceChoice device = DeviceChoice::kCpu;
+  bool bf16 = false;  // linear layers in bf16
+  diffusion::ComputePrecision precision = diffusion::ComputePrecision::kAuto;
+  std::string clip_vocab_fallback;  // "": the bundled CLIP vocabulary
+};
+// "auto", "f32", "bf16" -> ComputePrecision; kInvalidArgument naming the text otherwise.
+Expected<diffusion::ComputePrecision> parse_precision(const std::string& name);
 
-struct Event {
-  uint64_t job = 0;  // id returned by submit()
-  EventPayload payload;
+struct ImageJobOptions {
+  std::string prompt;
+  std::string negative_prompt;  // "" = unconditional
+  int64_t width = 0, height = 0;  // pixels; 0: the model's default side
+  int steps = 20;
+  float guidance = 7.5f;
+  SamplerKind sampler = SamplerKind::kEuler;
+  uint64_t seed = 0;
+};
 
-  // Done, Cancelled or Error: the job's last event.
-  bool terminal() const {
-    return std::holds_alternative<DoneEvent>(payload) ||
-           std::holds_alternative<CancelledEvent>(payload) ||
-           std::holds_alternative<ErrorEvent>(payload);
-  }
+struct TextureJobOptions {
+  std::shared_ptr<const mesh::Mesh> mesh;            // not null, valid, with triangles
+  std::shared_ptr<const mesh::TextureImage> image;   // not null
+  mesh::ProjectionOptions projection;
+};
+
+// What a loaded shape model is (a snapshot).
+struct ShapeModelInfo {
+  std::string path;
+  std::string backend;       // where it runs
+  std::string backend_note;  // kAuto that ended on the CPU: why
+  bool on_gpu = false;
+  bool can_record_graphs = false;  // the backend records decode steps (CUDA graphs)
+  int64_t num_latents = 0;         // tokens per shape
+  int64_t codebook_size = 0;
+  bool uses_bbox = false;       // v0.5: a bounding-box condition
+  int default_resolution = 0;   // the final mesh lattice for resolution 0
+  std::string weights;          // "f32" / "bf16"
+  int32_t fill_token_id = 0;    // what completes a token prefix to num_latents
+  int64_t decoder_codes = 0;    // ids a token file may hold: [0, decoder_codes)
+};
+struct ImageModelInfo {
+  std::string path;
+  std::string layout;     // "compvis" / "diffusers"
+  std::string backend;
+  std::string backend_note;
+  bool on_gpu = false;
+  std::string precision;  // "f32", "bf16", "tf32"
+  int64_t default_size = 0;  // pixels per side
+  int64_t size_multiple = 0;
+  std::string summary;    // UNet and VAE in one line
 };
 
 struct SessionOptions {
-  // Called on the worker thread for every event instead of queueing it (may be empty).
+  // Called on a worker thread for every event instead of queueing it (may be empty).
   std::function<void(const Event&)> on_event;
 };
 
 class Session {
  public:
-  // Takes the pipeline over (not null) and starts the worker thread.
+  // No model loaded yet (load them with load_*_model()).
+  static std::unique_ptr<Session> create(SessionOptions options = {});
+  // With a loaded shape pipeline (not null).
   static std::unique_ptr<Session> create(std::unique_ptr<shape::ShapePipeline> pipeline,
                                          SessionOptions options = {});
   // ShapePipeline::load() on the calling thread, then create().
   static Expected<std::unique_ptr<Session>> open(
       const std::string& model_dir, const shape::PipelineOptions& pipeline_options = {},
       SessionOptions options = {});
+  // Loads the shape model synchronously (what the CLI wants: the error is the return value).
+  static Expected<std::unique_ptr<Session>> open(const ShapeModelOptions& model,
+                                                 SessionOptions options = {});
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  // Queues a job, cancelling the running one (and replacing a queued one). Returns its id (> 0,
-  // increasing). Options are checked when the job runs (errors arrive as an Error event).
-  uint64_t submit(JobOptions job);
-  // Cancels the running job and any queued one (each reports Cancelled). No-op when idle.
-  void cancel();
+  // Model loads, jobs of their lane (see above). Return the job id.
+  uint64_t load_shape_model(ShapeModelOptions options);
+  uint64_t load_image_model(ImageModelOptions options);
 
-  // Next queued event, if any (never blocks).
-  std::optional<Event> poll();
-  // Waits up to `timeout` for the next event.
+  uint64_t submit(JobOptions job);                // shape lane
+  uint64_t submit_image(ImageJobOptions job);     // image lane
+  uint64_t submit_texture(TextureJobOptions job); // texture lane
+  void cancel();           // every lane
+  void cancel(Lane lane);  // one lane
+
+  std::optional<Event> poll();  // next queued event, if any (never blocks)
   std::optional<Event> wait_event(std::chrono::milliseconds timeout);
-  // True when no job is running or queued (its events may still be waiting in the queue). The
-  // worker becomes idle just after emitting a job's terminal event, not atomically with it.
+  // Waits for job `id`'s events until its terminal event, calling `on_event` for each of them
+  // (events of other jobs are dropped); returns the terminal event. For synchronous front ends (the
+  // CLI) on a Session without on_event.
+  Event wait_for(uint64_t id, const std::function<void(const Event&)>& on_event = {});
+  // True when no job is running or queued on any lane (events may still wait in the queue).
   bool idle() const;
 
-  // The pipeline's model facts (immutable after load; safe from any thread).
-  int64_t num_latents() const { return num_latents_; }
-  int64_t codebook_size() const { return codebook_size_; }
-  // The final-mesh resolution a job with mesh.resolution == 0 gets (ShapePipeline's).
-  int default_resolution() const { return default_resolution_; }
+  // Snapshots of the loaded models (nullopt: none loaded).
+  std::optional<ShapeModelInfo> shape_model() const;
+  std::optional<ImageModelInfo> image_model() const;
+  // Shortcuts for the shape model's facts (0 when none is loaded).
+  int64_t num_latents() const;
+  int64_t codebook_size() const;
+  int default_resolution() const;
+  // Checks shape tokens against the loaded shape model (1..num_latents ids, each in
+  // [0, codebook_size)) without running anything; kInvalidArgument naming the first bad position,
+  // kNotFound when no shape model is loaded.
+  Status check_tokens(const std::vector<int32_t>& ids) const;
+  // Test seam: called on the image worker after each denoising step's event was emitted, with the
+  // step and the job's cancel flag (tests hold a job at a step until the front end has acted, so no
+  // race between the worker's speed and the UI decides the outcome). Empty: none. Thread-safe;
+  // takes effect from the next step.
+  using ImageStepHook = std::function<void(int step, const std::atomic<bool>& cancel)>;
+  void set_image_step_hook(ImageStepHook hook);
+  // Whether image work waits for shape work now (both models on the same device).
+  bool engines_share_device() const { return scheduler_.exclusive(); }
+  // Memory in use (the device's when a model runs on the GPU).
+  MemoryUse memory() const;
 
  private:
-  struct Job {
-    uint64_t id = 0;
-    JobOptions options;
-    std::shared_ptr<std::atomic<bool>> cancel;
-  };
+  explicit Session(SessionOptions options);
+  void emit(uint64_t job, Lane lane, EventPayload payload);
+  void on_exception(uint64_t job, Lane lane, std::exception_ptr error);
+  void install_shape(std::unique_ptr<shape::ShapePipeline> pipeline, const std::string& path,
+                     const std::string& weights);
+  void update_sharing();  // mutex_ held
+  void run_shape_job(uint64_t id, const JobOptions& job, std::atomic<bool>& cancel);
+  void run_image_job(uint64_t id, const ImageJobOptions& job, std::atomic<bool>& cancel);
+  void run_texture_job(uint64_t id, const TextureJobOptions& job, std::atomic<bool>& cancel);
+  void run_shape_load(uint64_t id, const ShapeModelOptions& options);
+  void run_image_load(uint64_t id, const ImageModelOptions& options);
 
-  Session(std::unique_ptr<shape::ShapePipeline> pipeline, SessionOptions options);
-  void worker_loop();
-  void run_job(const Job& job);
-  void emit(uint64_t job, EventPayload payload);
-
-  std::unique_ptr<shape::ShapePipeline> pipeline_;  // used by the worker thread only
   SessionOptions options_;
-  const int64_t num_latents_;
-  const int64_t codebook_size_;
-  const int default_resolution_;
+  std::atomic<uint64_t> next_id_{1};
+  Scheduler scheduler_;
+  // Models: each used by its lane's worker only; replaced by that worker after a load.
+  std::unique_ptr<shape::ShapePipeline> shape_;
+  std::unique_ptr<diffusion::DiffusionModel> image_;
 
   mutable std::mutex mutex_;
-  std::condition_variable work_cv_;   // worker waits for a job or stop
-  std::condition_variable event_cv_;  // wait_event waits for an event
-  std::optional<Job> pending_;        // guarded by mutex_
-  // Jobs replaced or cancelled before they ran: the worker reports them Cancelled (so that every
-  // event comes from the worker thread, in order). Guarded by mutex_.
-  std::vector<std::pair<uint64_t, std::string>> dropped_;
-  std::shared_ptr<std::atomic<bool>> running_cancel_;  // guarded by mutex_; null when none runs
-  bool busy_ = false;         // guarded by mutex_: the worker is running or reporting
-  uint64_t next_id_ = 1;      // guarded by mutex_
-  bool stop_ = false;         // guarded by mutex_
-  std::deque<Event> events_;  // guarded by mutex_
-  std::thread worker_;        // last: started once everything above exists
+  std::condition_variable event_cv_;
+  std::deque<Event> events_;                 // guarded by mutex_
+  std::optional<ShapeModelInfo> shape_info_;  // guarded by mutex_
+  std::optional<ImageModelInfo> image_info_;  // guarded by mutex_
+  ImageStepHook image_step_hook_;             // guarded by mutex_
+
+  // Last: the lanes' workers start once everything above exists, and are joined first.
+  std::unique_ptr<LaneWorker> texture_lane_;
+  std::unique_ptr<LaneWorker> image_lane_;
+  std::unique_ptr<LaneWorker> shape_lane_;
 };
 
 }  // namespace tessera::runtime

@@ -298,21 +298,24 @@ Expected<std::vector<int32_t>> ShapePipeline::generate(const EncodedPrompt& prom
   return generator_->generate(inputs, g, on_token);
 }
 
-Status ShapePipeline::validate_tokens(const std::vector<int32_t>& ids) const {
+Status validate_token_ids(const std::vector<int32_t>& ids, int64_t num_latents, int64_t num_codes) {
   if (ids.empty()) return invalid_argument("shape tokens: no ids");
-  if (static_cast<int64_t>(ids.size()) > num_latents()) {
+  if (static_cast<int64_t>(ids.size()) > num_latents) {
     return invalid_argument("shape tokens: " + std::to_string(ids.size()) +
-                            " ids, the model decodes at most " + std::to_string(num_latents()));
+                            " ids, the model decodes at most " + std::to_string(num_latents));
   }
-  const int64_t codes = decoder_->config().num_codes;
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0 || ids[i] >= codes) {
+    if (ids[i] < 0 || ids[i] >= num_codes) {
       return invalid_argument("shape tokens: id " + std::to_string(ids[i]) + " at position " +
                               std::to_string(i) + " is outside the codebook [0, " +
-                              std::to_string(codes) + ")");
+                              std::to_string(num_codes) + ")");
     }
   }
   return Status();
+}
+
+Status ShapePipeline::validate_tokens(const std::vector<int32_t>& ids) const {
+  return validate_token_ids(ids, num_latents(), decoder_codes());
 }
 
 Status ShapePipeline::decode_latents(const std::vector<int32_t>& ids, Trace* trace) {

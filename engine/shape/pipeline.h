@@ -122,6 +122,10 @@ struct MeshOptions {
 // The Cube 3D reference's extraction resolution (2^8 + 1), the default for models without a card.
 inline constexpr int kReferenceResolution = 257;
 
+// Shape token ids a decoder with `num_codes` codes and `num_latents` positions accepts: 1..num_latents
+// ids, each in [0, num_codes); kInvalidArgument naming the first bad position otherwise.
+Status validate_token_ids(const std::vector<int32_t>& ids, int64_t num_latents, int64_t num_codes);
+
 // Checks that `resolution` is 2^k + 1 with k in [1, 10] and returns k; the message names the value.
 Expected<int> resolution_base(int resolution);
 
@@ -176,6 +180,8 @@ class ShapePipeline {
 
   // Checks ids against the model (count and range) without decoding; messages name the position.
   Status validate_tokens(const std::vector<int32_t>& ids) const;
+  // Codes of the shape decoder's codebook (what decode_latents accepts).
+  int64_t decoder_codes() const { return decoder_->config().num_codes; }
 
   const GptConfig& gpt_config() const { return gpt_->config(); }
   const ShapeDecoderConfig& decoder_config() const { return decoder_->config(); }

@@ -1,51 +1,36 @@
-// DiffusionBridge: the studio's door to the concept-image engine (engine/diffusion/pipeline.h).
-// Owns one worker thread that loads the DiffusionModel and runs its generate() calls; the UI
-// thread only reads an ImageJobState snapshot and receives Qt signals.
+// DiffusionBridge: the studio's view of the runtime's image lane (engine/runtime/session.h). It owns
+// no thread, queue or cancel logic: loads and image jobs are jobs of the one runtime::Session that
+// EngineBridge owns; the runtime runs them on its image lane and schedules them against the shape
+// jobs (an image waits between its denoising steps while a shape job runs on the same device). This
+// class turns the image lane's events, drained on the UI thread by EngineBridge, into the
+// ImageJobState snapshot the Diffusion panel reads and into Qt signals.
 //
-// Threads: the worker posts every step (index, sigma, ms and the cheap latent->RGB preview) to the
-// UI thread with a queued invokeMethod; the UI thread never waits on the engine except in the
-// destructor, which raises the cancel flag (honoured before the next denoising step) and joins.
-//
-// Scheduling (the machine may have 2 cores, and the shape engine's live preview matters most):
-// an image job never runs at the same time as a shape job. set_shape_busy(true) holds a submitted
-// image job until the shape job ends (the panel says "waiting for the shape job"); a shape job
-// that starts while an image runs makes the main window cancel the image (a new prompt replaces
-// it anyway). Both engines share the kernels' thread pool, which serialises callers, so running
-// them together would only interleave their kernels and slow the token stream the user watches.
-// The worker thread also lowers its own scheduling priority (nice +5) as a second line of defence
-// for its serial parts (text encoder set-up, sampler updates, preview conversion).
-//
-// Jobs: submit() cancels the running job and replaces any job still waiting; only the newest
-// counts. Every job ends with exactly one imageFinished signal (done, cancelled or failed, with
+// Jobs: submit() cancels the running image job and replaces a queued one (the runtime's lane
+// semantics); every job ends with exactly one imageFinished signal (done, cancelled or failed, with
 // the engine's message, e.g. NaN latents "step 3 of 20 ...").
 #pragma once
 
 #include <QObject>
 #include <QString>
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "engine/diffusion/pipeline.h"
+#include "engine/runtime/session.h"
 #include "ui/studio/generation_stats.h"
 
 namespace tessera::studio {
 
-// The embedded diffusion model: <assets>/models/tessera-tiny/diffusion.
-std::string default_diffusion_model_path(const std::string& assets_dir);
+class EngineBridge;
 
 // What the panel's controls edit (owned by the main window; read when a job is submitted).
 struct ImageSettings {
   int steps = 20;         // 1..200
   float guidance = 7.5f;  // classifier-free guidance scale (1: one UNet pass per step)
-  diffusion::SamplerKind sampler = diffusion::SamplerKind::kEuler;
+  runtime::SamplerKind sampler = runtime::SamplerKind::kEuler;
   uint64_t seed = 0;  // used as is when lock_seed, else replaced by a random one per job
   bool lock_seed = false;
   bool auto_after_shape = true;  // generate the image when a shape job finishes
@@ -57,7 +42,7 @@ enum class DiffusionModelState { kMissing, kLoading, kReady, kFailed };
 struct ImageJobState {
   uint64_t job = 0;  // 0: no job yet
   JobState state = JobState::kIdle;
-  bool waiting_for_shape = false;  // submitted, held until the shape job ends
+  bool waiting_for_shape = false;  // held by the runtime's scheduler while a shape job runs
   QString prompt;
   uint64_t seed = 0;
   int steps = 0;               // requested
@@ -76,12 +61,13 @@ class DiffusionBridge : public QObject {
   Q_OBJECT
 
  public:
-  explicit DiffusionBridge(std::string assets_dir, QObject* parent = nullptr);
-  ~DiffusionBridge() override;  // cancels the running job and joins the worker
+  // `engine` owns the Session and outlives this bridge.
+  explicit DiffusionBridge(EngineBridge& engine, QObject* parent = nullptr);
+  ~DiffusionBridge() override;
 
-  // Loads `path` (a diffusers folder, a CompVis file or a folder holding one) on the worker. A
-  // path that does not exist sets kMissing with a message saying so (no load is attempted).
-  void load_model(const QString& path, const diffusion::DiffusionLoadOptions& options = {});
+  // Loads `path` (a diffusers folder, a CompVis file or a folder holding one) on the image lane,
+  // on `device`. A path that does not exist sets kMissing at once with a message saying so.
+  void load_model(const QString& path, runtime::DeviceChoice device = runtime::DeviceChoice::kCpu);
   DiffusionModelState model_state() const { return model_state_; }
   // The model's description when ready, the reason when missing or failed.
   QString model_message() const { return model_message_; }
@@ -95,13 +81,8 @@ class DiffusionBridge : public QObject {
   bool busy() const { return state_.state == JobState::kRunning; }
   const ImageJobState& state() const { return state_; }
 
-  // While true, submitted jobs wait (see the scheduling note above).
-  void set_shape_busy(bool busy);
-
-  // Test seam: called on the worker after each step's progress has been posted, with the step
-  // number and the running job's cancel flag. Tests hold a job at a step until the UI has acted on
-  // it, so that no race between the worker's speed and the UI decides the outcome. Empty (no call)
-  // unless set; takes effect from the next job.
+  // Test seam (runtime::Session::set_image_step_hook): called on the runtime's image worker after
+  // each step's event, with the step and the job's cancel flag. Empty: none.
   using StepHook = std::function<void(int step, const std::atomic<bool>& cancel)>;
   void set_worker_step_hook(StepHook hook);
 
@@ -111,47 +92,14 @@ class DiffusionBridge : public QObject {
   void imageFinished(quint64 job, int state, const QString& message);
 
  private:
-  struct Request {
-    uint64_t job = 0;
-    diffusion::GenerateRequest request;
-  };
-  struct LoadRequest {
-    uint64_t serial = 0;
-    std::string path;
-    diffusion::DiffusionLoadOptions options;
-  };
-  void worker_loop();
-  void run_job(const Request& job, const StepHook& hook);
-  // UI thread: results from the worker.
-  void on_loaded(uint64_t serial, const QString& description, const QString& error,
-                 int64_t image_size);
-  void on_started(uint64_t job);
-  void on_step(uint64_t job, int step, double sigma, double ms, int64_t w, int64_t h,
-               std::vector<uint8_t> rgb);
-  void on_finished(uint64_t job, int state, const QString& message,
-                   std::shared_ptr<diffusion::GeneratedImage> image, double total_ms);
+  void on_event(const runtime::Event& event);  // image-lane events, UI thread
 
-  std::string assets_dir_;
-  // UI-thread state.
+  EngineBridge& engine_;
   DiffusionModelState model_state_ = DiffusionModelState::kMissing;
   QString model_message_, model_path_;
   int64_t image_size_ = 0;
-  uint64_t load_serial_ = 0;
-  uint64_t next_job_ = 0;
+  uint64_t load_job_ = 0;  // the newest load; older ones' results are ignored
   ImageJobState state_;
-
-  // Shared with the worker (under mutex_).
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stop_ = false;
-  bool shape_busy_ = false;
-  std::optional<LoadRequest> pending_load_;
-  std::optional<Request> pending_job_;
-  std::atomic<bool> cancel_{false};  // the running job's cancel flag
-  StepHook step_hook_;
-  uint64_t running_job_ = 0;
-  std::unique_ptr<diffusion::DiffusionModel> model_;  // worker thread only
-  std::thread worker_;
 };
 
 }  // namespace tessera::studio

@@ -1,16 +1,17 @@
-// EngineBridge: the studio's only door to the engine. Owns the runtime::Session, loads model
-// directories on a background thread, and turns the Session's worker-thread events into Qt
-// signals on the UI thread.
+// EngineBridge: the studio's only door to the engine. Owns the one runtime::Session (both engines:
+// shape and image lanes, engine/runtime/session.h), loads models through it, and turns its
+// worker-thread events into Qt signals and snapshots on the UI thread. The image lane's events go
+// to the listener DiffusionBridge registers; the shape lane's are folded here.
 //
-// Threads: the Session calls its on_event callback on the worker thread; the callback only
+// Threads: the Session calls its on_event callback on its worker threads; the callback only
 // appends to a mutex-protected queue. A QTimer on the UI thread (~60 Hz) drains that queue, folds
 // the events into a GenerationStats snapshot and emits signals. The UI thread therefore never
-// waits on the engine, except when a Session is destroyed (switching models, closing): the
-// destructor cancels the job, which takes effect within one token step, and joins the worker.
+// waits on the engine, except when the bridge is destroyed (closing): the Session's destructor
+// cancels the jobs, which takes effect within one token or denoising step, and joins the workers.
 //
-// Model loading: load_model() starts ShapePipeline::load on its own thread and reports
-// modelLoaded or modelFailed (with the loader's message, which names the file and the problem).
-// The previous model stays in use until a new one has loaded; only the newest request counts.
+// Model loading: load_model() is a job of the shape lane (modelLoaded or modelFailed, with the
+// loader's message, which names the file and the problem). The previous model stays in use until
+// a new one has loaded; only the newest request counts.
 #pragma once
 
 #include <QObject>
@@ -20,42 +21,42 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <functional>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "engine/mesh/mesh.h"
 #include "engine/runtime/session.h"
-#include "kernels/backend.h"
 #include "ui/studio/generation_stats.h"
 
 namespace tessera::studio {
-
-// The default model directory and CLIP vocabulary fallback, like the CLI's: `assets_dir` is
-// $TESSERA_ASSETS, else <exe>/../share/tessera/assets, else the source tree's assets/.
-std::string default_model_dir(const std::string& assets_dir);
-
-// True when this build has CUDA and a usable device (else the GPU choice is greyed out); `why`
-// (may be null) receives the reason when it is false.
-bool gpu_available(std::string* why);
 
 class EngineBridge : public QObject {
   Q_OBJECT
 
  public:
-  explicit EngineBridge(std::string assets_dir, QObject* parent = nullptr);
+  explicit EngineBridge(QObject* parent = nullptr);
   ~EngineBridge() override;
 
   // Starts loading `dir` in the background (emits modelLoading now, then modelLoaded or
   // modelFailed). An empty `dir` fails with a message.
   void load_model(const QString& dir);
-  // Where later loads run the model (studio --device; default the CPU).
-  void set_device(kernels::DeviceChoice device) { device_ = device; }
+  // Where later loads run the model (studio --device or the Settings' device; default the CPU).
+  void set_device(runtime::DeviceChoice device) { device_ = device; }
+  runtime::DeviceChoice device() const { return device_; }
+  // The machine's devices and graphs (probed once, at construction).
+  const runtime::Capabilities& capabilities() const { return capabilities_; }
+  // The one Session (both engines). UI thread; its events arrive through this bridge.
+  runtime::Session& session() { return *session_; }
+  // Receives every event of `lane` (other than shape) on the UI thread, in order; empty: none.
+  void set_lane_listener(runtime::Lane lane, std::function<void(const runtime::Event&)> listener);
   bool loading() const { return loading_; }
-  bool has_model() const { return session_ != nullptr; }
+  bool has_model() const { return has_model_; }
   QString model_dir() const { return model_dir_; }
   QString backend_name() const { return backend_name_; }
+  bool model_on_gpu() const { return on_gpu_; }
+  bool model_can_record_graphs() const { return can_record_graphs_; }
   int64_t num_latents() const { return num_latents_; }
   int64_t codebook_size() const { return codebook_size_; }
   bool model_uses_bbox() const { return use_bbox_; }
@@ -90,31 +91,27 @@ class EngineBridge : public QObject {
   void statsChanged();
 
  private:
-  // Events tagged with the session generation that produced them: a new Session restarts job ids
-  // at 1, so events of a replaced Session must not be mistaken for the new one's.
   struct Queue {
     std::mutex mutex;
-    std::deque<std::pair<uint64_t, runtime::Event>> events;
+    std::deque<runtime::Event> events;
   };
+  void on_shape_event(const runtime::Event& event, bool* changed,
+                      const runtime::PartialMeshEvent** newest_partial);
 
-  void on_model_loaded(uint64_t serial, const QString& dir,
-                       std::shared_ptr<std::unique_ptr<shape::ShapePipeline>> pipeline,
-                       const QString& error);
-
-  std::string assets_dir_;
-  kernels::DeviceChoice device_ = kernels::DeviceChoice::kCpu;
+  runtime::Capabilities capabilities_;
+  runtime::DeviceChoice device_ = runtime::DeviceChoice::kCpu;
   std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
-  uint64_t session_generation_ = 0;
-  std::unique_ptr<runtime::Session> session_;
-  QString model_dir_, backend_name_;
+  std::function<void(const runtime::Event&)> image_listener_, texture_listener_;
+  QString model_dir_, loading_dir_, backend_name_;
   int64_t num_latents_ = 0, codebook_size_ = 0;
-  bool use_bbox_ = false;
+  bool use_bbox_ = false, on_gpu_ = false, can_record_graphs_ = false;
+  bool has_model_ = false;
   bool loading_ = false;
   bool emit_every_partial_ = false;
-  uint64_t load_serial_ = 0;
-  std::vector<std::thread> loaders_;  // joined in the destructor
+  uint64_t load_job_ = 0;
   GenerationStats stats_;
   QTimer drain_timer_;
+  std::unique_ptr<runtime::Session> session_;  // last: destroyed (workers joined) first
 };
 
 }  // namespace tessera::studio

@@ -1,6 +1,5 @@
 #include "ui/studio/generation_stats.h"
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +10,11 @@
 namespace tessera::studio {
 
 void GenerationStats::start(uint64_t id, int64_t tokens, std::chrono::steady_clock::time_point now) {
+  if (token_ms.size() >= 2) {
+    previous_token_ms = token_ms;
+    previous_kv_cache = kv_cache;
+    previous_graphs = graphs;
+  }
   job = id;
   state = JobState::kRunning;
   message.clear();
@@ -28,7 +32,12 @@ void GenerationStats::start(uint64_t id, int64_t tokens, std::chrono::steady_clo
 bool GenerationStats::apply(const runtime::Event& event,
                             std::chrono::steady_clock::time_point now) {
   if (event.job != job || job == 0) return false;
-  if (const auto* t = std::get_if<runtime::TokenEvent>(&event.payload)) {
+  if (const auto* m = std::get_if<runtime::ModeEvent>(&event.payload)) {
+    backend = m->backend;
+    kv_cache = m->kv_cache;
+    graphs = m->graphs;
+    graphs_reason = m->graphs_reason;
+  } else if (const auto* t = std::get_if<runtime::TokenEvent>(&event.payload)) {
     // Indices arrive in order; be tolerant of a gap rather than trusting it blindly.
     const size_t index = static_cast<size_t>(std::max<int64_t>(t->index, 0));
     if (token_ms.size() <= index) {
@@ -87,17 +96,6 @@ double percentile(std::vector<float> values, double p) {
   std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(rank - 1),
                    values.end());
   return values[rank - 1];
-}
-
-int64_t resident_memory_bytes() {
-  std::FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr) return 0;
-  long long size_pages = 0, resident_pages = 0;
-  const int read = std::fscanf(f, "%lld %lld", &size_pages, &resident_pages);
-  std::fclose(f);
-  if (read != 2) return 0;
-  const long page = ::sysconf(_SC_PAGESIZE);
-  return resident_pages * static_cast<int64_t>(page > 0 ? page : 4096);
 }
 
 const char* job_state_name(JobState state) {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/runtime/session.h"
+#include "engine/runtime/events.h"
 
 namespace tessera::studio {
 
@@ -37,14 +37,23 @@ struct GenerationStats {
   double total_ms = 0;           // DoneEvent::total_ms
   int64_t final_vertices = 0, final_triangles = 0;
 
-  // Model / mode facts, set by the bridge when the job starts.
+  // Model / mode facts: set by the bridge when the job starts, then by the job's ModeEvent (how
+  // the runtime actually runs it).
   std::string backend;  // e.g. "cpu (avx512, 2 threads)"
   bool kv_cache = true;
-  bool cuda_graph_available = false;  // no CUDA backend in this build / on this machine
+  runtime::GraphMode graphs = runtime::GraphMode::kUnavailable;
+  std::string graphs_reason;  // why not on (runtime::ModeEvent::graphs_reason)
+
+  // The previous job's per-token curve and mode, kept by start() so the plot can show both (the
+  // A/B of the KV cache and graph switches).
+  std::vector<float> previous_token_ms;
+  bool previous_kv_cache = true;
+  runtime::GraphMode previous_graphs = runtime::GraphMode::kUnavailable;
 
   std::chrono::steady_clock::time_point submitted{};
 
-  // Clears the per-job fields for a new job `id` expecting `tokens` tokens.
+  // Clears the per-job fields for a new job `id` expecting `tokens` tokens; the finished job's
+  // token curve (when it has one) becomes previous_token_ms.
   void start(uint64_t id, int64_t tokens, std::chrono::steady_clock::time_point now);
   // Applies one event of the current job (events of other jobs are ignored; returns false then).
   bool apply(const runtime::Event& event, std::chrono::steady_clock::time_point now);
@@ -59,8 +68,6 @@ struct GenerationStats {
 // Nearest-rank percentile of `values` (copied; p in [0, 100]); 0 for an empty input.
 double percentile(std::vector<float> values, double p);
 
-// Resident set size of this process in bytes (from /proc/self/statm); 0 when unavailable.
-int64_t resident_memory_bytes();
 
 const char* job_state_name(JobState state);
 

@@ -138,7 +138,8 @@ bool ImGuiOverlay::wants_keyboard() const {
 }
 
 void ImGuiOverlay::render(const GenerationStats& stats, const OverlayPanels& panels, int width,
-                          int height, float device_pixel_ratio, DiffusionPanelData* diffusion) {
+                          int height, float device_pixel_ratio, DiffusionPanelData* diffusion,
+                          OverlayControls* controls) {
   if (!context_) return;
   ContextScope scope(context_);
   ImGuiIO& io = ImGui::GetIO();
@@ -150,7 +151,7 @@ void ImGuiOverlay::render(const GenerationStats& stats, const OverlayPanels& pan
   io.DisplayFramebufferScale = ImVec2(device_pixel_ratio, device_pixel_ratio);
   // /proc reads are cheap but not free: four times a second is plenty for a memory readout.
   if (now - last_memory_read_ > std::chrono::milliseconds(250)) {
-    memory_bytes_ = resident_memory_bytes();
+    memory_ = runtime::memory_use(controls != nullptr && controls->on_gpu);
     last_memory_read_ = now;
   }
 
@@ -172,15 +173,37 @@ void ImGuiOverlay::render(const GenerationStats& stats, const OverlayPanels& pan
                                stats.token_ms.end());
       const float p95 = static_cast<float>(percentile(steps, 95));
       const float p50 = static_cast<float>(percentile(steps, 50));
-      const float max_ms = std::max({0.01f, 1.5f * p95, 1.15f * p50});
-      char overlay[64];
-      std::snprintf(overlay, sizeof(overlay), "ms per token (0 - %.2f), %lld tokens", max_ms,
-                    static_cast<long long>(tokens));
+      // The previous job's curve stays as a faint line under this one (same scale), so the KV cache
+      // / graph switches' A/B is seen at a glance.
+      const std::vector<float>& before = stats.previous_token_ms;
+      std::vector<float> before_steps(before.size() > 1 ? before.begin() + 1 : before.begin(),
+                                      before.end());
+      const float before_p95 = static_cast<float>(percentile(before_steps, 95));
+      const float max_ms = std::max({0.01f, 1.5f * p95, 1.15f * p50, 1.5f * before_p95});
+      char overlay[96];
+      std::snprintf(overlay, sizeof(overlay), "ms per token (0 - %.2f), %lld tokens%s", max_ms,
+                    static_cast<long long>(tokens), before.empty() ? "" : "; faint: previous");
       // One sample per token index (not per frame): the plot's x axis is the token index. An
       // explicit width: a negative one collapses in a window whose size ImGui is still settling.
       const float plot_width = std::max(120.0f, ImGui::GetContentRegionAvail().x);
+      const int samples = static_cast<int>(std::max<size_t>(before.size(), stats.token_ms.size()));
+      const ImVec2 origin = ImGui::GetCursorPos();
+      if (!before.empty()) {
+        ImGui::PushStyleColor(ImGuiCol_PlotLines, ImVec4(0.75f, 0.75f, 0.75f, 0.35f));
+        ImGui::PlotLines("##previous", before.data(), static_cast<int>(before.size()), 0, nullptr,
+                         0.0f, max_ms, ImVec2(plot_width, 80));
+        ImGui::PopStyleColor();
+        ImGui::SetCursorPos(origin);
+      }
+      // The current curve over it on the same x scale: a plot as wide as its share of the samples.
+      const float width_share =
+          before.empty() || samples == 0
+              ? 1.0f
+              : std::max(0.05f, static_cast<float>(tokens) / static_cast<float>(samples));
+      if (!before.empty()) ImGui::PushStyleColor(ImGuiCol_FrameBg, ImVec4(0, 0, 0, 0));
       ImGui::PlotLines("##latency", stats.token_ms.data(), static_cast<int>(tokens), 0, overlay,
-                       0.0f, max_ms, ImVec2(plot_width, 80));
+                       0.0f, max_ms, ImVec2(plot_width * width_share, 80));
+      if (!before.empty()) ImGui::PopStyleColor();
       ImGui::Text("progress  %lld / %lld  (%s)", static_cast<long long>(tokens),
                   static_cast<long long>(stats.expected_tokens), job_state_name(stats.state));
       ImGui::Text("TPOT mean %.2f  p50 %.2f  p99 %.2f ms", stats.tpot_mean_ms(),
@@ -220,10 +243,39 @@ void ImGuiOverlay::render(const GenerationStats& stats, const OverlayPanels& pan
     ImGui::SetNextWindowSize(ImVec2(260, 110), ImGuiCond_FirstUseEver);
     ImGui::SetNextWindowBgAlpha(0.85f);
     if (ImGui::Begin("System", nullptr, flags)) {
-      ImGui::Text("memory  %.1f MiB resident", static_cast<double>(memory_bytes_) / (1 << 20));
-      ImGui::TextWrapped("backend %s", stats.backend.empty() ? "(no model)" : stats.backend.c_str());
-      ImGui::Text("KV cache %s", stats.kv_cache ? "on" : "off");
-      ImGui::Text("CUDA graph %s", stats.cuda_graph_available ? "on" : "n/a (CPU)");
+      ImGui::Text("memory  %.1f MiB resident", static_cast<double>(memory_.resident_bytes) / (1 << 20));
+      if (memory_.device_used_bytes >= 0) {
+        ImGui::Text("GPU     %.0f / %.0f MiB", static_cast<double>(memory_.device_used_bytes) / (1 << 20),
+                    static_cast<double>(memory_.device_total_bytes) / (1 << 20));
+      }
+      ImGui::TextWrapped("device  %s", stats.backend.empty()
+                                           ? (controls ? controls->device.c_str() : "(no model)")
+                                           : stats.backend.c_str());
+      ImGui::Text("KV cache   %s", stats.kv_cache ? "on" : "off");
+      ImGui::Text("CUDA graph %s", runtime::graph_mode_name(stats.graphs));
+      if (stats.graphs != runtime::GraphMode::kOn && !stats.graphs_reason.empty() &&
+          ImGui::IsItemHovered()) {
+        ImGui::SetTooltip("%s", stats.graphs_reason.c_str());
+      }
+      if (stats.graphs == runtime::GraphMode::kUnavailable) {
+        ImGui::TextDisabled("  (%s)", stats.graphs_reason.empty() ? "no job yet" : "CPU: eager");
+      }
+      if (controls != nullptr) {
+        // A/B switches for the next job (the Settings panel shows the same switches).
+        ImGui::Separator();
+        ImGui::TextDisabled("next job:");
+        bool changed = ImGui::Checkbox("KV cache", &controls->kv_cache);
+        ImGui::SameLine();
+        if (!controls->graphs_available) ImGui::BeginDisabled();
+        changed |= ImGui::Checkbox("CUDA graphs", &controls->graphs);
+        if (!controls->graphs_available) {
+          ImGui::EndDisabled();
+          if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) {
+            ImGui::SetTooltip("%s", controls->graphs_reason.c_str());
+          }
+        }
+        if (changed && controls->on_change) controls->on_change();
+      }
     }
     ImGui::End();
   }

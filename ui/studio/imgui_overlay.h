@@ -14,9 +14,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "engine/core/status.h"
+#include "engine/runtime/capabilities.h"
 #include "ui/studio/diffusion_panel.h"
 #include "ui/studio/generation_stats.h"
 
@@ -30,6 +32,18 @@ struct OverlayPanels {
   bool stages = true;     // per-stage milliseconds
   bool system = true;     // memory, backend, KV cache / CUDA graph mode
   bool diffusion = true;  // the concept-image panel
+};
+
+// The overlay's live A/B switches and the device line (owned by the main window, which applies the
+// switches to the next job and keeps the Settings panel in step through on_change).
+struct OverlayControls {
+  bool kv_cache = true;           // next job: KV cache on
+  bool graphs = true;             // next job: replay the recorded decode step (CUDA graphs)
+  bool graphs_available = false;  // the loaded model's backend records graphs
+  std::string graphs_reason;      // why not, when unavailable (from the runtime)
+  std::string device;             // where the shape model runs, or "(no model)"
+  bool on_gpu = false;            // also read the device's memory
+  std::function<void()> on_change;  // called (during render) after a switch changed
 };
 
 // Where the timing panel first appears (logical pixels from the viewport's top-left corner), so
@@ -72,14 +86,15 @@ class ImGuiOverlay {
   // pixel ratio dpr). `diffusion` (may be null: the panel then only says that no diffusion engine
   // is attached) is read and its settings edited; its on_action runs during this call.
   void render(const GenerationStats& stats, const OverlayPanels& panels, int width, int height,
-              float device_pixel_ratio, DiffusionPanelData* diffusion = nullptr);
+              float device_pixel_ratio, DiffusionPanelData* diffusion = nullptr,
+              OverlayControls* controls = nullptr);
 
  private:
   ImGuiContext* context_ = nullptr;
   DiffusionPanel diffusion_panel_;
   std::chrono::steady_clock::time_point last_frame_{};
   std::chrono::steady_clock::time_point last_memory_read_{};
-  int64_t memory_bytes_ = 0;
+  runtime::MemoryUse memory_;
 };
 
 }  // namespace tessera::studio

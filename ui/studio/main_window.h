@@ -3,8 +3,15 @@
 // Gallery dock of this session's results, menus (File, View, Help), a status bar, and QSettings
 // persistence (window layout, prompt history, model directory, settings, view options).
 //
-// The engine is reached only through EngineBridge (signals on the UI thread). Nothing here blocks
-// on the engine: model loading runs in the background and every job streams its events.
+// The engine is reached only through EngineBridge, which owns the one runtime::Session (signals on
+// the UI thread). Nothing here blocks on the engine: model loading runs in the background and every
+// job (shape, image, texture projection) streams its events. The device (Settings > Engine) and
+// the overlay's KV cache / CUDA graph switches come from and go to the runtime.
+//
+// The class is split by responsibility over main_window*.cpp: main_window.cpp (construction, layout,
+// device), _menus, _settings (QSettings), _shape (shape jobs), _image (concept image, texture),
+// _files (import, export, recording, gallery), _script (scripted mode). The export dialog and the
+// gallery are classes of their own (export_dialog.h, gallery.h).
 //
 // Scripted mode (LaunchOptions, from the command line of tessera-studio): load a model, generate
 // one prompt, save a screenshot / the recorded frames / an export, and quit with exit code 0 on
@@ -13,10 +20,10 @@
 // after the shape (seed locked to image_seed) and the script ends when it is done; with
 // `apply_texture` it is then projected onto the mesh (textured view, textured export).
 //
-// Concept image: DiffusionBridge (ui/studio/diffusion_bridge.h) runs the diffusion model on its own
-// worker; the Diffusion overlay panel (ui/studio/diffusion_panel.h) shows it. Image jobs wait for
-// the shape job (see the bridge's scheduling note); a new shape generation cancels the image and,
-// when "image after each shape" is on, queues the new prompt's image behind the shape.
+// Concept image: DiffusionBridge (ui/studio/diffusion_bridge.h) shows the runtime's image lane; the
+// Diffusion overlay panel (ui/studio/diffusion_panel.h) shows it. The runtime holds an image job
+// while a shape job runs on the same device; a new shape generation cancels the old prompt's image
+// and, when "image after each shape" is on, queues the new prompt's image behind the shape.
 #pragma once
 
 #include <QImage>
@@ -27,29 +34,27 @@
 
 #include "engine/mesh/export.h"
 #include "engine/mesh/mesh.h"
-#include "kernels/backend.h"
 #include "ui/studio/diffusion_bridge.h"
 #include "ui/studio/diffusion_panel.h"
 #include "ui/studio/engine_bridge.h"
+#include "ui/studio/imgui_overlay.h"
 
 class QAction;
 class QLabel;
 class QLineEdit;
-class QListWidget;
-class QListWidgetItem;
 class QProgressBar;
 class QPushButton;
 
 namespace tessera::studio {
 
+class Gallery;
 class PromptEdit;
 class SettingsPanel;
 class TokenStrip;
 class Viewport;
 
 struct LaunchOptions {
-  QString assets_dir;  // $TESSERA_ASSETS / installed / source tree (see default_model_dir)
-  QString model_dir;   // empty: the saved one, else the embedded default
+  QString model_dir;  // empty: the saved one, else the embedded default (runtime capabilities.h)
   QString prompt;
   bool generate = false;           // generate `prompt` once the model has loaded
   QString screenshot;              // PNG of the viewport (overlay included) when the job ends
@@ -67,7 +72,7 @@ struct LaunchOptions {
   int image_steps = 0;             // > 0: denoising steps override
   uint64_t image_seed = 0;         // scripted runs lock the seed to this
   // Where both engines run (--device): cpu (default), cuda, or auto.
-  kernels::DeviceChoice device = kernels::DeviceChoice::kCpu;
+  runtime::DeviceChoice device = runtime::DeviceChoice::kCpu;
   bool scripted() const { return generate || quit_when_done || !screenshot.isEmpty(); }
 };
 
@@ -95,9 +100,10 @@ class MainWindow : public QMainWindow {
   // status bar) when no diffusion model is ready.
   bool generate_image();
   void cancel_image();
-  // Projects the finished concept image onto the shown mesh (engine/mesh/texture.h, front view)
-  // and shows the textured copy (shading switches to textured); exports then carry the texture.
-  // Errors (no final image, no mesh, projection failure) come back and go to the status bar.
+  // Projects the finished concept image onto the shown mesh (a runtime texture job: front view,
+  // engine/mesh/texture.h) and, when it is done, shows the textured copy (shading switches to
+  // textured); exports then carry the texture. What can be checked now (no final image, no mesh)
+  // comes back as an error; a projection failure goes to the status bar.
   Status apply_image_as_texture();
 
   EngineBridge& engine() { return *engine_; }
@@ -106,7 +112,9 @@ class MainWindow : public QMainWindow {
   Viewport* viewport() const { return viewport_; }
   PromptEdit* prompt_edit() const { return prompt_; }
   SettingsPanel* settings_panel() const { return settings_; }
-  QListWidget* gallery() const { return gallery_; }
+  Gallery* gallery() const { return gallery_; }
+  // The running texture job (0: none).
+  uint64_t texture_job() const { return texture_job_; }
   QString status_text() const;
   QString model_status_text() const;
   // Viewport frame statistics of the last finished job (frames drawn, largest gap in ms).
@@ -124,10 +132,6 @@ class MainWindow : public QMainWindow {
  private:
   // Textured shading in the viewport and its View menu entry checked.
   void select_textured_shading();
-  struct Result {
-    QString prompt;
-    std::shared_ptr<const mesh::Mesh> mesh;
-  };
 
   void build_ui();
   void build_menus();
@@ -151,7 +155,11 @@ class MainWindow : public QMainWindow {
   void advance_script_image();
   void record_frame();
   void add_to_gallery(std::shared_ptr<const mesh::Mesh> mesh);
-  void show_gallery_item(QListWidgetItem* item);
+  void show_gallery_item(const QString& prompt, std::shared_ptr<const mesh::Mesh> mesh);
+  void on_texture_event(const runtime::Event& event);
+  void on_device_changed(runtime::DeviceChoice device);
+  // The overlay's switches and device line from the Settings panel and the loaded model.
+  void sync_overlay_controls();
   void run_export_dialog();
   void choose_model_dir();
   void show_about();
@@ -173,14 +181,18 @@ class MainWindow : public QMainWindow {
   SettingsPanel* settings_ = nullptr;
   QLineEdit* model_path_ = nullptr;
   QLabel* model_status_ = nullptr;
-  QListWidget* gallery_ = nullptr;
+  Gallery* gallery_ = nullptr;
   QLabel* status_label_ = nullptr;
   QLabel* model_label_ = nullptr;
   QProgressBar* progress_ = nullptr;
   QAction* record_action_ = nullptr;
   QAction* export_action_ = nullptr;
 
-  std::vector<Result> results_;
+  OverlayControls overlay_controls_;
+  uint64_t texture_job_ = 0;  // the running texture projection
+  std::shared_ptr<const mesh::Mesh> texture_source_;  // the mesh it textures
+  QString texture_error_;                              // the last one's failure
+  bool texture_submitted_for_script_ = false;
   QString current_prompt_;
   bool mesh_framed_for_job_ = false;
   QString record_dir_;

@@ -14,7 +14,6 @@
 #include <QVBoxLayout>
 #include <limits>
 
-#include "ui/studio/engine_bridge.h"
 
 namespace tessera::studio {
 
@@ -130,18 +129,25 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   kv_cache_ = new QCheckBox(tr("KV cache (off: recompute every step, the baseline)"), engine);
   kv_cache_->setChecked(true);
   ef->addRow(kv_cache_);
+  graphs_ = new QCheckBox(tr("CUDA graphs (replay the recorded decode step)"), engine);
+  graphs_->setChecked(true);
+  ef->addRow(graphs_);
+  connect(kv_cache_, &QCheckBox::toggled, this, [this] { Q_EMIT engineSwitchesChanged(); });
+  connect(graphs_, &QCheckBox::toggled, this, [this] { Q_EMIT engineSwitchesChanged(); });
   device_ = new QComboBox(engine);
-  device_->addItem(tr("CPU"));
-  device_->addItem(tr("GPU (CUDA)"));
-  std::string why;
-  if (!gpu_available(&why)) {
-    auto* model = qobject_cast<QStandardItemModel*>(device_->model());
-    if (model) model->item(1)->setEnabled(false);
-    device_->setItemData(1, tr("Unavailable: %1").arg(QString::fromStdString(why)),
-                         Qt::ToolTipRole);
-    device_->setToolTip(tr("GPU unavailable: %1").arg(QString::fromStdString(why)));
-  }
+  device_->setObjectName(QStringLiteral("device"));
+  device_->addItem(tr("CPU"), static_cast<int>(runtime::DeviceChoice::kCpu));
+  device_->addItem(tr("GPU (CUDA)"), static_cast<int>(runtime::DeviceChoice::kCuda));
+  device_->addItem(tr("Auto (GPU when usable)"), static_cast<int>(runtime::DeviceChoice::kAuto));
+  connect(device_, &QComboBox::activated, this,
+          [this] { Q_EMIT deviceChanged(device()); });
+  device_note_ = new QLabel(engine);
+  device_note_->setObjectName(QStringLiteral("device_note"));
+  device_note_->setWordWrap(true);
+  device_note_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   ef->addRow(tr("Device"), device_);
+  ef->addRow(device_note_);
+  set_capabilities(runtime::Capabilities{});
   layout->addWidget(engine);
   layout->addStretch(1);
 }
@@ -172,6 +178,7 @@ runtime::JobOptions SettingsPanel::make_job(const QString& prompt) {
                                                static_cast<float>(bbox_[2]->value())};
   }
   job.generation.use_kv_cache = kv_cache_->isChecked();
+  job.generation.use_graphs = graphs_->isChecked();
   job.preview_every = preview_every_->value();
   job.preview_resolution = preview_resolution_->currentData().toInt();
   job.mesh.resolution = final_resolution_->currentData().toInt();
@@ -200,6 +207,7 @@ void SettingsPanel::load(QSettings& s) {
   bbox_enabled_->setChecked(s.value("bbox_enabled", false).toBool());
   for (int i = 0; i < 3; ++i) bbox_[i]->setValue(s.value(QStringLiteral("bbox%1").arg(i), 1.0).toDouble());
   kv_cache_->setChecked(s.value("kv_cache", true).toBool());
+  graphs_->setChecked(s.value("graphs", true).toBool());
   s.endGroup();
 }
 
@@ -218,8 +226,49 @@ void SettingsPanel::save(QSettings& s) const {
   s.setValue("bbox_enabled", bbox_enabled_->isChecked());
   for (int i = 0; i < 3; ++i) s.setValue(QStringLiteral("bbox%1").arg(i), bbox_[i]->value());
   s.setValue("kv_cache", kv_cache_->isChecked());
+  s.setValue("graphs", graphs_->isChecked());
   s.endGroup();
 }
+
+void SettingsPanel::set_capabilities(const runtime::Capabilities& c) {
+  capabilities_ = c;
+  const int gpu = device_->findData(static_cast<int>(runtime::DeviceChoice::kCuda));
+  if (auto* model = qobject_cast<QStandardItemModel*>(device_->model())) {
+    model->item(gpu)->setEnabled(c.cuda.usable);
+  }
+  device_->setItemData(gpu,
+                       c.cuda.usable ? QString::fromStdString(c.cuda.name)
+                                     : tr("Unavailable: %1").arg(QString::fromStdString(c.cuda.reason)),
+                       Qt::ToolTipRole);
+  graphs_->setEnabled(c.decode_graphs_available);
+  graphs_->setToolTip(c.decode_graphs_available
+                          ? tr("Off: launch every op of each step (the eager baseline)")
+                          : QString::fromStdString(c.decode_graphs_reason));
+  device_note_->setText(device_note());
+}
+
+runtime::DeviceChoice SettingsPanel::device() const {
+  return static_cast<runtime::DeviceChoice>(device_->currentData().toInt());
+}
+
+void SettingsPanel::set_device(runtime::DeviceChoice device) {
+  const QSignalBlocker block(device_);
+  device_->setCurrentIndex(std::max(0, device_->findData(static_cast<int>(device))));
+  device_note_->setText(device_note());
+}
+
+QString SettingsPanel::device_note() const {
+  const runtime::Capabilities& c = capabilities_;
+  QString note = tr("CPU: %1").arg(QString::fromStdString(c.cpu.name));
+  note += c.cuda.usable ? tr("\nGPU: %1").arg(QString::fromStdString(c.cuda.name))
+                        : tr("\nGPU not usable: %1").arg(QString::fromStdString(c.cuda.reason));
+  return note;
+}
+
+bool SettingsPanel::kv_cache() const { return kv_cache_->isChecked(); }
+void SettingsPanel::set_kv_cache(bool on) { kv_cache_->setChecked(on); }
+bool SettingsPanel::graphs() const { return graphs_->isChecked(); }
+void SettingsPanel::set_graphs(bool on) { graphs_->setChecked(on); }
 
 void SettingsPanel::set_final_resolution(int r) { select_resolution(final_resolution_, r); }
 void SettingsPanel::set_preview_resolution(int r) { select_resolution(preview_resolution_, r); }

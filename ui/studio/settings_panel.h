@@ -1,7 +1,8 @@
 // SettingsPanel: the generation settings (the "Settings" dock): seed with lock / randomise,
 // sampling (temperature, top-k, top-p) or greedy, guidance scale, live preview every K tokens and
-// its resolution, final resolution, the v0.5 bounding box, KV cache, and the CPU/GPU choice
-// (GPU greyed out when gpu_available() says no). Values persist through load()/save().
+// its resolution, final resolution, the v0.5 bounding box, KV cache and CUDA graphs, and the device
+// (from the runtime's capabilities: the GPU entry is offered when a device is usable, greyed out
+// with the runtime's reason when not). Values persist through load()/save().
 #pragma once
 
 #include <QSettings>
@@ -43,6 +44,22 @@ class SettingsPanel : public QWidget {
   void set_seed(uint64_t seed, bool locked);
   void set_sampling(bool sample);
 
+  // The runtime's answer about devices and graphs (the device list and the graphs switch follow).
+  void set_capabilities(const runtime::Capabilities& capabilities);
+  runtime::DeviceChoice device() const;
+  void set_device(runtime::DeviceChoice device);  // does not emit deviceChanged
+  // The engine switches (the overlay's A/B switches edit the same values).
+  bool kv_cache() const;
+  void set_kv_cache(bool on);
+  bool graphs() const;
+  void set_graphs(bool on);
+  // One line for the device row: what the selected device is or why it cannot be used.
+  QString device_note() const;
+
+ Q_SIGNALS:
+  void deviceChanged(tessera::runtime::DeviceChoice device);
+  void engineSwitchesChanged();
+
  private:
   static void select_resolution(QComboBox* box, int resolution);
 
@@ -61,7 +78,10 @@ class SettingsPanel : public QWidget {
   QDoubleSpinBox* bbox_[3] = {nullptr, nullptr, nullptr};
   QLabel* bbox_note_ = nullptr;
   QCheckBox* kv_cache_ = nullptr;
+  QCheckBox* graphs_ = nullptr;
   QComboBox* device_ = nullptr;
+  QLabel* device_note_ = nullptr;
+  runtime::Capabilities capabilities_;
   bool model_uses_bbox_ = true;
 };
 

@@ -153,7 +153,7 @@ void Viewport::paintGL() {
   }
   if (overlay_visible_ && overlay_.initialized()) {
     overlay_.render(stats_ ? *stats_ : empty_stats_, panels_, width(), height(),
-                    static_cast<float>(dpr), diffusion_);
+                    static_cast<float>(dpr), diffusion_, controls_);
   }
   Q_EMIT frameRendered();
 }

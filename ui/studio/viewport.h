@@ -55,6 +55,8 @@ class Viewport : public QOpenGLWidget {
   // What the Diffusion panel shows and edits (not owned; null: the panel says no engine is
   // attached). Its on_action is called during paint.
   void set_diffusion_panel(DiffusionPanelData* data) { diffusion_ = data; }
+  // The overlay's A/B switches and device line (may be null; owned by the caller).
+  void set_overlay_controls(OverlayControls* controls) { controls_ = controls; }
 
   render::RenderOptions& render_options() { return options_; }
   OverlayPanels& panels() { return panels_; }
@@ -109,6 +111,7 @@ class Viewport : public QOpenGLWidget {
   bool turntable_ = false;
   const GenerationStats* stats_ = nullptr;
   DiffusionPanelData* diffusion_ = nullptr;
+  OverlayControls* controls_ = nullptr;
   GenerationStats empty_stats_;
 
   std::shared_ptr<const mesh::Mesh> mesh_;

@@ -140,10 +140,18 @@ TEST_F(SessionTest, EventsArriveInOrder) {
   const std::vector<std::string> expected_stages = {
       kStageText, kStagePrefill, kStageDecode, kStageLatentDecode, kStageExtraction, kStageCleanup};
   EXPECT_EQ(stages, expected_stages);
-  // Prefill is reported before the first token, decode after the last.
-  ASSERT_GE(events.size(), 3u);
-  EXPECT_TRUE(std::holds_alternative<StageEvent>(events[1].payload));
-  EXPECT_TRUE(std::holds_alternative<TokenEvent>(events[2].payload));
+  // The mode first (CPU: KV cache on, graphs n/a with a reason); prefill is reported before the
+  // first token, decode after the last.
+  ASSERT_GE(events.size(), 4u);
+  const auto* mode = std::get_if<ModeEvent>(&events[0].payload);
+  ASSERT_NE(mode, nullptr);
+  EXPECT_TRUE(mode->kv_cache);
+  EXPECT_EQ(mode->graphs, GraphMode::kUnavailable);
+  EXPECT_FALSE(mode->graphs_reason.empty());
+  EXPECT_FALSE(mode->backend.empty());
+  EXPECT_TRUE(std::holds_alternative<StageEvent>(events[2].payload));
+  EXPECT_TRUE(std::holds_alternative<TokenEvent>(events[3].payload));
+  EXPECT_EQ(events[0].lane, Lane::kShape);
   ASSERT_EQ(token_ids.size(), 16u);
   // Previews at 4, 8, 12 where that prefix has a surface (none after the last token).
   for (int64_t at : partial_at) EXPECT_LT(at, 16);
@@ -494,6 +502,177 @@ TEST_F(SessionTest, SubmitCancelStormsDoNotCrashOrLoseJobs) {
   // A session destroyed while a job runs cancels and joins it.
   session->submit(small_job());
   session.reset();
+}
+
+// ---- the runtime's other doors: decode jobs, loads, texture jobs, capabilities -------------------
+
+TEST_F(SessionTest, DecodeJobTurnsGivenTokensIntoTheSameMesh) {
+  auto session = open_session(*dir_);
+  ASSERT_NE(session, nullptr);
+  JobOptions job = small_job();
+  const Event generated = session->wait_for(session->submit(job));
+  ASSERT_TRUE(std::holds_alternative<DoneEvent>(generated.payload));
+  // Collect the final mesh of a generation, then decode its tokens.
+  std::shared_ptr<const mesh::Mesh> from_generation;
+  std::vector<int32_t> tokens;
+  const Event again = session->wait_for(session->submit(job), [&](const Event& e) {
+    if (const auto* f = std::get_if<FinalMeshEvent>(&e.payload)) {
+      from_generation = f->mesh;
+      tokens = f->tokens;
+    }
+  });
+  ASSERT_TRUE(std::holds_alternative<DoneEvent>(again.payload));
+  ASSERT_NE(from_generation, nullptr);
+  EXPECT_TRUE(session->check_tokens(tokens).ok());
+  JobOptions decode;
+  decode.tokens = tokens;
+  decode.mesh.resolution = 17;
+  std::vector<std::string> stages;
+  std::shared_ptr<const mesh::Mesh> decoded;
+  const Event end = session->wait_for(session->submit(decode), [&](const Event& e) {
+    if (const auto* s = std::get_if<StageEvent>(&e.payload)) stages.push_back(s->name);
+    if (const auto* f = std::get_if<FinalMeshEvent>(&e.payload)) decoded = f->mesh;
+  });
+  ASSERT_TRUE(std::holds_alternative<DoneEvent>(end.payload));
+  EXPECT_EQ(stages, (std::vector<std::string>{kStageLatentDecode, kStageExtraction, kStageCleanup}));
+  ASSERT_NE(decoded, nullptr);
+  EXPECT_EQ(decoded->positions, from_generation->positions);
+  EXPECT_EQ(decoded->triangles, from_generation->triangles);
+  // Bad tokens: an error naming the position, before and inside the job.
+  std::vector<int32_t> bad = tokens;
+  bad[3] = 1 << 20;
+  const Status st = session->check_tokens(bad);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("position 3"), std::string::npos) << st.message();
+  decode.tokens = bad;
+  const Event failed = session->wait_for(session->submit(decode));
+  const auto* error = std::get_if<ErrorEvent>(&failed.payload);
+  ASSERT_NE(error, nullptr);
+  EXPECT_NE(error->status.message().find("position 3"), std::string::npos);
+}
+
+TEST_F(SessionTest, ModelLoadsAreJobsAndJobsWithoutAModelFailClearly) {
+  SessionOptions options;
+  auto session = Session::create(std::move(options));
+  EXPECT_FALSE(session->shape_model().has_value());
+  EXPECT_EQ(session->num_latents(), 0);
+  // No model: a clear error, never a crash.
+  const Event no_model = session->wait_for(session->submit(small_job()));
+  const auto* e = std::get_if<ErrorEvent>(&no_model.payload);
+  ASSERT_NE(e, nullptr);
+  EXPECT_NE(e->status.message().find("no shape model"), std::string::npos);
+  const Event no_image = session->wait_for(session->submit_image({}));
+  ASSERT_TRUE(std::holds_alternative<ErrorEvent>(no_image.payload));
+  EXPECT_EQ(no_image.lane, Lane::kImage);
+  // A directory that is not a model: the loader's message names it.
+  ShapeModelOptions missing;
+  missing.path = "/nonexistent/tessera-model";
+  const Event failed = session->wait_for(session->load_shape_model(missing));
+  const auto* load_error = std::get_if<ErrorEvent>(&failed.payload);
+  ASSERT_NE(load_error, nullptr);
+  EXPECT_NE(load_error->status.message().find("/nonexistent/tessera-model"), std::string::npos);
+  ImageModelOptions missing_image;
+  missing_image.path = "/nonexistent/diffusion";
+  const Event image_failed = session->wait_for(session->load_image_model(missing_image));
+  ASSERT_TRUE(std::holds_alternative<ErrorEvent>(image_failed.payload));
+  // The real load: ModelLoaded, then Done; the model's facts are then known.
+  ShapeModelOptions model;
+  model.path = dir_->path();
+  bool loaded = false;
+  const uint64_t load = session->load_shape_model(model);
+  // A job submitted while the model loads is not lost: it runs on the new model.
+  const uint64_t job = session->submit(small_job());
+  const Event load_end = session->wait_for(load, [&](const Event& event) {
+    loaded |= std::holds_alternative<ModelLoadedEvent>(event.payload);
+  });
+  EXPECT_TRUE(loaded);
+  ASSERT_TRUE(std::holds_alternative<DoneEvent>(load_end.payload));
+  ASSERT_TRUE(session->shape_model().has_value());
+  EXPECT_EQ(session->num_latents(), 16);
+  EXPECT_FALSE(session->shape_model()->on_gpu);
+  const Event job_end = session->wait_for(job);
+  EXPECT_TRUE(std::holds_alternative<DoneEvent>(job_end.payload));
+}
+
+TEST_F(SessionTest, TextureJobsProjectAnImageOntoTheMesh) {
+  auto session = open_session(*dir_);
+  ASSERT_NE(session, nullptr);
+  std::shared_ptr<const mesh::Mesh> shape;
+  session->wait_for(session->submit(small_job()), [&](const Event& e) {
+    if (const auto* f = std::get_if<FinalMeshEvent>(&e.payload)) shape = f->mesh;
+  });
+  ASSERT_NE(shape, nullptr);
+  auto image = std::make_shared<mesh::TextureImage>();
+  image->width = image->height = 16;
+  image->rgb.assign(16 * 16 * 3, 200);
+  TextureJobOptions job;
+  job.mesh = shape;
+  job.image = image;
+  std::shared_ptr<const mesh::Mesh> textured;
+  const Event end = session->wait_for(session->submit_texture(job), [&](const Event& e) {
+    EXPECT_EQ(e.lane, Lane::kTexture);
+    if (const auto* t = std::get_if<TexturedMeshEvent>(&e.payload)) textured = t->mesh;
+  });
+  ASSERT_TRUE(std::holds_alternative<DoneEvent>(end.payload));
+  ASSERT_NE(textured, nullptr);
+  EXPECT_FALSE(textured->texture.empty());
+  EXPECT_EQ(textured->uvs.size(), 2 * static_cast<size_t>(textured->vertex_count()));
+  EXPECT_TRUE(shape->uvs.empty());  // the input mesh is not touched
+  // Bad input: an error, not a crash.
+  job.image = nullptr;
+  EXPECT_TRUE(std::holds_alternative<ErrorEvent>(session->wait_for(session->submit_texture(job)).payload));
+}
+
+TEST(SchedulerTest, ImageWorkWaitsWhileShapeJobsAreQueuedOrRunning) {
+  Scheduler scheduler;
+  std::atomic<bool> cancel{false};
+  std::vector<bool> waits;
+  auto on_wait = [&](bool waiting) { waits.push_back(waiting); };
+  EXPECT_TRUE(scheduler.wait_image_turn(cancel, on_wait));  // nothing running: no wait
+  EXPECT_TRUE(waits.empty());
+  scheduler.shape_submitted(7);
+  std::thread finisher([&] {
+    std::this_thread::sleep_for(milliseconds(50));
+    scheduler.shape_finished(7);
+  });
+  EXPECT_TRUE(scheduler.wait_image_turn(cancel, on_wait));
+  finisher.join();
+  EXPECT_EQ(waits, (std::vector<bool>{true, false}));
+  // Not exclusive (the engines on different devices): no wait.
+  scheduler.shape_submitted(8);
+  scheduler.set_exclusive(false);
+  waits.clear();
+  EXPECT_TRUE(scheduler.wait_image_turn(cancel, on_wait));
+  EXPECT_TRUE(waits.empty());
+  // Cancelled while waiting: returns false.
+  scheduler.set_exclusive(true);
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(milliseconds(30));
+    cancel.store(true);
+  });
+  EXPECT_FALSE(scheduler.wait_image_turn(cancel, on_wait));
+  canceller.join();
+  scheduler.shape_finished(999);  // an unknown id is a no-op
+}
+
+TEST(CapabilitiesTest, SaysWhatIsUsableAndWhyNot) {
+  const Capabilities c = probe_capabilities();
+  EXPECT_TRUE(c.cpu.usable);
+  EXPECT_FALSE(c.cpu.name.empty());
+  if (!c.cuda.usable) {
+    EXPECT_FALSE(c.cuda.reason.empty());
+    EXPECT_FALSE(c.decode_graphs_available);
+    EXPECT_FALSE(c.decode_graphs_reason.empty());
+    EXPECT_EQ(c.auto_device, DeviceChoice::kCpu);
+  }
+  EXPECT_GT(memory_use(false).resident_bytes, 0);
+  EXPECT_NE(default_shape_model_dir().find("models/tessera-tiny"), std::string::npos);
+  EXPECT_NE(default_diffusion_model_dir().find("tessera-tiny/diffusion"), std::string::npos);
+  EXPECT_EQ(tokens_to_generate(0, 512), 512);
+  EXPECT_EQ(tokens_to_generate(64, 512), 64);
+  EXPECT_TRUE(parse_sampler("euler_a").ok());
+  EXPECT_FALSE(parse_sampler("ddim").ok());
+  EXPECT_FALSE(parse_device("tpu").ok());
 }
 
 }  // namespace

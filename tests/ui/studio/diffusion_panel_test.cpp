@@ -65,7 +65,6 @@ const std::string& fixture_diffusion_dir() {
 
 LaunchOptions launch_for(const FixtureModelDir& shape, const QString& diffusion_model) {
   LaunchOptions o;
-  o.assets_dir = QString(TESSERA_SOURCE_DIR) + "/assets";
   o.model_dir = QString::fromStdString(shape.path());
   o.diffusion_model = diffusion_model;
   o.resolution = 17;
@@ -155,6 +154,8 @@ TEST(StudioDiffusion, PanelShowsStepsThenImageAndAppliesTexture) {
   const int64_t before_vertices = window->viewport()->mesh()->vertex_count();
   const Status st = window->apply_image_as_texture();
   ASSERT_TRUE(st.ok()) << st.message();
+  // A job of the runtime's texture lane: the textured copy arrives with its event.
+  ASSERT_TRUE(wait_for([&] { return window->texture_job() == 0; }));
   const auto textured = window->viewport()->mesh();
   ASSERT_TRUE(textured);
   EXPECT_GE(textured->vertex_count(), before_vertices);

@@ -28,6 +28,7 @@
 #include "ui/studio/engine_bridge.h"
 #include "ui/studio/generation_stats.h"
 #include "ui/studio/imgui_overlay.h"
+#include "ui/studio/gallery.h"
 #include "ui/studio/main_window.h"
 #include "ui/studio/prompt_edit.h"
 #include "ui/studio/viewport.h"
@@ -52,7 +53,6 @@ bool wait_until(const std::function<bool()>& condition, int timeout_ms = 30000) 
 // Small lattices: the parity fixture's decoder is slow per query and the shape does not matter.
 LaunchOptions fixture_launch(const FixtureModelDir& dir) {
   LaunchOptions o;
-  o.assets_dir = QString(TESSERA_SOURCE_DIR) + "/assets";
   o.model_dir = QString::fromStdString(dir.path());
   o.resolution = 17;
   o.preview_resolution = 9;
@@ -100,24 +100,24 @@ TEST(GenerationStats, PercentilesAndRates) {
   s.start(7, 4, t0);
   const float ms[] = {10, 2, 4, 6};
   for (int i = 0; i < 4; ++i) {
-    EXPECT_TRUE(s.apply({7, runtime::TokenEvent{i, 100 + i, ms[i]}}, t0));
+    EXPECT_TRUE(s.apply({7, runtime::Lane::kShape, runtime::TokenEvent{i, 100 + i, ms[i]}}, t0));
   }
   EXPECT_DOUBLE_EQ(s.tpot_mean_ms(), 4.0);  // the first token (prefill) is not a decode step
   EXPECT_DOUBLE_EQ(s.tpot_percentile_ms(50), 4.0);
   EXPECT_DOUBLE_EQ(s.tokens_per_second(), 1000.0 * 4 / 22);
   EXPECT_EQ(s.token_ids, (std::vector<int32_t>{100, 101, 102, 103}));
-  EXPECT_TRUE(s.apply({7, runtime::StageEvent{runtime::kStageDecode, 12.5}}, t0));
+  EXPECT_TRUE(s.apply({7, runtime::Lane::kShape, runtime::StageEvent{runtime::kStageDecode, 12.5}}, t0));
   EXPECT_DOUBLE_EQ(s.stage_ms[2], 12.5);
-  EXPECT_TRUE(s.apply({7, runtime::DoneEvent{40}}, t0));
+  EXPECT_TRUE(s.apply({7, runtime::Lane::kShape, runtime::DoneEvent{40}}, t0));
   EXPECT_EQ(s.state, JobState::kDone);
-  EXPECT_GT(resident_memory_bytes(), 0);
+  EXPECT_GT(runtime::memory_use(false).resident_bytes, 0);
 }
 
 TEST(GenerationStats, IgnoresOtherJobs) {
   GenerationStats s;
   s.start(2, 16, std::chrono::steady_clock::now());
-  EXPECT_FALSE(s.apply({1, runtime::TokenEvent{0, 5, 1.0}}, std::chrono::steady_clock::now()));
-  EXPECT_FALSE(s.apply({1, runtime::DoneEvent{1}}, std::chrono::steady_clock::now()));
+  EXPECT_FALSE(s.apply({1, runtime::Lane::kShape, runtime::TokenEvent{0, 5, 1.0}}, std::chrono::steady_clock::now()));
+  EXPECT_FALSE(s.apply({1, runtime::Lane::kShape, runtime::DoneEvent{1}}, std::chrono::steady_clock::now()));
   EXPECT_TRUE(s.token_ms.empty());
   EXPECT_EQ(s.state, JobState::kRunning);
 }
@@ -239,8 +239,16 @@ TEST(Studio, InvalidModelDirShowsErrorAndStaysUsable) {
 
 TEST(Studio, StartsWithoutDefaultModel) {
   QTemporaryDir assets;  // no models/tessera-tiny inside
+  // The runtime's default model lives under $TESSERA_ASSETS (engine/core/assets.h).
+  const QByteArray saved_assets = qgetenv("TESSERA_ASSETS");
+  qputenv("TESSERA_ASSETS", assets.path().toUtf8());
+  struct RestoreAssets {
+    QByteArray value;
+    ~RestoreAssets() {
+      if (value.isEmpty()) qunsetenv("TESSERA_ASSETS"); else qputenv("TESSERA_ASSETS", value);
+    }
+  } restore{saved_assets};
   LaunchOptions launch;
-  launch.assets_dir = assets.path();
   launch.resolution = 17;
   launch.preview_resolution = 9;
   MainWindow window(launch);

@@ -1,0 +1,63 @@
+// What this build and this machine can do, for front ends that must not know the kernels: which
+// devices are usable and why not, whether decode graphs are available, memory in use, and where the
+// default models are. Every answer is plain data (a snapshot), safe to show in a UI.
+//
+// Threads: every function may be called from any thread. probe_capabilities() asks the CUDA driver
+// (tens of milliseconds the first time): call it once at start-up or when a settings page opens, not
+// per frame.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "engine/core/assets.h"
+#include "engine/core/status.h"
+#include "kernels/backend.h"
+
+namespace tessera::runtime {
+
+// Where a model runs (--device): auto (CUDA when usable, else the CPU), cpu, cuda.
+using DeviceChoice = kernels::DeviceChoice;
+// "auto", "cpu" or "cuda"; kInvalidArgument naming the text otherwise.
+Expected<DeviceChoice> parse_device(std::string_view text);
+const char* device_name(DeviceChoice choice);
+
+struct DeviceStatus {
+  bool usable = false;
+  std::string name;    // "cpu (avx512, 2 threads)", "NVIDIA H200 (sm_90, 139 GiB, 132 SMs)"
+  std::string reason;  // why not usable (empty when usable)
+};
+
+struct Capabilities {
+  std::string version;  // "0.1.0 (Release, CUDA: yes)"
+  bool built_with_cuda = false;
+  DeviceStatus cpu;   // always usable
+  DeviceStatus cuda;  // usable when this build has CUDA and a device of compute >= 8.0 is free
+  // Recorded decode steps (CUDA graphs): available exactly when the CUDA device is usable.
+  bool decode_graphs_available = false;
+  std::string decode_graphs_reason;  // why not (empty when available)
+  // The device DeviceChoice::kAuto picks on this machine.
+  DeviceChoice auto_device = DeviceChoice::kCpu;
+};
+
+// Probes the build and the machine (never fails: what is missing is said in the reasons).
+Capabilities probe_capabilities();
+
+// Memory in use, in bytes; -1 where unknown.
+struct MemoryUse {
+  int64_t resident_bytes = -1;     // this process's resident set (/proc/self/statm)
+  int64_t device_used_bytes = -1;  // the CUDA device's memory in use (all processes), when usable
+  int64_t device_total_bytes = -1;
+};
+// `with_device`: also ask the CUDA driver (skip it where no model runs on the GPU: it costs a
+// driver call).
+MemoryUse memory_use(bool with_device);
+
+// The default models (engine/core/assets.h is the one place that spells the paths).
+using tessera::assets_dir;
+using tessera::default_clip_vocab_file;
+using tessera::default_diffusion_model_dir;
+using tessera::default_shape_model_dir;
+
+}  // namespace tessera::runtime

@@ -1,0 +1,156 @@
+// The runtime's event stream: what every job of a Session reports, for every front end (studio,
+// CLI, viewer, tests). One stream for both engines: each event names its job (ids are unique within
+// a Session, increasing, shared by all lanes) and the lane it ran on.
+//
+// Per lane, the jobs and their events (in this order; a job that fails or is cancelled stops
+// wherever it is and emits only its terminal event after what it already reported):
+//   shape generation: Mode, Stage{"text"}, Stage{"prefill"}, Token{0..N-1} (with PartialMesh after
+//     every `preview_every` tokens), Stage{"decode"}, Stage{"latent_decode"}, Stage{"extraction"},
+//     Stage{"cleanup"}, FinalMesh.
+//   shape decode (tokens given): Mode, Stage{"latent_decode"}, Stage{"extraction"},
+//     Stage{"cleanup"}, FinalMesh.
+//   image: Waiting{true} / Waiting{false} pairs whenever the scheduler holds it for a shape job,
+//     ImageStep{0..steps-1}, Stage{"image_text"}, Stage{"denoise"}, Stage{"vae"}, Image.
+//   texture projection: TexturedMesh.
+//   model load (either lane): ModelLoaded.
+// and then exactly one terminal event: Done, Cancelled or Error. Stage ms are wall-clock
+// milliseconds of that stage. Events of one job never interleave with those of another job of the
+// same lane; events of different lanes do interleave.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/mesh/extraction.h"
+#include "engine/mesh/mesh.h"
+#include "engine/mesh/texture.h"
+
+namespace tessera::runtime {
+
+// The Session's lanes: each has its own worker thread, queue and cancel. A new job on a lane
+// cancels that lane's running job and replaces its queued one; the lanes do not cancel each other.
+enum class Lane : uint8_t {
+  kShape,    // shape generation and decoding, shape model loads
+  kImage,    // concept images, image model loads
+  kTexture,  // projecting an image onto a mesh
+};
+const char* lane_name(Lane lane);  // "shape", "image", "texture"
+
+// Stage names of Stage events.
+inline constexpr const char* kStageText = "text";
+inline constexpr const char* kStagePrefill = "prefill";
+inline constexpr const char* kStageDecode = "decode";
+inline constexpr const char* kStageLatentDecode = "latent_decode";
+inline constexpr const char* kStageExtraction = "extraction";
+inline constexpr const char* kStageCleanup = "cleanup";
+inline constexpr const char* kStageImageText = "image_text";
+inline constexpr const char* kStageDenoise = "denoise";
+inline constexpr const char* kStageVae = "vae";
+
+// Whether a shape job replays a recorded decode step (CUDA graphs).
+enum class GraphMode : uint8_t {
+  kOn,            // recorded once, replayed for every token
+  kOff,           // the backend can record, but this job runs eagerly (switched off, or no KV cache)
+  kUnavailable,   // the backend cannot record (the CPU backend: the loop runs eagerly there)
+};
+const char* graph_mode_name(GraphMode mode);  // "on", "off", "n/a"
+
+// First event of a shape job: how it runs.
+struct ModeEvent {
+  std::string backend;  // e.g. "cpu (avx512, 2 threads)", "cuda (NVIDIA H200, ...)"
+  bool kv_cache = true;
+  GraphMode graphs = GraphMode::kUnavailable;
+  std::string graphs_reason;  // why not kOn (empty when on)
+};
+
+struct TokenEvent {
+  int64_t index = 0;  // 0-based position in the shape sequence
+  int32_t id = 0;     // code in [0, codebook_size)
+  double ms = 0;      // time of that generation step
+};
+struct StageEvent {
+  std::string name;  // one of kStage*
+  double ms = 0;
+};
+struct PartialMeshEvent {
+  int64_t tokens = 0;                      // prefix length it was decoded from
+  std::shared_ptr<const mesh::Mesh> mesh;  // never null
+};
+struct FinalMeshEvent {
+  std::shared_ptr<const mesh::Mesh> mesh;  // never null
+  std::vector<int32_t> tokens;             // the generated (or given) shape tokens
+  mesh::ExtractionStats extraction;
+  int resolution = 0;     // the final lattice's points per axis that was used
+  int prompt_tokens = 0;  // CLIP tokens of the prompt (BOS/EOS included), before truncation
+  bool prompt_truncated = false;
+  int image_only_tokens = 0;  // colour / material / background words the shape model left out
+};
+
+// Image jobs.
+struct WaitingEvent {
+  bool waiting = false;  // true: held by the scheduler from now; false: running again
+  std::string reason;    // e.g. "waiting for the shape job"
+};
+struct ImageStepEvent {
+  int step = 0;  // 0-based
+  int steps = 0;
+  double sigma = 0;
+  double ms = 0;
+  // The step's cheap latent->RGB preview (latent resolution); null when the model has none.
+  std::shared_ptr<const mesh::TextureImage> preview;
+};
+struct ImageEvent {
+  std::shared_ptr<const mesh::TextureImage> image;  // never null: RGB8, top row first
+  uint64_t seed = 0;
+  double text_ms = 0, denoise_ms = 0, vae_ms = 0;
+};
+
+// Texture projection jobs.
+struct TexturedMeshEvent {
+  std::shared_ptr<const mesh::Mesh> mesh;  // never null: uvs + texture atlas
+  std::optional<mesh::ImageRect> fitted_object;  // the object rectangle the fit used, if any
+};
+
+// Model loads.
+struct ModelLoadedEvent {
+  Lane lane = Lane::kShape;
+  std::string path;
+  std::string description;  // one line for a status bar ("tessera-tiny, 512 tokens, cpu (...)")
+  std::string backend;      // where it runs
+  std::string backend_note; // DeviceChoice::kAuto that ended on the CPU: why (else empty)
+};
+
+struct ErrorEvent {
+  Status status;  // never ok, never kCancelled
+};
+struct DoneEvent {
+  double total_ms = 0;
+};
+struct CancelledEvent {
+  std::string reason;
+};
+
+using EventPayload =
+    std::variant<ModeEvent, TokenEvent, StageEvent, PartialMeshEvent, FinalMeshEvent, WaitingEvent,
+                 ImageStepEvent, ImageEvent, TexturedMeshEvent, ModelLoadedEvent, ErrorEvent,
+                 DoneEvent, CancelledEvent>;
+
+struct Event {
+  uint64_t job = 0;  // id returned by submit*() / load_*()
+  Lane lane = Lane::kShape;
+  EventPayload payload;
+
+  // Done, Cancelled or Error: the job's last event.
+  bool terminal() const {
+    return std::holds_alternative<DoneEvent>(payload) ||
+           std::holds_alternative<CancelledEvent>(payload) ||
+           std::holds_alternative<ErrorEvent>(payload);
+  }
+};
+
+}  // namespace tessera::runtime

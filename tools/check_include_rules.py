@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""The include rules of ARCHITECTURE.md as code (ctest `rules.includes`).
+
+Dependencies point downwards only:
+  app/, ui/      include only engine/runtime, engine/mesh and engine/core of the engine (plus ui/,
+                 app/ and third-party headers); never kernels/.
+  bench/         the benchmark commands: may include models' and kernels' public headers, never a
+                 `*_internal.h`.
+  kernels/       include nothing of engine/ but engine/core.
+  engine/core    includes nothing of kernels/ and no model or other engine layer.
+  everyone       a `*_internal.h` is included only from its own directory (tests aside).
+Docs and headers name no path outside the repository (/work/..., ../shared/...).
+
+Usage: check_include_rules.py [ROOT]   (default: the repository root). Prints every violation as
+FILE:LINE: rule: the include, and exits 1 when there is any.
+"""
+import os
+import re
+import sys
+
+INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
+SOURCE_EXT = ('.h', '.hpp', '.cpp', '.cc', '.cu', '.cuh', '.inc')
+OUTSIDE_PATH = re.compile(r'(?<![\w.])(/work/[\w./-]+|\.\./shared/[\w./-]*)')
+
+
+def layer_of(path):
+    parts = path.split('/')
+    if parts[0] == 'engine' and len(parts) > 2:
+        return 'engine/' + parts[1]
+    return parts[0]
+
+
+def check_include(src, inc):
+    """The rule `src` breaks by including `inc` (repository-relative paths), or None."""
+    src_layer = layer_of(src)
+    inc_layer = layer_of(inc)
+    if inc.endswith('_internal.h') and os.path.dirname(inc) != os.path.dirname(src) \
+            and src_layer != 'tests':
+        return 'a *_internal.h is included only from its own directory'
+    if src_layer in ('app', 'ui'):
+        if inc_layer == 'kernels':
+            return f'{src_layer}/ must not include kernels/ (ask engine/runtime)'
+        if inc_layer.startswith('engine/') and inc_layer not in (
+                'engine/runtime', 'engine/mesh', 'engine/core'):
+            return f'{src_layer}/ includes only engine/runtime, engine/mesh and engine/core'
+        if inc_layer == 'bench' and src_layer == 'ui':
+            return 'ui/ must not include bench/'
+    if src_layer == 'kernels' and inc_layer.startswith('engine/') and inc_layer != 'engine/core':
+        return 'kernels/ include nothing of engine/ but engine/core'
+    if src_layer == 'engine/core':
+        if inc_layer == 'kernels':
+            return 'engine/core must not include kernels/'
+        if inc_layer.startswith('engine/') and inc_layer != 'engine/core':
+            return 'engine/core must not include another engine layer'
+        if inc_layer in ('ui', 'app', 'bench'):
+            return 'engine/core must not include front ends'
+    if src_layer.startswith('engine/') and inc_layer in ('ui', 'app', 'bench'):
+        return 'engine/ must not include front ends or benchmarks'
+    if src_layer == 'kernels' and inc_layer in ('ui', 'app', 'bench'):
+        return 'kernels/ must not include front ends or benchmarks'
+    return None
+
+
+def scan(root):
+    violations = []
+    for top in ('app', 'ui', 'bench', 'kernels', 'engine', 'tools', 'tests', 'installer', 'scripts',
+                'docs', 'assets', '.'):
+        base = os.path.join(root, top)
+        if not os.path.isdir(base):
+            continue
+        walker = os.walk(base) if top != '.' else [(root, [], os.listdir(root))]
+        for dirpath, dirnames, filenames in walker:
+            dirnames[:] = [d for d in dirnames if not d.startswith('.') and not d.startswith('build')]
+            for name in filenames:
+                full = os.path.join(dirpath, name)
+                if not os.path.isfile(full):
+                    continue
+                rel = os.path.relpath(full, root).replace(os.sep, '/')
+                is_source = name.endswith(SOURCE_EXT)
+                is_doc = name.endswith('.md') or (is_source and name.endswith(('.h', '.hpp', '.cuh')))
+                if not (is_source or name.endswith('.md')):
+                    continue
+                if top == 'tests' and 'fixtures' in rel:
+                    continue
+                try:
+                    with open(full, encoding='utf-8', errors='replace') as f:
+                        lines = f.readlines()
+                except OSError as e:
+                    violations.append(f'{rel}:0: unreadable: {e}')
+                    continue
+                for number, line in enumerate(lines, 1):
+                    if is_source and top != '.':
+                        m = INCLUDE.match(line)
+                        if m:
+                            rule = check_include(rel, m.group(1))
+                            if rule:
+                                violations.append(f'{rel}:{number}: {rule}: "{m.group(1)}"')
+                    if is_doc and rel != 'tools/check_include_rules.py':
+                        m = OUTSIDE_PATH.search(line)
+                        if m:
+                            violations.append(
+                                f'{rel}:{number}: names a path outside the repository: {m.group(1)}')
+    return violations
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__)))
+    violations = scan(root)
+    for v in violations:
+        print(v)
+    if violations:
+        print(f'{len(violations)} include-rule violation(s)', file=sys.stderr)
+        return 1
+    print('include rules: ok')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""tools/check_include_rules.py: each rule catches a violation in a synthetic tree, a clean tree
+passes, and the repository itself passes."""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, 'tools'))
+import check_include_rules as rules  # noqa: E402
+
+
+class IncludeRulesTest(unittest.TestCase):
+    def test_each_rule(self):
+        bad = [
+            ('ui/studio/a.cpp', 'kernels/backend.h'),
+            ('ui/studio/a.cpp', 'engine/diffusion/pipeline.h'),
+            ('app/cli/a.cpp', 'engine/shape/pipeline.h'),
+            ('app/cli/a.cpp', 'engine/text/clip_tokenizer.h'),
+            ('app/cli/a.cpp', 'engine/weights/weight_store.h'),
+            ('bench/a.cpp', 'kernels/cpu/linear_internal.h'),
+            ('kernels/cpu/a.cpp', 'engine/shape/gpt.h'),
+            ('engine/core/a.h', 'kernels/ops.h'),
+            ('engine/core/a.h', 'engine/shape/gpt.h'),
+            ('engine/shape/a.cpp', 'ui/render/renderer.h'),
+        ]
+        for src, inc in bad:
+            self.assertIsNotNone(rules.check_include(src, inc), f'{src} -> {inc}')
+        good = [
+            ('ui/studio/a.cpp', 'engine/runtime/session.h'),
+            ('ui/studio/a.cpp', 'engine/mesh/mesh.h'),
+            ('app/cli/a.cpp', 'engine/core/status.h'),
+            ('bench/a.cpp', 'kernels/cpu/linear_config.h'),
+            ('bench/a.cpp', 'engine/shape/gpt.h'),
+            ('kernels/cpu/a.cpp', 'engine/core/tensor.h'),
+            ('kernels/cpu/linear.cpp', 'kernels/cpu/linear_internal.h'),
+            ('tests/kernels/a.cpp', 'kernels/cpu/linear_internal.h'),
+        ]
+        for src, inc in good:
+            self.assertIsNone(rules.check_include(src, inc), f'{src} -> {inc}')
+
+    def test_synthetic_tree(self):
+        with tempfile.TemporaryDirectory() as root:
+            os.makedirs(os.path.join(root, 'ui', 'studio'))
+            path = os.path.join(root, 'ui', 'studio', 'x.cpp')
+            with open(path, 'w') as f:
+                f.write('#include "engine/runtime/session.h"\n')
+            self.assertEqual(rules.scan(root), [])
+            with open(path, 'a') as f:
+                f.write('#include "kernels/cuda/device.h"\n')
+            found = rules.scan(root)
+            self.assertEqual(len(found), 1)
+            self.assertIn('ui/studio/x.cpp:2', found[0])
+            with open(os.path.join(root, 'NOTES.md'), 'w') as f:
+                f.write('see /work/shared/spec/fbx.md\n')
+            self.assertEqual(len(rules.scan(root)), 2)
+
+    def test_repository_follows_the_rules(self):
+        result = subprocess.run([sys.executable, os.path.join(ROOT, 'tools', 'check_include_rules.py'),
+                                 ROOT], capture_output=True, text=True)
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+
+
+if __name__ == '__main__':
+    unittest.main()

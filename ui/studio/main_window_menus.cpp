@@ -1,0 +1,157 @@
+// MainWindow, part: Menus: File, View (shading, toggles, overlay panels), Help. (ui/studio/main_window.h).
+#include "ui/studio/main_window.h"
+
+#include <imgui.h>
+
+#include <QActionGroup>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QComboBox>
+#include <QDialog>
+#include <QDialogButtonBox>
+#include <QDir>
+#include <QDockWidget>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSettings>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QTimer>
+#include <QVBoxLayout>
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <variant>
+
+#include "engine/mesh/cleanup.h"
+#include "engine/mesh/texture.h"
+#include "ui/render/renderer.h"
+#include "ui/studio/export_dialog.h"
+#include "ui/studio/gallery.h"
+#include "ui/studio/main_window_text.h"
+#include "ui/studio/mesh_import.h"
+#include "ui/studio/prompt_edit.h"
+#include "ui/studio/settings_panel.h"
+#include "ui/studio/token_strip.h"
+#include "ui/studio/viewport.h"
+
+namespace tessera::studio {
+
+
+void MainWindow::build_menus() {
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  QAction* open = file->addAction(tr("&Open mesh..."));
+  open->setShortcut(QKeySequence::Open);
+  connect(open, &QAction::triggered, this, [this] {
+    const QString path =
+        QFileDialog::getOpenFileName(this, tr("Open mesh"), QString(), tr(kImportFilter));
+    if (!path.isEmpty()) open_mesh_file(path);
+  });
+  export_action_ = file->addAction(tr("&Export..."));
+  export_action_->setShortcut(QKeySequence(tr("Ctrl+E")));
+  connect(export_action_, &QAction::triggered, this, &MainWindow::run_export_dialog);
+  QAction* model = file->addAction(tr("Choose &model directory..."));
+  connect(model, &QAction::triggered, this, &MainWindow::choose_model_dir);
+  record_action_ = file->addAction(tr("&Record generation..."));
+  record_action_->setCheckable(true);
+  record_action_->setToolTip(tr("Save a viewport frame at every partial-mesh update"));
+  connect(record_action_, &QAction::triggered, this, [this](bool on) {
+    if (!on) {
+      set_record_dir(QString());
+      return;
+    }
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Record frames into"));
+    set_record_dir(dir);
+  });
+  file->addSeparator();
+  QAction* quit = file->addAction(tr("&Quit"));
+  quit->setShortcut(QKeySequence::Quit);
+  connect(quit, &QAction::triggered, this, &QWidget::close);
+
+  QMenu* view = menuBar()->addMenu(tr("&View"));
+  auto* shading = new QActionGroup(this);
+  const std::pair<QString, render::ShadingMode> modes[] = {
+      {tr("&Lit"), render::ShadingMode::kLit},
+      {tr("&Normals"), render::ShadingMode::kNormals},
+      {tr("&Matcap"), render::ShadingMode::kMatcap},
+      {tr("&Textured"), render::ShadingMode::kTextured}};
+  QMenu* shading_menu = view->addMenu(tr("&Shading"));
+  for (const auto& [name, mode] : modes) {
+    QAction* a = shading_menu->addAction(name);
+    a->setCheckable(true);
+    a->setChecked(viewport_->render_options().shading == mode);
+    a->setObjectName(QStringLiteral("shading_%1").arg(render::shading_mode_name(mode)));
+    shading->addAction(a);
+    connect(a, &QAction::triggered, this,
+            [this, m = mode] { viewport_->render_options().shading = m; });
+  }
+  auto add_toggle = [this, view](const QString& name, const QString& id, bool initial,
+                                 std::function<void(bool)> apply) {
+    QAction* a = view->addAction(name);
+    a->setCheckable(true);
+    a->setChecked(initial);
+    a->setObjectName(id);
+    connect(a, &QAction::toggled, this, std::move(apply));
+    return a;
+  };
+  add_toggle(tr("&Wireframe overlay"), "view_wireframe", viewport_->render_options().wireframe,
+             [this](bool on) { viewport_->render_options().wireframe = on; })
+      ->setShortcut(QKeySequence(tr("W")));
+  add_toggle(tr("&Grid and axes"), "view_grid", viewport_->render_options().grid, [this](bool on) {
+    viewport_->render_options().grid = on;
+    viewport_->render_options().axes = on;
+  });
+  add_toggle(tr("&Turntable"), "view_turntable", false, [this](bool on) {
+    viewport_->set_turntable(on);
+  })->setShortcut(QKeySequence(tr("T")));
+  view->addAction(viewport_->frame_action());
+  view->addSeparator();
+  QMenu* panels = view->addMenu(tr("&Overlay panels"));
+  QAction* overlay = panels->addAction(tr("Show &overlay"));
+  overlay->setCheckable(true);
+  overlay->setChecked(true);
+  overlay->setObjectName(QStringLiteral("view_overlay"));
+  connect(overlay, &QAction::toggled, this,
+          [this](bool on) { viewport_->set_overlay_visible(on); });
+  panels->addSeparator();
+  const std::pair<QString, bool OverlayPanels::*> panel_list[] = {
+      {tr("&Timing"), &OverlayPanels::timing},
+      {tr("&Stages"), &OverlayPanels::stages},
+      {tr("S&ystem"), &OverlayPanels::system},
+      {tr("&Diffusion"), &OverlayPanels::diffusion}};
+  for (const auto& [name, member] : panel_list) {
+    QAction* a = panels->addAction(name);
+    a->setCheckable(true);
+    a->setChecked(viewport_->panels().*member);
+    a->setObjectName(QStringLiteral("panel_%1").arg(QString(name).remove('&').toLower()));
+    connect(a, &QAction::toggled, this,
+            [this, m = member](bool on) { viewport_->panels().*m = on; });
+  }
+  // The shortcuts of the toggles above (W, T) only make sense while the viewport has focus.
+  for (QAction* a : view->actions()) {
+    if (a != viewport_->frame_action() && !a->shortcut().isEmpty()) {
+      viewport_->addAction(a);
+      a->setShortcutContext(Qt::WidgetShortcut);
+    }
+  }
+
+  QMenu* help = menuBar()->addMenu(tr("&Help"));
+  connect(help->addAction(tr("&About Tessera Studio")), &QAction::triggered, this,
+          &MainWindow::show_about);
+}
+
+}  // namespace tessera::studio

@@ -1,0 +1,137 @@
+// MainWindow, part: QSettings persistence: window layout, prompt history, generation, view and image settings. (ui/studio/main_window.h).
+#include "ui/studio/main_window.h"
+
+#include <imgui.h>
+
+#include <QActionGroup>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QComboBox>
+#include <QDialog>
+#include <QDialogButtonBox>
+#include <QDir>
+#include <QDockWidget>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSettings>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QTimer>
+#include <QVBoxLayout>
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <variant>
+
+#include "engine/mesh/cleanup.h"
+#include "engine/mesh/texture.h"
+#include "ui/render/renderer.h"
+#include "ui/studio/export_dialog.h"
+#include "ui/studio/gallery.h"
+#include "ui/studio/main_window_text.h"
+#include "ui/studio/mesh_import.h"
+#include "ui/studio/prompt_edit.h"
+#include "ui/studio/settings_panel.h"
+#include "ui/studio/token_strip.h"
+#include "ui/studio/viewport.h"
+
+namespace tessera::studio {
+
+
+void MainWindow::load_settings() {
+  QSettings s;
+  restoreGeometry(s.value(QStringLiteral("window/geometry")).toByteArray());
+  restoreState(s.value(QStringLiteral("window/state")).toByteArray());
+  prompt_->set_history(s.value(QStringLiteral("prompt/history")).toStringList());
+  if (prompt_->toPlainText().isEmpty()) prompt_->setPlainText(s.value("prompt/last").toString());
+  settings_->load(s);
+  s.beginGroup(QStringLiteral("view"));
+  auto& o = viewport_->render_options();
+  if (auto mode =
+          render::parse_shading_mode(s.value("shading", "lit").toString().toStdString().c_str());
+      mode.ok()) {
+    o.shading = *mode;
+  }
+  o.wireframe = s.value("wireframe", false).toBool();
+  o.grid = o.axes = s.value("grid", true).toBool();
+  auto& p = viewport_->panels();
+  p.timing = s.value("panel_timing", true).toBool();
+  p.stages = s.value("panel_stages", true).toBool();
+  p.system = s.value("panel_system", true).toBool();
+  p.diffusion = s.value("panel_diffusion", true).toBool();
+  s.endGroup();
+  s.beginGroup(QStringLiteral("image"));
+  ImageSettings& im = image_settings_;
+  im.steps = std::clamp(s.value("steps", im.steps).toInt(), 1, 200);
+  im.guidance =
+      std::clamp(s.value("guidance", static_cast<double>(im.guidance)).toFloat(), 1.0f, 30.0f);
+  const QString sampler = s.value("sampler", diffusion::sampler_kind_name(im.sampler)).toString();
+  for (auto kind : {diffusion::SamplerKind::kEuler, diffusion::SamplerKind::kEulerAncestral,
+                    diffusion::SamplerKind::kDpmpp2m}) {
+    if (sampler == QLatin1String(diffusion::sampler_kind_name(kind))) im.sampler = kind;
+  }
+  im.seed = s.value("seed", static_cast<qulonglong>(im.seed)).toULongLong();
+  im.lock_seed = s.value("lock_seed", im.lock_seed).toBool();
+  im.auto_after_shape = s.value("auto_after_shape", im.auto_after_shape).toBool();
+  s.endGroup();
+  // Reflect the loaded values in the View menu.
+  for (QAction* a : findChildren<QAction*>()) {
+    const QString id = a->objectName();
+    if (id.startsWith("shading_"))
+      a->setChecked(id == QStringLiteral("shading_%1").arg(render::shading_mode_name(o.shading)));
+    if (id == "view_wireframe") a->setChecked(o.wireframe);
+    if (id == "view_grid") a->setChecked(o.grid);
+    if (id == "panel_timing") a->setChecked(p.timing);
+    if (id == "panel_stages") a->setChecked(p.stages);
+    if (id == "panel_system") a->setChecked(p.system);
+    if (id == "panel_diffusion") a->setChecked(p.diffusion);
+  }
+}
+
+void MainWindow::save_settings() {
+  if (launch_.scripted()) return;
+  QSettings s;
+  s.setValue(QStringLiteral("window/geometry"), saveGeometry());
+  s.setValue(QStringLiteral("window/state"), saveState());
+  s.setValue(QStringLiteral("prompt/history"), prompt_->history());
+  s.setValue(QStringLiteral("prompt/last"), prompt_->toPlainText());
+  if (engine_ && engine_->has_model())
+    s.setValue(QStringLiteral("model/dir"), engine_->model_dir());
+  settings_->save(s);
+  s.beginGroup(QStringLiteral("view"));
+  const auto& o = viewport_->render_options();
+  s.setValue("shading", render::shading_mode_name(o.shading));
+  s.setValue("wireframe", o.wireframe);
+  s.setValue("grid", o.grid);
+  const auto& p = viewport_->panels();
+  s.setValue("panel_timing", p.timing);
+  s.setValue("panel_stages", p.stages);
+  s.setValue("panel_system", p.system);
+  s.setValue("panel_diffusion", p.diffusion);
+  s.endGroup();
+  s.beginGroup(QStringLiteral("image"));
+  const ImageSettings& im = image_settings_;
+  s.setValue("steps", im.steps);
+  s.setValue("guidance", static_cast<double>(im.guidance));
+  s.setValue("sampler", diffusion::sampler_kind_name(im.sampler));
+  s.setValue("seed", static_cast<qulonglong>(im.seed));
+  s.setValue("lock_seed", im.lock_seed);
+  s.setValue("auto_after_shape", im.auto_after_shape);
+  s.endGroup();
+}
+
+}  // namespace tessera::studio

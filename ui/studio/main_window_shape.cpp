@@ -1,0 +1,213 @@
+// MainWindow, part: Shape jobs: the model, Generate / Cancel, partial and final meshes, the job's end. (ui/studio/main_window.h).
+#include "ui/studio/main_window.h"
+
+#include <imgui.h>
+
+#include <QActionGroup>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QComboBox>
+#include <QDialog>
+#include <QDialogButtonBox>
+#include <QDir>
+#include <QDockWidget>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSettings>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QTimer>
+#include <QVBoxLayout>
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <variant>
+
+#include "engine/mesh/cleanup.h"
+#include "engine/mesh/texture.h"
+#include "ui/render/renderer.h"
+#include "ui/studio/export_dialog.h"
+#include "ui/studio/gallery.h"
+#include "ui/studio/main_window_text.h"
+#include "ui/studio/mesh_import.h"
+#include "ui/studio/prompt_edit.h"
+#include "ui/studio/settings_panel.h"
+#include "ui/studio/token_strip.h"
+#include "ui/studio/viewport.h"
+
+namespace tessera::studio {
+
+
+void MainWindow::choose_model_dir() {
+  const QString dir =
+      QFileDialog::getExistingDirectory(this, tr("Model directory"), model_path_->text());
+  if (!dir.isEmpty()) load_model(dir);
+}
+
+void MainWindow::load_model(const QString& dir) {
+  model_path_->setText(dir);
+  engine_->load_model(dir);
+}
+
+void MainWindow::on_model_loading(const QString& dir) {
+  model_status_->setStyleSheet(QString());
+  model_status_->setText(tr("Loading %1 ...").arg(dir));
+  show_status(tr("Loading model %1 ...").arg(dir));
+}
+
+void MainWindow::on_model_loaded(const QString& dir) {
+  model_status_->setStyleSheet(QStringLiteral("color: #40a040;"));
+  model_status_->setText(tr("Loaded: %1 tokens per shape, codebook %2, %3 bounding box; %4")
+                             .arg(engine_->num_latents())
+                             .arg(engine_->codebook_size())
+                             .arg(engine_->model_uses_bbox() ? tr("with") : tr("no"))
+                             .arg(engine_->backend_name()));
+  model_label_->setText(tr("Model: %1").arg(QFileInfo(dir).fileName()));
+  model_label_->setToolTip(dir);
+  settings_->set_model_facts(engine_->num_latents(), engine_->codebook_size(),
+                             engine_->model_uses_bbox());
+  sync_overlay_controls();
+  show_status(tr("Model ready. Type a prompt and press Ctrl+Enter."));
+  update_buttons();
+  if (launch_.generate && !script_started_) {
+    script_started_ = true;
+    // Start once the window is up and the viewport has drawn a few frames (GL set-up and the
+    // first composition are slow on software GL and are not the generation's cost).
+    auto* waiter = new QObject(this);
+    connect(viewport_, &Viewport::frameRendered, waiter, [this, waiter] {
+      if (viewport_->frames() < 3 || waiter->property("fired").toBool()) return;
+      waiter->setProperty("fired", true);
+      waiter->deleteLater();
+      QTimer::singleShot(0, this, &MainWindow::generate);
+    });
+  } else if (launch_.scripted() && !launch_.generate && !script_started_) {
+    script_started_ = true;
+    QTimer::singleShot(100, this, [this] { finish_script(0, QString()); });
+  }
+}
+
+void MainWindow::on_model_failed(const QString& dir, const QString& message) {
+  model_status_->setStyleSheet(QStringLiteral("color: #d05050;"));
+  model_status_->setText(tr("Not a usable model directory: %1").arg(message));
+  show_status(tr("Model %1 failed to load: %2%3")
+                  .arg(dir, one_line(message, 120),
+                       engine_->has_model() ? tr(" (still using %1)").arg(engine_->model_dir())
+                                            : QString()),
+              true);
+  update_buttons();
+  if (launch_.scripted() && !script_started_) {
+    script_started_ = true;
+    finish_script(1, tr("model %1: %2").arg(dir, message));
+  }
+}
+
+void MainWindow::generate() {
+  if (!engine_->has_model()) {
+    show_status(engine_->loading() ? tr("The model is still loading.")
+                                   : tr("No model loaded: choose a model directory first."),
+                true);
+    return;
+  }
+  current_prompt_ = prompt_->prompt();
+  prompt_->remember(current_prompt_);
+  const runtime::JobOptions job = settings_->make_job(current_prompt_);
+  engine_->submit(job);
+  // The new prompt's image (the runtime holds it until the shape job ends); the old prompt's
+  // image goes.
+  if (image_settings_.auto_after_shape &&
+      diffusion_->model_state() == DiffusionModelState::kReady) {
+    generate_image();
+  } else {
+    diffusion_->cancel();
+  }
+  mesh_framed_for_job_ = false;
+  record_frame_ = 0;
+  viewport_->reset_frame_stats();
+  progress_->setRange(0, static_cast<int>(engine_->stats().expected_tokens));
+  progress_->setValue(0);
+  progress_->setVisible(true);
+  token_strip_->set_tokens({}, engine_->stats().expected_tokens);
+  show_status(tr("Generating \"%1\" ...").arg(one_line(current_prompt_)));
+  update_buttons();
+}
+
+void MainWindow::cancel() {
+  // An image still waiting for this shape goes with it; a running one has its own Cancel.
+  if (diffusion_->state().waiting_for_shape) diffusion_->cancel();
+  if (!engine_->busy()) return;
+  engine_->cancel();
+  show_status(tr("Cancelling ..."));
+}
+
+void MainWindow::on_stats_changed() {
+  const GenerationStats& s = engine_->stats();
+  progress_->setValue(static_cast<int>(s.token_ms.size()));
+  token_strip_->set_tokens(s.token_ids, s.expected_tokens);
+}
+
+void MainWindow::on_partial_mesh(std::shared_ptr<const mesh::Mesh> mesh, qint64 tokens) {
+  // Generated shapes live in the decoder's cube: frame that once per job, so the camera stays
+  // still while previews grow into the final shape.
+  viewport_->set_mesh(std::move(mesh), false);
+  if (!mesh_framed_for_job_) viewport_->frame_bounds(kDecoderCube);
+  mesh_framed_for_job_ = true;
+  show_status(
+      tr("Generating \"%1\": preview from %2 tokens").arg(one_line(current_prompt_)).arg(tokens));
+  record_frame();
+  update_buttons();
+}
+
+void MainWindow::on_final_mesh(std::shared_ptr<const mesh::Mesh> mesh) {
+  viewport_->set_mesh(mesh, false);
+  if (!mesh_framed_for_job_) viewport_->frame_bounds(kDecoderCube);
+  mesh_framed_for_job_ = true;
+  record_frame();
+  add_to_gallery(std::move(mesh));
+  update_buttons();
+}
+
+void MainWindow::on_job_finished(quint64, int state, const QString& message) {
+  last_job_frames_ = viewport_->frames();
+  last_job_max_gap_ms_ = viewport_->max_frame_gap_ms();
+  progress_->setVisible(false);
+  const GenerationStats& s = engine_->stats();
+  const auto job_state = static_cast<JobState>(state);
+  if (job_state == JobState::kDone) {
+    show_status(tr("Done: \"%1\", %2 vertices, %3 triangles in %4 s (%5 tokens/s)")
+                    .arg(one_line(current_prompt_))
+                    .arg(s.final_vertices)
+                    .arg(s.final_triangles)
+                    .arg(s.total_ms / 1000.0, 0, 'f', 2)
+                    .arg(s.tokens_per_second(), 0, 'f', 1));
+  } else if (job_state == JobState::kCancelled) {
+    show_status(tr("Cancelled (%1)").arg(message));
+  } else {
+    show_status(tr("Generation failed: %1").arg(one_line(message, 160)), true);
+  }
+  update_buttons();
+  if (launch_.scripted() && script_started_ && !script_done_ && !engine_->busy()) {
+    if (job_state == JobState::kDone && (launch_.image || launch_.apply_texture)) {
+      shape_done_for_script_ = true;
+      advance_script_image();
+    } else {
+      finish_script(job_state == JobState::kDone ? 0 : 1,
+                    job_state == JobState::kDone ? QString() : message);
+    }
+  }
+}
+
+}  // namespace tessera::studio
