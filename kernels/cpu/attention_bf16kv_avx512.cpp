@@ -148,26 +148,20 @@ void decode_fold_bf16_d(const float* q, const uint16_t* k, int64_t k_stride, con
   *l = ll;
 }
 
-template <bool DotBf16>
+// decode_fold_bf16_d for head_dim == 32 * D, D in 1, 2, 4, 8; false for other head dims.
+template <bool DotBf16, int D = 1>
 bool decode_fold_bf16_dim(const float* q, const uint16_t* k, int64_t k_stride, const uint16_t* v,
                           int64_t v_stride, int64_t j_begin, int64_t j_end, int64_t dim,
                           float scale, float* m, float* l, float* acc) {
-  switch (dim) {
-    case 32:
-      decode_fold_bf16_d<1, DotBf16>(q, k, k_stride, v, v_stride, j_begin, j_end, scale, m, l, acc);
-      return true;
-    case 64:
-      decode_fold_bf16_d<2, DotBf16>(q, k, k_stride, v, v_stride, j_begin, j_end, scale, m, l, acc);
-      return true;
-    case 128:
-      decode_fold_bf16_d<4, DotBf16>(q, k, k_stride, v, v_stride, j_begin, j_end, scale, m, l, acc);
-      return true;
-    case 256:
-      decode_fold_bf16_d<8, DotBf16>(q, k, k_stride, v, v_stride, j_begin, j_end, scale, m, l, acc);
-      return true;
-    default:
-      return false;
+  if (dim == 32 * D) {
+    decode_fold_bf16_d<D, DotBf16>(q, k, k_stride, v, v_stride, j_begin, j_end, scale, m, l, acc);
+    return true;
   }
+  if constexpr (D < 8) {
+    return decode_fold_bf16_dim<DotBf16, 2 * D>(q, k, k_stride, v, v_stride, j_begin, j_end, dim,
+                                                scale, m, l, acc);
+  }
+  return false;
 }
 
 }  // namespace
