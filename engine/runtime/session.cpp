@@ -316,16 +316,19 @@ Event Session::wait_for(uint64_t id, const std::function<void(const Event&)>& on
 
 void Session::emit(uint64_t job, Lane lane, EventPayload payload) {
   Event event{job, lane, std::move(payload)};
-  if (lane == Lane::kShape && event.terminal()) scheduler_.shape_finished(job);
+  // A shape job's end releases held image work only after its terminal event is out, so a front end
+  // sees the shape end before the image resumes.
+  const bool shape_ended = lane == Lane::kShape && event.terminal();
   if (options_.on_event) {
     options_.on_event(event);
-    return;
+  } else {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      events_.push_back(std::move(event));
+    }
+    event_cv_.notify_all();
   }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    events_.push_back(std::move(event));
-  }
-  event_cv_.notify_all();
+  if (shape_ended) scheduler_.shape_finished(job);
 }
 
 void Session::on_exception(uint64_t job, Lane lane, std::exception_ptr error) {

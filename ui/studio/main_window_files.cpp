@@ -43,7 +43,7 @@
 #include "ui/studio/export_dialog.h"
 #include "ui/studio/gallery.h"
 #include "ui/studio/main_window_text.h"
-#include "ui/studio/mesh_import.h"
+#include "engine/mesh/import.h"
 #include "ui/studio/prompt_edit.h"
 #include "ui/studio/settings_panel.h"
 #include "ui/studio/token_strip.h"
@@ -95,7 +95,7 @@ void MainWindow::show_gallery_item(const QString& prompt, std::shared_ptr<const 
 
 bool MainWindow::open_mesh_file(const QString& path) {
   std::vector<std::string> warnings;
-  auto imported = import_mesh_file(path.toStdString(), &warnings);
+  auto imported = mesh::import_mesh_file(path.toStdString(), &warnings);
   if (!imported.ok()) {
     const QString message = QString::fromStdString(imported.status().message());
     show_status(tr("Cannot open %1").arg(message), true);

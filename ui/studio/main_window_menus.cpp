@@ -43,7 +43,7 @@
 #include "ui/studio/export_dialog.h"
 #include "ui/studio/gallery.h"
 #include "ui/studio/main_window_text.h"
-#include "ui/studio/mesh_import.h"
+#include "engine/mesh/import.h"
 #include "ui/studio/prompt_edit.h"
 #include "ui/studio/settings_panel.h"
 #include "ui/studio/token_strip.h"
@@ -58,7 +58,7 @@ void MainWindow::build_menus() {
   open->setShortcut(QKeySequence::Open);
   connect(open, &QAction::triggered, this, [this] {
     const QString path =
-        QFileDialog::getOpenFileName(this, tr("Open mesh"), QString(), tr(kImportFilter));
+        QFileDialog::getOpenFileName(this, tr("Open mesh"), QString(), tr(mesh::kImportFilter));
     if (!path.isEmpty()) open_mesh_file(path);
   });
   export_action_ = file->addAction(tr("&Export..."));

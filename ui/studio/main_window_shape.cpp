@@ -43,7 +43,7 @@
 #include "ui/studio/export_dialog.h"
 #include "ui/studio/gallery.h"
 #include "ui/studio/main_window_text.h"
-#include "ui/studio/mesh_import.h"
+#include "engine/mesh/import.h"
 #include "ui/studio/prompt_edit.h"
 #include "ui/studio/settings_panel.h"
 #include "ui/studio/token_strip.h"
