@@ -231,28 +231,6 @@ std::string results_path(const Options& opt) {
                                   : opt.results_path;
 }
 
-Expected<std::string> resolve_shape_model_dir(const std::string& given) {
-  if (!given.empty()) return given;
-  const std::string dir = default_shape_model_dir();
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) {
-    return not_found(
-        "no model given and the default model directory '" + dir +
-        "' does not exist (the embedded tessera-tiny model is not installed in this "
-        "build); pass --model DIR with a Cube 3D model directory (shape_gpt.safetensors, "
-        "shape_tokenizer.safetensors and a CLIP text encoder)");
-  }
-  return dir;
-}
-
-shape::PipelineOptions cpu_f32_pipeline_options() {
-  shape::PipelineOptions options;
-  options.weights = WeightFormat::kF32;
-  options.device = kernels::DeviceChoice::kCpu;
-  options.clip_vocab_fallback = default_clip_vocab_file();
-  return options;
-}
-
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());

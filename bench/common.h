@@ -135,14 +135,4 @@ double percentile(std::vector<double> v, double p);
 Status write_results_section(const std::string& path, const std::string& heading,
                              const std::string& section);
 
-// The shape model directory a benchmark opens: `given` (its --model) when not empty, else the
-// embedded tessera-tiny (engine/core/assets.h, default_shape_model_dir()). A missing default is a
-// kNotFound that names the directory and says to pass --model.
-Expected<std::string> resolve_shape_model_dir(const std::string& given);
-
-// The pipeline options a benchmark loads a shape model with, as `tessera generate` does by
-// default: f32 weights, the CPU backend, and the bundled CLIP vocabulary
-// (default_clip_vocab_file()) for checkpoints that ship none.
-shape::PipelineOptions cpu_f32_pipeline_options();
-
 }  // namespace tessera::bench

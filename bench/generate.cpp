@@ -69,12 +69,15 @@ Expected<JobResult> run_job(runtime::Session& session, const std::string& prompt
 
 Status run_bench_generate(const GenerateBenchOptions& o) {
   if (o.repeat < 1) return invalid_argument("bench generate: --repeat must be >= 1");
-  TESSERA_ASSIGN_OR_RETURN(const std::string model_dir, resolve_shape_model_dir(o.model));
   const Machine machine = describe_machine();
   warn_if_busy(machine);
   const auto load_start = std::chrono::steady_clock::now();
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Session> session,
-                           runtime::Session::open(model_dir, cpu_f32_pipeline_options()));
+  // As `tessera generate` opens it by default: f32 weights on the CPU, the embedded model unless
+  // --model (a missing default is an error naming it).
+  runtime::ShapeModelOptions model;
+  model.path = o.model;
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Session> session, runtime::Session::open(model));
+  const std::string model_dir = session->shape_model()->path;
   const double load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start)
           .count();

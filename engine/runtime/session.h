@@ -66,11 +66,8 @@ inline constexpr SamplerKind kImageSamplers[] = {SamplerKind::kEuler, SamplerKin
 using diffusion::sampler_kind_name;  // "euler", "euler_a", "dpmpp_2m"
 Expected<SamplerKind> parse_sampler(const std::string& name);
 
-// The number of tokens a shape job generates: `requested` when > 0, else the model's num_latents
-// (the one place that spells the "0 means all" rule).
-inline int64_t tokens_to_generate(int64_t requested, int64_t num_latents) {
-  return requested > 0 ? requested : num_latents;
-}
+// The number of tokens a shape job generates: `requested` when > 0, else the model's num_latents.
+using shape::tokens_to_generate;
 
 struct JobOptions {
   std::string prompt;            // UTF-8; "" is valid (the unconditional shape)

@@ -29,7 +29,7 @@ Expected<std::vector<int32_t>> ShapeGenerator::generate(const ConditionInputs& i
                                                         const GenerateOptions& options,
                                                         const TokenCallback& on_token) {
   const GptConfig& c = model_->config();
-  const int64_t n = options.num_tokens > 0 ? options.num_tokens : c.num_latents;
+  const int64_t n = tokens_to_generate(options.num_tokens, c.num_latents);
   if (n < 1 || n > session_->max_shape_tokens()) {
     return invalid_argument("generate: num_tokens " + std::to_string(n) + " outside [1, " +
                             std::to_string(session_->max_shape_tokens()) + "]");

@@ -12,6 +12,8 @@
 // diffusers -> CompVis one, so a loaded diffusers folder that matches the CompVis file checks it.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -237,4 +239,18 @@ inline bool write_diffusers_model(const fs::path& dir, const Tensors& tensors,
   return true;
 }
 
+
+// The pipeline fixture written once per process as a diffusers folder in a temporary directory
+// (its path; the folder lives until the process ends). For tests that need a loadable model dir.
+inline const std::string& fixture_diffusers_model_dir() {
+  static TempDir* dir = [] {
+    auto* d = new TempDir("fixture-diffusers-model");
+    Tensors tensors;
+    EXPECT_TRUE(compvis_tensors(&tensors));
+    EXPECT_TRUE(write_diffusers_model(d->path() / "model", tensors));
+    return d;
+  }();
+  static const std::string path = (dir->path() / "model").string();
+  return path;
+}
 }  // namespace tessera::diffusion::pipeline_test

@@ -20,17 +20,7 @@ namespace {
 
 namespace pt = diffusion::pipeline_test;
 
-const std::string& fixture_diffusion_dir() {
-  static pt::TempDir* dir = [] {
-    auto* d = new pt::TempDir("runtime-image-lane");
-    pt::Tensors tensors;
-    EXPECT_TRUE(pt::compvis_tensors(&tensors));
-    EXPECT_TRUE(pt::write_diffusers_model(d->path() / "model", tensors));
-    return d;
-  }();
-  static const std::string path = (dir->path() / "model").string();
-  return path;
-}
+const std::string& fixture_diffusion_dir() { return pt::fixture_diffusers_model_dir(); }
 
 std::unique_ptr<Session> session_with_image_model() {
   auto session = Session::create();

@@ -51,17 +51,7 @@ bool wait_for(const std::function<bool()>& condition, int timeout_ms = 60000) {
 }
 
 // The fixture diffusion model, written once per process.
-const std::string& fixture_diffusion_dir() {
-  static pt::TempDir* dir = [] {
-    auto* d = new pt::TempDir("studio-diffusion");
-    pt::Tensors tensors;
-    EXPECT_TRUE(pt::compvis_tensors(&tensors));
-    EXPECT_TRUE(pt::write_diffusers_model(d->path() / "model", tensors));
-    return d;
-  }();
-  static const std::string path = (dir->path() / "model").string();
-  return path;
-}
+const std::string& fixture_diffusion_dir() { return pt::fixture_diffusers_model_dir(); }
 
 LaunchOptions launch_for(const FixtureModelDir& shape, const QString& diffusion_model) {
   LaunchOptions o;
