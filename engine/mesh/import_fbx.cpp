@@ -394,24 +394,9 @@ class FbxReader {
 
   // ---- the scene -------------------------------------------------------------------------------
 
-  using Mat = std::array<double, 16>;  // column-major 4x4
-
-  static Mat identity() {
-    Mat m{};
-    m[0] = m[5] = m[10] = m[15] = 1;
-    return m;
-  }
-  static Mat mul(const Mat& a, const Mat& b) {
-    Mat r{};
-    for (int c = 0; c < 4; ++c) {
-      for (int row = 0; row < 4; ++row) {
-        double s = 0;
-        for (int k = 0; k < 4; ++k) s += a[k * 4 + row] * b[c * 4 + k];
-        r[c * 4 + row] = s;
-      }
-    }
-    return r;
-  }
+  using Mat = import_detail::Mat4;  // column-major 4x4
+  static Mat identity() { return import_detail::mat_identity(); }
+  static Mat mul(const Mat& a, const Mat& b) { return import_detail::mat_mul(a, b); }
 
   // The three numbers of Properties70 P `name` of `object` (nullopt when absent or malformed).
   std::optional<std::array<double, 3>> p_vector(const Node& object, std::string_view name) const {
@@ -761,15 +746,12 @@ class FbxReader {
         const std::vector<float>& local = piece.mesh.positions;
         out.positions.reserve(out.positions.size() + local.size());
         for (size_t v = 0; v + 2 < local.size(); v += 3) {
-          for (int r = 0; r < 3; ++r) {
-            const double value = transform[r] * local[v] + transform[4 + r] * local[v + 1] +
-                                 transform[8 + r] * local[v + 2] + transform[12 + r];
-            if (!std::isfinite(value) || std::fabs(value) > 3.0e38) {
-              return fail(what + ": vertex " + std::to_string(v / 3) +
-                          " is not finite once its Model's transform is applied");
-            }
-            out.positions.push_back(static_cast<float>(value));
+          float world[3];
+          if (!import_detail::transform_point(transform, local[v], local[v + 1], local[v + 2], world)) {
+            return fail(what + ": vertex " + std::to_string(v / 3) +
+                        " is not finite once its Model's transform is applied");
           }
+          out.positions.insert(out.positions.end(), world, world + 3);
         }
         if (has_uvs) {
           out.uvs.insert(out.uvs.end(), piece.mesh.uvs.begin(), piece.mesh.uvs.end());

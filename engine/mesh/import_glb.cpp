@@ -36,25 +36,10 @@ uint32_t read_u32(std::string_view bytes, size_t at) {
   return v;
 }
 
-using Mat = std::array<double, 16>;  // column-major
-
-Mat mat_identity() {
-  Mat m{};
-  m[0] = m[5] = m[10] = m[15] = 1;
-  return m;
-}
-
-Mat mat_mul(const Mat& a, const Mat& b) {
-  Mat r{};
-  for (int c = 0; c < 4; ++c) {
-    for (int row = 0; row < 4; ++row) {
-      double s = 0;
-      for (int k = 0; k < 4; ++k) s += a[k * 4 + row] * b[c * 4 + k];
-      r[c * 4 + row] = s;
-    }
-  }
-  return r;
-}
+using Mat = import_detail::Mat4;
+using import_detail::mat_identity;
+using import_detail::mat_mul;
+using import_detail::transform_point;
 
 // Thrown for a JSON member of the wrong kind; caught with nlohmann's exceptions. Numbers are read
 // only as unsigned integers: nlohmann converts a float to an integer type with a plain cast, which
@@ -534,17 +519,13 @@ class GltfReader {
       const auto base = static_cast<uint64_t>(out.vertex_count());
       if (base + positions.count > 0xFFFFFFFFu) return fail("more than 2^32 vertices");
       for (size_t v = 0; v < positions.count; ++v) {
-        float p[3];
+        float p[3], world[3];
         std::memcpy(p, positions.data + v * positions.stride, sizeof(p));
-        for (int r = 0; r < 3; ++r) {
-          const double value = transform[r] * p[0] + transform[4 + r] * p[1] +
-                               transform[8 + r] * p[2] + transform[12 + r];
-          if (!std::isfinite(value) || std::fabs(value) > 3.0e38) {
-            return fail("mesh " + std::to_string(mesh_index) + " vertex " + std::to_string(v) +
-                        " is not finite");
-          }
-          out.positions.push_back(static_cast<float>(value));
+        if (!transform_point(transform, p[0], p[1], p[2], world)) {
+          return fail("mesh " + std::to_string(mesh_index) + " vertex " + std::to_string(v) +
+                      " is not finite");
         }
+        out.positions.insert(out.positions.end(), world, world + 3);
       }
       add_uvs(attributes, positions.count);
       if (primitive.contains("material") && primitive["material"].is_number_unsigned()) {

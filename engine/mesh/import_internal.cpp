@@ -10,6 +10,33 @@
 
 namespace tessera::mesh::import_detail {
 
+Mat4 mat_identity() {
+  Mat4 m{};
+  m[0] = m[5] = m[10] = m[15] = 1;
+  return m;
+}
+
+Mat4 mat_mul(const Mat4& a, const Mat4& b) {
+  Mat4 r{};
+  for (int c = 0; c < 4; ++c) {
+    for (int row = 0; row < 4; ++row) {
+      double s = 0;
+      for (int k = 0; k < 4; ++k) s += a[k * 4 + row] * b[c * 4 + k];
+      r[c * 4 + row] = s;
+    }
+  }
+  return r;
+}
+
+bool transform_point(const Mat4& m, double x, double y, double z, float out[3]) {
+  for (int r = 0; r < 3; ++r) {
+    const double value = m[r] * x + m[4 + r] * y + m[8 + r] * z + m[12 + r];
+    if (!std::isfinite(value) || std::fabs(value) > 3.0e38) return false;
+    out[r] = static_cast<float>(value);
+  }
+  return true;
+}
+
 void warn(std::vector<std::string>* warnings, std::string message) {
   if (warnings != nullptr) warnings->push_back(std::move(message));
 }

@@ -7,6 +7,8 @@
 //   it looks at the data, so a 100-byte PNG could otherwise ask for gigabytes).
 #pragma once
 
+#include <array>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -17,6 +19,14 @@
 #include "engine/mesh/mesh.h"
 
 namespace tessera::mesh::import_detail {
+
+// Column-major 4x4 transforms of the scene graphs (glTF nodes, FBX Models).
+using Mat4 = std::array<double, 16>;
+Mat4 mat_identity();
+Mat4 mat_mul(const Mat4& a, const Mat4& b);  // a * b
+// m * (x, y, z, 1) into `out`; false when a coordinate is not finite or beyond float's range (the
+// caller names the vertex).
+bool transform_point(const Mat4& m, double x, double y, double z, float out[3]);
 
 void warn(std::vector<std::string>* warnings, std::string message);
 

@@ -370,7 +370,7 @@ void Session::run_image_load(uint64_t id, const ImageModelOptions& options) {
   if (!std::filesystem::exists(path, ec)) {
     return emit(id, Lane::kImage,
                 ErrorEvent{not_found(
-                    "no diffusion model: '" + path + "' does not exist" +
+                    "No diffusion model: '" + path + "' does not exist" +
                     (options.path.empty()
                          ? " (the embedded tessera-tiny diffusion model is not installed in this "
                            "build); give a diffusers folder or an SD 1.x .safetensors file"

@@ -1,6 +1,5 @@
 #include "ui/studio/diffusion_bridge.h"
 
-#include <filesystem>
 #include <utility>
 #include <variant>
 
@@ -21,24 +20,13 @@ DiffusionBridge::~DiffusionBridge() {
 }
 
 void DiffusionBridge::load_model(const QString& path, runtime::DeviceChoice device) {
-  model_path_ = path;
-  std::error_code ec;
-  if (path.trimmed().isEmpty() || !std::filesystem::exists(path.toStdString(), ec)) {
-    load_job_ = 0;  // a load still running is superseded
-    model_state_ = DiffusionModelState::kMissing;
-    model_message_ = QStringLiteral(
-                         "No diffusion model: %1 does not exist. The embedded tessera-tiny "
-                         "diffusion model is not installed; start with --diffusion-model "
-                         "<diffusers folder or SD 1.x .safetensors> to use another.")
-                         .arg(path.isEmpty() ? QStringLiteral("(no path)") : path);
-    Q_EMIT modelStateChanged();
-    return;
-  }
+  // The runtime checks the path (a missing one is kNotFound: kMissing here) and loads it.
   runtime::ImageModelOptions options;
   options.path = path.toStdString();
   options.device = device;
+  model_path_ = path.isEmpty() ? QString::fromStdString(runtime::default_diffusion_model_dir()) : path;
   model_state_ = DiffusionModelState::kLoading;
-  model_message_ = QStringLiteral("loading %1 ...").arg(path);
+  model_message_ = QStringLiteral("loading %1 ...").arg(model_path_);
   load_job_ = engine_.session().load_image_model(std::move(options));
   Q_EMIT modelStateChanged();
 }
@@ -90,9 +78,16 @@ void DiffusionBridge::on_event(const runtime::Event& event) {
   }
   if (event.job != 0 && event.job == load_job_) {
     if (const auto* e = std::get_if<runtime::ErrorEvent>(&event.payload)) {
-      model_state_ = DiffusionModelState::kFailed;
-      model_message_ = QStringLiteral("Diffusion model %1 did not load: %2")
-                           .arg(model_path_, QString::fromStdString(e->status.message()));
+      const QString message = QString::fromStdString(e->status.message());
+      if (e->status.code() == ErrorCode::kNotFound) {
+        model_state_ = DiffusionModelState::kMissing;
+        model_message_ = QStringLiteral("%1. Start with --diffusion-model <diffusers folder or SD 1.x "
+                                        ".safetensors> to use another.")
+                             .arg(message);
+      } else {
+        model_state_ = DiffusionModelState::kFailed;
+        model_message_ = QStringLiteral("Diffusion model %1 did not load: %2").arg(model_path_, message);
+      }
       Q_EMIT modelStateChanged();
     }
     return;

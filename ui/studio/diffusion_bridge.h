@@ -65,8 +65,9 @@ class DiffusionBridge : public QObject {
   explicit DiffusionBridge(EngineBridge& engine, QObject* parent = nullptr);
   ~DiffusionBridge() override;
 
-  // Loads `path` (a diffusers folder, a CompVis file or a folder holding one) on the image lane,
-  // on `device`. A path that does not exist sets kMissing at once with a message saying so.
+  // Loads `path` (a diffusers folder, a CompVis file or a folder holding one; empty: the embedded
+  // model) on the image lane, on `device`. kLoading until the runtime answers: kReady, kMissing
+  // (nothing there: the runtime's kNotFound) or kFailed (the loader's message).
   void load_model(const QString& path, runtime::DeviceChoice device = runtime::DeviceChoice::kCpu);
   DiffusionModelState model_state() const { return model_state_; }
   // The model's description when ready, the reason when missing or failed.

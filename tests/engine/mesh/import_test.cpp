@@ -17,6 +17,7 @@ namespace {
 
 using testing::ScratchDir;
 using testing::tetrahedron;
+using testing::textured_test_mesh;
 
 void write(const std::string& path, const std::string& bytes) {
   ASSERT_TRUE(write_file_atomic(path, bytes.data(), bytes.size()).ok()) << path;
@@ -88,22 +89,6 @@ TEST(MeshImport, EmptyAndGarbageFilesNameTheFileAndTheFault) {
   }
 }
 
-// A textured quad pair (two quads at different depths, so positions identify vertices) with a
-// 4x2 texture of distinct colours.
-Mesh textured_test_mesh() {
-  Mesh m;
-  m.positions = {0, 0, 0, 1, 0, 0, 1, 1, 0, 0, 1, 0, 0, 0, 0.5f, 1, 0, 0.5f, 1, 1, 0.5f};
-  m.triangles = {0, 1, 2, 0, 2, 3, 4, 5, 6};
-  m.uvs = {0.0f, 0.0f, 1.0f, 0.0f, 1.0f, 1.0f, 0.0f, 1.0f, 0.25f, 0.5f, 0.75f, 0.5f, 0.5f, 0.875f};
-  m.texture.width = 4;
-  m.texture.height = 2;
-  for (int i = 0; i < 8; ++i) {
-    m.texture.rgb.insert(m.texture.rgb.end(), {static_cast<uint8_t>(30 * i),
-                                               static_cast<uint8_t>(255 - 20 * i),
-                                               static_cast<uint8_t>(i % 2 ? 200 : 10)});
-  }
-  return m;
-}
 
 // Every format the studio exports comes back with its uvs and texture when opened again (moved
 // from the studio's GUI tests): each imported vertex must carry the uv of the original vertex at

@@ -17,6 +17,23 @@
 
 namespace tessera::mesh::testing {
 
+// A textured quad pair (two quads at different depths, so positions identify vertices) with a
+// 4x2 texture of distinct colours.
+inline Mesh textured_test_mesh() {
+  Mesh m;
+  m.positions = {0, 0, 0, 1, 0, 0, 1, 1, 0, 0, 1, 0, 0, 0, 0.5f, 1, 0, 0.5f, 1, 1, 0.5f};
+  m.triangles = {0, 1, 2, 0, 2, 3, 4, 5, 6};
+  m.uvs = {0.0f, 0.0f, 1.0f, 0.0f, 1.0f, 1.0f, 0.0f, 1.0f, 0.25f, 0.5f, 0.75f, 0.5f, 0.5f, 0.875f};
+  m.texture.width = 4;
+  m.texture.height = 2;
+  for (int i = 0; i < 8; ++i) {
+    m.texture.rgb.insert(m.texture.rgb.end(), {static_cast<uint8_t>(30 * i),
+                                               static_cast<uint8_t>(255 - 20 * i),
+                                               static_cast<uint8_t>(i % 2 ? 200 : 10)});
+  }
+  return m;
+}
+
 inline Mesh tetrahedron() {
   Mesh m;
   m.positions = {0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1};

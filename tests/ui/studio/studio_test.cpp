@@ -24,6 +24,7 @@
 
 #include "engine/core/thread_pool.h"
 #include "engine/mesh/export.h"
+#include "tests/engine/mesh/import_test_util.h"
 #include "tests/support/fixture_model_dir.h"
 #include "ui/studio/engine_bridge.h"
 #include "ui/studio/generation_stats.h"
@@ -356,22 +357,6 @@ TEST(Studio, ImportAndExport) {
   EXPECT_NE(window->viewport()->mesh(), nullptr);
 }
 
-// A textured quad pair (two quads at different depths, so positions identify vertices) with a
-// 4x2 texture of distinct colours.
-mesh::Mesh textured_test_mesh() {
-  mesh::Mesh m;
-  m.positions = {0, 0, 0, 1, 0, 0, 1, 1, 0, 0, 1, 0, 0, 0, 0.5f, 1, 0, 0.5f, 1, 1, 0.5f};
-  m.triangles = {0, 1, 2, 0, 2, 3, 4, 5, 6};
-  m.uvs = {0.0f, 0.0f, 1.0f, 0.0f, 1.0f, 1.0f, 0.0f, 1.0f, 0.25f, 0.5f, 0.75f, 0.5f, 0.5f, 0.875f};
-  m.texture.width = 4;
-  m.texture.height = 2;
-  for (int i = 0; i < 8; ++i) {
-    m.texture.rgb.insert(m.texture.rgb.end(), {static_cast<uint8_t>(30 * i),
-                                               static_cast<uint8_t>(255 - 20 * i),
-                                               static_cast<uint8_t>(i % 2 ? 200 : 10)});
-  }
-  return m;
-}
 
 // The readers themselves (every format's textured re-import, broken files) are tested headless
 // in tests/engine/mesh/import_*_test.cpp.
@@ -382,7 +367,7 @@ TEST(Studio, OpensTexturedMeshTextured) {
   auto window = open_window(fixture_launch(dir));
   QTemporaryDir out;
   const QString glb = out.filePath("quad.glb");
-  ASSERT_TRUE(mesh::write_mesh(textured_test_mesh(), glb.toStdString()).ok());
+  ASSERT_TRUE(mesh::write_mesh(mesh::testing::textured_test_mesh(), glb.toStdString()).ok());
   ASSERT_TRUE(window->open_mesh_file(glb)) << window->status_text().toStdString();
   ASSERT_NE(window->viewport()->mesh(), nullptr);
   EXPECT_FALSE(window->viewport()->mesh()->texture.empty());
