@@ -21,6 +21,16 @@
 namespace tessera {
 
 namespace {
+
+// stb's reason for the last failure; stb can fail without one (a null pointer).
+std::string failure_reason() {
+  const char* reason = stbi_failure_reason();
+  return reason != nullptr ? reason : "no reason given by the decoder";
+}
+
+}  // namespace
+
+namespace {
 void append(void* context, void* data, int size) {
   static_cast<std::string*>(context)->append(static_cast<const char*>(data),
                                              static_cast<size_t>(size));
@@ -65,7 +75,7 @@ Expected<PngPixels> decode_png(const void* data, size_t size, int channels,
   int w = 0, h = 0, n = 0;
   // Refuse huge images before stb allocates for them.
   if (stbi_info_from_memory(bytes, len, &w, &h, &n) == 0) {
-    return invalid_argument(what + ": not a decodable PNG (" + stbi_failure_reason() + ")");
+    return invalid_argument(what + ": not a decodable PNG (" + failure_reason() + ")");
   }
   if (w < 1 || h < 1 || w > kMaxPngSide || h > kMaxPngSide) {
     return invalid_argument(what + ": PNG size " + std::to_string(w) + "x" + std::to_string(h) +
@@ -73,7 +83,7 @@ Expected<PngPixels> decode_png(const void* data, size_t size, int channels,
   }
   stbi_uc* decoded = stbi_load_from_memory(bytes, len, &w, &h, &n, channels);
   if (decoded == nullptr) {
-    return invalid_argument(what + ": not a decodable PNG (" + stbi_failure_reason() + ")");
+    return invalid_argument(what + ": not a decodable PNG (" + failure_reason() + ")");
   }
   PngPixels out;
   out.width = w;
