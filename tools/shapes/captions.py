@@ -181,6 +181,33 @@ def make_caption(shape: Shape, rng: np.random.Generator) -> str:
     return template.format(np=np_text)
 
 
+# Short captions: what people type first (tools/train/first_prompts.tsv), i.e. the noun phrase without a
+# template: (form, weight). "bare" = the noun alone ("cube", "donut"); "a" = article + noun ("a ball");
+# "adj" = article + one true adjective + noun ("a flat box", "a thick ring"). None of them uses a template,
+# so the held-out "a sculpture of ..." stays held out.
+SHORT_FORMS: List[Tuple[str, float]] = [("bare", 0.3), ("a", 0.4), ("adj", 0.3)]
+
+
+def make_short_caption(shape: Shape, rng: np.random.Generator) -> str:
+    """A short caption (SHORT_FORMS) whose every word is true for ``shape``, like make_caption's; the
+    family's own word ("torus", "mug") half of the time when it is true, else any true noun."""
+    m = metrics(shape)
+    nouns = true_nouns(shape)
+    noun = nouns[int(rng.integers(len(nouns)))]
+    if shape.family in nouns and rng.random() < 0.5:
+        noun = shape.family
+    weights = np.array([w for _, w in SHORT_FORMS])
+    form = SHORT_FORMS[int(rng.choice(len(SHORT_FORMS), p=weights / weights.sum()))][0]
+    if form == "bare":
+        return noun
+    words = [noun]
+    if form == "adj":
+        ok = [w for _g, group in adjective_groups(shape.family) for w, cond in group if holds(cond, m)]
+        if ok:
+            words = [ok[int(rng.integers(len(ok)))], noun]
+    return article(words[0]) + " " + " ".join(words)
+
+
 def vocabulary_words() -> List[str]:
     """Every word a caption can contain (plus family names), sorted."""
     words = set()

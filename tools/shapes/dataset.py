@@ -177,6 +177,23 @@ def generate(
     return stack(samples, seed, split)
 
 
+def select_indices(family: str, seed: int, split: str, noun: str, count: int, start: int = 0,
+                   limit: int = 1_000_000) -> List[int]:
+    """The first ``count`` indices >= ``start`` of ``family`` whose shape may be called ``noun`` (one of
+    its true nouns, captions.NOUN_RULES): e.g. the rare near-cubic boxes ("cube", ratio <= 1.15, ~1 % of
+    boxes). Only the shapes' parameters are drawn (cheap); the samples keep their own indices, so they
+    are the same shapes as in a full generation of that range."""
+    from .captions import true_nouns
+    fam_id = FAMILIES.index(family)
+    out = []
+    for i in range(start, start + limit):
+        if len(out) >= count:
+            break
+        if noun in true_nouns(make_shape(family, np.random.default_rng([int(seed), SPLITS[split], fam_id, i]))):
+            out.append(i)
+    return out
+
+
 def stack(samples: List[Dict[str, object]], seed: int, split: str) -> Dict[str, np.ndarray]:
     return {
         "surface_points": np.stack([s["surface_points"] for s in samples]),
@@ -310,7 +327,25 @@ def _cmd_generate(a) -> int:
     kw = dict(n_surface=a.n_surface, n_occ=a.n_occ, near_fraction=a.near_fraction, sigmas=sigmas)
     t0 = time.time()
     total = a.per_family * len(families)
-    if a.out.endswith(".npz"):
+    if a.select_noun:
+        # Only the shapes a noun fits (e.g. --families box --select-noun cube --start 300): extra
+        # training shapes for a rare word, from indices past the main set's.
+        if a.out.endswith(".npz"):
+            print("error: --select-noun writes a directory (no .npz)", file=sys.stderr)
+            return 2
+        os.makedirs(a.out, exist_ok=True)
+        picked = {fam: select_indices(fam, a.seed, a.split, a.select_noun, a.per_family, a.start)
+                  for fam in families}
+        samples = [generate_sample(fam, i, a.seed, a.split, **kw) for fam in families for i in picked[fam]]
+        total = len(samples)
+        files = [f"{a.split}_00000.npz"]
+        _save_npz(os.path.join(a.out, files[0]), stack(samples, a.seed, a.split))
+        manifest = {"seed": a.seed, "split": a.split, "families": families, "per_family": a.per_family,
+                    "samples": total, "shards": files, "select_noun": a.select_noun, "start": a.start,
+                    "indices": {f: v for f, v in picked.items()}, **kw}
+        with open(os.path.join(a.out, "manifest.json"), "w") as fh:
+            json.dump(manifest, fh, indent=2)
+    elif a.out.endswith(".npz"):
         arrays = generate(a.per_family, a.seed, a.split, families, **kw)
         _save_npz(a.out, arrays)
         files = [os.path.basename(a.out)]
@@ -365,6 +400,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     g.add_argument("--near-fraction", type=float, default=0.5)
     g.add_argument("--sigmas", default="0.01,0.04", help="near-surface jitter sigmas, comma-separated")
     g.add_argument("--shard-size", type=int, default=1000, help="samples per shard (directory output)")
+    g.add_argument("--select-noun", default="",
+                   help="keep only shapes this noun fits (e.g. cube): --per-family of them per family, "
+                        "scanning indices from --start; one shard (directory output)")
+    g.add_argument("--start", type=int, default=0, help="first index scanned by --select-noun")
     g.set_defaults(fn=_cmd_generate)
     v = sub.add_parser("preview", help="render a contact sheet PNG (rows = families)")
     v.add_argument("--out", required=True)

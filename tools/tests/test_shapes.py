@@ -222,6 +222,34 @@ class CaptionTest(unittest.TestCase):
         # The generator does use the proportion words.
         self.assertTrue({"tall", "high"} & seen_adj and {"flat", "low", "short"} & seen_adj)
 
+    def test_short_captions_are_true_and_template_free(self):
+        # make_short_caption (train_gpt.py --short-prob): the noun alone, "a" + noun or "a" + one true
+        # adjective + noun; no template word, so "a sculpture of ..." stays held out.
+        forms = set()
+        for fam in FAMILIES:
+            for i in range(6):
+                shape, _ = _shape(fam, i + 300)
+                m = C.metrics(shape)
+                nouns = C.true_nouns(shape)
+                adjs = {w for _g, ws in C.adjective_groups(fam) for w, cond in ws if C.holds(cond, m)}
+                cap = C.make_short_caption(shape, np.random.default_rng(i))
+                with self.subTest(family=fam, caption=cap):
+                    self.assertRegex(cap, r"^[a-z]+( [a-z]+)*$")
+                    self.assertNotIn("sculpture", cap)
+                    noun = next((n for n in sorted(nouns, key=lambda n: -len(n.split()))
+                                 if cap == n or cap.endswith(" " + n)), None)
+                    self.assertIsNotNone(noun, f"no true noun of {fam} ends {cap!r}")
+                    rest = cap[: len(cap) - len(noun)].split()
+                    if not rest:
+                        forms.add("bare")
+                    else:
+                        self.assertEqual(rest[0], C.article((rest[1:] + [noun])[0]))
+                        self.assertLessEqual(len(rest), 2)
+                        if len(rest) == 2:
+                            self.assertIn(rest[1], adjs)
+                        forms.add("a" if len(rest) == 1 else "adj")
+        self.assertEqual(forms, {"bare", "a", "adj"})
+
     def test_caption_rules_reject_false_adjectives(self):
         tall_thin = C.metrics_from_extents([0.3, 1.8, 0.3])
         self.assertTrue(C.holds(C.ADJECTIVES["height"]["tall"], tall_thin))

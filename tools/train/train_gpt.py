@@ -74,6 +74,15 @@ def parse_args(argv=None):
                         "such a caption (a fine-tune towards words the model under-serves)")
     p.add_argument("--focus-weight", type=float, default=1.0,
                    help="sampling weight of the --focus-words shapes (>= 1; the others weigh 1)")
+    p.add_argument("--extra-data", default="",
+                   help="comma-separated dataset folders (their train/ split) appended to --data's training "
+                        "shapes when tokens.npz is built, e.g. extra near-cubic boxes (tools.shapes.dataset "
+                        "generate --select-noun cube); shapes already in --data are skipped")
+    p.add_argument("--short-prob", type=float, default=0.0,
+                   help="probability that a sample is captioned with a short caption (the noun alone, "
+                        "'a' + noun, or 'a' + one adjective + noun: tools/shapes/captions.make_short_caption) "
+                        "instead of one of its template captions; 0 (default) = the template captions only")
+    p.add_argument("--short-per-shape", type=int, default=4, help="short captions drawn per shape")
     p.add_argument("--allow-unfinished-ae", action="store_true",
                    help="encode with the autoencoder checkpoint even if its training is not done")
     return p.parse_args(argv)
@@ -119,6 +128,8 @@ def ensure_tokens(a, logger):
     out = {}
     for split in ("train", "val"):
         d = common.load_split(os.path.join(a.data, split))
+        if split == "train" and a.extra_data:
+            d = append_extra(d, [x for x in a.extra_data.split(",") if x], logger)
         n = d["surface_points"].shape[0]
         toks = []
         subsets = [slice(0, 512), slice(512, 1024)] if split == "train" else [slice(0, 512)]
@@ -148,10 +159,51 @@ def ensure_tokens(a, logger):
                    f"{len(np.unique(out[f'{split}_tokens']))} distinct codes")
     out["family_names"] = np.array(d["family_names"], dtype=str)
     out["ae_step"] = np.array(ae_step)
+    out["seed"] = np.array(seed)
     tmp = path + ".tmp.npz"
     np.savez_compressed(tmp, **out)
     os.replace(tmp, path)
     return path
+
+
+def append_extra(d, folders, logger):
+    """d (common.load_split) with the training shapes of `folders` appended, skipping (family, index)
+    pairs d already has; the seed must be d's (captions and shapes are re-made from it)."""
+    have = set(zip(d["family_ids"].tolist(), d["indices"].tolist()))
+    for folder in folders:
+        x = common.load_split(os.path.join(folder, "train"))
+        if int(x["manifest"]["seed"]) != int(d["manifest"]["seed"]):
+            raise SystemExit(f"--extra-data {folder}: seed {x['manifest']['seed']}, --data has "
+                             f"{d['manifest']['seed']}")
+        if list(x["family_names"]) != list(d["family_names"]):
+            raise SystemExit(f"--extra-data {folder}: family list differs from --data's")
+        keep = np.array([(int(f), int(i)) not in have for f, i in zip(x["family_ids"], x["indices"])])
+        for k in ("surface_points", "surface_normals", "occ_points", "occ_labels", "extents", "captions",
+                  "families", "family_ids", "indices"):
+            d[k] = np.concatenate([d[k], x[k][keep]])
+        have.update(zip(x["family_ids"][keep].tolist(), x["indices"][keep].tolist()))
+        logger.log(f"--extra-data {folder}: {int(keep.sum())} training shapes appended "
+                   f"({int((~keep).sum())} already present)")
+    return d
+
+
+def short_captions(data, per_shape, logger):
+    """[[str] * per_shape] for every training shape of tokens.npz: captions.make_short_caption of the
+    shape re-made from its (seed, family, index), drawn from their own seeded streams."""
+    from shapes.captions import make_short_caption
+    from shapes.dataset import SPLITS
+    from shapes.families import make_shape
+    seed = int(data["seed"]) if "seed" in data else 1
+    names = [str(f) for f in data["family_names"]]
+    out = []
+    t0 = time.time()
+    for fid, idx in zip(data["train_family_ids"], data["train_indices"]):
+        shape = make_shape(names[int(fid)], np.random.default_rng([seed, SPLITS["train"], int(fid), int(idx)]))
+        out.append([make_short_caption(shape, np.random.default_rng([seed, 2000 + j, SPLITS["train"], int(fid),
+                                                                     int(idx)])) for j in range(per_shape)])
+    logger.log(f"short captions: {per_shape} per shape for {len(out)} shapes in {time.time() - t0:.0f} s, "
+               f"e.g. {out[0]} / {out[-1]}")
+    return out
 
 
 GPT_SIZE_KEYS = ("n_embd", "n_layer", "n_single", "mlp_hidden", "head_dim")
@@ -254,6 +306,13 @@ def main(argv=None):
     bbox = torch.from_numpy(data["train_bbox"])
     n, n_enc = tokens.shape[0], tokens.shape[1]
     cap_cache = {}
+    n_template = len(caps[0])
+    if not 0.0 <= a.short_prob <= 1.0:
+        raise SystemExit(f"--short-prob {a.short_prob}: must be in [0, 1]")
+    if a.short_prob > 0:
+        # appended after the template captions: indices >= n_template are short ones
+        short = short_captions(data, a.short_per_shape, logger)
+        caps = [row + extra for row, extra in zip(caps, short)]
     focus = [w.strip() for w in a.focus_words.split(",") if w.strip()]
     if a.focus_weight < 1.0:
         raise SystemExit(f"--focus-weight {a.focus_weight}: must be >= 1")
@@ -292,7 +351,11 @@ def main(argv=None):
             idx = torch.randint(n, (a.batch,), generator=gen)
         enc = torch.randint(n_enc, (a.batch,), generator=gen)
         codes = tokens[idx, enc]
-        which = torch.randint(len(caps[0]), (a.batch,), generator=gen)
+        which = torch.randint(n_template, (a.batch,), generator=gen)
+        if a.short_prob > 0:
+            use_short = torch.rand(a.batch, generator=gen) < a.short_prob
+            pick = torch.randint(a.short_per_shape, (a.batch,), generator=gen)
+            which = torch.where(use_short, n_template + pick, which)
         if focus:
             for i in range(a.batch):
                 fc = focus_caps[int(idx[i])]
