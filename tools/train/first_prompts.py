@@ -3,7 +3,7 @@
 (family, prompt, check, group) -> shape tokens -> 32^3 occupancy grid -> recognised family + property check.
 
 Tokens come from the defaults of `tessera generate` (greedy decoding, guidance 3, no bbox), either
-- --engine cli (default): the C++ engine, `build/app/tessera generate --prompt P --tokens-out F -o F.obj
+- --engine cli (default): the C++ engine, `build/app/cli/tessera generate --prompt P --tokens-out F -o F.obj
   -r 17` once per prompt (the lattice only affects the mesh, not the tokens; TESSERA_THREADS=--threads), or
 - --engine python: the plain PyTorch reference loader of evaluate.py (all prompts in one batch; fast,
   for probes during training), or
@@ -35,7 +35,10 @@ from train import common  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 TSV = os.path.join(HERE, "first_prompts.tsv")
 JUDGE = os.path.join(common.REPO, "train_runs", "tessera-tiny-p4", "recogniser.pt")
-CLI = os.path.join(common.REPO, "build", "app", "tessera")
+# the CLI of the build tree (build/app/cli/tessera in the CMake layout; build/app/tessera accepted too)
+CLI = next((c for c in (os.path.join(common.REPO, "build", "app", "cli", "tessera"),
+                        os.path.join(common.REPO, "build", "app", "tessera")) if os.path.exists(c)),
+           os.path.join(common.REPO, "build", "app", "cli", "tessera"))
 MODEL_DIR = os.path.join(common.REPO, "assets", "models", "tessera-tiny")
 CHECKS = ("hole", "tall", "flat", "cube")
 GROUPS = ("a-family", "bare", "synonym", "size")
@@ -151,6 +154,29 @@ def judge(rows, grids, rec, families):
     return out
 
 
+def heldout_metric(model_dir, rec, families):
+    """evaluate.py's prompt metric (its prompt list, checks and greedy guidance-3 generation)."""
+    from train import evaluate
+    _, _, gpt, clip, tok, _ = evaluate.load_exported(model_dir)
+    plist = evaluate._prompt_list(families)
+    codes = evaluate.generate(gpt, clip, tok, [t for _, t, _ in plist], guidance=GUIDANCE)
+    grids = decode_grids(model_dir, [[int(v) for v in row] for row in codes])
+    pred = evaluate.recognise(rec, grids)
+    match, checks, misses = 0, [], []
+    for (fam, text, check), g, pr in zip(plist, grids, pred):
+        _, _, info = evaluate.grid_features(g)
+        ok = families[int(pr)] == fam
+        match += ok
+        if not ok:
+            misses.append(f"{text[len('a sculpture of '):]} ({families[int(pr)]})")
+        if check:
+            checks.append(bool(check_ok(check, info)))
+            if not checks[-1]:
+                misses.append(f"{text[len('a sculpture of '):]} [{check} fails]")
+    return {"prompts": len(plist), "family_match": int(match), "family_match_rate": round(match / len(plist), 4),
+            "checks_passed": f"{sum(checks)}/{len(checks)}", "misses": misses}
+
+
 def summarise(results):
     def fig(rs):
         checks = [r["check_ok"] for r in rs if r["check"]]
@@ -186,6 +212,9 @@ def main(argv=None):
     p.add_argument("--sheet", default="", help="contact sheet PNG (front / side / top depth views, "
                                                "7 prompts per row in file order)")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--heldout", action="store_true",
+                   help="also evaluate.py's held-out prompt metric (57 'a sculpture of ...' prompts, family "
+                        "match and its 6 property checks) with the Python reference and the same judge")
     a = p.parse_args(argv)
     common.set_threads(a.threads)
     t0 = time.time()
@@ -220,7 +249,12 @@ def main(argv=None):
         print(f"{g:9s} {f['prompts']:7d} {f['family_match']:3d} ({f['family_match_rate']:.3f})  "
               f"{f['checks_passed']}")
     print(f"failing ({len(summary['failures'])}): {', '.join(summary['failures'])}")
-    out = {"model_dir": os.path.relpath(os.path.abspath(a.model_dir), common.REPO), "engine": a.engine,
+    heldout = heldout_metric(a.model_dir, rec, families) if a.heldout else None
+    if heldout:
+        print(f"held-out 'a sculpture of' prompts: family match {heldout['family_match_rate']:.3f} "
+              f"({heldout['family_match']}/{heldout['prompts']}), checks {heldout['checks_passed']}; "
+              f"misses: {', '.join(heldout['misses'])}")
+    out = {"heldout": heldout, "model_dir": os.path.relpath(os.path.abspath(a.model_dir), common.REPO), "engine": a.engine,
            "guidance": GUIDANCE, "decoding": "greedy", "judge": os.path.relpath(a.judge, common.REPO),
            "prompts_file": os.path.relpath(a.prompts, common.REPO), "summary": summary,
            "engine_agreement": agreement, "evaluated": time.strftime("%Y-%m-%dT%H:%M:%S"),
