@@ -21,6 +21,7 @@ every shipped model; never retrained here) names the family, and the checks are
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -114,9 +115,12 @@ def tokens_cli(model_dir, prompts, cli=CLI, threads=1, log=print):
     env = dict(os.environ, TESSERA_THREADS=str(threads))
     out = []
     with tempfile.TemporaryDirectory(prefix="tessera-first-") as tmp:
+        # a private copy: a build relinking the CLI meanwhile neither breaks nor mixes the run
+        exe = os.path.join(tmp, "tessera")
+        shutil.copy2(cli, exe)
         for i, p in enumerate(prompts):
             tf, mesh = os.path.join(tmp, f"{i}.tokens"), os.path.join(tmp, f"{i}.obj")
-            cmd = [cli, "generate", "--prompt", p, "--tokens-out", tf, "-o", mesh,
+            cmd = [exe, "generate", "--prompt", p, "--tokens-out", tf, "-o", mesh,
                    "-r", str(CLI_RESOLUTION), "--model", model_dir]
             r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             if r.returncode != 0:
