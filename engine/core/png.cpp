@@ -2,6 +2,9 @@
 
 #include <cstring>
 #include <limits>
+#include <string>
+#include <utility>
+#include <vector>
 
 // Both stb libraries are header-only; their implementations live in this translation unit with
 // static linkage (the studio's renderer has its own static copy of stb_image_write).
@@ -26,6 +29,37 @@ namespace {
 std::string failure_reason() {
   const char* reason = stbi_failure_reason();
   return reason != nullptr ? reason : "no reason given by the decoder";
+}
+
+// stb_image copies each IDAT chunk into a buffer it grows only for non-empty chunks, so an empty
+// IDAT before any data hands memcpy a null destination (undefined behaviour, found by
+// glb_import_fuzz). Empty IDAT chunks carry nothing: returns the stream without them, or an empty
+// string when there are none. The walk stops at the first chunk the bytes cannot hold (stb reports
+// the truncation).
+std::string without_empty_idat(const uint8_t* bytes, size_t size) {
+  auto be32 = [&](size_t at) {
+    return (uint32_t{bytes[at]} << 24) | (uint32_t{bytes[at + 1]} << 16) |
+           (uint32_t{bytes[at + 2]} << 8) | uint32_t{bytes[at + 3]};
+  };
+  std::vector<std::pair<size_t, size_t>> drop;  // [begin, end) of each empty IDAT chunk
+  size_t at = 8;
+  while (size - at >= 12) {
+    const uint64_t length = be32(at);
+    if (length > size - at - 12) break;
+    const bool idat = std::memcmp(bytes + at + 4, "IDAT", 4) == 0;
+    if (idat && length == 0) drop.emplace_back(at, at + 12);
+    at += 12 + static_cast<size_t>(length);
+  }
+  if (drop.empty()) return {};
+  std::string out;
+  out.reserve(size);
+  size_t from = 0;
+  for (const auto& [begin, end] : drop) {
+    out.append(reinterpret_cast<const char*>(bytes) + from, begin - from);
+    from = end;
+  }
+  out.append(reinterpret_cast<const char*>(bytes) + from, size - from);
+  return out;
 }
 
 }  // namespace
@@ -67,11 +101,16 @@ Expected<PngPixels> decode_png(const void* data, size_t size, int channels,
     return invalid_argument(what + ": " + std::to_string(size) + " bytes is too large for a PNG");
   }
   const auto* bytes = static_cast<const stbi_uc*>(data);
-  const int len = static_cast<int>(size);
   static constexpr uint8_t kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
   if (size < 8 || std::memcmp(bytes, kSignature, 8) != 0) {
     return invalid_argument(what + ": not a PNG file (bad signature)");
   }
+  const std::string cleaned = without_empty_idat(bytes, size);
+  if (!cleaned.empty()) {
+    bytes = reinterpret_cast<const stbi_uc*>(cleaned.data());
+    size = cleaned.size();
+  }
+  const int len = static_cast<int>(size);
   int w = 0, h = 0, n = 0;
   // Refuse huge images before stb allocates for them.
   if (stbi_info_from_memory(bytes, len, &w, &h, &n) == 0) {
