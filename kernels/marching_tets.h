@@ -164,12 +164,22 @@ TESSERA_HOST_DEVICE inline int cell_triangle_count(const TetTable& table, const 
   return n;
 }
 
+// How close to a lattice point an edge vertex may sit, as a fraction of its edge. A value exactly
+// at iso counts as outside, so the surface passes through that lattice point, and every edge from it
+// to an inside neighbour would put its vertex at the very same position: distinct vertices by edge
+// key, one point in space, which any consumer that welds coincident vertices (Blender's merge, an
+// STL slicer, cleanup's weld) turns into non-manifold edges. Keeping each vertex kEdgeParamMargin
+// away from the ends of its edge keeps vertices of different edges apart (by ~1 % of a cell) and
+// leaves the surface where it was to within that.
+inline constexpr float kEdgeParamMargin = 1.0f / 128.0f;
+
 // The vertex on the edge from value va at pa to vb at pb where the linear interpolation crosses
-// iso (the two values straddle iso, so vb != va; the clamp guards rounding).
+// iso (the two values straddle iso, so vb != va), kept within [margin, 1 - margin] of the edge
+// (the clamp also guards rounding and NaN).
 TESSERA_HOST_DEVICE inline float edge_param(float iso, float va, float vb) {
   float t = (iso - va) / (vb - va);
-  if (!(t >= 0.0f)) t = 0.0f;
-  if (t > 1.0f) t = 1.0f;
+  if (!(t >= kEdgeParamMargin)) t = kEdgeParamMargin;
+  if (t > 1.0f - kEdgeParamMargin) t = 1.0f - kEdgeParamMargin;
   return t;
 }
 

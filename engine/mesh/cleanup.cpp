@@ -242,17 +242,42 @@ Status decimate(Mesh& mesh, int64_t max_triangles) {
   }
   if (mesh.triangle_count() <= max_triangles) return Status();
 #if TESSERA_MESHOPT
-  std::vector<uint32_t> out(mesh.triangles.size());
-  // target_error is relative to the mesh extent; 1.0 lets the face budget decide.
-  const size_t count = meshopt_simplify(out.data(), mesh.triangles.data(), mesh.triangles.size(),
-                                        mesh.positions.data(), static_cast<size_t>(mesh.vertex_count()),
-                                        3 * sizeof(float), static_cast<size_t>(max_triangles) * 3,
-                                        1.0f, 0, nullptr);
+  // meshopt_simplify collapses edges without checking that the result stays a 2-manifold: now and
+  // then two sheets end up sharing an edge (a non-manifold edge in a mesh that was closed). A closed
+  // input must give a closed output, so the budget is tried a little lower a few times (each try is
+  // a different collapse order) and the first closed result is kept; failing that, the one with the
+  // fewest defects.
+  const bool closed_in = compute_welded_topology(mesh).watertight();
+  std::vector<uint32_t> best;
+  int64_t best_defects = -1;
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    const auto target = std::max<int64_t>(1, max_triangles - max_triangles * 3 * attempt / 100);
+    std::vector<uint32_t> out(mesh.triangles.size());
+    // target_error is relative to the mesh extent; 1.0 lets the face budget decide.
+    const size_t count = meshopt_simplify(out.data(), mesh.triangles.data(), mesh.triangles.size(),
+                                          mesh.positions.data(), static_cast<size_t>(mesh.vertex_count()),
+                                          3 * sizeof(float), static_cast<size_t>(target) * 3, 1.0f, 0,
+                                          nullptr);
+    out.resize(count);
+    if (!closed_in) {
+      best = std::move(out);
+      break;
+    }
+    Mesh candidate;
+    candidate.positions = mesh.positions;
+    candidate.triangles = out;
+    const Topology t = compute_welded_topology(candidate);
+    const int64_t defects = t.boundary_edges + t.non_manifold_edges;
+    if (best_defects < 0 || defects < best_defects) {
+      best = std::move(out);
+      best_defects = defects;
+    }
+    if (defects == 0) break;
+  }
   // meshopt_simplify only picks a subset of the existing vertices (it never moves one), so each
   // kept vertex keeps its uv and the texture stays valid; seam vertices are split, so the seams are
   // borders to the simplifier and survive as such.
-  out.resize(count);
-  mesh.triangles = std::move(out);
+  mesh.triangles = std::move(best);
   compact_vertices(mesh);
   if (!mesh.normals.empty()) compute_vertex_normals(mesh);
   return Status();
@@ -270,12 +295,80 @@ Status reduce_triangles(Mesh& mesh, int64_t max_triangles) {
   return Status();
 }
 
+void smooth_taubin(Mesh& mesh, int iterations, float lambda, float mu) {
+  const int64_t nv = mesh.vertex_count();
+  if (iterations <= 0 || nv == 0) return;
+  // Neighbours of each vertex (through triangle edges), as CSR arrays; each edge listed once per end.
+  std::vector<std::pair<uint32_t, uint32_t>> pairs;
+  pairs.reserve(mesh.triangles.size() * 2);
+  for (size_t t = 0; t + 2 < mesh.triangles.size(); t += 3) {
+    for (int e = 0; e < 3; ++e) {
+      const uint32_t a = mesh.triangles[t + e], b = mesh.triangles[t + (e + 1) % 3];
+      if (a == b) continue;
+      pairs.emplace_back(a, b);
+      pairs.emplace_back(b, a);
+    }
+  }
+  std::sort(pairs.begin(), pairs.end());
+  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+  std::vector<size_t> start(static_cast<size_t>(nv) + 1, 0);
+  for (const auto& pr : pairs) ++start[pr.first + 1];
+  for (int64_t v = 0; v < nv; ++v) start[v + 1] += start[v];
+  // Vertices on a boundary or non-manifold edge stay where they are (smoothing would pull an open
+  // rim inwards): an edge used by exactly two triangles is interior.
+  std::vector<char> pinned(static_cast<size_t>(nv), 0);
+  {
+    std::unordered_map<uint64_t, int> use;
+    use.reserve(mesh.triangles.size());
+    for (size_t t = 0; t + 2 < mesh.triangles.size(); t += 3) {
+      for (int e = 0; e < 3; ++e) {
+        const uint32_t a = mesh.triangles[t + e], b = mesh.triangles[t + (e + 1) % 3];
+        ++use[(static_cast<uint64_t>(std::min(a, b)) << 32) | std::max(a, b)];
+      }
+    }
+    for (const auto& [key, count] : use) {
+      if (count == 2) continue;
+      pinned[key >> 32] = 1;
+      pinned[key & 0xffffffffu] = 1;
+    }
+  }
+  std::vector<float> next(mesh.positions.size());
+  auto pass = [&](float factor) {
+    for (int64_t v = 0; v < nv; ++v) {
+      const size_t b = start[v], e = start[v + 1];
+      for (int d = 0; d < 3; ++d) {
+        const float p = mesh.positions[3 * v + d];
+        if (b == e || pinned[static_cast<size_t>(v)] != 0) {
+          next[3 * v + d] = p;
+          continue;
+        }
+        double sum = 0;
+        for (size_t i = b; i < e; ++i) sum += mesh.positions[3 * pairs[i].second + d];
+        const double mean = sum / static_cast<double>(e - b);
+        next[3 * v + d] = static_cast<float>(p + factor * (mean - p));
+      }
+    }
+    mesh.positions.swap(next);
+  };
+  for (int it = 0; it < iterations; ++it) {
+    pass(lambda);
+    pass(mu);
+  }
+  if (!mesh.normals.empty()) compute_vertex_normals(mesh);
+}
+
 Status cleanup(Mesh& mesh, const CleanupOptions& options) {
   TESSERA_RETURN_IF_ERROR(validate(mesh));
   const double diagonal = compute_bounds(mesh).diagonal();
   weld_vertices(mesh, static_cast<float>(options.weld_tolerance_fraction * diagonal));
-  remove_degenerate_triangles(mesh, 0.0);
+  // Only triangles the weld collapsed (a repeated vertex) and repeated triangles go: a sliver with
+  // three distinct vertices and zero area still closes the surface, and removing it would open a
+  // hole in an otherwise closed mesh.
+  remove_degenerate_triangles(mesh, -1.0);
   remove_small_components(mesh, options.min_component_fraction);
+  // Texture seams split vertices, and smoothing by index would tear them apart: a textured mesh
+  // keeps its positions.
+  if (mesh.uvs.empty()) smooth_taubin(mesh, options.smooth_iterations);
   if (options.max_triangles > 0) TESSERA_RETURN_IF_ERROR(decimate(mesh, options.max_triangles));
   compact_vertices(mesh);
   if (options.normals) compute_vertex_normals(mesh);

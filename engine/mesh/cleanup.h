@@ -17,8 +17,9 @@ namespace tessera::mesh {
 // afterwards. Returns vertices merged.
 int64_t weld_vertices(Mesh& mesh, float tolerance);
 
-// Removes triangles that repeat a vertex index, have area <= min_area, or repeat another
-// triangle's vertex set (any orientation). Returns triangles removed.
+// Removes triangles that repeat a vertex index, have area <= min_area (min_area < 0: no area test),
+// or repeat another triangle's vertex set (any orientation). Returns triangles removed. Note that
+// removing a zero-area triangle with three distinct vertices opens a closed surface.
 int64_t remove_degenerate_triangles(Mesh& mesh, double min_area = 0.0);
 
 // Drops connected components (triangles connected through shared vertices) whose bounding-box
@@ -44,14 +45,26 @@ Status decimate(Mesh& mesh, int64_t max_triangles);
 // is 0 or the mesh is within budget. Errors: decimate()'s.
 Status reduce_triangles(Mesh& mesh, int64_t max_triangles);
 
+// Taubin's lambda|mu smoothing ("A Signal Processing Approach to Fair Surface Design", SIGGRAPH
+// 1995): each iteration moves every vertex towards the mean of its neighbours by lambda, then away
+// by -mu, which removes the one-cell stair steps marching a coarse lattice leaves on a curved
+// surface without the shrinking of plain Laplacian smoothing. Vertices move, the connectivity does
+// not: a closed, manifold mesh stays so. Vertices on boundary or non-manifold edges do not move.
+// Smooths by vertex index, so call it before texturing (uv seams split vertices; cleanup() skips it
+// on a mesh with uvs). Normals, when present, are recomputed.
+void smooth_taubin(Mesh& mesh, int iterations, float lambda = 0.5f, float mu = -0.53f);
+
 struct CleanupOptions {
   double weld_tolerance_fraction = 1e-6;  // of the bbox diagonal
   double min_component_fraction = 0.15;   // of the bbox diagonal (the reference's 15 %); 0: keep all
+  int smooth_iterations = 20;             // smooth_taubin() iterations after the weld (the
+                                          // one-cell stair steps of a coarse lattice); 0: none
   int64_t max_triangles = 0;              // decimation budget; 0: no decimation
   bool normals = true;
 };
 
-// weld -> degenerate faces -> small components -> optional decimation -> compaction -> normals.
+// weld -> collapsed and repeated faces (zero-area slivers are kept: they close the surface) ->
+// small components -> optional smoothing -> optional decimation -> compaction -> normals.
 // Errors: the mesh fails validate(), or decimate() fails.
 Status cleanup(Mesh& mesh, const CleanupOptions& options);
 

@@ -41,8 +41,8 @@ Lattice make_lattice(int base, float bound) {
 // Evaluates the occupancy at lattice points in batches; the point buffer is reused across calls.
 class BatchEvaluator {
  public:
-  BatchEvaluator(const OccupancyFn& fn, int64_t batch, ExtractionStats* stats)
-      : fn_(fn), batch_(batch), stats_(stats) {}
+  BatchEvaluator(const OccupancyFn& fn, int64_t batch, float iso, ExtractionStats* stats)
+      : fn_(fn), batch_(batch), iso_(iso), stats_(stats) {}
 
   // Writes the logits of `indices` (lattice indices) to out[0..indices.size()).
   Status evaluate(const Lattice& l, const std::vector<int64_t>& indices, float* out) {
@@ -67,15 +67,41 @@ class BatchEvaluator {
               std::to_string(points_[3 * p + 1]) + ", " + std::to_string(points_[3 * p + 2]) +
               ") is not finite (NaN/Inf in the model or its weights?)");
         }
+        raw_lo_ = std::min(raw_lo_, out[begin + p]);
+        raw_hi_ = std::max(raw_hi_, out[begin + p]);
+        // A solid that reaches the face of the extraction box would leave an open surface there
+        // (marching tetrahedra closes the surface only where the lattice's boundary is outside):
+        // points on the box's faces count as outside, so the mesh is capped at the box and closed.
+        const int64_t idx = indices[static_cast<size_t>(begin + p)];
+        if (on_boundary(l, idx)) out[begin + p] = std::min(out[begin + p], iso_ - kBoundaryOutside);
       }
     }
     if (stats_ != nullptr) stats_->queries += total;
     return Status();
   }
 
+ public:
+  // The logits' range as the model gave them (before the box faces were set outside).
+  float raw_lo() const { return raw_lo_; }
+  float raw_hi() const { return raw_hi_; }
+  // True when every logit so far was on one side of iso: the model drew no surface (a field that is
+  // inside everywhere is no shape either, though the box faces would close it into the box).
+  bool one_sided(float iso) const { return raw_hi_ <= iso || raw_lo_ > iso; }
+
  private:
+  // How far below iso a boundary point is set when the model says inside there: a small margin, so
+  // the cap's vertices sit next to the box face (edge_param keeps them off the lattice point).
+  static constexpr float kBoundaryOutside = 1e-3f;
+
+  static bool on_boundary(const Lattice& l, int64_t idx) {
+    const int64_t i = idx % l.n[0], j = (idx / l.n[0]) % l.n[1], k = idx / (l.n[0] * l.n[1]);
+    return i == 0 || j == 0 || k == 0 || i == l.n[0] - 1 || j == l.n[1] - 1 || k == l.n[2] - 1;
+  }
+
   const OccupancyFn& fn_;
   int64_t batch_;
+  float iso_;
+  float raw_lo_ = INFINITY, raw_hi_ = -INFINITY;
   ExtractionStats* stats_;
   std::vector<float> points_;
 };
@@ -138,9 +164,10 @@ Expected<Mesh> extract_dense(const OccupancyFn& occupancy, const ExtractionOptio
   std::vector<int64_t> indices(static_cast<size_t>(l.num_points()));
   for (size_t i = 0; i < indices.size(); ++i) indices[i] = static_cast<int64_t>(i);
   std::vector<float> values(indices.size());
-  BatchEvaluator eval(occupancy, options.batch_points, st);
+  BatchEvaluator eval(occupancy, options.batch_points, options.iso, st);
   TESSERA_RETURN_IF_ERROR(eval.evaluate(l, indices, values.data()));
   st->levels = 1;
+  if (eval.one_sided(options.iso)) return no_surface(eval.raw_lo(), eval.raw_hi(), options.iso);
   TESSERA_ASSIGN_OR_RETURN(Mesh mesh, marching_cubes(values.data(), l, options.iso));
   if (mesh.empty()) {
     const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
@@ -149,13 +176,155 @@ Expected<Mesh> extract_dense(const OccupancyFn& occupancy, const ExtractionOptio
   return mesh;
 }
 
+namespace {
+
+// Lattice index -> value of the points known at the finest level: open addressing with linear
+// probing, grown by doubling (the surface-tracking pass adds points as it goes).
+class PointValues {
+ public:
+  explicit PointValues(size_t expected) { rehash(std::max<size_t>(64, 2 * expected)); }
+  // The value of `key`, or nullptr (valid until the next insert).
+  float* find(int64_t key) {
+    for (size_t h = slot(key);; h = (h + 1) & mask_) {
+      if (keys_[h] == key) return &values_[h];
+      if (keys_[h] < 0) return nullptr;
+    }
+  }
+  void insert(int64_t key, float value) {
+    if (2 * (size_ + 1) > keys_.size()) rehash(2 * keys_.size());
+    for (size_t h = slot(key);; h = (h + 1) & mask_) {
+      if (keys_[h] == key) return;
+      if (keys_[h] < 0) {
+        keys_[h] = key;
+        values_[h] = value;
+        ++size_;
+        return;
+      }
+    }
+  }
+
+ private:
+  size_t slot(int64_t key) const {
+    return static_cast<size_t>((static_cast<uint64_t>(key) * 0x9E3779B97F4A7C15ull) >> shift_);
+  }
+  void rehash(size_t min_capacity) {
+    size_t cap = 64;
+    int bits = 6;
+    while (cap < min_capacity) {
+      cap *= 2;
+      ++bits;
+    }
+    std::vector<int64_t> old_keys = std::move(keys_);
+    std::vector<float> old_values = std::move(values_);
+    keys_.assign(cap, -1);
+    values_.assign(cap, 0.0f);
+    mask_ = cap - 1;
+    shift_ = 64 - bits;
+    size_ = 0;
+    for (size_t i = 0; i < old_keys.size(); ++i) {
+      if (old_keys[i] >= 0) insert(old_keys[i], old_values[i]);
+    }
+  }
+
+  std::vector<int64_t> keys_;
+  std::vector<float> values_;
+  size_t mask_ = 0, size_ = 0;
+  int shift_ = 58;
+};
+
+// The coarse levels find a surface only where a coarse cell's corners (or its near-surface test)
+// show it; a feature thinner than a coarse cell can pass between them, and the finest level then
+// holds part of a surface whose continuation lies in cells that were never refined: the mesh would
+// end there with an open crack. Surface tracking closes it: wherever a face of a surface cell
+// changes sign, the surface goes on into the neighbour across that face, which is added (its
+// missing corners queried, in one batch per round) until no face leads anywhere new. Every surface
+// component that was found is then complete, exactly as the dense path polygonizes it.
+Status track_surface(const Lattice& l, float iso, BatchEvaluator& eval, std::vector<int64_t>& cells,
+                     std::vector<std::array<float, 8>>& corners) {
+  auto corner_index = [&](int64_t cell, int q) {
+    const int64_t i = cell % l.n[0], j = (cell / l.n[0]) % l.n[1], k = cell / (l.n[0] * l.n[1]);
+    return l.index(i + (q & 1), j + ((q >> 1) & 1), k + ((q >> 2) & 1));
+  };
+  PointValues values(cells.size() * 4);
+  LatticeHash member;  // cells already in the set (slot unused)
+  std::vector<int64_t> members(cells.begin(), cells.end());
+  // LatticeHash has a fixed capacity: size it generously and rebuild when the set outgrows it.
+  size_t member_capacity = 4 * cells.size() + 64;
+  member.reset(member_capacity);
+  for (size_t a = 0; a < cells.size(); ++a) {
+    member.find_or_insert(cells[a], static_cast<int32_t>(a));
+    for (int q = 0; q < 8; ++q) values.insert(corner_index(cells[a], q), corners[a][static_cast<size_t>(q)]);
+  }
+  // The 6 faces: (axis, side) -> the 4 corners on that face and the neighbour's offset.
+  static constexpr int kFaceCorners[6][4] = {{0, 2, 4, 6}, {1, 3, 5, 7}, {0, 1, 4, 5},
+                                             {2, 3, 6, 7}, {0, 1, 2, 3}, {4, 5, 6, 7}};
+  size_t frontier_begin = 0;
+  std::vector<int64_t> added, query;
+  std::vector<float> queried;
+  while (frontier_begin < cells.size()) {
+    const size_t frontier_end = cells.size();
+    added.clear();
+    for (size_t a = frontier_begin; a < frontier_end; ++a) {
+      const int64_t cell = cells[a];
+      const int64_t i = cell % l.n[0], j = (cell / l.n[0]) % l.n[1], k = cell / (l.n[0] * l.n[1]);
+      for (int f = 0; f < 6; ++f) {
+        bool inside = false, outside = false;
+        for (int c : kFaceCorners[f]) (corners[a][static_cast<size_t>(c)] > iso ? inside : outside) = true;
+        if (!(inside && outside)) continue;
+        const int axis = f / 2, side = f % 2;
+        int64_t ni = i, nj = j, nk = k;
+        int64_t& moved = axis == 0 ? ni : (axis == 1 ? nj : nk);
+        moved += side == 0 ? -1 : 1;
+        if (moved < 0 || moved + 1 >= l.n[static_cast<size_t>(axis)]) continue;
+        const int64_t neighbour = l.index(ni, nj, nk);
+        if (members.size() + added.size() + 1 > member_capacity / 2) {
+          member_capacity *= 4;
+          member.reset(member_capacity);
+          int32_t n = 0;
+          for (int64_t m : members) member.find_or_insert(m, n++);
+          for (int64_t m : added) member.find_or_insert(m, n++);
+        }
+        // Slots are the cells' numbers in the set: a new key gets the next one.
+        const auto next_slot = static_cast<int32_t>(members.size() + added.size());
+        if (member.find_or_insert(neighbour, next_slot) != next_slot) continue;  // already there
+        added.push_back(neighbour);
+      }
+    }
+    frontier_begin = frontier_end;
+    if (added.empty()) break;
+    members.insert(members.end(), added.begin(), added.end());
+    query.clear();
+    for (int64_t cell : added) {
+      for (int q = 0; q < 8; ++q) {
+        const int64_t p = corner_index(cell, q);
+        if (values.find(p) == nullptr) {
+          values.insert(p, 0.0f);  // its value is written once queried below (each point once)
+          query.push_back(p);
+        }
+      }
+    }
+    queried.resize(query.size());
+    TESSERA_RETURN_IF_ERROR(eval.evaluate(l, query, queried.data()));
+    for (size_t q = 0; q < query.size(); ++q) *values.find(query[q]) = queried[q];
+    for (int64_t cell : added) {
+      std::array<float, 8> c;
+      for (int q = 0; q < 8; ++q) c[static_cast<size_t>(q)] = *values.find(corner_index(cell, q));
+      cells.push_back(cell);
+      corners.push_back(c);
+    }
+  }
+  return Status();
+}
+
+}  // namespace
+
 Expected<Mesh> extract_coarse_to_fine(const OccupancyFn& occupancy,
                                       const ExtractionOptions& options, ExtractionStats* stats) {
   TESSERA_RETURN_IF_ERROR(check_options(options, true));
   ExtractionStats local;
   ExtractionStats* st = stats != nullptr ? stats : &local;
   *st = ExtractionStats();
-  BatchEvaluator eval(occupancy, options.batch_points, st);
+  BatchEvaluator eval(occupancy, options.batch_points, options.iso, st);
   const float iso = options.iso;
 
   // The surface cells of the current level, each with its 8 corner values (corner c at offset
@@ -202,6 +371,7 @@ Expected<Mesh> extract_coarse_to_fine(const OccupancyFn& occupancy,
     }
   }
   st->levels = 1;
+  if (eval.one_sided(iso)) return no_surface(eval.raw_lo(), eval.raw_hi(), iso);
   LatticeHash hash;
   std::vector<int64_t> missing;      // next-level lattice indices to query, each once
   std::vector<int32_t> block_slots;  // per parent cell: 27 slots into `missing` (-1: a corner)
@@ -272,8 +442,12 @@ Expected<Mesh> extract_coarse_to_fine(const OccupancyFn& occupancy,
     l = next;
     ++st->levels;
   }
-  // Finest level: the cells with a sign change, polygonized on the dense path's lattice.
+  // Finest level: the cells with a sign change, completed by surface tracking where the coarse
+  // levels missed part of a surface, polygonized on the dense path's lattice.
   if (cells.empty()) return no_surface(lo, hi, iso);
+  if (options.coarse_base < options.resolution_base) {
+    TESSERA_RETURN_IF_ERROR(track_surface(l, iso, eval, cells, corners));
+  }
   st->surface_cells = static_cast<int64_t>(cells.size());
   if (options.polygonize) {
     Mesh out;

@@ -1,10 +1,25 @@
 #include "engine/mesh/mesh.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace tessera::mesh {
+namespace {
+
+struct PositionHash {
+  size_t operator()(const std::array<uint32_t, 3>& k) const {
+    uint64_t h = 1469598103934665603ull;
+    for (uint32_t v : k) h = (h ^ v) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
+}  // namespace
 
 double Bounds::diagonal() const {
   double s = 0;
@@ -125,26 +140,78 @@ double signed_volume(const Mesh& mesh) {
 
 Topology compute_topology(const Mesh& mesh) {
   Topology topo;
-  std::unordered_map<uint64_t, int> edge_use;
+  // Per unordered edge: triangles using it, and the sum of their directions (+1 when a triangle
+  // walks it from the smaller index to the larger): a consistently oriented two-triangle edge sums
+  // to 0.
+  struct EdgeUse {
+    int count = 0;
+    int direction = 0;
+  };
+  std::unordered_map<uint64_t, EdgeUse> edge_use;
   edge_use.reserve(mesh.triangles.size() * 2);
-  std::vector<char> used(static_cast<size_t>(mesh.vertex_count()), 0);
+  const size_t nv = static_cast<size_t>(mesh.vertex_count());
+  std::vector<char> used(nv, 0);
+  std::vector<uint32_t> parent(nv);
+  for (size_t v = 0; v < nv; ++v) parent[v] = static_cast<uint32_t>(v);
+  auto root = [&](uint32_t x) {
+    while (parent[x] != x) {
+      parent[x] = parent[parent[x]];
+      x = parent[x];
+    }
+    return x;
+  };
   for (size_t t = 0; t + 2 < mesh.triangles.size(); t += 3) {
     for (int e = 0; e < 3; ++e) {
       const uint32_t a = mesh.triangles[t + e];
       const uint32_t b = mesh.triangles[t + (e + 1) % 3];
       used[a] = 1;
       const uint64_t key = (static_cast<uint64_t>(std::min(a, b)) << 32) | std::max(a, b);
-      ++edge_use[key];
+      EdgeUse& use = edge_use[key];
+      ++use.count;
+      use.direction += a < b ? 1 : -1;
+      const uint32_t ra = root(a), rb = root(b);
+      if (ra != rb) parent[rb] = ra;
     }
   }
-  for (char u : used) topo.vertices_used += u;
+  for (size_t v = 0; v < nv; ++v) {
+    if (used[v] == 0) continue;
+    ++topo.vertices_used;
+    if (root(static_cast<uint32_t>(v)) == v) ++topo.components;
+  }
   topo.edges = static_cast<int64_t>(edge_use.size());
-  for (const auto& [key, count] : edge_use) {
-    if (count == 1) ++topo.boundary_edges;
-    if (count > 2) ++topo.non_manifold_edges;
+  for (const auto& [key, use] : edge_use) {
+    if (use.count == 1) ++topo.boundary_edges;
+    if (use.count > 2) ++topo.non_manifold_edges;
+    if (use.count == 2 && use.direction != 0) ++topo.misoriented_edges;
   }
   topo.euler_characteristic = topo.vertices_used - topo.edges + mesh.triangle_count();
   return topo;
+}
+
+Topology compute_welded_topology(const Mesh& mesh) {
+  Mesh welded;
+  welded.triangles = mesh.triangles;
+  std::unordered_map<std::array<uint32_t, 3>, uint32_t, PositionHash> first;
+  const int64_t nv = mesh.vertex_count();
+  first.reserve(static_cast<size_t>(nv));
+  std::vector<uint32_t> remap(static_cast<size_t>(nv));
+  for (int64_t v = 0; v < nv; ++v) {
+    std::array<uint32_t, 3> key{};
+    for (int d = 0; d < 3; ++d) {
+      float p = mesh.positions[static_cast<size_t>(3 * v + d)];
+      if (p == 0.0f) p = 0.0f;  // -0 and +0 are one position
+      std::memcpy(&key[static_cast<size_t>(d)], &p, sizeof p);
+    }
+    auto [it, inserted] = first.try_emplace(key, static_cast<uint32_t>(welded.positions.size() / 3));
+    if (inserted) {
+      for (int d = 0; d < 3; ++d) welded.positions.push_back(mesh.positions[static_cast<size_t>(3 * v + d)]);
+    }
+    remap[static_cast<size_t>(v)] = it->second;
+  }
+  for (uint32_t& t : welded.triangles) {
+    if (t < remap.size()) t = remap[t];
+  }
+  return compute_topology(welded);
 }
 
 }  // namespace tessera::mesh

@@ -67,8 +67,16 @@ struct Topology {
   int64_t boundary_edges = 0;      // edges used by one triangle
   int64_t non_manifold_edges = 0;  // edges used by more than two triangles
   int64_t euler_characteristic = 0;  // V - E + F over referenced vertices
+  int64_t components = 0;          // connected through shared vertices
+  int64_t misoriented_edges = 0;   // two-triangle edges both triangles walk the same way
   bool watertight() const { return boundary_edges == 0 && non_manifold_edges == 0; }
 };
 Topology compute_topology(const Mesh& mesh);
+
+// compute_topology() after merging the vertices that sit at exactly the same position (uvs and
+// normals ignored): what a consumer that welds coincident vertices sees (an STL, which has no
+// shared vertices at all; Blender's "merge by distance"; a slicer). A mesh can be watertight by
+// index and not after this, when two distinct vertices coincide.
+Topology compute_welded_topology(const Mesh& mesh);
 
 }  // namespace tessera::mesh
