@@ -167,6 +167,7 @@ void Session::install_shape(std::unique_ptr<shape::ShapePipeline> pipeline,
   info.weights = weights.empty() ? "f32" : weights;
   info.fill_token_id = pipeline->fill_token_id();
   info.decoder_codes = pipeline->decoder_codes();
+  info.example_prompts = pipeline->example_prompts();
   shape_ = std::move(pipeline);  // the shape worker's (or, before any job, the creator's)
   std::lock_guard<std::mutex> lock(mutex_);
   shape_info_ = std::move(info);

@@ -128,6 +128,9 @@ struct ShapeModelInfo {
   std::string weights;          // "f32" / "bf16"
   int32_t fill_token_id = 0;    // what completes a token prefix to num_latents
   int64_t decoder_codes = 0;    // ids a token file may hold: [0, decoder_codes)
+  // Prompts the model is known to answer (from its model.json; empty when it has none): what a
+  // front end offers a newcomer as examples.
+  std::vector<std::string> example_prompts;
 };
 struct ImageModelInfo {
   std::string path;

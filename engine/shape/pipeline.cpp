@@ -18,11 +18,34 @@ bool is_cancelled(const std::atomic<bool>* cancel) {
 }
 
 // What Tessera reads from a model directory's model.json card (tessera-tiny has one; the released
-// Cube 3D folders do not): tokens.fill_token_id and defaults.resolution, each optional.
+// Cube 3D folders do not): tokens.fill_token_id, defaults.resolution and the example prompts
+// (example_prompts, else "a <family>" for each of families), each optional.
 struct ModelCard {
   std::optional<int32_t> fill_token_id;
   std::optional<int> default_resolution;
+  std::vector<std::string> example_prompts;
 };
+
+// "a box", "an arch": the indefinite article English puts before a noun (by its first letter,
+// as the training captions do).
+std::string with_article(const std::string& noun) {
+  const bool vowel = !noun.empty() && std::string("aeiou").find(noun[0]) != std::string::npos;
+  return (vowel ? "an " : "a ") + noun;
+}
+
+// A JSON array of non-empty strings (at most 256 of at most 200 bytes each: a card is not a corpus).
+Expected<std::vector<std::string>> read_string_list(const nlohmann::json& v, const std::string& what) {
+  if (!v.is_array()) return corrupt_data(what + " is not an array of strings");
+  if (v.size() > 256) return corrupt_data(what + " has " + std::to_string(v.size()) + " entries (256 at most)");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_string() || v[i].get<std::string>().empty() || v[i].get<std::string>().size() > 200) {
+      return corrupt_data(what + "[" + std::to_string(i) + "] is not a non-empty string of at most 200 bytes");
+    }
+    out.push_back(v[i].get<std::string>());
+  }
+  return out;
+}
 
 // An optional JSON file of the model folder: nullopt when absent; present but not a JSON object is
 // an error naming it (it belongs to the model and something is wrong with it).
@@ -68,6 +91,12 @@ Expected<ModelCard> read_model_card(const std::string& dir, int64_t codebook_siz
       }
       out.default_resolution = static_cast<int>(r);
     }
+  }
+  if (const auto ex = card.find("example_prompts"); ex != card.end() && !ex->is_null()) {
+    TESSERA_ASSIGN_OR_RETURN(out.example_prompts, read_string_list(*ex, path + ": example_prompts"));
+  } else if (const auto fam = card.find("families"); fam != card.end() && !fam->is_null()) {
+    TESSERA_ASSIGN_OR_RETURN(std::vector<std::string> families, read_string_list(*fam, path + ": families"));
+    for (const std::string& f : families) out.example_prompts.push_back(with_article(f));
   }
   return out;
 }
@@ -201,6 +230,7 @@ Expected<std::unique_ptr<ShapePipeline>> ShapePipeline::load_on(
   p->learned_fill_ = card.fill_token_id.has_value();
   p->fill_token_id_ = card.fill_token_id.value_or(0);
   p->default_resolution_ = card.default_resolution.value_or(kReferenceResolution);
+  p->example_prompts_ = card.example_prompts;
 
   p->clip_ids_.resize(static_cast<size_t>(gc.text_len));
   p->clip_lengths_.resize(1);

@@ -195,6 +195,9 @@ class ShapePipeline {
   int resolve_resolution(int requested) const {
     return requested == 0 ? default_resolution_ : requested;
   }
+  // Prompts the model is known to answer (model.json's example_prompts, else "a <family>" for each
+  // of its families; empty for models without a card, such as the released Cube 3D folders).
+  const std::vector<std::string>& example_prompts() const { return example_prompts_; }
   // True when fill_token_id() came from model.json (false: the code-0 default).
   bool has_learned_fill_token() const { return learned_fill_; }
   const ModelPaths& paths() const { return model_->paths; }
@@ -228,6 +231,7 @@ class ShapePipeline {
   int32_t fill_token_id_ = 0;
   bool learned_fill_ = false;
   int default_resolution_ = kReferenceResolution;
+  std::vector<std::string> example_prompts_;
   // Scratch: padded ids / length for CLIP [77] / [1], filled ids and latents [num_latents(,
   // width)].
   std::vector<int32_t> clip_ids_, clip_lengths_, filled_ids_;

@@ -78,6 +78,8 @@ void EngineBridge::on_shape_event(const runtime::Event& event, bool* changed,
       use_bbox_ = info->uses_bbox;
       on_gpu_ = info->on_gpu;
       can_record_graphs_ = info->can_record_graphs;
+      example_prompts_.clear();
+      for (const std::string& e : info->example_prompts) example_prompts_ << QString::fromStdString(e);
       if (busy()) {
         // A job of the previous model that was cancelled by the load.
         stats_.state = JobState::kCancelled;

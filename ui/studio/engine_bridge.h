@@ -16,6 +16,7 @@
 
 #include <QObject>
 #include <QString>
+#include <QStringList>
 #include <QTimer>
 #include <atomic>
 #include <cstdint>
@@ -60,6 +61,8 @@ class EngineBridge : public QObject {
   int64_t num_latents() const { return num_latents_; }
   int64_t codebook_size() const { return codebook_size_; }
   bool model_uses_bbox() const { return use_bbox_; }
+  // Prompts the loaded model is known to answer (its model card's; empty without one).
+  const QStringList& example_prompts() const { return example_prompts_; }
 
   // Submits a job (cancelling the running one). Returns its id, or 0 when no model is loaded.
   uint64_t submit(const runtime::JobOptions& job);
@@ -105,6 +108,7 @@ class EngineBridge : public QObject {
   QString model_dir_, loading_dir_, backend_name_;
   int64_t num_latents_ = 0, codebook_size_ = 0;
   bool use_bbox_ = false, on_gpu_ = false, can_record_graphs_ = false;
+  QStringList example_prompts_;
   bool has_model_ = false;
   bool loading_ = false;
   bool emit_every_partial_ = false;

@@ -20,6 +20,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
+#include <QMenu>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QProgressBar>
@@ -30,6 +31,7 @@
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTimer>
+#include <QToolButton>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cstdio>
@@ -172,8 +174,16 @@ void MainWindow::build_ui() {
   generate_button_->setToolTip(tr("Generate the prompt (Ctrl+Enter)"));
   cancel_button_ = new QPushButton(tr("Cancel"), central);
   cancel_button_->setToolTip(tr("Cancel the running generation (Esc)"));
+  examples_button_ = new QToolButton(central);
+  examples_button_->setText(tr("Examples"));
+  examples_button_->setPopupMode(QToolButton::InstantPopup);
+  examples_button_->setToolButtonStyle(Qt::ToolButtonTextOnly);
+  examples_button_->setMenu(new QMenu(examples_button_));
+  examples_button_->setToolTip(tr("Prompts this model knows: pick one to generate it"));
+  examples_button_->setEnabled(false);
   buttons->addWidget(generate_button_);
   buttons->addWidget(cancel_button_);
+  buttons->addWidget(examples_button_);
   prompt_row->addLayout(buttons);
   layout->addLayout(prompt_row);
   viewport_ = new Viewport(central);

@@ -44,6 +44,7 @@ class QLabel;
 class QLineEdit;
 class QProgressBar;
 class QPushButton;
+class QToolButton;
 
 namespace tessera::studio {
 
@@ -111,6 +112,7 @@ class MainWindow : public QMainWindow {
   ImageSettings& image_settings() { return image_settings_; }
   Viewport* viewport() const { return viewport_; }
   PromptEdit* prompt_edit() const { return prompt_; }
+  QToolButton* examples_button() const { return examples_button_; }
   SettingsPanel* settings_panel() const { return settings_; }
   Gallery* gallery() const { return gallery_; }
   // The running texture job (0: none).
@@ -178,6 +180,7 @@ class MainWindow : public QMainWindow {
   PromptEdit* prompt_ = nullptr;
   QPushButton* generate_button_ = nullptr;
   QPushButton* cancel_button_ = nullptr;
+  QToolButton* examples_button_ = nullptr;  // the loaded model's example prompts
   SettingsPanel* settings_ = nullptr;
   QLineEdit* model_path_ = nullptr;
   QLabel* model_status_ = nullptr;

@@ -20,6 +20,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
+#include <QMenu>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QProgressBar>
@@ -30,6 +31,7 @@
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTimer>
+#include <QToolButton>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cstdio>
@@ -81,7 +83,21 @@ void MainWindow::on_model_loaded(const QString& dir) {
   settings_->set_model_facts(engine_->num_latents(), engine_->codebook_size(),
                              engine_->model_uses_bbox());
   sync_overlay_controls();
-  show_status(tr("Model ready. Type a prompt and press Ctrl+Enter."));
+  // The model's example prompts: a newcomer sees what it can make, one click generates one.
+  QMenu* examples = examples_button_->menu();
+  examples->clear();
+  for (const QString& example : engine_->example_prompts()) {
+    examples->addAction(example, this, [this, example] {
+      prompt_->setPlainText(example);
+      generate();
+    });
+  }
+  examples_button_->setEnabled(!engine_->example_prompts().isEmpty());
+  prompt_->set_example(engine_->example_prompts().isEmpty() ? QString()
+                                                             : engine_->example_prompts().front());
+  show_status(engine_->example_prompts().isEmpty()
+                  ? tr("Model ready. Type a prompt and press Ctrl+Enter.")
+                  : tr("Model ready. Type a prompt and press Ctrl+Enter, or pick one under Examples."));
   update_buttons();
   if (launch_.generate && !script_started_) {
     script_started_ = true;

@@ -5,9 +5,18 @@
 
 namespace tessera::studio {
 
+void PromptEdit::set_example(const QString& example) {
+  setPlaceholderText(
+      example.isEmpty()
+          ? tr("Describe a shape, e.g. \"a wooden chair\"  (Ctrl+Enter generates, Esc cancels, "
+               "Up/Down: history)")
+          : tr("Describe a shape, e.g. \"%1\"  (Examples: what this model knows; Ctrl+Enter "
+               "generates, Esc cancels, Up/Down: history)")
+                .arg(example));
+}
+
 PromptEdit::PromptEdit(QWidget* parent) : QPlainTextEdit(parent) {
-  setPlaceholderText(tr("Describe a shape, e.g. \"a wooden chair\"  (Ctrl+Enter generates, Esc "
-                        "cancels, Up/Down: history)"));
+  set_example(QString());
   setTabChangesFocus(true);
   const int line = fontMetrics().lineSpacing();
   setFixedHeight(line * 3 + 12);

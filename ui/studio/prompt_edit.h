@@ -17,6 +17,8 @@ class PromptEdit : public QPlainTextEdit {
   explicit PromptEdit(QWidget* parent = nullptr);
 
   QString prompt() const { return toPlainText().trimmed(); }
+  // The placeholder's example prompt (empty: a generic one).
+  void set_example(const QString& example);
   // Records `prompt` as the newest history entry (duplicates move to the front) and resets the
   // history cursor.
   void remember(const QString& prompt);

@@ -10,10 +10,12 @@
 #include <QElapsedTimer>
 #include <QImage>
 #include <QListWidget>
+#include <QMenu>
 #include <QProcess>
 #include <QSurfaceFormat>
 #include <QTemporaryDir>
 #include <QThread>
+#include <QToolButton>
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +26,8 @@
 
 #include "engine/core/thread_pool.h"
 #include "engine/mesh/export.h"
+#include "engine/mesh/import.h"
+#include "engine/mesh/mesh.h"
 #include "tests/engine/mesh/import_test_util.h"
 #include "tests/support/fixture_model_dir.h"
 #include "ui/studio/engine_bridge.h"
@@ -236,6 +240,47 @@ TEST(Studio, InvalidModelDirShowsErrorAndStaysUsable) {
   EXPECT_EQ(window->engine().stats().state, JobState::kDone)
       << window->engine().stats().message;
   EXPECT_EQ(window->gallery()->count(), 1);
+}
+
+// A newcomer on the embedded model: the Examples button lists its families as prompts, one click
+// generates one, and what comes out exports as a closed, manifold mesh. A model without a card
+// (the parity fixture, like the released Cube 3D folders) has no examples to offer.
+TEST(Studio, ExamplePromptsOfTheEmbeddedModel) {
+  LaunchOptions launch;  // the embedded default model, the studio's default settings
+  auto window = open_window(launch);
+  ASSERT_TRUE(window->engine().has_model()) << window->model_status_text().toStdString();
+  QToolButton* button = window->examples_button();
+  ASSERT_NE(button, nullptr);
+  EXPECT_TRUE(button->isEnabled());
+  const QList<QAction*> actions = button->menu()->actions();
+  ASSERT_EQ(actions.size(), 19);
+  QStringList texts;
+  for (QAction* a : actions) texts << a->text();
+  EXPECT_TRUE(texts.contains("a sphere"));
+  EXPECT_TRUE(texts.contains("an arch"));
+  EXPECT_TRUE(texts.contains("a mug"));
+  EXPECT_TRUE(window->prompt_edit()->placeholderText().contains("a sphere"))
+      << window->prompt_edit()->placeholderText().toStdString();
+  QAction* box = actions[texts.indexOf("a box")];
+  box->trigger();
+  EXPECT_EQ(window->prompt_edit()->prompt(), "a box");
+  EXPECT_TRUE(window->engine().busy());
+  ASSERT_TRUE(wait_job(*window));
+  EXPECT_EQ(window->engine().stats().state, JobState::kDone) << window->engine().stats().message;
+  QTemporaryDir out;
+  const QString path = out.filePath("box.obj");
+  ASSERT_TRUE(window->export_mesh(path, mesh::ExportOptions{}).ok());
+  auto mesh = mesh::import_mesh_file(path.toStdString());
+  ASSERT_TRUE(mesh.ok()) << mesh.status().to_string();
+  const mesh::Topology t = mesh::compute_welded_topology(*mesh);
+  EXPECT_EQ(t.boundary_edges, 0);
+  EXPECT_EQ(t.non_manifold_edges, 0);
+
+  FixtureModelDir dir("studio-examples");
+  window->load_model(QString::fromStdString(dir.path()));
+  ASSERT_TRUE(wait_until([&] { return !window->engine().loading(); }));
+  EXPECT_FALSE(button->isEnabled());
+  EXPECT_TRUE(button->menu()->actions().isEmpty());
 }
 
 TEST(Studio, StartsWithoutDefaultModel) {
