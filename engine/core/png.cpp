@@ -1,5 +1,6 @@
 #include "engine/core/png.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -43,11 +44,16 @@ std::string without_empty_idat(const uint8_t* bytes, size_t size) {
   };
   std::vector<std::pair<size_t, size_t>> drop;  // [begin, end) of each empty IDAT chunk
   size_t at = 8;
-  while (size - at >= 12) {
+  while (size >= at + 8) {  // a chunk's length and type are there
     const uint64_t length = be32(at);
-    if (length > size - at - 12) break;
     const bool idat = std::memcmp(bytes + at + 4, "IDAT", 4) == 0;
-    if (idat && length == 0) drop.emplace_back(at, at + 12);
+    if (idat && length == 0) {
+      // stb copies the (empty) data before it reads the CRC, so a truncated CRC does not save it.
+      drop.emplace_back(at, std::min(size, at + 12));
+      at += 12;
+      continue;
+    }
+    if (length > size - at - 8 || size - at - 8 - length < 4) break;  // data + CRC cut short
     at += 12 + static_cast<size_t>(length);
   }
   if (drop.empty()) return {};

@@ -63,6 +63,12 @@ TEST(PngTest, EmptyIdatChunksAreIgnored) {
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->pixels, px);
 
+  // An empty IDAT cut short inside its CRC (found by glb_import_fuzz): a clean error, no UB.
+  std::string cut = png->substr(0, idat) + kEmptyIdat.substr(0, 11);
+  auto cut_result = decode_png(cut.data(), cut.size(), 3, "cut-idat.png");
+  ASSERT_FALSE(cut_result.ok());
+  EXPECT_NE(cut_result.status().message().find("cut-idat.png"), std::string::npos);
+
   // Only empty IDAT chunks: no image data at all, a clean error.
   std::string no_data = png->substr(0, idat) + kEmptyIdat + png->substr(iend);
   auto none = decode_png(no_data.data(), no_data.size(), 3, "no-data.png");
