@@ -5,6 +5,7 @@
 // time (submit -> Done) and the median of every stage, and optionally writes the
 // "## Generation end to end (CPU)" section of bench/RESULTS.md.
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -78,6 +79,11 @@ Status run_bench_generate(const GenerateBenchOptions& o) {
   model.path = o.model;
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Session> session, runtime::Session::open(model));
   const std::string model_dir = session->shape_model()->path;
+  // What RESULTS.md names: the path given, or the embedded model's folder name (its absolute path
+  // belongs to this checkout, not to the record).
+  const std::string model_shown =
+      o.model.empty() ? std::filesystem::path(model_dir).filename().string() + " (the embedded model)"
+                      : o.model;
   const double load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start)
           .count();
@@ -126,7 +132,7 @@ Status run_bench_generate(const GenerateBenchOptions& o) {
                 "guidance 3.0, %d timed jobs per prompt after one warm-up, %d threads; model load "
                 "%.0f ms (once). Job = submit -> Done through the runtime Session (no file "
                 "write). Median over prompts of the per-prompt medians: **%.0f ms**.\n\n",
-                model_dir.c_str(), resolution, o.repeat, default_thread_pool().num_threads(),
+                model_shown.c_str(), resolution, o.repeat, default_thread_pool().num_threads(),
                 load_ms, overall);
   const std::string section = "## Generation end to end (CPU)\n\n" +
                               machine_markdown(machine) + head + table + "\n";
