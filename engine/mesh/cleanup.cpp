@@ -250,6 +250,8 @@ Status decimate(Mesh& mesh, int64_t max_triangles) {
   const bool closed_in = compute_welded_topology(mesh).watertight();
   std::vector<uint32_t> best;
   int64_t best_defects = -1;
+  Mesh candidate;  // the positions once; each try's triangles swapped in
+  if (closed_in) candidate.positions = mesh.positions;
   for (int attempt = 0; attempt < 8; ++attempt) {
     const auto target = std::max<int64_t>(1, max_triangles - max_triangles * 3 * attempt / 100);
     std::vector<uint32_t> out(mesh.triangles.size());
@@ -263,10 +265,9 @@ Status decimate(Mesh& mesh, int64_t max_triangles) {
       best = std::move(out);
       break;
     }
-    Mesh candidate;
-    candidate.positions = mesh.positions;
-    candidate.triangles = out;
+    candidate.triangles.swap(out);
     const Topology t = compute_welded_topology(candidate);
+    candidate.triangles.swap(out);
     const int64_t defects = t.boundary_edges + t.non_manifold_edges;
     if (best_defects < 0 || defects < best_defects) {
       best = std::move(out);

@@ -178,8 +178,8 @@ Expected<Mesh> extract_dense(const OccupancyFn& occupancy, const ExtractionOptio
 
 namespace {
 
-// Lattice index -> value of the points known at the finest level: open addressing with linear
-// probing, grown by doubling (the surface-tracking pass adds points as it goes).
+// Lattice index -> float, open addressing with linear probing, grown by doubling (the surface-tracking
+// pass adds points and cells as it goes; LatticeHash is sized once per level instead).
 class PointValues {
  public:
   explicit PointValues(size_t expected) { rehash(std::max<size_t>(64, 2 * expected)); }
@@ -190,15 +190,16 @@ class PointValues {
       if (keys_[h] < 0) return nullptr;
     }
   }
-  void insert(int64_t key, float value) {
+  // Inserts `key` with `value` unless it is there (then nothing changes); true when inserted.
+  bool insert(int64_t key, float value) {
     if (2 * (size_ + 1) > keys_.size()) rehash(2 * keys_.size());
     for (size_t h = slot(key);; h = (h + 1) & mask_) {
-      if (keys_[h] == key) return;
+      if (keys_[h] == key) return false;
       if (keys_[h] < 0) {
         keys_[h] = key;
         values_[h] = value;
         ++size_;
-        return;
+        return true;
       }
     }
   }
@@ -246,16 +247,12 @@ Status track_surface(const Lattice& l, float iso, BatchEvaluator& eval, std::vec
     return l.index(i + (q & 1), j + ((q >> 1) & 1), k + ((q >> 2) & 1));
   };
   PointValues values(cells.size() * 4);
-  LatticeHash member;  // cells already in the set (slot unused)
-  std::vector<int64_t> members(cells.begin(), cells.end());
-  // LatticeHash has a fixed capacity: size it generously and rebuild when the set outgrows it.
-  size_t member_capacity = 4 * cells.size() + 64;
-  member.reset(member_capacity);
+  PointValues members(cells.size());  // the cells in the set (values unused)
   for (size_t a = 0; a < cells.size(); ++a) {
-    member.find_or_insert(cells[a], static_cast<int32_t>(a));
+    members.insert(cells[a], 0.0f);
     for (int q = 0; q < 8; ++q) values.insert(corner_index(cells[a], q), corners[a][static_cast<size_t>(q)]);
   }
-  // The 6 faces: (axis, side) -> the 4 corners on that face and the neighbour's offset.
+  // Face f = 2 * axis + side (side 0: towards -axis): the 4 corners on that face.
   static constexpr int kFaceCorners[6][4] = {{0, 2, 4, 6}, {1, 3, 5, 7}, {0, 1, 4, 5},
                                              {2, 3, 6, 7}, {0, 1, 2, 3}, {4, 5, 6, 7}};
   size_t frontier_begin = 0;
@@ -277,30 +274,17 @@ Status track_surface(const Lattice& l, float iso, BatchEvaluator& eval, std::vec
         moved += side == 0 ? -1 : 1;
         if (moved < 0 || moved + 1 >= l.n[static_cast<size_t>(axis)]) continue;
         const int64_t neighbour = l.index(ni, nj, nk);
-        if (members.size() + added.size() + 1 > member_capacity / 2) {
-          member_capacity *= 4;
-          member.reset(member_capacity);
-          int32_t n = 0;
-          for (int64_t m : members) member.find_or_insert(m, n++);
-          for (int64_t m : added) member.find_or_insert(m, n++);
-        }
-        // Slots are the cells' numbers in the set: a new key gets the next one.
-        const auto next_slot = static_cast<int32_t>(members.size() + added.size());
-        if (member.find_or_insert(neighbour, next_slot) != next_slot) continue;  // already there
-        added.push_back(neighbour);
+        if (members.insert(neighbour, 0.0f)) added.push_back(neighbour);
       }
     }
     frontier_begin = frontier_end;
     if (added.empty()) break;
-    members.insert(members.end(), added.begin(), added.end());
     query.clear();
     for (int64_t cell : added) {
       for (int q = 0; q < 8; ++q) {
         const int64_t p = corner_index(cell, q);
-        if (values.find(p) == nullptr) {
-          values.insert(p, 0.0f);  // its value is written once queried below (each point once)
-          query.push_back(p);
-        }
+        // A placeholder, written once queried below (each point is queried once).
+        if (values.insert(p, 0.0f)) query.push_back(p);
       }
     }
     queried.resize(query.size());

@@ -1,25 +1,14 @@
 #include "engine/mesh/mesh.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "engine/mesh/cleanup.h"
+
 namespace tessera::mesh {
-namespace {
-
-struct PositionHash {
-  size_t operator()(const std::array<uint32_t, 3>& k) const {
-    uint64_t h = 1469598103934665603ull;
-    for (uint32_t v : k) h = (h ^ v) * 1099511628211ull;
-    return static_cast<size_t>(h);
-  }
-};
-
-}  // namespace
 
 double Bounds::diagonal() const {
   double s = 0;
@@ -190,27 +179,9 @@ Topology compute_topology(const Mesh& mesh) {
 
 Topology compute_welded_topology(const Mesh& mesh) {
   Mesh welded;
+  welded.positions = mesh.positions;
   welded.triangles = mesh.triangles;
-  std::unordered_map<std::array<uint32_t, 3>, uint32_t, PositionHash> first;
-  const int64_t nv = mesh.vertex_count();
-  first.reserve(static_cast<size_t>(nv));
-  std::vector<uint32_t> remap(static_cast<size_t>(nv));
-  for (int64_t v = 0; v < nv; ++v) {
-    std::array<uint32_t, 3> key{};
-    for (int d = 0; d < 3; ++d) {
-      float p = mesh.positions[static_cast<size_t>(3 * v + d)];
-      if (p == 0.0f) p = 0.0f;  // -0 and +0 are one position
-      std::memcpy(&key[static_cast<size_t>(d)], &p, sizeof p);
-    }
-    auto [it, inserted] = first.try_emplace(key, static_cast<uint32_t>(welded.positions.size() / 3));
-    if (inserted) {
-      for (int d = 0; d < 3; ++d) welded.positions.push_back(mesh.positions[static_cast<size_t>(3 * v + d)]);
-    }
-    remap[static_cast<size_t>(v)] = it->second;
-  }
-  for (uint32_t& t : welded.triangles) {
-    if (t < remap.size()) t = remap[t];
-  }
+  weld_vertices(welded, 0.0f);  // exact positions (+0 and -0 agree); uvs and normals left out
   return compute_topology(welded);
 }
 
