@@ -84,6 +84,14 @@ struct TokenChoice {
   float guidance_scale = 0.0f;
   int64_t total_steps = 1;    // n above (the tokens of the whole generation), >= 1
   SamplingParams sampling;
+  // Several generations decoded together (variations): candidate j mixes and picks from
+  // logits + j * candidate_stride (its conditional row; its unconditional row row_stride further),
+  // with its own RNG state rng[4j .. 4j + 4), writes its token to its share of ids (ids_count /
+  // candidates consecutive entries, j-th share) and to its own ring ring[j * ring_size ..). The
+  // step counter advances once per call.
+  int64_t candidates = 1;
+  int64_t candidate_stride = 0;  // floats; with candidates > 1 at least row_stride + codes (guided)
+                                 // or codes
 };
 inline constexpr int64_t kChooseTokenMaxCodes = 16384;
 // What choose_token publishes instead of a token id (>= 0) when the mixed logits are bad: -1 - i
@@ -111,6 +119,21 @@ inline Status check_token_choice(const std::string& op, const float* logits, con
     return invalid_argument(p + "guided with row_stride " + std::to_string(c.row_stride) +
                             " < codes " + std::to_string(c.codes) +
                             " (the unconditional row would overlap the conditional one)");
+  }
+  if (c.candidates < 1) {
+    return invalid_argument(p + "candidates " + std::to_string(c.candidates) + " must be >= 1");
+  }
+  if (c.candidates > 1) {
+    const int64_t span = c.guided ? c.row_stride + c.codes : c.codes;
+    if (c.candidate_stride < span) {
+      return invalid_argument(p + "candidate_stride " + std::to_string(c.candidate_stride) +
+                              " < " + std::to_string(span) +
+                              " (candidates' logits rows would overlap)");
+    }
+    if (ids_count % c.candidates != 0) {
+      return invalid_argument(p + "ids_count " + std::to_string(ids_count) +
+                              " is not a multiple of candidates " + std::to_string(c.candidates));
+    }
   }
   if (c.total_steps < 1) {
     return invalid_argument(p + "total_steps " + std::to_string(c.total_steps) + " must be >= 1");

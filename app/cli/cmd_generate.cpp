@@ -3,11 +3,20 @@
 // on stderr.
 //
 // Sampling: greedy by default (reproduces the reference); giving any of --seed, --temperature,
-// --top-k, --top-p switches to sampling with those settings (the others at their neutral values:
-// seed 0, temperature 1, no top-k, top-p 1).
+// --top-k, --top-p or --variations N > 1 switches to sampling with those settings (the others at
+// their defaults: seed 0, or a random one printed with --variations; temperature 1, no top-k, top-p
+// 0.9).
+//
+// Variations: --variations N decodes N candidates together (one KV-cached decode, the weights read
+// once per step for all of them) and writes OUT_1.EXT ... OUT_N.EXT (--tokens-out T.txt:
+// T_1.txt ... T_N.txt). Candidate i samples with seed S + i - 1, and its tokens are exactly those
+// of a lone `generate --seed S+i-1` (the engine is batch-invariant), so any candidate can be made
+// again on its own.
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <random>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -33,8 +42,10 @@ struct GenerateCliOptions {
   uint64_t seed = 0;
   float temperature = 1.0f;
   int64_t top_k = 0;
-  float top_p = 1.0f;
-  bool sample = false;  // set when any sampling option was given
+  float top_p = 0.9f;
+  bool sample = false;    // set when any sampling option (or --variations > 1) was given
+  bool seed_given = false;
+  int variations = 1;
   float guidance = 3.0f;
   std::vector<float> bbox;
   bool no_kv_cache = false;
@@ -94,20 +105,49 @@ class ProgressBar {
   std::chrono::steady_clock::time_point last_draw_{};
 };
 
-int run_generate(const GenerateCliOptions& o) {
+// PATH with "_i" before its extension: out.glb -> out_3.glb (variation i of N > 1); PATH itself
+// for a single candidate.
+std::string numbered_path(const std::string& path, int i, int count) {
+  if (count <= 1) return path;
+  const std::filesystem::path p(path);
+  std::filesystem::path name = p.stem();
+  name += "_" + std::to_string(i) + p.extension().string();
+  return (p.parent_path() / name).string();
+}
+
+int run_generate(GenerateCliOptions o) {
   auto fail = [](const std::string& message) {
     std::fprintf(stderr, "tessera generate: %s\n", message.c_str());
     return 1;
   };
   // Everything that can be checked before loading and generating.
-  if (Status st = check_mesh_output(o.output); !st.ok()) return fail(st.message());
+  if (o.variations < 1 || o.variations > runtime::kMaxVariations) {
+    return fail("--variations " + std::to_string(o.variations) + " outside [1, " +
+                std::to_string(runtime::kMaxVariations) + "]");
+  }
+  if (o.variations > 1) o.sample = true;
+  if (o.sample && !o.seed_given && o.variations > 1) {
+    o.seed = std::random_device{}() & 0xffffffu;  // short enough to type again
+  }
+  for (int i = 1; i <= o.variations; ++i) {
+    if (Status st = check_mesh_output(numbered_path(o.output, i, o.variations)); !st.ok())
+      return fail(st.message());
+  }
   auto export_options = to_export_options(o.exporting);
   if (!export_options.ok()) return fail(export_options.status().message());
   auto texture = load_texture_option(o.exporting);
   if (!texture.ok()) return fail(texture.status().message());
   if (!o.tokens_out.empty()) {
-    if (Status st = check_output_file(o.tokens_out, "--tokens-out"); !st.ok())
-      return fail(st.message());
+    for (int i = 1; i <= o.variations; ++i) {
+      if (Status st = check_output_file(numbered_path(o.tokens_out, i, o.variations), "--tokens-out");
+          !st.ok())
+        return fail(st.message());
+    }
+  }
+  if (o.variations > 1) {
+    std::fprintf(stderr, "variations: %d, seeds %llu..%llu (--seed S+i-1 remakes variation i)\n",
+                 o.variations, static_cast<unsigned long long>(o.seed),
+                 static_cast<unsigned long long>(o.seed + static_cast<uint64_t>(o.variations) - 1));
   }
   if (auto k = runtime::resolution_base(o.resolution); o.resolution != 0 && !k.ok())
     return fail("--resolution: " + k.status().message());
@@ -145,33 +185,49 @@ int run_generate(const GenerateCliOptions& o) {
   job.mesh.cleanup.max_triangles = o.exporting.max_faces;  // decimated before normals
   job.preview_every = o.preview_every;
   job.preview_resolution = o.preview_resolution;
+  job.variations = o.variations;
 
   const int64_t total = runtime::tokens_to_generate(o.tokens, (*session)->num_latents());
   ProgressBar progress(total);
   Stopwatch generation_watch;
-  std::vector<int32_t> tokens;
+  std::vector<std::vector<int32_t>> tokens(static_cast<size_t>(o.variations));
   std::vector<std::pair<std::string, double>> stages;
   int64_t previews = 0;
-  std::shared_ptr<const runtime::FinalMeshEvent> final_mesh;
-  double job_ms = 0;
+  std::vector<std::shared_ptr<const runtime::FinalMeshEvent>> final_meshes;
+  double job_ms = 0, write_ms = 0;
   const uint64_t id = (*session)->submit(job);
   for (bool done = false; !done;) {
     auto event = (*session)->wait_event(std::chrono::milliseconds(200));
     if (!event || event->job != id) continue;
     if (const auto* t = std::get_if<runtime::TokenEvent>(&event->payload)) {
-      tokens.push_back(t->id);
-      progress.update(static_cast<int64_t>(tokens.size()), generation_watch.elapsed_ms());
+      if (t->candidate < 0 || t->candidate >= o.variations) continue;
+      std::vector<int32_t>& mine = tokens[static_cast<size_t>(t->candidate)];
+      mine.push_back(t->id);
+      if (t->candidate == o.variations - 1) {  // a step is complete
+        progress.update(static_cast<int64_t>(mine.size()), generation_watch.elapsed_ms());
+      }
     } else if (const auto* s = std::get_if<runtime::StageEvent>(&event->payload)) {
       stages.emplace_back(s->name, s->ms);
       // The tokens are complete: save them now, so that they survive a failed extraction.
       if (s->name == runtime::kStageDecode && !o.tokens_out.empty()) {
-        if (Status st = write_tokens_file(o.tokens_out, tokens); !st.ok())
-          return fail(st.message());
+        for (int i = 1; i <= o.variations; ++i) {
+          if (Status st = write_tokens_file(numbered_path(o.tokens_out, i, o.variations),
+                                            tokens[static_cast<size_t>(i - 1)]);
+              !st.ok())
+            return fail(st.message());
+        }
       }
     } else if (std::holds_alternative<runtime::PartialMeshEvent>(event->payload)) {
       ++previews;
     } else if (auto* f = std::get_if<runtime::FinalMeshEvent>(&event->payload)) {
-      final_mesh = std::make_shared<const runtime::FinalMeshEvent>(std::move(*f));
+      // Written as each candidate is done: a later candidate's failure keeps the earlier files.
+      const std::string path = numbered_path(o.output, f->candidate + 1, o.variations);
+      Stopwatch write_watch;
+      if (Status st = write_cli_mesh(*f->mesh, path, *export_options, o.exporting, *texture);
+          !st.ok())
+        return fail(st.message());
+      write_ms += write_watch.elapsed_ms();
+      final_meshes.push_back(std::make_shared<const runtime::FinalMeshEvent>(std::move(*f)));
     } else if (const auto* e = std::get_if<runtime::ErrorEvent>(&event->payload)) {
       progress.finish();
       return fail(e->status.message());
@@ -183,31 +239,35 @@ int run_generate(const GenerateCliOptions& o) {
       done = true;
     }
   }
-  if (!final_mesh) return fail("internal error: the job ended without a mesh");
-  Stopwatch write_watch;
-  if (Status st = write_cli_mesh(*final_mesh->mesh, o.output, *export_options, o.exporting, *texture);
-      !st.ok())
-    return fail(st.message());
-  const double write_ms = write_watch.elapsed_ms();
+  if (static_cast<int>(final_meshes.size()) != o.variations) {
+    return fail("internal error: the job ended with " + std::to_string(final_meshes.size()) +
+                " of " + std::to_string(o.variations) + " meshes");
+  }
+  const runtime::FinalMeshEvent* final_mesh = final_meshes[0].get();
 
-  // Timing summary.
+  // Timing summary (mesh stages summed over the candidates).
   auto stage_ms = [&](const char* name) {
+    double sum = 0.0;
     for (const auto& [n, ms] : stages) {
-      if (n == name) return ms;
+      if (n == name) sum += ms;
     }
-    return 0.0;
+    return sum;
   };
   const double prefill = stage_ms(runtime::kStagePrefill), decode = stage_ms(runtime::kStageDecode);
-  const int64_t steps = static_cast<int64_t>(tokens.size()) - 1;
+  const int64_t per_candidate = static_cast<int64_t>(tokens[0].size());
+  const int64_t steps = per_candidate - 1;
   const double tpot = steps > 0 ? decode / static_cast<double>(steps) : 0.0;
-  const double rate =
-      prefill + decode > 0 ? 1000.0 * static_cast<double>(tokens.size()) / (prefill + decode) : 0.0;
+  const double rate = prefill + decode > 0 ? 1000.0 * static_cast<double>(per_candidate) *
+                                                 o.variations / (prefill + decode)
+                                           : 0.0;
   std::fprintf(stderr, "timings (ms):\n");
   std::fprintf(stderr, "  load           %9.1f\n", load_ms);
   std::fprintf(stderr, "  text           %9.1f\n", stage_ms(runtime::kStageText));
   std::fprintf(stderr, "  prefill        %9.1f\n", prefill);
-  std::fprintf(stderr, "  decode         %9.1f  (%lld steps, TPOT %.2f ms, %.1f tokens/s%s)\n",
+  std::fprintf(stderr, "  decode         %9.1f  (%lld steps, TPOT %.2f ms, %.1f tokens/s%s%s)\n",
                decode, static_cast<long long>(std::max<int64_t>(steps, 0)), tpot, rate,
+               o.variations > 1 ? (" over " + std::to_string(o.variations) + " candidates").c_str()
+                                : "",
                o.no_kv_cache ? ", no KV cache" : "");
   std::fprintf(stderr, "  latent decode  %9.1f\n", stage_ms(runtime::kStageLatentDecode));
   std::fprintf(
@@ -231,11 +291,17 @@ int run_generate(const GenerateCliOptions& o) {
                  "model only (the shape model never learned them)\n",
                  final_mesh->image_only_tokens);
   }
-  std::printf("wrote %s (%lld vertices, %lld triangles)\n", o.output.c_str(),
-              static_cast<long long>(final_mesh->mesh->vertex_count()),
-              static_cast<long long>(final_mesh->mesh->triangle_count()));
-  if (!o.tokens_out.empty()) {
-    std::printf("wrote %s (%zu shape tokens)\n", o.tokens_out.c_str(), final_mesh->tokens.size());
+  for (const auto& f : final_meshes) {
+    const int i = f->candidate + 1;
+    std::printf("wrote %s (%lld vertices, %lld triangles", numbered_path(o.output, i, o.variations).c_str(),
+                static_cast<long long>(f->mesh->vertex_count()),
+                static_cast<long long>(f->mesh->triangle_count()));
+    if (o.sample) std::printf(", seed %llu", static_cast<unsigned long long>(f->seed));
+    std::printf(")\n");
+    if (!o.tokens_out.empty()) {
+      std::printf("wrote %s (%zu shape tokens)\n",
+                  numbered_path(o.tokens_out, i, o.variations).c_str(), f->tokens.size());
+    }
   }
   return 0;
 }
@@ -259,7 +325,12 @@ void register_generate(CLI::App& app, int* exit_code) {
                                 "Keep the K most likely codes, 0: all (switches to sampling)")
                     ->check(CLI::NonNegativeNumber);
   auto* top_p = cmd->add_option("--top-p", o->top_p,
-                                "Nucleus sampling threshold in (0, 1] (switches to sampling)");
+                                "Nucleus sampling threshold in (0, 1], default 0.9 (switches to "
+                                "sampling)");
+  cmd->add_option("--variations", o->variations,
+                  "Decode N candidates together (1-8), written as OUT_1 ... OUT_N; variation i "
+                  "samples with seed S+i-1 (switches to sampling; S random and printed without "
+                  "--seed)");
   cmd->add_option("--guidance", o->guidance, "Classifier-free guidance scale, 0: off (default 3)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--bbox", o->bbox, "Bounding box proportions X Y Z (v0.5 models)")->expected(3);
@@ -282,6 +353,7 @@ void register_generate(CLI::App& app, int* exit_code) {
       ->check(CLI::NonNegativeNumber);
   cmd->callback([o, exit_code, seed, temperature, top_k, top_p] {
     o->sample = seed->count() + temperature->count() + top_k->count() + top_p->count() > 0;
+    o->seed_given = seed->count() > 0;
     *exit_code = run_generate(*o);
   });
 }

@@ -6,7 +6,9 @@
 // wherever it is and emits only its terminal event after what it already reported):
 //   shape generation: Mode, Stage{"text"}, Stage{"prefill"}, Token{0..N-1} (with PartialMesh after
 //     every `preview_every` tokens), Stage{"decode"}, Stage{"latent_decode"}, Stage{"extraction"},
-//     Stage{"cleanup"}, FinalMesh.
+//     Stage{"cleanup"}, FinalMesh. With V variations: each step's Token events for candidates
+//     0..V-1 in order (PartialMesh per candidate), Stage{"decode"}, then per candidate in order
+//     its Stage{"latent_decode"}, Stage{"extraction"}, Stage{"cleanup"} and FinalMesh.
 //   shape decode (tokens given): Mode, Stage{"latent_decode"}, Stage{"extraction"},
 //     Stage{"cleanup"}, FinalMesh.
 //   image: Waiting{true} / Waiting{false} pairs whenever the scheduler holds it for a shape job,
@@ -71,17 +73,22 @@ struct ModeEvent {
 struct TokenEvent {
   int64_t index = 0;  // 0-based position in the shape sequence
   int32_t id = 0;     // code in [0, codebook_size)
-  double ms = 0;      // time of that generation step
+  double ms = 0;      // time of that generation step (one step serves every candidate)
+  int candidate = 0;  // 0..variations-1
 };
 struct StageEvent {
   std::string name;  // one of kStage*
   double ms = 0;
+  int candidate = 0;  // the mesh stages' candidate (0 for the shared text / prefill / decode)
 };
 struct PartialMeshEvent {
   int64_t tokens = 0;                      // prefix length it was decoded from
   std::shared_ptr<const mesh::Mesh> mesh;  // never null
+  int candidate = 0;
 };
 struct FinalMeshEvent {
+  int candidate = 0;  // 0..variations-1
+  uint64_t seed = 0;  // the seed candidate sampled with (generation.sampler.seed + candidate)
   std::shared_ptr<const mesh::Mesh> mesh;  // never null
   std::vector<int32_t> tokens;             // the generated (or given) shape tokens
   mesh::ExtractionStats extraction;

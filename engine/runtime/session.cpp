@@ -478,32 +478,47 @@ void Session::run_shape_job(uint64_t id, const JobOptions& o, std::atomic<bool>&
   emit(id, lane, mode);
 
   shape::EncodedPrompt prompt_info;
-  std::vector<int32_t> tokens;
+  const int variations = o.tokens ? 1 : o.variations;
+  std::vector<std::vector<int32_t>> tokens;
+  const uint64_t base_seed = o.generation.sampler.seed;
   if (o.tokens) {
-    tokens = *o.tokens;
+    tokens.push_back(*o.tokens);
   } else {
+    if (o.variations < 1 || o.variations > kMaxVariations) {
+      return finish_with(invalid_argument("variations " + std::to_string(o.variations) +
+                                          " outside [1, " + std::to_string(kMaxVariations) + "]"));
+    }
+    if (o.variations > 1 && !o.generation.sampler.sample) {
+      return finish_with(invalid_argument(
+          "variations " + std::to_string(o.variations) +
+          " need sampling on (greedy decoding would give identical candidates)"));
+    }
     auto prompt = pipeline.encode_prompt(o.prompt, &trace, &cancel);
     if (!prompt.ok()) return finish_with(prompt.status());
     emit(id, lane, StageEvent{kStageText, trace_total(trace, shape::kTraceText)});
 
-    std::vector<int32_t> prefix;
-    prefix.reserve(static_cast<size_t>(std::max<int64_t>(n, 0)));
+    std::vector<std::vector<int32_t>> prefixes(static_cast<size_t>(variations));
+    for (auto& prefix : prefixes) prefix.reserve(static_cast<size_t>(std::max<int64_t>(n, 0)));
     Status preview_error;
-    auto on_token = [&](int64_t index, int32_t token, double ms) {
-      if (index == 0) {
+    auto on_token = [&](int64_t candidate, int64_t index, int32_t token, double ms) {
+      const int cand = static_cast<int>(candidate);
+      if (index == 0 && cand == 0) {
         emit(id, lane, StageEvent{kStagePrefill, trace_total(trace, "gpt.condition") +
                                                      trace_total(trace, "gpt.prefill")});
       }
-      emit(id, lane, TokenEvent{index, token, ms});
+      emit(id, lane, TokenEvent{index, token, ms, cand});
+      std::vector<int32_t>& prefix = prefixes[static_cast<size_t>(cand)];
       prefix.push_back(token);
       const int64_t done = index + 1;
       if (o.preview_every <= 0 || done % o.preview_every != 0 || done >= n) return;
+      if (!preview_error.ok()) return;
       shape::MeshOptions preview = o.mesh;
       preview.resolution = o.preview_resolution;
       auto partial = pipeline.tokens_to_mesh(prefix, preview, nullptr, &cancel);
       if (partial.ok()) {
         emit(id, lane,
-             PartialMeshEvent{done, std::make_shared<const mesh::Mesh>(std::move(partial).value())});
+             PartialMeshEvent{done, std::make_shared<const mesh::Mesh>(std::move(partial).value()),
+                              cand});
       } else if (partial.status().code() != ErrorCode::kNotFound &&
                  partial.status().code() != ErrorCode::kCancelled) {
         // A prefix without surface is normal early on (no preview, not an error); anything else
@@ -513,7 +528,13 @@ void Session::run_shape_job(uint64_t id, const JobOptions& o, std::atomic<bool>&
         cancel.store(true);
       }
     };
-    auto generated = pipeline.generate(*prompt, o.generation, on_token, &trace, &cancel);
+    std::vector<shape::CandidateSpec> specs;
+    for (int j = 0; j < variations; ++j) {
+      specs.push_back({0, base_seed + static_cast<uint64_t>(j)});
+    }
+    const shape::EncodedPrompt& encoded = *prompt;
+    auto generated =
+        pipeline.generate_candidates({&encoded}, specs, o.generation, on_token, &trace, &cancel);
     if (!preview_error.ok()) return emit(id, lane, ErrorEvent{preview_error});
     if (!generated.ok()) return finish_with(generated.status());
     emit(id, lane, StageEvent{kStageDecode, trace_total(trace, "gpt.decode")});
@@ -521,25 +542,37 @@ void Session::run_shape_job(uint64_t id, const JobOptions& o, std::atomic<bool>&
     prompt_info = std::move(prompt).value();
   }
 
-  if (cancel.load()) return finish_with(cancelled("cancelled before latent decoding"));
-  if (Status st = pipeline.decode_latents(tokens, &trace); !st.ok()) return finish_with(st);
-  emit(id, lane, StageEvent{kStageLatentDecode, trace_total(trace, shape::kTraceLatentDecode)});
+  for (int cand = 0; cand < variations; ++cand) {
+    Trace mesh_trace;
+    if (cancel.load()) return finish_with(cancelled("cancelled before latent decoding"));
+    std::vector<int32_t>& ids = tokens[static_cast<size_t>(cand)];
+    if (Status st = pipeline.decode_latents(ids, &mesh_trace); !st.ok()) return finish_with(st);
+    emit(id, lane,
+         StageEvent{kStageLatentDecode, trace_total(mesh_trace, shape::kTraceLatentDecode), cand});
 
-  mesh::ExtractionStats stats;
-  auto final_mesh = pipeline.extract_mesh(o.mesh, &trace, &cancel, &stats);
-  if (!final_mesh.ok()) return finish_with(final_mesh.status());
-  emit(id, lane, StageEvent{kStageExtraction, trace_total(trace, shape::kTraceExtraction)});
-  emit(id, lane, StageEvent{kStageCleanup, trace_total(trace, shape::kTraceCleanup)});
+    mesh::ExtractionStats stats;
+    auto final_mesh = pipeline.extract_mesh(o.mesh, &mesh_trace, &cancel, &stats);
+    if (!final_mesh.ok()) {
+      return finish_with(variations > 1 ? final_mesh.status().with_context(
+                                              "candidate " + std::to_string(cand + 1))
+                                        : final_mesh.status());
+    }
+    emit(id, lane,
+         StageEvent{kStageExtraction, trace_total(mesh_trace, shape::kTraceExtraction), cand});
+    emit(id, lane, StageEvent{kStageCleanup, trace_total(mesh_trace, shape::kTraceCleanup), cand});
 
-  FinalMeshEvent final_event;
-  final_event.mesh = std::make_shared<const mesh::Mesh>(std::move(final_mesh).value());
-  final_event.tokens = std::move(tokens);
-  final_event.extraction = stats;
-  final_event.resolution = resolution;
-  final_event.prompt_tokens = prompt_info.prompt_tokens;
-  final_event.prompt_truncated = prompt_info.truncated;
-  final_event.image_only_tokens = prompt_info.image_only_tokens;
-  emit(id, lane, std::move(final_event));
+    FinalMeshEvent final_event;
+    final_event.candidate = cand;
+    final_event.seed = base_seed + static_cast<uint64_t>(cand);
+    final_event.mesh = std::make_shared<const mesh::Mesh>(std::move(final_mesh).value());
+    final_event.tokens = std::move(ids);
+    final_event.extraction = stats;
+    final_event.resolution = resolution;
+    final_event.prompt_tokens = prompt_info.prompt_tokens;
+    final_event.prompt_truncated = prompt_info.truncated;
+    final_event.image_only_tokens = prompt_info.image_only_tokens;
+    emit(id, lane, std::move(final_event));
+  }
   emit(id, lane, DoneEvent{total.elapsed_ms()});
 }
 

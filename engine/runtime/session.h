@@ -78,7 +78,13 @@ struct JobOptions {
   // Decode these shape tokens instead of generating (1..num_latents ids in [0, codebook_size); fewer
   // are filled with the model's fill token). The prompt and generation options are then unused.
   std::optional<std::vector<int32_t>> tokens;
+  // Candidates decoded together (1..kMaxVariations): candidate j samples with seed
+  // generation.sampler.seed + j, so candidate j alone (variations 1, that seed) gives the same
+  // tokens. More than one needs sampling on (greedy would give identical candidates). Events:
+  // Token / PartialMesh / Stage / FinalMesh carry the candidate; one FinalMesh per candidate.
+  int variations = 1;
 };
+inline constexpr int kMaxVariations = 8;
 
 struct ShapeModelOptions {
   std::string path;  // a Cube 3D layout directory; "": the embedded default

@@ -1,4 +1,5 @@
-// ShapeGenerator: the token loop of the Cube 3D GPT: condition -> num_tokens shape codes.
+// ShapeGenerator: the token loop of the Cube 3D GPT: condition -> num_tokens shape codes, for one
+// generation or several decoded together (generate_candidates: variations and batches).
 //
 // Per step i of N: logits of the current position for the batch [cond ; uncond], restricted to the
 // codes [0, codebook_size), mixed with the reference's decaying classifier-free guidance
@@ -67,6 +68,16 @@ struct GenerateOptions {
 
 using TokenCallback = std::function<void(int64_t index, int32_t id, double ms)>;
 
+// One generation of a batch (generate_candidates): which prompt it continues and its sampler's
+// seed (GenerateOptions::sampler.seed is not used there).
+struct CandidateSpec {
+  int64_t prompt = 0;  // index into the prompts
+  uint64_t seed = 0;
+};
+// (candidate, token index, id, milliseconds of that step, shared by the step's candidates).
+using CandidateTokenCallback =
+    std::function<void(int64_t candidate, int64_t index, int32_t id, double ms)>;
+
 // The token choice of a generation of `total_steps` tokens of model config `c` (the guidance mix
 // over the [cond ; uncond] logits rows when guided), as Backend::choose_token takes it.
 kernels::TokenChoice make_token_choice(const GptConfig& c, bool guided, float guidance_scale,
@@ -78,16 +89,34 @@ Status reset_resident_state(kernels::Backend& be, void* step, void* rng, int64_t
 
 class ShapeGenerator {
  public:
-  // Preallocates a session for batch 2 and max_tokens shape positions (0: the model's
-  // num_latents). The model must outlive the generator.
+  // Preallocates a session for max_candidates generations at once (2 rows each with guidance)
+  // and max_tokens shape positions (0: the model's num_latents). The model must outlive the
+  // generator.
   static Expected<std::unique_ptr<ShapeGenerator>> create(const CubeGpt& model,
-                                                          int64_t max_tokens = 0);
+                                                          int64_t max_tokens = 0,
+                                                          int64_t max_candidates = 1);
+  int64_t max_candidates() const { return max_candidates_; }
 
   // Generates options.num_tokens codes. Errors: invalid options (naming them), missing inputs,
   // non-finite logits (naming the step), kCancelled.
   Expected<std::vector<int32_t>> generate(const ConditionInputs& inputs,
                                           const GenerateOptions& options,
                                           const TokenCallback& on_token = {});
+
+  // Several generations in one KV-cached decode (variations, batches): candidate j continues
+  // prompts[candidates[j].prompt] and samples with its own seed; the other options are shared.
+  // Each prompt is prefilled once, with the rows of a single generation (its cache rows copied to
+  // each of its candidates), and every decode step runs all candidates' rows together: the weights
+  // are read once per step for all of them. Batch invariance: candidate j's tokens are exactly
+  // those of generate() with its prompt and seed, whatever the other candidates or their number
+  // (prefill per prompt, condition stream per row, GEMV kernels whose per-row order of additions
+  // does not depend on the rows: tests/engine/shape/candidates_test.cpp). Rows: candidate j owns
+  // rows [j * r, (j + 1) * r), r = 2 with guidance ([cond ; uncond]) else 1.
+  // Errors: as generate(), plus no candidates, more than max_candidates(), a prompt index out of
+  // range (naming the candidate). guided_logits, if set, receives candidate 0's.
+  Expected<std::vector<std::vector<int32_t>>> generate_candidates(
+      const std::vector<ConditionInputs>& prompts, const std::vector<CandidateSpec>& candidates,
+      const GenerateOptions& options, const CandidateTokenCallback& on_token = {});
 
   GptSession& session() { return *session_; }
 
@@ -99,13 +128,20 @@ class ShapeGenerator {
   // RNG state and step counter stay in backend memory and the tokens come back through a ring
   // buffer there; the host only reads the ring. Used when the backend has device-resident ops and
   // no guided_logits hook is set; same tokens as the host loop.
-  Expected<std::vector<int32_t>> generate_resident(int64_t n, int64_t batch, bool guided,
-                                                   const GenerateOptions& options,
-                                                   const TokenCallback& on_token);
+  // Called after the prefill (the session holds every candidate's rows, logits_ their logits).
+  Expected<std::vector<std::vector<int32_t>>> generate_resident(
+      int64_t n, bool guided, const std::vector<CandidateSpec>& candidates, double prefill_ms,
+      const GenerateOptions& options, const CandidateTokenCallback& on_token);
+  // Prefills each prompt of `candidates` once and copies its rows to its candidates' rows; the
+  // prefill logits of every row land in logits_.
+  Status prefill_candidates(const std::vector<ConditionInputs>& prompts,
+                            const std::vector<CandidateSpec>& candidates, bool guided,
+                            const GenerateOptions& options);
   const CubeGpt* model_ = nullptr;
+  int64_t max_candidates_ = 1;
   std::unique_ptr<GptSession> session_;
-  // Host scratch sized at create(): logits [2, vocab], token history [2, max_tokens], condition
-  // inputs [2, 77, text_dim], guided logits [codebook].
+  // Host scratch sized at create() for R = 2 * max_candidates rows: logits [R, vocab], token
+  // history [R, max_tokens], condition inputs [R, 77, text_dim], guided logits [codebook].
   std::vector<float> logits_, hidden_, guided_;
   std::vector<int32_t> history_, step_ids_;
   // generate_resident's backend memory: step counter, RNG words, token ring (max_tokens entries,

@@ -482,10 +482,13 @@ Status GptSession::dual_full(size_t i, int64_t len, int64_t cond_rows) {
   const size_t row_bytes = static_cast<size_t>(d) * 4;
   float* kc = full_k(i);
   float* vc = full_v(i);
-  // Condition stream: rows cond_rows * S (the other rows' condition K/V are in the cache).
-  if (cond_rows > 0) {
-    TESSERA_RETURN_IF_ERROR(be_->layer_norm(c_, nullptr, nullptr, h_, cond_rows * s, d, c.eps));
-    TESSERA_RETURN_IF_ERROR(project(blk.pre_c, h_, cond_rows * s, false, q_, k_, v_));
+  // Condition stream: S rows per batch row (the other rows' condition K/V are in the cache), one
+  // row at a time, so that a row's condition K/V are the same bits whether it is computed alone or
+  // with others (GEMM paths depend on m): a generation's tokens never depend on what else ran.
+  for (int64_t b = 0; b < cond_rows; ++b) {
+    const int64_t at = b * s * d;
+    TESSERA_RETURN_IF_ERROR(be_->layer_norm(c_ + at, nullptr, nullptr, h_ + at, s, d, c.eps));
+    TESSERA_RETURN_IF_ERROR(project(blk.pre_c, h_ + at, s, false, q_ + at, k_ + at, v_ + at));
   }
   for (int64_t b = 0; b < cond_rows; ++b) {
     const size_t bytes = static_cast<size_t>(s) * row_bytes;
@@ -505,11 +508,15 @@ Status GptSession::dual_full(size_t i, int64_t len, int64_t cond_rows) {
   }
   // The K/V cache gets the new slots: [c ; x] of rows that ran the condition stream, x of the
   // others, whose cached condition K/V the attention below reads (widened, with a bf16 cache).
+  // With a bf16 cache the attention reads the condition's K/V as cached (rounded), whether they
+  // were computed now or reused: a prefill gives the same bits either way, so a generation's
+  // tokens do not depend on what the session ran before (batch invariance across calls).
   for (int64_t b = 0; b < batch_; ++b) {
     const bool with_condition = b < cond_rows;
     if (!with_condition) TESSERA_RETURN_IF_ERROR(widen_cached_kv(i, b * t, s));
     TESSERA_RETURN_IF_ERROR(
         store_full_kv(i, b * t + (with_condition ? 0 : s), len + (with_condition ? s : 0)));
+    if (with_condition) TESSERA_RETURN_IF_ERROR(widen_cached_kv(i, b * t, s));
   }
   // One causal attention over the joint sequence. Condition-pre-only, and rows whose condition
   // stream is skipped: queries are the shape tokens, the last `len` positions of the joint
@@ -545,7 +552,10 @@ Status GptSession::dual_full(size_t i, int64_t len, int64_t cond_rows) {
     TESSERA_RETURN_IF_ERROR(
         be_->copy(y_ + b * s * d, oj_ + b * t * d, static_cast<size_t>(s) * row_bytes));
   }
-  return post(blk.post_2, c_, y_, cond_rows * s);
+  for (int64_t b = 0; b < cond_rows; ++b) {  // one row at a time, as above
+    TESSERA_RETURN_IF_ERROR(post(blk.post_2, c_ + b * s * d, y_ + b * s * d, s));
+  }
+  return {};
 }
 
 Status GptSession::single_full(size_t i, int64_t len) {
@@ -814,6 +824,69 @@ Status GptSession::decode_at(const int64_t* step) {
   }
   TESSERA_RETURN_IF_ERROR(be_->layer_norm(x_, nullptr, nullptr, h_, batch_, d, c.eps));
   return be_->linear(h_, batch_, w.lm_head, nullptr, logits_);
+}
+
+Status GptSession::copy_row(int64_t src, int64_t dst) {
+  if (src < 0 || src >= max_batch_ || dst < 0 || dst >= max_batch_) {
+    return invalid_argument("GptSession::copy_row: rows " + std::to_string(src) + " -> " +
+                            std::to_string(dst) + " outside [0, " + std::to_string(max_batch_) +
+                            ")");
+  }
+  if (!has_condition_ || length_ == 0) {
+    return invalid_argument("GptSession::copy_row: nothing cached yet (call prefill first)");
+  }
+  if (src == dst) return {};
+  const GptConfig& c = model_->config();
+  const int64_t d = c.n_embd, s = cond_len_;
+  const size_t elem = kv_dtype_ == DType::kBF16 ? 2 : 4;
+  const int64_t layers = c.n_dual + c.n_single;
+  for (int64_t layer = 0; layer < layers; ++layer) {
+    const bool dual = layer < c.n_dual;
+    const int64_t slots = dual ? joint_len_ : max_len_;
+    const int64_t used = dual ? s + length_ : length_;
+    const size_t bytes = static_cast<size_t>(used * d) * elem;
+    const size_t from = static_cast<size_t>(src * slots * d) * elem;
+    const size_t to = static_cast<size_t>(dst * slots * d) * elem;
+    const size_t l = static_cast<size_t>(layer);
+    auto* kc = kv_dtype_ == DType::kBF16 ? static_cast<void*>(k_cache16_[l])
+                                         : static_cast<void*>(k_cache_[l]);
+    auto* vc = kv_dtype_ == DType::kBF16 ? static_cast<void*>(v_cache16_[l])
+                                         : static_cast<void*>(v_cache_[l]);
+    TESSERA_RETURN_IF_ERROR(
+        be_->copy(static_cast<char*>(kc) + to, static_cast<const char*>(kc) + from, bytes));
+    TESSERA_RETURN_IF_ERROR(
+        be_->copy(static_cast<char*>(vc) + to, static_cast<const char*>(vc) + from, bytes));
+  }
+  const size_t n = condition_scratch_.size();
+  TESSERA_RETURN_IF_ERROR(
+      be_->copy(cond_ + dst * s * d, cond_ + src * s * d, n * sizeof(float)));
+  std::copy(cache_condition_.begin() + static_cast<std::ptrdiff_t>(n * static_cast<size_t>(src)),
+            cache_condition_.begin() + static_cast<std::ptrdiff_t>(n * static_cast<size_t>(src + 1)),
+            cache_condition_.begin() + static_cast<std::ptrdiff_t>(n * static_cast<size_t>(dst)));
+  cache_condition_valid_[static_cast<size_t>(dst)] =
+      cache_condition_valid_[static_cast<size_t>(src)];
+  return {};
+}
+
+Status GptSession::set_rows(int64_t rows) {
+  if (rows < 1 || rows > max_batch_) {
+    return invalid_argument("GptSession::set_rows: " + std::to_string(rows) + " rows outside [1, " +
+                            std::to_string(max_batch_) + "]");
+  }
+  if (!has_condition_ || length_ == 0) {
+    return invalid_argument("GptSession::set_rows: nothing cached yet (call prefill first)");
+  }
+  batch_ = rows;
+  return {};
+}
+
+Status GptSession::load_logits(const float* logits, int64_t rows) {
+  if (rows < 1 || rows > max_batch_ || logits == nullptr) {
+    return invalid_argument("GptSession::load_logits: " + std::to_string(rows) +
+                            " rows outside [1, " + std::to_string(max_batch_) + "] or no data");
+  }
+  return be_->upload(logits_, logits,
+                     static_cast<size_t>(rows * model_->config().vocab_size) * sizeof(float));
 }
 
 Status GptSession::advance(int64_t steps) {

@@ -142,10 +142,11 @@ using GptBlockObserver =
 // bf16 K/V cache: keys and values are rounded to bf16 (nearest even) when they are written, and a
 // decode step's attention widens them back exactly (Backend::attention_decode_bf16kv), so the
 // step reads half the cache bytes (0.65 -> 0.33 GB per step at 1024 tokens on the full-size v0.5
-// model). Full passes (prefill, forward_full) attend over f32 K/V in a one-layer f32 scratch and
-// then store them rounded; rows whose condition stream prefill skips widen their cached condition
-// K/V into that scratch. Decode logits then differ from the f32 cache by the bf16 rounding of K/V
-// (relative ~2^-9 per element); prefill and forward_full logits are unchanged.
+// model). Full passes (prefill, forward_full) attend over K/V in a one-layer f32 scratch and then
+// store them rounded: the shape tokens' K/V as computed, the condition's as cached (rounded to
+// bf16 and widened back, or, for rows whose condition stream prefill skips, widened from the
+// cache), so a prefill gives the same bits whether the condition was cached or not. Logits then
+// differ from the f32 cache by the bf16 rounding of K/V (relative ~2^-9 per element).
 struct GptSessionOptions {
   // kF32 or kBF16. Unset: bf16 when the model's weights are bf16 (their own rounding dominates),
   // f32 otherwise (f32 checkpoints keep the reference's exact numerics; the parity tests use them).
@@ -192,6 +193,16 @@ class GptSession {
   // backend without device-resident ops (kUnsupported).
   Status decode_at(const int64_t* step);
   Status advance(int64_t steps);
+
+  // Several generations in one decode (ShapeGenerator::generate_candidates): after a prefill of
+  // a few rows, copy_row(src, dst) gives row dst the cached sequence of row src (every layer's
+  // K/V in use and the condition they came from), and set_rows(n) continues decoding over rows
+  // [0, n) (rows past the prefilled ones must have been filled by copy_row; the caller keeps
+  // track). load_logits puts host logits [rows, vocab] where device_logits() points, for the
+  // device-resident token choice of the prefilled step. Errors: rows out of range, before prefill.
+  Status copy_row(int64_t src, int64_t dst);
+  Status set_rows(int64_t rows);
+  Status load_logits(const float* logits, int64_t rows);
   int32_t* device_ids() const { return ids_; }
   const float* device_logits() const { return logits_; }
   // Shape tokens in the cache (0 before prefill).

@@ -296,13 +296,28 @@ Expected<std::vector<int32_t>> ShapePipeline::generate(const EncodedPrompt& prom
                                                        const GenerationOptions& options,
                                                        const TokenCallback& on_token, Trace* trace,
                                                        const std::atomic<bool>* cancel) {
+  CandidateTokenCallback each;
+  if (on_token) each = [&](int64_t, int64_t i, int32_t id, double ms) { on_token(i, id, ms); };
+  TESSERA_ASSIGN_OR_RETURN(
+      auto tokens, generate_candidates({&prompt}, {CandidateSpec{0, options.sampler.seed}},
+                                       options, each, trace, cancel));
+  return std::move(tokens[0]);
+}
+
+Expected<std::vector<std::vector<int32_t>>> ShapePipeline::generate_candidates(
+    const std::vector<const EncodedPrompt*>& prompts, const std::vector<CandidateSpec>& candidates,
+    const GenerationOptions& options, const CandidateTokenCallback& on_token, Trace* trace,
+    const std::atomic<bool>* cancel) {
   const GptConfig& c = gpt_->config();
   const size_t hidden = static_cast<size_t>(c.text_len * c.text_embed_dim);
-  if (prompt.cond.size() != hidden || prompt.uncond.size() != hidden) {
-    return invalid_argument("generate: the encoded prompt holds " +
-                            std::to_string(prompt.cond.size()) + " / " +
-                            std::to_string(prompt.uncond.size()) + " values, expected " +
-                            std::to_string(hidden) + " (77 x CLIP width) each");
+  for (const EncodedPrompt* prompt : prompts) {
+    if (prompt == nullptr || prompt->cond.size() != hidden || prompt->uncond.size() != hidden) {
+      return invalid_argument(
+          "generate: the encoded prompt holds " +
+          std::to_string(prompt ? prompt->cond.size() : 0) + " / " +
+          std::to_string(prompt ? prompt->uncond.size() : 0) + " values, expected " +
+          std::to_string(hidden) + " (77 x CLIP width) each");
+    }
   }
   if (options.num_tokens < 0 || options.num_tokens > num_latents()) {
     return invalid_argument("generate: num_tokens " + std::to_string(options.num_tokens) +
@@ -313,10 +328,29 @@ Expected<std::vector<int32_t>> ShapePipeline::generate(const EncodedPrompt& prom
       if (!std::isfinite(v)) return invalid_argument("generate: bbox has a non-finite component");
     }
   }
-  ConditionInputs inputs;
-  inputs.cond_hidden = prompt.cond.data();
-  inputs.uncond_hidden = prompt.uncond.data();
-  inputs.bbox = options.bbox;
+  const int64_t count = static_cast<int64_t>(candidates.size());
+  if (count < 1 || count > kMaxCandidates) {
+    return invalid_argument("generate: " + std::to_string(count) + " candidates outside [1, " +
+                            std::to_string(kMaxCandidates) + "]");
+  }
+  if (!generator_ || count > generator_->max_candidates()) {
+    // Grow the cache (the old generator's memory is released first).
+    generator_.reset();
+    auto grown = ShapeGenerator::create(*gpt_, num_latents(), count);
+    if (!grown.ok()) {  // e.g. out of memory: keep a single-generation cache and say why
+      auto single = ShapeGenerator::create(*gpt_, num_latents(), 1);
+      if (single.ok()) generator_ = std::move(single).value();
+      return grown.status().with_context("generate: the cache for " + std::to_string(count) +
+                                         " candidates");
+    }
+    generator_ = std::move(grown).value();
+  }
+  std::vector<ConditionInputs> inputs(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    inputs[i].cond_hidden = prompts[i]->cond.data();
+    inputs[i].uncond_hidden = prompts[i]->uncond.data();
+    inputs[i].bbox = options.bbox;
+  }
   GenerateOptions g;
   g.num_tokens = options.num_tokens;
   g.guidance_scale = options.guidance_scale;
@@ -325,7 +359,7 @@ Expected<std::vector<int32_t>> ShapePipeline::generate(const EncodedPrompt& prom
   g.sampler = options.sampler;
   g.cancel = cancel;
   g.trace = trace;
-  return generator_->generate(inputs, g, on_token);
+  return generator_->generate_candidates(inputs, candidates, g, on_token);
 }
 
 Status validate_token_ids(const std::vector<int32_t>& ids, int64_t num_latents, int64_t num_codes) {

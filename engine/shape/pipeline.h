@@ -162,6 +162,17 @@ class ShapePipeline {
                                           Trace* trace = nullptr,
                                           const std::atomic<bool>* cancel = nullptr);
 
+  // Stage 2 for several candidates in one decode (variations, batches): candidate j continues
+  // *prompts[candidates[j].prompt] with seed candidates[j].seed (options.sampler.seed unused),
+  // the rest of `options` shared; ShapeGenerator::generate_candidates says how, and why candidate
+  // j's tokens equal generate()'s for its prompt and seed. At most kMaxCandidates; the generator
+  // grows its cache to the largest count asked for so far. on_token: (candidate, index, id, ms).
+  static constexpr int64_t kMaxCandidates = 8;
+  Expected<std::vector<std::vector<int32_t>>> generate_candidates(
+      const std::vector<const EncodedPrompt*>& prompts,
+      const std::vector<CandidateSpec>& candidates, const GenerationOptions& options,
+      const CandidateTokenCallback& on_token = {}, Trace* trace = nullptr,
+      const std::atomic<bool>* cancel = nullptr);
   // Stage 3a: ids (1 <= size <= num_latents, each in [0, codebook_size)) filled up to num_latents
   // with fill_token_id(), decoded to latents [num_latents, width] and made current for
   // extract_mesh. Errors name the offending position.

@@ -67,6 +67,20 @@ void dot_rows_scalar_typed(const float* x, int64_t rows, const T* w, int64_t k_d
   }
 }
 
+// The batch-invariant GEMV kernel of `isa` for weights of `dtype` (linear_internal.h: gemv_rows).
+DotRowsFn gemv_rows_for(Isa isa, bool bf16x, DType dtype) {
+  if (bf16x && isa == Isa::kAvx512 && dtype == DType::kBF16) return dot_rows_bf16x_avx512;
+  switch (isa) {
+    case Isa::kAvx512:
+      return avx512::gemv_rows;
+    case Isa::kAvx2:
+      return avx2::gemv_rows;
+    case Isa::kScalar:
+      break;
+  }
+  return dot_rows_scalar;
+}
+
 DotRowsFn dot_rows_for(Isa isa) {
   switch (isa) {
     case Isa::kAvx512:
@@ -95,7 +109,7 @@ void row_block_range(DotRowsFn dot, const float* x, int64_t m, const Weight& w, 
   }
 }
 
-// The GEMV case (m <= kMaxRowsPerPass) of one or more layers over the same x: one pool.run over
+// The GEMV case (m <= kMaxGemvRows) of one or more layers over the same x: one pool.run over
 // tasks of about kGemvTaskBytes of weights each (whole multiples of 4 rows, the long-row kernels'
 // block), every part's rows in order. With q/k/v and gate/up as one call each, a full-size v0.5
 // decode step makes 97 pool hand-offs for its GEMVs instead of 169, with one load-balancing tail
@@ -108,7 +122,7 @@ void gemv_parts(Isa isa, bool bf16x, const float* x, int64_t m, const LinearPart
   // bf16x (LinearConfig::bf16_gemm, only set where gemm_bf16::available(), which implies the
   // AVX-512 ISA): the vdpbf16ps kernel for bf16 weights; it hands f32 weights to avx512::dot_rows.
   assert(!bf16x || gemm_bf16::available());
-  const DotRowsFn dot = bf16x && isa == Isa::kAvx512 ? dot_rows_bf16x_avx512 : dot_rows_for(isa);
+  assert(m <= kMaxGemvRows);
   constexpr int64_t kMaxParts = 8;
   if (n_parts > kMaxParts) {  // not used by the engine; keeps the task table on the stack
     for (int64_t p = 0; p < n_parts; p += kMaxParts) {
@@ -135,7 +149,12 @@ void gemv_parts(Isa isa, bool bf16x, const float* x, int64_t m, const LinearPart
     const Weight& w = parts[p].w;
     const int64_t n_begin = (t - first_task[p]) * rows_per_task[p];
     const int64_t n_end = std::min(w.rows, n_begin + rows_per_task[p]);
-    dot(x, m, w, parts[p].bias, parts[p].y, w.rows, n_begin, n_end);
+    // Passes of kMaxRowsPerPass rows of x over the task's weight rows (L2-resident after the first).
+    const DotRowsFn dot = gemv_rows_for(isa, bf16x, w.dtype);
+    for (int64_t i = 0; i < m; i += kMaxRowsPerPass) {
+      dot(x + i * w.cols, std::min(kMaxRowsPerPass, m - i), w, parts[p].bias, parts[p].y + i * w.rows,
+          w.rows, n_begin, n_end);
+    }
   };
   if (total_bytes <= kGemvTaskBytes) {  // small layers: inline, no hand-off
     for (int64_t t = 0; t < first_task[n_parts]; ++t) run_task(t);
@@ -146,7 +165,7 @@ void gemv_parts(Isa isa, bool bf16x, const float* x, int64_t m, const LinearPart
 
 void row_block_path(Isa isa, bool bf16x, const float* x, int64_t m, const Weight& w,
                     const float* bias, float* y) {
-  if (m <= kMaxRowsPerPass) {
+  if (m <= kMaxGemvRows) {
     const LinearPart part{w, bias, y};
     gemv_parts(isa, bf16x, x, m, &part, 1);
     return;
@@ -256,7 +275,7 @@ ExpandBf16Fn expand_bf16_for(Isa isa) {
 }
 
 bool rounds_x_to_bf16(const LinearConfig& config, DType dtype, int64_t m) {
-  return config.bf16_gemm && dtype == DType::kBF16 && (m <= kMaxRowsPerPass || m > kBf16GemmMinRows);
+  return config.bf16_gemm && dtype == DType::kBF16 && (m <= kMaxGemvRows || m > kBf16GemmMinRows);
 }
 
 LinearConfig default_linear_config() {
@@ -285,7 +304,7 @@ void linear_with_config(const LinearConfig& config, const float* x, int64_t m, c
     return;
   }
   const int64_t blocked_max = w.dtype == DType::kBF16 ? kBlockedMaxRowsBf16 : kBlockedMaxRowsF32;
-  if (config.use_blas && m > blocked_max) {
+  if (config.use_blas && m > std::max(blocked_max, kMaxGemvRows)) {
     blas_path(config.isa, x, m, w, bias, y);
   } else {
     row_block_path(config.isa, config.bf16_gemm, x, m, w, bias, y);
@@ -297,7 +316,7 @@ void linear_multi_with_config(const LinearConfig& config, const float* x, int64_
   assert(isa_supported(config.isa));
   if (m <= 0 || n_parts <= 0) return;
   const int64_t k_dim = parts[0].w.cols;
-  bool gemv = m <= kMaxRowsPerPass && k_dim > 0;
+  bool gemv = m <= kMaxGemvRows && k_dim > 0;
   for (int64_t p = 0; p < n_parts; ++p) {
     assert(parts[p].w.cols == k_dim);
     assert(parts[p].w.dtype == DType::kF32 || parts[p].w.dtype == DType::kBF16);

@@ -3,9 +3,10 @@
 // tests/kernels/linear_test.cpp, which runs every variant explicitly.
 //
 // Plan of cpu::linear (y[m, n] = x[m, :] . w[n, :] + bias[n]):
-// - m <= kMaxRowsPerPass (the decode GEMVs): tasks of ~kGemvTaskBytes of weight rows, each one
-//   dot-kernel call over its rows (linear.cpp, gemv_parts); cpu::linear_multi runs several layers
-//   over the same x as one such pass.
+// - m <= kMaxGemvRows (the decode GEMVs, up to 8 candidates with guidance): tasks of
+//   ~kGemvTaskBytes of weight rows, each one batch-invariant kernel call per kMaxRowsPerPass rows
+//   of x over its rows (linear.cpp, gemv_parts); cpu::linear_multi runs several layers over the
+//   same x as one such pass.
 // - Small m (m <= kBlockedMaxRowsF32 / kBlockedMaxRowsBf16), or BLAS not in use: the "row-block"
 //   path. Output rows n are split across default_thread_pool(); each task walks its weight rows in
 //   blocks of kRowBlock rows and, for every block, runs the dot kernel over all m rows of x,
@@ -55,6 +56,11 @@ constexpr int64_t kBf16GemmMinRows = 32;
 constexpr int64_t kBlockedMaxRowsBf16 = 96;
 // Rows of x handled per pass over a weight block by the dot kernels (register blocking limit).
 constexpr int64_t kMaxRowsPerPass = 4;
+// Largest m served by the GEMV path (the decode step: up to 8 candidates x [cond ; uncond]): each
+// task runs the batch-invariant kernel over its weight rows once per kMaxRowsPerPass rows of x,
+// the later passes re-reading the task's weights from L2. A row's result is then the same bit for
+// bit for every m in [1, kMaxGemvRows] (LinearTest.GemvIsBatchInvariant).
+constexpr int64_t kMaxGemvRows = 16;
 // Weight rows per block in the row-block path: the block is reused from cache for every pass.
 constexpr int64_t kRowBlock = 16;
 // Weight bytes per task of the GEMV path (m <= kMaxRowsPerPass): ~64 rows of K = 1536 bf16, 16 of
@@ -88,10 +94,15 @@ void expand_bf16_scalar(const uint16_t* src, int64_t ld_src, int64_t rows, int64
                         int64_t ld_dst);
 
 // The SIMD versions of dot_rows_scalar and expand_bf16_scalar (same contracts), written once in
-// linear_kernels.inc and compiled per ISA (linear_avx2.cpp, linear_avx512.cpp).
+// linear_kernels.inc and compiled per ISA (linear_avx2.cpp, linear_avx512.cpp). gemv_rows: the
+// GEMV path's kernel, dot_rows' contract, but batch-invariant: the order of additions of an
+// output depends on the weight dtype and row length, never on `rows` (dot_rows picks its kernel
+// by rows too). dot_rows_scalar and dot_rows_bf16x_avx512 are batch-invariant as they are.
 #define TESSERA_LINEAR_ISA_DECLS                                                                \
   void dot_rows(const float* x, int64_t rows, const Weight& w, const float* bias, float* y,     \
                 int64_t ldy, int64_t n_begin, int64_t n_end);                                   \
+  void gemv_rows(const float* x, int64_t rows, const Weight& w, const float* bias, float* y,    \
+                 int64_t ldy, int64_t n_begin, int64_t n_end);                                  \
   void expand_bf16(const uint16_t* src, int64_t ld_src, int64_t rows, int64_t cols, float* dst, \
                    int64_t ld_dst);
 namespace avx2 {

@@ -99,32 +99,37 @@ Status choose_token_host(const float* logits, const TokenChoice& c, int64_t* ste
     scratch->probs.resize(n);
   }
   float* mixed = scratch->mixed.data();
-  if (c.guided) {
-    const float g = guidance_weight(c.guidance_scale, i, c.total_steps);
-    const float* uncond = logits + c.row_stride;
-    for (int64_t j = 0; j < k; ++j) mixed[j] = (1.0f + g) * logits[j] - g * uncond[j];
-  } else {
-    std::copy(logits, logits + k, mixed);
-  }
-  int32_t result = 0;
-  bool any_finite = false, bad = false;
-  for (int64_t j = 0; j < k && !bad; ++j) {
-    if (std::isnan(mixed[j]) || mixed[j] == INFINITY) {
-      result = static_cast<int32_t>(-1 - j);
-      bad = true;
+  const int64_t ids_per = ids_count / c.candidates;
+  for (int64_t cand = 0; cand < c.candidates; ++cand) {
+    const float* row = logits + cand * c.candidate_stride;
+    uint64_t* state = rng + 4 * cand;
+    if (c.guided) {
+      const float g = guidance_weight(c.guidance_scale, i, c.total_steps);
+      const float* uncond = row + c.row_stride;
+      for (int64_t j = 0; j < k; ++j) mixed[j] = (1.0f + g) * row[j] - g * uncond[j];
+    } else {
+      std::copy(row, row + k, mixed);
     }
-    any_finite = any_finite || std::isfinite(mixed[j]);
+    int32_t result = 0;
+    bool any_finite = false, bad = false;
+    for (int64_t j = 0; j < k && !bad; ++j) {
+      if (std::isnan(mixed[j]) || mixed[j] == INFINITY) {
+        result = static_cast<int32_t>(-1 - j);
+        bad = true;
+      }
+      any_finite = any_finite || std::isfinite(mixed[j]);
+    }
+    if (!bad && !any_finite) {
+      result = kTokenAllNegInf;
+    } else if (!bad) {
+      Xoshiro256 g = Xoshiro256::from_state({state[0], state[1], state[2], state[3]});
+      result = pick_token(mixed, k, c.sampling, g, scratch->order.data(), scratch->probs.data());
+      const std::array<uint64_t, 4> words = g.state();
+      for (int w = 0; w < 4; ++w) state[w] = words[static_cast<size_t>(w)];
+    }
+    if (result >= 0) std::fill(ids + cand * ids_per, ids + (cand + 1) * ids_per, result);
+    if (ring != nullptr) ring[cand * ring_size + i % ring_size] = result;
   }
-  if (!bad && !any_finite) {
-    result = kTokenAllNegInf;
-  } else if (!bad) {
-    Xoshiro256 g = Xoshiro256::from_state({rng[0], rng[1], rng[2], rng[3]});
-    result = pick_token(mixed, k, c.sampling, g, scratch->order.data(), scratch->probs.data());
-    const std::array<uint64_t, 4> words = g.state();
-    for (int w = 0; w < 4; ++w) rng[w] = words[static_cast<size_t>(w)];
-  }
-  if (result >= 0) std::fill(ids, ids + ids_count, result);
-  if (ring != nullptr) ring[i % ring_size] = result;
   *step = i + 1;
   return Status();
 }

@@ -184,7 +184,9 @@ Status embedding_gather(const Weight& table, const int32_t* ids, int64_t n, floa
 // advanced once per sampled token, as the host sampler does. Floating-point notes: the mix and
 // the candidates' order are bit-identical to the host's; the softmax's double sums are parallel
 // prefix sums (the host sums in order), so a sampled token can differ from the host's only where
-// the draw falls within a few ulps of a boundary.
+// the draw falls within a few ulps of a boundary. Several candidates (TokenChoice::candidates):
+// one block each, over its own rows, RNG words, ids share and ring (kernels/sampling.h), then one
+// more launch advances *step.
 Status choose_token(const float* logits, const TokenChoice& choice, int64_t* step, uint64_t* rng,
                     int32_t* ids, int64_t ids_count, int32_t* ring, int64_t ring_size,
                     cudaStream_t stream);

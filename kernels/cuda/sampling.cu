@@ -13,6 +13,10 @@
 //    prefix sums of p (each thread owns a contiguous run of candidates); thread 0 advances the
 //    xoshiro256** state once and broadcasts u.
 // 3. Thread 0 writes the ids, the ring slot and the next step.
+// Candidates (TokenChoice::candidates > 1, variations): one block per candidate, each with its
+// own logits rows, RNG state, share of ids and ring; no block writes the step (a block could
+// finish before another has read it): advance_step_kernel, launched after them on the same stream,
+// does.
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -83,6 +87,14 @@ __global__ void __launch_bounds__(kThreads)
     choose_token_kernel(const float* __restrict__ logits, TokenChoice c, int64_t* step,
                         uint64_t* rng, int32_t* ids, int64_t ids_count, int32_t* ring,
                         int64_t ring_size, int sort_size) {
+  // This block's candidate.
+  const int64_t cand = blockIdx.x;
+  logits += cand * c.candidate_stride;
+  rng += 4 * cand;
+  const int64_t ids_per = ids_count / c.candidates;
+  ids += cand * ids_per;
+  ids_count = ids_per;
+  if (ring != nullptr) ring += cand * ring_size;
   extern __shared__ unsigned long long keys[];  // sort_size entries when sampling
   __shared__ int first_bad, any_finite, first_hit;
   __shared__ unsigned long long best;
@@ -208,9 +220,11 @@ __global__ void __launch_bounds__(kThreads)
       for (int64_t b = 0; b < ids_count; ++b) ids[b] = result;
     }
     if (ring != nullptr) ring[i % ring_size] = result;
-    *step = i + 1;
+    if (c.candidates == 1) *step = i + 1;
   }
 }
+
+__global__ void advance_step_kernel(int64_t* step) { *step += 1; }
 
 }  // namespace
 
@@ -237,9 +251,14 @@ Status choose_token(const float* logits, const TokenChoice& choice, int64_t* ste
       if (done != nullptr) done->store(shared);
     }
   }
-  choose_token_kernel<<<1, kThreads, shared, stream>>>(logits, choice, step, rng, ids, ids_count,
-                                                       ring, ring_size, sort_size);
+  const unsigned blocks = static_cast<unsigned>(choice.candidates);
+  choose_token_kernel<<<blocks, kThreads, shared, stream>>>(logits, choice, step, rng, ids,
+                                                            ids_count, ring, ring_size, sort_size);
   TESSERA_CUDA_CHECK_LAUNCH("choose_token: kernel launch");
+  if (choice.candidates > 1) {
+    advance_step_kernel<<<1, 1, 0, stream>>>(step);
+    TESSERA_CUDA_CHECK_LAUNCH("choose_token: step kernel launch");
+  }
   return Status();
 }
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -171,6 +172,57 @@ TEST_F(LinearTest, MatchesReferenceOnAwkwardSizes) {
           if (with_bf16) {
             check_config({Isa::kAvx512, true, true}, pb, threads);
             if (HasFatalFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Batch invariance of the GEMV path (m <= kMaxGemvRows): each row of y is the same bit for bit
+// whatever the number of rows computed with it, for every configuration, thread count, dtype and
+// row length (short rows streamed, long rows read four at a time, tails), through linear and
+// linear_multi. This is what makes a variation's tokens independent of the batch it was decoded
+// in (ShapeGenerator::generate_candidates).
+TEST_F(LinearTest, GemvIsBatchInvariant) {
+  std::vector<LinearConfig> configs = supported_configs();
+  if (cpu::gemm_bf16::available()) configs.push_back({Isa::kAvx512, true, true});
+  struct Size {
+    int64_t n, k;
+  };
+  const int64_t max_m = cpu::linear_detail::kMaxGemvRows;
+  uint64_t seed = 7000;
+  for (Size s : {Size{37, 100}, Size{131, 1536}, Size{40, 4500}, Size{300, 1031}}) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      const Problem p = make_problem(max_m, s.n, s.k, dtype, true, seed += 10);
+      for (int threads : {1, 2}) {
+        set_default_threads(threads);
+        for (const LinearConfig& config : configs) {
+          const std::string what = describe(config, threads, max_m, s.n, s.k, dtype, true);
+          // Row i alone.
+          std::vector<float> alone(static_cast<size_t>(max_m * s.n));
+          for (int64_t i = 0; i < max_m; ++i) {
+            cpu::linear_detail::linear_with_config(config, p.x.data() + i * s.k, 1, p.weight(),
+                                                   p.bias_ptr(), alone.data() + i * s.n);
+          }
+          ASSERT_TRUE(test::all_within(alone.data(), p.expected.data(), p.bound.data(),
+                                       alone.size()) ||
+                      config.bf16_gemm)
+              << what;
+          for (int64_t m = 2; m <= max_m; ++m) {
+            std::vector<float> y(static_cast<size_t>(m * s.n));
+            cpu::linear_detail::linear_with_config(config, p.x.data(), m, p.weight(), p.bias_ptr(),
+                                                   y.data());
+            std::vector<float> y2(y.size()), y3(y.size());
+            const LinearPart parts[2] = {{p.weight(), p.bias_ptr(), y2.data()},
+                                         {p.weight(), nullptr, y3.data()}};
+            cpu::linear_detail::linear_multi_with_config(config, p.x.data(), m, parts, 2);
+            for (size_t e = 0; e < y.size(); ++e) {
+              ASSERT_EQ(std::memcmp(&y[e], &alone[e], 4), 0)
+                  << what << " linear, m=" << m << " row " << e / static_cast<size_t>(s.n)
+                  << ": " << y[e] << " alone " << alone[e];
+              ASSERT_EQ(std::memcmp(&y2[e], &alone[e], 4), 0) << what << " linear_multi, m=" << m;
+            }
           }
         }
       }

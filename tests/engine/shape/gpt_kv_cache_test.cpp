@@ -90,7 +90,8 @@ TEST(GptKvCacheTest, Bf16CacheDecodeStaysCloseToF32Cache) {
   const int32_t bos[2] = {ids[0], ids[9]};
   ASSERT_TRUE(a->prefill(bos, la.data()).ok());
   ASSERT_TRUE(b->prefill(bos, lb.data()).ok());
-  EXPECT_TRUE(test::all_equal(la.data(), lb.data(), la.size()));  // f32 attention in prefill
+  // The prefill attends over the condition's K/V as cached (bf16), the BOS token's as computed.
+  EXPECT_TRUE(close_to_scale(lb, la, 1e-2));
   for (int step = 1; step <= 8; ++step) {
     SCOPED_TRACE("step " + std::to_string(step));
     const int32_t next[2] = {ids[step], ids[9 + step]};
@@ -116,7 +117,7 @@ TEST(GptKvCacheTest, Bf16CacheDecodeStaysCloseToF32Cache) {
   std::vector<int32_t> prefix(ids, ids + 18);
   ASSERT_TRUE(a->forward_full(prefix.data(), 9, la.data(), nullptr).ok());
   ASSERT_TRUE(b->forward_full(prefix.data(), 9, lb.data(), nullptr).ok());
-  EXPECT_TRUE(test::all_equal(la.data(), lb.data(), la.size()));
+  EXPECT_TRUE(close_to_scale(lb, la, 1e-2));
   auto a2 = session(*m.f32, DType::kF32, 10), b2 = session(*m.f32, DType::kBF16, 10);
   for (GptSession* s : {a2.get(), b2.get()}) {
     ASSERT_TRUE(s->set_condition(2, hidden.data(), bbox.data()).ok());
@@ -129,8 +130,9 @@ TEST(GptKvCacheTest, Bf16CacheDecodeStaysCloseToF32Cache) {
 }
 
 // Consecutive generations with a bf16 cache: the unconditional row's condition K/V are widened
-// from the cache, the new prompt row is recomputed; logits stay within the bf16 rounding of a
-// fresh session's (bf16 weights, the configuration that uses the bf16 cache by default).
+// from the cache, the new prompt row is recomputed; the logits are a fresh session's bit for bit
+// (a fresh prefill attends over its condition K/V rounded as cached too), so a generation never
+// depends on what the session ran before (bf16 weights: the bf16 cache's default configuration).
 TEST(GptKvCacheTest, Bf16CacheReusesUnconditionalRow) {
   Models& m = models();
   std::vector<float> hidden = m.f("clip.last_hidden_state");
@@ -151,8 +153,8 @@ TEST(GptKvCacheTest, Bf16CacheReusesUnconditionalRow) {
   ASSERT_TRUE(fresh->set_condition(2, hidden.data(), bbox.data()).ok());
   ASSERT_TRUE(fresh->prefill(bos, fp.data()).ok());
   ASSERT_TRUE(fresh->decode(next, fd.data()).ok());
-  EXPECT_TRUE(close_to_scale(p, fp, 1e-2));
-  EXPECT_TRUE(close_to_scale(d, fd, 1e-2));
+  EXPECT_TRUE(test::all_equal(p.data(), fp.data(), p.size()));
+  EXPECT_TRUE(test::all_equal(d.data(), fd.data(), d.size()));
 }
 
 }  // namespace
