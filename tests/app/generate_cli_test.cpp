@@ -155,6 +155,53 @@ TEST_F(GenerateCliTest, WritesAValidGlbWithSamplingAndWithoutKvCache) {
   EXPECT_NE(bytes.find("\"POSITION\""), std::string::npos);
 }
 
+// --variations N: OUT_1..OUT_N and T_1..T_N, seeds S..S+N-1 printed, sampling on; variation i is
+// exactly a lone `generate --seed S+i-1` (batch invariance through the whole CLI), and the
+// candidates differ from each other.
+TEST_F(GenerateCliTest, VariationsWriteNumberedFilesThatALoneSeedRemakes) {
+  const std::string glb = path("cand.glb"), tokens = path("t.txt");
+  const auto r = run_tessera(generate_args(glb) + " --variations 3 --seed 41 --tokens-out " +
+                             shell_quote(tokens));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("seeds 41..43"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("over 3 candidates"), std::string::npos) << r.err;
+  std::vector<std::vector<int32_t>> ids;
+  for (int i = 1; i <= 3; ++i) {
+    const std::string n = std::to_string(i);
+    EXPECT_NE(r.out.find("wrote " + path("cand_" + n + ".glb")), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("seed " + std::to_string(40 + i)), std::string::npos) << r.out;
+    EXPECT_EQ(slurp(path("cand_" + n + ".glb")).substr(0, 4), "glTF");
+    ids.push_back(parse_ids(slurp(path("t_" + n + ".txt"))));
+    EXPECT_EQ(ids.back().size(), 16u);
+  }
+  EXPECT_FALSE(std::filesystem::exists(glb)) << "no unnumbered file with --variations";
+  EXPECT_NE(ids[0], ids[1]);
+  EXPECT_NE(ids[1], ids[2]);
+  const auto lone = run_tessera(generate_args(path("lone.glb")) + " --seed 42 --tokens-out " +
+                                shell_quote(path("lone.txt")));
+  ASSERT_EQ(lone.exit_code, 0) << lone.err;
+  EXPECT_EQ(parse_ids(slurp(path("lone.txt"))), ids[1]);
+  EXPECT_EQ(slurp(path("lone.glb")), slurp(path("cand_2.glb")));
+  // Without --seed: a random seed, printed, that remakes variation 1.
+  const auto random = run_tessera(generate_args(path("r.obj")) + " --variations 2 --tokens-out " +
+                                  shell_quote(path("r.txt")));
+  ASSERT_EQ(random.exit_code, 0) << random.err;
+  const size_t at = random.err.find("seeds ");
+  ASSERT_NE(at, std::string::npos) << random.err;
+  const std::string seed = random.err.substr(at + 6, random.err.find("..", at) - at - 6);
+  const auto again = run_tessera(generate_args(path("again.obj")) + " --seed " + seed +
+                                 " --tokens-out " + shell_quote(path("again.txt")));
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(slurp(path("again.txt")), slurp(path("r_1.txt")));
+  // Out of range: a clear error before anything is loaded or written.
+  for (const char* bad : {"0", "9", "-2"}) {
+    const auto e = run_tessera(generate_args(path("bad.obj")) + " --variations " + bad);
+    EXPECT_NE(e.exit_code, 0) << bad;
+    EXPECT_NE(e.err.find("--variations"), std::string::npos) << e.err;
+    EXPECT_FALSE(std::filesystem::exists(path("bad_1.obj")));
+  }
+}
+
 TEST_F(GenerateCliTest, MissingModelDirectoriesAreNamed) {
   auto r = run_tessera("generate --model /nonexistent/model --prompt x -o " +
                        shell_quote(path("a.obj")));
