@@ -10,6 +10,7 @@ namespace tessera::cli {
 void register_tokenize(CLI::App& app, int* exit_code);
 void register_info(CLI::App& app, int* exit_code);
 void register_generate(CLI::App& app, int* exit_code);
+void register_batch(CLI::App& app, int* exit_code);
 void register_decode(CLI::App& app, int* exit_code);
 void register_render(CLI::App& app, int* exit_code);
 void register_image(CLI::App& app, int* exit_code);

@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   tessera::cli::register_info(app, &exit_code);
   tessera::bench::register_bench(app, &exit_code);
   tessera::cli::register_generate(app, &exit_code);
+  tessera::cli::register_batch(app, &exit_code);
   tessera::cli::register_decode(app, &exit_code);
   tessera::cli::register_render(app, &exit_code);
   tessera::cli::register_image(app, &exit_code);

@@ -168,6 +168,8 @@ void Session::install_shape(std::unique_ptr<shape::ShapePipeline> pipeline,
   info.fill_token_id = pipeline->fill_token_id();
   info.decoder_codes = pipeline->decoder_codes();
   info.example_prompts = pipeline->example_prompts();
+  info.shape_gpt_file = pipeline->paths().shape_gpt;
+  info.shape_tokenizer_file = pipeline->paths().shape_tokenizer;
   shape_ = std::move(pipeline);  // the shape worker's (or, before any job, the creator's)
   std::lock_guard<std::mutex> lock(mutex_);
   shape_info_ = std::move(info);

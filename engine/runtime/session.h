@@ -137,6 +137,8 @@ struct ShapeModelInfo {
   // Prompts the model is known to answer (from its model.json; empty when it has none): what a
   // front end offers a newcomer as examples.
   std::vector<std::string> example_prompts;
+  // The files it was loaded from (checksums of batch manifests).
+  std::string shape_gpt_file, shape_tokenizer_file;
 };
 struct ImageModelInfo {
   std::string path;
