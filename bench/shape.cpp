@@ -241,8 +241,22 @@ Status measure_resident(shape::GptSession& session, kernels::Backend& backend,
   return session.advance(steps);
 }
 
+// One row of the candidates table: a decode step of C candidates together (2C rows with guidance,
+// ShapeGenerator::generate_candidates' layout) at batch_length tokens in the cache.
+struct BatchRow {
+  int64_t candidates = 0;
+  double step_ms = 0;           // median over the steps
+  double read_gbs = 0;          // median of the probes taken before each step
+  double bandwidth_floor_ms = 0;  // (weights + K/V of all rows) / read bandwidth
+  double compute_floor_ms = 0;  // 2 x weight elements x rows / the GEMM rate measured in this run
+  double floor_ratio = 0;       // median over the steps of step / max(floors at that step's probe)
+};
+
 struct ShapeModelResult {
   std::string name, config;
+  std::vector<BatchRow> batch;
+  int64_t batch_length = 0;
+  double gemm_gflops = 0;  // the compute ceiling's rate: one large layer at m = 64 rows
   int64_t weight_bytes = 0;
   Timing condition;
   double prefill_cold_ms = 0;  // fresh session: both rows' condition streams
@@ -296,6 +310,93 @@ class BandwidthProbe {
   std::unique_ptr<ReadProbe> read_;
   kernels::DeviceBuffer src_, dst_;
 };
+
+// The batch table (BatchRow): a session of 16 rows; both rows of one generation run
+// forward_full to `len` tokens and are copied to every other candidate's rows (copy_row, as
+// generate_candidates does after its prefill), then `steps` decode steps of 2C rows are timed, each
+// after a read-bandwidth probe. The compute ceiling's rate comes from the model's largest layer at
+// m = 64 rows, timed in the same run.
+Status bench_candidates(const shape::CubeGpt& model, kernels::Backend& backend,
+                        BandwidthProbe& probe, int64_t len, int64_t steps, ShapeModelResult* res) {
+  const shape::GptConfig& c = model.config();
+  constexpr int64_t kMaxCandidates = 8;
+  TESSERA_ASSIGN_OR_RETURN(auto session,
+                           shape::GptSession::create(model, 2 * kMaxCandidates, len + steps + 1));
+  std::vector<float> hidden(static_cast<size_t>(2 * c.text_len * c.text_embed_dim));
+  fill_floats(hidden.data(), hidden.size(), 77);
+  std::vector<float> logits(static_cast<size_t>(2 * kMaxCandidates * c.vocab_size));
+  std::vector<int32_t> full(static_cast<size_t>(2 * len));
+  for (size_t i = 0; i < full.size(); ++i) {
+    full[i] = static_cast<int32_t>((i * 2654435761u >> 9) % static_cast<uint64_t>(c.codebook_size));
+  }
+  full[0] = full[static_cast<size_t>(len)] = c.bos_id();
+  // The compute ceiling's rate: the largest decode layer (the MLP's up projection) at m = 64.
+  {
+    const kernels::Weight& w = model.weights().dual.front().post_1.up.w;
+    std::vector<float> x(static_cast<size_t>(64 * w.cols)), y(static_cast<size_t>(64 * w.rows));
+    fill_floats(x.data(), x.size(), 5);
+    TESSERA_ASSIGN_OR_RETURN(kernels::DeviceBuffer xb, backend.allocate(x.size() * 4));
+    TESSERA_ASSIGN_OR_RETURN(kernels::DeviceBuffer yb, backend.allocate(y.size() * 4));
+    TESSERA_RETURN_IF_ERROR(backend.upload(xb.data(), x.data(), x.size() * 4));
+    std::vector<double> ms;
+    for (int r = 0; r < 5; ++r) {
+      TESSERA_RETURN_IF_ERROR(backend.synchronize());
+      const Stopwatch watch;
+      TESSERA_RETURN_IF_ERROR(backend.linear(xb.as<float>(), 64, w, nullptr, yb.as<float>()));
+      TESSERA_RETURN_IF_ERROR(backend.synchronize());
+      ms.push_back(watch.elapsed_ms());
+    }
+    const double flops = 2.0 * 64.0 * static_cast<double>(w.rows) * static_cast<double>(w.cols);
+    res->gemm_gflops = flops / (percentile(ms, 50) / 1e3) / 1e9;
+  }
+  const double weight_bytes = static_cast<double>(model.decode_weight_bytes());
+  const double weight_elements = static_cast<double>(c.decode_weight_elements());
+  res->batch_length = len;
+  for (int64_t cands : {1, 2, 4, 8}) {
+    const int64_t rows = 2 * cands;
+    TESSERA_RETURN_IF_ERROR(session->set_condition(2, hidden.data(), nullptr));
+    TESSERA_RETURN_IF_ERROR(session->forward_full(full.data(), len, logits.data(), nullptr));
+    for (int64_t r = 2; r < rows; ++r) TESSERA_RETURN_IF_ERROR(session->copy_row(r % 2, r));
+    TESSERA_RETURN_IF_ERROR(session->set_rows(rows));
+    const double kv_bytes = 2.0 * static_cast<double>(rows) *
+                            static_cast<double>(dtype_size(session->kv_dtype())) *
+                            static_cast<double>(c.n_embd) *
+                            (static_cast<double>(c.n_dual) * static_cast<double>(c.cond_len() + len) +
+                             static_cast<double>(c.n_single) * static_cast<double>(len));
+    const double compute_ms = 2.0 * weight_elements * static_cast<double>(rows) /
+                              (res->gemm_gflops * 1e9) * 1e3;
+    std::vector<double> ms, gbs, ratio;
+    std::vector<int32_t> ids(static_cast<size_t>(rows));
+    for (int64_t s = 0; s < steps; ++s) {
+      for (int64_t r = 0; r < rows; ++r) {
+        ids[static_cast<size_t>(r)] = static_cast<int32_t>((s * 31 + r / 2 * 7) % c.codebook_size);
+      }
+      TESSERA_ASSIGN_OR_RETURN(const double probe_gbs, probe.measure_gbs());
+      const Stopwatch watch;
+      TESSERA_RETURN_IF_ERROR(session->decode(ids.data(), logits.data()));
+      const double t = watch.elapsed_ms();
+      ms.push_back(t);
+      gbs.push_back(probe_gbs);
+      const double floor_ms =
+          std::max((weight_bytes + kv_bytes) / (probe_gbs * 1e9) * 1e3, compute_ms);
+      ratio.push_back(t / floor_ms);
+    }
+    BatchRow row;
+    row.candidates = cands;
+    row.step_ms = percentile(ms, 50);
+    row.read_gbs = percentile(gbs, 50);
+    row.bandwidth_floor_ms = (weight_bytes + kv_bytes) / (row.read_gbs * 1e9) * 1e3;
+    row.compute_floor_ms = compute_ms;
+    row.floor_ratio = percentile(ratio, 50);
+    std::printf("  candidates %lld: decode step %.2f ms (%.2fx of 1), %.0f tokens/s\n",
+                static_cast<long long>(cands), row.step_ms,
+                res->batch.empty() ? 1.0 : row.step_ms / res->batch.front().step_ms,
+                1000.0 * static_cast<double>(cands) / row.step_ms);
+    std::fflush(stdout);
+    res->batch.push_back(row);
+  }
+  return Status();
+}
 
 Expected<ShapeModelResult> bench_shape_model(const std::string& name, const SafeTensors& file,
                                              const shape::NormalizedCodebook& codebook,
@@ -412,6 +513,8 @@ Expected<ShapeModelResult> bench_shape_model(const std::string& name, const Safe
     std::fflush(stdout);
     res.lengths.push_back(lr);
   }
+  // Candidates decoded together (variations): 1, 2, 4, 8 with guidance, at the shortest length.
+  TESSERA_RETURN_IF_ERROR(bench_candidates(*model, backend, probe, lengths.front(), steps, &res));
   // Per-op breakdown of a few decode steps at the shortest length.
   {
     const int64_t len = lengths.front();
@@ -596,6 +699,32 @@ std::string shape_markdown(const Machine& machine, const std::vector<ShapeModelR
       md << buf;
     }
     md << "\n";
+    if (!m.batch.empty()) {
+      char intro[1024];
+      std::snprintf(intro, sizeof intro,
+                    "Candidates decoded together (variations, guidance on: 2 rows each) at %lld "
+                    "tokens in the cache: decode step (median of %d), its ratio to 1 candidate's "
+                    "in this run, tokens/s over all candidates; bandwidth floor = (weights + every "
+                    "row's K/V) / read bandwidth (probe before each step), compute floor = 2 x "
+                    "weight elements x rows / %.0f GFLOP/s (the largest layer at m = 64, timed in "
+                    "this run); \"step / floor\" = median over the steps of the step over the "
+                    "larger floor at its probe.\n\n",
+                    static_cast<long long>(m.batch_length), m.lengths.empty() ? 0 : m.lengths.front().kv.reps,
+                    m.gemm_gflops);
+      md << intro;
+      md << "| candidates | decode step | vs 1 candidate | tokens/s | read GB/s | bandwidth floor "
+            "| compute floor | step / floor |\n|---|---|---|---|---|---|---|---|\n";
+      for (const BatchRow& b : m.batch) {
+        std::snprintf(buf, sizeof buf, "| %lld | %s | %.2fx | %.0f | %.1f | %s | %s | %.2fx |\n",
+                      static_cast<long long>(b.candidates), fmt_ms(b.step_ms).c_str(),
+                      b.step_ms / m.batch.front().step_ms,
+                      1000.0 * static_cast<double>(b.candidates) / b.step_ms, b.read_gbs,
+                      fmt_ms(b.bandwidth_floor_ms).c_str(), fmt_ms(b.compute_floor_ms).c_str(),
+                      b.floor_ratio);
+        md << buf;
+      }
+      md << "\n";
+    }
     if (!m.lengths.empty() && !std::isnan(m.lengths.front().resident_ms)) {
       md << "Device-resident decode loop (the generator's: GptSession::decode_at + "
             "Backend::choose_token, step and ids in backend memory), ms per step: eager = every "
@@ -699,6 +828,18 @@ nlohmann::json shape_json(const Machine& machine, const std::vector<ShapeModelRe
            {"resident_recorded_ms", std::isnan(l.graph_ms) ? nlohmann::json() : nlohmann::json(l.graph_ms)}});
     }
     e["lengths"] = lengths;
+    nlohmann::json batch = nlohmann::json::array();
+    for (const BatchRow& b : m.batch) {
+      batch.push_back({{"candidates", b.candidates},
+                       {"step_ms", b.step_ms},
+                       {"vs_one_candidate", b.step_ms / m.batch.front().step_ms},
+                       {"tokens_per_s", 1000.0 * static_cast<double>(b.candidates) / b.step_ms},
+                       {"read_bandwidth_gbs", b.read_gbs},
+                       {"bandwidth_floor_ms", b.bandwidth_floor_ms},
+                       {"compute_floor_ms", b.compute_floor_ms},
+                       {"step_over_floor", b.floor_ratio}});
+    }
+    e["candidates"] = {{"tokens", m.batch_length}, {"gemm_gflops", m.gemm_gflops}, {"rows", batch}};
     nlohmann::json ops = nlohmann::json::object();
     for (const auto& [kind, s] : m.breakdown) {
       ops[kind] = {{"calls", s.count}, {"total_ms", s.total_ms}};

@@ -72,6 +72,10 @@ int main(int argc, char** argv) {
   const QCommandLineOption preview_resolution("preview-resolution", "Preview resolution, 2^k + 1.",
                                               "n");
   const QCommandLineOption preview_every("preview-every", "Preview every K tokens (0: none).", "k");
+  const QCommandLineOption variations("variations",
+                                      "Candidates per Generate (1-8), shown side by side.", "n");
+  const QCommandLineOption seed_option("seed", "Sampling seed (locked; switches to sampling).",
+                                       "n");
   const QCommandLineOption no_grid("no-grid", "Hide the grid and axes.");
   const QCommandLineOption diffusion_model(
       "diffusion-model",
@@ -91,7 +95,8 @@ int main(int argc, char** argv) {
                                   "none is usable) or auto (the GPU when usable).",
                                   "cpu|cuda|auto");
   parser.addOptions({prompt, generate, screenshot, screenshot_window, quit, model, record,
-                     export_path, resolution, preview_resolution, preview_every, no_grid,
+                     export_path, resolution, preview_resolution, preview_every, variations,
+                     seed_option, no_grid,
                      diffusion_model, image, apply_texture, image_steps, image_seed, device});
   parser.process(app);
 
@@ -150,6 +155,24 @@ int main(int argc, char** argv) {
     if (!ok || options.preview_every < 0) {
       std::fprintf(stderr, "tessera-studio: --preview-every %s: expected a count >= 0\n",
                    qPrintable(parser.value(preview_every)));
+      return 2;
+    }
+  }
+  if (parser.isSet(variations)) {
+    bool ok = false;
+    options.variations = parser.value(variations).toInt(&ok);
+    if (!ok || options.variations < 1 || options.variations > tessera::runtime::kMaxVariations) {
+      std::fprintf(stderr, "tessera-studio: --variations %s: expected 1 to %d\n",
+                   qPrintable(parser.value(variations)), tessera::runtime::kMaxVariations);
+      return 2;
+    }
+  }
+  if (parser.isSet(seed_option)) {
+    bool ok = false;
+    options.seed = parser.value(seed_option).toLongLong(&ok);
+    if (!ok || options.seed < 0 || options.seed > 2147483647) {
+      std::fprintf(stderr, "tessera-studio: --seed %s: expected 0 to 2147483647\n",
+                   qPrintable(parser.value(seed_option)));
       return 2;
     }
   }

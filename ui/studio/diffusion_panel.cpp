@@ -77,6 +77,15 @@ void DiffusionPanel::draw(DiffusionPanelData& data, int viewport_width, int view
   const float height =
       std::clamp(static_cast<float>(viewport_height - kDiffusionPanelY - 8), 120.0f, 520.0f);
   ImGui::SetNextWindowSize(ImVec2(kDiffusionPanelWidth, height), ImGuiCond_FirstUseEver);
+  // Folded at first (the viewport keeps the room); unfolded when an image job starts, so its steps
+  // and picture show without a click.
+  const uint64_t image_job = data.job != nullptr ? data.job->job : 0;
+  if (image_job != 0 && image_job != unfolded_for_job_) {
+    unfolded_for_job_ = image_job;
+    ImGui::SetNextWindowCollapsed(false, ImGuiCond_Always);
+  } else {
+    ImGui::SetNextWindowCollapsed(true, ImGuiCond_FirstUseEver);
+  }
   ImGui::SetNextWindowBgAlpha(0.85f);
   const ImGuiWindowFlags flags =
       ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoFocusOnAppearing;

@@ -58,6 +58,7 @@ class DiffusionPanel {
   void upload(const ImageJobState& job);
   uint32_t texture_ = 0;  // GLuint, 0 until the first image
   uint64_t uploaded_job_ = 0, uploaded_version_ = 0;
+  uint64_t unfolded_for_job_ = 0;  // the image job the panel last unfolded for
   int64_t texture_width_ = 0, texture_height_ = 0;
 };
 

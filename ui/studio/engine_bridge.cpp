@@ -54,7 +54,7 @@ uint64_t EngineBridge::submit(const runtime::JobOptions& job) {
     Q_EMIT jobFinished(stats_.job, static_cast<int>(JobState::kCancelled), "replaced by a new job");
   }
   stats_.start(id, runtime::tokens_to_generate(job.generation.num_tokens, num_latents_),
-               std::chrono::steady_clock::now());
+               std::chrono::steady_clock::now(), job.tokens ? 1 : job.variations);
   stats_.backend = backend_name_.toStdString();
   stats_.kv_cache = job.generation.use_kv_cache;
   Q_EMIT statsChanged();
@@ -97,12 +97,16 @@ void EngineBridge::on_shape_event(const runtime::Event& event, bool* changed,
   const auto now = std::chrono::steady_clock::now();
   *changed |= stats_.apply(event, now);
   if (const auto* p = std::get_if<runtime::PartialMeshEvent>(&event.payload)) {
+    if (stats_.candidates > 1) Q_EMIT candidatePartialMesh(p->candidate, p->mesh, p->tokens);
+    if (p->candidate != 0) return;
     if (emit_every_partial_) {
       Q_EMIT partialMesh(p->mesh, p->tokens);
     } else {
       *newest_partial = p;
     }
   } else if (const auto* f = std::get_if<runtime::FinalMeshEvent>(&event.payload)) {
+    if (stats_.candidates > 1) Q_EMIT candidateFinalMesh(f->candidate, f->seed, f->mesh);
+    if (f->candidate != 0) return;
     *newest_partial = nullptr;
     Q_EMIT finalMesh(f->mesh);
   } else if (event.terminal()) {

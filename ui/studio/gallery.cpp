@@ -20,8 +20,15 @@ Gallery::Gallery(QWidget* parent) : QListWidget(parent) {
   setIconSize(QSize(kThumbnailSize, kThumbnailSize));
   setResizeMode(QListView::Adjust);
   setMovement(QListView::Static);
-  setWordWrap(true);
-  setMinimumHeight(kThumbnailSize + 40);
+  // A strip: one row of thumbnails that scrolls sideways, as tall as a thumbnail and its label.
+  setFlow(QListView::LeftToRight);
+  setWrapping(false);
+  setWordWrap(false);
+  setTextElideMode(Qt::ElideRight);
+  setGridSize(QSize(kThumbnailSize + 24, kThumbnailSize + 24));
+  setHorizontalScrollBarPolicy(Qt::ScrollBarAsNeeded);
+  setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  setFixedHeight(kThumbnailSize + 48);
   connect(this, &QListWidget::itemClicked, this, &Gallery::choose);
   connect(this, &QListWidget::itemActivated, this, &Gallery::choose);
 }

@@ -9,7 +9,8 @@
 
 namespace tessera::studio {
 
-void GenerationStats::start(uint64_t id, int64_t tokens, std::chrono::steady_clock::time_point now) {
+void GenerationStats::start(uint64_t id, int64_t tokens, std::chrono::steady_clock::time_point now,
+                            int candidate_count) {
   if (token_ms.size() >= 2) {
     previous_token_ms = token_ms;
     previous_kv_cache = kv_cache;
@@ -19,6 +20,7 @@ void GenerationStats::start(uint64_t id, int64_t tokens, std::chrono::steady_clo
   state = JobState::kRunning;
   message.clear();
   expected_tokens = tokens;
+  candidates = std::max(candidate_count, 1);
   token_ms.clear();
   token_ids.clear();
   stage_ms.fill(-1.0);
@@ -38,6 +40,8 @@ bool GenerationStats::apply(const runtime::Event& event,
     graphs = m->graphs;
     graphs_reason = m->graphs_reason;
   } else if (const auto* t = std::get_if<runtime::TokenEvent>(&event.payload)) {
+    // One step serves every candidate: its time (and the strip's ids) from candidate 0's event.
+    if (t->candidate != 0) return true;
     // Indices arrive in order; be tolerant of a gap rather than trusting it blindly.
     const size_t index = static_cast<size_t>(std::max<int64_t>(t->index, 0));
     if (token_ms.size() <= index) {
@@ -47,14 +51,17 @@ bool GenerationStats::apply(const runtime::Event& event,
     token_ms[index] = static_cast<float>(t->ms);
     token_ids[index] = t->id;
   } else if (const auto* s = std::get_if<runtime::StageEvent>(&event.payload)) {
+    // Mesh stages come once per candidate: their sum is the job's time in that stage.
     for (size_t i = 0; i < kStageNames.size(); ++i) {
-      if (s->name == kStageNames[i]) stage_ms[i] = s->ms;
+      if (s->name != kStageNames[i]) continue;
+      stage_ms[i] = (s->candidate > 0 && stage_ms[i] >= 0) ? stage_ms[i] + s->ms : s->ms;
     }
   } else if (std::holds_alternative<runtime::PartialMeshEvent>(event.payload)) {
     if (partial_meshes++ == 0) {
       first_partial_ms = std::chrono::duration<double, std::milli>(now - submitted).count();
     }
   } else if (const auto* f = std::get_if<runtime::FinalMeshEvent>(&event.payload)) {
+    if (f->candidate != 0) return true;  // the status line speaks of candidate 0 (the current)
     final_vertices = f->mesh->vertex_count();
     final_triangles = f->mesh->triangle_count();
   } else if (const auto* d = std::get_if<runtime::DoneEvent>(&event.payload)) {
@@ -83,7 +90,7 @@ double GenerationStats::tpot_percentile_ms(double p) const {
 
 double GenerationStats::tokens_per_second() const {
   const double sum = std::accumulate(token_ms.begin(), token_ms.end(), 0.0);
-  return sum > 0 ? 1000.0 * static_cast<double>(token_ms.size()) / sum : 0.0;
+  return sum > 0 ? 1000.0 * static_cast<double>(token_ms.size()) * candidates / sum : 0.0;
 }
 
 double percentile(std::vector<float> values, double p) {

@@ -29,8 +29,9 @@ struct GenerationStats {
   std::string message;  // error text (kFailed) or cancel reason (kCancelled)
 
   int64_t expected_tokens = 0;    // tokens the job will generate (for progress)
+  int candidates = 1;             // variations decoded together (one step serves them all)
   std::vector<float> token_ms;    // ms of each generation step, by token index
-  std::vector<int32_t> token_ids;
+  std::vector<int32_t> token_ids;  // candidate 0's (the token strip shows one sequence)
   std::array<double, kStageNames.size()> stage_ms{};  // -1: not reached yet
   int64_t partial_meshes = 0;
   double first_partial_ms = -1;  // wall-clock from submit to the first partial mesh, -1: none yet
@@ -54,14 +55,16 @@ struct GenerationStats {
 
   // Clears the per-job fields for a new job `id` expecting `tokens` tokens; the finished job's
   // token curve (when it has one) becomes previous_token_ms.
-  void start(uint64_t id, int64_t tokens, std::chrono::steady_clock::time_point now);
+  void start(uint64_t id, int64_t tokens, std::chrono::steady_clock::time_point now,
+             int candidates = 1);
   // Applies one event of the current job (events of other jobs are ignored; returns false then).
   bool apply(const runtime::Event& event, std::chrono::steady_clock::time_point now);
 
   // TPOT statistics over the decode steps (every token after the first, which includes prefill).
   double tpot_mean_ms() const;
   double tpot_percentile_ms(double p) const;  // p in [0, 100]; 0 when there are no samples
-  // Tokens per second over the generation steps so far (0 before the first token).
+  // Tokens per second over the generation steps so far, over all candidates (0 before the first
+  // token).
   double tokens_per_second() const;
 };
 

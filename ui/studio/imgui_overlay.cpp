@@ -208,7 +208,13 @@ void ImGuiOverlay::render(const GenerationStats& stats, const OverlayPanels& pan
                   static_cast<long long>(stats.expected_tokens), job_state_name(stats.state));
       ImGui::Text("TPOT mean %.2f  p50 %.2f  p99 %.2f ms", stats.tpot_mean_ms(),
                   stats.tpot_percentile_ms(50), stats.tpot_percentile_ms(99));
-      ImGui::Text("tokens/s  %.1f", stats.tokens_per_second());
+      if (stats.candidates > 1) {
+        // One step serves every candidate: the plot and TPOT are per step, the rate counts all.
+        ImGui::Text("tokens/s  %.1f over %d candidates (%.1f each)", stats.tokens_per_second(),
+                    stats.candidates, stats.tokens_per_second() / stats.candidates);
+      } else {
+        ImGui::Text("tokens/s  %.1f", stats.tokens_per_second());
+      }
       if (stats.first_partial_ms >= 0) {
         ImGui::Text("first preview %.0f ms after Generate (%lld previews)", stats.first_partial_ms,
                     static_cast<long long>(stats.partial_meshes));
@@ -223,6 +229,8 @@ void ImGuiOverlay::render(const GenerationStats& stats, const OverlayPanels& pan
     ImGui::SetNextWindowPos(ImVec2(kTimingPanelX, kTimingPanelY + kTimingPanelHeight + 8),
                             ImGuiCond_FirstUseEver);
     ImGui::SetNextWindowSize(ImVec2(kTimingPanelWidth, 150), ImGuiCond_FirstUseEver);
+    // Panels other than Timing start folded to their title line: the viewport stays visible.
+    ImGui::SetNextWindowCollapsed(true, ImGuiCond_FirstUseEver);
     ImGui::SetNextWindowBgAlpha(0.85f);
     if (ImGui::Begin("Stages", nullptr, flags)) {
       for (size_t i = 0; i < kStageNames.size(); ++i) {
@@ -241,6 +249,7 @@ void ImGuiOverlay::render(const GenerationStats& stats, const OverlayPanels& pan
   if (panels.system) {
     ImGui::SetNextWindowPos(ImVec2(static_cast<float>(width) - 268, 8), ImGuiCond_FirstUseEver);
     ImGui::SetNextWindowSize(ImVec2(260, 110), ImGuiCond_FirstUseEver);
+    ImGui::SetNextWindowCollapsed(true, ImGuiCond_FirstUseEver);
     ImGui::SetNextWindowBgAlpha(0.85f);
     if (ImGui::Begin("System", nullptr, flags)) {
       ImGui::Text("memory  %.1f MiB resident", static_cast<double>(memory_.resident_bytes) / (1 << 20));
@@ -288,6 +297,7 @@ void ImGuiOverlay::render(const GenerationStats& stats, const OverlayPanels& pan
                                      kDiffusionPanelY),
                               ImGuiCond_FirstUseEver);
       ImGui::SetNextWindowSize(ImVec2(kDiffusionPanelWidth, 70), ImGuiCond_FirstUseEver);
+      ImGui::SetNextWindowCollapsed(true, ImGuiCond_FirstUseEver);
       ImGui::SetNextWindowBgAlpha(0.85f);
       if (ImGui::Begin("Diffusion", nullptr, flags)) {
         ImGui::TextDisabled("concept image: no diffusion engine attached");

@@ -1,6 +1,8 @@
 // MainWindow, part: The window: construction, layout, status bar, device switch, About. The other parts: main_window_*.cpp.
 #include "ui/studio/main_window.h"
 
+#include "ui/studio/candidate_grid.h"
+
 #include <imgui.h>
 
 #include <QActionGroup>
@@ -15,6 +17,7 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
+#include <QGridLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -81,6 +84,8 @@ MainWindow::MainWindow(LaunchOptions options, QWidget* parent)
   connect(engine_, &EngineBridge::modelFailed, this, &MainWindow::on_model_failed);
   connect(engine_, &EngineBridge::partialMesh, this, &MainWindow::on_partial_mesh);
   connect(engine_, &EngineBridge::finalMesh, this, &MainWindow::on_final_mesh);
+  connect(engine_, &EngineBridge::candidatePartialMesh, this, &MainWindow::on_candidate_partial);
+  connect(engine_, &EngineBridge::candidateFinalMesh, this, &MainWindow::on_candidate_final);
   connect(engine_, &EngineBridge::jobFinished, this, &MainWindow::on_job_finished);
   connect(engine_, &EngineBridge::statsChanged, this, &MainWindow::on_stats_changed);
 
@@ -115,6 +120,11 @@ MainWindow::MainWindow(LaunchOptions options, QWidget* parent)
   if (launch_.resolution > 0) settings_->set_final_resolution(launch_.resolution);
   if (launch_.preview_resolution > 0) settings_->set_preview_resolution(launch_.preview_resolution);
   if (launch_.preview_every >= 0) settings_->set_preview_every(launch_.preview_every);
+  if (launch_.variations > 0) settings_->set_variations(launch_.variations);
+  if (launch_.seed >= 0) {
+    settings_->set_seed(static_cast<uint64_t>(launch_.seed), /*locked=*/true);
+    settings_->set_sampling(true);
+  }
   if (launch_.no_grid) {
     viewport_->render_options().grid = false;
     viewport_->render_options().axes = false;
@@ -169,7 +179,9 @@ void MainWindow::build_ui() {
   auto* prompt_row = new QHBoxLayout;
   prompt_ = new PromptEdit(central);
   prompt_row->addWidget(prompt_, 1);
-  auto* buttons = new QVBoxLayout;
+  // Two rows of two buttons: the prompt bar stays two lines tall, the viewport keeps the room.
+  auto* buttons = new QGridLayout;
+  buttons->setSpacing(4);
   generate_button_ = new QPushButton(tr("Generate"), central);
   generate_button_->setToolTip(tr("Generate the prompt (Ctrl+Enter)"));
   cancel_button_ = new QPushButton(tr("Cancel"), central);
@@ -181,14 +193,30 @@ void MainWindow::build_ui() {
   examples_button_->setMenu(new QMenu(examples_button_));
   examples_button_->setToolTip(tr("Prompts this model knows: pick one to generate it"));
   examples_button_->setEnabled(false);
-  buttons->addWidget(generate_button_);
-  buttons->addWidget(cancel_button_);
-  buttons->addWidget(examples_button_);
+  more_button_ = new QPushButton(tr("More like this"), central);
+  more_button_->setToolTip(
+      tr("The same prompt and settings with the next seeds: more candidates like these"));
+  more_button_->setEnabled(false);
+  buttons->addWidget(generate_button_, 0, 0);
+  buttons->addWidget(cancel_button_, 0, 1);
+  buttons->addWidget(examples_button_, 1, 0);
+  buttons->addWidget(more_button_, 1, 1);
+  examples_button_->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Fixed);
   prompt_row->addLayout(buttons);
   layout->addLayout(prompt_row);
-  viewport_ = new Viewport(central);
+  // The viewport over the candidate grid (shown for jobs of several variations); the viewport
+  // keeps most of the room, the user can move the split.
+  auto* split = new QSplitter(Qt::Vertical, central);
+  viewport_ = new Viewport(split);
   viewport_->set_stats(&engine_->stats());
-  layout->addWidget(viewport_, 1);
+  candidates_ = new CandidateGrid(split);
+  split->addWidget(viewport_);
+  split->addWidget(candidates_);
+  split->setStretchFactor(0, 4);
+  split->setStretchFactor(1, 1);
+  candidates_->setMaximumHeight(170);  // a row of tiles; the viewport shows the chosen one large
+  split->setChildrenCollapsible(false);
+  layout->addWidget(split, 1);
   token_strip_ = new TokenStrip(central);
   layout->addWidget(token_strip_);
   setCentralWidget(central);
@@ -196,6 +224,9 @@ void MainWindow::build_ui() {
   connect(prompt_, &PromptEdit::cancelRequested, this, &MainWindow::cancel);
   connect(generate_button_, &QPushButton::clicked, this, &MainWindow::generate);
   connect(cancel_button_, &QPushButton::clicked, this, &MainWindow::cancel);
+  connect(more_button_, &QPushButton::clicked, this, &MainWindow::more_like_this);
+  connect(candidates_, &CandidateGrid::candidateChosen, this,
+          [this](int i) { choose_candidate(i); });
   connect(viewport_, &Viewport::meshDropped, this, &MainWindow::open_mesh_file);
   connect(viewport_, &Viewport::glError, this,
           [this](const QString& message) { show_status(tr("Viewport: %1").arg(message), true); });
@@ -287,6 +318,7 @@ void MainWindow::update_buttons() {
   generate_button_->setToolTip(model ? tr("Generate the prompt (Ctrl+Enter)")
                                      : tr("Load a model first (Settings > Model)"));
   cancel_button_->setEnabled(engine_->busy());
+  more_button_->setEnabled(model && has_last_job_);
   export_action_->setEnabled(viewport_->mesh() != nullptr);
   refresh_diffusion_panel();
 }

@@ -53,6 +53,7 @@ class PromptEdit;
 class SettingsPanel;
 class TokenStrip;
 class Viewport;
+class CandidateGrid;
 
 struct LaunchOptions {
   QString model_dir;  // empty: the saved one, else the embedded default (runtime capabilities.h)
@@ -66,6 +67,8 @@ struct LaunchOptions {
   int resolution = 0;              // > 0: final resolution override
   int preview_resolution = 0;      // > 0: preview resolution override
   int preview_every = -1;          // >= 0: preview interval override
+  int variations = 0;              // > 0: the Variations setting (candidates per Generate)
+  int64_t seed = -1;               // >= 0: the seed, locked (sampling on)
   bool no_grid = false;            // hide grid and axes (plain background, for screenshot checks)
   QString diffusion_model;         // empty: <assets>/models/tessera-tiny/diffusion
   bool image = false;              // scripted: generate the concept image after the shape
@@ -86,6 +89,12 @@ class MainWindow : public QMainWindow {
 
   // Actions (also reachable from the UI; public for tests and scripting).
   void generate();  // submits the prompt with the current settings (replacing a running job)
+  // The last job's prompt and settings with the next seeds (S + V .. S + 2V - 1 after seeds
+  // S .. S + V - 1): more candidates like the ones shown. Nothing before a first job.
+  void more_like_this();
+  // Makes candidate i of the current variations the current mesh (export, texture, gallery
+  // choice act on it); false when it has no mesh yet.
+  bool choose_candidate(int i);
   void cancel();
   void load_model(const QString& dir);
   // Shows a mesh file (OBJ / GLB / FBX); false with a message box (and status bar) on failure.
@@ -113,6 +122,8 @@ class MainWindow : public QMainWindow {
   Viewport* viewport() const { return viewport_; }
   PromptEdit* prompt_edit() const { return prompt_; }
   QToolButton* examples_button() const { return examples_button_; }
+  QPushButton* more_button() const { return more_button_; }
+  CandidateGrid* candidate_grid() const { return candidates_; }
   SettingsPanel* settings_panel() const { return settings_; }
   Gallery* gallery() const { return gallery_; }
   // The running texture job (0: none).
@@ -148,6 +159,10 @@ class MainWindow : public QMainWindow {
   void on_model_failed(const QString& dir, const QString& message);
   void on_partial_mesh(std::shared_ptr<const mesh::Mesh> mesh, qint64 tokens);
   void on_final_mesh(std::shared_ptr<const mesh::Mesh> mesh);
+  void on_candidate_partial(int candidate, std::shared_ptr<const mesh::Mesh> mesh, qint64 tokens);
+  void on_candidate_final(int candidate, quint64 seed, std::shared_ptr<const mesh::Mesh> mesh);
+  // Submits `job` for `prompt` and resets the job's view state (generate, more_like_this).
+  void start_shape_job(const runtime::JobOptions& job, const QString& prompt);
   void on_job_finished(quint64 job, int state, const QString& message);
   void on_stats_changed();
   void on_diffusion_action(DiffusionAction action);
@@ -157,6 +172,9 @@ class MainWindow : public QMainWindow {
   void advance_script_image();
   void record_frame();
   void add_to_gallery(std::shared_ptr<const mesh::Mesh> mesh);
+  // With a label and a thumbnail shot of its own (a candidate tile's).
+  void add_to_gallery(const QString& label, std::shared_ptr<const mesh::Mesh> mesh,
+                      const QImage& shot);
   void show_gallery_item(const QString& prompt, std::shared_ptr<const mesh::Mesh> mesh);
   void on_texture_event(const runtime::Event& event);
   void on_device_changed(runtime::DeviceChoice device);
@@ -181,6 +199,11 @@ class MainWindow : public QMainWindow {
   QPushButton* generate_button_ = nullptr;
   QPushButton* cancel_button_ = nullptr;
   QToolButton* examples_button_ = nullptr;  // the loaded model's example prompts
+  QPushButton* more_button_ = nullptr;       // "More like this"
+  CandidateGrid* candidates_ = nullptr;      // the variations of the current job
+  runtime::JobOptions last_job_;             // what more_like_this() continues
+  bool has_last_job_ = false;
+  int chosen_candidate_ = 0;                 // the candidate the main viewport shows
   SettingsPanel* settings_ = nullptr;
   QLineEdit* model_path_ = nullptr;
   QLabel* model_status_ = nullptr;

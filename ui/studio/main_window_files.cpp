@@ -87,6 +87,11 @@ void MainWindow::add_to_gallery(std::shared_ptr<const mesh::Mesh> mesh) {
   gallery_->add(current_prompt_, std::move(mesh), shot);
 }
 
+void MainWindow::add_to_gallery(const QString& label, std::shared_ptr<const mesh::Mesh> mesh,
+                                const QImage& shot) {
+  gallery_->add(label, std::move(mesh), shot);
+}
+
 void MainWindow::show_gallery_item(const QString& prompt, std::shared_ptr<const mesh::Mesh> mesh) {
   viewport_->set_mesh(std::move(mesh), true);
   show_status(tr("Showing \"%1\"").arg(one_line(prompt)));

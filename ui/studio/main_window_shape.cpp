@@ -42,6 +42,7 @@
 #include "engine/mesh/cleanup.h"
 #include "engine/mesh/texture.h"
 #include "ui/render/renderer.h"
+#include "ui/studio/candidate_grid.h"
 #include "ui/studio/export_dialog.h"
 #include "ui/studio/gallery.h"
 #include "ui/studio/main_window_text.h"
@@ -138,9 +139,43 @@ void MainWindow::generate() {
                 true);
     return;
   }
-  current_prompt_ = prompt_->prompt();
-  prompt_->remember(current_prompt_);
-  const runtime::JobOptions job = settings_->make_job(current_prompt_);
+  const QString prompt = prompt_->prompt();
+  prompt_->remember(prompt);
+  start_shape_job(settings_->make_job(prompt), prompt);
+}
+
+void MainWindow::more_like_this() {
+  if (!has_last_job_ || !engine_->has_model()) return;
+  runtime::JobOptions job = last_job_;
+  auto& sampler = job.generation.sampler;
+  if (!sampler.sample) {  // after a greedy job: sample around it, as variations do
+    sampler.sample = true;
+    sampler.temperature = 1.0f;
+    sampler.top_p = 0.9f;
+  }
+  sampler.seed += static_cast<uint64_t>(std::max(job.variations, 1));
+  start_shape_job(job, QString::fromStdString(job.prompt));
+}
+
+bool MainWindow::choose_candidate(int i) {
+  if (candidates_->count() == 0 || !candidates_->mesh(i)) return false;
+  chosen_candidate_ = i;
+  candidates_->select(i);
+  viewport_->set_mesh(candidates_->mesh(i), false);
+  show_status(tr("Candidate %1 (seed %2) is the current mesh%3")
+                  .arg(i + 1)
+                  .arg(candidates_->seed(i))
+                  .arg(candidates_->is_final(i) ? QString() : tr(" (still forming)")));
+  update_buttons();
+  return true;
+}
+
+void MainWindow::start_shape_job(const runtime::JobOptions& job, const QString& prompt) {
+  current_prompt_ = prompt;
+  last_job_ = job;
+  has_last_job_ = true;
+  chosen_candidate_ = 0;
+  candidates_->reset(job.variations, job.generation.sampler.seed);
   engine_->submit(job);
   // The new prompt's image (the runtime holds it until the shape job ends); the old prompt's
   // image goes.
@@ -177,8 +212,9 @@ void MainWindow::on_stats_changed() {
 
 void MainWindow::on_partial_mesh(std::shared_ptr<const mesh::Mesh> mesh, qint64 tokens) {
   // Generated shapes live in the decoder's cube: frame that once per job, so the camera stays
-  // still while previews grow into the final shape.
-  viewport_->set_mesh(std::move(mesh), false);
+  // still while previews grow into the final shape. With variations, the viewport follows the
+  // chosen candidate (this is candidate 0's).
+  if (chosen_candidate_ == 0) viewport_->set_mesh(std::move(mesh), false);
   if (!mesh_framed_for_job_) viewport_->frame_bounds(kDecoderCube);
   mesh_framed_for_job_ = true;
   show_status(
@@ -188,11 +224,28 @@ void MainWindow::on_partial_mesh(std::shared_ptr<const mesh::Mesh> mesh, qint64 
 }
 
 void MainWindow::on_final_mesh(std::shared_ptr<const mesh::Mesh> mesh) {
-  viewport_->set_mesh(mesh, false);
+  if (chosen_candidate_ == 0) viewport_->set_mesh(mesh, false);
   if (!mesh_framed_for_job_) viewport_->frame_bounds(kDecoderCube);
   mesh_framed_for_job_ = true;
   record_frame();
-  add_to_gallery(std::move(mesh));
+  // Variations go to the gallery from their tiles (on_candidate_final), candidate 0 included.
+  if (candidates_->count() == 0) add_to_gallery(std::move(mesh));
+  update_buttons();
+}
+
+void MainWindow::on_candidate_partial(int candidate, std::shared_ptr<const mesh::Mesh> mesh,
+                                      qint64) {
+  if (candidate == chosen_candidate_ && candidate != 0) viewport_->set_mesh(mesh, false);
+  candidates_->set_mesh(candidate, std::move(mesh), false);
+}
+
+void MainWindow::on_candidate_final(int candidate, quint64 seed,
+                                    std::shared_ptr<const mesh::Mesh> mesh) {
+  if (candidate == chosen_candidate_ && candidate != 0) viewport_->set_mesh(mesh, false);
+  candidates_->set_mesh(candidate, mesh, true);
+  QImage shot;
+  if (Viewport* tile = candidates_->view(candidate)) shot = tile->grabFramebuffer();
+  add_to_gallery(tr("%1 (seed %2)").arg(current_prompt_).arg(seed), std::move(mesh), shot);
   update_buttons();
 }
 

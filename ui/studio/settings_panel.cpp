@@ -1,5 +1,7 @@
 #include "ui/studio/settings_panel.h"
 
+#include <algorithm>
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -43,6 +45,13 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   sf->addRow(tr("Seed"), seed_row);
   sample_ = new QCheckBox(tr("Sample (off: greedy, the reference)"), sampling);
   sf->addRow(sample_);
+  variations_ = new QComboBox(sampling);
+  for (int v : {1, 2, 4, 6}) variations_->addItem(QString::number(v), v);
+  variations_->setToolTip(
+      tr("Candidates per Generate, decoded together (one decode step serves them all) and shown "
+         "side by side; they sample with seeds S, S+1, ... (Sample's settings when it is on, else "
+         "temperature 1 and top-p 0.9). Click one to make it the current mesh."));
+  sf->addRow(tr("Variations"), variations_);
   temperature_ = new QDoubleSpinBox(sampling);
   temperature_->setRange(0.05, 5.0);
   temperature_->setSingleStep(0.05);
@@ -165,12 +174,19 @@ runtime::JobOptions SettingsPanel::make_job(const QString& prompt) {
   runtime::JobOptions job;
   job.prompt = prompt.toStdString();
   auto& sampler = job.generation.sampler;
-  sampler.sample = sample_->isChecked();
+  job.variations = variations();
+  sampler.sample = sample_->isChecked() || job.variations > 1;
   if (sampler.sample && !seed_lock_->isChecked()) randomise_->click();
   sampler.seed = static_cast<uint64_t>(seed_->value());
-  sampler.temperature = static_cast<float>(temperature_->value());
-  sampler.top_k = top_k_->value();
-  sampler.top_p = static_cast<float>(top_p_->value());
+  if (sample_->isChecked()) {
+    sampler.temperature = static_cast<float>(temperature_->value());
+    sampler.top_k = top_k_->value();
+    sampler.top_p = static_cast<float>(top_p_->value());
+  } else if (job.variations > 1) {  // tessera generate --variations' defaults
+    sampler.temperature = 1.0f;
+    sampler.top_k = 0;
+    sampler.top_p = 0.9f;
+  }
   job.generation.guidance_scale = static_cast<float>(guidance_->value());
   if (model_uses_bbox_ && bbox_enabled_->isChecked()) {
     job.generation.bbox = std::array<float, 3>{static_cast<float>(bbox_[0]->value()),
@@ -183,6 +199,18 @@ runtime::JobOptions SettingsPanel::make_job(const QString& prompt) {
   job.preview_resolution = preview_resolution_->currentData().toInt();
   job.mesh.resolution = final_resolution_->currentData().toInt();
   return job;
+}
+
+int SettingsPanel::variations() const { return variations_->currentData().toInt(); }
+
+void SettingsPanel::set_variations(int count) {
+  const int index = variations_->findData(count);
+  if (index >= 0) {
+    variations_->setCurrentIndex(index);
+  } else {
+    variations_->addItem(QString::number(count), count);
+    variations_->setCurrentIndex(variations_->count() - 1);
+  }
 }
 
 void SettingsPanel::set_model_facts(int64_t num_latents, int64_t codebook_size, bool uses_bbox) {
@@ -200,6 +228,7 @@ void SettingsPanel::load(QSettings& s) {
   temperature_->setValue(s.value("temperature", 1.0).toDouble());
   top_k_->setValue(s.value("top_k", 0).toInt());
   top_p_->setValue(s.value("top_p", 1.0).toDouble());
+  set_variations(std::clamp(s.value("variations", 1).toInt(), 1, runtime::kMaxVariations));
   guidance_->setValue(s.value("guidance", 3.0).toDouble());
   preview_every_->setValue(s.value("preview_every", 16).toInt());
   select_resolution(preview_resolution_, s.value("preview_resolution", 33).toInt());
@@ -219,6 +248,7 @@ void SettingsPanel::save(QSettings& s) const {
   s.setValue("temperature", temperature_->value());
   s.setValue("top_k", top_k_->value());
   s.setValue("top_p", top_p_->value());
+  s.setValue("variations", variations());
   s.setValue("guidance", guidance_->value());
   s.setValue("preview_every", preview_every_->value());
   s.setValue("preview_resolution", preview_resolution_->currentData().toInt());

@@ -43,6 +43,10 @@ class SettingsPanel : public QWidget {
   void set_preview_every(int tokens);
   void set_seed(uint64_t seed, bool locked);
   void set_sampling(bool sample);
+  // Candidates per Generate (1, 2, 4 or 6: the Variations box); more than one samples (temperature
+  // and top-p from the panel when Sample is on, else 1 and 0.9) with seeds S, S+1, ...
+  int variations() const;
+  void set_variations(int count);
 
   // The runtime's answer about devices and graphs (the device list and the graphs switch follow).
   void set_capabilities(const runtime::Capabilities& capabilities);
@@ -67,6 +71,7 @@ class SettingsPanel : public QWidget {
   QCheckBox* seed_lock_ = nullptr;
   QPushButton* randomise_ = nullptr;
   QCheckBox* sample_ = nullptr;
+  QComboBox* variations_ = nullptr;
   QDoubleSpinBox* temperature_ = nullptr;
   QSpinBox* top_k_ = nullptr;
   QDoubleSpinBox* top_p_ = nullptr;

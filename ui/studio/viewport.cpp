@@ -47,6 +47,16 @@ Viewport::Viewport(QWidget* parent) : QOpenGLWidget(parent) {
 
 Viewport::~Viewport() { release_gl(); }
 
+void Viewport::set_tile_mode(bool on) {
+  tile_mode_ = on;
+  overlay_visible_ = !on;
+  if (on) {
+    repaint_timer_.stop();
+  } else {
+    repaint_timer_.start();
+  }
+}
+
 void Viewport::release_gl() {
   if (!renderer_ && !overlay_.initialized()) return;
   // GL objects belong to this widget's context: make it current to free them.
@@ -104,6 +114,7 @@ void Viewport::initializeGL() {
     renderer_ = std::move(created).value();
     mesh_dirty_ = true;
   }
+  if (tile_mode_) return;  // tiles draw no overlay
   if (Status st = overlay_.init(); !st.ok()) {
     render_error_ = QString::fromStdString(st.message());
     Q_EMIT glError(render_error_);
@@ -206,6 +217,7 @@ void Viewport::mouseMoveEvent(QMouseEvent* event) {
     camera_.pan(static_cast<float>(delta.x() * devicePixelRatioF()),
                 static_cast<float>(delta.y() * devicePixelRatioF()));
   }
+  if (tile_mode_ && drag_ != Drag::kNone) update();
   event->accept();
 }
 
@@ -216,6 +228,7 @@ void Viewport::wheelEvent(QWheelEvent* event) {
   } else {
     camera_.zoom(steps);
   }
+  if (tile_mode_) update();
   event->accept();
 }
 

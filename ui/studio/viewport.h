@@ -61,6 +61,9 @@ class Viewport : public QOpenGLWidget {
   render::RenderOptions& render_options() { return options_; }
   OverlayPanels& panels() { return panels_; }
   void set_overlay_visible(bool visible) { overlay_visible_ = visible; }
+  // A small tile (the candidate grid): no overlay and no continuous repaint (a frame when the
+  // mesh or the camera changes). Call before the widget is first shown.
+  void set_tile_mode(bool on);
   bool overlay_visible() const { return overlay_visible_; }
   void set_turntable(bool on) { turntable_ = on; }
   bool turntable() const { return turntable_; }
@@ -123,6 +126,7 @@ class Viewport : public QOpenGLWidget {
   Drag drag_ = Drag::kNone;
   QPoint last_pos_;
   QTimer repaint_timer_;
+  bool tile_mode_ = false;
   QElapsedTimer clock_;
   qint64 last_paint_ns_ = -1;
   int64_t frames_ = 0;

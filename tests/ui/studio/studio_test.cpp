@@ -12,6 +12,7 @@
 #include <QListWidget>
 #include <QMenu>
 #include <QProcess>
+#include <QPushButton>
 #include <QSurfaceFormat>
 #include <QTemporaryDir>
 #include <QThread>
@@ -33,9 +34,11 @@
 #include "ui/studio/engine_bridge.h"
 #include "ui/studio/generation_stats.h"
 #include "ui/studio/imgui_overlay.h"
+#include "ui/studio/candidate_grid.h"
 #include "ui/studio/gallery.h"
 #include "ui/studio/main_window.h"
 #include "ui/studio/prompt_edit.h"
+#include "ui/studio/settings_panel.h"
 #include "ui/studio/viewport.h"
 
 namespace tessera::studio {
@@ -281,6 +284,72 @@ TEST(Studio, ExamplePromptsOfTheEmbeddedModel) {
   ASSERT_TRUE(wait_until([&] { return !window->engine().loading(); }));
   EXPECT_FALSE(button->isEnabled());
   EXPECT_TRUE(button->menu()->actions().isEmpty());
+}
+
+// Variations (issue 23): 4 candidates decoded together form side by side in the candidate grid,
+// each final mesh goes to the gallery with its seed, clicking a tile makes it the current mesh
+// (what export writes), and "More like this" continues with the next 4 seeds; each candidate's
+// mesh is the one a lone job of its seed makes.
+TEST(Studio, VariationsGridChooseAndMoreLikeThis) {
+  LaunchOptions launch;  // the embedded default model
+  auto window = open_window(launch);
+  ASSERT_TRUE(window->engine().has_model()) << window->model_status_text().toStdString();
+  SettingsPanel* settings = window->settings_panel();
+  settings->set_variations(4);
+  settings->set_seed(300, /*locked=*/true);
+  settings->set_sampling(true);  // the panel's sampling settings, the same for the lone job below
+  settings->set_final_resolution(33);
+  window->prompt_edit()->setPlainText("a chair");
+  window->generate();
+  CandidateGrid* grid = window->candidate_grid();
+  ASSERT_NE(grid, nullptr);
+  EXPECT_EQ(grid->count(), 4);
+  EXPECT_TRUE(grid->isVisible());
+  ASSERT_TRUE(wait_job(*window));
+  ASSERT_EQ(window->engine().stats().state, JobState::kDone) << window->engine().stats().message;
+  EXPECT_EQ(window->engine().stats().candidates, 4);
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(wait_until([&] { return grid->is_final(i); })) << "candidate " << i;
+    EXPECT_EQ(grid->seed(i), 300u + static_cast<uint64_t>(i));
+  }
+  EXPECT_EQ(window->gallery()->count(), 4);
+  EXPECT_TRUE(window->gallery()->item(3)->text().contains("seed 303"))
+      << window->gallery()->item(3)->text().toStdString();
+  EXPECT_EQ(window->viewport()->mesh(), grid->mesh(0));  // candidate 0 is current by default
+  ASSERT_TRUE(window->choose_candidate(2));
+  EXPECT_EQ(grid->selected(), 2);
+  EXPECT_EQ(window->viewport()->mesh(), grid->mesh(2));
+  EXPECT_TRUE(window->status_text().contains("seed 302")) << window->status_text().toStdString();
+  QTemporaryDir out;
+  ASSERT_TRUE(window->export_mesh(out.filePath("c3.obj"), mesh::ExportOptions{}).ok());
+  auto exported = mesh::import_mesh_file(out.filePath("c3.obj").toStdString());
+  ASSERT_TRUE(exported.ok()) << exported.status().to_string();
+  EXPECT_EQ(exported->triangle_count(), grid->mesh(2)->triangle_count());
+  // Candidate 3 alone (variations 1, seed 302) is the same mesh.
+  const auto third = grid->mesh(2);
+  settings->set_variations(1);
+  settings->set_seed(302, true);
+  window->generate();
+  EXPECT_EQ(grid->count(), 0);
+  EXPECT_FALSE(grid->isVisible());
+  ASSERT_TRUE(wait_job(*window));
+  ASSERT_NE(window->viewport()->mesh(), nullptr);
+  EXPECT_EQ(window->viewport()->mesh()->positions, third->positions);
+  // More like this: the last job (1 candidate, seed 302) continues with seed 303.
+  ASSERT_TRUE(window->more_button()->isEnabled());
+  settings->set_variations(4);
+  settings->set_seed(300, true);
+  window->generate();
+  ASSERT_TRUE(wait_job(*window));
+  const auto fourth = grid->mesh(3);
+  window->more_button()->click();
+  EXPECT_EQ(grid->count(), 4);
+  EXPECT_EQ(grid->seed(0), 304u);
+  ASSERT_TRUE(wait_job(*window));
+  EXPECT_EQ(window->engine().stats().state, JobState::kDone);
+  EXPECT_EQ(window->gallery()->count(), 4 + 1 + 4 + 4);
+  EXPECT_NE(grid->mesh(0), nullptr);
+  EXPECT_NE(grid->mesh(0)->positions, fourth->positions);
 }
 
 TEST(Studio, StartsWithoutDefaultModel) {
