@@ -4,9 +4,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <exception>
 #include <filesystem>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <new>
+#include <thread>
 #include <utility>
 
 #include "engine/core/trace.h"
@@ -417,6 +422,67 @@ void Session::run_image_load(uint64_t id, const ImageModelOptions& options) {
 
 // ---- shape jobs ----------------------------------------------------------------------------------
 
+namespace {
+
+// Live previews meshed beside the decode instead of inside its token loop (issue 23: a preview
+// every 16 tokens used to stop the token stream for the whole meshing, TPOT p99 290 ms on
+// tessera-tiny). The token callback hands the due prefix to this helper thread and returns at once;
+// a candidate's prefix still waiting when its next one is due is replaced (the newest wins).
+// finish(true) meshes what is still waiting (at most one prefix per candidate: a short job still
+// shows how its shape formed) and joins; finish(false), on a failure or cancel, drops it. Either
+// comes before the job meshes its final shapes with the same decoder. The helper only calls `work`, which meshes with the shape decoder (its own buffers;
+// the generator uses the GPT's) and emits the event.
+class PreviewMesher {
+ public:
+  using Work = std::function<void(int candidate, const std::vector<int32_t>& prefix)>;
+  explicit PreviewMesher(Work work) : work_(std::move(work)), thread_([this] { loop(); }) {}
+  ~PreviewMesher() { finish(false); }
+  PreviewMesher(const PreviewMesher&) = delete;
+  PreviewMesher& operator=(const PreviewMesher&) = delete;
+
+  void submit(int candidate, std::vector<int32_t> prefix) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      pending_[candidate] = std::move(prefix);
+    }
+    cv_.notify_one();
+  }
+  void finish(bool drain) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+      if (!drain) pending_.clear();
+    }
+    cv_.notify_one();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      cv_.wait(lock, [this] { return stop_ || !pending_.empty(); });
+      if (pending_.empty()) return;  // stopped, nothing left to mesh
+      auto next = pending_.begin();
+      const int candidate = next->first;
+      std::vector<int32_t> prefix = std::move(next->second);
+      pending_.erase(next);
+      lock.unlock();
+      work_(candidate, prefix);
+      lock.lock();
+    }
+  }
+
+  Work work_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::map<int, std::vector<int32_t>> pending_;
+  bool stop_ = false;
+  std::thread thread_;  // last: started once the rest exists
+};
+
+}  // namespace
+
 void Session::run_shape_job(uint64_t id, const JobOptions& o, std::atomic<bool>& cancel) {
   const Lane lane = Lane::kShape;
   Stopwatch total;
@@ -501,7 +567,35 @@ void Session::run_shape_job(uint64_t id, const JobOptions& o, std::atomic<bool>&
 
     std::vector<std::vector<int32_t>> prefixes(static_cast<size_t>(variations));
     for (auto& prefix : prefixes) prefix.reserve(static_cast<size_t>(std::max<int64_t>(n, 0)));
-    Status preview_error;
+    std::mutex preview_mutex;
+    Status preview_error;  // guarded by preview_mutex while the mesher runs
+    auto mesh_preview = [&](int cand, const std::vector<int32_t>& prefix) {
+      shape::MeshOptions preview = o.mesh;
+      preview.resolution = o.preview_resolution;
+      const int64_t done = static_cast<int64_t>(prefix.size());
+      auto partial = pipeline.tokens_to_mesh(prefix, preview, nullptr, &cancel);
+      if (partial.ok()) {
+        emit(id, lane,
+             PartialMeshEvent{done, std::make_shared<const mesh::Mesh>(std::move(partial).value()),
+                              cand});
+      } else if (partial.status().code() != ErrorCode::kNotFound &&
+                 partial.status().code() != ErrorCode::kCancelled) {
+        // A prefix without surface is normal early on (no preview, not an error); anything else
+        // stops the job: the generator only listens to the cancel flag.
+        std::lock_guard<std::mutex> lock(preview_mutex);
+        if (preview_error.ok()) {
+          preview_error =
+              partial.status().with_context("preview after " + std::to_string(done) + " tokens");
+        }
+        cancel.store(true);
+      }
+    };
+    // On the CPU backend previews overlap the decode (PreviewMesher); a device backend runs them in
+    // the token loop (one stream: a recorded decode step must not capture a preview's work).
+    std::unique_ptr<PreviewMesher> mesher;
+    if (o.preview_every > 0 && pipeline.backend().device() == Device::kCpu) {
+      mesher = std::make_unique<PreviewMesher>(mesh_preview);
+    }
     auto on_token = [&](int64_t candidate, int64_t index, int32_t token, double ms) {
       const int cand = static_cast<int>(candidate);
       if (index == 0 && cand == 0) {
@@ -513,21 +607,10 @@ void Session::run_shape_job(uint64_t id, const JobOptions& o, std::atomic<bool>&
       prefix.push_back(token);
       const int64_t done = index + 1;
       if (o.preview_every <= 0 || done % o.preview_every != 0 || done >= n) return;
-      if (!preview_error.ok()) return;
-      shape::MeshOptions preview = o.mesh;
-      preview.resolution = o.preview_resolution;
-      auto partial = pipeline.tokens_to_mesh(prefix, preview, nullptr, &cancel);
-      if (partial.ok()) {
-        emit(id, lane,
-             PartialMeshEvent{done, std::make_shared<const mesh::Mesh>(std::move(partial).value()),
-                              cand});
-      } else if (partial.status().code() != ErrorCode::kNotFound &&
-                 partial.status().code() != ErrorCode::kCancelled) {
-        // A prefix without surface is normal early on (no preview, not an error); anything else
-        // stops the job: the generator only listens to the cancel flag.
-        preview_error =
-            partial.status().with_context("preview after " + std::to_string(done) + " tokens");
-        cancel.store(true);
+      if (mesher) {
+        mesher->submit(cand, prefix);
+      } else {
+        mesh_preview(cand, prefix);
       }
     };
     std::vector<shape::CandidateSpec> specs;
@@ -537,6 +620,8 @@ void Session::run_shape_job(uint64_t id, const JobOptions& o, std::atomic<bool>&
     const shape::EncodedPrompt& encoded = *prompt;
     auto generated =
         pipeline.generate_candidates({&encoded}, specs, o.generation, on_token, &trace, &cancel);
+    // Every preview event is out before the decode stage; none is meshed after it.
+    if (mesher) mesher->finish(generated.ok() && !cancel.load());
     if (!preview_error.ok()) return emit(id, lane, ErrorEvent{preview_error});
     if (!generated.ok()) return finish_with(generated.status());
     emit(id, lane, StageEvent{kStageDecode, trace_total(trace, "gpt.decode")});
