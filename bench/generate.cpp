@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <variant>
 #include <vector>
 
@@ -28,6 +29,7 @@ struct GenerateBenchOptions {
   std::vector<std::string> prompts;
   int repeat = 5;
   int resolution = 0;
+  int variations = 1;  // > 1: also the variations table (N candidates vs 1, sampled)
   bool write_results = false;
   std::string results_path;
 };
@@ -40,10 +42,17 @@ struct JobResult {
 };
 
 // Runs one job to its terminal event. Errors: the job's Error event, or a cancel.
-Expected<JobResult> run_job(runtime::Session& session, const std::string& prompt, int resolution) {
+Expected<JobResult> run_job(runtime::Session& session, const std::string& prompt, int resolution,
+                            int variations = 0) {
   runtime::JobOptions job;
   job.prompt = prompt;
   job.mesh.resolution = resolution;
+  if (variations > 0) {  // sampled (tessera generate --variations' defaults), seeds 1..variations
+    job.variations = variations;
+    job.generation.sampler.sample = true;
+    job.generation.sampler.top_p = 0.9f;
+    job.generation.sampler.seed = 1;
+  }
   const auto start = std::chrono::steady_clock::now();
   const uint64_t id = session.submit(std::move(job));
   JobResult result;
@@ -126,6 +135,49 @@ Status run_bench_generate(const GenerateBenchOptions& o) {
     table += line;
   }
   const double overall = percentile(all_medians, 50);
+  // Variations: the same prompts sampled, 1 candidate (seed 1) and N candidates (seeds 1..N) in
+  // one job, alternated so that both see the same machine.
+  std::string variations_table;
+  if (o.variations > 1) {
+    char line[512];
+    std::snprintf(line, sizeof(line),
+                  "\nVariations: each prompt sampled (temperature 1, top-p 0.9), one job of 1 "
+                  "candidate and one of %d candidates decoded together (seeds 1..%d), alternated, "
+                  "%d of each after a warm-up; medians. Decode = prefill + decode stages (one step "
+                  "serves every candidate); mesh = latent decode + extraction + clean-up of all "
+                  "candidates.\n\n"
+                  "| prompt | 1 candidate | %d candidates | ratio | decode 1 / %d | mesh 1 / %d |\n"
+                  "|---|---|---|---|---|---|\n",
+                  o.variations, o.variations, o.repeat, o.variations, o.variations, o.variations);
+    variations_table = line;
+    std::vector<double> ratios;
+    for (const std::string& prompt : prompts) {
+      TESSERA_RETURN_IF_ERROR(run_job(*session, prompt, o.resolution, o.variations).status());
+      std::vector<double> one, many, dec1, decn, mesh1, meshn;
+      for (int r = 0; r < o.repeat; ++r) {
+        TESSERA_ASSIGN_OR_RETURN(JobResult a, run_job(*session, prompt, o.resolution, 1));
+        TESSERA_ASSIGN_OR_RETURN(JobResult b, run_job(*session, prompt, o.resolution, o.variations));
+        one.push_back(a.total_ms);
+        many.push_back(b.total_ms);
+        for (auto [res, dec, mesh] : {std::tuple{&a, &dec1, &mesh1}, std::tuple{&b, &decn, &meshn}}) {
+          dec->push_back(res->stage_ms[runtime::kStagePrefill] + res->stage_ms[runtime::kStageDecode]);
+          mesh->push_back(res->stage_ms[runtime::kStageLatentDecode] +
+                          res->stage_ms[runtime::kStageExtraction] +
+                          res->stage_ms[runtime::kStageCleanup]);
+        }
+      }
+      const double m1 = percentile(one, 50), mn = percentile(many, 50);
+      ratios.push_back(mn / m1);
+      std::snprintf(line, sizeof(line),
+                    "| %s | %.0f ms | %.0f ms | %.2fx | %.0f / %.0f ms | %.0f / %.0f ms |\n",
+                    prompt.c_str(), m1, mn, mn / m1, percentile(dec1, 50), percentile(decn, 50),
+                    percentile(mesh1, 50), percentile(meshn, 50));
+      variations_table += line;
+    }
+    std::snprintf(line, sizeof(line), "\nMedian ratio over the prompts: **%.2fx** for %d candidates.\n",
+                  percentile(ratios, 50), o.variations);
+    variations_table += line;
+  }
   char head[1024];
   std::snprintf(head, sizeof(head),
                 "Model `%s`, resolution %d (the model's default unless --resolution), greedy, "
@@ -135,7 +187,7 @@ Status run_bench_generate(const GenerateBenchOptions& o) {
                 model_shown.c_str(), resolution, o.repeat, default_thread_pool().num_threads(),
                 load_ms, overall);
   const std::string section = "## Generation end to end (CPU)\n\n" +
-                              machine_markdown(machine) + head + table + "\n";
+                              machine_markdown(machine) + head + table + variations_table + "\n";
   std::fputs(section.c_str(), stdout);
   if (o.write_results) {
     Options paths;
@@ -158,6 +210,9 @@ void register_generate_bench(CLI::App* bench, int* exit_code) {
   cmd->add_option("--prompt,-p", o->prompts, "Prompt (repeatable; default: five examples)");
   cmd->add_option("--repeat", o->repeat, "Timed jobs per prompt after one warm-up (default 5)")
       ->check(CLI::Range(1, 1000));
+  cmd->add_option("--variations", o->variations,
+                  "Also time N candidates in one job against 1 (sampled), per prompt (2-8)")
+      ->check(CLI::Range(1, 8));
   cmd->add_option("--resolution,-r", o->resolution,
                   "Extraction lattice 2^k+1 (default: the model's)");
   cmd->add_flag("--write-results", o->write_results,

@@ -251,7 +251,15 @@ void ImGuiOverlay::render(const GenerationStats& stats, const OverlayPanels& pan
     ImGui::SetNextWindowSize(ImVec2(260, 110), ImGuiCond_FirstUseEver);
     ImGui::SetNextWindowCollapsed(true, ImGuiCond_FirstUseEver);
     ImGui::SetNextWindowBgAlpha(0.85f);
-    if (ImGui::Begin("System", nullptr, flags)) {
+    // Folded, the title line still says where and how the job runs (device, KV cache, graphs);
+    // "###System" keeps the window's identity while the label changes.
+    const std::string device_line =
+        stats.backend.empty() ? (controls ? controls->device : std::string("(no model)"))
+                              : stats.backend;
+    const std::string title = "System: " + device_line.substr(0, device_line.find(" (")) +
+                              ", KV " + (stats.kv_cache ? "on" : "off") + ", graph " +
+                              runtime::graph_mode_name(stats.graphs) + "###System";
+    if (ImGui::Begin(title.c_str(), nullptr, flags)) {
       ImGui::Text("memory  %.1f MiB resident", static_cast<double>(memory_.resident_bytes) / (1 << 20));
       if (memory_.device_used_bytes >= 0) {
         ImGui::Text("GPU     %.0f / %.0f MiB", static_cast<double>(memory_.device_used_bytes) / (1 << 20),

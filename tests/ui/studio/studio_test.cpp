@@ -121,6 +121,42 @@ TEST(GenerationStats, PercentilesAndRates) {
   EXPECT_GT(runtime::memory_use(false).resident_bytes, 0);
 }
 
+// Variations: one step serves every candidate, so the per-step curve comes from candidate 0's
+// events, the rate counts all candidates, mesh stages add up over candidates, and the status line's
+// mesh is candidate 0's.
+TEST(GenerationStats, VariationsCountStepsOnceAndRatesOverAll) {
+  GenerationStats s;
+  const auto t0 = std::chrono::steady_clock::now();
+  s.start(9, 3, t0, 4);
+  EXPECT_EQ(s.candidates, 4);
+  const float ms[] = {10, 2, 4};
+  for (int i = 0; i < 3; ++i) {
+    for (int c = 0; c < 4; ++c) {
+      runtime::TokenEvent t{i, 100 * c + i, ms[i], c};
+      EXPECT_TRUE(s.apply({9, runtime::Lane::kShape, t}, t0));
+    }
+  }
+  EXPECT_EQ(s.token_ms.size(), 3u);
+  EXPECT_EQ(s.token_ids, (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_DOUBLE_EQ(s.tpot_mean_ms(), 3.0);
+  EXPECT_DOUBLE_EQ(s.tokens_per_second(), 1000.0 * 3 * 4 / 16);
+  for (int c = 0; c < 4; ++c) {
+    runtime::StageEvent st{runtime::kStageExtraction, 10.0 + c, c};
+    EXPECT_TRUE(s.apply({9, runtime::Lane::kShape, st}, t0));
+  }
+  EXPECT_DOUBLE_EQ(s.stage_ms[4], 10 + 11 + 12 + 13);
+  auto big = std::make_shared<mesh::Mesh>(), small = std::make_shared<mesh::Mesh>();
+  big->positions.assign(30, 0.0f);
+  small->positions.assign(9, 0.0f);
+  runtime::FinalMeshEvent first, later;
+  first.mesh = small;
+  later.candidate = 3;
+  later.mesh = big;
+  s.apply({9, runtime::Lane::kShape, first}, t0);
+  s.apply({9, runtime::Lane::kShape, later}, t0);
+  EXPECT_EQ(s.final_vertices, 3);  // candidate 0's
+}
+
 TEST(GenerationStats, IgnoresOtherJobs) {
   GenerationStats s;
   s.start(2, 16, std::chrono::steady_clock::now());
