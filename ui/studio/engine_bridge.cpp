@@ -105,9 +105,12 @@ void EngineBridge::on_shape_event(const runtime::Event& event, bool* changed,
       *newest_partial = p;
     }
   } else if (const auto* f = std::get_if<runtime::FinalMeshEvent>(&event.payload)) {
-    if (stats_.candidates > 1) Q_EMIT candidateFinalMesh(f->candidate, f->seed, f->mesh);
+    if (stats_.candidates > 1) {
+      Q_EMIT candidateFinalMesh(f->candidate, f->seed, f->mesh, f->tokens);
+    }
     if (f->candidate != 0) return;
     *newest_partial = nullptr;
+    Q_EMIT finalTokens(f->tokens);
     Q_EMIT finalMesh(f->mesh);
   } else if (event.terminal()) {
     if (*newest_partial) Q_EMIT partialMesh((*newest_partial)->mesh, (*newest_partial)->tokens);

@@ -83,6 +83,11 @@ MainWindow::MainWindow(LaunchOptions options, QWidget* parent)
   connect(engine_, &EngineBridge::modelLoaded, this, &MainWindow::on_model_loaded);
   connect(engine_, &EngineBridge::modelFailed, this, &MainWindow::on_model_failed);
   connect(engine_, &EngineBridge::partialMesh, this, &MainWindow::on_partial_mesh);
+  connect(engine_, &EngineBridge::finalTokens, this,
+          [this](std::vector<int32_t> tokens) {
+            if (candidate_tokens_.empty()) candidate_tokens_.resize(1);
+            candidate_tokens_[0] = std::move(tokens);
+          });
   connect(engine_, &EngineBridge::finalMesh, this, &MainWindow::on_final_mesh);
   connect(engine_, &EngineBridge::candidatePartialMesh, this, &MainWindow::on_candidate_partial);
   connect(engine_, &EngineBridge::candidateFinalMesh, this, &MainWindow::on_candidate_final);
@@ -320,6 +325,7 @@ void MainWindow::update_buttons() {
   cancel_button_->setEnabled(engine_->busy());
   more_button_->setEnabled(model && has_last_job_);
   export_action_->setEnabled(viewport_->mesh() != nullptr);
+  for (QAction* a : remesh_actions_) a->setEnabled(model && !current_tokens_.empty());
   refresh_diffusion_panel();
 }
 

@@ -95,6 +95,10 @@ class MainWindow : public QMainWindow {
   // Makes candidate i of the current variations the current mesh (export, texture, gallery
   // choice act on it); false when it has no mesh yet.
   bool choose_candidate(int i);
+  // Meshes the current shape again from its tokens at `resolution` (2^k + 1) through a runtime
+  // decode job; the result becomes the current mesh (and the chosen candidate's). Errors: no
+  // generated shape shown (an opened file has no tokens), a bad resolution, no model.
+  Status remesh_current(int resolution);
   void cancel();
   void load_model(const QString& dir);
   // Shows a mesh file (OBJ / GLB / FBX); false with a message box (and status bar) on failure.
@@ -160,7 +164,8 @@ class MainWindow : public QMainWindow {
   void on_partial_mesh(std::shared_ptr<const mesh::Mesh> mesh, qint64 tokens);
   void on_final_mesh(std::shared_ptr<const mesh::Mesh> mesh);
   void on_candidate_partial(int candidate, std::shared_ptr<const mesh::Mesh> mesh, qint64 tokens);
-  void on_candidate_final(int candidate, quint64 seed, std::shared_ptr<const mesh::Mesh> mesh);
+  void on_candidate_final(int candidate, quint64 seed, std::shared_ptr<const mesh::Mesh> mesh,
+                          std::vector<int32_t> tokens);
   // Submits `job` for `prompt` and resets the job's view state (generate, more_like_this).
   void start_shape_job(const runtime::JobOptions& job, const QString& prompt);
   void on_job_finished(quint64 job, int state, const QString& message);
@@ -204,6 +209,12 @@ class MainWindow : public QMainWindow {
   runtime::JobOptions last_job_;             // what more_like_this() continues
   bool has_last_job_ = false;
   int chosen_candidate_ = 0;                 // the candidate the main viewport shows
+  // Tokens of each candidate's final mesh (index 0 also for single jobs) and of the shown mesh.
+  std::vector<std::vector<int32_t>> candidate_tokens_;
+  std::vector<int32_t> current_tokens_;
+  uint64_t remesh_job_ = 0;     // the running re-mesh job (0: none)
+  int remesh_resolution_ = 0;
+  std::vector<QAction*> remesh_actions_;
   SettingsPanel* settings_ = nullptr;
   QLineEdit* model_path_ = nullptr;
   QLabel* model_status_ = nullptr;

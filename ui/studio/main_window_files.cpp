@@ -93,6 +93,7 @@ void MainWindow::add_to_gallery(const QString& label, std::shared_ptr<const mesh
 }
 
 void MainWindow::show_gallery_item(const QString& prompt, std::shared_ptr<const mesh::Mesh> mesh) {
+  current_tokens_.clear();  // the gallery keeps meshes, not tokens: nothing to re-mesh
   viewport_->set_mesh(std::move(mesh), true);
   show_status(tr("Showing \"%1\"").arg(one_line(prompt)));
   update_buttons();
@@ -107,6 +108,7 @@ bool MainWindow::open_mesh_file(const QString& path) {
     if (!launch_.scripted()) show_message(QMessageBox::Warning, tr("Not a mesh"), message);
     return false;
   }
+  current_tokens_.clear();  // a file has no shape tokens
   auto mesh = std::make_shared<const mesh::Mesh>(std::move(imported).value());
   QString status = tr("Opened %1: %2 vertices, %3 triangles")
                        .arg(QFileInfo(path).fileName())

@@ -149,6 +149,21 @@ void MainWindow::build_menus() {
     }
   }
 
+  // Mesh: the current shape (a chosen candidate too) again from its tokens at a finer lattice.
+  QMenu* mesh_menu = menuBar()->addMenu(tr("&Mesh"));
+  for (int resolution : {65, 129, 257}) {
+    QAction* a = mesh_menu->addAction(tr("Re-mesh at %1\u00b3").arg(resolution));
+    a->setToolTip(tr("Extract the current shape again from its tokens at resolution %1 (finer "
+                     "detail, more triangles; export and texture then act on it)")
+                      .arg(resolution));
+    connect(a, &QAction::triggered, this, [this, resolution] {
+      if (Status st = remesh_current(resolution); !st.ok()) {
+        show_status(QString::fromStdString(st.message()), true);
+      }
+    });
+    remesh_actions_.push_back(a);
+  }
+
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   connect(help->addAction(tr("&About Tessera Studio")), &QAction::triggered, this,
           &MainWindow::show_about);

@@ -157,9 +157,29 @@ void MainWindow::more_like_this() {
   start_shape_job(job, QString::fromStdString(job.prompt));
 }
 
+Status MainWindow::remesh_current(int resolution) {
+  if (!engine_->has_model()) return not_found("no model loaded");
+  if (current_tokens_.empty()) {
+    return invalid_argument(
+        "the current mesh has no shape tokens (re-mesh works on shapes generated in this session)");
+  }
+  if (auto k = runtime::resolution_base(resolution); !k.ok()) return k.status();
+  runtime::JobOptions job = settings_->make_job(current_prompt_);
+  job.tokens = current_tokens_;
+  job.variations = 1;
+  job.mesh.resolution = resolution;
+  job.preview_every = 0;
+  remesh_resolution_ = resolution;
+  remesh_job_ = engine_->submit(job);
+  show_status(tr("Re-meshing at %1\u00b3 ...").arg(resolution));
+  update_buttons();
+  return Status();
+}
+
 bool MainWindow::choose_candidate(int i) {
   if (candidates_->count() == 0 || !candidates_->mesh(i)) return false;
   chosen_candidate_ = i;
+  if (static_cast<size_t>(i) < candidate_tokens_.size()) current_tokens_ = candidate_tokens_[static_cast<size_t>(i)];
   candidates_->select(i);
   viewport_->set_mesh(candidates_->mesh(i), false);
   show_status(tr("Candidate %1 (seed %2) is the current mesh%3")
@@ -176,6 +196,9 @@ void MainWindow::start_shape_job(const runtime::JobOptions& job, const QString& 
   has_last_job_ = true;
   chosen_candidate_ = 0;
   candidates_->reset(job.variations, job.generation.sampler.seed);
+  candidate_tokens_.assign(static_cast<size_t>(std::max(job.variations, 1)), {});
+  current_tokens_.clear();
+  remesh_job_ = 0;
   engine_->submit(job);
   // The new prompt's image (the runtime holds it until the shape job ends); the old prompt's
   // image goes.
@@ -224,7 +247,20 @@ void MainWindow::on_partial_mesh(std::shared_ptr<const mesh::Mesh> mesh, qint64 
 }
 
 void MainWindow::on_final_mesh(std::shared_ptr<const mesh::Mesh> mesh) {
-  if (chosen_candidate_ == 0) viewport_->set_mesh(mesh, false);
+  if (remesh_job_ != 0 && engine_->stats().job == remesh_job_) {
+    // A re-mesh: the shown shape at a finer lattice becomes the current mesh (and its tile's).
+    remesh_job_ = 0;
+    viewport_->set_mesh(mesh, false);
+    if (candidates_->count() > 0) candidates_->set_mesh(chosen_candidate_, mesh, true);
+    add_to_gallery(tr("%1 (%2\u00b3)").arg(current_prompt_).arg(remesh_resolution_), mesh,
+                   viewport_->grabFramebuffer());
+    update_buttons();
+    return;
+  }
+  if (chosen_candidate_ == 0) {
+    viewport_->set_mesh(mesh, false);
+    if (!candidate_tokens_.empty()) current_tokens_ = candidate_tokens_[0];
+  }
   if (!mesh_framed_for_job_) viewport_->frame_bounds(kDecoderCube);
   mesh_framed_for_job_ = true;
   record_frame();
@@ -240,7 +276,12 @@ void MainWindow::on_candidate_partial(int candidate, std::shared_ptr<const mesh:
 }
 
 void MainWindow::on_candidate_final(int candidate, quint64 seed,
-                                    std::shared_ptr<const mesh::Mesh> mesh) {
+                                    std::shared_ptr<const mesh::Mesh> mesh,
+                                    std::vector<int32_t> tokens) {
+  if (candidate >= 0 && static_cast<size_t>(candidate) < candidate_tokens_.size()) {
+    candidate_tokens_[static_cast<size_t>(candidate)] = tokens;
+  }
+  if (candidate == chosen_candidate_) current_tokens_ = std::move(tokens);
   if (candidate == chosen_candidate_ && candidate != 0) viewport_->set_mesh(mesh, false);
   candidates_->set_mesh(candidate, mesh, true);
   QImage shot;

@@ -361,8 +361,18 @@ TEST(Studio, VariationsGridChooseAndMoreLikeThis) {
   auto exported = mesh::import_mesh_file(out.filePath("c3.obj").toStdString());
   ASSERT_TRUE(exported.ok()) << exported.status().to_string();
   EXPECT_EQ(exported->triangle_count(), grid->mesh(2)->triangle_count());
-  // Candidate 3 alone (variations 1, seed 302) is the same mesh.
+  // Re-mesh the chosen candidate at 65: a finer mesh of the same shape becomes current (and its
+  // tile's); the grid stays.
   const auto third = grid->mesh(2);
+  ASSERT_TRUE(window->remesh_current(65).ok());
+  ASSERT_TRUE(wait_job(*window));
+  ASSERT_NE(window->viewport()->mesh(), third);
+  EXPECT_GT(window->viewport()->mesh()->triangle_count(), third->triangle_count());
+  EXPECT_EQ(grid->mesh(2), window->viewport()->mesh());
+  EXPECT_EQ(grid->count(), 4);
+  EXPECT_EQ(window->gallery()->count(), 5);
+  EXPECT_FALSE(window->remesh_current(64).ok());  // not 2^k + 1
+  // Candidate 3 alone (variations 1, seed 302) is the same mesh.
   settings->set_variations(1);
   settings->set_seed(302, true);
   window->generate();
@@ -383,7 +393,7 @@ TEST(Studio, VariationsGridChooseAndMoreLikeThis) {
   EXPECT_EQ(grid->seed(0), 304u);
   ASSERT_TRUE(wait_job(*window));
   EXPECT_EQ(window->engine().stats().state, JobState::kDone);
-  EXPECT_EQ(window->gallery()->count(), 4 + 1 + 4 + 4);
+  EXPECT_EQ(window->gallery()->count(), 4 + 1 + 1 + 4 + 4);
   EXPECT_NE(grid->mesh(0), nullptr);
   EXPECT_NE(grid->mesh(0)->positions, fourth->positions);
 }
