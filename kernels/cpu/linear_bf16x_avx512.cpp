@@ -124,15 +124,6 @@ void dot_rows_bf16x(const float* x, const Weight& weight, const float* bias, flo
       dot_block_bf16x<4, M, 1>(xb, kpad, w + n * k, k, bias ? bias + n : nullptr, y + n, ldy);
     }
   }
-  // Three or four rows of x (variations: 2 rows per candidate) make the kernel compute-bound
-  // rather than memory-bound: two weight rows per step then share every load of x (6 loads per
-  // 8 vdpbf16ps instead of 5 per 4). Each output keeps its own U = 2 accumulators either way, so
-  // the sums, and the batch invariance, are those of the one-row loop.
-  if constexpr (M >= 3) {
-    for (; n + 2 <= n_end; n += 2) {
-      dot_block_bf16x<2, M, 2>(xb, kpad, w + n * k, k, bias ? bias + n : nullptr, y + n, ldy);
-    }
-  }
   for (; n < n_end; ++n) {
     dot_block_bf16x<1, M, 2>(xb, kpad, w + n * k, k, bias ? bias + n : nullptr, y + n, ldy);
   }
