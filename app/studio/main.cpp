@@ -33,6 +33,20 @@ bool parse_resolution(const QString& text, const char* option, int* out) {
   return true;
 }
 
+// An integer option in [lo, hi]; the message names the option and the range.
+template <typename T>
+bool parse_integer(const QString& text, const char* option, long long lo, long long hi, T* out) {
+  bool ok = false;
+  const long long value = text.toLongLong(&ok);
+  if (!ok || value < lo || value > hi) {
+    std::fprintf(stderr, "tessera-studio: %s %s: expected %lld to %lld\n", option, qPrintable(text),
+                 lo, hi);
+    return false;
+  }
+  *out = static_cast<T>(value);
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -122,14 +136,9 @@ int main(int argc, char** argv) {
   options.apply_texture = parser.isSet(apply_texture);
   options.image = parser.isSet(image) || options.apply_texture;
   if (options.image) options.generate = true;
-  if (parser.isSet(image_steps)) {
-    bool ok = false;
-    options.image_steps = parser.value(image_steps).toInt(&ok);
-    if (!ok || options.image_steps < 1 || options.image_steps > 200) {
-      std::fprintf(stderr, "tessera-studio: --image-steps %s: expected 1 to 200\n",
-                   qPrintable(parser.value(image_steps)));
-      return 2;
-    }
+  if (parser.isSet(image_steps) &&
+      !parse_integer(parser.value(image_steps), "--image-steps", 1, 200, &options.image_steps)) {
+    return 2;
   }
   if (parser.isSet(image_seed)) {
     bool ok = false;
@@ -149,32 +158,18 @@ int main(int argc, char** argv) {
                         &options.preview_resolution)) {
     return 2;
   }
-  if (parser.isSet(preview_every)) {
-    bool ok = false;
-    options.preview_every = parser.value(preview_every).toInt(&ok);
-    if (!ok || options.preview_every < 0) {
-      std::fprintf(stderr, "tessera-studio: --preview-every %s: expected a count >= 0\n",
-                   qPrintable(parser.value(preview_every)));
-      return 2;
-    }
+  if (parser.isSet(preview_every) && !parse_integer(parser.value(preview_every), "--preview-every",
+                                                     0, 1 << 20, &options.preview_every)) {
+    return 2;
   }
-  if (parser.isSet(variations)) {
-    bool ok = false;
-    options.variations = parser.value(variations).toInt(&ok);
-    if (!ok || options.variations < 1 || options.variations > tessera::runtime::kMaxVariations) {
-      std::fprintf(stderr, "tessera-studio: --variations %s: expected 1 to %d\n",
-                   qPrintable(parser.value(variations)), tessera::runtime::kMaxVariations);
-      return 2;
-    }
+  if (parser.isSet(variations) &&
+      !parse_integer(parser.value(variations), "--variations", 1, tessera::runtime::kMaxVariations,
+                     &options.variations)) {
+    return 2;
   }
-  if (parser.isSet(seed_option)) {
-    bool ok = false;
-    options.seed = parser.value(seed_option).toLongLong(&ok);
-    if (!ok || options.seed < 0 || options.seed > 2147483647) {
-      std::fprintf(stderr, "tessera-studio: --seed %s: expected 0 to 2147483647\n",
-                   qPrintable(parser.value(seed_option)));
-      return 2;
-    }
+  if (parser.isSet(seed_option) &&
+      !parse_integer(parser.value(seed_option), "--seed", 0, 2147483647, &options.seed)) {
+    return 2;
   }
   if (options.generate && options.prompt.isNull()) options.prompt = QString("");
 

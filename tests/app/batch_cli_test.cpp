@@ -29,12 +29,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+std::string slurp(const fs::path& p) { return testing::slurp(p.string()); }
 
 std::vector<json> manifest_lines(const fs::path& path) {
   std::vector<json> out;

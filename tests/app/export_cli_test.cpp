@@ -22,12 +22,7 @@ using testing::FixtureModelDir;
 using testing::run_tessera;
 using testing::shell_quote;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing::slurp;
 
 std::vector<float> obj_positions(const std::string& text) {
   std::vector<float> p;

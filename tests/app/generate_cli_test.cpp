@@ -23,12 +23,7 @@ using testing::FixtureModelDir;
 using testing::run_tessera;
 using testing::shell_quote;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing::slurp;
 
 // Parses an OBJ as written by engine/mesh/export: checks every face index and counts elements.
 struct ObjCounts {

@@ -14,13 +14,14 @@ namespace tessera::testing {
 namespace {
 namespace fs = std::filesystem;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
+}  // namespace
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
 }
-}  // namespace
 
 std::string shell_quote(const std::string& text) {
   std::string q = "'";
@@ -43,8 +44,8 @@ CliResult run_tessera(const std::string& args, const std::string& env) {
   } else if (WIFSIGNALED(status)) {
     r.exit_code = 128 + WTERMSIG(status);
   }
-  r.out = slurp(dir / "out");
-  r.err = slurp(dir / "err");
+  r.out = slurp((dir / "out").string());
+  r.err = slurp((dir / "err").string());
   fs::remove_all(dir);
   return r;
 }

@@ -17,4 +17,7 @@ CliResult run_tessera(const std::string& args, const std::string& env = "");
 // 'text' quoted for /bin/sh.
 std::string shell_quote(const std::string& text);
 
+// A whole file's bytes ("" when it cannot be read): what a test compares written files with.
+std::string slurp(const std::string& path);
+
 }  // namespace tessera::testing

@@ -19,6 +19,29 @@ std::vector<int32_t> ParityTensors::i32(const std::string& name) const {
   return std::vector<int32_t>(p, p + v.numel());
 }
 
+ParityGpts& parity_gpts() {
+  static ParityGpts* m = [] {
+    const std::string dir = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/parity/";
+    auto* x = new ParityGpts();
+    x->expected = SafeTensors::open(dir + "expected.safetensors").value();
+    x->gpt05 = SafeTensors::open(dir + "gpt_v05/shape_gpt.safetensors").value();
+    x->gpt01 = SafeTensors::open(dir + "gpt_v01/shape_gpt.safetensors").value();
+    x->tokenizer = SafeTensors::open(dir + "shape_tokenizer.safetensors").value();
+    x->backend = kernels::make_cpu_backend();
+    x->codebook = shape::load_normalized_codebook(x->tokenizer).value();
+    x->v05 = shape::CubeGpt::load(x->gpt05, x->codebook, *x->backend).value();
+    shape::GptLoadOptions bf16;
+    bf16.bf16 = true;
+    x->v05_bf16 = shape::CubeGpt::load(x->gpt05, x->codebook, *x->backend, bf16).value();
+    x->v01 = shape::CubeGpt::load(x->gpt01, x->codebook, *x->backend).value();
+    for (shape::CubeGpt* model : {x->v05.get(), x->v05_bf16.get(), x->v01.get()}) {
+      model->set_num_latents(16);
+    }
+    return x;
+  }();
+  return *m;
+}
+
 shape::ConditionInputs guided_condition(const std::vector<float>& hidden,
                                         const std::vector<float>& bbox) {
   shape::ConditionInputs in;

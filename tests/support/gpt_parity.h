@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/core/safetensors.h"
 #include "engine/shape/generator.h"
 #include "engine/shape/gpt.h"
+#include "kernels/backend.h"
 
 namespace tessera::test {
 
@@ -20,6 +22,17 @@ struct ParityTensors {
   std::vector<float> f32(const std::string& name) const;
   std::vector<int32_t> i32(const std::string& name) const;
 };
+
+// The fixture's GPTs on the CPU backend, loaded once per test binary (and never freed): v0.5 as
+// stored (f32) and converted to bf16 at load, v0.1 as stored; num_latents 16 (the fixture's token
+// count). With the reference's tensors.
+struct ParityGpts : ParityTensors {
+  SafeTensors gpt05, gpt01, tokenizer;
+  std::unique_ptr<kernels::Backend> backend;
+  shape::NormalizedCodebook codebook;
+  std::unique_ptr<shape::CubeGpt> v05, v05_bf16, v01;
+};
+ParityGpts& parity_gpts();
 
 // The condition of the guided greedy fixtures: the prompt's and the empty prompt's rows of
 // clip.last_hidden_state ([2, 77, 32]) and gpt.bbox's first row. Points into `hidden`.

@@ -110,8 +110,7 @@ void EngineBridge::on_shape_event(const runtime::Event& event, bool* changed,
     }
     if (f->candidate != 0) return;
     *newest_partial = nullptr;
-    Q_EMIT finalTokens(f->tokens);
-    Q_EMIT finalMesh(f->mesh);
+    Q_EMIT finalMesh(f->mesh, f->tokens);
   } else if (event.terminal()) {
     if (*newest_partial) Q_EMIT partialMesh((*newest_partial)->mesh, (*newest_partial)->tokens);
     *newest_partial = nullptr;

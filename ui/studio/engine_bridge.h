@@ -86,10 +86,8 @@ class EngineBridge : public QObject {
   void modelFailed(const QString& dir, const QString& message);
   // Newest partial mesh of the current job (older ones in the same drain are skipped).
   void partialMesh(std::shared_ptr<const tessera::mesh::Mesh> mesh, qint64 tokens);
-  void finalMesh(std::shared_ptr<const tessera::mesh::Mesh> mesh);
-  // Every job's final mesh with its shape tokens (candidate 0's with variations; the given ones
-  // for a decode job), just before finalMesh.
-  void finalTokens(std::vector<int32_t> tokens);
+  // With its shape tokens (candidate 0's with variations; the given ones for a decode job).
+  void finalMesh(std::shared_ptr<const tessera::mesh::Mesh> mesh, std::vector<int32_t> tokens);
   // Jobs of several variations: partialMesh / finalMesh above carry candidate 0 (the current mesh
   // by default); these carry every candidate, each partial mesh in order (for the candidate grid).
   void candidatePartialMesh(int candidate, std::shared_ptr<const tessera::mesh::Mesh> mesh,

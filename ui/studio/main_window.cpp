@@ -83,11 +83,6 @@ MainWindow::MainWindow(LaunchOptions options, QWidget* parent)
   connect(engine_, &EngineBridge::modelLoaded, this, &MainWindow::on_model_loaded);
   connect(engine_, &EngineBridge::modelFailed, this, &MainWindow::on_model_failed);
   connect(engine_, &EngineBridge::partialMesh, this, &MainWindow::on_partial_mesh);
-  connect(engine_, &EngineBridge::finalTokens, this,
-          [this](std::vector<int32_t> tokens) {
-            if (candidate_tokens_.empty()) candidate_tokens_.resize(1);
-            candidate_tokens_[0] = std::move(tokens);
-          });
   connect(engine_, &EngineBridge::finalMesh, this, &MainWindow::on_final_mesh);
   connect(engine_, &EngineBridge::candidatePartialMesh, this, &MainWindow::on_candidate_partial);
   connect(engine_, &EngineBridge::candidateFinalMesh, this, &MainWindow::on_candidate_final);

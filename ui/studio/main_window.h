@@ -162,7 +162,7 @@ class MainWindow : public QMainWindow {
   void on_model_loaded(const QString& dir);
   void on_model_failed(const QString& dir, const QString& message);
   void on_partial_mesh(std::shared_ptr<const mesh::Mesh> mesh, qint64 tokens);
-  void on_final_mesh(std::shared_ptr<const mesh::Mesh> mesh);
+  void on_final_mesh(std::shared_ptr<const mesh::Mesh> mesh, std::vector<int32_t> tokens);
   void on_candidate_partial(int candidate, std::shared_ptr<const mesh::Mesh> mesh, qint64 tokens);
   void on_candidate_final(int candidate, quint64 seed, std::shared_ptr<const mesh::Mesh> mesh,
                           std::vector<int32_t> tokens);

@@ -246,7 +246,7 @@ void MainWindow::on_partial_mesh(std::shared_ptr<const mesh::Mesh> mesh, qint64 
   update_buttons();
 }
 
-void MainWindow::on_final_mesh(std::shared_ptr<const mesh::Mesh> mesh) {
+void MainWindow::on_final_mesh(std::shared_ptr<const mesh::Mesh> mesh, std::vector<int32_t> tokens) {
   if (remesh_job_ != 0 && engine_->stats().job == remesh_job_) {
     // A re-mesh: the shown shape at a finer lattice becomes the current mesh (and its tile's).
     remesh_job_ = 0;
@@ -257,9 +257,11 @@ void MainWindow::on_final_mesh(std::shared_ptr<const mesh::Mesh> mesh) {
     update_buttons();
     return;
   }
+  if (candidate_tokens_.empty()) candidate_tokens_.resize(1);
+  candidate_tokens_[0] = tokens;
   if (chosen_candidate_ == 0) {
     viewport_->set_mesh(mesh, false);
-    if (!candidate_tokens_.empty()) current_tokens_ = candidate_tokens_[0];
+    current_tokens_ = std::move(tokens);
   }
   if (!mesh_framed_for_job_) viewport_->frame_bounds(kDecoderCube);
   mesh_framed_for_job_ = true;

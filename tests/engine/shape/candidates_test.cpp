@@ -11,44 +11,15 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/safetensors.h"
 #include "engine/shape/generator.h"
 #include "engine/shape/gpt.h"
-#include "kernels/backend.h"
 #include "tests/support/gpt_parity.h"
 
 namespace tessera::shape {
 namespace {
 
-const std::string kParity = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/parity/";
-
-struct Models {
-  test::ParityTensors reference;
-  SafeTensors gpt05, gpt01, tokenizer;
-  std::unique_ptr<kernels::Backend> backend;
-  NormalizedCodebook codebook;
-  std::unique_ptr<CubeGpt> f32, bf16, v01;
-};
-
-Models& models() {
-  static Models* m = [] {
-    auto* x = new Models();
-    x->reference.expected = SafeTensors::open(kParity + "expected.safetensors").value();
-    x->gpt05 = SafeTensors::open(kParity + "gpt_v05/shape_gpt.safetensors").value();
-    x->gpt01 = SafeTensors::open(kParity + "gpt_v01/shape_gpt.safetensors").value();
-    x->tokenizer = SafeTensors::open(kParity + "shape_tokenizer.safetensors").value();
-    x->backend = kernels::make_cpu_backend();
-    x->codebook = load_normalized_codebook(x->tokenizer).value();
-    x->f32 = CubeGpt::load(x->gpt05, x->codebook, *x->backend).value();
-    GptLoadOptions bf16;
-    bf16.bf16 = true;
-    x->bf16 = CubeGpt::load(x->gpt05, x->codebook, *x->backend, bf16).value();
-    x->v01 = CubeGpt::load(x->gpt01, x->codebook, *x->backend).value();
-    for (CubeGpt* model : {x->f32.get(), x->bf16.get(), x->v01.get()}) model->set_num_latents(16);
-    return x;
-  }();
-  return *m;
-}
+using Models = test::ParityGpts;
+Models& models() { return test::parity_gpts(); }
 
 // Two different prompts from the fixture: its condition row and its unconditional row (as a
 // "prompt" too), both guided against the unconditional row, with different boxes.
@@ -59,7 +30,7 @@ struct Prompts {
 Prompts two_prompts() {
   Models& m = models();
   Prompts p;
-  p.hidden = m.reference.f32("clip.last_hidden_state");  // [2, 77, 32]: cond, uncond
+  p.hidden = m.f32("clip.last_hidden_state");  // [2, 77, 32]: cond, uncond
   const float* cond = p.hidden.data();
   const float* uncond = p.hidden.data() + 77 * 32;
   p.inputs.push_back({cond, uncond, std::array<float, 3>{0.8f, 1.1f, 0.5f}});
@@ -116,17 +87,17 @@ void expect_invariant(const CubeGpt& model, const std::string& what, GenerateOpt
 }
 
 TEST(Candidates, EachCandidateIsItsLoneGenerationF32) {
-  expect_invariant(*models().f32, "f32, guided, KV cache", sampled());
+  expect_invariant(*models().v05, "f32, guided, KV cache", sampled());
 }
 
 TEST(Candidates, EachCandidateIsItsLoneGenerationBf16) {
-  expect_invariant(*models().bf16, "bf16 weights and K/V cache, guided", sampled());
+  expect_invariant(*models().v05_bf16, "bf16 weights and K/V cache, guided", sampled());
 }
 
 TEST(Candidates, EachCandidateIsItsLoneGenerationUnguidedAndV01) {
   GenerateOptions o = sampled();
   o.guidance_scale = 0.0f;
-  expect_invariant(*models().f32, "f32, unguided", o);
+  expect_invariant(*models().v05, "f32, unguided", o);
   expect_invariant(*models().v01, "v0.1, guided", sampled());
 }
 
@@ -134,7 +105,7 @@ TEST(Candidates, HostLoopAndUncachedPathAgree) {
   // guided_logits forces the host loop (candidate 0's logits); use_kv_cache = false recomputes.
   Models& m = models();
   Prompts p = two_prompts();
-  auto gen = ShapeGenerator::create(*m.f32, 0, 4).value();
+  auto gen = ShapeGenerator::create(*m.v05, 0, 4).value();
   const std::vector<CandidateSpec> specs = {{0, 7}, {1, 8}, {0, 9}};
   auto resident = gen->generate_candidates(p.inputs, specs, sampled());
   ASSERT_TRUE(resident.ok()) << resident.status().to_string();
@@ -155,11 +126,11 @@ TEST(Candidates, HostLoopAndUncachedPathAgree) {
 TEST(Candidates, GreedyReferenceHoldsInABatch) {
   // Greedy with guidance: every candidate of the fixture's prompt is the reference's sequence.
   Models& m = models();
-  const std::vector<float> hidden = m.reference.f32("clip.last_hidden_state");
-  const std::vector<float> bbox_rows = m.reference.f32("gpt.bbox");
+  const std::vector<float> hidden = m.f32("clip.last_hidden_state");
+  const std::vector<float> bbox_rows = m.f32("gpt.bbox");
   const ConditionInputs in = test::guided_condition(hidden, bbox_rows);
-  const std::vector<int32_t> expected = m.reference.i32("gpt.greedy_tokens");
-  auto gen = ShapeGenerator::create(*m.f32, 0, 4).value();
+  const std::vector<int32_t> expected = m.i32("gpt.greedy_tokens");
+  auto gen = ShapeGenerator::create(*m.v05, 0, 4).value();
   auto got = gen->generate_candidates({in}, {{0, 1}, {0, 2}, {0, 3}, {0, 4}}, GenerateOptions{});
   ASSERT_TRUE(got.ok()) << got.status().to_string();
   for (const auto& tokens : *got) EXPECT_EQ(tokens, expected);
@@ -168,7 +139,7 @@ TEST(Candidates, GreedyReferenceHoldsInABatch) {
 TEST(Candidates, CallbackOrderAndBadRequests) {
   Models& m = models();
   Prompts p = two_prompts();
-  auto gen = ShapeGenerator::create(*m.f32, 0, 3).value();
+  auto gen = ShapeGenerator::create(*m.v05, 0, 3).value();
   std::vector<std::pair<int64_t, int64_t>> order;  // (candidate, index)
   auto got = gen->generate_candidates(
       {p.inputs[0]}, {{0, 1}, {0, 2}, {0, 3}}, sampled(),

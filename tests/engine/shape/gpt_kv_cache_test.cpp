@@ -14,39 +14,16 @@
 
 #include "engine/core/safetensors.h"
 #include "engine/shape/gpt.h"
-#include "kernels/backend.h"
+#include "tests/support/gpt_parity.h"
 #include "tests/support/kernel_test_util.h"
 
 namespace tessera::shape {
 namespace {
 
-const std::string kParity = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/parity/";
 constexpr int kVocab = 67;
 
-struct Models {
-  SafeTensors expected, gpt05, tokenizer;
-  std::unique_ptr<kernels::Backend> backend;
-  NormalizedCodebook codebook;
-  std::unique_ptr<CubeGpt> f32, bf16;
-  std::vector<float> f(const std::string& name) const { return expected.to_f32(name).value(); }
-};
-
-Models& models() {
-  static Models* m = [] {
-    auto* x = new Models();
-    x->expected = SafeTensors::open(kParity + "expected.safetensors").value();
-    x->gpt05 = SafeTensors::open(kParity + "gpt_v05/shape_gpt.safetensors").value();
-    x->tokenizer = SafeTensors::open(kParity + "shape_tokenizer.safetensors").value();
-    x->backend = kernels::make_cpu_backend();
-    x->codebook = load_normalized_codebook(x->tokenizer).value();
-    x->f32 = CubeGpt::load(x->gpt05, x->codebook, *x->backend).value();
-    GptLoadOptions bf16;
-    bf16.bf16 = true;
-    x->bf16 = CubeGpt::load(x->gpt05, x->codebook, *x->backend, bf16).value();
-    return x;
-  }();
-  return *m;
-}
+using Models = test::ParityGpts;
+Models& models() { return test::parity_gpts(); }
 
 // |a - e| <= rel * max|e| elementwise: bf16 K/V move logits by ~2^-9 of their scale.
 ::testing::AssertionResult close_to_scale(const std::vector<float>& a, const std::vector<float>& e,
@@ -64,13 +41,13 @@ std::unique_ptr<GptSession> session(const CubeGpt& model, DType kv, int64_t len)
 
 TEST(GptKvCacheTest, DefaultFollowsWeightDtype) {
   Models& m = models();
-  EXPECT_EQ(GptSession::create(*m.f32, 2, 4).value()->kv_dtype(), DType::kF32);
-  EXPECT_EQ(GptSession::create(*m.bf16, 2, 4).value()->kv_dtype(), DType::kBF16);
-  EXPECT_EQ(session(*m.f32, DType::kBF16, 4)->kv_dtype(), DType::kBF16);
-  EXPECT_EQ(session(*m.bf16, DType::kF32, 4)->kv_dtype(), DType::kF32);
+  EXPECT_EQ(GptSession::create(*m.v05, 2, 4).value()->kv_dtype(), DType::kF32);
+  EXPECT_EQ(GptSession::create(*m.v05_bf16, 2, 4).value()->kv_dtype(), DType::kBF16);
+  EXPECT_EQ(session(*m.v05, DType::kBF16, 4)->kv_dtype(), DType::kBF16);
+  EXPECT_EQ(session(*m.v05_bf16, DType::kF32, 4)->kv_dtype(), DType::kF32);
   GptSessionOptions f16;
   f16.kv_dtype = DType::kF16;
-  const auto bad = GptSession::create(*m.f32, 2, 4, f16);
+  const auto bad = GptSession::create(*m.v05, 2, 4, f16);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("F16"), std::string::npos) << bad.status().message();
 }
@@ -78,12 +55,12 @@ TEST(GptKvCacheTest, DefaultFollowsWeightDtype) {
 // Teacher-forced prefill + 8 decode steps, f32 weights: bf16 cache vs f32 cache vs reference.
 TEST(GptKvCacheTest, Bf16CacheDecodeStaysCloseToF32Cache) {
   Models& m = models();
-  const std::vector<float> hidden = m.f("clip.last_hidden_state");
-  const std::vector<float> bbox = m.f("gpt.bbox");
+  const std::vector<float> hidden = m.f32("clip.last_hidden_state");
+  const std::vector<float> bbox = m.f32("gpt.bbox");
   const TensorView idv = m.expected.view("gpt.teacher_ids").value();
   const int32_t* ids = idv.as<const int32_t>();  // [2, 9]
-  auto a = session(*m.f32, DType::kF32, 9);
-  auto b = session(*m.f32, DType::kBF16, 9);
+  auto a = session(*m.v05, DType::kF32, 9);
+  auto b = session(*m.v05, DType::kBF16, 9);
   ASSERT_TRUE(a->set_condition(2, hidden.data(), bbox.data()).ok());
   ASSERT_TRUE(b->set_condition(2, hidden.data(), bbox.data()).ok());
   std::vector<float> la(2 * kVocab), lb(2 * kVocab), dec_b;
@@ -106,7 +83,7 @@ TEST(GptKvCacheTest, Bf16CacheDecodeStaysCloseToF32Cache) {
     dec_b.insert(dec_b.end(), lb.begin(), lb.end());
   }
   // Against the reference's cached decode logits ([b][step][v] there, [step][b][v] here).
-  const std::vector<float> want = m.f("gpt.decode_logits_cached");
+  const std::vector<float> want = m.f32("gpt.decode_logits_cached");
   std::vector<float> got(want.size());
   for (int s = 0; s < 8; ++s)
     for (int r = 0; r < 2; ++r)
@@ -118,7 +95,7 @@ TEST(GptKvCacheTest, Bf16CacheDecodeStaysCloseToF32Cache) {
   ASSERT_TRUE(a->forward_full(prefix.data(), 9, la.data(), nullptr).ok());
   ASSERT_TRUE(b->forward_full(prefix.data(), 9, lb.data(), nullptr).ok());
   EXPECT_TRUE(close_to_scale(lb, la, 1e-2));
-  auto a2 = session(*m.f32, DType::kF32, 10), b2 = session(*m.f32, DType::kBF16, 10);
+  auto a2 = session(*m.v05, DType::kF32, 10), b2 = session(*m.v05, DType::kBF16, 10);
   for (GptSession* s : {a2.get(), b2.get()}) {
     ASSERT_TRUE(s->set_condition(2, hidden.data(), bbox.data()).ok());
     ASSERT_TRUE(s->forward_full(prefix.data(), 9, nullptr, nullptr).ok());
@@ -135,11 +112,11 @@ TEST(GptKvCacheTest, Bf16CacheDecodeStaysCloseToF32Cache) {
 // depends on what the session ran before (bf16 weights: the bf16 cache's default configuration).
 TEST(GptKvCacheTest, Bf16CacheReusesUnconditionalRow) {
   Models& m = models();
-  std::vector<float> hidden = m.f("clip.last_hidden_state");
-  const std::vector<float> bbox = m.f("gpt.bbox");
-  const int32_t bos[2] = {m.bf16->config().bos_id(), m.bf16->config().bos_id()};
+  std::vector<float> hidden = m.f32("clip.last_hidden_state");
+  const std::vector<float> bbox = m.f32("gpt.bbox");
+  const int32_t bos[2] = {m.v05_bf16->config().bos_id(), m.v05_bf16->config().bos_id()};
   const int32_t next[2] = {3, 3};
-  auto reused = GptSession::create(*m.bf16, 2, 4).value();
+  auto reused = GptSession::create(*m.v05_bf16, 2, 4).value();
   ASSERT_EQ(reused->kv_dtype(), DType::kBF16);
   std::vector<float> p(2 * kVocab), d(2 * kVocab), fp(2 * kVocab), fd(2 * kVocab);
   ASSERT_TRUE(reused->set_condition(2, hidden.data(), bbox.data()).ok());
@@ -149,7 +126,7 @@ TEST(GptKvCacheTest, Bf16CacheReusesUnconditionalRow) {
   ASSERT_TRUE(reused->set_condition(2, hidden.data(), bbox.data()).ok());
   ASSERT_TRUE(reused->prefill(bos, p.data()).ok());
   ASSERT_TRUE(reused->decode(next, d.data()).ok());
-  auto fresh = GptSession::create(*m.bf16, 2, 4).value();
+  auto fresh = GptSession::create(*m.v05_bf16, 2, 4).value();
   ASSERT_TRUE(fresh->set_condition(2, hidden.data(), bbox.data()).ok());
   ASSERT_TRUE(fresh->prefill(bos, fp.data()).ok());
   ASSERT_TRUE(fresh->decode(next, fd.data()).ok());
