@@ -432,10 +432,16 @@ namespace {
 // shows how its shape formed) and joins; finish(false), on a failure or cancel, drops it. Either
 // comes before the job meshes its final shapes with the same decoder. The helper only calls `work`, which meshes with the shape decoder (its own buffers;
 // the generator uses the GPT's) and emits the event.
+//
+// An exception thrown by `work` (std::bad_alloc from a backend op) must not end the process on the
+// helper thread: it is kept, the job's cancel flag is set so the decode stops, and
+// rethrow_failure() hands it to the worker, where the lane turns it into the job's error event as
+// for any exception of the job.
 class PreviewMesher {
  public:
   using Work = std::function<void(int candidate, const std::vector<int32_t>& prefix)>;
-  explicit PreviewMesher(Work work) : work_(std::move(work)), thread_([this] { loop(); }) {}
+  PreviewMesher(Work work, std::atomic<bool>* cancel)
+      : work_(std::move(work)), cancel_(cancel), thread_([this] { loop(); }) {}
   ~PreviewMesher() { finish(false); }
   PreviewMesher(const PreviewMesher&) = delete;
   PreviewMesher& operator=(const PreviewMesher&) = delete;
@@ -456,6 +462,10 @@ class PreviewMesher {
     cv_.notify_one();
     if (thread_.joinable()) thread_.join();
   }
+  // After finish(): the exception `work` threw, if any, thrown here.
+  void rethrow_failure() {
+    if (failure_) std::rethrow_exception(failure_);
+  }
 
  private:
   void loop() {
@@ -468,12 +478,23 @@ class PreviewMesher {
       std::vector<int32_t> prefix = std::move(next->second);
       pending_.erase(next);
       lock.unlock();
-      work_(candidate, prefix);
+      try {
+        work_(candidate, prefix);
+      } catch (...) {
+        lock.lock();
+        failure_ = std::current_exception();
+        pending_.clear();
+        stop_ = true;
+        cancel_->store(true);
+        return;
+      }
       lock.lock();
     }
   }
 
   Work work_;
+  std::atomic<bool>* cancel_;
+  std::exception_ptr failure_;  // written by the helper, read after join
   std::mutex mutex_;
   std::condition_variable cv_;
   std::map<int, std::vector<int32_t>> pending_;
@@ -594,7 +615,7 @@ void Session::run_shape_job(uint64_t id, const JobOptions& o, std::atomic<bool>&
     // the token loop (one stream: a recorded decode step must not capture a preview's work).
     std::unique_ptr<PreviewMesher> mesher;
     if (o.preview_every > 0 && pipeline.backend().device() == Device::kCpu) {
-      mesher = std::make_unique<PreviewMesher>(mesh_preview);
+      mesher = std::make_unique<PreviewMesher>(mesh_preview, &cancel);
     }
     auto on_token = [&](int64_t candidate, int64_t index, int32_t token, double ms) {
       const int cand = static_cast<int>(candidate);
@@ -621,7 +642,10 @@ void Session::run_shape_job(uint64_t id, const JobOptions& o, std::atomic<bool>&
     auto generated =
         pipeline.generate_candidates({&encoded}, specs, o.generation, on_token, &trace, &cancel);
     // Every preview event is out before the decode stage; none is meshed after it.
-    if (mesher) mesher->finish(generated.ok() && !cancel.load());
+    if (mesher) {
+      mesher->finish(generated.ok() && !cancel.load());
+      mesher->rethrow_failure();  // a preview's exception is the job's (the lane reports it)
+    }
     if (!preview_error.ok()) return emit(id, lane, ErrorEvent{preview_error});
     if (!generated.ok()) return finish_with(generated.status());
     emit(id, lane, StageEvent{kStageDecode, trace_total(trace, "gpt.decode")});
