@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "bench/common.h"
+#include "bench/previews.h"
 #include "bench/subcommands.h"
 #include "engine/core/cpu_features.h"
 #include "engine/core/dtype.h"
@@ -41,9 +42,11 @@
 #include "engine/core/trace.h"
 #include "engine/weights/weight_store.h"
 #include "engine/mesh/extraction.h"
+#include "engine/runtime/session.h"
 #include "engine/shape/generator.h"
 #include "engine/shape/gpt.h"
 #include "engine/shape/gpt_config.h"
+#include "engine/shape/pipeline.h"
 #include "engine/shape/shape_decoder.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/gemm_bf16.h"
@@ -168,6 +171,10 @@ struct ObjectEstimate {
   double query_us_f32x = 0;
   int64_t queries = 0, tokens = 0;
   double polygonize_ms = 0;
+  // One live preview (the studio's: a prefix filled to 1024 tokens, extraction at 33): latent
+  // decode + the sphere's queries at 33 x us/query + their polygonization.
+  int64_t preview_queries = 0;
+  double preview_ms = 0;
   double total_s() const {
     return (prefill_ms + decode_ms + latent_ms + extraction_ms + polygonize_ms) / 1e3;
   }
@@ -618,6 +625,8 @@ Expected<ObjectEstimate> estimate_object(const ShapeModelResult& gpt, bool quick
   // The query count and polygonization of a smooth closed surface at 2^8 + 1.
   mesh::ExtractionOptions eo;
   eo.resolution_base = 8;
+  eo.coarse_base = shape::MeshOptions{}.coarse_base;  // the pipeline's search
+  eo.near_surface_logit = shape::MeshOptions{}.near_surface_logit;
   mesh::ExtractionStats stats;
   const mesh::OccupancyFn sphere = [](const float* p, int64_t n, float* out) {
     for (int64_t i = 0; i < n; ++i) {
@@ -639,6 +648,14 @@ Expected<ObjectEstimate> estimate_object(const ShapeModelResult& gpt, bool quick
   (void)m;
   est.queries = stats.queries;
   est.extraction_ms = static_cast<double>(est.queries) * est.query_us / 1e3;
+  // A preview's extraction at 2^5 + 1.
+  eo.resolution_base = 5;
+  const Stopwatch preview_watch;
+  TESSERA_ASSIGN_OR_RETURN(const mesh::Mesh pm, mesh::extract_coarse_to_fine(sphere, eo, &stats));
+  (void)pm;
+  est.preview_queries = stats.queries;
+  est.preview_ms = est.latent_ms + preview_watch.elapsed_ms() +
+                   static_cast<double>(stats.queries) * est.query_us / 1e3;
   return est;
 }
 
@@ -769,6 +786,25 @@ std::string shape_markdown(const Machine& machine, const std::vector<ShapeModelR
         md << buf;
       }
       md << "\n\n";
+      const double object_ms = o.total_s() * 1e3;
+      const int64_t due = (o.tokens - 1) / 16;
+      const double budget = runtime::kDefaultPreviewBudget;
+      char preview_buf[1024];
+      std::snprintf(preview_buf, sizeof preview_buf,
+                    "Live previews on this object (estimated from the parts above): one preview "
+                    "(latent decode of the prefix filled to %lld tokens + %lld queries at 2^5 + "
+                    "1) takes %.2f s. Every 16 tokens (%lld previews) meshed in the token loop, "
+                    "as before issue 23, would add %.0f s (+%.0f %%). The runtime meshes them "
+                    "beside the decode within a budget of %.0f %% of the job's time "
+                    "(JobOptions::preview_budget): about %.0f previews over the object, one every "
+                    "~%.0f s.\n\n",
+                    static_cast<long long>(o.tokens), static_cast<long long>(o.preview_queries),
+                    o.preview_ms / 1e3, static_cast<long long>(due),
+                    static_cast<double>(due) * o.preview_ms / 1e3,
+                    100.0 * static_cast<double>(due) * o.preview_ms / object_ms, 100.0 * budget,
+                    std::floor(budget * object_ms / o.preview_ms),
+                    o.preview_ms / budget / 1e3);
+      md << preview_buf;
     }
     std::snprintf(
         buf, sizeof buf, "Per-op time of a decode step at %lld tokens (mean over %lld steps):\n\n",
@@ -855,6 +891,8 @@ nlohmann::json shape_json(const Machine& machine, const std::vector<ShapeModelRe
                                     {"us_per_query_without_bf16_gemm", o.query_us_f32x},
                                     {"extraction_ms", o.extraction_ms},
                                     {"polygonize_ms", o.polygonize_ms},
+                                    {"preview_queries", o.preview_queries},
+                                    {"preview_ms", o.preview_ms},
                                     {"total_s", o.total_s()}};
     }
     e["decode_breakdown"] = {
@@ -921,16 +959,45 @@ Status run_bench_shape(const Options& opt) {
   TESSERA_ASSIGN_OR_RETURN(models.front().object,
                            estimate_object(models.front(), opt.quick, backend));
   models.front().has_object = true;
-  std::printf("\n%s", shape_markdown(machine, models, true, section, backend.name()).c_str());
+  // Live previews' cost on a whole object, measured on tessera-tiny (CPU: where they are meshed
+  // beside the decode).
+  PreviewBench previews;
+  if (on_cpu) {
+    std::printf("previews: whole tessera-tiny objects with previews off / on\n");
+    std::fflush(stdout);
+    TESSERA_ASSIGN_OR_RETURN(previews, bench_previews(opt.quick));
+  }
+  std::printf("\n%s%s", shape_markdown(machine, models, true, section, backend.name()).c_str(),
+              previews_markdown(previews).c_str());
   if (!opt.json_path.empty()) {
-    const std::string json = shape_json(machine, models).dump(2) + "\n";
+    nlohmann::json j = shape_json(machine, models);
+    nlohmann::json rows = nlohmann::json::array();
+    for (const PreviewRow& r : previews.rows) {
+      nlohmann::json modes = nlohmann::json::array();
+      for (const PreviewMode& m : r.modes) {
+        modes.push_back({{"mode", m.name},
+                         {"budget", m.budget},
+                         {"job_ms", m.job_ms},
+                         {"previews", m.previews},
+                         {"ms_per_preview", m.preview_ms}});
+      }
+      rows.push_back({{"prompt", r.prompt}, {"modes", modes}});
+    }
+    j["previews"] = {{"model", previews.model},
+                     {"preview_every", previews.preview_every},
+                     {"preview_resolution", previews.preview_resolution},
+                     {"jobs_per_mode", previews.repeat},
+                     {"rows", rows}};
+    const std::string json = j.dump(2) + "\n";
     TESSERA_RETURN_IF_ERROR(
         write_file_atomic(opt.json_path, json.data(), json.size()).with_context("bench: --json"));
   }
   if (opt.write_results) {
     const std::string path = results_path(opt);
     TESSERA_RETURN_IF_ERROR(write_results_section(
-        path, section, shape_markdown(machine, models, false, section, backend.name())));
+        path, section,
+        shape_markdown(machine, models, false, section, backend.name()) +
+            previews_markdown(previews)));
     std::printf("wrote the \"%s\" section of %s\n", section.substr(3, section.size() - 4).c_str(),
                 path.c_str());
   }

@@ -54,6 +54,7 @@ struct GenerateCliOptions {
   int resolution = 0;  // 0: the model's default (tessera-tiny: 65; Cube 3D: 257)
   int64_t preview_every = 0;
   int preview_resolution = 33;
+  double preview_budget = runtime::kDefaultPreviewBudget;
   int64_t tokens = 0;
   DeviceCli device;
   MeshExportCli exporting;
@@ -185,6 +186,7 @@ int run_generate(GenerateCliOptions o) {
   job.mesh.cleanup.max_triangles = o.exporting.max_faces;  // decimated before normals
   job.preview_every = o.preview_every;
   job.preview_resolution = o.preview_resolution;
+  job.preview_budget = o.preview_budget;
   job.variations = o.variations;
 
   const int64_t total = runtime::tokens_to_generate(o.tokens, (*session)->num_latents());
@@ -348,6 +350,10 @@ void register_generate(CLI::App& app, int* exit_code) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--preview-resolution", o->preview_resolution,
                   "Preview lattice, 2^k+1 (default 33)");
+  cmd->add_option("--preview-budget", o->preview_budget,
+                  "Largest fraction of the job's time the previews may take, in (0, 1] "
+                  "(default 0.1; 1: every due preview)")
+      ->check(CLI::Range(1e-6, 1.0));
   cmd->add_option("--tokens", o->tokens,
                   "Generate only the first N tokens (0: all; the rest is filled)")
       ->check(CLI::NonNegativeNumber);

@@ -4,8 +4,9 @@
 //
 // Per lane, the jobs and their events (in this order; a job that fails or is cancelled stops
 // wherever it is and emits only its terminal event after what it already reported):
-//   shape generation: Mode, Stage{"text"}, Stage{"prefill"}, Token{0..N-1} (with PartialMesh after
-//     every `preview_every` tokens), Stage{"decode"}, Stage{"latent_decode"}, Stage{"extraction"},
+//   shape generation: Mode, Stage{"text"}, Stage{"prefill"}, Token{0..N-1} (with PartialMesh for
+//     the prefixes due every `preview_every` tokens that fit the preview budget; on the CPU a few
+//     tokens after their prefix), Stage{"decode"}, Stage{"latent_decode"}, Stage{"extraction"},
 //     Stage{"cleanup"}, FinalMesh. With V variations: each step's Token events for candidates
 //     0..V-1 in order (PartialMesh per candidate), Stage{"decode"}, then per candidate in order
 //     its Stage{"latent_decode"}, Stage{"extraction"}, Stage{"cleanup"} and FinalMesh.
@@ -85,6 +86,7 @@ struct PartialMeshEvent {
   int64_t tokens = 0;                      // prefix length it was decoded from
   std::shared_ptr<const mesh::Mesh> mesh;  // never null
   int candidate = 0;
+  double ms = 0.0;  // what meshing this preview took (latent decode, extraction, clean-up)
 };
 struct FinalMeshEvent {
   int candidate = 0;  // 0..variations-1

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <filesystem>
@@ -178,6 +179,7 @@ void Session::install_shape(std::unique_ptr<shape::ShapePipeline> pipeline,
   shape_ = std::move(pipeline);  // the shape worker's (or, before any job, the creator's)
   std::lock_guard<std::mutex> lock(mutex_);
   shape_info_ = std::move(info);
+  preview_cost_ = {};
   update_sharing();
 }
 
@@ -427,11 +429,24 @@ namespace {
 // Live previews meshed beside the decode instead of inside its token loop (issue 23: a preview
 // every 16 tokens used to stop the token stream for the whole meshing, TPOT p99 290 ms on
 // tessera-tiny). The token callback hands the due prefix to this helper thread and returns at once;
-// a candidate's prefix still waiting when its next one is due is replaced (the newest wins).
-// finish(true) meshes what is still waiting (at most one prefix per candidate: a short job still
-// shows how its shape formed) and joins; finish(false), on a failure or cancel, drops it. Either
-// comes before the job meshes its final shapes with the same decoder. The helper only calls `work`, which meshes with the shape decoder (its own buffers;
-// the generator uses the GPT's) and emits the event.
+// a candidate's prefix still waiting when its next one is due is replaced (the newest wins), and
+// the waiting candidate with the fewest previews goes first (candidates take turns).
+//
+// Budget: the helper's meshing takes compute from the decode (two cores), and a preview costs a
+// latent decode plus an extraction (on a full-size model as much as ~20 decode steps). So previews
+// may use at most `budget` of the wall time since the job began (JobOptions::preview_budget,
+// 10 % by default): a preview starts only once busy + estimate <= budget * elapsed, where busy is
+// the time the helper has spent and estimate what the last preview took (this job's, else the
+// session's previous job's at this resolution; none known: the first one starts at once and
+// measures it). A due preview that does not fit waits (the newest prefix wins meanwhile). On a
+// short job (tessera-tiny: ~120 ms) that means few or no previews: the final mesh is moments
+// away; on a long one (full-size v0.5 on the CPU: about a minute) previews keep coming.
+//
+// finish() drops what waits and cancels the preview being meshed (its extraction stops at the
+// next batch, and it emits nothing): the final meshes come next and are better than any preview,
+// and no preview may hold them back. It joins before the job meshes its final shapes with the
+// same decoder. The helper only calls `work`, which meshes with the shape decoder (its own
+// buffers; the generator uses the GPT's) and emits the event.
 //
 // An exception thrown by `work` (std::bad_alloc from a backend op) must not end the process on the
 // helper thread: it is kept, the job's cancel flag is set so the decode stops, and
@@ -439,10 +454,18 @@ namespace {
 // for any exception of the job.
 class PreviewMesher {
  public:
-  using Work = std::function<void(int candidate, const std::vector<int32_t>& prefix)>;
-  PreviewMesher(Work work, std::atomic<bool>* cancel)
-      : work_(std::move(work)), cancel_(cancel), thread_([this] { loop(); }) {}
-  ~PreviewMesher() { finish(false); }
+  // work(candidate, prefix, cancel) meshes and emits one preview, stopping when *cancel is set;
+  // it returns how long it took (ms).
+  using Work = std::function<double(int candidate, const std::vector<int32_t>& prefix,
+                                    const std::atomic<bool>* cancel)>;
+  PreviewMesher(Work work, std::atomic<bool>* job_cancel, double budget, double estimate_ms)
+      : work_(std::move(work)),
+        job_cancel_(job_cancel),
+        budget_(budget),
+        estimate_ms_(estimate_ms),
+        start_(std::chrono::steady_clock::now()),
+        thread_([this] { loop(); }) {}
+  ~PreviewMesher() { finish(); }
   PreviewMesher(const PreviewMesher&) = delete;
   PreviewMesher& operator=(const PreviewMesher&) = delete;
 
@@ -453,12 +476,13 @@ class PreviewMesher {
     }
     cv_.notify_one();
   }
-  void finish(bool drain) {
+  void finish() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stop_ = true;
-      if (!drain) pending_.clear();
+      pending_.clear();
     }
+    stop_preview_.store(true);
     cv_.notify_one();
     if (thread_.joinable()) thread_.join();
   }
@@ -466,38 +490,68 @@ class PreviewMesher {
   void rethrow_failure() {
     if (failure_) std::rethrow_exception(failure_);
   }
+  // After finish(): what the last whole preview took (the estimate given if none finished).
+  double estimate_ms() const { return estimate_ms_; }
 
  private:
+  // The waiting candidate with the fewest previews (lowest index on ties).
+  std::map<int, std::vector<int32_t>>::iterator next_candidate() {
+    auto best = pending_.begin();
+    for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+      if (done_[it->first] < done_[best->first]) best = it;
+    }
+    return best;
+  }
+  // When the next preview fits the budget: (busy + estimate) / budget after the start.
+  std::chrono::steady_clock::time_point fits_at() const {
+    return start_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double, std::milli>((busy_ms_ + estimate_ms_) /
+                                                                  budget_));
+  }
   void loop() {
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
       cv_.wait(lock, [this] { return stop_ || !pending_.empty(); });
-      if (pending_.empty()) return;  // stopped, nothing left to mesh
-      auto next = pending_.begin();
+      if (stop_) return;
+      if (budget_ < 1.0 && std::chrono::steady_clock::now() < fits_at()) {
+        cv_.wait_until(lock, fits_at(), [this] { return stop_; });
+        continue;  // re-check: stopped, or the pending set changed meanwhile
+      }
+      auto next = next_candidate();
       const int candidate = next->first;
       std::vector<int32_t> prefix = std::move(next->second);
       pending_.erase(next);
       lock.unlock();
+      double ms = 0.0;
       try {
-        work_(candidate, prefix);
+        ms = work_(candidate, prefix, &stop_preview_);
       } catch (...) {
         lock.lock();
         failure_ = std::current_exception();
         pending_.clear();
         stop_ = true;
-        cancel_->store(true);
+        job_cancel_->store(true);
         return;
       }
       lock.lock();
+      busy_ms_ += ms;
+      if (!stop_preview_.load()) estimate_ms_ = ms;  // a cancelled preview's time is partial
+      ++done_[candidate];
     }
   }
 
   Work work_;
-  std::atomic<bool>* cancel_;
-  std::exception_ptr failure_;  // written by the helper, read after join
+  std::atomic<bool>* job_cancel_;
+  const double budget_;  // (0, 1]; 1: no limit (every due preview starts when the helper is free)
+  double estimate_ms_;   // guarded by mutex_ while the helper runs
+  const std::chrono::steady_clock::time_point start_;
+  std::atomic<bool> stop_preview_{false};  // cancels the preview being meshed
+  std::exception_ptr failure_;             // written by the helper, read after join
   std::mutex mutex_;
   std::condition_variable cv_;
   std::map<int, std::vector<int32_t>> pending_;
+  std::map<int, int> done_;  // previews meshed per candidate
+  double busy_ms_ = 0.0;     // time spent in work_
   bool stop_ = false;
   std::thread thread_;  // last: started once the rest exists
 };
@@ -535,6 +589,10 @@ void Session::run_shape_job(uint64_t id, const JobOptions& o, std::atomic<bool>&
   if (o.preview_every > 0) {
     if (Status st = shape::resolution_base(o.preview_resolution).status(); !st.ok()) {
       return finish_with(st.with_context("preview"));
+    }
+    if (!(o.preview_budget > 0.0 && o.preview_budget <= 1.0)) {
+      return finish_with(invalid_argument("preview_budget " + std::to_string(o.preview_budget) +
+                                          " must be in (0, 1] (a fraction of the job's time)"));
     }
   }
   const int64_t n = tokens_to_generate(o.generation.num_tokens, num_latents);
@@ -590,15 +648,18 @@ void Session::run_shape_job(uint64_t id, const JobOptions& o, std::atomic<bool>&
     for (auto& prefix : prefixes) prefix.reserve(static_cast<size_t>(std::max<int64_t>(n, 0)));
     std::mutex preview_mutex;
     Status preview_error;  // guarded by preview_mutex while the mesher runs
-    auto mesh_preview = [&](int cand, const std::vector<int32_t>& prefix) {
+    auto mesh_preview = [&](int cand, const std::vector<int32_t>& prefix,
+                            const std::atomic<bool>* stop) -> double {
+      Stopwatch watch;
       shape::MeshOptions preview = o.mesh;
       preview.resolution = o.preview_resolution;
       const int64_t done = static_cast<int64_t>(prefix.size());
-      auto partial = pipeline.tokens_to_mesh(prefix, preview, nullptr, &cancel);
+      auto partial = pipeline.tokens_to_mesh(prefix, preview, nullptr, stop);
+      const double ms = watch.elapsed_ms();
       if (partial.ok()) {
         emit(id, lane,
              PartialMeshEvent{done, std::make_shared<const mesh::Mesh>(std::move(partial).value()),
-                              cand});
+                              cand, ms});
       } else if (partial.status().code() != ErrorCode::kNotFound &&
                  partial.status().code() != ErrorCode::kCancelled) {
         // A prefix without surface is normal early on (no preview, not an error); anything else
@@ -610,13 +671,23 @@ void Session::run_shape_job(uint64_t id, const JobOptions& o, std::atomic<bool>&
         }
         cancel.store(true);
       }
+      return ms;
     };
     // On the CPU backend previews overlap the decode (PreviewMesher); a device backend runs them in
-    // the token loop (one stream: a recorded decode step must not capture a preview's work).
+    // the token loop (one stream: a recorded decode step must not capture a preview's work), with
+    // the same budget: a preview due while over it is skipped (a candidate's first never is).
+    double estimate_ms = 0.0;  // what a preview at this resolution took last (0: not known)
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (preview_cost_.resolution == o.preview_resolution) estimate_ms = preview_cost_.ms;
+    }
     std::unique_ptr<PreviewMesher> mesher;
     if (o.preview_every > 0 && pipeline.backend().device() == Device::kCpu) {
-      mesher = std::make_unique<PreviewMesher>(mesh_preview, &cancel);
+      mesher = std::make_unique<PreviewMesher>(mesh_preview, &cancel, o.preview_budget,
+                                               estimate_ms);
     }
+    Stopwatch inline_clock;
+    double inline_busy_ms = 0.0;
     auto on_token = [&](int64_t candidate, int64_t index, int32_t token, double ms) {
       const int cand = static_cast<int>(candidate);
       if (index == 0 && cand == 0) {
@@ -630,8 +701,10 @@ void Session::run_shape_job(uint64_t id, const JobOptions& o, std::atomic<bool>&
       if (o.preview_every <= 0 || done % o.preview_every != 0 || done >= n) return;
       if (mesher) {
         mesher->submit(cand, prefix);
-      } else {
-        mesh_preview(cand, prefix);
+      } else if (o.preview_budget >= 1.0 ||
+                 inline_busy_ms + estimate_ms <= o.preview_budget * inline_clock.elapsed_ms()) {
+        estimate_ms = mesh_preview(cand, prefix, &cancel);
+        inline_busy_ms += estimate_ms;
       }
     };
     std::vector<shape::CandidateSpec> specs;
@@ -643,8 +716,13 @@ void Session::run_shape_job(uint64_t id, const JobOptions& o, std::atomic<bool>&
         pipeline.generate_candidates({&encoded}, specs, o.generation, on_token, &trace, &cancel);
     // Every preview event is out before the decode stage; none is meshed after it.
     if (mesher) {
-      mesher->finish(generated.ok() && !cancel.load());
+      mesher->finish();
       mesher->rethrow_failure();  // a preview's exception is the job's (the lane reports it)
+      estimate_ms = mesher->estimate_ms();
+    }
+    if (o.preview_every > 0 && estimate_ms > 0.0) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      preview_cost_ = {o.preview_resolution, estimate_ms};
     }
     if (!preview_error.ok()) return emit(id, lane, ErrorEvent{preview_error});
     if (!generated.ok()) return finish_with(generated.status());

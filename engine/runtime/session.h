@@ -69,12 +69,20 @@ Expected<SamplerKind> parse_sampler(const std::string& name);
 // The number of tokens a shape job generates: `requested` when > 0, else the model's num_latents.
 using shape::tokens_to_generate;
 
+inline constexpr double kDefaultPreviewBudget = 0.1;
+
 struct JobOptions {
   std::string prompt;            // UTF-8; "" is valid (the unconditional shape)
   GenerationOptions generation;  // seed, sampling, guidance, bbox, KV cache, graphs, num_tokens
   MeshOptions mesh;              // final mesh: resolution (2^k + 1, 0: the model's), clean-up
   int64_t preview_every = 0;     // K: a PartialMesh every K tokens; 0: none
   int preview_resolution = 33;   // 2^k + 1, usually small (a preview costs a latent decode)
+  // At most this fraction of the job's wall time goes to meshing previews, in (0, 1]; 1: no
+  // limit. A preview starts only when the time previews took so far plus what the last one took
+  // fits in it; a due preview that does not fit waits (CPU: previews are meshed beside the
+  // decode, the newest prefix wins) or is skipped (device backends: meshed in the token loop).
+  // No preview outlives the decode. 10 %: issue 23's bound on what previews may cost an object.
+  double preview_budget = kDefaultPreviewBudget;
   // Decode these shape tokens instead of generating (1..num_latents ids in [0, codebook_size); fewer
   // are filled with the model's fill token). The prompt and generation options are then unused.
   std::optional<std::vector<int32_t>> tokens;
@@ -242,6 +250,12 @@ class Session {
   std::optional<ShapeModelInfo> shape_info_;  // guarded by mutex_
   std::optional<ImageModelInfo> image_info_;  // guarded by mutex_
   ImageStepHook image_step_hook_;             // guarded by mutex_
+  // What the last whole preview took at that preview resolution on the shape model (the next
+  // job's first estimate for JobOptions::preview_budget; reset when a shape model is installed).
+  struct PreviewCost {
+    int resolution = 0;
+    double ms = 0.0;
+  } preview_cost_;  // guarded by mutex_
 
   // Last: the lanes' workers start once everything above exists, and are joined first.
   std::unique_ptr<LaneWorker> texture_lane_;

@@ -410,6 +410,7 @@ Expected<mesh::Mesh> ShapePipeline::extract_mesh(const MeshOptions& options, Tra
   mesh::ExtractionOptions ex;
   ex.resolution_base = k;
   ex.coarse_base = std::min(options.coarse_base, k);
+  ex.near_surface_logit = options.near_surface_logit;
   mesh::OccupancyFn occupancy = [&](const float* points, int64_t n, float* logits) -> Status {
     if (is_cancelled(cancel)) return cancelled("cancelled during surface extraction");
     return decoder_->query(points, n, logits);
