@@ -139,13 +139,15 @@ Status run_bench_generate(const GenerateBenchOptions& o) {
   // one job, alternated so that both see the same machine.
   std::string variations_table;
   if (o.variations > 1) {
-    char line[512];
+    char line[768];
     std::snprintf(line, sizeof(line),
                   "\nVariations: each prompt sampled (temperature 1, top-p 0.9), one job of 1 "
                   "candidate and one of %d candidates decoded together (seeds 1..%d), alternated, "
                   "%d of each after a warm-up; medians. Decode = prefill + decode stages (one step "
                   "serves every candidate); mesh = latent decode + extraction + clean-up of all "
-                  "candidates.\n\n"
+                  "candidates, summed over the stages (a candidate's clean-up runs beside the next "
+                  "candidate's extraction, so with several candidates the sum exceeds the time "
+                  "they take).\n\n"
                   "| prompt | 1 candidate | %d candidates | ratio | decode 1 / %d | mesh 1 / %d |\n"
                   "|---|---|---|---|---|---|\n",
                   o.variations, o.variations, o.repeat, o.variations, o.variations, o.variations);

@@ -9,6 +9,7 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <map>
 #include <mutex>
 #include <new>
@@ -731,36 +732,74 @@ void Session::run_shape_job(uint64_t id, const JobOptions& o, std::atomic<bool>&
     prompt_info = std::move(prompt).value();
   }
 
-  for (int cand = 0; cand < variations; ++cand) {
-    Trace mesh_trace;
-    if (cancel.load()) return finish_with(cancelled("cancelled before latent decoding"));
-    std::vector<int32_t>& ids = tokens[static_cast<size_t>(cand)];
-    if (Status st = pipeline.decode_latents(ids, &mesh_trace); !st.ok()) return finish_with(st);
-    emit(id, lane,
-         StageEvent{kStageLatentDecode, trace_total(mesh_trace, shape::kTraceLatentDecode), cand});
-
+  // Final meshes, candidate by candidate. With several, a candidate's clean-up (single-threaded)
+  // runs on a helper thread while the decoder decodes and extracts the next candidate (issue 23:
+  // extraction of finished candidates overlaps the next work where the cores allow); the next
+  // candidate's stage events are held until the previous FinalMesh is out, so the events keep
+  // their documented order.
+  struct Extracted {
+    int candidate = 0;
+    mesh::Mesh mesh;
     mesh::ExtractionStats stats;
-    auto final_mesh = pipeline.extract_mesh(o.mesh, &mesh_trace, &cancel, &stats);
-    if (!final_mesh.ok()) {
-      return finish_with(variations > 1 ? final_mesh.status().with_context(
-                                              "candidate " + std::to_string(cand + 1))
-                                        : final_mesh.status());
+    Status status;   // of the clean-up
+    double cleanup_ms = 0.0;
+  };
+  auto clean = [&o](Extracted e) {
+    Stopwatch watch;
+    e.status = mesh::cleanup(e.mesh, o.mesh.cleanup);
+    e.cleanup_ms = watch.elapsed_ms();
+    return e;
+  };
+  auto with_candidate = [variations](const Status& st, int cand) {
+    return variations > 1 ? st.with_context("candidate " + std::to_string(cand + 1)) : st;
+  };
+  // Emits a cleaned candidate's last stage and its FinalMesh; false (after the job's error event)
+  // when its clean-up failed.
+  auto publish = [&](Extracted e) {
+    if (!e.status.ok()) {
+      finish_with(with_candidate(e.status, e.candidate));
+      return false;
     }
-    emit(id, lane,
-         StageEvent{kStageExtraction, trace_total(mesh_trace, shape::kTraceExtraction), cand});
-    emit(id, lane, StageEvent{kStageCleanup, trace_total(mesh_trace, shape::kTraceCleanup), cand});
-
+    emit(id, lane, StageEvent{kStageCleanup, e.cleanup_ms, e.candidate});
     FinalMeshEvent final_event;
-    final_event.candidate = cand;
-    final_event.seed = base_seed + static_cast<uint64_t>(cand);
-    final_event.mesh = std::make_shared<const mesh::Mesh>(std::move(final_mesh).value());
-    final_event.tokens = std::move(ids);
-    final_event.extraction = stats;
+    final_event.candidate = e.candidate;
+    final_event.seed = base_seed + static_cast<uint64_t>(e.candidate);
+    final_event.mesh = std::make_shared<const mesh::Mesh>(std::move(e.mesh));
+    final_event.tokens = std::move(tokens[static_cast<size_t>(e.candidate)]);
+    final_event.extraction = e.stats;
     final_event.resolution = resolution;
     final_event.prompt_tokens = prompt_info.prompt_tokens;
     final_event.prompt_truncated = prompt_info.truncated;
     final_event.image_only_tokens = prompt_info.image_only_tokens;
     emit(id, lane, std::move(final_event));
+    return true;
+  };
+  std::future<Extracted> cleaning;  // the previous candidate's clean-up (its destructor waits)
+  for (int cand = 0; cand < variations; ++cand) {
+    Trace mesh_trace;
+    if (cancel.load()) return finish_with(cancelled("cancelled before latent decoding"));
+    const std::vector<int32_t>& ids = tokens[static_cast<size_t>(cand)];
+    if (Status st = pipeline.decode_latents(ids, &mesh_trace); !st.ok()) return finish_with(st);
+    const StageEvent latent{kStageLatentDecode,
+                            trace_total(mesh_trace, shape::kTraceLatentDecode), cand};
+    const bool hold = cleaning.valid();  // the previous candidate's FinalMesh is not out yet
+    if (!hold) emit(id, lane, latent);
+    Extracted e;
+    e.candidate = cand;
+    auto surface = pipeline.extract_surface(o.mesh, &mesh_trace, &cancel, &e.stats);
+    if (!surface.ok()) return finish_with(with_candidate(surface.status(), cand));
+    e.mesh = std::move(surface).value();
+    if (hold) {
+      if (!publish(cleaning.get())) return;
+      emit(id, lane, latent);
+    }
+    emit(id, lane,
+         StageEvent{kStageExtraction, trace_total(mesh_trace, shape::kTraceExtraction), cand});
+    if (cand + 1 < variations) {
+      cleaning = std::async(std::launch::async, clean, std::move(e));
+    } else if (!publish(clean(std::move(e)))) {
+      return;
+    }
   }
   emit(id, lane, DoneEvent{total.elapsed_ms()});
 }

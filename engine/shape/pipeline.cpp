@@ -399,6 +399,17 @@ Status ShapePipeline::decode_latents(const std::vector<int32_t>& ids, Trace* tra
 Expected<mesh::Mesh> ShapePipeline::extract_mesh(const MeshOptions& options, Trace* trace,
                                                  const std::atomic<bool>* cancel,
                                                  mesh::ExtractionStats* stats) {
+  TESSERA_ASSIGN_OR_RETURN(mesh::Mesh result, extract_surface(options, trace, cancel, stats));
+  {
+    ScopedTimer timer(trace, kTraceCleanup);
+    TESSERA_RETURN_IF_ERROR(mesh::cleanup(result, options.cleanup));
+  }
+  return result;
+}
+
+Expected<mesh::Mesh> ShapePipeline::extract_surface(const MeshOptions& options, Trace* trace,
+                                                    const std::atomic<bool>* cancel,
+                                                    mesh::ExtractionStats* stats) {
   if (!latents_ready_)
     return invalid_argument("extract_mesh: no latents (call decode_latents first)");
   const int resolution = resolve_resolution(options.resolution);
@@ -439,12 +450,7 @@ Expected<mesh::Mesh> ShapePipeline::extract_mesh(const MeshOptions& options, Tra
     }
     return st;
   }
-  mesh::Mesh result = std::move(extracted).value();
-  {
-    ScopedTimer timer(trace, kTraceCleanup);
-    TESSERA_RETURN_IF_ERROR(mesh::cleanup(result, options.cleanup));
-  }
-  return result;
+  return std::move(extracted).value();
 }
 
 Expected<mesh::Mesh> ShapePipeline::tokens_to_mesh(const std::vector<int32_t>& ids,

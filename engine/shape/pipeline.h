@@ -190,6 +190,12 @@ class ShapePipeline {
   Expected<mesh::Mesh> extract_mesh(const MeshOptions& options, Trace* trace = nullptr,
                                     const std::atomic<bool>* cancel = nullptr,
                                     mesh::ExtractionStats* stats = nullptr);
+  // extract_mesh without the clean-up (options.cleanup unused): the caller runs
+  // mesh::cleanup(mesh, options.cleanup) itself, e.g. on another thread while the decoder extracts
+  // the next shape (the clean-up does not touch the pipeline).
+  Expected<mesh::Mesh> extract_surface(const MeshOptions& options, Trace* trace = nullptr,
+                                       const std::atomic<bool>* cancel = nullptr,
+                                       mesh::ExtractionStats* stats = nullptr);
   // decode_latents + extract_mesh.
   Expected<mesh::Mesh> tokens_to_mesh(const std::vector<int32_t>& ids, const MeshOptions& options,
                                       Trace* trace = nullptr,
