@@ -625,8 +625,7 @@ Expected<ObjectEstimate> estimate_object(const ShapeModelResult& gpt, bool quick
   // The query count and polygonization of a smooth closed surface at 2^8 + 1.
   mesh::ExtractionOptions eo;
   eo.resolution_base = 8;
-  eo.coarse_base = shape::MeshOptions{}.coarse_base;  // the pipeline's search
-  eo.near_surface_logit = shape::MeshOptions{}.near_surface_logit;
+  eo.coarse_base = shape::kDefaultCoarseBase;  // the pipeline's search for a model without a card
   mesh::ExtractionStats stats;
   const mesh::OccupancyFn sphere = [](const float* p, int64_t n, float* out) {
     for (int64_t i = 0; i < n; ++i) {

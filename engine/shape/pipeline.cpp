@@ -23,6 +23,8 @@ bool is_cancelled(const std::atomic<bool>* cancel) {
 struct ModelCard {
   std::optional<int32_t> fill_token_id;
   std::optional<int> default_resolution;
+  std::optional<int> coarse_base;             // from defaults.coarse_resolution (2^k + 1)
+  std::optional<float> near_surface_logit;    // defaults.near_surface_logit
   std::vector<std::string> example_prompts;
 };
 
@@ -90,6 +92,24 @@ Expected<ModelCard> read_model_card(const std::string& dir, int64_t codebook_siz
                             " is not 2^k + 1 with k in [1, 10]");
       }
       out.default_resolution = static_cast<int>(r);
+    }
+    const auto coarse = defaults->find("coarse_resolution");
+    if (coarse != defaults->end() && !coarse->is_null()) {
+      const int64_t r = coarse->is_number_integer() ? coarse->get<int64_t>() : -1;
+      const auto k = r >= 0 && r <= 1025 ? resolution_base(static_cast<int>(r))
+                                         : Expected<int>(invalid_argument(""));
+      if (!k.ok()) {
+        return corrupt_data(path + ": defaults.coarse_resolution is not 2^k + 1 with k in "
+                                   "[1, 10]");
+      }
+      out.coarse_base = *k;
+    }
+    const auto near = defaults->find("near_surface_logit");
+    if (near != defaults->end() && !near->is_null()) {
+      if (!near->is_number() || !(near->get<double>() >= 0.0) || near->get<double>() > 100.0) {
+        return corrupt_data(path + ": defaults.near_surface_logit is not a number in [0, 100]");
+      }
+      out.near_surface_logit = near->get<float>();
     }
   }
   if (const auto ex = card.find("example_prompts"); ex != card.end() && !ex->is_null()) {
@@ -230,6 +250,8 @@ Expected<std::unique_ptr<ShapePipeline>> ShapePipeline::load_on(
   p->learned_fill_ = card.fill_token_id.has_value();
   p->fill_token_id_ = card.fill_token_id.value_or(0);
   p->default_resolution_ = card.default_resolution.value_or(kReferenceResolution);
+  p->default_coarse_base_ = card.coarse_base.value_or(kDefaultCoarseBase);
+  p->default_near_surface_logit_ = card.near_surface_logit.value_or(0.0f);
   p->example_prompts_ = card.example_prompts;
 
   p->clip_ids_.resize(static_cast<size_t>(gc.text_len));
@@ -414,14 +436,16 @@ Expected<mesh::Mesh> ShapePipeline::extract_surface(const MeshOptions& options, 
     return invalid_argument("extract_mesh: no latents (call decode_latents first)");
   const int resolution = resolve_resolution(options.resolution);
   TESSERA_ASSIGN_OR_RETURN(const int k, resolution_base(resolution));
-  if (options.coarse_base < 1) {
+  if (options.coarse_base < 0) {
     return invalid_argument("extract_mesh: coarse_base " + std::to_string(options.coarse_base) +
-                            " must be >= 1");
+                            " must be >= 1 (0: the model's)");
   }
   mesh::ExtractionOptions ex;
   ex.resolution_base = k;
-  ex.coarse_base = std::min(options.coarse_base, k);
-  ex.near_surface_logit = options.near_surface_logit;
+  ex.coarse_base =
+      std::min(options.coarse_base > 0 ? options.coarse_base : default_coarse_base_, k);
+  ex.near_surface_logit = options.near_surface_logit >= 0.0f ? options.near_surface_logit
+                                                             : default_near_surface_logit_;
   mesh::OccupancyFn occupancy = [&](const float* points, int64_t n, float* logits) -> Status {
     if (is_cancelled(cancel)) return cancelled("cancelled during surface extraction");
     return decoder_->query(points, n, logits);

@@ -114,20 +114,25 @@ struct MeshOptions {
   // defaults.resolution, else kReferenceResolution).
   int resolution = 0;
   // First lattice of the coarse-to-fine search: 2^coarse_base + 1 points per axis (clamped to
-  // the resolution), and coarse cells whose corners all agree but come within near_surface_logit
-  // of the surface level (logit units) are refined too (mesh::ExtractionOptions). Chosen on
-  // tessera-tiny's 91 first prompts (tools/train/first_prompts.tsv, greedy), triangles compared
-  // with the dense lattice: 17^3 + 1.0 gave every mesh's triangle count at 65 and 33, with 22.8k
-  // queries per shape at 65 (33^3 and no margin, the former default: 47.9k; same meshes) and 8.1k
-  // at 33 (35.9k); 17^3 without the margin lost part of 2 shapes (a cylinder's and an arch's thin
-  // walls), 9^3 lost parts of 5.
-  int coarse_base = 4;
-  float near_surface_logit = 1.0f;
+  // the resolution; 0: the model's, model.json defaults.coarse_resolution, else
+  // kDefaultCoarseBase), and coarse cells whose corners all agree but come within
+  // near_surface_logit of the surface level (logit units) are refined too (negative: the model's,
+  // defaults.near_surface_logit, else 0; mesh::ExtractionOptions). The margin is in the model's
+  // logit units, so it belongs to the model card: tessera-tiny's (17, 1.0) were chosen on its 91
+  // first prompts (tools/train/first_prompts.tsv, greedy) against the dense lattice: every mesh
+  // kept its triangle count at 65 and 33, with 22.8k queries per shape at 65 (33^3 and no margin:
+  // 47.9k) and 8.1k at 33 (35.9k); 17^3 without the margin lost thin walls on 2 shapes, 9^3 on 5.
+  // On a field of steep logits (bench shape's analytic sphere, 10 logits per unit) the same
+  // margin multiplies the queries at 257 by ~6: a model without a card keeps (33, none).
+  int coarse_base = 0;
+  float near_surface_logit = -1.0f;
   mesh::CleanupOptions cleanup;
 };
 
 // The Cube 3D reference's extraction resolution (2^8 + 1), the default for models without a card.
 inline constexpr int kReferenceResolution = 257;
+// The coarse-to-fine search's first lattice for models without a card: 2^5 + 1.
+inline constexpr int kDefaultCoarseBase = 5;
 
 // Shape token ids a decoder with `num_codes` codes and `num_latents` positions accepts: 1..num_latents
 // ids, each in [0, num_codes); kInvalidArgument naming the first bad position otherwise.
@@ -255,6 +260,8 @@ class ShapePipeline {
   int32_t fill_token_id_ = 0;
   bool learned_fill_ = false;
   int default_resolution_ = kReferenceResolution;
+  int default_coarse_base_ = kDefaultCoarseBase;
+  float default_near_surface_logit_ = 0.0f;
   std::vector<std::string> example_prompts_;
   // Scratch: padded ids / length for CLIP [77] / [1], filled ids and latents [num_latents(,
   // width)].

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/assets.h"
 #include "engine/core/safetensors.h"
 #include "tests/support/fixture_model_dir.h"
 
@@ -246,6 +247,63 @@ TEST(PipelineLoadTest, DefaultResolutionComesFromModelJson) {
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.status().message().find("defaults.resolution"), std::string::npos)
         << r.status().message();
+  }
+}
+
+// The coarse-to-fine search's first lattice and near-surface margin come from the card too
+// (defaults.coarse_resolution, defaults.near_surface_logit); MeshOptions overrides them; bad values
+// are errors naming the field.
+TEST(PipelineLoadTest, ExtractionSearchComesFromModelJson) {
+  auto queries = [](ShapePipeline& p, const MeshOptions& o) -> int64_t {
+    mesh::ExtractionStats stats;
+    auto m = p.extract_mesh(o, nullptr, nullptr, &stats);
+    return m.ok() || m.status().code() == ErrorCode::kNotFound ? stats.queries : -1;
+  };
+  FixtureModelDir plain("pipeline-coarse-none");
+  auto p = ShapePipeline::load(plain.path());
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  ASSERT_TRUE((*p)->decode_latents({1, 2, 3}).ok());
+  MeshOptions o;
+  o.resolution = 33;
+  // No card: the 33^3 lattice first, i.e. every point at resolution 33.
+  EXPECT_EQ(queries(**p, o), 33 * 33 * 33);
+
+  // tessera-tiny's card: (17, 1.0), on a shape with a surface.
+  auto tiny = ShapePipeline::load(default_shape_model_dir());
+  ASSERT_TRUE(tiny.ok()) << tiny.status().to_string();
+  ShapePipeline& t = **tiny;
+  auto prompt = t.encode_prompt("a torus");
+  ASSERT_TRUE(prompt.ok());
+  auto ids = t.generate(*prompt, GenerationOptions());
+  ASSERT_TRUE(ids.ok()) << ids.status().to_string();
+  ASSERT_TRUE(t.decode_latents(*ids).ok());
+  MeshOptions card_values = o;
+  card_values.coarse_base = 4;
+  card_values.near_surface_logit = 1.0f;
+  const int64_t from_card = queries(t, o);
+  EXPECT_EQ(from_card, queries(t, card_values));
+  EXPECT_GT(from_card, 17 * 17 * 17);
+  MeshOptions forced = o;
+  forced.coarse_base = 5;  // the caller's choice wins over the card's
+  forced.near_surface_logit = 0.0f;
+  EXPECT_EQ(queries(t, forced), 33 * 33 * 33);
+  EXPECT_LT(from_card, 33 * 33 * 33 / 2);
+  MeshOptions margin = o;
+  margin.near_surface_logit = 1e6f;  // every coarse cell is "near": every point is queried
+  EXPECT_EQ(queries(t, margin), 33 * 33 * 33);
+
+  for (const char* bad :
+       {R"({"defaults": {"coarse_resolution": 10}})", R"({"defaults": {"coarse_resolution": "17"}})",
+        R"({"defaults": {"near_surface_logit": -1}})",
+        R"({"defaults": {"near_surface_logit": "1"}})"}) {
+    FixtureModelDir dir("pipeline-coarse-bad");
+    std::ofstream(dir.path() + "/model.json") << bad;
+    auto r = ShapePipeline::load(dir.path());
+    ASSERT_FALSE(r.ok()) << bad;
+    const std::string field = std::string(bad).find("coarse") != std::string::npos
+                                  ? "defaults.coarse_resolution"
+                                  : "defaults.near_surface_logit";
+    EXPECT_NE(r.status().message().find(field), std::string::npos) << r.status().message();
   }
 }
 
