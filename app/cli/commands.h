@@ -14,5 +14,6 @@ void register_batch(CLI::App& app, int* exit_code);
 void register_decode(CLI::App& app, int* exit_code);
 void register_render(CLI::App& app, int* exit_code);
 void register_image(CLI::App& app, int* exit_code);
+void register_check(CLI::App& app, int* exit_code);
 
 }  // namespace tessera::cli

@@ -14,6 +14,8 @@
 #include "engine/core/mapped_file.h"
 #include "engine/core/png.h"
 #include "engine/mesh/export_fbx.h"
+#include "engine/mesh/stl.h"
+#include "engine/mesh/threemf.h"
 
 namespace tessera::mesh {
 namespace {
@@ -320,7 +322,7 @@ Status write_glb(const Mesh& mesh, const std::string& path, const ExportOptions&
 
 bool is_supported_mesh_extension(const std::string& path) {
   const std::string ext = lower_extension(path);
-  return ext == ".obj" || ext == ".glb" || ext == ".fbx";
+  return ext == ".obj" || ext == ".glb" || ext == ".fbx" || ext == ".stl" || ext == ".3mf";
 }
 
 Status write_mesh(const Mesh& mesh, const std::string& path, const ExportOptions& options) {
@@ -328,6 +330,8 @@ Status write_mesh(const Mesh& mesh, const std::string& path, const ExportOptions
   if (ext == ".obj") return write_obj(mesh, path, options);
   if (ext == ".glb") return write_glb(mesh, path, options);
   if (ext == ".fbx") return write_fbx(mesh, path, options);  // writes the texture PNG itself
+  if (ext == ".stl") return write_stl(mesh, path, options);  // geometry only (no uvs, texture)
+  if (ext == ".3mf") return write_3mf(mesh, path, options);  // geometry only
   return invalid_argument(path + ": unknown mesh format '" + ext + "' (use " +
                           kSupportedMeshExtensions + ")");
 }

@@ -1,4 +1,5 @@
-// Mesh exporters: Wavefront OBJ (+ MTL), binary glTF 2.0 (GLB) and binary FBX 7.4 (export_fbx.h).
+// Mesh exporters: Wavefront OBJ (+ MTL), binary glTF 2.0 (GLB), binary FBX 7.4 (export_fbx.h),
+// binary STL (stl.h) and 3MF (threemf.h, through lib3mf).
 //
 // All of them validate the mesh first (mesh.h invariants; kInvalidArgument), build the file in
 // memory and write it with write_file_atomic, so a failure never leaves a partial file; I/O errors
@@ -80,12 +81,13 @@ Status write_obj(const Mesh& mesh, const std::string& path, const ExportOptions&
 Expected<std::string> to_glb(const Mesh& mesh, const ExportOptions& options = {});
 Status write_glb(const Mesh& mesh, const std::string& path, const ExportOptions& options = {});
 
-// Picks the writer from the extension (.obj, .glb or .fbx, case-insensitive); any other extension
+// Picks the writer from the extension (.obj, .glb, .fbx, .stl (stl.h) or .3mf (threemf.h),
+// case-insensitive; STL and 3MF carry the geometry only); any other extension
 // is kInvalidArgument naming the path and the accepted extensions.
 Status write_mesh(const Mesh& mesh, const std::string& path, const ExportOptions& options = {});
 
 // True when `path` ends in one of the extensions write_mesh accepts (case-insensitive).
 bool is_supported_mesh_extension(const std::string& path);
-inline constexpr const char* kSupportedMeshExtensions = ".obj, .glb or .fbx";
+inline constexpr const char* kSupportedMeshExtensions = ".obj, .glb, .fbx, .stl or .3mf";
 
 }  // namespace tessera::mesh

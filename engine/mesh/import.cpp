@@ -5,6 +5,8 @@
 
 #include "engine/core/mapped_file.h"
 #include "engine/mesh/import_internal.h"
+#include "engine/mesh/stl.h"
+#include "engine/mesh/threemf.h"
 
 namespace tessera::mesh {
 
@@ -13,9 +15,10 @@ Expected<Mesh> import_mesh_file(const std::string& path, std::vector<std::string
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return not_found("'" + path + "' is not a file");
   const std::string ext = import_detail::lower_extension(path);
-  if (ext != ".obj" && ext != ".glb" && ext != ".gltf" && ext != ".fbx") {
+  if (ext != ".obj" && ext != ".glb" && ext != ".gltf" && ext != ".fbx" && ext != ".stl" &&
+      ext != ".3mf") {
     return invalid_argument("'" + path + "' is not a mesh file this viewer reads (extension '" +
-                            ext + "'; open .obj, .glb, .gltf or .fbx)");
+                            ext + "'; open .obj, .glb, .gltf, .fbx, .stl or .3mf)");
   }
   TESSERA_ASSIGN_OR_RETURN(const std::string bytes, read_file(path));
   if (bytes.empty()) return invalid_argument("'" + path + "' is empty, not a mesh");
@@ -27,7 +30,13 @@ Expected<Mesh> import_mesh_file(const std::string& path, std::vector<std::string
   const bool binary = head.find('\0') != std::string_view::npos;
 
   Expected<Mesh> mesh = not_found(path);
-  if (glb_magic) {
+  if (ext == ".stl" && !glb_magic && !fbx_magic) {
+    mesh = parse_stl(bytes, path);
+  } else if (ext == ".3mf" && !glb_magic && !fbx_magic) {
+    auto file = parse_3mf(bytes, path);
+    if (!file.ok()) return file.status();
+    mesh = std::move(file->mesh);
+  } else if (glb_magic) {
     mesh = parse_glb(bytes, path, warnings, directory);
   } else if (fbx_magic) {
     mesh = parse_fbx(bytes, path, warnings, directory);

@@ -86,10 +86,11 @@ namespace tessera::mesh {
 
 // File-dialog filter (Qt syntax) for the formats import_mesh_file() accepts.
 inline constexpr const char* kImportFilter =
-    "Meshes (*.obj *.glb *.gltf *.fbx);;Wavefront OBJ (*.obj);;glTF binary (*.glb);;glTF (*.gltf);;"
-    "FBX binary (*.fbx)";
+    "Meshes (*.obj *.glb *.gltf *.fbx *.stl *.3mf);;Wavefront OBJ (*.obj);;glTF binary (*.glb);;"
+    "glTF (*.gltf);;FBX binary (*.fbx);;STL (*.stl);;3MF (*.3mf)";
 
-// Reads `path` by extension (.obj, .glb, .gltf, .fbx; case-insensitive), checked against the first
+// Reads `path` by extension (.obj, .glb, .gltf, .fbx; .stl through stl.h, .3mf through threemf.h
+// (its unit is not applied); case-insensitive), checked against the first
 // bytes: a file whose magic says it is another of these formats (a GLB named .gltf, a binary FBX
 // named .glb) is read as what it is. Sidecar files (MTL, textures, .bin buffers) are looked up in
 // the file's directory. Errors and warnings as above; `warnings` is appended to and nullable. The

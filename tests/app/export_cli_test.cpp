@@ -113,7 +113,7 @@ TEST_F(ExportCliTest, BadExportOptionsFailBeforeGenerating) {
   r = run_tessera(generate_args(path("a.fbx")) + " --up-axis x");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("--up-axis"), std::string::npos) << r.err;
-  r = run_tessera(generate_args(path("a.stl")));
+  r = run_tessera(generate_args(path("a.ply")));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find(".fbx"), std::string::npos) << r.err;
   r = run_tessera(generate_args(path("a.fbx")) + " --max-faces -3");

@@ -219,9 +219,9 @@ TEST_F(GenerateCliTest, MissingModelDirectoriesAreNamed) {
 }
 
 TEST_F(GenerateCliTest, BadOutputPathsFailClearly) {
-  auto r = run_tessera(generate_args(path("out.stl")));
+  auto r = run_tessera(generate_args(path("out.ply")));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("unknown extension '.stl'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("unknown extension '.ply'"), std::string::npos) << r.err;
   r = run_tessera(generate_args(path("no-such-dir/out.obj")));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;

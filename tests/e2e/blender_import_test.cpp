@@ -1,7 +1,7 @@
-// Real-consumer check of the exporters: Blender 3.4 imports an FBX (Y-up, and Z-up at scale 2) and
-// an OBJ of a marching-cubes ellipsoid (a few thousand triangles) in one headless run, and reports
+// Real-consumer check of the exporters: Blender 3.4 imports an FBX (Y-up, and Z-up at scale 2), an
+// OBJ and a binary STL (Z-up) of a marching-cubes ellipsoid (a few thousand triangles) in one headless run, and reports
 // the object count, vertex and face counts, material slots and world-space bounds it ended up
-// with. Skips when `blender` is not on PATH. One Blender start (~5-10 s) serves all three files.
+// with. Skips when `blender` is not on PATH. One Blender start (~5-10 s) serves all four files.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -35,6 +35,8 @@ for path in sys.argv[sys.argv.index("--") + 1:]:
         bpy.data.objects.remove(o)
     if path.lower().endswith(".fbx"):
         bpy.ops.import_scene.fbx(filepath=path)
+    elif path.lower().endswith(".stl"):
+        bpy.ops.import_mesh.stl(filepath=path)
     else:
         bpy.ops.wm.obj_import(filepath=path)
     bpy.context.view_layer.update()
@@ -87,17 +89,23 @@ TEST(BlenderImport, FbxAndObjImportWithTheRightCountsAndOrientation) {
   const std::string fbx_y = (dir / "ellipsoid_y.fbx").string();
   const std::string fbx_z = (dir / "ellipsoid_z2.fbx").string();
   const std::string obj = (dir / "ellipsoid.obj").string();
+  const std::string stl = (dir / "ellipsoid_z.stl").string();
   ASSERT_TRUE(write_mesh(mesh, fbx_y).ok());
   ExportOptions z_up;
   z_up.up_axis = UpAxis::kZ;
   z_up.scale = 2.0f;
   ASSERT_TRUE(write_mesh(mesh, fbx_z, z_up).ok());
   ASSERT_TRUE(write_mesh(mesh, obj).ok());
+  // STL has no axis convention of its own: Blender (and slicers) take it as Z-up.
+  ExportOptions stl_z;
+  stl_z.up_axis = UpAxis::kZ;
+  ASSERT_TRUE(write_mesh(mesh, stl, stl_z).ok());
 
   const std::string log = (dir / "blender.log").string();
   const std::string command = "timeout 120 blender -b --factory-startup --python-expr " +
                               shell_quote(kBlenderScript) + " -- " + shell_quote(fbx_y) + " " +
-                              shell_quote(fbx_z) + " " + shell_quote(obj) + " >" +
+                              shell_quote(fbx_z) + " " + shell_quote(obj) + " " +
+                              shell_quote(stl) + " >" +
                               shell_quote(log) + " 2>&1";
   const int rc = std::system(command.c_str());
   auto output = read_file(log);
@@ -117,19 +125,19 @@ TEST(BlenderImport, FbxAndObjImportWithTheRightCountsAndOrientation) {
     ASSERT_FALSE(fields.fail()) << line;
     results[path] = r;
   }
-  ASSERT_EQ(results.size(), 3u) << *output;
+  ASSERT_EQ(results.size(), 4u) << *output;
 
   // The mesh is Y-up: in Blender's Z-up world, model (x, y, z) should land on (x, -z, y), i.e.
   // standing upright (the tall model Y on Blender Z), at the chosen scale.
   const Bounds b = compute_bounds(mesh);
-  auto expect_upright = [&](const std::string& path, double scale) {
+  auto expect_upright = [&](const std::string& path, double scale, int materials = 1) {
     SCOPED_TRACE(path);
     ASSERT_EQ(results.count(path), 1u);
     const Imported& r = results[path];
     EXPECT_EQ(r.objects, 1);
     EXPECT_EQ(r.vertices, mesh.vertex_count());
     EXPECT_EQ(r.faces, mesh.triangle_count());
-    EXPECT_EQ(r.materials, 1);
+    EXPECT_EQ(r.materials, materials);
     const std::array<double, 3> lo = {b.min[0] * scale, -b.max[2] * scale, b.min[1] * scale};
     const std::array<double, 3> hi = {b.max[0] * scale, -b.min[2] * scale, b.max[1] * scale};
     for (int d = 0; d < 3; ++d) {
@@ -140,6 +148,7 @@ TEST(BlenderImport, FbxAndObjImportWithTheRightCountsAndOrientation) {
   expect_upright(fbx_y, 1.0);
   expect_upright(fbx_z, 2.0);
   expect_upright(obj, 1.0);
+  expect_upright(stl, 1.0, 0);  // Blender welds the STL's corners back into the same vertices
   fs::remove_all(dir);
 }
 

@@ -55,7 +55,8 @@ std::optional<ExportChoice> ask_export_options(QWidget* parent) {
   QObject::connect(browse, &QPushButton::clicked, &dialog, [&] {
     const QString chosen = QFileDialog::getSaveFileName(
         &dialog, QObject::tr("Export mesh"), path->text(),
-        QObject::tr("Wavefront OBJ (*.obj);;glTF binary (*.glb);;FBX binary (*.fbx)"));
+        QObject::tr("Wavefront OBJ (*.obj);;glTF binary (*.glb);;FBX binary (*.fbx);;"
+                    "STL for printing (*.stl);;3MF for printing (*.3mf)"));
     if (!chosen.isEmpty()) path->setText(chosen);
   });
   if (dialog.exec() != QDialog::Accepted) return std::nullopt;

@@ -603,13 +603,13 @@ TEST_F(FbxExportTest, ExtensionPicksTheFormat) {
   ASSERT_TRUE(bytes.ok());
   EXPECT_EQ(bytes->compare(0, 18, "Kaydara FBX Binary"), 0);
   EXPECT_TRUE(is_supported_mesh_extension("a.Glb"));
-  EXPECT_FALSE(is_supported_mesh_extension("a.stl"));
+  EXPECT_FALSE(is_supported_mesh_extension("a.ply"));
   EXPECT_FALSE(is_supported_mesh_extension("fbx"));
-  const std::string bad = (dir_ / "mesh.stl").string();
+  const std::string bad = (dir_ / "mesh.ply").string();
   Status st = write_mesh(*mesh_, bad);
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(st.message().find(bad), std::string::npos) << st.message();
-  EXPECT_NE(st.message().find(".obj, .glb or .fbx"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find(".obj, .glb, .fbx, .stl or .3mf"), std::string::npos) << st.message();
   EXPECT_FALSE(std::filesystem::exists(bad));
 }
 

@@ -454,7 +454,7 @@ TEST_F(ExportTest, ErrorsNameThePath) {
   Status st = write_obj(mesh_, path);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("missing_dir"), std::string::npos) << st.message();
-  EXPECT_FALSE(write_mesh(mesh_, (dir_ / "t.stl").string()).ok());
+  EXPECT_FALSE(write_mesh(mesh_, (dir_ / "t.ply").string()).ok());
   Mesh bad = mesh_;
   bad.triangles[0] = 1u << 30;
   EXPECT_FALSE(write_glb(bad, (dir_ / "b.glb").string()).ok());

@@ -480,8 +480,8 @@ TEST(Studio, ImportAndExport) {
   Status st = window->export_mesh("/nonexistent-dir/mesh.obj", {});
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("/nonexistent-dir"), std::string::npos) << st.message();
-  EXPECT_FALSE(window->export_mesh(out.filePath("mesh.stl"), {}).ok());
-  EXPECT_FALSE(QFileInfo::exists(out.filePath("mesh.stl")));
+  EXPECT_FALSE(window->export_mesh(out.filePath("mesh.ply"), {}).ok());
+  EXPECT_FALSE(QFileInfo::exists(out.filePath("mesh.ply")));
   for (const char* name : {"mesh.obj", "mesh.glb", "mesh.fbx"}) {
     mesh::ExportOptions options;
     options.up_axis = mesh::UpAxis::kZ;
