@@ -21,13 +21,16 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "app/cli/commands.h"
 #include "app/cli/shape_cli.h"
+#include "engine/core/sha256.h"
 #include "engine/mesh/export.h"
+#include "engine/mesh/metadata.h"
 #include "engine/runtime/session.h"
 
 namespace tessera::cli {
@@ -58,6 +61,9 @@ struct GenerateCliOptions {
   int64_t tokens = 0;
   DeviceCli device;
   MeshExportCli exporting;
+  std::string from;           // --from FILE: the settings of a mesh Tessera wrote
+  bool prompt_given = false;
+  bool no_metadata = false;   // --no-metadata: write no settings into the files
 };
 
 // Redraws "[#####.....] 512/1024 tokens  190.3 tokens/s" in place on a terminal (at most ~10 times
@@ -116,11 +122,131 @@ std::string numbered_path(const std::string& path, int i, int count) {
   return (p.parent_path() / name).string();
 }
 
+// --from FILE: the settings a Tessera mesh carries (engine/mesh/metadata.h), applied to `o` (the
+// prompt, sampling, guidance, box, resolution, token count and export settings; one variation).
+// Errors name the file and the field.
+Status apply_metadata(const nlohmann::json& m, const std::string& file, GenerateCliOptions* o) {
+  auto bad = [&](const std::string& field, const std::string& what) {
+    return invalid_argument("--from " + file + ": metadata field '" + field + "' " + what);
+  };
+  auto number = [&](const nlohmann::json& j, const std::string& field, double* out) -> Status {
+    if (!j.is_number()) return bad(field, "is not a number");
+    *out = j.get<double>();
+    return Status();
+  };
+  auto count = [&](const nlohmann::json& j, const std::string& field, int64_t* out) -> Status {
+    if (!j.is_number_integer() || j.get<int64_t>() < 0) return bad(field, "is not a count");
+    *out = j.get<int64_t>();
+    return Status();
+  };
+  if (!m.contains("prompt") || !m["prompt"].is_string()) {
+    return bad("prompt", "is missing or not text");
+  }
+  o->prompt = m["prompt"].get<std::string>();
+  double x = 0;
+  if (const auto s = m.find("sampling"); s != m.end()) {
+    if (!s->is_object()) return bad("sampling", "is not an object");
+    if (const auto v = s->find("sample"); v != s->end()) {
+      if (!v->is_boolean()) return bad("sampling.sample", "is not true or false");
+      o->sample = v->get<bool>();
+    }
+    if (const auto v = s->find("seed"); v != s->end()) {
+      if (!v->is_number_unsigned()) return bad("sampling.seed", "is not a non-negative integer");
+      o->seed = v->get<uint64_t>();
+      o->seed_given = true;
+    }
+    if (const auto v = s->find("temperature"); v != s->end()) {
+      TESSERA_RETURN_IF_ERROR(number(*v, "sampling.temperature", &x));
+      o->temperature = static_cast<float>(x);
+    }
+    if (const auto v = s->find("top_k"); v != s->end()) {
+      TESSERA_RETURN_IF_ERROR(count(*v, "sampling.top_k", &o->top_k));
+    }
+    if (const auto v = s->find("top_p"); v != s->end()) {
+      TESSERA_RETURN_IF_ERROR(number(*v, "sampling.top_p", &x));
+      o->top_p = static_cast<float>(x);
+    }
+  }
+  if (const auto v = m.find("guidance"); v != m.end()) {
+    TESSERA_RETURN_IF_ERROR(number(*v, "guidance", &x));
+    o->guidance = static_cast<float>(x);
+  }
+  if (const auto v = m.find("bbox"); v != m.end() && !v->is_null()) {
+    if (!v->is_array() || v->size() != 3) return bad("bbox", "is not 3 numbers");
+    o->bbox.clear();
+    for (const auto& e : *v) {
+      TESSERA_RETURN_IF_ERROR(number(e, "bbox", &x));
+      o->bbox.push_back(static_cast<float>(x));
+    }
+  }
+  if (const auto v = m.find("resolution"); v != m.end()) {
+    int64_t r = 0;
+    TESSERA_RETURN_IF_ERROR(count(*v, "resolution", &r));
+    if (r > 1025) return bad("resolution", "is out of range");
+    o->resolution = static_cast<int>(r);
+  }
+  if (const auto v = m.find("tokens"); v != m.end()) {
+    TESSERA_RETURN_IF_ERROR(count(*v, "tokens", &o->tokens));
+  }
+  if (const auto e = m.find("export"); e != m.end()) {
+    if (!e->is_object()) return bad("export", "is not an object");
+    if (const auto v = e->find("up_axis"); v != e->end()) {
+      if (!v->is_string() || (*v != "y" && *v != "z")) {
+        return bad("export.up_axis", "is not \"y\" or \"z\"");
+      }
+      o->exporting.up_axis = v->get<std::string>();
+    }
+    if (const auto v = e->find("scale"); v != e->end()) {
+      TESSERA_RETURN_IF_ERROR(number(*v, "export.scale", &x));
+      o->exporting.scale = static_cast<float>(x);
+    }
+    if (const auto v = e->find("max_faces"); v != e->end()) {
+      TESSERA_RETURN_IF_ERROR(count(*v, "export.max_faces", &o->exporting.max_faces));
+    }
+  }
+  o->variations = 1;
+  return Status();
+}
+
+// The settings a written mesh carries (read back by --from): everything that decides its shape.
+nlohmann::json settings_json(const GenerateCliOptions& o, uint64_t seed, int resolution,
+                             const std::string& model_name, const std::string& gpt_sha256) {
+  nlohmann::json j;
+  j["tessera"] = TESSERA_VERSION;
+  j["prompt"] = o.prompt;
+  j["sampling"] = {{"sample", o.sample}};
+  if (o.sample) {
+    j["sampling"]["seed"] = seed;
+    j["sampling"]["temperature"] = o.temperature;
+    j["sampling"]["top_k"] = o.top_k;
+    j["sampling"]["top_p"] = o.top_p;
+  }
+  j["guidance"] = o.guidance;
+  j["bbox"] = o.bbox.empty() ? nlohmann::json() : nlohmann::json(o.bbox);
+  j["resolution"] = resolution;
+  j["tokens"] = o.tokens;
+  j["model"] = {{"name", model_name}, {"gpt_sha256", gpt_sha256}};
+  const bool z = o.exporting.up_axis == "z" || o.exporting.up_axis == "Z";
+  j["export"] = {{"up_axis", z ? "z" : "y"},
+                 {"scale", o.exporting.scale},
+                 {"max_faces", o.exporting.max_faces}};
+  return j;
+}
+
 int run_generate(GenerateCliOptions o) {
   auto fail = [](const std::string& message) {
     std::fprintf(stderr, "tessera generate: %s\n", message.c_str());
     return 1;
   };
+  std::optional<nlohmann::json> from;
+  if (!o.from.empty()) {
+    auto m = mesh::read_metadata(o.from);
+    if (!m.ok()) return fail("--from: " + m.status().message());
+    if (Status st = apply_metadata(*m, o.from, &o); !st.ok()) return fail(st.message());
+    from = std::move(*m);
+  } else if (!o.prompt_given) {
+    return fail("give --prompt TEXT (or --from FILE to make a Tessera mesh again)");
+  }
   // Everything that can be checked before loading and generating.
   if (o.variations < 1 || o.variations > runtime::kMaxVariations) {
     return fail("--variations " + std::to_string(o.variations) + " outside [1, " +
@@ -165,6 +291,30 @@ int run_generate(GenerateCliOptions o) {
     print_device(o.device, model.backend, model.backend_note);
   }
   const double load_ms = load_watch.elapsed_ms();
+  // The model's identity for the files' metadata (and --from's check): its folder name and the
+  // SHA-256 of its shape GPT.
+  std::string model_name, gpt_sha256;
+  if (!o.no_metadata || from) {
+    const runtime::ShapeModelInfo model = *(*session)->shape_model();
+    model_name = std::filesystem::path(model.path).filename().string();
+    auto digest = sha256_file(model.shape_gpt_file);
+    if (digest.ok()) gpt_sha256 = *digest;
+  }
+  if (from) {
+    const nlohmann::json& made_with = (*from)["model"];
+    const bool known = made_with.is_object() && made_with.contains("gpt_sha256") &&
+                       made_with["gpt_sha256"].is_string();
+    if (!known || made_with["gpt_sha256"].get<std::string>() != gpt_sha256) {
+      const std::string theirs = made_with.is_object() && made_with.contains("name")
+                                     ? made_with["name"].dump()
+                                     : "unknown";
+      std::fprintf(stderr,
+                   "tessera generate: warning: %s was made with another model (%s); this one "
+                   "(%s) will make a different shape\n",
+                   o.from.c_str(), theirs.c_str(), model_name.c_str());
+    }
+  }
+
   if (o.tokens > (*session)->num_latents()) {
     return fail("--tokens " + std::to_string(o.tokens) + " exceeds the model's " +
                 std::to_string((*session)->num_latents()) + " tokens per shape");
@@ -225,7 +375,12 @@ int run_generate(GenerateCliOptions o) {
       // Written as each candidate is done: a later candidate's failure keeps the earlier files.
       const std::string path = numbered_path(o.output, f->candidate + 1, o.variations);
       Stopwatch write_watch;
-      if (Status st = write_cli_mesh(*f->mesh, path, *export_options, o.exporting, *texture);
+      mesh::ExportOptions file_options = *export_options;
+      if (!o.no_metadata) {
+        file_options.metadata_json =
+            settings_json(o, f->seed, f->resolution, model_name, gpt_sha256).dump();
+      }
+      if (Status st = write_cli_mesh(*f->mesh, path, file_options, o.exporting, *texture);
           !st.ok())
         return fail(st.message());
       write_ms += write_watch.elapsed_ms();
@@ -313,8 +468,15 @@ int run_generate(GenerateCliOptions o) {
 void register_generate(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<GenerateCliOptions>();
   CLI::App* cmd = app.add_subcommand("generate", "Generate a 3D mesh from a text prompt");
-  cmd->add_option("--prompt,-p", o->prompt, "The text prompt (\"\" is the unconditional shape)")
-      ->required();
+  auto* prompt = cmd->add_option("--prompt,-p", o->prompt,
+                                 "The text prompt (\"\" is the unconditional shape)");
+  cmd->add_option("--from", o->from,
+                  "Make a mesh again from the settings a Tessera .glb/.obj/.3mf carries (prompt, "
+                  "seed, sampling, guidance, resolution, export); same model and device: the same "
+                  "mesh")
+      ->excludes(prompt);
+  cmd->add_flag("--no-metadata", o->no_metadata,
+                "Write no settings (prompt, seed, model...) into the files");
   cmd->add_option("--model,-m", o->model, "Model directory (default: the embedded tessera-tiny)");
   cmd->add_option("--output,-o", o->output, "Mesh to write: .obj (+ .mtl), .glb or .fbx")
       ->required();
@@ -357,7 +519,8 @@ void register_generate(CLI::App& app, int* exit_code) {
   cmd->add_option("--tokens", o->tokens,
                   "Generate only the first N tokens (0: all; the rest is filled)")
       ->check(CLI::NonNegativeNumber);
-  cmd->callback([o, exit_code, seed, temperature, top_k, top_p] {
+  cmd->callback([o, exit_code, seed, temperature, top_k, top_p, prompt] {
+    o->prompt_given = prompt->count() > 0;
     o->sample = seed->count() + temperature->count() + top_k->count() + top_p->count() > 0;
     o->seed_given = seed->count() > 0;
     *exit_code = run_generate(*o);

@@ -14,6 +14,7 @@
 #include "engine/core/mapped_file.h"
 #include "engine/core/png.h"
 #include "engine/mesh/export_fbx.h"
+#include "engine/mesh/metadata.h"
 #include "engine/mesh/stl.h"
 #include "engine/mesh/threemf.h"
 
@@ -119,6 +120,7 @@ std::string to_obj(const Mesh& input, const ExportOptions& options, const std::s
   out += "# Tessera mesh: " + std::to_string(mesh.vertex_count()) + " vertices, " +
          std::to_string(mesh.triangle_count()) + " triangles, up axis " +
          up_axis_name(options.up_axis) + "\n";
+  if (!options.metadata_json.empty()) out += obj_metadata_line(options.metadata_json);
   if (!mtl_file.empty()) out += "mtllib " + mtl_file + "\n";
   char line[128];
   for (int64_t v = 0; v < mesh.vertex_count(); ++v) {
@@ -271,7 +273,7 @@ Expected<std::string> to_glb(const Mesh& input, const ExportOptions& options) {
   json primitive = {{"attributes", attributes}, {"indices", index_accessor}, {"mode", 4}};
   if (textured) primitive["material"] = 0;
   json doc = {
-      {"asset", {{"version", "2.0"}, {"generator", "Tessera"}}},
+      {"asset", glb_asset(options.metadata_json)},
       {"scene", 0},
       {"scenes", {{{"nodes", {0}}}}},
       {"nodes", {{{"mesh", 0}}}},
@@ -331,7 +333,13 @@ Status write_mesh(const Mesh& mesh, const std::string& path, const ExportOptions
   if (ext == ".glb") return write_glb(mesh, path, options);
   if (ext == ".fbx") return write_fbx(mesh, path, options);  // writes the texture PNG itself
   if (ext == ".stl") return write_stl(mesh, path, options);  // geometry only (no uvs, texture)
-  if (ext == ".3mf") return write_3mf(mesh, path, options);  // geometry only
+  if (ext == ".3mf") {  // geometry and the metadata
+    Metadata metadata;
+    if (!options.metadata_json.empty()) {
+      metadata.emplace_back(kThreeMfMetadataName, options.metadata_json);
+    }
+    return write_3mf(mesh, path, options, metadata);
+  }
   return invalid_argument(path + ": unknown mesh format '" + ext + "' (use " +
                           kSupportedMeshExtensions + ")");
 }

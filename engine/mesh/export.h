@@ -32,6 +32,11 @@ enum class UpAxis { kY, kZ };
 struct ExportOptions {
   UpAxis up_axis = UpAxis::kY;  // kY: as the engine produces it; kZ: Blender / 3ds Max style
   float scale = 1.0f;           // file units per model unit; finite and > 0
+  // How the mesh was made (prompt, seed, settings, model...: a JSON object's text, see
+  // metadata.h), carried in the file so that it can be made again: GLB asset.extras, an OBJ
+  // "# tessera {json}" line, 3MF metadata Description. Empty: none (the privacy switch).
+  // FBX and STL do not carry it yet.
+  std::string metadata_json;
 };
 
 // kInvalidArgument for a scale that is not finite and > 0 (a negative scale would mirror the mesh

@@ -445,8 +445,9 @@ namespace {
 //
 // finish() drops what waits and cancels the preview being meshed (its extraction stops at the
 // next batch, and it emits nothing): the final meshes come next and are better than any preview,
-// and no preview may hold them back. It joins before the job meshes its final shapes with the
-// same decoder. The helper only calls `work`, which meshes with the shape decoder (its own
+// and no preview may hold them back. Except with no budget (1) after a successful decode: then
+// every due preview was asked for (the studio's frame recording) and is meshed before the final
+// shapes. It joins before the job meshes its final shapes with the same decoder. The helper only calls `work`, which meshes with the shape decoder (its own
 // buffers; the generator uses the GPT's) and emits the event.
 //
 // An exception thrown by `work` (std::bad_alloc from a backend op) must not end the process on the
@@ -466,7 +467,7 @@ class PreviewMesher {
         estimate_ms_(estimate_ms),
         start_(std::chrono::steady_clock::now()),
         thread_([this] { loop(); }) {}
-  ~PreviewMesher() { finish(); }
+  ~PreviewMesher() { finish(false); }
   PreviewMesher(const PreviewMesher&) = delete;
   PreviewMesher& operator=(const PreviewMesher&) = delete;
 
@@ -477,13 +478,16 @@ class PreviewMesher {
     }
     cv_.notify_one();
   }
-  void finish() {
+  // success: the decode finished; with no budget (1) every due preview is still meshed, as asked
+  // (a frame recording wants each step); otherwise, and on a failure or cancel, nothing more is.
+  void finish(bool success) {
+    const bool drain = success && budget_ >= 1.0;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stop_ = true;
-      pending_.clear();
+      if (!drain) pending_.clear();
     }
-    stop_preview_.store(true);
+    if (!drain) stop_preview_.store(true);
     cv_.notify_one();
     if (thread_.joinable()) thread_.join();
   }
@@ -513,8 +517,8 @@ class PreviewMesher {
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
       cv_.wait(lock, [this] { return stop_ || !pending_.empty(); });
-      if (stop_) return;
-      if (budget_ < 1.0 && std::chrono::steady_clock::now() < fits_at()) {
+      if (pending_.empty()) return;  // stopped, nothing (more) to mesh
+      if (budget_ < 1.0 && !stop_ && std::chrono::steady_clock::now() < fits_at()) {
         cv_.wait_until(lock, fits_at(), [this] { return stop_; });
         continue;  // re-check: stopped, or the pending set changed meanwhile
       }
@@ -717,7 +721,7 @@ void Session::run_shape_job(uint64_t id, const JobOptions& o, std::atomic<bool>&
         pipeline.generate_candidates({&encoded}, specs, o.generation, on_token, &trace, &cancel);
     // Every preview event is out before the decode stage; none is meshed after it.
     if (mesher) {
-      mesher->finish();
+      mesher->finish(generated.ok() && !cancel.load());
       mesher->rethrow_failure();  // a preview's exception is the job's (the lane reports it)
       estimate_ms = mesher->estimate_ms();
     }

@@ -46,8 +46,12 @@ void EngineBridge::load_model(const QString& dir) {
   load_job_ = session_->load_shape_model(std::move(options));
 }
 
-uint64_t EngineBridge::submit(const runtime::JobOptions& job) {
+uint64_t EngineBridge::submit(const runtime::JobOptions& request) {
   if (!has_model_) return 0;
+  runtime::JobOptions job = request;
+  // A frame recording wants every step of the shape forming: the previews' time budget is lifted
+  // while recording (the job takes longer; that is what a recording is for).
+  if (emit_every_partial_) job.preview_budget = 1.0;
   const uint64_t id = session_->submit(job);
   if (busy()) {
     // The previous job is being cancelled by submit(); the UI moves on to the new one now.

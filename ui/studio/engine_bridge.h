@@ -77,7 +77,8 @@ class EngineBridge : public QObject {
   // Off (default): of the partial meshes drained together only the newest is emitted, and none
   // when the final mesh is among them (the viewport needs the latest shape only). On (the studio's
   // frame recording): every partial mesh is emitted, in order, so a recording holds each step of
-  // the shape forming however the drains fall.
+  // the shape forming however the drains fall, and jobs run with no preview budget
+  // (JobOptions::preview_budget 1: every due preview).
   void set_emit_every_partial(bool on) { emit_every_partial_ = on; }
 
  Q_SIGNALS:
