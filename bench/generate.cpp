@@ -56,25 +56,21 @@ Expected<JobResult> run_job(runtime::Session& session, const std::string& prompt
   const auto start = std::chrono::steady_clock::now();
   const uint64_t id = session.submit(std::move(job));
   JobResult result;
-  for (;;) {
-    auto event = session.wait_event(std::chrono::milliseconds(1000));
-    if (!event || event->job != id) continue;
-    if (const auto* s = std::get_if<runtime::StageEvent>(&event->payload)) {
+  const runtime::Event last = session.wait_for(id, [&](const runtime::Event& e) {
+    if (const auto* s = std::get_if<runtime::StageEvent>(&e.payload)) {
       result.stage_ms[s->name] += s->ms;
-    } else if (const auto* f = std::get_if<runtime::FinalMeshEvent>(&event->payload)) {
+    } else if (const auto* f = std::get_if<runtime::FinalMeshEvent>(&e.payload)) {
       result.queries = f->extraction.queries;
       result.triangles = static_cast<int64_t>(f->mesh->triangle_count());
-    } else if (std::holds_alternative<runtime::DoneEvent>(event->payload)) {
-      result.total_ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-              .count();
-      return result;
-    } else if (const auto* e = std::get_if<runtime::ErrorEvent>(&event->payload)) {
-      return e->status;
-    } else if (std::holds_alternative<runtime::CancelledEvent>(event->payload)) {
-      return cancelled("bench generate: the job was cancelled");
     }
+  });
+  if (const auto* e = std::get_if<runtime::ErrorEvent>(&last.payload)) return e->status;
+  if (!std::holds_alternative<runtime::DoneEvent>(last.payload)) {
+    return cancelled("bench generate: the job was cancelled");
   }
+  result.total_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return result;
 }
 
 Status run_bench_generate(const GenerateBenchOptions& o) {

@@ -32,23 +32,21 @@ Expected<PreviewJob> run_preview_job(runtime::Session& session, const std::strin
   const auto start = std::chrono::steady_clock::now();
   const uint64_t id = session.submit(std::move(job));
   PreviewJob result;
-  for (;;) {
-    auto event = session.wait_event(std::chrono::milliseconds(1000));
-    if (!event || event->job != id) continue;
-    if (const auto* p = std::get_if<runtime::PartialMeshEvent>(&event->payload)) {
+  const runtime::Event last = session.wait_for(id, [&](const runtime::Event& e) {
+    if (const auto* p = std::get_if<runtime::PartialMeshEvent>(&e.payload)) {
       ++result.previews;
       result.preview_ms += p->ms;
-    } else if (std::holds_alternative<runtime::DoneEvent>(event->payload)) {
-      result.total_ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-              .count();
-      return result;
-    } else if (const auto* e = std::get_if<runtime::ErrorEvent>(&event->payload)) {
-      return e->status.with_context("bench previews: \"" + prompt + "\"");
-    } else if (std::holds_alternative<runtime::CancelledEvent>(event->payload)) {
-      return cancelled("bench previews: the job was cancelled");
     }
+  });
+  if (const auto* e = std::get_if<runtime::ErrorEvent>(&last.payload)) {
+    return e->status.with_context("bench previews: \"" + prompt + "\"");
   }
+  if (!std::holds_alternative<runtime::DoneEvent>(last.payload)) {
+    return cancelled("bench previews: the job was cancelled");
+  }
+  result.total_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return result;
 }
 
 double median_of(std::vector<double> v) {
