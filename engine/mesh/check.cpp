@@ -4,11 +4,12 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "engine/mesh/cleanup.h"
 
 namespace tessera::mesh {
 namespace {
@@ -20,34 +21,6 @@ Vec cross(const Vec& a, const Vec& b) {
   return {a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]};
 }
 double dot(const Vec& a, const Vec& b) { return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]; }
-
-// Vertex ids after merging exactly coincident positions (-0 == 0).
-std::vector<uint32_t> weld_ids(const Mesh& mesh, int64_t* merged) {
-  struct Key {
-    float x, y, z;
-    bool operator==(const Key& o) const { return x == o.x && y == o.y && z == o.z; }
-  };
-  struct Hash {
-    size_t operator()(const Key& k) const {
-      uint32_t b[3];
-      std::memcpy(&b[0], &k.x, 4);
-      std::memcpy(&b[1], &k.y, 4);
-      std::memcpy(&b[2], &k.z, 4);
-      return (size_t{b[0]} * 73856093u) ^ (size_t{b[1]} * 19349663u) ^ (size_t{b[2]} * 83492791u);
-    }
-  };
-  std::unordered_map<Key, uint32_t, Hash> first;
-  std::vector<uint32_t> id(static_cast<size_t>(mesh.vertex_count()));
-  *merged = 0;
-  for (size_t v = 0; v < id.size(); ++v) {
-    Key k{mesh.positions[3 * v] + 0.0f, mesh.positions[3 * v + 1] + 0.0f,
-          mesh.positions[3 * v + 2] + 0.0f};
-    auto [it, inserted] = first.try_emplace(k, static_cast<uint32_t>(v));
-    if (!inserted) ++*merged;
-    id[v] = it->second;
-  }
-  return id;
-}
 
 // Does segment p-q cross triangle (a, b, c) strictly inside the segment?
 bool segment_hits_triangle(const Vec& p, const Vec& q, const Vec& a, const Vec& b, const Vec& c) {
@@ -74,11 +47,17 @@ MeshReport check_mesh(const Mesh& mesh, const CheckOptions& options) {
   MeshReport r;
   r.vertices = mesh.vertex_count();
   r.triangles = mesh.triangle_count();
-  r.topology = compute_welded_topology(mesh);
+  // What a consumer that welds coincident vertices sees (compute_welded_topology's weld, done
+  // once here: its triangles also tell which pairs share a vertex below).
+  Mesh welded;
+  welded.positions = mesh.positions;
+  welded.triangles = mesh.triangles;
+  r.welded_vertices = weld_vertices(welded, 0.0f);
+  r.topology = compute_topology(welded);
   r.volume = signed_volume(mesh);
   r.area = surface_area(mesh);
   r.bounds = compute_bounds(mesh);
-  const std::vector<uint32_t> id = weld_ids(mesh, &r.welded_vertices);
+  const std::vector<uint32_t>& id = welded.triangles;
   if (r.topology.watertight() && r.triangles > 0) {
     // chi = 2C - 2g over the closed surfaces.
     r.genus = (2 * r.topology.components - r.topology.euler_characteristic) / 2;
@@ -141,7 +120,7 @@ MeshReport check_mesh(const Mesh& mesh, const CheckOptions& options) {
   auto shares_vertex = [&](int64_t s, int64_t t) {
     for (int i = 0; i < 3; ++i) {
       for (int j = 0; j < 3; ++j) {
-        if (id[mesh.triangles[3 * s + i]] == id[mesh.triangles[3 * t + j]]) return true;
+        if (id[3 * s + i] == id[3 * t + j]) return true;
       }
     }
     return false;

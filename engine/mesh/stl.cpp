@@ -4,10 +4,10 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "engine/core/mapped_file.h"
+#include "engine/mesh/cleanup.h"
 
 namespace tessera::mesh {
 namespace {
@@ -27,31 +27,18 @@ float get_f32(const char* p) {
   return v;
 }
 
-// Corners -> indexed mesh: exactly equal positions share a vertex.
-struct Welder {
-  struct Key {
-    uint32_t x, y, z;
-    bool operator==(const Key& o) const { return x == o.x && y == o.y && z == o.z; }
-  };
-  struct KeyHash {
-    size_t operator()(const Key& k) const {
-      return (static_cast<size_t>(k.x) * 73856093u) ^ (static_cast<size_t>(k.y) * 19349663u) ^
-             (static_cast<size_t>(k.z) * 83492791u);
-    }
-  };
+// Corners as read (three vertices per triangle) -> the indexed mesh: corners at exactly the same
+// position become one vertex (cleanup.h weld_vertices with tolerance 0; +0 and -0 agree).
+struct Corners {
   Mesh mesh;
-  std::unordered_map<Key, uint32_t, KeyHash> index;
   uint32_t add(const float p[3]) {
-    Key k{};
-    // -0.0 and 0.0 are the same position.
-    float q[3] = {p[0] == 0.0f ? 0.0f : p[0], p[1] == 0.0f ? 0.0f : p[1],
-                  p[2] == 0.0f ? 0.0f : p[2]};
-    std::memcpy(&k.x, &q[0], 4);
-    std::memcpy(&k.y, &q[1], 4);
-    std::memcpy(&k.z, &q[2], 4);
-    auto [it, inserted] = index.try_emplace(k, static_cast<uint32_t>(mesh.vertex_count()));
-    if (inserted) mesh.positions.insert(mesh.positions.end(), q, q + 3);
-    return it->second;
+    const auto id = static_cast<uint32_t>(mesh.vertex_count());
+    mesh.positions.insert(mesh.positions.end(), p, p + 3);
+    return id;
+  }
+  Mesh welded() {
+    weld_vertices(mesh, 0.0f);
+    return std::move(mesh);
   }
 };
 
@@ -67,8 +54,9 @@ Status check_corner(const float p[3], const std::string& name, const std::string
 Expected<Mesh> parse_binary(std::string_view bytes, const std::string& name) {
   uint32_t count = 0;
   std::memcpy(&count, bytes.data() + kHeaderBytes, 4);
-  Welder w;
+  Corners w;
   w.mesh.triangles.reserve(static_cast<size_t>(count) * 3);
+  w.mesh.positions.reserve(static_cast<size_t>(count) * 9);
   for (uint32_t t = 0; t < count; ++t) {
     const char* rec = bytes.data() + kHeaderBytes + 4 + static_cast<size_t>(t) * kTriangleBytes;
     uint32_t ids[3];
@@ -80,7 +68,7 @@ Expected<Mesh> parse_binary(std::string_view bytes, const std::string& name) {
     }
     w.mesh.triangles.insert(w.mesh.triangles.end(), ids, ids + 3);
   }
-  return std::move(w.mesh);
+  return w.welded();
 }
 
 // Next whitespace-separated word of `text` from `pos` (advancing it, counting newlines in `line`).
@@ -103,7 +91,7 @@ Expected<Mesh> parse_ascii(std::string_view text, const std::string& name) {
   if (next_word(text, pos, line) != "solid") return fail("not an STL file (no \"solid\")");
   // The solid's name: the rest of the first line.
   while (pos < text.size() && text[pos] != '\n') ++pos;
-  Welder w;
+  Corners w;
   for (;;) {
     const std::string_view word = next_word(text, pos, line);
     if (word.empty()) return fail("the file ends before \"endsolid\"");
@@ -135,7 +123,7 @@ Expected<Mesh> parse_ascii(std::string_view text, const std::string& name) {
     if (next_word(text, pos, line) != "endfacet") return fail("expected \"endfacet\"");
     w.mesh.triangles.insert(w.mesh.triangles.end(), ids, ids + 3);
   }
-  return std::move(w.mesh);
+  return w.welded();
 }
 
 }  // namespace
