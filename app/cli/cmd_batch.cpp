@@ -430,8 +430,14 @@ int run_batch(BatchCliOptions o) {
     fs::create_directories(o.out, ec);
     if (ec) return fail("--out '" + o.out + "': cannot create the directory: " + ec.message());
   }
-  auto export_options = to_export_options(o.exporting);
+  auto export_options = to_export_options(o.exporting, "item." + o.format);
   if (!export_options.ok()) return fail(export_options.status().message());
+  if (auto asset = to_asset_options(o.exporting); !asset.ok()) {
+    return fail(asset.status().message());
+  }
+  for (const std::string& w : preset_warnings(o.exporting, "item." + o.format)) {
+    std::fprintf(stderr, "warning: %s\n", w.c_str());
+  }
   auto texture = load_texture_option(o.exporting);
   if (!texture.ok()) return fail(texture.status().message());
   auto items = read_items(o);
@@ -527,22 +533,20 @@ int run_batch(BatchCliOptions o) {
     job.generation.sampler.top_p = item->top_p;
     job.generation.guidance_scale = item->guidance;
     job.mesh.resolution = item->resolution;
-    job.mesh.cleanup.max_triangles = o.exporting.max_faces;
+    job.mesh.cleanup.max_triangles = effective_max_faces(o.exporting);
     for (int c = 0; c < item->variations; ++c) {
       if (done_keys.count({item->index, c}) == 0) remove_partials(o.out, item_file(*item, c, o.format));
     }
     // Floats as the decimal the user wrote (0.9, not 0.8999999761581421).
     auto decimal = [](float v) { return std::stod(std::to_string(v)); };
-    const json settings = {{"sample", item->sample},
+    json settings = {{"sample", item->sample},
                            {"temperature", decimal(item->temperature)},
                            {"top_k", item->top_k},
                            {"top_p", decimal(item->top_p)},
                            {"guidance", decimal(item->guidance)},
                            {"variations", item->variations},
-                           {"format", o.format},
-                           {"up_axis", o.exporting.up_axis},
-                           {"scale", decimal(o.exporting.scale)},
-                           {"max_faces", o.exporting.max_faces}};
+                           {"format", o.format}};
+    settings.update(export_settings_json(o.exporting));  // up_axis, scale, max_faces, preset...
     double decode_ms = 0, text_ms = 0;
     std::map<int, double> mesh_ms;
     std::string error;

@@ -190,18 +190,60 @@ Status apply_metadata(const nlohmann::json& m, const std::string& file, Generate
   }
   if (const auto e = m.find("export"); e != m.end()) {
     if (!e->is_object()) return bad("export", "is not an object");
-    if (const auto v = e->find("up_axis"); v != e->end()) {
-      if (!v->is_string() || (*v != "y" && *v != "z")) {
-        return bad("export.up_axis", "is not \"y\" or \"z\"");
+    auto text = [&](const char* key, const std::string& field, std::string* out) -> Status {
+      if (const auto v = e->find(key); v != e->end()) {
+        if (!v->is_string()) return bad(field, "is not text");
+        *out = v->get<std::string>();
       }
-      o->exporting.up_axis = v->get<std::string>();
+      return Status();
+    };
+    TESSERA_RETURN_IF_ERROR(text("up_axis", "export.up_axis", &o->exporting.up_axis));
+    if (!o->exporting.up_axis.empty() && o->exporting.up_axis != "y" &&
+        o->exporting.up_axis != "z") {
+      return bad("export.up_axis", "is not \"y\" or \"z\"");
+    }
+    TESSERA_RETURN_IF_ERROR(text("preset", "export.preset", &o->exporting.preset));
+    if (!o->exporting.preset.empty() && mesh::find_preset(o->exporting.preset) == nullptr) {
+      return bad("export.preset", "is not a preset (" + mesh::preset_names() + ")");
+    }
+    TESSERA_RETURN_IF_ERROR(text("forward", "export.forward", &o->exporting.forward));
+    if (!o->exporting.forward.empty() && o->exporting.forward != "x" &&
+        o->exporting.forward != "default") {
+      return bad("export.forward", "is not \"x\" or \"default\"");
+    }
+    TESSERA_RETURN_IF_ERROR(text("unit", "export.unit", &o->exporting.unit));
+    if (!o->exporting.unit.empty() && !mesh::parse_unit(o->exporting.unit)) {
+      return bad("export.unit", "is not m, cm, mm or studs");
+    }
+    TESSERA_RETURN_IF_ERROR(text("pivot", "export.pivot", &o->exporting.pivot));
+    if (!mesh::parse_pivot(o->exporting.pivot)) {
+      return bad("export.pivot", "is not origin, base or center");
     }
     if (const auto v = e->find("scale"); v != e->end()) {
       TESSERA_RETURN_IF_ERROR(number(*v, "export.scale", &x));
       o->exporting.scale = static_cast<float>(x);
     }
+    if (const auto v = e->find("size"); v != e->end()) {
+      TESSERA_RETURN_IF_ERROR(number(*v, "export.size", &o->exporting.size));
+      o->exporting.size_given = true;
+    }
+    if (const auto v = e->find("height"); v != e->end()) {
+      TESSERA_RETURN_IF_ERROR(number(*v, "export.height", &o->exporting.height));
+      o->exporting.height_given = true;
+    }
     if (const auto v = e->find("max_faces"); v != e->end()) {
       TESSERA_RETURN_IF_ERROR(count(*v, "export.max_faces", &o->exporting.max_faces));
+    }
+    if (const auto v = e->find("lods"); v != e->end()) {
+      int64_t lods = 0;
+      TESSERA_RETURN_IF_ERROR(count(*v, "export.lods", &lods));
+      if (lods > mesh::kMaxLods) return bad("export.lods", "is out of range");
+      o->exporting.lods = static_cast<int>(lods);
+    }
+    if (const auto v = e->find("closed_asked"); v != e->end()) {
+      if (!v->is_boolean()) return bad("export.closed_asked", "is not true or false");
+      o->exporting.closed = v->get<bool>();
+      o->exporting.open = !v->get<bool>();
     }
   }
   o->variations = 1;
@@ -226,10 +268,7 @@ nlohmann::json settings_json(const GenerateCliOptions& o, uint64_t seed, int res
   j["resolution"] = resolution;
   j["tokens"] = o.tokens;
   j["model"] = {{"name", model_name}, {"gpt_sha256", gpt_sha256}};
-  const bool z = o.exporting.up_axis == "z" || o.exporting.up_axis == "Z";
-  j["export"] = {{"up_axis", z ? "z" : "y"},
-                 {"scale", o.exporting.scale},
-                 {"max_faces", o.exporting.max_faces}};
+  j["export"] = export_settings_json(o.exporting);
   return j;
 }
 
@@ -260,8 +299,14 @@ int run_generate(GenerateCliOptions o) {
     if (Status st = check_mesh_output(numbered_path(o.output, i, o.variations)); !st.ok())
       return fail(st.message());
   }
-  auto export_options = to_export_options(o.exporting);
+  auto export_options = to_export_options(o.exporting, o.output);
   if (!export_options.ok()) return fail(export_options.status().message());
+  if (auto asset = to_asset_options(o.exporting); !asset.ok()) {
+    return fail(asset.status().message());
+  }
+  for (const std::string& w : preset_warnings(o.exporting, o.output)) {
+    std::fprintf(stderr, "warning: %s\n", w.c_str());
+  }
   auto texture = load_texture_option(o.exporting);
   if (!texture.ok()) return fail(texture.status().message());
   if (!o.tokens_out.empty()) {
@@ -333,7 +378,7 @@ int run_generate(GenerateCliOptions o) {
   job.generation.use_graphs = !o.no_graphs;
   job.generation.num_tokens = o.tokens;
   job.mesh.resolution = o.resolution;
-  job.mesh.cleanup.max_triangles = o.exporting.max_faces;  // decimated before normals
+  job.mesh.cleanup.max_triangles = effective_max_faces(o.exporting);  // before normals
   job.preview_every = o.preview_every;
   job.preview_resolution = o.preview_resolution;
   job.preview_budget = o.preview_budget;

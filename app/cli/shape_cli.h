@@ -1,5 +1,7 @@
-// Pieces shared by `tessera generate`, `decode` and `image`: the compute device (--device, --verbose), output path checks, the mesh export options (--up-axis,
-// --scale, --max-faces), and the shape-tokens file format.
+// Pieces shared by `tessera generate`, `decode`, `batch`, `convert` and `image`: the compute device
+// (--device, --verbose), output path checks, the mesh export options (--preset, --up-axis,
+// --forward, --unit, --size, --height, --pivot, --scale, --max-faces, --lods, --closed), and the
+// shape-tokens file format.
 //
 // Tokens file: the shape tokens of one object as decimal ids separated by spaces on one line
 // (ending with a newline); readers accept any whitespace. Ids are codes of the model's codebook;
@@ -20,6 +22,9 @@
 #include "app/cli/commands.h"
 #include "engine/core/mapped_file.h"
 #include "engine/core/status.h"
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include "engine/mesh/asset.h"
 #include "engine/mesh/export.h"
 #include "engine/mesh/texture.h"
 #include "engine/runtime/session.h"
@@ -90,15 +95,64 @@ inline Status check_mesh_output(const std::string& path) {
   return check_output_file(path, "output");
 }
 
-// The export options both commands share, as given on the command line.
+// The export options the mesh-writing commands share, as given on the command line. Empty
+// strings and negative numbers are "not given": the preset's value (or the plain default) applies.
 struct MeshExportCli {
-  std::string up_axis = "y";  // --up-axis y|z
-  float scale = 1.0f;         // --scale S: file units per model unit
-  int64_t max_faces = 0;      // --max-faces N: decimation budget (cleanup.h); 0: no decimation
+  std::string preset;         // --preset NAME (engine/mesh/asset.h)
+  std::string up_axis;        // --up-axis y|z
+  std::string forward;        // --forward x|default
+  std::string unit;           // --unit m|cm|mm|studs
+  double size = 0.0;          // --size H: largest extent in metres
+  double height = 0.0;        // --height H: height in metres
+  bool size_given = false, height_given = false;
+  std::string pivot = "origin";  // --pivot origin|base|center
+  float scale = 1.0f;         // --scale S: metres per model unit
+  int64_t max_faces = -1;     // --max-faces N: decimation budget; -1: the preset's (else none)
+  int lods = 0;               // --lods N: LOD1..LODn besides LOD0
+  bool closed = false, open = false;  // --closed / --no-closed: close small holes (or not)
   std::string texture;        // --texture IMAGE.png: projected from the front (texture.h)
   float texture_margin = 0.0f;  // --texture-margin: ProjectionOptions::margin
   std::string texture_fit = "object";  // --texture-fit object|frame: ProjectionOptions::fit
 };
+
+// The preset named by --preset (nullptr without one); kInvalidArgument for an unknown name.
+inline Expected<const mesh::AssetPreset*> cli_preset(const MeshExportCli& o) {
+  if (o.preset.empty()) return static_cast<const mesh::AssetPreset*>(nullptr);
+  const mesh::AssetPreset* p = mesh::find_preset(o.preset);
+  if (p == nullptr) {
+    return invalid_argument("--preset '" + o.preset + "' is not a preset (one of " +
+                            mesh::preset_names() + ")");
+  }
+  return p;
+}
+
+// The decimation budget of the final mesh: --max-faces, else the preset's limit, else 0 (none).
+inline int64_t effective_max_faces(const MeshExportCli& o) {
+  if (o.max_faces >= 0) return o.max_faces;
+  const mesh::AssetPreset* p = o.preset.empty() ? nullptr : mesh::find_preset(o.preset);
+  return p != nullptr ? p->max_triangles : 0;
+}
+
+// Budget, LODs and closing from the options and the preset; kInvalidArgument naming the option.
+inline Expected<mesh::AssetOptions> to_asset_options(const MeshExportCli& o) {
+  TESSERA_ASSIGN_OR_RETURN(const mesh::AssetPreset* preset, cli_preset(o));
+  if (o.closed && o.open) return invalid_argument("--closed and --no-closed are exclusive");
+  mesh::AssetOptions a;
+  a.max_triangles = effective_max_faces(o);
+  a.lods = o.lods;
+  a.closed = o.closed || (preset != nullptr && preset->closed && !o.open);
+  if (Status st = mesh::validate_asset_options(a); !st.ok()) {
+    if (a.max_triangles > 0 && a.max_triangles < (a.closed ? mesh::kMinClosedTriangles : 1)) {
+      return invalid_argument("--max-faces " + std::to_string(a.max_triangles) + ": " +
+                              st.message() +
+                              (preset != nullptr && preset->closed
+                                   ? " (--preset " + preset->name + " needs it closed)"
+                                   : std::string()));
+    }
+    return st;
+  }
+  return a;
+}
 
 inline mesh::ProjectionOptions projection_options(const MeshExportCli& o) {
   mesh::ProjectionOptions projection;
@@ -108,16 +162,55 @@ inline mesh::ProjectionOptions projection_options(const MeshExportCli& o) {
 }
 
 inline void add_mesh_export_options(CLI::App* cmd, MeshExportCli* o) {
+  cmd->add_option("--preset", o->preset,
+                  "Target platform: roblox (Y-up, studs, <= 20000 triangles, closed; .fbx/.obj), "
+                  "unity (Y-up, m; .fbx/.glb), unreal (Z-up, front +X, cm; .fbx), blender (Z-up, "
+                  "m; .fbx/.glb), godot (.glb), print (Z-up, mm, closed; .stl/.3mf). Any option "
+                  "below overrides the preset's value");
   cmd->add_option("--up-axis", o->up_axis,
                   "Up axis of the written file: y (default; Maya, Unity, glTF) or z (Blender, "
-                  "3ds Max); the mesh is rotated +Y -> +Z for z")
+                  "3ds Max, Unreal, slicers); the mesh is rotated +Y -> +Z for z")
       ->check(CLI::IsMember({"y", "z", "Y", "Z"}));
+  cmd->add_option("--forward", o->forward,
+                  "x: the object's front faces +X (Unreal's forward; needs --up-axis z); default: "
+                  "-Y under Z-up (Blender's front view), +Z under Y-up")
+      ->check(CLI::IsMember({"x", "default"}));
+  cmd->add_option("--unit", o->unit,
+                  "Unit of the numbers in the file: m (default), cm, mm or studs (Roblox, "
+                  "0.28 m); FBX and 3MF declare it, so importers show the same size; GLB is "
+                  "always metres");
+  cmd->add_option_function<double>(
+      "--size",
+      [o](const double& v) {
+        o->size = v;
+        o->size_given = true;
+      },
+      "Make the largest extent H metres, whatever the file's unit");
+  cmd->add_option_function<double>(
+      "--height",
+      [o](const double& v) {
+        o->height = v;
+        o->height_given = true;
+      },
+      "Make the height H metres (instead of --size)");
+  cmd->add_option("--pivot", o->pivot,
+                  "Where the model's origin goes: origin (default: as generated), base (the "
+                  "centre of the bottom at the origin) or center")
+      ->check(CLI::IsMember({"origin", "base", "center", "centre"}));
   cmd->add_option("--scale", o->scale,
-                  "File units per model unit (default 1; the model spans about 2 units); FBX and "
-                  "GLB files are in metres");
+                  "Metres per model unit (default 1; the model spans about 2 units); --size or "
+                  "--height set it from the mesh instead");
   cmd->add_option("--max-faces", o->max_faces,
-                  "Decimate the final mesh to at most N triangles (quadric error; 0: keep all)")
+                  "Decimate the final mesh to at most N triangles (quadric error; 0: keep all; "
+                  "default: the preset's limit, else all)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--lods", o->lods,
+                  "Also write LOD1..LODN at halving triangle budgets, as meshes named "
+                  "TesseraMesh_LOD0.. in one .glb or .fbx (0..8, default 0)");
+  cmd->add_flag("--closed", o->closed,
+                "Close small holes so the mesh is closed and manifold (the roblox and print "
+                "presets do this); says so when it could not");
+  cmd->add_flag("--no-closed", o->open, "Leave holes open, even under a preset that closes them");
   cmd->add_option("--texture", o->texture,
                   "PNG image to project onto the mesh from the front view (the back gets a "
                   "softened blend); the texture is embedded in .glb, written beside .obj/.fbx as "
@@ -146,27 +239,152 @@ inline Expected<std::optional<mesh::TextureImage>> load_texture_option(const Mes
   return std::optional<mesh::TextureImage>(std::move(*image));
 }
 
-// Writes `m` to `path`; with a texture, a copy of `m` gets it projected from the front first.
-// The projection uses the engine's Y-up frame: the export's up axis rotates the textured result.
-inline Status write_cli_mesh(const mesh::Mesh& m, const std::string& path,
-                             const mesh::ExportOptions& options, const MeshExportCli& o,
-                             const std::optional<mesh::TextureImage>& texture) {
-  if (!texture) return mesh::write_mesh(m, path, options);
-  mesh::Mesh textured = m;
-  TESSERA_RETURN_IF_ERROR(mesh::project_texture_front(*texture, projection_options(o), &textured)
-                              .with_context("--texture " + o.texture));
-  return mesh::write_mesh(textured, path, options);
-}
-
-// kInvalidArgument naming the option for a bad --scale (the up axis is checked by CLI11).
-inline Expected<mesh::ExportOptions> to_export_options(const MeshExportCli& o) {
-  mesh::ExportOptions options;
-  options.up_axis = (o.up_axis == "z" || o.up_axis == "Z") ? mesh::UpAxis::kZ : mesh::UpAxis::kY;
+// The ExportOptions for writing `output` (its extension decides GLB's fixed frame): the
+// preset's axes and unit, then the options given. kInvalidArgument naming the option.
+inline Expected<mesh::ExportOptions> to_export_options(const MeshExportCli& o,
+                                                       const std::string& output) {
+  TESSERA_ASSIGN_OR_RETURN(const mesh::AssetPreset* preset, cli_preset(o));
+  const std::string ext = [&] {
+    std::string e = std::filesystem::path(output).extension().string();
+    std::transform(e.begin(), e.end(), e.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return e;
+  }();
+  mesh::ExportOptions options =
+      preset != nullptr ? mesh::preset_export_options(*preset, ext) : mesh::ExportOptions();
+  if (!o.up_axis.empty()) {
+    options.up_axis = (o.up_axis == "z" || o.up_axis == "Z") ? mesh::UpAxis::kZ : mesh::UpAxis::kY;
+    if (options.up_axis == mesh::UpAxis::kY && o.forward.empty()) options.front_x = false;
+  }
+  if (!o.forward.empty()) options.front_x = o.forward == "x";
+  if (options.front_x && options.up_axis != mesh::UpAxis::kZ) {
+    return invalid_argument("--forward x needs a Z-up file (--up-axis z)");
+  }
+  if (!o.unit.empty()) {
+    const auto unit = mesh::parse_unit(o.unit);
+    if (!unit) return invalid_argument("--unit '" + o.unit + "' is not m, cm, mm or studs");
+    options.unit = *unit;
+  }
+  if (ext == ".glb" && options.unit != mesh::LengthUnit::kMetre) {
+    return invalid_argument(std::string("--unit ") + mesh::unit_name(options.unit) +
+                            ": a .glb file is in metres by definition (glTF)");
+  }
+  if (ext == ".3mf" && options.unit == mesh::LengthUnit::kStud) {
+    return invalid_argument("--unit studs: 3MF files are in metric or imperial units");
+  }
+  if (o.size_given && !(std::isfinite(o.size) && o.size > 0.0)) {
+    return invalid_argument("--size " + std::to_string(o.size) + ": must be a length > 0 (metres)");
+  }
+  if (o.height_given && !(std::isfinite(o.height) && o.height > 0.0)) {
+    return invalid_argument("--height " + std::to_string(o.height) +
+                            ": must be a length > 0 (metres)");
+  }
+  if (o.size_given && o.height_given) {
+    return invalid_argument("--size and --height are exclusive (the largest extent, or the height)");
+  }
+  if (o.size_given) options.size_m = o.size;
+  if (o.height_given) options.height_m = o.height;
+  options.pivot = mesh::parse_pivot(o.pivot).value_or(mesh::Pivot::kOrigin);
   options.scale = o.scale;
   if (Status st = mesh::validate_export_options(options); !st.ok()) {
     return invalid_argument("--scale " + std::to_string(o.scale) + ": must be finite and > 0");
   }
   return options;
+}
+
+// Warnings about a preset's expectations the given options break (printed, not refused: any
+// field may be overridden). Empty without a preset.
+inline std::vector<std::string> preset_warnings(const MeshExportCli& o, const std::string& output) {
+  std::vector<std::string> out;
+  const mesh::AssetPreset* p = o.preset.empty() ? nullptr : mesh::find_preset(o.preset);
+  if (p == nullptr) return out;
+  std::string ext = std::filesystem::path(output).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (std::find(p->formats.begin(), p->formats.end(), ext) == p->formats.end()) {
+    std::string formats;
+    for (const std::string& f : p->formats) formats += (formats.empty() ? "" : " or ") + f;
+    out.push_back("--preset " + p->name + " expects " + formats + "; writing " + ext +
+                  " as asked");
+  }
+  if (p->max_triangles > 0 && o.max_faces > p->max_triangles) {
+    out.push_back("--max-faces " + std::to_string(o.max_faces) + " is above " + p->name +
+                  "'s limit of " + std::to_string(p->max_triangles) + " triangles");
+  }
+  if (p->max_triangles > 0 && o.max_faces == 0) {
+    out.push_back("--max-faces 0 keeps every triangle; " + p->name + " accepts at most " +
+                  std::to_string(p->max_triangles));
+  }
+  return out;
+}
+
+// Writes `m` to `path` as an asset: prepare_asset (budget, closing, LODs), the texture projected
+// onto each level (engine's Y-up frame, before the export's axes), then write_mesh_lods. When
+// closing was asked and metadata is on, the file's metadata records whether the mesh is closed
+// ("export.closed"); a mesh that stays open is reported on stderr either way.
+inline Status write_cli_mesh(const mesh::Mesh& m, const std::string& path,
+                             const mesh::ExportOptions& given, const MeshExportCli& o,
+                             const std::optional<mesh::TextureImage>& texture,
+                             mesh::AssetReport* report_out = nullptr) {
+  TESSERA_ASSIGN_OR_RETURN(const mesh::AssetOptions asset, to_asset_options(o));
+  mesh::AssetReport report;
+  Expected<std::vector<mesh::Mesh>> levels = mesh::prepare_asset(m, asset, &report);
+  if (!levels.ok()) return levels.status().with_context(path);
+  if (texture) {
+    for (mesh::Mesh& level : *levels) {
+      TESSERA_RETURN_IF_ERROR(mesh::project_texture_front(*texture, projection_options(o), &level)
+                                  .with_context("--texture " + o.texture));
+    }
+  }
+  mesh::ExportOptions options = given;
+  if (!options.metadata_json.empty() && (asset.closed || asset.lods > 0)) {
+    nlohmann::json j = nlohmann::json::parse(options.metadata_json, nullptr, false);
+    if (j.is_object()) {
+      if (asset.closed) j["export"]["closed"] = report.closed;
+      if (asset.lods > 0) j["export"]["lod_triangles"] = report.lod_triangles;
+      options.metadata_json = j.dump();
+    }
+  }
+  TESSERA_RETURN_IF_ERROR(mesh::write_mesh_lods(*levels, path, options));
+  if (asset.closed && !report.closed) {
+    std::fprintf(stderr,
+                 "warning: %s is not closed: %lld boundary and %lld non-manifold edges left "
+                 "(holes larger than %lld edges are not closed)\n",
+                 path.c_str(), static_cast<long long>(report.holes.boundary_edges_left),
+                 static_cast<long long>(report.holes.non_manifold_edges),
+                 static_cast<long long>(asset.max_hole_edges));
+  }
+  if (asset.lods > 0) {
+    std::string counts;
+    for (size_t i = 0; i < report.lod_triangles.size(); ++i) {
+      counts += (i ? ", " : "") + std::string("LOD") + std::to_string(i) + " " +
+                std::to_string(report.lod_triangles[i]);
+    }
+    std::fprintf(stderr, "%s: triangles %s\n", path.c_str(), counts.c_str());
+  }
+  if (report_out != nullptr) *report_out = report;
+  return Status();
+}
+
+// The export settings a file's metadata records (read back by `generate --from`).
+inline nlohmann::json export_settings_json(const MeshExportCli& o) {
+  auto decimal = [](double v) { return std::stod(std::to_string(v)); };
+  nlohmann::json e = {{"scale", decimal(o.scale)}, {"max_faces", effective_max_faces(o)}};
+  if (!o.up_axis.empty()) {
+    e["up_axis"] = (o.up_axis == "z" || o.up_axis == "Z") ? "z" : "y";
+  } else if (o.preset.empty()) {
+    e["up_axis"] = "y";
+  }
+  if (!o.preset.empty()) e["preset"] = o.preset;
+  if (!o.forward.empty()) e["forward"] = o.forward;
+  if (!o.unit.empty()) e["unit"] = o.unit;
+  if (o.size_given) e["size"] = o.size;
+  if (o.height_given) e["height"] = o.height;
+  if (o.pivot != "origin") e["pivot"] = o.pivot;
+  if (o.lods > 0) e["lods"] = o.lods;
+  if (o.closed) e["closed_asked"] = true;
+  if (o.open) e["closed_asked"] = false;
+  return e;
 }
 
 inline Status write_tokens_file(const std::string& path, const std::vector<int32_t>& ids) {

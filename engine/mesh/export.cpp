@@ -39,7 +39,10 @@ std::string lower_extension(const std::string& path) {
 }
 
 bool is_identity(const ExportOptions& options) {
-  return options.up_axis == UpAxis::kY && options.scale == 1.0f;
+  return options.up_axis == UpAxis::kY && !options.front_x && options.scale == 1.0f &&
+         options.size_m == 0.0 && options.height_m == 0.0 && options.pivot == Pivot::kOrigin &&
+         options.offset == std::array<double, 3>{0.0, 0.0, 0.0} &&
+         options.unit == LengthUnit::kMetre;
 }
 
 // Holds a transformed copy only when the options change anything (the default path copies
@@ -80,6 +83,66 @@ Status write_texture_beside(const Mesh& mesh, const std::string& mesh_path) {
       .with_context(mesh_path);
 }
 
+double metres_per_unit(LengthUnit unit) {
+  switch (unit) {
+    case LengthUnit::kCentimetre: return 0.01;
+    case LengthUnit::kMillimetre: return 0.001;
+    case LengthUnit::kStud: return kMetresPerStud;
+    case LengthUnit::kMetre: break;
+  }
+  return 1.0;
+}
+
+const char* unit_name(LengthUnit unit) {
+  switch (unit) {
+    case LengthUnit::kCentimetre: return "cm";
+    case LengthUnit::kMillimetre: return "mm";
+    case LengthUnit::kStud: return "studs";
+    case LengthUnit::kMetre: break;
+  }
+  return "m";
+}
+
+std::optional<LengthUnit> parse_unit(std::string_view text) {
+  std::string t(text);
+  std::transform(t.begin(), t.end(), t.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (t == "m" || t == "metre" || t == "metres" || t == "meter" || t == "meters") {
+    return LengthUnit::kMetre;
+  }
+  if (t == "cm" || t == "centimetre" || t == "centimetres" || t == "centimeter" ||
+      t == "centimeters") {
+    return LengthUnit::kCentimetre;
+  }
+  if (t == "mm" || t == "millimetre" || t == "millimetres" || t == "millimeter" ||
+      t == "millimeters") {
+    return LengthUnit::kMillimetre;
+  }
+  if (t == "stud" || t == "studs") return LengthUnit::kStud;
+  return std::nullopt;
+}
+
+const char* pivot_name(Pivot pivot) {
+  switch (pivot) {
+    case Pivot::kBase: return "base";
+    case Pivot::kCenter: return "center";
+    case Pivot::kOrigin: break;
+  }
+  return "origin";
+}
+
+std::optional<Pivot> parse_pivot(std::string_view text) {
+  if (text == "origin") return Pivot::kOrigin;
+  if (text == "base") return Pivot::kBase;
+  if (text == "center" || text == "centre") return Pivot::kCenter;
+  return std::nullopt;
+}
+
+std::string lod_object_name(size_t level, size_t levels) {
+  if (levels <= 1) return kMeshObjectName;
+  return std::string(kMeshObjectName) + "_LOD" + std::to_string(level);
+}
+
 Status validate_export_options(const ExportOptions& options) {
   if (!std::isfinite(options.scale) || options.scale <= 0.0f) {
     return invalid_argument("export scale " + std::to_string(options.scale) +
@@ -88,25 +151,92 @@ Status validate_export_options(const ExportOptions& options) {
   if (options.up_axis != UpAxis::kY && options.up_axis != UpAxis::kZ) {
     return invalid_argument("export up axis must be Y or Z");
   }
+  if (!std::isfinite(options.size_m) || options.size_m < 0.0) {
+    return invalid_argument("export size " + std::to_string(options.size_m) +
+                            " m must be finite and > 0");
+  }
+  if (!std::isfinite(options.height_m) || options.height_m < 0.0) {
+    return invalid_argument("export height " + std::to_string(options.height_m) +
+                            " m must be finite and > 0");
+  }
+  if (options.size_m > 0.0 && options.height_m > 0.0) {
+    return invalid_argument("export size and height are exclusive (give one)");
+  }
+  if (options.front_x && options.up_axis != UpAxis::kZ) {
+    return invalid_argument("export front along +X needs the Z-up axis");
+  }
+  for (double v : options.offset) {
+    if (!std::isfinite(v)) return invalid_argument("export offset must be finite");
+  }
   return Status();
+}
+
+Expected<ExportOptions> resolve_placement(const Mesh& reference, const ExportOptions& options) {
+  TESSERA_RETURN_IF_ERROR(validate_export_options(options));
+  ExportOptions out = options;
+  if (options.pivot == Pivot::kOrigin && options.size_m == 0.0 && options.height_m == 0.0) {
+    return out;
+  }
+  const Bounds b = compute_bounds(reference);
+  if (options.size_m > 0.0 || options.height_m > 0.0) {
+    const double extent =
+        options.size_m > 0.0
+            ? std::max({double(b.max[0]) - b.min[0], double(b.max[1]) - b.min[1],
+                        double(b.max[2]) - b.min[2]})
+            : double(b.max[1]) - b.min[1];
+    if (!(extent > 0.0)) {
+      return invalid_argument(std::string("the mesh has no ") +
+                              (options.size_m > 0.0 ? "extent" : "height") + " to scale to " +
+                              std::to_string(options.size_m > 0.0 ? options.size_m
+                                                                  : options.height_m) +
+                              " m");
+    }
+    const double metres = options.size_m > 0.0 ? options.size_m : options.height_m;
+    const double scale = metres / extent;
+    if (!(scale > 0.0) || !std::isfinite(static_cast<float>(scale))) {
+      return invalid_argument("export size " + std::to_string(metres) + " m is out of range");
+    }
+    out.scale = static_cast<float>(scale);
+    out.size_m = out.height_m = 0.0;
+  }
+  if (options.pivot != Pivot::kOrigin) {
+    const double cx = 0.5 * (double(b.min[0]) + b.max[0]);
+    const double cy = 0.5 * (double(b.min[1]) + b.max[1]);
+    const double cz = 0.5 * (double(b.min[2]) + b.max[2]);
+    out.offset = {-cx, options.pivot == Pivot::kBase ? -double(b.min[1]) : -cy, -cz};
+    out.pivot = Pivot::kOrigin;
+  }
+  return out;
 }
 
 const char* up_axis_name(UpAxis axis) { return axis == UpAxis::kZ ? "z" : "y"; }
 
-Mesh transform_for_export(const Mesh& mesh, const ExportOptions& options) {
+Mesh transform_for_export(const Mesh& mesh, const ExportOptions& given) {
+  Expected<ExportOptions> resolved = resolve_placement(mesh, given);
+  const ExportOptions& options = resolved.ok() ? *resolved : given;
   Mesh out = mesh;
   const bool z_up = options.up_axis == UpAxis::kZ;
+  const bool front_x = z_up && options.front_x;
+  const double k = double(options.scale) / metres_per_unit(options.unit);
+  const auto& o = options.offset;
+  // (x, y, z) in the engine's frame -> the file's: Y-up as is; Z-up (x, -z, y); Z-up with the
+  // front along +X (z, x, y).
+  auto rotate = [&](double x, double y, double z, float* dst) {
+    if (front_x) {
+      dst[0] = static_cast<float>(z), dst[1] = static_cast<float>(x), dst[2] = static_cast<float>(y);
+    } else if (z_up) {
+      dst[0] = static_cast<float>(x), dst[1] = static_cast<float>(-z), dst[2] = static_cast<float>(y);
+    } else {
+      dst[0] = static_cast<float>(x), dst[1] = static_cast<float>(y), dst[2] = static_cast<float>(z);
+    }
+  };
   for (size_t i = 0; i + 2 < out.positions.size(); i += 3) {
-    const float x = mesh.positions[i] * options.scale, y = mesh.positions[i + 1] * options.scale,
-                z = mesh.positions[i + 2] * options.scale;
-    out.positions[i] = x;
-    out.positions[i + 1] = z_up ? -z : y;
-    out.positions[i + 2] = z_up ? y : z;
+    rotate((mesh.positions[i] + o[0]) * k, (mesh.positions[i + 1] + o[1]) * k,
+           (mesh.positions[i + 2] + o[2]) * k, &out.positions[i]);
   }
   if (z_up) {
     for (size_t i = 0; i + 2 < out.normals.size(); i += 3) {
-      out.normals[i + 1] = -mesh.normals[i + 2];
-      out.normals[i + 2] = mesh.normals[i + 1];
+      rotate(mesh.normals[i], mesh.normals[i + 1], mesh.normals[i + 2], &out.normals[i]);
     }
   }
   return out;
@@ -120,6 +250,10 @@ std::string to_obj(const Mesh& input, const ExportOptions& options, const std::s
   out += "# Tessera mesh: " + std::to_string(mesh.vertex_count()) + " vertices, " +
          std::to_string(mesh.triangle_count()) + " triangles, up axis " +
          up_axis_name(options.up_axis) + "\n";
+  if (options.unit != LengthUnit::kMetre || options.front_x) {
+    out += std::string("# units: ") + unit_name(options.unit) +
+           (options.front_x ? ", front +X" : "") + "\n";
+  }
   if (!options.metadata_json.empty()) out += obj_metadata_line(options.metadata_json);
   if (!mtl_file.empty()) out += "mtllib " + mtl_file + "\n";
   char line[128];
@@ -208,81 +342,114 @@ Status write_obj(const Mesh& mesh, const std::string& path, const ExportOptions&
 }
 
 Expected<std::string> to_glb(const Mesh& input, const ExportOptions& options) {
-  TESSERA_RETURN_IF_ERROR(validate(input));
-  TESSERA_RETURN_IF_ERROR(validate_export_options(options));
-  const ExportView view(input, options);
-  const Mesh& mesh = view.mesh();
-  if (mesh.vertex_count() == 0 || mesh.triangle_count() == 0) {
-    return invalid_argument("glb: the mesh is empty");
+  return to_glb_lods({&input}, options);
+}
+
+Expected<std::string> to_glb_lods(const std::vector<const Mesh*>& lods,
+                                  const ExportOptions& given) {
+  if (lods.empty()) return invalid_argument("glb: no mesh to write");
+  for (const Mesh* m : lods) {
+    TESSERA_RETURN_IF_ERROR(validate(*m));
+    if (m->vertex_count() == 0 || m->triangle_count() == 0) {
+      return invalid_argument("glb: the mesh is empty");
+    }
   }
-  const size_t nv = static_cast<size_t>(mesh.vertex_count());
-  const bool has_normals = !mesh.normals.empty(), has_uvs = !mesh.uvs.empty();
-  const bool textured = !mesh.texture.empty();
+  TESSERA_ASSIGN_OR_RETURN(const ExportOptions options, resolve_placement(*lods[0], given));
+  if (options.unit != LengthUnit::kMetre) {
+    return invalid_argument(std::string("glb: glTF positions are metres by definition, not ") +
+                            unit_name(options.unit) + " (choose metres, or another format)");
+  }
+  const bool textured = !lods[0]->texture.empty();
   std::string png;
   if (textured) {
-    Expected<std::string> encoded = texture_png(mesh);
+    Expected<std::string> encoded = texture_png(*lods[0]);
     if (!encoded.ok()) return encoded.status().with_context("glb: texture");
     png = std::move(*encoded);
   }
-  // BIN layout: positions | normals | uvs | indices | png; each section starts 4-byte aligned.
-  std::string bin;
-  const size_t pos_bytes = nv * 12, uv_bytes = nv * 8, idx_bytes = mesh.triangles.size() * 4;
-  append_bytes(bin, mesh.positions.data(), pos_bytes);
-  size_t normal_offset = bin.size();
-  if (has_normals) append_bytes(bin, mesh.normals.data(), pos_bytes);
-  const size_t uv_offset = bin.size();
-  if (has_uvs) {
-    // glTF's texture coordinates start at the image's top-left: v flips.
-    std::vector<float> flipped(mesh.uvs);
-    for (size_t i = 1; i < flipped.size(); i += 2) flipped[i] = 1.0f - flipped[i];
-    append_bytes(bin, flipped.data(), uv_bytes);
-  }
-  const size_t index_offset = bin.size();
-  append_bytes(bin, mesh.triangles.data(), idx_bytes);
-  const size_t png_offset = bin.size();
-  bin += png;
-
-  const Bounds b = compute_bounds(mesh);
-  uint32_t max_index = 0;
-  for (uint32_t t : mesh.triangles) max_index = std::max(max_index, t);
   using nlohmann::json;
   json views = json::array();
   json accessors = json::array();
-  json attributes = json::object();
-  views.push_back({{"buffer", 0}, {"byteOffset", 0}, {"byteLength", pos_bytes}, {"target", 34962}});
-  accessors.push_back({{"bufferView", 0}, {"componentType", 5126}, {"count", nv}, {"type", "VEC3"},
-                       {"min", {b.min[0], b.min[1], b.min[2]}}, {"max", {b.max[0], b.max[1], b.max[2]}}});
-  attributes["POSITION"] = 0;
-  if (has_normals) {
-    views.push_back({{"buffer", 0}, {"byteOffset", normal_offset}, {"byteLength", pos_bytes}, {"target", 34962}});
-    accessors.push_back({{"bufferView", 1}, {"componentType", 5126}, {"count", nv}, {"type", "VEC3"}});
-    attributes["NORMAL"] = 1;
+  json meshes = json::array();
+  json nodes = json::array();
+  json scene_nodes = json::array();
+  // BIN layout per level: positions | normals | uvs | indices; then the png; each section starts
+  // 4-byte aligned (all element sizes are 4).
+  std::string bin;
+  for (size_t level = 0; level < lods.size(); ++level) {
+    const ExportView view(*lods[level], options);
+    const Mesh& mesh = view.mesh();
+    const size_t nv = static_cast<size_t>(mesh.vertex_count());
+    const bool has_normals = !mesh.normals.empty(), has_uvs = !mesh.uvs.empty();
+    const size_t pos_bytes = nv * 12, uv_bytes = nv * 8, idx_bytes = mesh.triangles.size() * 4;
+    const size_t pos_offset = bin.size();
+    append_bytes(bin, mesh.positions.data(), pos_bytes);
+    const size_t normal_offset = bin.size();
+    if (has_normals) append_bytes(bin, mesh.normals.data(), pos_bytes);
+    const size_t uv_offset = bin.size();
+    if (has_uvs) {
+      // glTF's texture coordinates start at the image's top-left: v flips.
+      std::vector<float> flipped(mesh.uvs);
+      for (size_t i = 1; i < flipped.size(); i += 2) flipped[i] = 1.0f - flipped[i];
+      append_bytes(bin, flipped.data(), uv_bytes);
+    }
+    const size_t index_offset = bin.size();
+    append_bytes(bin, mesh.triangles.data(), idx_bytes);
+
+    const Bounds b = compute_bounds(mesh);
+    uint32_t max_index = 0;
+    for (uint32_t t : mesh.triangles) max_index = std::max(max_index, t);
+    json attributes = json::object();
+    attributes["POSITION"] = accessors.size();
+    accessors.push_back({{"bufferView", views.size()}, {"componentType", 5126}, {"count", nv},
+                         {"type", "VEC3"}, {"min", {b.min[0], b.min[1], b.min[2]}},
+                         {"max", {b.max[0], b.max[1], b.max[2]}}});
+    views.push_back({{"buffer", 0}, {"byteOffset", pos_offset}, {"byteLength", pos_bytes},
+                     {"target", 34962}});
+    if (has_normals) {
+      attributes["NORMAL"] = accessors.size();
+      accessors.push_back({{"bufferView", views.size()}, {"componentType", 5126}, {"count", nv},
+                           {"type", "VEC3"}});
+      views.push_back({{"buffer", 0}, {"byteOffset", normal_offset}, {"byteLength", pos_bytes},
+                       {"target", 34962}});
+    }
+    if (has_uvs) {
+      attributes["TEXCOORD_0"] = accessors.size();
+      accessors.push_back({{"bufferView", views.size()}, {"componentType", 5126}, {"count", nv},
+                           {"type", "VEC2"}});
+      views.push_back({{"buffer", 0}, {"byteOffset", uv_offset}, {"byteLength", uv_bytes},
+                       {"target", 34962}});
+    }
+    const size_t index_accessor = accessors.size();
+    accessors.push_back({{"bufferView", views.size()}, {"componentType", 5125},
+                         {"count", mesh.triangles.size()}, {"type", "SCALAR"},
+                         {"min", {0}}, {"max", {max_index}}});
+    views.push_back({{"buffer", 0}, {"byteOffset", index_offset}, {"byteLength", idx_bytes},
+                     {"target", 34963}});
+    json primitive = {{"attributes", attributes}, {"indices", index_accessor}, {"mode", 4}};
+    if (textured && has_uvs) primitive["material"] = 0;
+    json mesh_json = {{"primitives", {primitive}}};
+    json node = {{"mesh", meshes.size()}};
+    if (lods.size() > 1) {
+      mesh_json["name"] = lod_object_name(level, lods.size());
+      node["name"] = lod_object_name(level, lods.size());
+    }
+    scene_nodes.push_back(nodes.size());
+    meshes.push_back(std::move(mesh_json));
+    nodes.push_back(std::move(node));
   }
-  if (has_uvs) {
-    const int uv_view = static_cast<int>(views.size());
-    views.push_back({{"buffer", 0}, {"byteOffset", uv_offset}, {"byteLength", uv_bytes}, {"target", 34962}});
-    attributes["TEXCOORD_0"] = accessors.size();
-    accessors.push_back({{"bufferView", uv_view}, {"componentType", 5126}, {"count", nv}, {"type", "VEC2"}});
-  }
-  const int index_view = static_cast<int>(views.size());
-  const int index_accessor = static_cast<int>(accessors.size());
-  views.push_back({{"buffer", 0}, {"byteOffset", index_offset}, {"byteLength", idx_bytes}, {"target", 34963}});
-  accessors.push_back({{"bufferView", index_view}, {"componentType", 5125},
-                       {"count", mesh.triangles.size()}, {"type", "SCALAR"},
-                       {"min", {0}}, {"max", {max_index}}});
-  json primitive = {{"attributes", attributes}, {"indices", index_accessor}, {"mode", 4}};
-  if (textured) primitive["material"] = 0;
+  const size_t png_offset = bin.size();
+  bin += png;
   json doc = {
       {"asset", glb_asset(options.metadata_json)},
       {"scene", 0},
-      {"scenes", {{{"nodes", {0}}}}},
-      {"nodes", {{{"mesh", 0}}}},
-      {"meshes", {{{"primitives", {primitive}}}}},
+      {"scenes", {{{"nodes", scene_nodes}}}},
+      {"nodes", nodes},
+      {"meshes", meshes},
       {"accessors", accessors},
   };
   if (textured) {
     // Image views carry no target (glTF: only vertex and index data do).
-    const int png_view = static_cast<int>(views.size());
+    const size_t png_view = views.size();
     views.push_back({{"buffer", 0}, {"byteOffset", png_offset}, {"byteLength", png.size()}});
     doc["images"] = {{{"bufferView", png_view}, {"mimeType", "image/png"}}};
     // LINEAR / LINEAR_MIPMAP_LINEAR, CLAMP_TO_EDGE: the atlas regions have gutters, not tiling.
@@ -342,6 +509,23 @@ Status write_mesh(const Mesh& mesh, const std::string& path, const ExportOptions
   }
   return invalid_argument(path + ": unknown mesh format '" + ext + "' (use " +
                           kSupportedMeshExtensions + ")");
+}
+
+Status write_mesh_lods(const std::vector<Mesh>& lods, const std::string& path,
+                       const ExportOptions& options) {
+  if (lods.empty()) return invalid_argument(path + ": no mesh to write");
+  if (lods.size() == 1) return write_mesh(lods[0], path, options);
+  std::vector<const Mesh*> levels;
+  for (const Mesh& m : lods) levels.push_back(&m);
+  const std::string ext = lower_extension(path);
+  if (ext == ".glb") {
+    Expected<std::string> bytes = to_glb_lods(levels, options);
+    if (!bytes.ok()) return bytes.status().with_context(path);
+    return write_file_atomic(path, bytes->data(), bytes->size());
+  }
+  if (ext == ".fbx") return write_fbx_lods(levels, path, options);
+  return invalid_argument(path + ": levels of detail are written to .glb or .fbx files (" +
+                          std::to_string(lods.size()) + " levels asked for a '" + ext + "' file)");
 }
 
 }  // namespace tessera::mesh

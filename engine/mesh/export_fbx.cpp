@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/core/mapped_file.h"
 
 namespace tessera::mesh {
@@ -37,6 +39,15 @@ constexpr int64_t kMaterialId = 1000003;
 constexpr int64_t kDocumentId = 1000000;
 constexpr int64_t kTextureId = 1000004;
 constexpr int64_t kVideoId = 1000005;
+// Levels of detail past the first: Geometry kLodIdBase + 2 * level, Model one more.
+constexpr int64_t kLodIdBase = 2000000;
+
+int64_t geometry_id(size_t level) {
+  return level == 0 ? kGeometryId : kLodIdBase + 2 * static_cast<int64_t>(level);
+}
+int64_t model_id(size_t level) {
+  return level == 0 ? kModelId : kLodIdBase + 2 * static_cast<int64_t>(level) + 1;
+}
 
 // Everything a 7400 file may hold at most (EndOffsets are u32).
 constexpr uint64_t kMaxFileBytes = std::numeric_limits<uint32_t>::max();
@@ -254,7 +265,7 @@ void write_header_extension(FbxWriter& w) {
   w.node_string("Creator", kCreator);
 }
 
-void write_global_settings(FbxWriter& w, UpAxis up) {
+void write_global_settings(FbxWriter& w, UpAxis up, double cm_per_unit) {
   // Axis triples from spec 4: both describe a right-handed frame whose up is the data's up.
   const bool z_up = up == UpAxis::kZ;
   const int32_t up_axis = z_up ? 2 : 1, front_axis = z_up ? 1 : 2, front_sign = z_up ? -1 : 1;
@@ -269,14 +280,14 @@ void write_global_settings(FbxWriter& w, UpAxis up) {
   p_int(w, "CoordAxisSign", 1);
   p_int(w, "OriginalUpAxis", up_axis);
   p_int(w, "OriginalUpAxisSign", 1);
-  // Centimetres per file unit: the file is in metres (export.h), like GLB.
-  p_number(w, "UnitScaleFactor", 100.0);
-  p_number(w, "OriginalUnitScaleFactor", 100.0);
+  // Centimetres per file unit (ExportOptions::unit; 100 for metres, like GLB).
+  p_number(w, "UnitScaleFactor", cm_per_unit);
+  p_number(w, "OriginalUnitScaleFactor", cm_per_unit);
   w.end();
   w.end();
 }
 
-void write_documents_and_definitions(FbxWriter& w, bool textured) {
+void write_documents_and_definitions(FbxWriter& w, bool textured, int32_t levels) {
   w.begin("Documents");
   w.node_i32("Count", 1);
   w.begin("Document");
@@ -294,8 +305,8 @@ void write_documents_and_definitions(FbxWriter& w, bool textured) {
     const char* type;
     int32_t count;
   };
-  constexpr Count kCounts[] = {{"GlobalSettings", 1}, {"Model", 1},   {"Geometry", 1},
-                               {"Material", 1},       {"Texture", 1}, {"Video", 1}};
+  const Count kCounts[] = {{"GlobalSettings", 1}, {"Model", levels}, {"Geometry", levels},
+                           {"Material", 1},       {"Texture", 1},      {"Video", 1}};
   const int32_t types = textured ? 6 : 4;
   w.begin("Definitions");
   w.node_i32("Version", 100);
@@ -310,10 +321,10 @@ void write_documents_and_definitions(FbxWriter& w, bool textured) {
   w.end();
 }
 
-void write_geometry(FbxWriter& w, const Mesh& mesh) {
+void write_geometry(FbxWriter& w, const Mesh& mesh, size_t level, size_t levels) {
   w.begin("Geometry");
-  w.prop_i64(kGeometryId);
-  w.prop_string(object_name("TesseraMesh", "Geometry"));
+  w.prop_i64(geometry_id(level));
+  w.prop_string(object_name(lod_object_name(level, levels), "Geometry"));
   w.prop_string("Mesh");
   w.node_i32("GeometryVersion", 124);
 
@@ -402,23 +413,102 @@ void write_geometry(FbxWriter& w, const Mesh& mesh) {
   w.end();  // Geometry
 }
 
-void write_model_and_material(FbxWriter& w, bool textured) {
+// A user property (flags "A+U", as Blender writes custom properties; its importer turns every P
+// whose flags hold 'U' into a custom property of the object).
+void p_user_string(FbxWriter& w, std::string_view name, std::string_view v) {
+  w.begin("P");
+  w.prop_string(name);
+  w.prop_string("KString");
+  w.prop_string("");
+  w.prop_string("A+U");
+  w.prop_string(v);
+  w.end();
+}
+void p_user_int(FbxWriter& w, std::string_view name, int32_t v) {
+  w.begin("P");
+  w.prop_string(name);
+  w.prop_string("int");
+  w.prop_string("Integer");
+  w.prop_string("A+U");
+  w.prop_i32(v);
+  w.end();
+}
+void p_user_number(FbxWriter& w, std::string_view name, double v) {
+  w.begin("P");
+  w.prop_string(name);
+  w.prop_string("double");
+  w.prop_string("Number");
+  w.prop_string("A+U");
+  w.prop_f64(v);
+  w.end();
+}
+
+// The metadata as user properties: kFbxSettingsProperty holds the whole JSON text (read back by
+// `generate --from`), and each scalar field gets its own "tessera_<name>" (members of "sampling"
+// and "export" by their own names, "model" as tessera_model / tessera_model_sha256), which is
+// what an artist sees in Blender's custom properties.
+void write_user_properties(FbxWriter& w, const std::string& json_text) {
+  if (json_text.empty()) return;
+  p_user_string(w, kFbxSettingsProperty, json_text);
+  const nlohmann::json j = nlohmann::json::parse(json_text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return;
+  auto scalar = [&](const std::string& name, const nlohmann::json& v) {
+    if (v.is_string()) {
+      p_user_string(w, name, v.get<std::string>());
+    } else if (v.is_boolean()) {
+      p_user_int(w, name, v.get<bool>() ? 1 : 0);
+    } else if (v.is_number_integer()) {
+      const bool fits = v.is_number_unsigned()
+                            ? v.get<uint64_t>() <= uint64_t{INT32_MAX}
+                            : v.get<int64_t>() >= INT32_MIN && v.get<int64_t>() <= INT32_MAX;
+      if (fits) {
+        p_user_int(w, name, static_cast<int32_t>(v.get<int64_t>()));
+      } else {
+        p_user_string(w, name, v.dump());  // a 64-bit seed: exact as text
+      }
+    } else if (v.is_number()) {
+      p_user_number(w, name, v.get<double>());
+    } else if (v.is_array()) {
+      p_user_string(w, name, v.dump());
+    }
+  };
+  for (const auto& [key, value] : j.items()) {
+    if (key == "tessera") {
+      scalar("tessera_version", value);
+    } else if (key == "model" && value.is_object()) {
+      if (value.contains("name")) scalar("tessera_model", value["name"]);
+      if (value.contains("gpt_sha256")) scalar("tessera_model_sha256", value["gpt_sha256"]);
+    } else if (value.is_object()) {
+      const bool flat = key == "sampling" || key == "export";
+      for (const auto& [sub, v] : value.items()) {
+        scalar(flat ? "tessera_" + sub : "tessera_" + key + "_" + sub, v);
+      }
+    } else if (!value.is_null()) {
+      scalar("tessera_" + key, value);
+    }
+  }
+}
+
+void write_model(FbxWriter& w, size_t level, size_t levels, const std::string& metadata_json) {
   w.begin("Model");
-  w.prop_i64(kModelId);
-  w.prop_string(object_name("TesseraMesh", "Model"));
+  w.prop_i64(model_id(level));
+  w.prop_string(object_name(lod_object_name(level, levels), "Model"));
   w.prop_string("Mesh");
   w.node_i32("Version", 232);
   w.begin("Properties70");
   p_vector(w, "Lcl Translation", "Lcl Translation", "", "A", 0, 0, 0);
   p_vector(w, "Lcl Rotation", "Lcl Rotation", "", "A", 0, 0, 0);
   p_vector(w, "Lcl Scaling", "Lcl Scaling", "", "A", 1, 1, 1);
+  write_user_properties(w, metadata_json);
   w.end();
   w.begin("Shading");
   w.prop_bool(true);
   w.end();
   w.node_string("Culling", "CullingOff");
   w.end();
+}
 
+void write_material(FbxWriter& w, bool textured) {
   // Neutral grey, the same as the OBJ's MTL (export.cpp default_mtl); white under a texture.
   const double diffuse = textured ? 1.0 : 0.8;
   w.begin("Material");
@@ -478,7 +568,7 @@ void write_texture(FbxWriter& w, const std::string& texture_file) {
   w.end();
 }
 
-void write_connections(FbxWriter& w, bool textured) {
+void write_connections(FbxWriter& w, bool textured, size_t levels) {
   auto connect = [&](int64_t child, int64_t parent) {
     w.begin("C");
     w.prop_string("OO");
@@ -487,9 +577,11 @@ void write_connections(FbxWriter& w, bool textured) {
     w.end();
   };
   w.begin("Connections");
-  connect(kModelId, 0);  // model -> scene root: without it Blender creates no object
-  connect(kGeometryId, kModelId);
-  connect(kMaterialId, kModelId);  // materials attach to the model, not the geometry
+  for (size_t level = 0; level < levels; ++level) {
+    connect(model_id(level), 0);  // model -> scene root: without it Blender creates no object
+    connect(geometry_id(level), model_id(level));
+    connect(kMaterialId, model_id(level));  // materials attach to the model, not the geometry
+  }
   if (textured) {
     w.begin("C");  // texture -> the material's DiffuseColor property
     w.prop_string("OP");
@@ -539,30 +631,43 @@ Status check_fbx_limits(int64_t vertex_count, int64_t triangle_count, bool has_n
 
 Expected<std::string> to_fbx(const Mesh& input, const ExportOptions& options,
                              const std::string& texture_file) {
-  TESSERA_RETURN_IF_ERROR(validate(input));
-  TESSERA_RETURN_IF_ERROR(validate_export_options(options));
-  if (input.vertex_count() == 0 || input.triangle_count() == 0) {
-    return invalid_argument("fbx: the mesh is empty");
-  }
-  const bool has_normals = !input.normals.empty();
-  const bool has_uvs = !input.uvs.empty();
-  TESSERA_RETURN_IF_ERROR(
-      check_fbx_limits(input.vertex_count(), input.triangle_count(), has_normals, has_uvs));
-  const Mesh mesh = transform_for_export(input, options);
-  const bool textured = !mesh.texture.empty() && !texture_file.empty();
+  return to_fbx_lods({&input}, options, texture_file);
+}
 
-  const size_t corners = mesh.triangles.size();
-  FbxWriter w(8192 + mesh.positions.size() * 8 + corners * 4 + (has_normals ? corners * 24 : 0) +
-              (has_uvs ? mesh.uvs.size() * 8 + corners * 4 : 0));
+Expected<std::string> to_fbx_lods(const std::vector<const Mesh*>& lods,
+                                  const ExportOptions& given, const std::string& texture_file) {
+  if (lods.empty()) return invalid_argument("fbx: no mesh to write");
+  uint64_t vertices = 0, triangles = 0;
+  for (const Mesh* m : lods) {
+    TESSERA_RETURN_IF_ERROR(validate(*m));
+    if (m->vertex_count() == 0 || m->triangle_count() == 0) {
+      return invalid_argument("fbx: the mesh is empty");
+    }
+    TESSERA_RETURN_IF_ERROR(check_fbx_limits(m->vertex_count(), m->triangle_count(),
+                                             !m->normals.empty(), !m->uvs.empty()));
+    vertices += static_cast<uint64_t>(m->vertex_count());
+    triangles += static_cast<uint64_t>(m->triangle_count());
+  }
+  // All levels together must fit the one file as well.
+  TESSERA_RETURN_IF_ERROR(check_fbx_limits(static_cast<int64_t>(vertices),
+                                           static_cast<int64_t>(triangles), true, true));
+  TESSERA_ASSIGN_OR_RETURN(const ExportOptions options, resolve_placement(*lods[0], given));
+  const bool textured = !lods[0]->texture.empty() && !texture_file.empty();
+
+  FbxWriter w(8192 + vertices * 24 + triangles * 12 * 4);
   write_header_extension(w);
-  write_global_settings(w, options.up_axis);
-  write_documents_and_definitions(w, textured);
+  write_global_settings(w, options.up_axis, 100.0 * metres_per_unit(options.unit));
+  write_documents_and_definitions(w, textured, static_cast<int32_t>(lods.size()));
   w.begin("Objects");
-  write_geometry(w, mesh);
-  write_model_and_material(w, textured);
+  for (size_t level = 0; level < lods.size(); ++level) {
+    const Mesh mesh = transform_for_export(*lods[level], options);
+    write_geometry(w, mesh, level, lods.size());
+    write_model(w, level, lods.size(), options.metadata_json);
+  }
+  write_material(w, textured);
   if (textured) write_texture(w, texture_file);
   w.end();
-  write_connections(w, textured);
+  write_connections(w, textured, lods.size());
   w.begin("Takes");
   w.node_string("Current", "");
   w.end();
@@ -572,9 +677,16 @@ Expected<std::string> to_fbx(const Mesh& input, const ExportOptions& options,
 }
 
 Status write_fbx(const Mesh& mesh, const std::string& path, const ExportOptions& options) {
+  return write_fbx_lods({&mesh}, path, options);
+}
+
+Status write_fbx_lods(const std::vector<const Mesh*>& lods, const std::string& path,
+                      const ExportOptions& options) {
+  if (lods.empty()) return invalid_argument(path + ": no mesh to write");
+  const Mesh& mesh = *lods[0];
   const bool textured = !mesh.texture.empty();
   const std::string png_path = texture_path_for(path);
-  Expected<std::string> bytes = to_fbx(mesh, options, textured ? png_path : std::string());
+  Expected<std::string> bytes = to_fbx_lods(lods, options, textured ? png_path : std::string());
   if (!bytes.ok()) return bytes.status().with_context(path);
   TESSERA_RETURN_IF_ERROR(write_texture_beside(mesh, path));
   Status st = write_file_atomic(path, bytes->data(), bytes->size());

@@ -24,11 +24,22 @@
 // the result: UpAxis::kY writes UpAxis=1 / FrontAxis=2 / CoordAxis=0 (all +), UpAxis::kZ writes
 // UpAxis=2 / FrontAxis=1 (sign -1) / CoordAxis=0, so the mesh stands upright in Blender (Z-up)
 // and in Y-up tools either way. UnitScaleFactor=100 (centimetres per file unit): file units are
-// metres, as in GLB, so a coordinate of 1.0 imports as 1 m in Blender, Unity and Maya.
+// metres, as in GLB, so a coordinate of 1.0 imports as 1 m in Blender, Unity and Maya; another
+// ExportOptions::unit writes its own factor (1 for centimetres, 28 for studs), so every importer
+// shows the same size in metres. A front along +X (ExportOptions::front_x) is a rotation of the
+// data inside the same Z-up frame.
+//
+// Metadata (ExportOptions::metadata_json): user properties on each Model (flags "A+U", the
+// custom properties Blender shows): kFbxSettingsProperty with the whole JSON, and one
+// tessera_<field> per scalar field (tessera_prompt, tessera_seed, tessera_guidance, ...).
+//
+// Levels of detail: one Model + Geometry per level, named "TesseraMesh_LOD<i>", sharing the
+// material.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/core/status.h"
 #include "engine/mesh/export.h"
@@ -54,5 +65,15 @@ Expected<std::string> to_fbx(const Mesh& mesh, const ExportOptions& options = {}
 // texture_path_for(path) and removes it again if the FBX cannot be written. Errors are prefixed
 // with the path.
 Status write_fbx(const Mesh& mesh, const std::string& path, const ExportOptions& options = {});
+
+// The same for levels of detail (export.h write_mesh_lods): lods[0]'s texture and placement.
+Expected<std::string> to_fbx_lods(const std::vector<const Mesh*>& lods,
+                                  const ExportOptions& options = {},
+                                  const std::string& texture_file = "");
+Status write_fbx_lods(const std::vector<const Mesh*>& lods, const std::string& path,
+                      const ExportOptions& options = {});
+
+// The Model user property holding the metadata's JSON text.
+inline constexpr const char* kFbxSettingsProperty = "tessera_settings";
 
 }  // namespace tessera::mesh

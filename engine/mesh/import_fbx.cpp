@@ -75,6 +75,26 @@ class FbxReader {
     return build_mesh();
   }
 
+  // The string value of Properties70 P `property` of the first Model that has one.
+  Expected<std::optional<std::string>> model_string_property(std::string_view property) {
+    TESSERA_RETURN_IF_ERROR(check_header());
+    TESSERA_RETURN_IF_ERROR(parse_tree());
+    const Node* objects = root_.child("Objects");
+    if (objects == nullptr) return std::optional<std::string>();
+    for (const Node& o : objects->children) {
+      if (o.name != "Model") continue;
+      const Node* props70 = o.child("Properties70");
+      if (props70 == nullptr) continue;
+      for (const Node& p : props70->children) {
+        if (p.name != "P" || p.props.size() < 5 || as_string(p.props[0]) != property) continue;
+        const auto v = as_string(p.props[4]);
+        if (!v) return fail("Model property " + std::string(property) + " is not a string");
+        return std::optional<std::string>(std::string(*v));
+      }
+    }
+    return std::optional<std::string>();
+  }
+
  private:
   Status fail(const std::string& what) const { return corrupt_data(name_ + ": " + what); }
   void warn(const std::string& what) { import_detail::warn(warnings_, name_ + ": " + what); }
@@ -885,6 +905,13 @@ class FbxReader {
 };
 
 }  // namespace
+
+Expected<std::optional<std::string>> fbx_model_string_property(std::string_view bytes,
+                                                              const std::string& name,
+                                                              std::string_view property) {
+  static const std::string kNoDirectory;  // FbxReader keeps a reference
+  return FbxReader(bytes, name, nullptr, kNoDirectory).model_string_property(property);
+}
 
 Expected<Mesh> parse_fbx(std::string_view bytes, const std::string& name,
                          std::vector<std::string>* warnings, const std::string& directory) {

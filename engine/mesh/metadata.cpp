@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "engine/core/mapped_file.h"
+#include "engine/mesh/export_fbx.h"
+#include "engine/mesh/import_internal.h"
 #include "engine/mesh/threemf.h"
 
 namespace tessera::mesh {
@@ -53,10 +55,17 @@ nlohmann::json glb_asset(const std::string& json_text) {
 
 Expected<nlohmann::json> read_metadata(const std::string& path) {
   const std::string ext = lower_ext(path);
-  if (ext != ".glb" && ext != ".obj" && ext != ".3mf") {
-    return invalid_argument(path + ": Tessera metadata is read from .glb, .obj and .3mf files");
+  if (ext != ".glb" && ext != ".obj" && ext != ".3mf" && ext != ".fbx") {
+    return invalid_argument(path +
+                            ": Tessera metadata is read from .glb, .fbx, .obj and .3mf files");
   }
   TESSERA_ASSIGN_OR_RETURN(const std::string bytes, read_file(path));
+  if (ext == ".fbx") {
+    TESSERA_ASSIGN_OR_RETURN(const std::optional<std::string> text,
+                             fbx_model_string_property(bytes, path, kFbxSettingsProperty));
+    if (!text) return none(path);
+    return parse_object(*text, path);
+  }
   if (ext == ".obj") {
     std::istringstream in(bytes);
     std::string line;

@@ -61,6 +61,14 @@ Expected<std::string> to_3mf(const Mesh& mesh, const ExportOptions& options,
   if (mesh.vertex_count() > int64_t{UINT32_MAX} || mesh.triangle_count() > int64_t{UINT32_MAX}) {
     return invalid_argument("3MF: the mesh is too large for lib3mf's counts");
   }
+  auto unit = MODELUNIT_METER;
+  switch (options.unit) {
+    case LengthUnit::kMetre: unit = MODELUNIT_METER; break;
+    case LengthUnit::kCentimetre: unit = MODELUNIT_CENTIMETER; break;
+    case LengthUnit::kMillimetre: unit = MODELUNIT_MILLIMETER; break;
+    case LengthUnit::kStud:
+      return invalid_argument("3MF: the format's units are metric or imperial, not studs");
+  }
   const Mesh m = transform_for_export(mesh, options);
   Handle model;
   LIB3MFRESULT r = lib3mf_createmodel(model.out());
@@ -68,7 +76,7 @@ Expected<std::string> to_3mf(const Mesh& mesh, const ExportOptions& options,
   auto fail = [&](PLib3MFBase* on, const char* what) {
     return internal_error(std::string("3MF: ") + what + ": " + last_error(on, r));
   };
-  if ((r = lib3mf_model_setunit(model.get(), MODELUNIT_METER)) != LIB3MF_OK) {
+  if ((r = lib3mf_model_setunit(model.get(), unit)) != LIB3MF_OK) {
     return fail(model.get(), "setting the unit");
   }
   Handle object;
