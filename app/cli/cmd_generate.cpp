@@ -20,6 +20,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -391,6 +392,7 @@ int run_generate(GenerateCliOptions o) {
   std::vector<std::pair<std::string, double>> stages;
   int64_t previews = 0;
   std::vector<std::shared_ptr<const runtime::FinalMeshEvent>> final_meshes;
+  std::map<int, std::pair<int64_t, int64_t>> written_counts;  // per candidate: LOD0's V, T
   double job_ms = 0, write_ms = 0;
   const uint64_t id = (*session)->submit(job);
   for (bool done = false; !done;) {
@@ -425,9 +427,14 @@ int run_generate(GenerateCliOptions o) {
         file_options.metadata_json =
             settings_json(o, f->seed, f->resolution, model_name, gpt_sha256).dump();
       }
-      if (Status st = write_cli_mesh(*f->mesh, path, file_options, o.exporting, *texture);
+      mesh::AssetReport written;
+      if (Status st =
+              write_cli_mesh(*f->mesh, path, file_options, o.exporting, *texture, &written);
           !st.ok())
         return fail(st.message());
+      if (!written.lod_triangles.empty()) {
+        written_counts[f->candidate] = {written.lod_vertices[0], written.lod_triangles[0]};
+      }
       write_ms += write_watch.elapsed_ms();
       final_meshes.push_back(std::make_shared<const runtime::FinalMeshEvent>(std::move(*f)));
     } else if (const auto* e = std::get_if<runtime::ErrorEvent>(&event->payload)) {
@@ -495,9 +502,10 @@ int run_generate(GenerateCliOptions o) {
   }
   for (const auto& f : final_meshes) {
     const int i = f->candidate + 1;
-    std::printf("wrote %s (%lld vertices, %lld triangles", numbered_path(o.output, i, o.variations).c_str(),
-                static_cast<long long>(f->mesh->vertex_count()),
-                static_cast<long long>(f->mesh->triangle_count()));
+    std::printf("wrote %s (%lld vertices, %lld triangles",
+                numbered_path(o.output, i, o.variations).c_str(),
+                static_cast<long long>(written_counts[f->candidate].first),
+                static_cast<long long>(written_counts[f->candidate].second));
     if (o.sample) std::printf(", seed %llu", static_cast<unsigned long long>(f->seed));
     std::printf(")\n");
     if (!o.tokens_out.empty()) {

@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "app/cli/commands.h"
+#include <nlohmann/json.hpp>
+
 #include "app/cli/shape_cli.h"
 #include "engine/core/mapped_file.h"
 #include "engine/core/png.h"
@@ -39,6 +41,7 @@ struct ImageCliOptions {
   int64_t height = 0;
   bool bf16 = false;
   std::string precision = "auto";
+  bool no_metadata = false;
   DeviceCli device;
 };
 
@@ -126,6 +129,25 @@ int run_image(const ImageCliOptions& o) {
   if (image == nullptr) return fail("internal error: the job ended without an image");
   auto png = encode_png(image->rgb.data(), image->width, image->height, 3);
   if (!png.ok()) return fail(png.status().message());
+  // How the image was made, as PNG text (the privacy switch leaves only the Software entry).
+  std::string settings;
+  if (!o.no_metadata) {
+    auto decimal = [](double v) { return std::stod(std::to_string(v)); };
+    nlohmann::json j = {{"tessera", TESSERA_VERSION},
+                        {"prompt", o.prompt},
+                        {"negative_prompt", o.negative_prompt},
+                        {"seed", o.seed},
+                        {"steps", o.steps},
+                        {"guidance", decimal(o.guidance)},
+                        {"sampler", o.sampler},
+                        {"width", image->width},
+                        {"height", image->height},
+                        {"model", fs::path(info.path).filename().string()},
+                        {"precision", info.precision}};
+    settings = j.dump();
+  }
+  png = add_png_text(std::move(*png), tessera_png_text(settings));
+  if (!png.ok()) return fail(png.status().message());
   if (Status st = write_file_atomic(o.output, png->data(), png->size()); !st.ok()) {
     return fail(st.message());
   }
@@ -162,6 +184,8 @@ void register_image(CLI::App& app, int* exit_code) {
   cmd->add_option("--precision", o->precision,
                   "UNet/VAE products: auto (bf16 for SD-size models on AVX-512 BF16 CPUs, TF32 "
                   "tensor cores on a GPU, else f32), f32 or bf16 (default auto)");
+  cmd->add_flag("--no-metadata", o->no_metadata,
+                "Write no prompt or settings into the PNG (its text chunks)");
   add_device_options(cmd, &o->device);
   cmd->callback([o, exit_code] { *exit_code = run_image(*o); });
 }

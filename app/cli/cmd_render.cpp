@@ -19,6 +19,7 @@
 #include <filesystem>
 
 #include "engine/mesh/import.h"
+#include "engine/mesh/metadata.h"
 #include "ui/render/camera.h"
 #include "ui/render/image.h"
 #include "ui/render/offscreen.h"
@@ -132,16 +133,22 @@ int run_render(const RenderArgs& args) {
   }
   renderer->reset();  // GL objects go while the context is current
 
+  // A PNG carries the settings of the mesh it shows (when the mesh file has them).
+  std::string settings;
+  if (auto metadata = tessera::mesh::read_metadata(args.mesh_path); metadata.ok()) {
+    settings = metadata->dump();
+  }
+  const PngText text = tessera_png_text(settings);
   Status written;
   if (ext == ".gif") {
     written = render::write_gif(args.out_path, images, args.delay_cs);
   } else if (frames == 1) {
-    written = render::write_png(args.out_path, images[0]);
+    written = render::write_png(args.out_path, images[0], text);
   } else {
     const int columns = static_cast<int>(std::ceil(std::sqrt(static_cast<double>(frames))));
     auto sheet = render::contact_sheet(images, columns);
     if (!sheet.ok()) return runtime_error(sheet.status());
-    written = render::write_png(args.out_path, *sheet);
+    written = render::write_png(args.out_path, *sheet, text);
   }
   if (!written.ok()) return runtime_error(written);
   std::printf("%s: %d frame%s %dx%d, %lld triangles, %s shading (%s)\n", args.out_path.c_str(),

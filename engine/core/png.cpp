@@ -1,6 +1,7 @@
 #include "engine/core/png.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -95,6 +96,103 @@ Expected<std::string> encode_png(const uint8_t* pixels, int64_t width, int64_t h
                           std::to_string(height) + " image");
   }
   return out;
+}
+
+namespace {
+
+uint32_t crc32_png(const char* data, size_t n) {
+  static const auto table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  uint32_t c = 0xFFFFFFFFu;
+  for (size_t i = 0; i < n; ++i) {
+    c = table[(c ^ static_cast<uint8_t>(data[i])) & 0xFF] ^ (c >> 8);
+  }
+  return c ^ 0xFFFFFFFFu;
+}
+
+void put_be32(std::string& s, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) s.push_back(static_cast<char>((v >> shift) & 0xFF));
+}
+
+uint32_t get_be32(std::string_view s, size_t at) {
+  return (uint32_t{static_cast<uint8_t>(s[at])} << 24) |
+         (uint32_t{static_cast<uint8_t>(s[at + 1])} << 16) |
+         (uint32_t{static_cast<uint8_t>(s[at + 2])} << 8) | uint32_t{static_cast<uint8_t>(s[at + 3])};
+}
+
+constexpr char kPngSignature[8] = {'\x89', 'P', 'N', 'G', '\r', '\n', '\x1a', '\n'};
+
+}  // namespace
+
+Expected<std::string> add_png_text(std::string png, const PngText& text) {
+  if (png.size() < 33 || png.compare(0, 8, std::string(kPngSignature, 8)) != 0 ||
+      png.compare(12, 4, "IHDR") != 0 || get_be32(png, 8) != 13) {
+    return invalid_argument("png text: not a PNG with its IHDR first");
+  }
+  std::string chunks;
+  for (const auto& [key, value] : text) {
+    bool ok = !key.empty() && key.size() <= 79 && key.front() != ' ' && key.back() != ' ' &&
+              key.find("  ") == std::string::npos;
+    for (unsigned char c : key) ok = ok && ((c >= 32 && c <= 126) || c >= 161);
+    if (!ok) return invalid_argument("png text: keyword '" + key + "' is not a PNG keyword");
+    std::string body = "iTXt" + key;
+    body.push_back('\0');  // keyword end
+    body.push_back('\0');  // not compressed
+    body.push_back('\0');  // compression method
+    body.push_back('\0');  // language tag: none
+    body.push_back('\0');  // translated keyword: none
+    body += value;
+    put_be32(chunks, static_cast<uint32_t>(body.size() - 4));
+    chunks += body;
+    put_be32(chunks, crc32_png(body.data(), body.size()));
+  }
+  png.insert(33, chunks);  // after the signature (8) and IHDR (4 + 4 + 13 + 4)
+  return png;
+}
+
+Expected<PngText> read_png_text(std::string_view png, const std::string& what) {
+  if (png.size() < 8 || png.substr(0, 8) != std::string_view(kPngSignature, 8)) {
+    return invalid_argument(what + ": not a PNG file (bad signature)");
+  }
+  PngText out;
+  size_t at = 8;
+  while (png.size() - at >= 12) {
+    const uint32_t length = get_be32(png, at);
+    if (length > png.size() - at - 12) break;
+    const std::string_view type = png.substr(at + 4, 4);
+    const std::string_view data = png.substr(at + 8, length);
+    if (type == "IEND") break;
+    const size_t nul = data.find('\0');
+    if (nul != std::string_view::npos && nul > 0) {
+      const std::string key(data.substr(0, nul));
+      if (type == "tEXt") {
+        out.emplace_back(key, std::string(data.substr(nul + 1)));
+      } else if (type == "iTXt" && data.size() >= nul + 3 && data[nul + 1] == 0) {
+        // flag, method, then language and translated keyword, each NUL-terminated.
+        const size_t lang_end = data.find('\0', nul + 3);
+        const size_t tkey_end =
+            lang_end == std::string_view::npos ? lang_end : data.find('\0', lang_end + 1);
+        if (tkey_end != std::string_view::npos) {
+          out.emplace_back(key, std::string(data.substr(tkey_end + 1)));
+        }
+      }
+    }
+    at += 12 + static_cast<size_t>(length);
+  }
+  return out;
+}
+
+PngText tessera_png_text(const std::string& json) {
+  PngText text = {{"Software", std::string("Tessera ") + TESSERA_VERSION}};
+  if (!json.empty()) text.emplace_back("tessera", json);
+  return text;
 }
 
 Expected<PngPixels> decode_png(const void* data, size_t size, int channels,

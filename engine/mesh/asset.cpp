@@ -263,6 +263,7 @@ Expected<std::vector<Mesh>> prepare_asset(const Mesh& mesh, const AssetOptions& 
   levels.push_back(mesh);
   TESSERA_RETURN_IF_ERROR(finish_level(levels[0], o.max_triangles, o, &r.holes));
   r.lod_triangles.push_back(levels[0].triangle_count());
+  r.lod_vertices.push_back(levels[0].vertex_count());
   if (o.closed) r.closed = r.holes.closed();
   const int64_t base = levels[0].triangle_count();
   for (int i = 1; i <= o.lods; ++i) {
@@ -271,6 +272,7 @@ Expected<std::vector<Mesh>> prepare_asset(const Mesh& mesh, const AssetOptions& 
     TESSERA_RETURN_IF_ERROR(finish_level(m, std::max<int64_t>(base >> i, 1), o, &holes));
     if (o.closed && !holes.closed()) r.closed = false;
     r.lod_triangles.push_back(m.triangle_count());
+    r.lod_vertices.push_back(m.vertex_count());
     levels.push_back(std::move(m));
   }
   return levels;

@@ -80,6 +80,7 @@ Status validate_asset_options(const AssetOptions& options, int64_t triangles = 0
 
 struct AssetReport {
   std::vector<int64_t> lod_triangles;  // per level, as written
+  std::vector<int64_t> lod_vertices;
   HoleReport holes;                    // of LOD0
   bool closed = true;                  // every level closed and manifold (when asked)
 };

@@ -176,6 +176,7 @@ std::string report_text(const MeshReport& r) {
       "volume              %.6g%s\n"
       "area                %.6g\n"
       "bounds              [%.4g, %.4g, %.4g] .. [%.4g, %.4g, %.4g]\n"
+      "size                %.4g x %.4g x %.4g (file units)\n"
       "self-intersections  %lld intersecting pairs of %lld tested%s\n",
       static_cast<long long>(r.vertices), static_cast<long long>(r.welded_vertices),
       static_cast<long long>(r.triangles), static_cast<long long>(r.zero_area_triangles),
@@ -187,7 +188,9 @@ std::string report_text(const MeshReport& r) {
                      : (r.closed() ? "no (non-manifold edges)" : "no (holes)"),
       r.volume, r.closed() ? (r.volume < 0 ? " (negative: inside out)" : "") : " (open: not meaningful)",
       r.area, r.bounds.min[0], r.bounds.min[1], r.bounds.min[2], r.bounds.max[0], r.bounds.max[1],
-      r.bounds.max[2], static_cast<long long>(r.intersecting_pairs),
+      r.bounds.max[2], double(r.bounds.max[0]) - r.bounds.min[0],
+      double(r.bounds.max[1]) - r.bounds.min[1], double(r.bounds.max[2]) - r.bounds.min[2],
+      static_cast<long long>(r.intersecting_pairs),
       static_cast<long long>(r.pairs_tested),
       r.intersection_check_complete ? " (all candidate pairs)" : " (stopped at the limit)");
   return buf;

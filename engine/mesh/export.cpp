@@ -75,9 +75,11 @@ std::string texture_path_for(const std::string& mesh_path) {
   return p.string();
 }
 
-Status write_texture_beside(const Mesh& mesh, const std::string& mesh_path) {
+Status write_texture_beside(const Mesh& mesh, const std::string& mesh_path,
+                            const std::string& metadata_json) {
   if (mesh.texture.empty()) return Status();
   Expected<std::string> png = texture_png(mesh);
+  if (png.ok()) png = add_png_text(std::move(*png), tessera_png_text(metadata_json));
   if (!png.ok()) return png.status().with_context(mesh_path);
   return write_file_atomic(texture_path_for(mesh_path), png->data(), png->size())
       .with_context(mesh_path);
@@ -322,7 +324,7 @@ Status write_obj(const Mesh& mesh, const std::string& path, const ExportOptions&
   const bool textured = !mesh.texture.empty();
   const std::string png_path = texture_path_for(path);
   // Errors name the OBJ too: that is the path the caller asked for.
-  TESSERA_RETURN_IF_ERROR(write_texture_beside(mesh, path));
+  TESSERA_RETURN_IF_ERROR(write_texture_beside(mesh, path, options.metadata_json));
   auto remove_written = [&](bool mtl_written) {
     std::error_code ec;  // best effort: the error being returned is the one that matters
     if (mtl_written) fs::remove(mtl_path, ec);

@@ -96,8 +96,10 @@ const char* up_axis_name(UpAxis axis);
 // be the image the texture was made from).
 std::string texture_path_for(const std::string& mesh_path);
 // Writes mesh.texture as a PNG to texture_path_for(mesh_path) atomically (nothing for an
-// untextured mesh). Errors (kIoError, or kInvalidArgument for a bad texture) name mesh_path.
-Status write_texture_beside(const Mesh& mesh, const std::string& mesh_path);
+// untextured mesh), with the PNG text png.h's tessera_png_text(metadata_json) gives. Errors
+// (kIoError, or kInvalidArgument for a bad texture) name mesh_path.
+Status write_texture_beside(const Mesh& mesh, const std::string& mesh_path,
+                            const std::string& metadata_json = "");
 
 // OBJ text: "v x y z", "vt u v" and "vn x y z" (one per vertex, same index, vt only with uvs),
 // "f a/a/a b/b/b c/c/c" (1-based; "a//a" without uvs, "a/a" without normals, "a" with neither).

@@ -688,7 +688,7 @@ Status write_fbx_lods(const std::vector<const Mesh*>& lods, const std::string& p
   const std::string png_path = texture_path_for(path);
   Expected<std::string> bytes = to_fbx_lods(lods, options, textured ? png_path : std::string());
   if (!bytes.ok()) return bytes.status().with_context(path);
-  TESSERA_RETURN_IF_ERROR(write_texture_beside(mesh, path));
+  TESSERA_RETURN_IF_ERROR(write_texture_beside(mesh, path, options.metadata_json));
   Status st = write_file_atomic(path, bytes->data(), bytes->size());
   if (!st.ok() && textured) {
     std::error_code ec;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tests/engine/diffusion/pipeline_test_util.h"
+#include "engine/core/png.h"
 #include "tests/support/cli_runner.h"
 
 namespace tessera {
@@ -115,6 +116,22 @@ TEST_F(ImageCli, WritesPngWithProgress) {
                                  shell_quote(out("again.png")));
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_EQ(slurp(out("again.png")), png);
+  // The settings ride in the PNG's text; --no-metadata leaves only the Software entry.
+  auto text = read_png_text(std::string(png.begin(), png.end()), png_path);
+  ASSERT_TRUE(text.ok());
+  std::string settings;
+  for (const auto& [key, value] : *text) {
+    if (key == "tessera") settings = value;
+  }
+  EXPECT_NE(settings.find("\"prompt\":\"a red torus\""), std::string::npos) << settings;
+  EXPECT_NE(settings.find("\"seed\":5"), std::string::npos) << settings;
+  EXPECT_NE(settings.find("\"negative_prompt\":\"blue\""), std::string::npos) << settings;
+  const auto quiet = run_tessera("image -p 'a red torus' -m " + model() +
+                                 " --steps 1 --no-metadata -W 32 -H 24 -o " +
+                                 shell_quote(out("quiet.png")));
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
+  const auto quiet_png = slurp(out("quiet.png"));
+  EXPECT_EQ(std::string(quiet_png.begin(), quiet_png.end()).find("a red torus"), std::string::npos);
   const auto dflt = run_tessera("image -p cube -m " + model() + " --steps 1 -o " +
                                 shell_quote(out("default.png")));
   ASSERT_EQ(dflt.exit_code, 0) << dflt.err;

@@ -221,9 +221,13 @@ Expected<std::vector<uint8_t>> encode_png(const Image& image) {
   return out;
 }
 
-Status write_png(const std::string& path, const Image& image) {
+Status write_png(const std::string& path, const Image& image, const PngText& text) {
   TESSERA_ASSIGN_OR_RETURN(auto bytes, encode_png(image));
-  return write_file_atomic(path, bytes.data(), bytes.size());
+  if (text.empty()) return write_file_atomic(path, bytes.data(), bytes.size());
+  TESSERA_ASSIGN_OR_RETURN(
+      std::string with_text,
+      add_png_text(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()), text));
+  return write_file_atomic(path, with_text.data(), with_text.size());
 }
 
 Expected<std::vector<uint8_t>> encode_gif(const std::vector<Image>& frames,

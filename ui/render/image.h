@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/png.h"
 #include "engine/core/status.h"
 
 namespace tessera::render {
@@ -32,7 +33,8 @@ Expected<Image> contact_sheet(const std::vector<Image>& frames, int columns);
 // Encodes/writes a PNG. The file is written atomically (temporary file, then rename). kIoError
 // naming the path when it cannot be written; kInvalidArgument for an invalid image.
 Expected<std::vector<uint8_t>> encode_png(const Image& image);
-Status write_png(const std::string& path, const Image& image);
+// `text`: PNG text entries (engine/core/png.h), e.g. the settings of the mesh the image shows.
+Status write_png(const std::string& path, const Image& image, const PngText& text = {});
 
 // Encodes an animated GIF89a that loops forever: every frame shown for `delay_centiseconds`
 // (1/100 s, 1..65535; GIF's unit), all frames the same size (<= 65535 per side). Colours are

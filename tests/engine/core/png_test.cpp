@@ -88,5 +88,60 @@ TEST(PngTest, EveryTruncationFailsCleanly) {
   }
 }
 
+// PNG text (issue 24: the settings in every PNG Tessera writes): iTXt chunks after IHDR with
+// valid CRCs (checked here by an independent bitwise CRC-32), UTF-8 values read back, the pixels
+// untouched, and keywords the PNG rules forbid refused.
+TEST(PngTextTest, ITxtChunksRoundTripWithValidCrcs) {
+  const auto px = random_pixels(7, 5, 3, 11);
+  auto png = encode_png(px.data(), 7, 5, 3);
+  ASSERT_TRUE(png.ok());
+  const std::string json = R"({"prompt":"a caf\u00e9 chair","seed":7})";
+  auto with = add_png_text(*png, {{"Software", "Tessera test"}, {"tessera", json},
+                                  {"Comment", "p\xc3\xa9tanque \xe2\x9c\x93"}});
+  ASSERT_TRUE(with.ok()) << with.status().message();
+  auto text = read_png_text(*with, "t.png");
+  ASSERT_TRUE(text.ok());
+  ASSERT_EQ(text->size(), 3u);
+  EXPECT_EQ((*text)[0], (std::pair<std::string, std::string>("Software", "Tessera test")));
+  EXPECT_EQ((*text)[1].second, json);
+  EXPECT_EQ((*text)[2].second, "p\xc3\xa9tanque \xe2\x9c\x93");
+  auto decoded = decode_png(with->data(), with->size(), 3, "t.png");
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(decoded->pixels, px);
+  // Every chunk's CRC (over type + data) is right.
+  auto crc = [](const char* d, size_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; ++i) {
+      c ^= static_cast<uint8_t>(d[i]);
+      for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
+    }
+    return ~c;
+  };
+  size_t at = 8, chunks = 0;
+  while (at + 12 <= with->size()) {
+    auto be = [&](size_t i) {
+      return (uint32_t(uint8_t((*with)[i])) << 24) | (uint32_t(uint8_t((*with)[i + 1])) << 16) |
+             (uint32_t(uint8_t((*with)[i + 2])) << 8) | uint32_t(uint8_t((*with)[i + 3]));
+    };
+    const uint32_t len = be(at);
+    ASSERT_LE(at + 12 + len, with->size());
+    EXPECT_EQ(be(at + 8 + len), crc(with->data() + at + 4, 4 + len)) << "chunk " << chunks;
+    at += 12 + len;
+    ++chunks;
+  }
+  EXPECT_EQ(at, with->size());
+  EXPECT_EQ(find_chunk(*with, "iTXt"), 33u);  // right after IHDR
+
+  for (const char* bad : {"", " lead", "trail ", "two  spaces", "tab\there"}) {
+    EXPECT_FALSE(add_png_text(*png, {{bad, "x"}}).ok()) << bad;
+  }
+  EXPECT_FALSE(add_png_text(*png, {{std::string(80, 'k'), "x"}}).ok());
+  EXPECT_FALSE(add_png_text("not a png at all, not at all, no", {{"k", "v"}}).ok());
+  EXPECT_FALSE(read_png_text("nope", "x.png").ok());
+  const PngText t = tessera_png_text("");
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].first, "Software");
+}
+
 }  // namespace
 }  // namespace tessera

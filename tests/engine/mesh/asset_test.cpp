@@ -6,11 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "engine/core/mapped_file.h"
+#include "engine/core/png.h"
 #include "engine/mesh/asset.h"
 #include "engine/mesh/cleanup.h"
 #include "engine/mesh/export.h"
@@ -329,6 +332,28 @@ TEST(LodFileTest, ThreeMfCarriesItsUnit) {
   EXPECT_NEAR(b.max[0] - b.min[0], 50.0, 1e-3);  // 5 cm in millimetres
   e.unit = LengthUnit::kStud;
   EXPECT_FALSE(to_3mf(m, e).ok());
+}
+
+TEST(LodFileTest, TheTextureBesideAnObjCarriesTheSettings) {
+  Mesh m = box(-1, -1, -1, 1, 1, 1);
+  m.uvs.assign(16, 0.5f);
+  m.texture.width = 2;
+  m.texture.height = 2;
+  m.texture.rgb.assign(12, 200);
+  ExportOptions e;
+  e.metadata_json = R"({"tessera":"t","prompt":"a crate"})";
+  const std::string path = (std::filesystem::temp_directory_path() / "tessera_asset_tex.obj").string();
+  ASSERT_TRUE(write_mesh(m, path, e).ok());
+  auto png = read_file(texture_path_for(path));
+  ASSERT_TRUE(png.ok());
+  auto text = read_png_text(*png, "texture");
+  ASSERT_TRUE(text.ok());
+  ASSERT_EQ(text->size(), 2u);
+  EXPECT_EQ((*text)[1].first, "tessera");
+  EXPECT_EQ((*text)[1].second, e.metadata_json);
+  std::filesystem::remove(path);
+  std::filesystem::remove(texture_path_for(path));
+  std::filesystem::remove(std::filesystem::path(path).replace_extension(".mtl"));
 }
 
 }  // namespace
