@@ -32,6 +32,7 @@
 #include "engine/core/sha256.h"
 #include "engine/mesh/export.h"
 #include "engine/mesh/metadata.h"
+#include "engine/runtime/provenance.h"
 #include "engine/runtime/session.h"
 
 namespace tessera::cli {
@@ -251,28 +252,6 @@ Status apply_metadata(const nlohmann::json& m, const std::string& file, Generate
   return Status();
 }
 
-// The settings a written mesh carries (read back by --from): everything that decides its shape.
-nlohmann::json settings_json(const GenerateCliOptions& o, uint64_t seed, int resolution,
-                             const std::string& model_name, const std::string& gpt_sha256) {
-  nlohmann::json j;
-  j["tessera"] = TESSERA_VERSION;
-  j["prompt"] = o.prompt;
-  j["sampling"] = {{"sample", o.sample}};
-  if (o.sample) {
-    j["sampling"]["seed"] = seed;
-    j["sampling"]["temperature"] = o.temperature;
-    j["sampling"]["top_k"] = o.top_k;
-    j["sampling"]["top_p"] = o.top_p;
-  }
-  j["guidance"] = o.guidance;
-  j["bbox"] = o.bbox.empty() ? nlohmann::json() : nlohmann::json(o.bbox);
-  j["resolution"] = resolution;
-  j["tokens"] = o.tokens;
-  j["model"] = {{"name", model_name}, {"gpt_sha256", gpt_sha256}};
-  j["export"] = export_settings_json(o.exporting);
-  return j;
-}
-
 int run_generate(GenerateCliOptions o) {
   auto fail = [](const std::string& message) {
     std::fprintf(stderr, "tessera generate: %s\n", message.c_str());
@@ -424,8 +403,11 @@ int run_generate(GenerateCliOptions o) {
       Stopwatch write_watch;
       mesh::ExportOptions file_options = *export_options;
       if (!o.no_metadata) {
-        file_options.metadata_json =
-            settings_json(o, f->seed, f->resolution, model_name, gpt_sha256).dump();
+        // Everything that decides its shape (read back by --from), and the export settings.
+        nlohmann::json settings =
+            runtime::shape_settings_json(job, f->seed, f->resolution, model_name, gpt_sha256);
+        settings["export"] = export_settings_json(o.exporting);
+        file_options.metadata_json = settings.dump();
       }
       mesh::AssetReport written;
       if (Status st =

@@ -28,11 +28,14 @@
 
 #include <QImage>
 #include <QMainWindow>
+#include <optional>
 #include <QString>
 #include <memory>
 #include <vector>
 
 #include "engine/mesh/export.h"
+#include "engine/runtime/provenance.h"
+#include "ui/studio/export_dialog.h"
 #include "engine/mesh/mesh.h"
 #include "ui/studio/diffusion_bridge.h"
 #include "ui/studio/diffusion_panel.h"
@@ -107,6 +110,19 @@ class MainWindow : public QMainWindow {
   // Writes the viewport's mesh (format from the extension); max_faces > 0 decimates a copy first.
   Status export_mesh(const QString& path, const mesh::ExportOptions& options,
                      int64_t max_faces = 0);
+  // Writes the viewport's mesh as an asset (export_dialog.h): budget, closing and LODs
+  // (engine/mesh/asset.h), placement and axes, and, with the privacy switch on, the settings of
+  // the shown shape when it was generated in this session. The message says what was written.
+  Status export_asset(const ExportChoice& choice, QString* summary = nullptr);
+  // The settings the shown mesh's files carry (runtime/provenance.h); "" when the shown mesh was
+  // not generated in this session (an opened file, a gallery item).
+  std::string shown_settings_json();
+  // Applies the prompt and settings a Tessera file carries to the prompt bar and the Settings
+  // panel (the seed locked, so Generate makes that shape again). False, with the reason in the
+  // status bar, when the file carries none or they are malformed.
+  bool restore_settings_from(const QString& path);
+  // File > Export (preset "": the last choice) and File > Export for > PRESET.
+  void run_export_dialog(const QString& preset = QString());
   // Starts / stops saving a viewport frame per partial mesh into `dir` (empty: stop).
   void set_record_dir(const QString& dir);
   // Concept image of the prompt bar's text with the panel's settings (a new random seed unless the
@@ -185,7 +201,6 @@ class MainWindow : public QMainWindow {
   void on_device_changed(runtime::DeviceChoice device);
   // The overlay's switches and device line from the Settings panel and the loaded model.
   void sync_overlay_controls();
-  void run_export_dialog();
   void choose_model_dir();
   void show_about();
   void finish_script(int code, const QString& message);
@@ -231,6 +246,11 @@ class MainWindow : public QMainWindow {
   QString texture_error_;                              // the last one's failure
   bool texture_submitted_for_script_ = false;
   QString current_prompt_;
+  // What the viewport shows: a shape of last_job_ (candidate chosen_candidate_) at this final
+  // resolution (0: the model's), or something else (an opened file).
+  bool shown_generated_ = false;
+  int shown_resolution_ = 0;
+  std::optional<runtime::ModelIdentity> model_identity_;  // of the loaded model, computed once
   bool mesh_framed_for_job_ = false;
   QString record_dir_;
   int record_frame_ = 0;

@@ -44,6 +44,8 @@
 #include "ui/studio/gallery.h"
 #include "ui/studio/main_window_text.h"
 #include "engine/mesh/import.h"
+#include "engine/mesh/asset.h"
+#include "engine/mesh/metadata.h"
 #include "ui/studio/prompt_edit.h"
 #include "ui/studio/settings_panel.h"
 #include "ui/studio/token_strip.h"
@@ -94,6 +96,7 @@ void MainWindow::add_to_gallery(const QString& label, std::shared_ptr<const mesh
 
 void MainWindow::show_gallery_item(const QString& prompt, std::shared_ptr<const mesh::Mesh> mesh) {
   current_tokens_.clear();  // the gallery keeps meshes, not tokens: nothing to re-mesh
+  shown_generated_ = false;
   viewport_->set_mesh(std::move(mesh), true);
   show_status(tr("Showing \"%1\"").arg(one_line(prompt)));
   update_buttons();
@@ -123,6 +126,24 @@ bool MainWindow::open_mesh_file(const QString& path) {
     status += QStringLiteral(" (") + QString::fromStdString(warnings.front()) + QStringLiteral(")");
   show_status(status, !warnings.empty());
   viewport_->set_mesh(std::move(mesh), true);
+  shown_generated_ = false;
+  // A file Tessera wrote carries its prompt and settings: offer them (not in scripted runs).
+  if (auto metadata = mesh::read_metadata(path.toStdString()); metadata.ok() && !launch_.scripted()) {
+    auto restored = runtime::restored_settings(*metadata, path.toStdString());
+    if (restored.ok()) {
+      auto* box = new QMessageBox(QMessageBox::Question, tr("Restore settings?"),
+                                  tr("%1 was made by Tessera from the prompt \"%2\". Restore its "
+                                     "prompt and settings, so that Generate makes it again?")
+                                      .arg(QFileInfo(path).fileName(),
+                                           one_line(QString::fromStdString(restored->prompt), 80)),
+                                  QMessageBox::Yes | QMessageBox::No, this);
+      box->button(QMessageBox::Yes)->setText(tr("Restore"));
+      box->button(QMessageBox::No)->setText(tr("Keep mine"));
+      box->setAttribute(Qt::WA_DeleteOnClose);
+      connect(box, &QMessageBox::accepted, this, [this, path] { restore_settings_from(path); });
+      box->open();
+    }
+  }
   if (textured) {
     select_textured_shading();  // show what the file carries
   }
@@ -144,22 +165,131 @@ Status MainWindow::export_mesh(const QString& path, const mesh::ExportOptions& o
   return mesh::write_mesh(reduced, path.toStdString(), options);
 }
 
-void MainWindow::run_export_dialog() {
-  if (!viewport_->mesh()) {
+std::string MainWindow::shown_settings_json() {
+  if (!shown_generated_ || !has_last_job_) return std::string();
+  if (!model_identity_) {
+    const std::optional<runtime::ShapeModelInfo> model = engine_->session().shape_model();
+    if (!model) return std::string();
+    auto identity = runtime::model_identity(*model);
+    if (!identity.ok()) return std::string();
+    model_identity_ = *identity;
+  }
+  const uint64_t seed =
+      last_job_.generation.sampler.seed + static_cast<uint64_t>(std::max(chosen_candidate_, 0));
+  return runtime::shape_settings_json(last_job_, seed, shown_resolution_, model_identity_->name,
+                                      model_identity_->gpt_sha256)
+      .dump();
+}
+
+Status MainWindow::export_asset(const ExportChoice& choice, QString* summary) {
+  const auto shown = viewport_->mesh();
+  if (!shown) return invalid_argument("there is no mesh to export yet");
+  const std::string path = choice.path.toStdString();
+  if (!mesh::is_supported_mesh_extension(path)) {
+    return invalid_argument(path + ": unknown extension (write " +
+                            mesh::kSupportedMeshExtensions + ")");
+  }
+  mesh::ExportOptions options = choice.options;
+  TESSERA_RETURN_IF_ERROR(mesh::validate_export_options(options).with_context(path));
+  mesh::AssetReport report;
+  TESSERA_ASSIGN_OR_RETURN(std::vector<mesh::Mesh> levels,
+                           mesh::prepare_asset(*shown, choice.asset, &report));
+  if (choice.write_settings) {
+    const std::string settings = shown_settings_json();
+    if (!settings.empty()) {
+      nlohmann::json j = nlohmann::json::parse(settings);
+      nlohmann::json e = {{"up_axis", mesh::up_axis_name(options.up_axis)},
+                          {"scale", options.scale},
+                          {"max_faces", choice.asset.max_triangles}};
+      if (!choice.preset.isEmpty()) e["preset"] = choice.preset.toStdString();
+      if (options.front_x) e["forward"] = "x";
+      if (options.unit != mesh::LengthUnit::kMetre) e["unit"] = mesh::unit_name(options.unit);
+      if (options.size_m > 0) e["size"] = options.size_m;
+      if (options.height_m > 0) e["height"] = options.height_m;
+      if (options.pivot != mesh::Pivot::kOrigin) e["pivot"] = mesh::pivot_name(options.pivot);
+      if (choice.asset.lods > 0) {
+        e["lods"] = choice.asset.lods;
+        e["lod_triangles"] = report.lod_triangles;
+      }
+      if (choice.asset.closed) {
+        e["closed_asked"] = true;
+        e["closed"] = report.closed;
+      }
+      j["export"] = e;
+      options.metadata_json = j.dump();
+    }
+  }
+  TESSERA_RETURN_IF_ERROR(mesh::write_mesh_lods(levels, path, options));
+  if (summary != nullptr) {
+    QString text = tr("Exported %1: %2 triangles").arg(choice.path).arg(report.lod_triangles[0]);
+    for (size_t i = 1; i < report.lod_triangles.size(); ++i) {
+      text += tr(", LOD%1 %2").arg(i).arg(report.lod_triangles[i]);
+    }
+    if (choice.asset.closed) {
+      text += report.closed ? tr(", closed")
+                            : tr(", NOT closed (%1 boundary, %2 non-manifold edges left)")
+                                  .arg(report.holes.boundary_edges_left)
+                                  .arg(report.holes.non_manifold_edges);
+    }
+    *summary = text;
+  }
+  return Status();
+}
+
+void MainWindow::run_export_dialog(const QString& preset) {
+  const auto full = viewport_->mesh();
+  if (!full) {
     QMessageBox::information(this, tr("Export"), tr("There is no mesh to export yet."));
     return;
   }
-  const std::optional<ExportChoice> choice = ask_export_options(this);
+  // The live budget preview: a decimated copy in the viewport while the dialog is open.
+  BudgetPreview preview = [this, full](int64_t budget) -> int64_t {
+    if (budget <= 0 || budget >= full->triangle_count()) {
+      viewport_->set_mesh(full, false);
+      return full->triangle_count();
+    }
+    auto reduced = std::make_shared<mesh::Mesh>(*full);
+    if (!mesh::reduce_triangles(*reduced, budget).ok()) return -1;
+    const int64_t reached = reduced->triangle_count();
+    viewport_->set_mesh(std::move(reduced), false);
+    return reached;
+  };
+  const std::optional<ExportChoice> choice =
+      ask_export_options(this, full->triangle_count(), preview, preset);
   if (!choice) return;
-  const QString target = choice->path;
-  if (Status st = export_mesh(target, choice->options, choice->max_faces); !st.ok()) {
+  QString summary;
+  if (Status st = export_asset(*choice, &summary); !st.ok()) {
     const QString message = QString::fromStdString(st.message());
     show_status(tr("Export failed: %1").arg(one_line(message, 160)), true);
     show_message(QMessageBox::Critical, tr("Export failed"), message);
     return;
   }
   remember_export_choice(*choice);
-  show_status(tr("Exported %1").arg(target));
+  show_status(summary, summary.contains(QStringLiteral("NOT closed")));
+}
+
+bool MainWindow::restore_settings_from(const QString& path) {
+  auto metadata = mesh::read_metadata(path.toStdString());
+  if (!metadata.ok()) {
+    show_status(QString::fromStdString(metadata.status().message()), true);
+    return false;
+  }
+  auto restored = runtime::restored_settings(*metadata, path.toStdString());
+  if (!restored.ok()) {
+    show_status(QString::fromStdString(restored.status().message()), true);
+    return false;
+  }
+  prompt_->setPlainText(QString::fromStdString(restored->prompt));
+  settings_->restore(*restored);
+  QString text = tr("Restored the prompt and settings of %1").arg(QFileInfo(path).fileName());
+  if (restored->has_seed) text += tr(" (seed %1, locked)").arg(restored->seed);
+  if (!restored->model_name.empty() &&
+      QString::fromStdString(restored->model_name) != QFileInfo(engine_->model_dir()).fileName()) {
+    text += tr("; it was made with %1, not the loaded model")
+                .arg(QString::fromStdString(restored->model_name));
+  }
+  show_status(text);
+  return true;
 }
 
 }  // namespace tessera::studio

@@ -37,6 +37,7 @@
 #include <optional>
 #include <variant>
 
+#include "engine/mesh/asset.h"
 #include "engine/mesh/cleanup.h"
 #include "engine/mesh/texture.h"
 #include "ui/render/renderer.h"
@@ -63,7 +64,17 @@ void MainWindow::build_menus() {
   });
   export_action_ = file->addAction(tr("&Export..."));
   export_action_->setShortcut(QKeySequence(tr("Ctrl+E")));
-  connect(export_action_, &QAction::triggered, this, &MainWindow::run_export_dialog);
+  connect(export_action_, &QAction::triggered, this, [this] { run_export_dialog(); });
+  // One entry per platform preset: the dialog opens with it chosen (and shows what it sets).
+  QMenu* export_for = file->addMenu(tr("Export &for"));
+  for (const mesh::AssetPreset& p : mesh::asset_presets()) {
+    const QString name = QString::fromStdString(p.name);
+    QAction* a = export_for->addAction(name.left(1).toUpper() + name.mid(1) + QStringLiteral("..."));
+    a->setToolTip(QString::fromStdString(mesh::describe_preset(p)));
+    a->setStatusTip(QString::fromStdString(mesh::describe_preset(p)));
+    connect(a, &QAction::triggered, this, [this, name] { run_export_dialog(name); });
+  }
+  export_for->setToolTipsVisible(true);
   QAction* model = file->addAction(tr("Choose &model directory..."));
   connect(model, &QAction::triggered, this, &MainWindow::choose_model_dir);
   record_action_ = file->addAction(tr("&Record generation..."));

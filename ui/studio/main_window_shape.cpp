@@ -73,6 +73,7 @@ void MainWindow::on_model_loading(const QString& dir) {
 }
 
 void MainWindow::on_model_loaded(const QString& dir) {
+  model_identity_.reset();  // computed again for the new model on the next export
   model_status_->setStyleSheet(QStringLiteral("color: #40a040;"));
   model_status_->setText(tr("Loaded: %1 tokens per shape, codebook %2, %3 bounding box; %4")
                              .arg(engine_->num_latents())
@@ -182,6 +183,8 @@ bool MainWindow::choose_candidate(int i) {
   if (static_cast<size_t>(i) < candidate_tokens_.size()) current_tokens_ = candidate_tokens_[static_cast<size_t>(i)];
   candidates_->select(i);
   viewport_->set_mesh(candidates_->mesh(i), false);
+  shown_generated_ = candidates_->is_final(i);
+  shown_resolution_ = last_job_.mesh.resolution;
   show_status(tr("Candidate %1 (seed %2) is the current mesh%3")
                   .arg(i + 1)
                   .arg(candidates_->seed(i))
@@ -198,6 +201,7 @@ void MainWindow::start_shape_job(const runtime::JobOptions& job, const QString& 
   candidates_->reset(job.variations, job.generation.sampler.seed);
   candidate_tokens_.assign(static_cast<size_t>(std::max(job.variations, 1)), {});
   current_tokens_.clear();
+  shown_generated_ = false;
   remesh_job_ = 0;
   engine_->submit(job);
   // The new prompt's image (the runtime holds it until the shape job ends); the old prompt's
@@ -251,6 +255,7 @@ void MainWindow::on_final_mesh(std::shared_ptr<const mesh::Mesh> mesh, std::vect
     // A re-mesh: the shown shape at a finer lattice becomes the current mesh (and its tile's).
     remesh_job_ = 0;
     viewport_->set_mesh(mesh, false);
+    shown_resolution_ = remesh_resolution_;
     if (candidates_->count() > 0) candidates_->set_mesh(chosen_candidate_, mesh, true);
     add_to_gallery(tr("%1 (%2\u00b3)").arg(current_prompt_).arg(remesh_resolution_), mesh,
                    viewport_->grabFramebuffer());
@@ -262,6 +267,8 @@ void MainWindow::on_final_mesh(std::shared_ptr<const mesh::Mesh> mesh, std::vect
   if (chosen_candidate_ == 0) {
     viewport_->set_mesh(mesh, false);
     current_tokens_ = std::move(tokens);
+    shown_generated_ = true;
+    shown_resolution_ = last_job_.mesh.resolution;
   }
   if (!mesh_framed_for_job_) viewport_->frame_bounds(kDecoderCube);
   mesh_framed_for_job_ = true;
@@ -285,6 +292,10 @@ void MainWindow::on_candidate_final(int candidate, quint64 seed,
   }
   if (candidate == chosen_candidate_) current_tokens_ = std::move(tokens);
   if (candidate == chosen_candidate_ && candidate != 0) viewport_->set_mesh(mesh, false);
+  if (candidate == chosen_candidate_) {
+    shown_generated_ = true;
+    shown_resolution_ = last_job_.mesh.resolution;
+  }
   candidates_->set_mesh(candidate, mesh, true);
   QImage shot;
   if (Viewport* tile = candidates_->view(candidate)) shot = tile->grabFramebuffer();

@@ -309,4 +309,19 @@ void SettingsPanel::set_seed(uint64_t seed, bool locked) {
 }
 void SettingsPanel::set_sampling(bool sample) { sample_->setChecked(sample); }
 
+void SettingsPanel::restore(const runtime::RestoredSettings& r) {
+  if (r.has_sampling) {
+    sample_->setChecked(r.sample);
+    if (r.sample) {
+      temperature_->setValue(r.temperature);
+      top_p_->setValue(r.top_p);
+      top_k_->setValue(static_cast<int>(std::min<int64_t>(r.top_k, top_k_->maximum())));
+    }
+    if (r.has_seed) set_seed(r.seed, true);
+  }
+  if (r.has_guidance) guidance_->setValue(r.guidance);
+  if (r.resolution > 0) set_final_resolution(r.resolution);
+  set_variations(1);
+}
+
 }  // namespace tessera::studio

@@ -9,6 +9,7 @@
 #include <QWidget>
 #include <cstdint>
 
+#include "engine/runtime/provenance.h"
 #include "engine/runtime/session.h"
 
 class QCheckBox;
@@ -43,6 +44,9 @@ class SettingsPanel : public QWidget {
   void set_preview_every(int tokens);
   void set_seed(uint64_t seed, bool locked);
   void set_sampling(bool sample);
+  // The settings a Tessera file carries (File > Open of such a file): sampling (the seed locked,
+  // so Generate makes that shape again), guidance and final resolution, where present.
+  void restore(const runtime::RestoredSettings& r);
   // Candidates per Generate (1, 2, 4 or 6: the Variations box); more than one samples (temperature
   // and top-p from the panel when Sample is on, else 1 and 0.9) with seeds S, S+1, ...
   int variations() const;

@@ -37,6 +37,9 @@
 #include "ui/studio/candidate_grid.h"
 #include "ui/studio/gallery.h"
 #include "ui/studio/main_window.h"
+#include "engine/mesh/cleanup.h"
+#include "engine/mesh/metadata.h"
+#include "ui/studio/export_dialog.h"
 #include "ui/studio/prompt_edit.h"
 #include "ui/studio/settings_panel.h"
 #include "ui/studio/viewport.h"
@@ -517,6 +520,116 @@ TEST(Studio, ImportAndExport) {
   EXPECT_NE(window->viewport()->mesh(), nullptr);
 }
 
+
+// Issue 24 in the studio: the Export dialog's presets (what they set, overridable), the live
+// triangle-budget preview in the viewport, an asset export with LODs and the settings, the
+// privacy switch, and Open of a Tessera file restoring its prompt and seed. With
+// TESSERA_TEST_SHOTS set, the dialog's picture is saved there (export_dialog.png) to look at.
+TEST(Studio, ExportPresetsBudgetPreviewAndRestore) {
+  FixtureModelDir dir("studio-presets");
+  auto window = open_window(fixture_launch(dir));
+  QTemporaryDir out;
+  window->settings_panel()->set_seed(21, true);
+  window->settings_panel()->set_sampling(true);
+  window->prompt_edit()->setPlainText(testing::kParityPrompt);
+  window->generate();
+  ASSERT_TRUE(wait_job(*window));
+  const auto full = window->viewport()->mesh();
+  ASSERT_NE(full, nullptr);
+  const int64_t triangles = full->triangle_count();
+  ASSERT_GT(triangles, 100);
+
+  {
+    int64_t last_budget = -1;
+    ExportDialog dialog(window.get(), triangles, [&](int64_t budget) -> int64_t {
+      last_budget = budget;
+      auto reduced = std::make_shared<mesh::Mesh>(*full);
+      if (budget > 0 && budget < triangles) {
+        EXPECT_TRUE(mesh::reduce_triangles(*reduced, budget).ok());
+      }
+      window->viewport()->set_mesh(reduced, false);
+      return reduced->triangle_count();
+    });
+    dialog.set_path(out.filePath("asset.obj"));
+    dialog.select_preset(QStringLiteral("unreal"));
+    ExportChoice c = dialog.choice();
+    EXPECT_TRUE(c.path.endsWith(QStringLiteral("asset.fbx"))) << c.path.toStdString();  // its format
+    EXPECT_EQ(c.preset, QStringLiteral("unreal"));
+    EXPECT_EQ(c.options.up_axis, mesh::UpAxis::kZ);
+    EXPECT_TRUE(c.options.front_x);
+    EXPECT_EQ(c.options.unit, mesh::LengthUnit::kCentimetre);
+    dialog.select_preset(QStringLiteral("roblox"));
+    c = dialog.choice();
+    EXPECT_EQ(c.asset.max_triangles, 20000);
+    EXPECT_TRUE(c.asset.closed);
+    EXPECT_EQ(c.options.unit, mesh::LengthUnit::kStud);
+    // Override the budget: the viewport shows the decimated mesh and the dialog its count.
+    dialog.set_budget(triangles / 2);
+    dialog.flush_preview();
+    EXPECT_EQ(last_budget, triangles / 2);
+    EXPECT_LE(window->viewport()->mesh()->triangle_count(), triangles / 2);
+    EXPECT_TRUE(dialog.preview_text().contains(QString::number(triangles)))
+        << dialog.preview_text().toStdString();
+    c = dialog.choice();
+    EXPECT_EQ(c.asset.max_triangles, triangles / 2);
+    dialog.show();
+    QApplication::processEvents();
+    const QImage shot = dialog.grab().toImage();
+    EXPECT_GT(shot.width(), 200);
+    if (const char* shots = std::getenv("TESSERA_TEST_SHOTS")) {
+      shot.save(QDir(shots).filePath("export_dialog.png"));
+    }
+    dialog.hide();
+  }
+  window->viewport()->set_mesh(full, false);
+
+  // Export for Unreal with two LODs: an FBX holding LOD0..LOD2 and the shape's settings.
+  ExportChoice choice;
+  choice.path = out.filePath("asset.fbx");
+  choice.preset = QStringLiteral("unreal");
+  choice.options.up_axis = mesh::UpAxis::kZ;
+  choice.options.front_x = true;
+  choice.options.unit = mesh::LengthUnit::kCentimetre;
+  choice.options.size_m = 1.5;
+  choice.options.pivot = mesh::Pivot::kBase;
+  choice.asset.lods = 2;
+  QString summary;
+  Status st = window->export_asset(choice, &summary);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_TRUE(summary.contains(QStringLiteral("LOD2"))) << summary.toStdString();
+  auto metadata = mesh::read_metadata(choice.path.toStdString());
+  ASSERT_TRUE(metadata.ok()) << metadata.status().message();
+  EXPECT_EQ((*metadata)["prompt"], testing::kParityPrompt);
+  EXPECT_EQ((*metadata)["sampling"]["seed"], 21);
+  EXPECT_EQ((*metadata)["export"]["preset"], "unreal");
+  // The privacy switch: no settings.
+  choice.path = out.filePath("private.glb");
+  choice.options = mesh::ExportOptions();
+  choice.asset = mesh::AssetOptions();
+  choice.write_settings = false;
+  ASSERT_TRUE(window->export_asset(choice).ok());
+  EXPECT_FALSE(mesh::read_metadata(choice.path.toStdString()).ok());
+  // A bad target fails and writes nothing.
+  choice.path = out.filePath("mesh.ply");
+  EXPECT_FALSE(window->export_asset(choice).ok());
+
+  // Open the FBX elsewhere: its prompt and seed come back, and Generate makes the same shape.
+  window->prompt_edit()->setPlainText(QStringLiteral("something else"));
+  window->settings_panel()->set_seed(5, false);
+  ASSERT_TRUE(window->open_mesh_file(out.filePath("asset.fbx")));
+  ASSERT_TRUE(window->restore_settings_from(out.filePath("asset.fbx")))
+      << window->status_text().toStdString();
+  EXPECT_EQ(window->prompt_edit()->toPlainText().toStdString(), testing::kParityPrompt);
+  EXPECT_TRUE(window->status_text().contains(QStringLiteral("seed 21"))) << window->status_text().toStdString();
+  window->generate();
+  ASSERT_TRUE(wait_job(*window));
+  ASSERT_NE(window->viewport()->mesh(), nullptr);
+  EXPECT_EQ(window->viewport()->mesh()->positions, full->positions);
+  // A file without settings: the status says so, nothing changes.
+  EXPECT_FALSE(window->restore_settings_from(out.filePath("private.glb")));
+  EXPECT_TRUE(window->status_text().contains(QStringLiteral("no Tessera metadata")))
+      << window->status_text().toStdString();
+}
 
 // The readers themselves (every format's textured re-import, broken files) are tested headless
 // in tests/engine/mesh/import_*_test.cpp.

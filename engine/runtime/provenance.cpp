@@ -1,0 +1,89 @@
+#include "engine/runtime/provenance.h"
+
+#include <filesystem>
+
+#include "engine/core/sha256.h"
+
+namespace tessera::runtime {
+
+nlohmann::json shape_settings_json(const JobOptions& job, uint64_t seed, int resolution,
+                                   const std::string& model_name, const std::string& gpt_sha256) {
+  const auto& s = job.generation.sampler;
+  nlohmann::json j;
+  j["tessera"] = TESSERA_VERSION;
+  j["prompt"] = job.prompt;
+  j["sampling"] = {{"sample", s.sample}};
+  if (s.sample) {
+    j["sampling"]["seed"] = seed;
+    j["sampling"]["temperature"] = s.temperature;
+    j["sampling"]["top_k"] = s.top_k;
+    j["sampling"]["top_p"] = s.top_p;
+  }
+  j["guidance"] = job.generation.guidance_scale;
+  j["bbox"] = job.generation.bbox ? nlohmann::json(*job.generation.bbox) : nlohmann::json();
+  j["resolution"] = resolution;
+  j["tokens"] = job.generation.num_tokens;
+  j["model"] = {{"name", model_name}, {"gpt_sha256", gpt_sha256}};
+  return j;
+}
+
+Expected<ModelIdentity> model_identity(const ShapeModelInfo& model) {
+  ModelIdentity id;
+  id.name = std::filesystem::path(model.path).filename().string();
+  TESSERA_ASSIGN_OR_RETURN(id.gpt_sha256, sha256_file(model.shape_gpt_file));
+  return id;
+}
+
+Expected<RestoredSettings> restored_settings(const nlohmann::json& m, const std::string& file) {
+  auto bad = [&](const std::string& field, const std::string& what) {
+    return invalid_argument(file + ": metadata field '" + field + "' " + what);
+  };
+  RestoredSettings r;
+  if (!m.is_object()) return bad("(root)", "is not an object");
+  if (!m.contains("prompt") || !m["prompt"].is_string()) return bad("prompt", "is missing or not text");
+  r.prompt = m["prompt"].get<std::string>();
+  if (const auto s = m.find("sampling"); s != m.end()) {
+    if (!s->is_object()) return bad("sampling", "is not an object");
+    r.has_sampling = true;
+    if (const auto v = s->find("sample"); v != s->end()) {
+      if (!v->is_boolean()) return bad("sampling.sample", "is not true or false");
+      r.sample = v->get<bool>();
+    }
+    if (const auto v = s->find("seed"); v != s->end()) {
+      if (!v->is_number_unsigned()) return bad("sampling.seed", "is not a non-negative integer");
+      r.seed = v->get<uint64_t>();
+      r.has_seed = true;
+    }
+    if (const auto v = s->find("temperature"); v != s->end()) {
+      if (!v->is_number()) return bad("sampling.temperature", "is not a number");
+      r.temperature = v->get<float>();
+    }
+    if (const auto v = s->find("top_p"); v != s->end()) {
+      if (!v->is_number()) return bad("sampling.top_p", "is not a number");
+      r.top_p = v->get<float>();
+    }
+    if (const auto v = s->find("top_k"); v != s->end()) {
+      if (!v->is_number_integer() || v->get<int64_t>() < 0) return bad("sampling.top_k", "is not a count");
+      r.top_k = v->get<int64_t>();
+    }
+  }
+  if (const auto v = m.find("guidance"); v != m.end()) {
+    if (!v->is_number()) return bad("guidance", "is not a number");
+    r.guidance = v->get<float>();
+    r.has_guidance = true;
+  }
+  if (const auto v = m.find("resolution"); v != m.end()) {
+    if (!v->is_number_integer() || v->get<int64_t>() < 0 || v->get<int64_t>() > 1025) {
+      return bad("resolution", "is out of range");
+    }
+    r.resolution = v->get<int>();
+  }
+  if (const auto v = m.find("model"); v != m.end() && v->is_object()) {
+    if (const auto n = v->find("name"); n != v->end() && n->is_string()) {
+      r.model_name = n->get<std::string>();
+    }
+  }
+  return r;
+}
+
+}  // namespace tessera::runtime

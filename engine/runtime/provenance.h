@@ -1,0 +1,48 @@
+// How a shape was made, as the JSON object every written mesh carries (engine/mesh/metadata.h):
+// the one builder the CLI (`generate`) and the studio (Export) share, so a file from either is
+// read back the same way (`tessera generate --from`, the studio's Open).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/runtime/session.h"
+
+namespace tessera::runtime {
+
+// {"tessera": version, "prompt", "sampling": {"sample", and when sampling "seed", "temperature",
+// "top_k", "top_p"}, "guidance", "bbox" (3 numbers or null), "resolution", "tokens",
+// "model": {"name", "gpt_sha256"}}. `seed` is the candidate's own (base seed + its index);
+// `resolution` the final mesh's. Export settings are the front end's ("export").
+nlohmann::json shape_settings_json(const JobOptions& job, uint64_t seed, int resolution,
+                                   const std::string& model_name, const std::string& gpt_sha256);
+
+// The model's identity for the metadata: its folder name and the SHA-256 (hex) of its shape GPT
+// file. Errors: reading the file.
+struct ModelIdentity {
+  std::string name;
+  std::string gpt_sha256;
+};
+Expected<ModelIdentity> model_identity(const ShapeModelInfo& model);
+
+// What the studio restores from a file's metadata (the fields present; the rest keep theirs).
+struct RestoredSettings {
+  std::string prompt;
+  bool has_sampling = false;
+  bool sample = false;
+  bool has_seed = false;
+  uint64_t seed = 0;
+  float temperature = 1.0f, top_p = 0.9f;
+  int64_t top_k = 0;
+  bool has_guidance = false;
+  float guidance = 3.0f;
+  int resolution = 0;  // 0: not given
+  std::string model_name;
+};
+// kInvalidArgument naming `file` and the field for a missing prompt or a field of the wrong type.
+Expected<RestoredSettings> restored_settings(const nlohmann::json& metadata,
+                                             const std::string& file);
+
+}  // namespace tessera::runtime
