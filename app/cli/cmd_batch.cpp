@@ -68,7 +68,7 @@ struct BatchCliOptions {
   std::string out;
   int variations = 1;
   std::string shard = "0/1";
-  std::string format = "glb";
+  std::string format;  // "": the preset's first format, else glb
   uint64_t seed = 0;
   float temperature = 1.0f;
   int64_t top_k = 0;
@@ -415,8 +415,13 @@ int run_batch(BatchCliOptions o) {
     return fail("--variations " + std::to_string(o.variations) + " outside [1, " +
                 std::to_string(runtime::kMaxVariations) + "]");
   }
-  if (o.format != "glb" && o.format != "obj" && o.format != "fbx") {
-    return fail("--format '" + o.format + "': expected glb, obj or fbx");
+  if (o.format.empty()) {
+    const mesh::AssetPreset* p = o.exporting.preset.empty() ? nullptr : mesh::find_preset(o.exporting.preset);
+    o.format = p != nullptr ? p->formats.front().substr(1) : "glb";
+  }
+  if (o.format != "glb" && o.format != "obj" && o.format != "fbx" && o.format != "stl" &&
+      o.format != "3mf") {
+    return fail("--format '" + o.format + "': expected glb, obj, fbx, stl or 3mf");
   }
   auto shard = parse_shard(o.shard);
   if (!shard.ok()) return fail(shard.status().message());
@@ -640,7 +645,7 @@ void register_batch(CLI::App& app, int* exit_code) {
   cmd->add_option("--shard", o->shard,
                   "I/N: make only the items whose number is I modulo N (0 <= I < N), e.g. "
                   "$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT");
-  cmd->add_option("--format", o->format, "Mesh format: glb (default), obj or fbx");
+  cmd->add_option("--format", o->format, "Mesh format: glb (default; the preset's first format with --preset), obj, fbx, stl or 3mf");
   cmd->add_option("--merge", o->merge,
                   "After N shards: check that every item's candidates are in the N shard "
                   "manifests once, with their files, and write DIR/manifest.jsonl")
