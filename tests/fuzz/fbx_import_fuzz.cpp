@@ -3,7 +3,8 @@
 // zlib arrays, geometry, uv layers, Model transforms and embedded (Video Content) PNG textures.
 // No directory is given, so no file beside the input is read. Run with -rss_limit_mb=2048: an
 // array that claims more than its bytes can hold must be refused before anything is allocated.
-// A success must be a valid Mesh; every error and warning must name the file.
+// A success must be a valid Mesh; every error and warning must name the file. The same bytes also
+// go through the Model user-property lookup `generate --from` uses (import_internal.h).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -11,9 +12,14 @@
 #include <vector>
 
 #include "engine/mesh/import.h"
+#include "engine/mesh/import_internal.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  auto settings = tessera::mesh::fbx_model_string_property(bytes, "fuzz.fbx", "tessera_settings");
+  if (!settings.ok() && settings.status().message().find("fuzz.fbx") == std::string::npos) {
+    __builtin_trap();
+  }
   std::vector<std::string> warnings;
   auto mesh = tessera::mesh::parse_fbx(bytes, "fuzz.fbx", &warnings);
   if (!mesh.ok()) {
