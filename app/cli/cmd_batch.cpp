@@ -435,14 +435,8 @@ int run_batch(BatchCliOptions o) {
     fs::create_directories(o.out, ec);
     if (ec) return fail("--out '" + o.out + "': cannot create the directory: " + ec.message());
   }
-  auto export_options = to_export_options(o.exporting, "item." + o.format);
+  auto export_options = checked_export_options(o.exporting, "item." + o.format);
   if (!export_options.ok()) return fail(export_options.status().message());
-  if (auto asset = to_asset_options(o.exporting); !asset.ok()) {
-    return fail(asset.status().message());
-  }
-  for (const std::string& w : preset_warnings(o.exporting, "item." + o.format)) {
-    std::fprintf(stderr, "warning: %s\n", w.c_str());
-  }
   auto texture = load_texture_option(o.exporting);
   if (!texture.ok()) return fail(texture.status().message());
   auto items = read_items(o);

@@ -34,16 +34,10 @@ int run_convert(const ConvertCliOptions& o) {
     return 1;
   };
   if (Status st = check_mesh_output(o.output); !st.ok()) return fail(st.message());
-  auto export_options = to_export_options(o.exporting, o.output);
+  auto export_options = checked_export_options(o.exporting, o.output);
   if (!export_options.ok()) return fail(export_options.status().message());
-  if (auto asset = to_asset_options(o.exporting); !asset.ok()) {
-    return fail(asset.status().message());
-  }
   auto texture = load_texture_option(o.exporting);
   if (!texture.ok()) return fail(texture.status().message());
-  for (const std::string& w : preset_warnings(o.exporting, o.output)) {
-    std::fprintf(stderr, "warning: %s\n", w.c_str());
-  }
   std::vector<std::string> warnings;
   auto m = mesh::import_mesh_file(o.input, &warnings);
   if (!m.ok()) return fail(m.status().message());

@@ -35,14 +35,8 @@ int run_decode(const DecodeCliOptions& o) {
     return 1;
   };
   if (Status st = check_mesh_output(o.output); !st.ok()) return fail(st.message());
-  auto export_options = to_export_options(o.exporting, o.output);
+  auto export_options = checked_export_options(o.exporting, o.output);
   if (!export_options.ok()) return fail(export_options.status().message());
-  if (auto asset = to_asset_options(o.exporting); !asset.ok()) {
-    return fail(asset.status().message());
-  }
-  for (const std::string& w : preset_warnings(o.exporting, o.output)) {
-    std::fprintf(stderr, "warning: %s\n", w.c_str());
-  }
   auto texture = load_texture_option(o.exporting);
   if (!texture.ok()) return fail(texture.status().message());
   if (auto k = runtime::resolution_base(o.resolution); o.resolution != 0 && !k.ok())

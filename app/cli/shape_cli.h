@@ -272,12 +272,16 @@ inline Expected<mesh::ExportOptions> to_export_options(const MeshExportCli& o,
   if (ext == ".3mf" && options.unit == mesh::LengthUnit::kStud) {
     return invalid_argument("--unit studs: 3MF files are in metric or imperial units");
   }
+  auto shown = [](double v) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", v);
+    return std::string(text);
+  };
   if (o.size_given && !(std::isfinite(o.size) && o.size > 0.0)) {
-    return invalid_argument("--size " + std::to_string(o.size) + ": must be a length > 0 (metres)");
+    return invalid_argument("--size " + shown(o.size) + ": must be a length > 0 (metres)");
   }
   if (o.height_given && !(std::isfinite(o.height) && o.height > 0.0)) {
-    return invalid_argument("--height " + std::to_string(o.height) +
-                            ": must be a length > 0 (metres)");
+    return invalid_argument("--height " + shown(o.height) + ": must be a length > 0 (metres)");
   }
   if (o.size_given && o.height_given) {
     return invalid_argument("--size and --height are exclusive (the largest extent, or the height)");
@@ -316,6 +320,18 @@ inline std::vector<std::string> preset_warnings(const MeshExportCli& o, const st
                   std::to_string(p->max_triangles));
   }
   return out;
+}
+
+// Everything checked before a long run: to_export_options() and to_asset_options(); the preset's
+// warnings printed on stderr. The ExportOptions for `output`, or the first error.
+inline Expected<mesh::ExportOptions> checked_export_options(const MeshExportCli& o,
+                                                           const std::string& output) {
+  TESSERA_ASSIGN_OR_RETURN(mesh::ExportOptions options, to_export_options(o, output));
+  TESSERA_RETURN_IF_ERROR(to_asset_options(o).status());
+  for (const std::string& w : preset_warnings(o, output)) {
+    std::fprintf(stderr, "warning: %s\n", w.c_str());
+  }
+  return options;
 }
 
 // Writes `m` to `path` as an asset: prepare_asset (budget, closing, LODs), the texture projected
