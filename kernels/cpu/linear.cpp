@@ -21,6 +21,7 @@
 #include "engine/core/thread_pool.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/linear_int8.h"
 #include "kernels/cpu/linear_internal.h"
 #include "kernels/ops.h"
 
@@ -150,7 +151,8 @@ void gemv_parts(Isa isa, bool bf16x, const float* x, int64_t m, const LinearPart
     const int64_t n_begin = (t - first_task[p]) * rows_per_task[p];
     const int64_t n_end = std::min(w.rows, n_begin + rows_per_task[p]);
     // Passes of kMaxRowsPerPass rows of x over the task's weight rows (L2-resident after the first).
-    const DotRowsFn dot = gemv_rows_for(isa, bf16x, w.dtype);
+    const DotRowsFn dot = w.dtype == DType::kI8 ? int8_dot_for(static_cast<int>(isa), w)
+                                                : gemv_rows_for(isa, bf16x, w.dtype);
     for (int64_t i = 0; i < m; i += kMaxRowsPerPass) {
       dot(x + i * w.cols, std::min(kMaxRowsPerPass, m - i), w, parts[p].bias, parts[p].y + i * w.rows,
           w.rows, n_begin, n_end);
@@ -170,7 +172,8 @@ void row_block_path(Isa isa, bool bf16x, const float* x, int64_t m, const Weight
     gemv_parts(isa, bf16x, x, m, &part, 1);
     return;
   }
-  const DotRowsFn dot = dot_rows_for(isa);
+  const DotRowsFn dot =
+      w.dtype == DType::kI8 ? int8_dot_for(static_cast<int>(isa), w) : dot_rows_for(isa);
   const int64_t macs_per_row = std::max<int64_t>(1, m * w.cols);
   const int64_t grain = std::max<int64_t>(kRowBlock, kMinTaskMacs / macs_per_row);
   default_thread_pool().parallel_for(w.rows, grain, [&](int64_t n_begin, int64_t n_end) {
@@ -288,7 +291,8 @@ LinearConfig default_linear_config() {
 
 void linear_with_config(const LinearConfig& config, const float* x, int64_t m, const Weight& w,
                         const float* bias, float* y) {
-  assert(w.dtype == DType::kF32 || w.dtype == DType::kBF16);
+  assert(w.dtype == DType::kF32 || w.dtype == DType::kBF16 || w.dtype == DType::kI8);
+  assert(w.dtype != DType::kI8 || (w.group > 0 && w.cols % w.group == 0 && w.scales != nullptr));
   assert(isa_supported(config.isa));
   if (m <= 0 || w.rows <= 0) return;
   if (w.cols == 0) {  // empty sum: y = bias (or 0)
@@ -304,7 +308,8 @@ void linear_with_config(const LinearConfig& config, const float* x, int64_t m, c
     return;
   }
   const int64_t blocked_max = w.dtype == DType::kBF16 ? kBlockedMaxRowsBf16 : kBlockedMaxRowsF32;
-  if (config.use_blas && m > std::max(blocked_max, kMaxGemvRows)) {
+  // int8 weights always take the row-block path: its int8 dot kernels serve every m.
+  if (w.dtype != DType::kI8 && config.use_blas && m > std::max(blocked_max, kMaxGemvRows)) {
     blas_path(config.isa, x, m, w, bias, y);
   } else {
     row_block_path(config.isa, config.bf16_gemm, x, m, w, bias, y);
@@ -319,7 +324,8 @@ void linear_multi_with_config(const LinearConfig& config, const float* x, int64_
   bool gemv = m <= kMaxGemvRows && k_dim > 0;
   for (int64_t p = 0; p < n_parts; ++p) {
     assert(parts[p].w.cols == k_dim);
-    assert(parts[p].w.dtype == DType::kF32 || parts[p].w.dtype == DType::kBF16);
+    assert(parts[p].w.dtype == DType::kF32 || parts[p].w.dtype == DType::kBF16 ||
+           parts[p].w.dtype == DType::kI8);
     gemv = gemv && parts[p].w.rows > 0;
   }
   if (!gemv) {  // GEMM (or degenerate) sizes: one layer at a time, as linear() would

@@ -3,12 +3,13 @@
 #include <cassert>
 
 #include "engine/core/dtype.h"
+#include "kernels/int8.h"
 #include "kernels/ops.h"
 
 namespace tessera::kernels::ref {
 
 void linear(const float* x, int64_t m, const Weight& w, const float* bias, float* y) {
-  assert(w.dtype == DType::kF32 || w.dtype == DType::kBF16);
+  assert(w.dtype == DType::kF32 || w.dtype == DType::kBF16 || w.dtype == DType::kI8);
   const int64_t n_out = w.rows;
   const int64_t k_dim = w.cols;
   const auto* w_f32 = static_cast<const float*>(w.data);
@@ -17,8 +18,10 @@ void linear(const float* x, int64_t m, const Weight& w, const float* bias, float
     for (int64_t n = 0; n < n_out; ++n) {
       double sum = bias ? static_cast<double>(bias[n]) : 0.0;
       for (int64_t k = 0; k < k_dim; ++k) {
-        const float wk =
-            w.dtype == DType::kF32 ? w_f32[n * k_dim + k] : bf16_to_f32(w_bf16[n * k_dim + k]);
+        // int8: the dequantized weight (x exact: the reference for the weight error alone).
+        const float wk = w.dtype == DType::kF32    ? w_f32[n * k_dim + k]
+                         : w.dtype == DType::kBF16 ? bf16_to_f32(w_bf16[n * k_dim + k])
+                                                   : int8_weight_at(w, n, k);
         sum += static_cast<double>(x[i * k_dim + k]) * static_cast<double>(wk);
       }
       y[i * n_out + n] = static_cast<float>(sum);
