@@ -66,6 +66,7 @@ struct GenerateCliOptions {
   std::string from;           // --from FILE: the settings of a mesh Tessera wrote
   bool prompt_given = false;
   bool no_metadata = false;   // --no-metadata: write no settings into the files
+  std::string weights;        // --weights f32|bf16|int8 ("": f32, or bf16 with --bf16)
 };
 
 // Redraws "[#####.....] 512/1024 tokens  190.3 tokens/s" in place on a terminal (at most ~10 times
@@ -303,7 +304,9 @@ int run_generate(GenerateCliOptions o) {
     }
   }
   Stopwatch load_watch;
-  auto session = runtime::Session::open(shape_model_options(o.model, o.bf16, o.device));
+  if (o.weights == "bf16") o.bf16 = true;
+  auto session =
+      runtime::Session::open(shape_model_options(o.model, o.bf16, o.device, o.weights == "int8"));
   if (!session.ok()) return fail(session.status().message());
   {
     const runtime::ShapeModelInfo model = *(*session)->shape_model();
@@ -533,6 +536,10 @@ void register_generate(CLI::App& app, int* exit_code) {
                 "CUDA: launch every op each step instead of replaying the recorded decode step "
                 "(the eager baseline; no effect on the CPU)");
   cmd->add_flag("--bf16", o->bf16, "Convert the weights to bf16 once at load");
+  cmd->add_option("--weights", o->weights,
+                  "Shape GPT linear layers: f32 (as stored), bf16 (as --bf16) or int8 (quantized "
+                  "once at load, a scale per group of 128 weights; CPU)")
+      ->check(CLI::IsMember({"f32", "bf16", "int8"}));
   add_device_options(cmd, &o->device);
   cmd->add_option("--resolution,-r", o->resolution,
                   "Extraction lattice points per axis, 2^k+1 (default: the model's, 65 for tessera-tiny, 257 for Cube 3D)");

@@ -63,10 +63,11 @@ inline void print_device(const DeviceCli& o, const std::string& backend, const s
 
 // The shape model to open: --model (empty: the embedded default), --bf16, --device.
 inline runtime::ShapeModelOptions shape_model_options(const std::string& model, bool bf16,
-                                                      const DeviceCli& device) {
+                                                      const DeviceCli& device, bool int8 = false) {
   runtime::ShapeModelOptions options;
   options.path = model;
   options.bf16 = bf16;
+  options.int8 = int8;
   options.device = device.choice();
   return options;
 }

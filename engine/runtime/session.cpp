@@ -131,6 +131,7 @@ Expected<std::string> shape_model_path(const std::string& given) {
 shape::PipelineOptions pipeline_options(const ShapeModelOptions& o) {
   shape::PipelineOptions p;
   p.weights = o.bf16 ? WeightFormat::kBF16 : WeightFormat::kF32;
+  p.gpt_int8 = o.int8;
   p.device = o.device;
   // Real CLIP checkpoints usually come without the vocabulary: use the bundled one.
   p.clip_vocab_fallback =
@@ -155,7 +156,8 @@ Expected<std::unique_ptr<Session>> Session::open(const ShapeModelOptions& model,
   std::string path;
   TESSERA_ASSIGN_OR_RETURN(auto pipeline, load_shape(model, &path));
   auto session = create(std::move(options));
-  session->install_shape(std::move(pipeline), path, model.bf16 ? "bf16" : "f32");
+  session->install_shape(std::move(pipeline), path,
+                         model.int8 ? "int8" : model.bf16 ? "bf16" : "f32");
   return session;
 }
 
@@ -361,7 +363,8 @@ void Session::run_shape_load(uint64_t id, const ShapeModelOptions& options) {
   std::string path;
   auto pipeline = load_shape(options, &path);
   if (!pipeline.ok()) return emit(id, Lane::kShape, ErrorEvent{pipeline.status()});
-  install_shape(std::move(pipeline).value(), path, options.bf16 ? "bf16" : "f32");
+  install_shape(std::move(pipeline).value(), path,
+                options.int8 ? "int8" : options.bf16 ? "bf16" : "f32");
   const ShapeModelInfo info = *shape_model();
   ModelLoadedEvent loaded;
   loaded.lane = Lane::kShape;

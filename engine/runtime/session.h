@@ -98,6 +98,7 @@ struct ShapeModelOptions {
   std::string path;  // a Cube 3D layout directory; "": the embedded default
   DeviceChoice device = DeviceChoice::kCpu;
   bool bf16 = false;  // convert the matrices to bf16 once at load
+  bool int8 = false;  // quantize the shape GPT's linear layers to int8 once at load (CPU)
   // The CLIP vocabulary for checkpoints that ship none ("": the bundled one).
   std::string clip_vocab_fallback;
 };

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "engine/core/dtype.h"
+#include "kernels/int8.h"
 
 namespace tessera::shape {
 
@@ -69,6 +70,7 @@ class GptLoader {
  public:
   GptLoader(const SafeTensors& file, Backend& backend, CubeGpt& model, bool bf16)
       : file_(file), backend_(backend), model_(model), bf16_(bf16) {}
+  void set_int8(bool on) { int8_ = on; }
 
   Status check_dtype(const TensorInfo& info) const {
     if (info.dtype != DType::kF32 && info.dtype != DType::kBF16 && info.dtype != DType::kF16) {
@@ -93,6 +95,20 @@ class GptLoader {
   Expected<Weight> matrix(const std::string& name, int64_t rows, int64_t cols) {
     TESSERA_ASSIGN_OR_RETURN(const TensorInfo* info, lookup(name, {rows, cols}));
     TESSERA_ASSIGN_OR_RETURN(TensorView view, file_.view(name));
+    if (int8_) {  // quantized once here (kernels/int8.h)
+      const size_t n = static_cast<size_t>(rows * cols);
+      std::vector<float> f32(n);
+      TESSERA_RETURN_IF_ERROR(file_.load_f32(name, f32.data(), n));
+      const int64_t group = kernels::int8_group_for(cols);
+      std::vector<uint8_t> q(n);
+      std::vector<float> scales(static_cast<size_t>(rows * (cols / group)));
+      kernels::quantize_int8_rows(f32.data(), rows, cols, group, q.data(), scales.data());
+      model_.host_u8_.push_back(std::move(q));
+      model_.host_f32_.push_back(std::move(scales));
+      Weight host{model_.host_u8_.back().data(), DType::kI8, rows, cols,
+                  model_.host_f32_.back().data(), group};
+      return upload(host);
+    }
     const DType target = (bf16_ || info->dtype == DType::kBF16) ? DType::kBF16 : DType::kF32;
     Weight host{view.data, target, rows, cols};
     if (info->dtype != target || !info->aligned) {
@@ -157,10 +173,12 @@ class GptLoader {
   // Splits a [2d, d] c_qk weight into its q (rows 0..d-1) and k (rows d..2d-1) halves.
   static void split_qk(const Weight& qk, Weight* q, Weight* k) {
     const int64_t d = qk.cols;
-    *q = Weight{qk.data, qk.dtype, d, d};
-    *k = Weight{
-        static_cast<const char*>(qk.data) + d * d * static_cast<int64_t>(dtype_size(qk.dtype)),
-        qk.dtype, d, d};
+    *q = qk;
+    q->rows = d;
+    *k = *q;
+    k->data =
+        static_cast<const char*>(qk.data) + d * d * static_cast<int64_t>(dtype_size(qk.dtype));
+    if (qk.dtype == DType::kI8) k->scales = qk.scales + d * (d / qk.group);  // rows d.. of scales
   }
 
   Expected<detail::GptPreAttention> pre_attention(const std::string& p, bool query) {
@@ -266,6 +284,7 @@ class GptLoader {
   Backend& backend_;
   CubeGpt& model_;
   bool bf16_;
+  bool int8_ = false;
 };
 
 CubeGpt::~CubeGpt() = default;
@@ -294,6 +313,7 @@ Expected<std::unique_ptr<CubeGpt>> CubeGpt::load(const SafeTensors& file,
   // Pointers into the host_* inner vectors are handed out while the outer vectors grow: moving an
   // inner vector keeps its buffer, so they stay valid.
   GptLoader loader(file, backend, *model, options.bf16);
+  loader.set_int8(options.int8);
   TESSERA_RETURN_IF_ERROR(loader.load_all(codebook));
   return model;
 }

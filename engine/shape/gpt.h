@@ -53,6 +53,10 @@ struct GptLoadOptions {
   // Convert f32 weights to bf16 once at load (halves the bytes read per decoded token). bf16 files
   // stay bf16 either way; f16 files are converted (to f32, or to bf16 when this is set).
   bool bf16 = false;
+  // Quantize the linear layers' matrices (attention, MLP, projections, lm_head) to int8 once at
+  // load (kernels/int8.h: a scale per group of 128/64/32 along the input); embeddings and norms stay
+  // as they are. CPU backend only for now.
+  bool int8 = false;
 };
 
 namespace detail {
@@ -121,6 +125,7 @@ class CubeGpt {
   detail::GptWeights weights_;
   // Host memory the model owns (converted weights, the token table) and backend copies.
   std::vector<std::vector<uint16_t>> host_u16_;
+  std::vector<std::vector<uint8_t>> host_u8_;  // int8 weights (offset bytes)
   std::vector<std::vector<float>> host_f32_;
   std::vector<kernels::DeviceBuffer> device_;
 };

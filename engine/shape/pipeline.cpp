@@ -225,6 +225,7 @@ Expected<std::unique_ptr<ShapePipeline>> ShapePipeline::load_on(
   codebook.values = p->decoder_->normalized_codebook();
   GptLoadOptions gpt_options;
   gpt_options.bf16 = options.weights == WeightFormat::kBF16;
+  gpt_options.int8 = options.gpt_int8;
   auto gpt = CubeGpt::load(m.shape_gpt.file(), codebook, *backend, gpt_options);
   if (!gpt.ok()) return gpt.status().with_context(m.paths.shape_gpt);
   p->gpt_ = std::move(gpt).value();

@@ -69,6 +69,8 @@ struct PipelineOptions {
   // f32: weights memory-mapped as stored; bf16: matrices converted once at load (half the bytes
   // read per token).
   WeightFormat weights = WeightFormat::kF32;
+  // The shape GPT's linear layers in int8 (GptLoadOptions::int8), whatever `weights` says.
+  bool gpt_int8 = false;
   // Scan every weight for NaN / inf at load (about 1 s per 4 GB of weights on 2 cores). Off, a
   // NaN still never becomes a mesh: it shows up as non-finite logits, reported by the generator
   // or by extraction.

@@ -70,9 +70,17 @@ class CpuBackend final : public Backend {
   Status synchronize() override { return Status(); }
 
   Expected<Weight> upload_weight(const Weight& host, DeviceBuffer* /*storage*/) override {
+    if (host.dtype == DType::kI8) {
+      if (host.group <= 0 || host.cols % host.group != 0 || host.scales == nullptr) {
+        return invalid_argument("cpu backend: int8 weight without scales or with a group of " +
+                                std::to_string(host.group) + " that does not divide its " +
+                                std::to_string(host.cols) + " columns");
+      }
+      return host;
+    }
     if (host.dtype != DType::kF32 && host.dtype != DType::kBF16) {
       return invalid_argument(std::string("cpu backend: weight dtype ") + dtype_name(host.dtype) +
-                              " is not supported (f32 or bf16)");
+                              " is not supported (f32, bf16 or int8)");
     }
     return host;
   }
