@@ -28,6 +28,7 @@ struct Options {
   bool write_results = false;
   int64_t tokens = 0;  // bench shape: KV-cache decode steps timed per length (0: default)
   std::string device = "cpu";  // bench shape: "cpu" or "cuda" (kernels::parse_device_choice)
+  std::string weights = "bf16";  // bench shape: the full-size GPT's linear layers, bf16 or int8
 };
 
 // Median, min and max of repeated timings (seconds).

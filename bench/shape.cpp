@@ -409,12 +409,17 @@ Expected<ShapeModelResult> bench_shape_model(const std::string& name, const Safe
                                              const shape::NormalizedCodebook& codebook,
                                              TimedBackend& backend,
                                              const std::vector<int64_t>& lengths, int64_t steps,
-                                             bool quick) {
+                                             bool quick, bool int8 = false) {
   ShapeModelResult res;
   res.name = name;
-  TESSERA_ASSIGN_OR_RETURN(auto model, shape::CubeGpt::load(file, codebook, backend));
+  shape::GptLoadOptions load_options;
+  load_options.int8 = int8;
+  TESSERA_ASSIGN_OR_RETURN(auto model, shape::CubeGpt::load(file, codebook, backend, load_options));
   const shape::GptConfig& c = model->config();
-  res.config = c.summary() + ", " + dtype_name(model->weight_dtype()) + " weights";
+  res.config = c.summary() + ", " +
+               (int8 ? std::string("int8 (from bf16, a scale per 128)")
+                     : std::string(dtype_name(model->weight_dtype()))) +
+               " weights";
   res.weight_bytes = model->decode_weight_bytes();
   // Room for the KV steps, the device-resident eager steps and the recorded ones (+ 2 warm-ups).
   const int64_t max_len = lengths.back() + 3 * steps + 3;
@@ -903,6 +908,12 @@ nlohmann::json shape_json(const Machine& machine, const std::vector<ShapeModelRe
 }
 
 Status run_bench_shape(const Options& opt) {
+  if (opt.write_results && opt.weights != "bf16") {
+    return invalid_argument("--write-results records the bf16 run; run --weights int8 without it");
+  }
+  if (opt.weights != "bf16" && opt.device != "cpu") {
+    return invalid_argument("--weights int8 runs on the CPU backend only so far");
+  }
   const Machine machine = describe_machine();
   std::printf("tessera bench shape: %s, %d threads, features: %s\n", machine.cpu.c_str(),
               machine.threads, machine.features.c_str());
@@ -936,7 +947,8 @@ Status run_bench_shape(const Options& opt) {
     std::fflush(stdout);
     TESSERA_ASSIGN_OR_RETURN(ShapeModelResult r,
                              bench_shape_model("Cube 3D v0.5 full size, random weights", ck.file,
-                                               codebook, backend, lengths, steps, opt.quick));
+                                               codebook, backend, lengths, steps, opt.quick,
+                                               opt.weights == "int8"));
     models.push_back(std::move(r));
   }
   {
@@ -1019,6 +1031,10 @@ void register_shape_bench(CLI::App* bench, int* exit_code) {
       ->add_option("--tokens", opt->tokens,
                    "KV-cache decode steps timed per length (default 16, --quick 6)")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  shape->add_option("--weights", opt->weights,
+                    "Full-size GPT linear layers: bf16 (default) or int8 (quantized at load from "
+                    "the bf16 weights; CPU); --write-results records bf16 only")
+      ->check(CLI::IsMember({"bf16", "int8"}));
   shape->add_flag("--write-results", opt->write_results,
                   "Replace the \"## Shape engine (CPU)\" section of bench/RESULTS.md");
   shape->add_option("--results", opt->results_path,

@@ -290,6 +290,8 @@ class GptLoader {
 CubeGpt::~CubeGpt() = default;
 
 int64_t CubeGpt::decode_weight_bytes() const {
+  // int8: one byte per weight plus an f32 scale per group (128 for the full-size model's widths).
+  if (int8_weights_) return config_.decode_weight_elements() * 33 / 32;
   return config_.decode_weight_elements() * static_cast<int64_t>(dtype_size(weight_dtype_));
 }
 
@@ -312,6 +314,7 @@ Expected<std::unique_ptr<CubeGpt>> CubeGpt::load(const SafeTensors& file,
       (options.bf16 || (wte && wte->dtype == DType::kBF16)) ? DType::kBF16 : DType::kF32;
   // Pointers into the host_* inner vectors are handed out while the outer vectors grow: moving an
   // inner vector keeps its buffer, so they stay valid.
+  model->int8_weights_ = options.int8;
   GptLoader loader(file, backend, *model, options.bf16);
   loader.set_int8(options.int8);
   TESSERA_RETURN_IF_ERROR(loader.load_all(codebook));

@@ -122,6 +122,7 @@ class CubeGpt {
   GptConfig config_;
   kernels::Backend* backend_ = nullptr;
   DType weight_dtype_ = DType::kF32;
+  bool int8_weights_ = false;  // GptLoadOptions::int8: linear matrices int8 (+ scales)
   detail::GptWeights weights_;
   // Host memory the model owns (converted weights, the token table) and backend copies.
   std::vector<std::vector<uint16_t>> host_u16_;

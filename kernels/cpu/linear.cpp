@@ -172,8 +172,19 @@ void row_block_path(Isa isa, bool bf16x, const float* x, int64_t m, const Weight
     gemv_parts(isa, bf16x, x, m, &part, 1);
     return;
   }
-  const DotRowsFn dot =
-      w.dtype == DType::kI8 ? int8_dot_for(static_cast<int>(isa), w) : dot_rows_for(isa);
+  if (w.dtype == DType::kI8) {
+    // The int8 kernels quantize their rows of x once per call: one call per kMaxRowsPerPass rows
+    // of x over a task of >= 128 weight rows (re-read from L2 by the later passes).
+    const DotRowsFn dot = int8_dot_for(static_cast<int>(isa), w);
+    default_thread_pool().parallel_for(w.rows, 128, [&](int64_t n_begin, int64_t n_end) {
+      for (int64_t i = 0; i < m; i += kMaxRowsPerPass) {
+        dot(x + i * w.cols, std::min(kMaxRowsPerPass, m - i), w, bias, y + i * w.rows, w.rows,
+            n_begin, n_end);
+      }
+    });
+    return;
+  }
+  const DotRowsFn dot = dot_rows_for(isa);
   const int64_t macs_per_row = std::max<int64_t>(1, m * w.cols);
   const int64_t grain = std::max<int64_t>(kRowBlock, kMinTaskMacs / macs_per_row);
   default_thread_pool().parallel_for(w.rows, grain, [&](int64_t n_begin, int64_t n_end) {
