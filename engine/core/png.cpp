@@ -209,6 +209,20 @@ Expected<PngPixels> decode_png(const void* data, size_t size, int channels,
   if (size < 8 || std::memcmp(bytes, kSignature, 8) != 0) {
     return invalid_argument(what + ": not a PNG file (bad signature)");
   }
+  // stb_image grows its IDAT buffer to the length a chunk claims before it reads the chunk, so a
+  // few bytes claiming 2 GB made it allocate 2 GB (found by fbx_import_fuzz): a chunk whose length
+  // runs past the end of the bytes is refused here.
+  for (size_t at = 8; size - at >= 8;) {
+    const uint32_t length = (uint32_t{bytes[at]} << 24) | (uint32_t{bytes[at + 1]} << 16) |
+                            (uint32_t{bytes[at + 2]} << 8) | uint32_t{bytes[at + 3]};
+    if (length > size - at - 8) {
+      return invalid_argument(what + ": truncated PNG (a chunk at byte " + std::to_string(at) +
+                              " claims " + std::to_string(length) + " bytes, beyond the end)");
+    }
+    if (std::memcmp(bytes + at + 4, "IEND", 4) == 0) break;
+    at += 12 + static_cast<size_t>(length);
+    if (at > size) break;
+  }
   const std::string cleaned = without_empty_idat(bytes, size);
   if (!cleaned.empty()) {
     bytes = reinterpret_cast<const stbi_uc*>(cleaned.data());
