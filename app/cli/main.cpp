@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   tessera::cli::register_image(app, &exit_code);
   tessera::cli::register_check(app, &exit_code);
   tessera::cli::register_convert(app, &exit_code);
+  tessera::cli::register_quantize(app, &exit_code);
   app.parse_complete_callback([&] {
     if (threads > 0) tessera::set_default_threads(threads);
   });

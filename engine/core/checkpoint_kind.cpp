@@ -1,5 +1,6 @@
 #include "engine/core/checkpoint_kind.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 #include <string_view>
@@ -269,7 +270,30 @@ CheckpointKindInfo infer_checkpoint_kind(const SafeTensors& file) {
   std::vector<TensorShapeEntry> entries;
   entries.reserve(file.size());
   for (const auto& t : file.tensors()) entries.push_back({t.name, t.shape});
-  return infer_checkpoint_kind(entries);
+  CheckpointKindInfo info = infer_checkpoint_kind(entries);
+  // int8 weights (engine/shape/quantize.h): I8 matrices with NAME_scale [rows, groups] beside.
+  int64_t int8 = 0, group = 0, smallest = 0;
+  for (const auto& t : file.tensors()) {
+    if (t.dtype != DType::kI8 || t.shape.size() != 2) continue;
+    ++int8;
+    const TensorInfo* s = file.find(t.name + "_scale");
+    if (s != nullptr && s->shape.size() == 2 && s->shape[1] > 0) {
+      const int64_t g = t.shape[1] / s->shape[1];
+      group = std::max(group, g);
+      smallest = smallest == 0 ? g : std::min(smallest, g);
+    }
+  }
+  if (int8 > 0) {
+    info.config.emplace_back("int8_matrices", int8);
+    if (group > 0) info.config.emplace_back("int8_group", group);
+    const std::string groups = smallest == group ? std::to_string(group)
+                                                 : std::to_string(smallest) + "-" +
+                                                       std::to_string(group);
+    info.notes.push_back("int8 weights: " + std::to_string(int8) +
+                         " linear matrices stored as I8 with f32 scales per group of " + groups +
+                         " weights (tessera quantize); they load as int8");
+  }
+  return info;
 }
 
 }  // namespace tessera

@@ -72,6 +72,16 @@ Expected<MappedFile> MappedFile::open(const std::string& path) {
   return file;
 }
 
+void MappedFile::drop_pages(const void* p, size_t n) const {
+  const auto* begin = static_cast<const uint8_t*>(p);
+  if (data_ == nullptr || begin < data_ || begin + n > data_ + size_ || n == 0) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
+  const uintptr_t hi = (reinterpret_cast<uintptr_t>(begin) + n) / page * page;
+  if (hi <= lo) return;
+  ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);  // advice: failure is harmless
+}
+
 Expected<std::string> read_file(const std::string& path) {
   size_t size = 0;
   TESSERA_ASSIGN_OR_RETURN(int fd, open_regular(path, &size));

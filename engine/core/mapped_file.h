@@ -26,6 +26,11 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Tells the kernel the pages wholly inside [p, p + n) (a range of this map) are not needed now:
+  // they leave the resident set and are read from the file again if touched. For loaders that
+  // copy (convert) a tensor once and never read the mapped bytes again, so a converted model does
+  // not also keep the file's pages resident. No effect outside the map or on an empty one.
+  void drop_pages(const void* p, size_t n) const;
 
  private:
   void release();

@@ -394,6 +394,11 @@ Expected<TensorView> SafeTensors::view_as(const std::string& name, DType dtype,
   return view(name);
 }
 
+void SafeTensors::drop_pages(const std::string& name) const {
+  const TensorInfo* info = find(name);
+  if (info != nullptr) file_.drop_pages(tensor_bytes(*info), info->nbytes);
+}
+
 Status SafeTensors::load_f32(const std::string& name, float* dst, size_t n) const {
   TESSERA_ASSIGN_OR_RETURN(const TensorInfo* info, lookup(name));
   const auto numel = static_cast<uint64_t>(info->numel());

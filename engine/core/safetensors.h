@@ -122,6 +122,9 @@ class SafeTensors {
   // count; dst may be null only when n == 0. Works for unaligned tensors.
   Status load_f32(const std::string& name, float* dst, size_t n) const;
   Expected<std::vector<float>> to_f32(const std::string& name) const;
+  // MappedFile::drop_pages for the bytes of tensor `name` (after a loader converted it into memory
+  // of its own). No effect for a parsed (not opened) file or an unknown name.
+  void drop_pages(const std::string& name) const;
 
  private:
   Expected<const TensorInfo*> lookup(const std::string& name) const;

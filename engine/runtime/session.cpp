@@ -16,6 +16,7 @@
 #include <thread>
 #include <utility>
 
+#include "engine/core/process_memory.h"
 #include "engine/core/trace.h"
 
 namespace tessera::runtime {
@@ -98,7 +99,7 @@ std::unique_ptr<Session> Session::create(SessionOptions options) {
 std::unique_ptr<Session> Session::create(std::unique_ptr<shape::ShapePipeline> pipeline,
                                          SessionOptions options) {
   auto session = create(std::move(options));
-  session->install_shape(std::move(pipeline), "", "");
+  session->install_shape(std::move(pipeline), "");
   return session;
 }
 
@@ -107,8 +108,7 @@ Expected<std::unique_ptr<Session>> Session::open(const std::string& model_dir,
                                                  SessionOptions options) {
   TESSERA_ASSIGN_OR_RETURN(auto pipeline, shape::ShapePipeline::load(model_dir, pipeline_options));
   auto session = create(std::move(options));
-  session->install_shape(std::move(pipeline), model_dir,
-                         weight_format_name(pipeline_options.weights));
+  session->install_shape(std::move(pipeline), model_dir);
   return session;
 }
 
@@ -156,13 +156,12 @@ Expected<std::unique_ptr<Session>> Session::open(const ShapeModelOptions& model,
   std::string path;
   TESSERA_ASSIGN_OR_RETURN(auto pipeline, load_shape(model, &path));
   auto session = create(std::move(options));
-  session->install_shape(std::move(pipeline), path,
-                         model.int8 ? "int8" : model.bf16 ? "bf16" : "f32");
+  session->install_shape(std::move(pipeline), path);
   return session;
 }
 
 void Session::install_shape(std::unique_ptr<shape::ShapePipeline> pipeline,
-                            const std::string& path, const std::string& weights) {
+                            const std::string& path) {
   ShapeModelInfo info;
   info.path = path;
   info.backend = pipeline->backend().name();
@@ -173,7 +172,10 @@ void Session::install_shape(std::unique_ptr<shape::ShapePipeline> pipeline,
   info.codebook_size = pipeline->codebook_size();
   info.uses_bbox = pipeline->gpt_config().use_bbox;
   info.default_resolution = pipeline->default_resolution();
-  info.weights = weights.empty() ? "f32" : weights;
+  const shape::CubeGpt& gpt = pipeline->gpt();
+  info.weights = gpt.int8_weights() ? "int8" : gpt.weight_dtype() == DType::kBF16 ? "bf16" : "f32";
+  info.gpt_weight_bytes = gpt.decode_weight_bytes();
+  info.resident_bytes = resident_memory_bytes();
   info.fill_token_id = pipeline->fill_token_id();
   info.decoder_codes = pipeline->decoder_codes();
   info.example_prompts = pipeline->example_prompts();
@@ -363,8 +365,7 @@ void Session::run_shape_load(uint64_t id, const ShapeModelOptions& options) {
   std::string path;
   auto pipeline = load_shape(options, &path);
   if (!pipeline.ok()) return emit(id, Lane::kShape, ErrorEvent{pipeline.status()});
-  install_shape(std::move(pipeline).value(), path,
-                options.int8 ? "int8" : options.bf16 ? "bf16" : "f32");
+  install_shape(std::move(pipeline).value(), path);
   const ShapeModelInfo info = *shape_model();
   ModelLoadedEvent loaded;
   loaded.lane = Lane::kShape;

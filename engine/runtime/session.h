@@ -53,6 +53,7 @@
 #include "engine/runtime/events.h"
 #include "engine/runtime/lane.h"
 #include "engine/shape/pipeline.h"
+#include "engine/shape/quantize.h"
 
 namespace tessera::runtime {
 
@@ -65,6 +66,10 @@ inline constexpr SamplerKind kImageSamplers[] = {SamplerKind::kEuler, SamplerKin
                                                  SamplerKind::kDpmpp2m};
 using diffusion::sampler_kind_name;  // "euler", "euler_a", "dpmpp_2m"
 Expected<SamplerKind> parse_sampler(const std::string& name);
+
+// `tessera quantize`: a shape model directory with its GPT stored in int8 (engine/shape/quantize.h).
+using QuantizeReport = shape::QuantizeReport;
+using shape::quantize_model_dir;
 
 // The number of tokens a shape job generates: `requested` when > 0, else the model's num_latents.
 using shape::tokens_to_generate;
@@ -140,7 +145,11 @@ struct ShapeModelInfo {
   int64_t codebook_size = 0;
   bool uses_bbox = false;       // v0.5: a bounding-box condition
   int default_resolution = 0;   // the final mesh lattice for resolution 0
-  std::string weights;          // "f32" / "bf16"
+  // The shape GPT's matrices as loaded: "f32", "bf16", or "int8" (quantized at load or stored so
+  // by tessera quantize; the token table stays f32/bf16).
+  std::string weights;
+  int64_t gpt_weight_bytes = 0;  // bytes of weights one decode step reads (CubeGpt)
+  int64_t resident_bytes = 0;    // the process's resident memory right after the load
   int32_t fill_token_id = 0;    // what completes a token prefix to num_latents
   int64_t decoder_codes = 0;    // ids a token file may hold: [0, decoder_codes)
   // Prompts the model is known to answer (from its model.json; empty when it has none): what a
@@ -229,8 +238,7 @@ class Session {
   explicit Session(SessionOptions options);
   void emit(uint64_t job, Lane lane, EventPayload payload);
   void on_exception(uint64_t job, Lane lane, std::exception_ptr error);
-  void install_shape(std::unique_ptr<shape::ShapePipeline> pipeline, const std::string& path,
-                     const std::string& weights);
+  void install_shape(std::unique_ptr<shape::ShapePipeline> pipeline, const std::string& path);
   void update_sharing();  // mutex_ held
   void run_shape_job(uint64_t id, const JobOptions& job, std::atomic<bool>& cancel);
   void run_image_job(uint64_t id, const ImageJobOptions& job, std::atomic<bool>& cancel);

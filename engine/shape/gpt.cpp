@@ -72,42 +72,115 @@ class GptLoader {
       : file_(file), backend_(backend), model_(model), bf16_(bf16) {}
   void set_int8(bool on) { int8_ = on; }
 
-  Status check_dtype(const TensorInfo& info) const {
+  // allow_i8: matrices of a quantized file (engine/shape/quantize.h) may be I8.
+  Status check_dtype(const TensorInfo& info, bool allow_i8 = false) const {
+    if (info.dtype == DType::kI8 && allow_i8) return {};
     if (info.dtype != DType::kF32 && info.dtype != DType::kBF16 && info.dtype != DType::kF16) {
       return unsupported(file_.path() + ": tensor '" + info.name + "' has dtype " +
-                         dtype_name(info.dtype) + "; expected F32, BF16 or F16");
+                         dtype_name(info.dtype) + "; expected F32, BF16 or F16" +
+                         (allow_i8 ? " (or I8 with scales)" : ""));
     }
     return {};
   }
 
-  Expected<const TensorInfo*> lookup(const std::string& name, const std::vector<int64_t>& shape) {
+  Expected<const TensorInfo*> lookup(const std::string& name, const std::vector<int64_t>& shape,
+                                     bool allow_i8 = false) {
     const TensorInfo* info = file_.find(name);
     if (!info) return not_found(file_.path() + ": missing tensor '" + name + "'");
     if (info->shape != shape) {
       return corrupt_data(file_.path() + ": tensor '" + name + "' has shape " +
                           info->shape_string() + ", expected " + shape_to_string(shape));
     }
-    TESSERA_RETURN_IF_ERROR(check_dtype(*info));
+    TESSERA_RETURN_IF_ERROR(check_dtype(*info, allow_i8));
     return info;
   }
 
-  // A [rows, cols] matrix in the model's weight dtype, on the backend.
-  Expected<Weight> matrix(const std::string& name, int64_t rows, int64_t cols) {
-    TESSERA_ASSIGN_OR_RETURN(const TensorInfo* info, lookup(name, {rows, cols}));
+  Expected<Weight> owned_int8(std::vector<uint8_t> q, std::vector<float> scales, int64_t rows,
+                              int64_t cols, int64_t group) {
+    model_.host_u8_.push_back(std::move(q));
+    model_.host_f32_.push_back(std::move(scales));
+    model_.int8_weights_ = true;
+    Weight host{model_.host_u8_.back().data(), DType::kI8, rows, cols,
+                model_.host_f32_.back().data(), group};
+    return upload(host);
+  }
+
+  // An I8 matrix of a quantized file and its NAME_scale tensor (kernels/int8.h's file format),
+  // checked: the scales [rows, groups] with groups dividing cols into groups of a multiple of 32,
+  // every scale finite and > 0, every weight in [-127, 127]. Errors name the tensor.
+  Expected<Weight> stored_int8(const std::string& name, int64_t rows, int64_t cols) {
+    const std::string scale_name = name + kernels::kInt8ScaleSuffix;
+    const std::string where = file_.path() + ": int8 tensor '" + name + "'";
+    const TensorInfo* s = file_.find(scale_name);
+    if (!s) return corrupt_data(where + " has no scales (missing tensor '" + scale_name + "')");
+    if (s->dtype != DType::kF32 && s->dtype != DType::kBF16 && s->dtype != DType::kF16) {
+      return corrupt_data(file_.path() + ": tensor '" + scale_name + "' has dtype " +
+                          dtype_name(s->dtype) + "; scales must be F32 (or F16/BF16)");
+    }
+    if (s->shape.size() != 2 || s->shape[0] != rows || s->shape[1] < 1) {
+      return corrupt_data(file_.path() + ": tensor '" + scale_name + "' has shape " +
+                          s->shape_string() + ", expected [" + std::to_string(rows) +
+                          ", groups] for the int8 weight '" + name + "' of shape [" +
+                          std::to_string(rows) + ", " + std::to_string(cols) + "]");
+    }
+    const int64_t groups = s->shape[1];
+    if (cols % groups != 0) {
+      return corrupt_data(file_.path() + ": tensor '" + scale_name + "' has " +
+                          std::to_string(groups) + " groups per row, which do not divide the " +
+                          std::to_string(cols) + " weights of a row of '" + name + "'");
+    }
+    const int64_t group = cols / groups;
+    if (group % 32 != 0) {
+      return unsupported(where + " uses groups of " + std::to_string(group) +
+                         " weights; Tessera's int8 kernels take groups that are a multiple of 32");
+    }
+    std::vector<float> scales(static_cast<size_t>(rows * groups));
+    TESSERA_RETURN_IF_ERROR(file_.load_f32(scale_name, scales.data(), scales.size()));
+    for (size_t i = 0; i < scales.size(); ++i) {
+      if (!(std::isfinite(scales[i]) && scales[i] > 0.0f)) {
+        const int64_t r = static_cast<int64_t>(i) / groups, g = static_cast<int64_t>(i) % groups;
+        return corrupt_data(file_.path() + ": tensor '" + scale_name + "' holds " +
+                            (std::isnan(scales[i]) ? std::string("NaN")
+                                                   : std::to_string(scales[i])) +
+                            " at [" + std::to_string(r) + ", " + std::to_string(g) +
+                            "]; int8 scales must be finite and positive");
+      }
+    }
     TESSERA_ASSIGN_OR_RETURN(TensorView view, file_.view(name));
-    if (int8_) {  // quantized once here (kernels/int8.h)
+    const auto n = static_cast<size_t>(rows * cols);
+    std::vector<uint8_t> q(n);
+    const int64_t bad = kernels::int8_offset_from_signed(static_cast<const int8_t*>(view.data),
+                                                         static_cast<int64_t>(n), q.data());
+    if (bad >= 0) {
+      return corrupt_data(where + " holds -128 at [" + std::to_string(bad / cols) + ", " +
+                          std::to_string(bad % cols) +
+                          "]; int8 weights are symmetric, in [-127, 127]");
+    }
+    file_.drop_pages(name);  // the converted copy is what the model reads from now on
+    return owned_int8(std::move(q), std::move(scales), rows, cols, group);
+  }
+
+  // A [rows, cols] matrix in the model's weight dtype, on the backend: int8 when the file stores
+  // it so, or when GptLoadOptions::int8 asks (and the matrix is int8_quantizable).
+  Expected<Weight> matrix(const std::string& name, int64_t rows, int64_t cols) {
+    TESSERA_ASSIGN_OR_RETURN(const TensorInfo* info, lookup(name, {rows, cols}, true));
+    if (info->dtype == DType::kI8) return stored_int8(name, rows, cols);
+    if (file_.contains(name + kernels::kInt8ScaleSuffix)) {
+      return corrupt_data(file_.path() + ": unexpected tensor '" + name +
+                          kernels::kInt8ScaleSuffix + "': '" + name + "' is " +
+                          dtype_name(info->dtype) + ", not an int8 weight");
+    }
+    TESSERA_ASSIGN_OR_RETURN(TensorView view, file_.view(name));
+    if (int8_ && kernels::int8_quantizable(cols)) {  // quantized once here (kernels/int8.h)
       const size_t n = static_cast<size_t>(rows * cols);
       std::vector<float> f32(n);
       TESSERA_RETURN_IF_ERROR(file_.load_f32(name, f32.data(), n));
+      file_.drop_pages(name);
       const int64_t group = kernels::int8_group_for(cols);
       std::vector<uint8_t> q(n);
       std::vector<float> scales(static_cast<size_t>(rows * (cols / group)));
       kernels::quantize_int8_rows(f32.data(), rows, cols, group, q.data(), scales.data());
-      model_.host_u8_.push_back(std::move(q));
-      model_.host_f32_.push_back(std::move(scales));
-      Weight host{model_.host_u8_.back().data(), DType::kI8, rows, cols,
-                  model_.host_f32_.back().data(), group};
-      return upload(host);
+      return owned_int8(std::move(q), std::move(scales), rows, cols, group);
     }
     const DType target = (bf16_ || info->dtype == DType::kBF16) ? DType::kBF16 : DType::kF32;
     Weight host{view.data, target, rows, cols};
@@ -314,7 +387,6 @@ Expected<std::unique_ptr<CubeGpt>> CubeGpt::load(const SafeTensors& file,
       (options.bf16 || (wte && wte->dtype == DType::kBF16)) ? DType::kBF16 : DType::kF32;
   // Pointers into the host_* inner vectors are handed out while the outer vectors grow: moving an
   // inner vector keeps its buffer, so they stay valid.
-  model->int8_weights_ = options.int8;
   GptLoader loader(file, backend, *model, options.bf16);
   loader.set_int8(options.int8);
   TESSERA_RETURN_IF_ERROR(loader.load_all(codebook));

@@ -54,8 +54,10 @@ struct GptLoadOptions {
   // stay bf16 either way; f16 files are converted (to f32, or to bf16 when this is set).
   bool bf16 = false;
   // Quantize the linear layers' matrices (attention, MLP, projections, lm_head) to int8 once at
-  // load (kernels/int8.h: a scale per group of 128/64/32 along the input); embeddings and norms stay
-  // as they are. CPU backend only for now.
+  // load (kernels/int8.h: a scale per group of 128/64/32 along the input; matrices whose rows are
+  // not a multiple of 32 long stay as they are); embeddings and norms stay as they are. A file
+  // quantized by `tessera quantize` (I8 matrices with NAME.weight_scale beside them) loads as int8
+  // whatever this says. CPU backend only for now.
   bool int8 = false;
 };
 
@@ -96,7 +98,8 @@ class CubeGpt {
   // Loads the GPT from `file` (which must outlive the model: weights may be views of its memory)
   // on `backend` (which must outlive the model). `codebook` must have config.codebook_size rows of
   // config.shape_embed_dim values (error naming both sizes otherwise: GPT and shape tokenizer do
-  // not belong together). Every tensor is checked for name, dtype (F32/BF16/F16) and shape.
+  // not belong together). Every tensor is checked for name, dtype (F32/BF16/F16; I8 for a linear
+  // matrix with its scales, kernels/int8.h) and shape.
   static Expected<std::unique_ptr<CubeGpt>> load(const SafeTensors& file,
                                                  const NormalizedCodebook& codebook,
                                                  kernels::Backend& backend,
@@ -110,8 +113,10 @@ class CubeGpt {
   void set_num_latents(int64_t n) { config_.num_latents = n; }
   kernels::Backend& backend() const { return *backend_; }
   const detail::GptWeights& weights() const { return weights_; }
-  // Storage type of the large matrices (kF32 or kBF16).
+  // Storage type of the large matrices (kF32 or kBF16); the linear layers' matrices are int8
+  // instead when int8_weights() (the token table stays in weight_dtype()).
   DType weight_dtype() const { return weight_dtype_; }
+  bool int8_weights() const { return int8_weights_; }
   // Bytes of weights one decode step reads (config().decode_weight_elements() at weight_dtype()).
   int64_t decode_weight_bytes() const;
 
@@ -122,7 +127,7 @@ class CubeGpt {
   GptConfig config_;
   kernels::Backend* backend_ = nullptr;
   DType weight_dtype_ = DType::kF32;
-  bool int8_weights_ = false;  // GptLoadOptions::int8: linear matrices int8 (+ scales)
+  bool int8_weights_ = false;  // linear matrices int8 (+ scales): quantized at load or stored so
   detail::GptWeights weights_;
   // Host memory the model owns (converted weights, the token table) and backend copies.
   std::vector<std::vector<uint16_t>> host_u16_;

@@ -6,9 +6,10 @@
 // round(x / s_x), s_x = max |x| / 127 over the group), then for every weight row n and x row i:
 //   y[i, n] = sum_g s_w[n, g] * s_x[i, g] * D[i, n, g],   D = sum_{k in g} q_w[n, k] * x_q[i, k]
 // with D exact in int32. The AVX-512 VNNI kernel computes D with vpdpbusd on the offset weight bytes
-// (q_w + 128, unsigned) and the signed x_q, starting its accumulator at -128 * sum(x_q) (the
-// offset's share); the AVX2 kernel with vpmaddubsw on |x_q| and sign(x_q) * q_w. Every output row
-// is computed the same way whatever m or the task split: batch-invariant like the other GEMVs.
+// (q_w + 128, unsigned) and the signed x_q, starting each accumulator lane at its share of
+// -128 * sum(x_q) (the offset's contribution to that lane); the AVX2 kernel with vpmaddubsw on
+// |x_q| and sign(x_q) * q_w. Every output row is computed the same way whatever m or the task
+// split: batch-invariant like the other GEMVs.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +27,9 @@ struct Int8Rows {
   const int8_t* abs_q = nullptr;   // |q| (AVX2's unsigned operand)
   const float* scale = nullptr;    // rows * groups
   const int32_t* sum = nullptr;    // rows * groups: sum of q over the group
+  // VNNI only: rows * groups * 16 int32, each accumulator lane's share of -128 * sum (the lane
+  // sums bytes 4l..4l+3 of each 64-byte chunk), so every lane stays an exact partial dot product.
+  const int32_t* lane_offset = nullptr;
 };
 
 // Quantizes `rows` rows of x (each `w.cols` long) for `w`'s groups into thread-local scratch;

@@ -21,10 +21,12 @@ Int8Rows prepare_int8_rows_avx512(const float* x, int64_t rows, const Weight& w)
   thread_local std::vector<int8_t> q;
   thread_local std::vector<float> scale;
   thread_local std::vector<int32_t> sum;
+  thread_local std::vector<int32_t> lanes;
   const int64_t cols = w.cols, group = w.group, groups = cols / group;
   q.resize(static_cast<size_t>(rows * cols));
   scale.resize(static_cast<size_t>(rows * groups));
   sum.resize(scale.size());
+  lanes.resize(scale.size() * 16);
   const __m512 sign_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
   for (int64_t i = 0; i < rows; ++i) {
     for (int64_t g = 0; g < groups; ++g) {
@@ -45,6 +47,17 @@ Int8Rows prepare_int8_rows_avx512(const float* x, int64_t rows, const Weight& w)
       }
       scale[static_cast<size_t>(i * groups + g)] = s;
       sum[static_cast<size_t>(i * groups + g)] = _mm512_reduce_add_epi32(total);
+      // Each accumulator lane's share of the weights' +128 offset: lane l sums bytes 4l..4l+3 of
+      // every 64-byte chunk, so its share is -128 * (those x_q), itself a vpdpbusd of 0x80 bytes.
+      // Starting each lane at its own share keeps every lane the exact partial dot product (no
+      // large offset to cancel after the lanes are scaled in f32).
+      __m512i share = _mm512_setzero_si512();
+      for (int64_t k = 0; k < group; k += 64) {
+        share = _mm512_dpbusd_epi32(share, _mm512_set1_epi8(static_cast<char>(0x80)),
+                                    _mm512_loadu_si512(dst + k));
+      }
+      _mm512_storeu_si512(lanes.data() + (i * groups + g) * 16,
+                          _mm512_sub_epi32(_mm512_setzero_si512(), share));
     }
   }
   Int8Rows r;
@@ -54,6 +67,7 @@ Int8Rows prepare_int8_rows_avx512(const float* x, int64_t rows, const Weight& w)
   r.q = q.data();
   r.scale = scale.data();
   r.sum = sum.data();
+  r.lane_offset = lanes.data();
   return r;
 }
 
@@ -73,8 +87,8 @@ void dot_rows_i8_vnni(const float* x, int64_t rows, const Weight& w, const float
     for (int64_t g = 0; g < groups; ++g) {
       __m512i acc[4];
       for (int64_t i = 0; i < rows; ++i) {
-        // Lane 0 starts at -128 * sum(x_q): the weights' +128 offset, taken out.
-        acc[i] = _mm512_zextsi128_si512(_mm_cvtsi32_si128(-128 * p.sum[i * groups + g]));
+        // Each lane starts at its share of -128 * sum(x_q): the weights' +128 offset, taken out.
+        acc[i] = _mm512_loadu_si512(p.lane_offset + (i * groups + g) * 16);
       }
       for (int64_t c = g * group; c < (g + 1) * group; c += 64) {
         const __m512i wv = _mm512_loadu_si512(w_row + c);

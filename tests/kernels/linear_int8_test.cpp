@@ -83,12 +83,31 @@ TEST(Int8Quantize, GroupsScalesAndRounding) {
                 0.5f * scale + 1e-9f);
     }
   }
-  EXPECT_EQ(q.scales[2], 0.0f);  // the zero row
+  EXPECT_EQ(q.scales[2], 1.0f);  // the zero row: q 0 with a positive scale (files refuse zero)
+  EXPECT_EQ(q.scales[3], 1.0f);
   EXPECT_EQ(q.q[256], 128);
   // The largest weight of each group maps to +-127: 4 non-zero rows x 2 groups.
   int seen = 0;
   for (uint8_t b : q.q) seen += (b == 1 || b == 255);
   EXPECT_GE(seen, 8);
+}
+
+TEST(Int8Quantize, FileBytesRoundTripAndMinus128IsFound) {
+  std::vector<int8_t> s(10000);
+  for (size_t i = 0; i < s.size(); ++i) s[i] = static_cast<int8_t>(static_cast<int>(i % 255) - 127);
+  std::vector<uint8_t> off(s.size());
+  EXPECT_EQ(int8_offset_from_signed(s.data(), static_cast<int64_t>(s.size()), off.data()), -1);
+  for (size_t i = 0; i < s.size(); ++i) ASSERT_EQ(static_cast<int>(off[i]) - 128, s[i]);
+  std::vector<int8_t> back(s.size());
+  int8_signed_from_offset(off.data(), static_cast<int64_t>(off.size()), back.data());
+  EXPECT_EQ(back, s);
+  s[7777] = -128;
+  s[9000] = -128;
+  EXPECT_EQ(int8_offset_from_signed(s.data(), static_cast<int64_t>(s.size()), off.data()), 7777);
+  EXPECT_TRUE(int8_quantizable(1536));
+  EXPECT_TRUE(int8_quantizable(32));
+  EXPECT_FALSE(int8_quantizable(3));
+  EXPECT_FALSE(int8_quantizable(48));
 }
 
 TEST(Int8Linear, EveryIsaMatchesTheReferenceWithinTheActivationRounding) {

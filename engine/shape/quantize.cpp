@@ -1,0 +1,212 @@
+// int8 quantization of a shape model on disk (see quantize.h).
+#include "engine/shape/quantize.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <utility>
+
+#include "engine/core/checkpoint_kind.h"
+#include "engine/core/mapped_file.h"
+#include "engine/shape/model_dir.h"
+#include "kernels/int8.h"
+
+namespace tessera::shape {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The tensors CubeGpt::load reads through its linear-matrix path and quantizes: 2-D NAME.weight
+// tensors other than the token table, with rows a multiple of 32 long.
+bool is_int8_matrix(const TensorInfo& t) {
+  const std::string suffix = ".weight";
+  return t.shape.size() == 2 && t.name.size() > suffix.size() &&
+         t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+         t.name != "transformer.wte.weight" && kernels::int8_quantizable(t.shape[1]);
+}
+
+std::string dtype_list(const SafeTensors& in) {
+  std::set<std::string> names;
+  for (const TensorInfo& t : in.tensors()) {
+    if (t.dtype == DType::kF32 || t.dtype == DType::kBF16 || t.dtype == DType::kF16)
+      names.insert(dtype_name(t.dtype));
+  }
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : "+") + n;
+  return out;
+}
+
+struct QuantizedMatrix {
+  std::vector<int8_t> q;
+  std::vector<float> scales;
+};
+
+}  // namespace
+
+Status quantize_gpt_file(const SafeTensors& in, const std::string& out_path,
+                         QuantizeReport* report) {
+  QuantizeReport local;
+  QuantizeReport& r = report != nullptr ? *report : local;
+  const CheckpointKindInfo kind = infer_checkpoint_kind(in);
+  if (kind.kind != CheckpointKind::kCube3dGpt) {
+    return invalid_argument(in.path() + ": is a " + kind.name +
+                            " checkpoint; tessera quantize takes a Cube 3D shape GPT");
+  }
+  for (const TensorInfo& t : in.tensors()) {
+    if (t.dtype == DType::kI8) {
+      return invalid_argument(in.path() + ": tensor '" + t.name +
+                              "' is already I8: the file is quantized");
+    }
+  }
+  // Every output buffer lives until the file is written (write_safetensors streams from them).
+  std::vector<QuantizedMatrix> matrices;
+  matrices.reserve(in.size());
+  std::vector<TensorToWrite> out;
+  out.reserve(in.size() * 2);
+  std::vector<float> f32;
+  std::vector<uint8_t> offset;
+  r.gpt_bytes_in = in.total_bytes();
+  r.gpt_bytes_out = 0;
+  for (const TensorInfo& t : in.tensors()) {
+    if (!is_int8_matrix(t)) {
+      TESSERA_ASSIGN_OR_RETURN(TensorView view, in.view(t.name));
+      out.push_back(TensorToWrite::raw(t.name, t.dtype, t.shape, view.data));
+      r.gpt_bytes_out += t.nbytes;
+      ++r.unchanged;
+      continue;
+    }
+    const int64_t rows = t.shape[0], cols = t.shape[1];
+    const int64_t group = kernels::int8_group_for(cols), groups = cols / group;
+    const auto n = static_cast<size_t>(rows * cols);
+    f32.resize(n);
+    TESSERA_RETURN_IF_ERROR(in.load_f32(t.name, f32.data(), n));
+    for (size_t i = 0; i < n; ++i) {
+      if (!std::isfinite(f32[i])) {
+        return corrupt_data(in.path() + ": tensor '" + t.name + "' holds a non-finite value at [" +
+                            std::to_string(static_cast<int64_t>(i) / cols) + ", " +
+                            std::to_string(static_cast<int64_t>(i) % cols) + "]");
+      }
+    }
+    QuantizedMatrix m;
+    offset.resize(n);
+    m.scales.resize(static_cast<size_t>(rows * groups));
+    kernels::quantize_int8_rows(f32.data(), rows, cols, group, offset.data(), m.scales.data());
+    m.q.resize(n);
+    kernels::int8_signed_from_offset(offset.data(), static_cast<int64_t>(n), m.q.data());
+    // The rounding check: |w - q * s| <= s / 2 = max|w| / 254 per group.
+    for (int64_t row = 0; row < rows; ++row) {
+      for (int64_t g = 0; g < groups; ++g) {
+        const float s = m.scales[static_cast<size_t>(row * groups + g)];
+        float amax = 0, err = 0;
+        for (int64_t k = g * group; k < (g + 1) * group; ++k) {
+          const auto i = static_cast<size_t>(row * cols + k);
+          amax = std::max(amax, std::fabs(f32[i]));
+          err = std::max(err, std::fabs(f32[i] - static_cast<float>(m.q[i]) * s));
+        }
+        if (amax > 0) r.max_group_rel_error = std::max(r.max_group_rel_error, double(err / amax));
+      }
+    }
+    in.drop_pages(t.name);
+    matrices.push_back(std::move(m));
+    const QuantizedMatrix& kept = matrices.back();
+    out.push_back(TensorToWrite::raw(t.name, DType::kI8, t.shape, kept.q.data()));
+    out.push_back(TensorToWrite::raw(t.name + kernels::kInt8ScaleSuffix, DType::kF32,
+                                     {rows, groups}, kept.scales.data()));
+    r.gpt_bytes_out += n + kept.scales.size() * sizeof(float);
+    r.int8_group = std::max(r.int8_group, group);
+    ++r.int8_matrices;
+  }
+  if (r.int8_matrices == 0) {
+    return invalid_argument(in.path() + ": no linear matrix to quantize (none has rows a multiple "
+                            "of 32 long)");
+  }
+  // Wider dtypes first keeps every tensor aligned (safetensors.h).
+  std::stable_sort(out.begin(), out.end(), [](const TensorToWrite& a, const TensorToWrite& b) {
+    return dtype_size(a.dtype) > dtype_size(b.dtype);
+  });
+  std::map<std::string, std::string> metadata = in.metadata();
+  metadata["tessera.weights"] = "int8";
+  metadata["tessera.int8_group"] = std::to_string(r.int8_group);
+  metadata["tessera.quantized_from"] = dtype_list(in);
+  return write_safetensors(out_path, out, metadata);
+}
+
+Status quantize_model_dir(const std::string& src, const std::string& dst,
+                          QuantizeReport* report) {
+  QuantizeReport local;
+  QuantizeReport& r = report != nullptr ? *report : local;
+  std::error_code ec;
+  if (dst.empty()) return invalid_argument("quantize: no output directory given");
+  if (fs::exists(dst, ec)) {
+    return invalid_argument("output '" + dst +
+                            "' already exists; give a new directory (nothing was overwritten)");
+  }
+  const fs::path src_abs = fs::weakly_canonical(src, ec);
+  const fs::path dst_abs = fs::weakly_canonical(dst, ec);
+  const auto rel = dst_abs.lexically_relative(src_abs);
+  if (!rel.empty() && *rel.begin() != "..") {
+    return invalid_argument("output '" + dst + "' is inside the model directory '" + src + "'");
+  }
+  TESSERA_ASSIGN_OR_RETURN(ModelDir model, open_model_dir(src));
+  const std::string partial = dst_abs.string() + ".partial-" + std::to_string(::getpid());
+  fs::remove_all(partial, ec);
+  const auto fail = [&](Status s) {
+    std::error_code ignored;
+    fs::remove_all(partial, ignored);
+    return s;
+  };
+  fs::create_directories(partial, ec);
+  if (ec) return fail(io_error(partial + ": cannot create the directory: " + ec.message()));
+  const fs::path gpt_path = fs::weakly_canonical(model.paths.shape_gpt, ec);
+  for (auto it = fs::recursive_directory_iterator(src_abs, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const fs::path rel_path = it->path().lexically_relative(src_abs);
+    const fs::path target = fs::path(partial) / rel_path;
+    std::error_code e;
+    if (it->is_directory(e)) {
+      fs::create_directories(target, e);
+    } else if (it->is_regular_file(e)) {
+      if (fs::weakly_canonical(it->path(), e) == gpt_path) continue;
+      if (rel_path == "model.json") continue;  // rewritten below
+      fs::copy_file(it->path(), target, fs::copy_options::overwrite_existing, e);
+      if (!e) r.copied.push_back(rel_path.string());
+    }
+    if (e) return fail(io_error(target.string() + ": cannot copy: " + e.message()));
+  }
+  if (ec) return fail(io_error(src + ": cannot list the directory: " + ec.message()));
+
+  if (Status s = quantize_gpt_file(model.shape_gpt.file(),
+                                   (fs::path(partial) / "shape_gpt.safetensors").string(), &r);
+      !s.ok()) {
+    return fail(s);
+  }
+
+  const fs::path card = src_abs / "model.json";
+  if (fs::is_regular_file(card, ec)) {
+    auto text = read_file(card.string());
+    if (!text.ok()) return fail(text.status());
+    auto json = nlohmann::json::parse(*text, nullptr, false);
+    if (json.is_discarded() || !json.is_object()) {
+      return fail(corrupt_data(card.string() + ": not a JSON object"));
+    }
+    json["weights"] = "int8";
+    const std::string out = json.dump(2) + "\n";
+    if (Status s = write_file_atomic((fs::path(partial) / "model.json").string(), out.data(),
+                                     out.size());
+        !s.ok()) {
+      return fail(s);
+    }
+    r.copied.push_back("model.json");
+  }
+  fs::rename(partial, dst_abs, ec);
+  if (ec) return fail(io_error(dst + ": cannot move the finished model into place: " + ec.message()));
+  return {};
+}
+
+}  // namespace tessera::shape

@@ -1,0 +1,54 @@
+// Quantizing a shape model's GPT to int8 weights once, on disk (`tessera quantize`, issue 25), so
+// a model directory loads in half the memory without the f32/bf16 file ever being read again.
+//
+// File format (kernels/int8.h): every linear matrix of the GPT (attention q/k/v/c_proj, MLP,
+// text_proj, shape_proj, lm_head) whose rows are a multiple of 32 long is stored as NAME.weight,
+// dtype I8, the signed q in [-127, 127], shape [rows, cols] as before, with NAME.weight_scale, F32
+// [rows, cols / group] beside it (group 128, else 64, else 32 along the input: int8_group_for).
+// Everything else (the token table, norms, biases, narrow matrices) is written unchanged.
+// __metadata__ keeps the input's entries and adds
+//   "tessera.weights": "int8", "tessera.int8_group": "128" (the largest group used),
+//   "tessera.quantized_from": the input's dtypes (e.g. "BF16").
+// CubeGpt::load recognises the format by the I8 dtype and checks it (missing or mis-shaped scales,
+// groups that do not divide a row, NaN/Inf/zero scales, -128 weights: errors naming the tensor).
+// The int8 values are exactly those of quantizing at load (GptLoadOptions::int8), so a quantized
+// directory generates the same tokens as `--weights int8` on the original.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/core/safetensors.h"
+#include "engine/core/status.h"
+
+namespace tessera::shape {
+
+struct QuantizeReport {
+  int64_t int8_matrices = 0;    // matrices written as I8 (+ scales)
+  int64_t unchanged = 0;        // tensors written as they were
+  int64_t int8_group = 0;       // the largest group used
+  uint64_t gpt_bytes_in = 0;    // data bytes of the input GPT file
+  uint64_t gpt_bytes_out = 0;   // of the output (int8 + scales + the unchanged tensors)
+  // Largest |w - dequantized w| / max |w| of its group over all matrices: the rounding (at most
+  // 1/254 by construction; reported as a check).
+  double max_group_rel_error = 0;
+  std::vector<std::string> copied;  // other files of the directory, relative to it
+};
+
+// Writes the int8 version of GPT checkpoint `in` to `out_path` (atomically: a temporary file,
+// then a rename). Errors: kInvalidArgument when `in` already holds I8 tensors or is not a Cube 3D
+// GPT, kCorruptData for non-finite weights (naming the tensor), kIoError naming out_path.
+Status quantize_gpt_file(const SafeTensors& in, const std::string& out_path,
+                         QuantizeReport* report);
+
+// A whole model directory: opens and checks `src` (open_model_dir), then builds `dst` beside it
+// under a temporary name (`dst`.partial-PID): every file of src copied as it is (subdirectories
+// too) except shape_gpt.safetensors, which is quantize_gpt_file'd; the model card (model.json),
+// when there is one, gains "weights": "int8". The temporary directory is renamed to `dst` only
+// when everything is written, so a failure or an interruption never leaves a half-written model
+// at `dst`. Errors: dst exists (kAlreadyExists: nothing is overwritten), dst inside src, src not a
+// model directory (its open_model_dir error).
+Status quantize_model_dir(const std::string& src, const std::string& dst, QuantizeReport* report);
+
+}  // namespace tessera::shape
