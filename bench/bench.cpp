@@ -12,6 +12,7 @@ void register_bench(CLI::App& app, int* exit_code) {
   register_shape_bench(bench, exit_code);
   register_generate_bench(bench, exit_code);
   register_diffusion_bench(bench, exit_code);
+  register_make_model_bench(bench, exit_code);
 }
 
 }  // namespace tessera::bench

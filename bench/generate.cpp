@@ -18,6 +18,7 @@
 
 #include "bench/common.h"
 #include "bench/subcommands.h"
+#include "engine/core/process_memory.h"
 #include "engine/core/thread_pool.h"
 #include "engine/runtime/session.h"
 
@@ -30,6 +31,8 @@ struct GenerateBenchOptions {
   int repeat = 5;
   int resolution = 0;
   int variations = 1;  // > 1: also the variations table (N candidates vs 1, sampled)
+  std::string weights = "auto";  // runtime::ShapeWeights: auto | f32 | bf16 | int8
+  int warmup = 1;               // untimed jobs per prompt first
   bool write_results = false;
   std::string results_path;
 };
@@ -78,11 +81,15 @@ Status run_bench_generate(const GenerateBenchOptions& o) {
   const Machine machine = describe_machine();
   warn_if_busy(machine);
   const auto load_start = std::chrono::steady_clock::now();
-  // As `tessera generate` opens it by default: f32 weights on the CPU, the embedded model unless
-  // --model (a missing default is an error naming it).
+  // As `tessera generate` opens it by default: automatic precision on the CPU, the embedded model
+  // unless --model (a missing default is an error naming it).
   runtime::ShapeModelOptions model;
   model.path = o.model;
+  TESSERA_ASSIGN_OR_RETURN(model.weights, runtime::parse_shape_weights(o.weights));
+  reset_peak_resident_memory();
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Session> session, runtime::Session::open(model));
+  const runtime::ShapeModelInfo info = *session->shape_model();
+  const int64_t load_peak = peak_resident_memory_bytes();
   const std::string model_dir = session->shape_model()->path;
   // What RESULTS.md names: the path given, or the embedded model's folder name (its absolute path
   // belongs to this checkout, not to the record).
@@ -107,7 +114,9 @@ Status run_bench_generate(const GenerateBenchOptions& o) {
       "|---|---|---|---|---|---|---|---|---|---|---|\n";
   std::vector<double> all_medians;
   for (const std::string& prompt : prompts) {
-    TESSERA_RETURN_IF_ERROR(run_job(*session, prompt, o.resolution).status());  // warm-up
+    for (int w = 0; w < o.warmup; ++w) {
+      TESSERA_RETURN_IF_ERROR(run_job(*session, prompt, o.resolution).status());
+    }
     std::vector<double> totals;
     std::map<std::string, std::vector<double>> per_stage;
     JobResult last;
@@ -176,14 +185,20 @@ Status run_bench_generate(const GenerateBenchOptions& o) {
                   percentile(ratios, 50), o.variations);
     variations_table += line;
   }
-  char head[1024];
+  char head[1536];
   std::snprintf(head, sizeof(head),
-                "Model `%s`, resolution %d (the model's default unless --resolution), greedy, "
-                "guidance 3.0, %d timed jobs per prompt after one warm-up, %d threads; model load "
-                "%.0f ms (once). Job = submit -> Done through the runtime Session (no file "
-                "write). Median over prompts of the per-prompt medians: **%.0f ms**.\n\n",
-                model_shown.c_str(), resolution, o.repeat, default_thread_pool().num_threads(),
-                load_ms, overall);
+                "Model `%s`, shape GPT weights %s (%.3f GB read per token), resolution %d (the "
+                "model's default unless --resolution), greedy, guidance 3.0, %d timed jobs per "
+                "prompt after %d warm-up, %d threads; model load %.0f ms (once). Job = submit -> "
+                "Done through the runtime Session (no file write). Median over prompts of the "
+                "per-prompt medians: **%.0f ms**. Resident memory: %.2f GB after the load (peak "
+                "during it %.2f GB), peak of the whole run **%.2f GB**.\n\n",
+                model_shown.c_str(), info.weights.c_str(),
+                static_cast<double>(info.gpt_weight_bytes) / 1e9, resolution, o.repeat, o.warmup,
+                default_thread_pool().num_threads(), load_ms, overall,
+                static_cast<double>(info.resident_bytes) / 1e9,
+                static_cast<double>(load_peak) / 1e9,
+                static_cast<double>(peak_resident_memory_bytes()) / 1e9);
   const std::string section = "## Generation end to end (CPU)\n\n" +
                               machine_markdown(machine) + head + table + variations_table + "\n";
   std::fputs(section.c_str(), stdout);
@@ -211,6 +226,11 @@ void register_generate_bench(CLI::App* bench, int* exit_code) {
   cmd->add_option("--variations", o->variations,
                   "Also time N candidates in one job against 1 (sampled), per prompt (2-8)")
       ->check(CLI::Range(1, 8));
+  cmd->add_option("--weights", o->weights,
+                  "The weights: auto (the default: as tessera generate), f32, bf16, int8 (the shape "
+                  "GPT quantized at load unless the file is int8 already)");
+  cmd->add_option("--warmup", o->warmup, "Untimed jobs per prompt first (default 1)")
+      ->check(CLI::Range(0, 100));
   cmd->add_option("--resolution,-r", o->resolution,
                   "Extraction lattice 2^k+1 (default: the model's)");
   cmd->add_flag("--write-results", o->write_results,

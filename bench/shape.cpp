@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "bench/common.h"
+#include "bench/random_checkpoint.h"
 #include "bench/previews.h"
 #include "bench/subcommands.h"
 #include "engine/core/cpu_features.h"
@@ -76,93 +77,6 @@ class TimedBackend final : public kernels::ForwardingBackend {
     return st;
   }
 };
-
-// Tensor names and shapes of a published checkpoint, from a tests/fixtures/cube3d/*-tensors.txt
-// list ("name (d0, d1)" per line; the trailing summary lines, which have no parenthesised shape,
-// are skipped).
-Expected<shape::TensorShapes> read_tensor_list(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return not_found("bench shape: cannot open the tensor list " + path);
-  shape::TensorShapes shapes;
-  std::string line;
-  int line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (line.empty()) continue;
-    const size_t open = line.find(" (");
-    const size_t close = line.rfind(')');
-    if (open == std::string::npos || close == std::string::npos || close < open ||
-        close + 1 != line.find_last_not_of(" \r") + 1) {
-      continue;
-    }
-    std::vector<int64_t> dims;
-    std::istringstream ds(line.substr(open + 2, close - open - 2));
-    std::string dim;
-    while (std::getline(ds, dim, ',')) {
-      if (dim.find_first_not_of(' ') == std::string::npos) continue;
-      char* end = nullptr;
-      const long long v = std::strtoll(dim.c_str(), &end, 10);
-      if (v < 1 || v > (int64_t{1} << 32)) {
-        return corrupt_data(path + ":" + std::to_string(line_no) + ": bad dimension '" + dim + "'");
-      }
-      dims.push_back(v);
-    }
-    shapes[line.substr(0, open)] = dims;
-  }
-  if (shapes.empty()) return corrupt_data("bench shape: the tensor list " + path + " is empty");
-  return shapes;
-}
-
-// A checkpoint with the given tensors, random bf16 values (uniform in [-0.02, 0.02); norm scales
-// 1), built in memory as a safetensors image (no file): the full-size model without a download.
-struct RandomCheckpoint {
-  Buffer bytes;
-  uint64_t data_bytes = 0;
-  SafeTensors file;
-};
-
-Expected<RandomCheckpoint> make_random_checkpoint(const shape::TensorShapes& shapes) {
-  nlohmann::json header;
-  uint64_t offset = 0;
-  std::vector<std::pair<uint64_t, uint64_t>> norm_ranges;  // element ranges set to 1
-  for (const auto& [name, shape] : shapes) {
-    uint64_t count = 1;
-    for (int64_t d : shape) count *= static_cast<uint64_t>(d);
-    header[name] = {
-        {"dtype", "BF16"}, {"shape", shape}, {"data_offsets", {offset, offset + 2 * count}}};
-    if (name.find("norm") != std::string::npos) norm_ranges.push_back({offset / 2, count});
-    offset += 2 * count;
-  }
-  std::string text = header.dump();
-  while ((8 + text.size()) % 64) text += ' ';  // data section 64-byte aligned in the buffer
-  const size_t total = 8 + text.size() + offset;
-  RandomCheckpoint ck;
-  ck.data_bytes = offset;
-  TESSERA_ASSIGN_OR_RETURN(ck.bytes, allocate(total, "the random checkpoint"));
-  const uint64_t header_len = text.size();
-  std::memcpy(ck.bytes.get(), &header_len, 8);
-  std::memcpy(ck.bytes.get() + 8, text.data(), text.size());
-  auto* values = reinterpret_cast<uint16_t*>(ck.bytes.get() + 8 + text.size());
-  const int64_t n = static_cast<int64_t>(offset / 2);
-  default_thread_pool().parallel_for(n, 1 << 20, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ 0x9e3779b9u;
-      h ^= h >> 15;
-      h *= 2246822519u;
-      h ^= h >> 13;
-      // The top 16 bits of an f32 in [-0.02, 0.02): truncation is a valid bf16 value.
-      const float v = (static_cast<float>(h >> 8) * (1.0f / 16777216.0f) - 0.5f) * 0.04f;
-      uint32_t bits;
-      std::memcpy(&bits, &v, 4);
-      values[i] = static_cast<uint16_t>(bits >> 16);
-    }
-  });
-  for (const auto& [begin, count] : norm_ranges) {
-    std::fill(values + begin, values + begin + count, f32_to_bf16(1.0f));
-  }
-  TESSERA_ASSIGN_OR_RETURN(ck.file, SafeTensors::parse(ck.bytes.get(), total, "random-v05"));
-  return ck;
-}
 
 // A whole object's time from measured parts (estimate_object says how).
 struct ObjectEstimate {

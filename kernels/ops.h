@@ -26,9 +26,9 @@ namespace tessera::kernels {
 
 // A linear layer's weight matrix [rows = N out features, cols = K in features], row-major.
 // kI8 weights (kernels/int8.h): symmetric 8-bit, w[n, k] = q[n, k] * scales[n * (K / group) +
-// k / group] with q in [-127, 127], held as the bytes q + 128 (so data points at uint8 values).
+// k / group] with q in [-127, 127] (data points at int8 values).
 struct Weight {
-  const void* data = nullptr;  // f32, bf16 or offset int8 elements; host or device memory
+  const void* data = nullptr;  // f32, bf16 or int8 elements; host or device memory
   DType dtype = DType::kF32;   // kF32, kBF16 or kI8
   int64_t rows = 0;            // N
   int64_t cols = 0;            // K

@@ -505,7 +505,8 @@ int run_batch(BatchCliOptions o) {
     return bad > 0 ? 1 : 0;
   }
 
-  auto session = runtime::Session::open(shape_model_options(o.model, o.bf16, o.device));
+  auto session = runtime::Session::open(shape_model_options(
+      o.model, o.bf16 ? runtime::ShapeWeights::kBF16 : runtime::ShapeWeights::kAuto, o.device));
   if (!session.ok()) return fail(session.status().message());
   const runtime::ShapeModelInfo model = *(*session)->shape_model();
   print_device(o.device, model.backend, model.backend_note);
@@ -657,7 +658,9 @@ void register_batch(CLI::App& app, int* exit_code) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--resolution,-r", o->resolution,
                   "Extraction lattice points per axis, 2^k+1 (default: the model's)");
-  cmd->add_flag("--bf16", o->bf16, "Convert the weights to bf16 once at load");
+  cmd->add_flag("--bf16", o->bf16,
+                "Convert the weights to bf16 once at load (default: automatic, bf16 for large "
+                "models)");
   add_device_options(cmd, &o->device);
   cmd->callback([o, exit_code, seed, temperature, top_k, top_p] {
     o->sample = seed->count() + temperature->count() + top_k->count() + top_p->count() > 0;

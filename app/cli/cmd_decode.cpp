@@ -44,7 +44,8 @@ int run_decode(const DecodeCliOptions& o) {
   auto ids = read_tokens_file(o.tokens);
   if (!ids.ok()) return fail(ids.status().message());
   Stopwatch load_watch;
-  auto session = runtime::Session::open(shape_model_options(o.model, o.bf16, o.device));
+  auto session = runtime::Session::open(shape_model_options(
+      o.model, o.bf16 ? runtime::ShapeWeights::kBF16 : runtime::ShapeWeights::kAuto, o.device));
   if (!session.ok()) return fail(session.status().message());
   const runtime::ShapeModelInfo model = *(*session)->shape_model();
   print_device(o.device, model.backend, model.backend_note);
@@ -115,7 +116,9 @@ void register_decode(CLI::App& app, int* exit_code) {
   add_mesh_export_options(cmd, &o->exporting);
   cmd->add_option("--resolution,-r", o->resolution,
                   "Extraction lattice points per axis, 2^k+1 (default: the model's, 65 for tessera-tiny, 257 for Cube 3D)");
-  cmd->add_flag("--bf16", o->bf16, "Convert the weights to bf16 once at load");
+  cmd->add_flag("--bf16", o->bf16,
+                "Convert the weights to bf16 once at load (default: automatic, bf16 for large "
+                "models)");
   add_device_options(cmd, &o->device);
   cmd->callback([o, exit_code] { *exit_code = run_decode(*o); });
 }

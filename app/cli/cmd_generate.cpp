@@ -66,7 +66,7 @@ struct GenerateCliOptions {
   std::string from;           // --from FILE: the settings of a mesh Tessera wrote
   bool prompt_given = false;
   bool no_metadata = false;   // --no-metadata: write no settings into the files
-  std::string weights;        // --weights f32|bf16|int8 ("": f32, or bf16 with --bf16)
+  std::string weights;        // --weights auto|f32|bf16|int8 ("": auto, or bf16 with --bf16)
 };
 
 // Redraws "[#####.....] 512/1024 tokens  190.3 tokens/s" in place on a terminal (at most ~10 times
@@ -304,9 +304,15 @@ int run_generate(GenerateCliOptions o) {
     }
   }
   Stopwatch load_watch;
-  if (o.weights == "bf16") o.bf16 = true;
-  auto session =
-      runtime::Session::open(shape_model_options(o.model, o.bf16, o.device, o.weights == "int8"));
+  runtime::ShapeWeights weights = runtime::ShapeWeights::kAuto;
+  if (!o.weights.empty()) {
+    auto parsed = runtime::parse_shape_weights(o.weights);
+    if (!parsed.ok()) return fail("--weights: " + parsed.status().message());
+    weights = *parsed;
+  } else if (o.bf16) {
+    weights = runtime::ShapeWeights::kBF16;
+  }
+  auto session = runtime::Session::open(shape_model_options(o.model, weights, o.device));
   if (!session.ok()) return fail(session.status().message());
   {
     const runtime::ShapeModelInfo model = *(*session)->shape_model();
@@ -535,11 +541,12 @@ void register_generate(CLI::App& app, int* exit_code) {
   cmd->add_flag("--no-graphs", o->no_graphs,
                 "CUDA: launch every op each step instead of replaying the recorded decode step "
                 "(the eager baseline; no effect on the CPU)");
-  cmd->add_flag("--bf16", o->bf16, "Convert the weights to bf16 once at load");
+  cmd->add_flag("--bf16", o->bf16, "Convert the weights to bf16 once at load (= --weights bf16)");
   cmd->add_option("--weights", o->weights,
-                  "Shape GPT linear layers: f32 (as stored), bf16 (as --bf16) or int8 (quantized "
-                  "once at load, a scale per group of 128 weights; CPU)")
-      ->check(CLI::IsMember({"f32", "bf16", "int8"}));
+                  "Weights: auto (default: int8 for a quantized model, bf16 for large ones, f32 "
+                  "for small ones such as tessera-tiny), f32 (as stored), bf16, or int8 (the "
+                  "shape GPT's linear layers quantized once at load, a scale per 128 weights; CPU)")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "int8"}));
   add_device_options(cmd, &o->device);
   cmd->add_option("--resolution,-r", o->resolution,
                   "Extraction lattice points per axis, 2^k+1 (default: the model's, 65 for tessera-tiny, 257 for Cube 3D)");

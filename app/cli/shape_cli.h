@@ -61,13 +61,14 @@ inline void print_device(const DeviceCli& o, const std::string& backend, const s
   if (!note.empty()) std::fprintf(stderr, "note: %s\n", note.c_str());
 }
 
-// The shape model to open: --model (empty: the embedded default), --bf16, --device.
-inline runtime::ShapeModelOptions shape_model_options(const std::string& model, bool bf16,
-                                                      const DeviceCli& device, bool int8 = false) {
+// The shape model to open: --model (empty: the embedded default), the weights' precision (--bf16
+// or --weights; automatic by default: runtime::ShapeWeights), --device.
+inline runtime::ShapeModelOptions shape_model_options(const std::string& model,
+                                                      runtime::ShapeWeights weights,
+                                                      const DeviceCli& device) {
   runtime::ShapeModelOptions options;
   options.path = model;
-  options.bf16 = bf16;
-  options.int8 = int8;
+  options.weights = weights;
   options.device = device.choice();
   return options;
 }

@@ -108,10 +108,17 @@ int main(int argc, char** argv) {
                                   "(an NVIDIA GPU; the models fail to load with the reason when "
                                   "none is usable) or auto (the GPU when usable).",
                                   "cpu|cuda|auto");
+  const QCommandLineOption weights("weights",
+                                   "The shape model's weights: auto (bf16 for large models, int8 "
+                                   "for quantized ones), f32 (as stored), bf16 (converted at load) "
+                                   "or int8 (quantized at load: half of bf16's memory; CPU). "
+                                   "Default: the Settings' choice, auto at first.",
+                                   "auto|f32|bf16|int8");
   parser.addOptions({prompt, generate, screenshot, screenshot_window, quit, model, record,
                      export_path, resolution, preview_resolution, preview_every, variations,
                      seed_option, no_grid,
-                     diffusion_model, image, apply_texture, image_steps, image_seed, device});
+                     diffusion_model, image, apply_texture, image_steps, image_seed, device,
+                     weights});
   parser.process(app);
 
   tessera::studio::LaunchOptions options;
@@ -132,6 +139,15 @@ int main(int argc, char** argv) {
       return 2;
     }
     options.device = *choice;
+  }
+  if (parser.isSet(weights)) {
+    const QString w = parser.value(weights);
+    if (!tessera::runtime::parse_shape_weights(w.toStdString()).ok()) {
+      std::fprintf(stderr, "tessera-studio: --weights: '%s' is not one of auto, f32, bf16, int8\n",
+                   w.toUtf8().constData());
+      return 2;
+    }
+    options.weights = w;
   }
   options.apply_texture = parser.isSet(apply_texture);
   options.image = parser.isSet(image) || options.apply_texture;

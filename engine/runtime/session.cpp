@@ -128,10 +128,10 @@ Expected<std::string> shape_model_path(const std::string& given) {
   return dir;
 }
 
-shape::PipelineOptions pipeline_options(const ShapeModelOptions& o) {
+shape::PipelineOptions pipeline_options(const ShapeModelOptions& o, ShapeWeights resolved) {
   shape::PipelineOptions p;
-  p.weights = o.bf16 ? WeightFormat::kBF16 : WeightFormat::kF32;
-  p.gpt_int8 = o.int8;
+  p.weights = resolved == ShapeWeights::kF32 ? WeightFormat::kF32 : WeightFormat::kBF16;
+  p.gpt_int8 = resolved == ShapeWeights::kInt8;
   p.device = o.device;
   // Real CLIP checkpoints usually come without the vocabulary: use the bundled one.
   p.clip_vocab_fallback =
@@ -146,10 +146,45 @@ Expected<std::unique_ptr<shape::ShapePipeline>> load_shape(const ShapeModelOptio
   if (!std::filesystem::is_directory(*path, ec)) {
     return not_found("model directory '" + *path + "' does not exist or is not a directory");
   }
-  return shape::ShapePipeline::load(*path, pipeline_options(o));
+  TESSERA_ASSIGN_OR_RETURN(const ShapeWeights resolved, resolve_shape_weights(*path, o.weights));
+  return shape::ShapePipeline::load(*path, pipeline_options(o, resolved));
 }
 
 }  // namespace
+
+Expected<ShapeWeights> parse_shape_weights(const std::string& name) {
+  for (ShapeWeights w : {ShapeWeights::kAuto, ShapeWeights::kF32, ShapeWeights::kBF16,
+                         ShapeWeights::kInt8}) {
+    if (name == shape_weights_name(w)) return w;
+  }
+  return invalid_argument("weights '" + name + "': expected auto, f32, bf16 or int8");
+}
+
+const char* shape_weights_name(ShapeWeights weights) {
+  switch (weights) {
+    case ShapeWeights::kAuto: return "auto";
+    case ShapeWeights::kF32: return "f32";
+    case ShapeWeights::kBF16: return "bf16";
+    case ShapeWeights::kInt8: return "int8";
+  }
+  return "?";
+}
+
+Expected<ShapeWeights> resolve_shape_weights(const std::string& dir, ShapeWeights weights) {
+  if (weights != ShapeWeights::kAuto) return weights;
+  TESSERA_ASSIGN_OR_RETURN(const shape::ModelPaths paths, shape::locate_model_dir(dir));
+  auto gpt = SafeTensors::open(paths.shape_gpt);
+  if (!gpt.ok()) return gpt.status();
+  for (const TensorInfo& t : gpt->tensors()) {
+    if (t.dtype == DType::kI8) return ShapeWeights::kInt8;
+  }
+  return gpt->total_elements() >= static_cast<uint64_t>(kAutoBf16Parameters) ? ShapeWeights::kBF16
+                                                                             : ShapeWeights::kF32;
+}
+
+Status quantize_model_dir(const std::string& src, const std::string& dst, QuantizeReport* report) {
+  return shape::quantize_model_dir(src, dst, report, default_clip_vocab_file());
+}
 
 Expected<std::unique_ptr<Session>> Session::open(const ShapeModelOptions& model,
                                                  SessionOptions options) {

@@ -69,7 +69,8 @@ Expected<SamplerKind> parse_sampler(const std::string& name);
 
 // `tessera quantize`: a shape model directory with its GPT stored in int8 (engine/shape/quantize.h).
 using QuantizeReport = shape::QuantizeReport;
-using shape::quantize_model_dir;
+// shape::quantize_model_dir with the bundled CLIP vocabulary as the fallback.
+Status quantize_model_dir(const std::string& src, const std::string& dst, QuantizeReport* report);
 
 // The number of tokens a shape job generates: `requested` when > 0, else the model's num_latents.
 using shape::tokens_to_generate;
@@ -99,11 +100,28 @@ struct JobOptions {
 };
 inline constexpr int kMaxVariations = 8;
 
+// The precision of a shape model's weights (ShapeModelOptions::weights).
+//   kAuto  what suits the files: int8 when the shape GPT is stored in int8 (tessera quantize); bf16
+//          when it is large (>= kAutoBf16Parameters: the released Cube 3D GPTs, whose decode and
+//          occupancy queries are bound by bytes, as the diffusion engine's auto precision decides);
+//          f32 otherwise (small models such as tessera-tiny keep the reference's exact numerics).
+//   kF32   as stored (f16/bf16 files widened to f32).
+//   kBF16  every model's matrices converted once to bf16 (half the bytes).
+//   kInt8  the shape GPT's linear layers int8 (quantized at load unless stored so; CPU), the
+//          other models (CLIP, shape decoder) bf16.
+enum class ShapeWeights { kAuto, kF32, kBF16, kInt8 };
+inline constexpr int64_t kAutoBf16Parameters = 100'000'000;
+// "auto", "f32", "bf16", "int8" -> ShapeWeights; kInvalidArgument naming the text otherwise.
+Expected<ShapeWeights> parse_shape_weights(const std::string& name);
+const char* shape_weights_name(ShapeWeights weights);
+// What kAuto resolves to for the model directory `dir` (reads the GPT file's header only); other
+// choices come back as they are. Errors: the directory's (locate_model_dir, the GPT file).
+Expected<ShapeWeights> resolve_shape_weights(const std::string& dir, ShapeWeights weights);
+
 struct ShapeModelOptions {
   std::string path;  // a Cube 3D layout directory; "": the embedded default
   DeviceChoice device = DeviceChoice::kCpu;
-  bool bf16 = false;  // convert the matrices to bf16 once at load
-  bool int8 = false;  // quantize the shape GPT's linear layers to int8 once at load (CPU)
+  ShapeWeights weights = ShapeWeights::kAuto;
   // The CLIP vocabulary for checkpoints that ship none ("": the bundled one).
   std::string clip_vocab_fallback;
 };

@@ -95,13 +95,11 @@ class GptLoader {
     return info;
   }
 
-  Expected<Weight> owned_int8(std::vector<uint8_t> q, std::vector<float> scales, int64_t rows,
-                              int64_t cols, int64_t group) {
-    model_.host_u8_.push_back(std::move(q));
+  Expected<Weight> int8_weight(const int8_t* q, std::vector<float> scales, int64_t rows,
+                               int64_t cols, int64_t group) {
     model_.host_f32_.push_back(std::move(scales));
     model_.int8_weights_ = true;
-    Weight host{model_.host_u8_.back().data(), DType::kI8, rows, cols,
-                model_.host_f32_.back().data(), group};
+    Weight host{q, DType::kI8, rows, cols, model_.host_f32_.back().data(), group};
     return upload(host);
   }
 
@@ -146,18 +144,16 @@ class GptLoader {
                             "]; int8 scales must be finite and positive");
       }
     }
+    // The mapped bytes are the weights (zero-copy on the CPU backend; a device backend copies).
     TESSERA_ASSIGN_OR_RETURN(TensorView view, file_.view(name));
-    const auto n = static_cast<size_t>(rows * cols);
-    std::vector<uint8_t> q(n);
-    const int64_t bad = kernels::int8_offset_from_signed(static_cast<const int8_t*>(view.data),
-                                                         static_cast<int64_t>(n), q.data());
+    const auto* q = static_cast<const int8_t*>(view.data);
+    const int64_t bad = kernels::int8_find_out_of_range(q, rows * cols);
     if (bad >= 0) {
       return corrupt_data(where + " holds -128 at [" + std::to_string(bad / cols) + ", " +
                           std::to_string(bad % cols) +
                           "]; int8 weights are symmetric, in [-127, 127]");
     }
-    file_.drop_pages(name);  // the converted copy is what the model reads from now on
-    return owned_int8(std::move(q), std::move(scales), rows, cols, group);
+    return int8_weight(q, std::move(scales), rows, cols, group);
   }
 
   // A [rows, cols] matrix in the model's weight dtype, on the backend: int8 when the file stores
@@ -177,10 +173,11 @@ class GptLoader {
       TESSERA_RETURN_IF_ERROR(file_.load_f32(name, f32.data(), n));
       file_.drop_pages(name);
       const int64_t group = kernels::int8_group_for(cols);
-      std::vector<uint8_t> q(n);
+      std::vector<int8_t> q(n);
       std::vector<float> scales(static_cast<size_t>(rows * (cols / group)));
       kernels::quantize_int8_rows(f32.data(), rows, cols, group, q.data(), scales.data());
-      return owned_int8(std::move(q), std::move(scales), rows, cols, group);
+      model_.host_i8_.push_back(std::move(q));
+      return int8_weight(model_.host_i8_.back().data(), std::move(scales), rows, cols, group);
     }
     const DType target = (bf16_ || info->dtype == DType::kBF16) ? DType::kBF16 : DType::kF32;
     Weight host{view.data, target, rows, cols};
@@ -188,6 +185,7 @@ class GptLoader {
       const size_t n = static_cast<size_t>(rows * cols);
       std::vector<float> f32(n);
       TESSERA_RETURN_IF_ERROR(file_.load_f32(name, f32.data(), n));
+      file_.drop_pages(name);  // converted: the mapped bytes are not read again
       if (target == DType::kF32) {
         model_.host_f32_.push_back(std::move(f32));
         host.data = model_.host_f32_.back().data();

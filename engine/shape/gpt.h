@@ -131,7 +131,7 @@ class CubeGpt {
   detail::GptWeights weights_;
   // Host memory the model owns (converted weights, the token table) and backend copies.
   std::vector<std::vector<uint16_t>> host_u16_;
-  std::vector<std::vector<uint8_t>> host_u8_;  // int8 weights (offset bytes)
+  std::vector<std::vector<int8_t>> host_i8_;  // int8 weights quantized at load
   std::vector<std::vector<float>> host_f32_;
   std::vector<kernels::DeviceBuffer> device_;
 };

@@ -70,7 +70,6 @@ Status quantize_gpt_file(const SafeTensors& in, const std::string& out_path,
   std::vector<TensorToWrite> out;
   out.reserve(in.size() * 2);
   std::vector<float> f32;
-  std::vector<uint8_t> offset;
   r.gpt_bytes_in = in.total_bytes();
   r.gpt_bytes_out = 0;
   for (const TensorInfo& t : in.tensors()) {
@@ -94,11 +93,9 @@ Status quantize_gpt_file(const SafeTensors& in, const std::string& out_path,
       }
     }
     QuantizedMatrix m;
-    offset.resize(n);
     m.scales.resize(static_cast<size_t>(rows * groups));
-    kernels::quantize_int8_rows(f32.data(), rows, cols, group, offset.data(), m.scales.data());
     m.q.resize(n);
-    kernels::int8_signed_from_offset(offset.data(), static_cast<int64_t>(n), m.q.data());
+    kernels::quantize_int8_rows(f32.data(), rows, cols, group, m.q.data(), m.scales.data());
     // The rounding check: |w - q * s| <= s / 2 = max|w| / 254 per group.
     for (int64_t row = 0; row < rows; ++row) {
       for (int64_t g = 0; g < groups; ++g) {
@@ -137,8 +134,8 @@ Status quantize_gpt_file(const SafeTensors& in, const std::string& out_path,
   return write_safetensors(out_path, out, metadata);
 }
 
-Status quantize_model_dir(const std::string& src, const std::string& dst,
-                          QuantizeReport* report) {
+Status quantize_model_dir(const std::string& src, const std::string& dst, QuantizeReport* report,
+                          const std::string& clip_vocab_fallback) {
   QuantizeReport local;
   QuantizeReport& r = report != nullptr ? *report : local;
   std::error_code ec;
@@ -153,7 +150,9 @@ Status quantize_model_dir(const std::string& src, const std::string& dst,
   if (!rel.empty() && *rel.begin() != "..") {
     return invalid_argument("output '" + dst + "' is inside the model directory '" + src + "'");
   }
-  TESSERA_ASSIGN_OR_RETURN(ModelDir model, open_model_dir(src));
+  ModelDirOptions options;
+  options.clip_vocab_fallback = clip_vocab_fallback;
+  TESSERA_ASSIGN_OR_RETURN(ModelDir model, open_model_dir(src, options));
   const std::string partial = dst_abs.string() + ".partial-" + std::to_string(::getpid());
   fs::remove_all(partial, ec);
   const auto fail = [&](Status s) {

@@ -49,6 +49,9 @@ Status quantize_gpt_file(const SafeTensors& in, const std::string& out_path,
 // when everything is written, so a failure or an interruption never leaves a half-written model
 // at `dst`. Errors: dst exists (kAlreadyExists: nothing is overwritten), dst inside src, src not a
 // model directory (its open_model_dir error).
-Status quantize_model_dir(const std::string& src, const std::string& dst, QuantizeReport* report);
+// clip_vocab_fallback: ModelDirOptions::clip_vocab_fallback (real CLIP checkpoints ship no
+// vocabulary; the front ends pass the bundled one).
+Status quantize_model_dir(const std::string& src, const std::string& dst, QuantizeReport* report,
+                          const std::string& clip_vocab_fallback = "");
 
 }  // namespace tessera::shape

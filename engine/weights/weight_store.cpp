@@ -79,6 +79,9 @@ Expected<const void*> WeightStore::get(const std::string& name, const std::vecto
     convert_f32_to_bf16(tmp.data(), reinterpret_cast<uint16_t*>(owned.get()), n);
   }
   const void* data = owned.get();
+  // The mapped bytes are not read again (a second form of this tensor reads them back from the
+  // file): keep them out of the resident set, so a converted model is not held twice.
+  file_.drop_pages(name);
   converted_bytes_ += n * dtype_size(want);
   converted_.emplace(key, std::move(owned));
   return data;

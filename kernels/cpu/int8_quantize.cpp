@@ -12,7 +12,7 @@ int64_t int8_group_for(int64_t cols) {
   return cols;
 }
 
-void quantize_int8_rows(const float* w, int64_t rows, int64_t cols, int64_t group, uint8_t* q,
+void quantize_int8_rows(const float* w, int64_t rows, int64_t cols, int64_t group, int8_t* q,
                         float* scales) {
   const int64_t groups = cols / group;
   for (int64_t n = 0; n < rows; ++n) {
@@ -21,42 +21,35 @@ void quantize_int8_rows(const float* w, int64_t rows, int64_t cols, int64_t grou
       float amax = 0.0f;
       for (int64_t k = 0; k < group; ++k) amax = std::max(amax, std::fabs(src[k]));
       const float scale = amax / 127.0f;
-      uint8_t* dst = q + n * cols + g * group;
+      int8_t* dst = q + n * cols + g * group;
       if (scale == 0.0f) {  // all zeros: q 0, and a positive scale (files refuse zero scales)
         scales[n * groups + g] = 1.0f;
-        std::fill(dst, dst + group, uint8_t{128});
+        std::fill(dst, dst + group, int8_t{0});
         continue;
       }
       scales[n * groups + g] = scale;
       const float inv = 1.0f / scale;
       for (int64_t k = 0; k < group; ++k) {
         const long v = std::lround(src[k] * inv);
-        dst[k] = static_cast<uint8_t>(std::clamp<long>(v, -127, 127) + 128);
+        dst[k] = static_cast<int8_t>(std::clamp<long>(v, -127, 127));
       }
     }
   }
 }
 
-int64_t int8_offset_from_signed(const int8_t* src, int64_t n, uint8_t* dst) {
-  int bad = 0;
+int64_t int8_find_out_of_range(const int8_t* q, int64_t n) {
   constexpr int64_t kBlock = 4096;
   for (int64_t b = 0; b < n; b += kBlock) {
     const int64_t e = std::min(n, b + kBlock);
-    for (int64_t i = b; i < e; ++i) {
-      bad |= src[i] == -128;
-      dst[i] = static_cast<uint8_t>(static_cast<uint8_t>(src[i]) ^ 0x80u);
-    }
+    int bad = 0;
+    for (int64_t i = b; i < e; ++i) bad |= q[i] == -128;
     if (bad) {
       for (int64_t i = b; i < e; ++i) {
-        if (src[i] == -128) return i;
+        if (q[i] == -128) return i;
       }
     }
   }
   return -1;
-}
-
-void int8_signed_from_offset(const uint8_t* src, int64_t n, int8_t* dst) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<int8_t>(src[i] ^ 0x80u);
 }
 
 }  // namespace tessera::kernels

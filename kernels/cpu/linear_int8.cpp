@@ -10,34 +10,25 @@
 namespace tessera::kernels::cpu::linear_detail {
 
 Int8Rows prepare_int8_rows(const float* x, int64_t rows, const Weight& w) {
-  thread_local std::vector<int8_t> q, abs_q;
+  thread_local std::vector<int16_t> q;
   thread_local std::vector<float> scale;
-  thread_local std::vector<int32_t> sum;
   const int64_t cols = w.cols, group = w.group, groups = cols / group;
   q.resize(static_cast<size_t>(rows * cols));
-  abs_q.resize(q.size());
   scale.resize(static_cast<size_t>(rows * groups));
-  sum.resize(scale.size());
   for (int64_t i = 0; i < rows; ++i) {
     for (int64_t g = 0; g < groups; ++g) {
       const float* src = x + i * cols + g * group;
       float amax = 0.0f;
       for (int64_t k = 0; k < group; ++k) amax = std::max(amax, std::fabs(src[k]));
-      const float s = amax / 127.0f;
+      const float s = amax / 32767.0f;
       const float inv = s > 0.0f ? 1.0f / s : 0.0f;
-      int8_t* dst = q.data() + i * cols + g * group;
-      int8_t* adst = abs_q.data() + i * cols + g * group;
-      int32_t total = 0;
+      int16_t* dst = q.data() + i * cols + g * group;
       for (int64_t k = 0; k < group; ++k) {
-        // |src * inv| <= 127 up to rounding; the clamp guards the last ulp.
+        // |src * inv| <= 32767 up to rounding; the clamp guards the last ulp.
         const float v = std::nearbyint(src[k] * inv);
-        const int32_t iv = static_cast<int32_t>(std::clamp(v, -127.0f, 127.0f));
-        dst[k] = static_cast<int8_t>(iv);
-        adst[k] = static_cast<int8_t>(iv < 0 ? -iv : iv);
-        total += iv;
+        dst[k] = static_cast<int16_t>(std::clamp(v, -32767.0f, 32767.0f));
       }
       scale[static_cast<size_t>(i * groups + g)] = s;
-      sum[static_cast<size_t>(i * groups + g)] = total;
     }
   }
   Int8Rows r;
@@ -45,29 +36,26 @@ Int8Rows prepare_int8_rows(const float* x, int64_t rows, const Weight& w) {
   r.cols = cols;
   r.group = group;
   r.q = q.data();
-  r.abs_q = abs_q.data();
   r.scale = scale.data();
-  r.sum = sum.data();
   return r;
 }
 
 void dot_rows_i8_scalar(const float* x, int64_t rows, const Weight& w, const float* bias, float* y,
                         int64_t ldy, int64_t n_begin, int64_t n_end) {
   const Int8Rows p = prepare_int8_rows(x, rows, w);
-  const auto* wq = static_cast<const uint8_t*>(w.data);
+  const auto* wq = static_cast<const int8_t*>(w.data);
   const int64_t cols = w.cols, group = w.group, groups = cols / group;
   for (int64_t n = n_begin; n < n_end; ++n) {
-    const uint8_t* w_row = wq + n * cols;
+    const int8_t* w_row = wq + n * cols;
     const float* sw = w.scales + n * groups;
     for (int64_t i = 0; i < rows; ++i) {
-      const int8_t* xq = p.q + i * cols;
+      const int16_t* xq = p.q + i * cols;
       float acc = 0.0f;
       for (int64_t g = 0; g < groups; ++g) {
         int32_t d = 0;
         for (int64_t k = g * group; k < (g + 1) * group; ++k) {
           d += static_cast<int32_t>(w_row[k]) * static_cast<int32_t>(xq[k]);
         }
-        d -= 128 * p.sum[i * groups + g];  // the offset's share
         acc += sw[g] * p.scale[i * groups + g] * static_cast<float>(d);
       }
       y[i * ldy + n] = acc + (bias ? bias[n] : 0.0f);
@@ -77,10 +65,9 @@ void dot_rows_i8_scalar(const float* x, int64_t rows, const Weight& w, const flo
 
 Int8DotFn int8_dot_for(int isa_level, const Weight& w) {
   const auto isa = static_cast<Isa>(isa_level);
-  if (isa == Isa::kAvx512 && cpu_features().avx512vnni && w.group % 64 == 0) {
-    return dot_rows_i8_vnni;
-  }
-  if (isa >= Isa::kAvx2 && w.group % 32 == 0) return dot_rows_i8_avx2;
+  if (w.group % 32 != 0 || w.group > 512) return dot_rows_i8_scalar;
+  if (isa == Isa::kAvx512 && cpu_features().avx512vnni) return dot_rows_i8_vnni;
+  if (isa >= Isa::kAvx2) return dot_rows_i8_avx2;
   return dot_rows_i8_scalar;
 }
 

@@ -15,39 +15,49 @@ inline float hsum(__m256 v) {
 }
 }  // namespace
 
-void dot_rows_i8_avx2(const float* x, int64_t rows, const Weight& w, const float* bias, float* y,
-                      int64_t ldy, int64_t n_begin, int64_t n_end) {
-  const Int8Rows p = prepare_int8_rows(x, rows, w);
-  const auto* wq = static_cast<const uint8_t*>(w.data);
+namespace {
+
+template <int R>
+void avx2_rows(const Int8Rows& p, const Weight& w, const float* bias, float* y, int64_t ldy,
+               int64_t n_begin, int64_t n_end) {
+  const auto* wq = static_cast<const int8_t*>(w.data);
   const int64_t cols = w.cols, group = w.group, groups = cols / group;
-  const __m256i offset = _mm256_set1_epi8(static_cast<char>(0x80));
-  const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t n = n_begin; n < n_end; ++n) {
-    const uint8_t* w_row = wq + n * cols;
+    const int8_t* w_row = wq + n * cols;
     const float* sw = w.scales + n * groups;
-    __m256 accf[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                      _mm256_setzero_ps()};
+    __m256 accf[R];
+    for (int i = 0; i < R; ++i) accf[i] = _mm256_setzero_ps();
     for (int64_t g = 0; g < groups; ++g) {
-      __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
-                        _mm256_setzero_si256()};
-      for (int64_t c = g * group; c < (g + 1) * group; c += 32) {
-        // q_w + 128 -> q_w (signed) by flipping the top bit.
-        const __m256i wv = _mm256_xor_si256(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w_row + c)), offset);
-        for (int64_t i = 0; i < rows; ++i) {
-          const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.q + i * cols + c));
-          const __m256i ax =
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.abs_q + i * cols + c));
-          const __m256i prod16 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(wv, xq));
-          acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(prod16, ones));
+      __m256i acc[R];
+      for (int i = 0; i < R; ++i) acc[i] = _mm256_setzero_si256();
+      for (int64_t c = g * group; c < (g + 1) * group; c += 16) {
+        const __m256i wv = _mm256_cvtepi8_epi16(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(w_row + c)));
+        for (int i = 0; i < R; ++i) {
+          const __m256i xq =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.q + i * cols + c));
+          acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(wv, xq));
         }
       }
-      for (int64_t i = 0; i < rows; ++i) {
+      for (int i = 0; i < R; ++i) {
         const __m256 s = _mm256_set1_ps(sw[g] * p.scale[i * groups + g]);
         accf[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[i]), s, accf[i]);
       }
     }
-    for (int64_t i = 0; i < rows; ++i) y[i * ldy + n] = hsum(accf[i]) + (bias ? bias[n] : 0.0f);
+    for (int i = 0; i < R; ++i) y[i * ldy + n] = hsum(accf[i]) + (bias ? bias[n] : 0.0f);
+  }
+}
+
+}  // namespace
+
+void dot_rows_i8_avx2(const float* x, int64_t rows, const Weight& w, const float* bias, float* y,
+                      int64_t ldy, int64_t n_begin, int64_t n_end) {
+  const Int8Rows p = prepare_int8_rows(x, rows, w);
+  switch (rows) {
+    case 1: return avx2_rows<1>(p, w, bias, y, ldy, n_begin, n_end);
+    case 2: return avx2_rows<2>(p, w, bias, y, ldy, n_begin, n_end);
+    case 3: return avx2_rows<3>(p, w, bias, y, ldy, n_begin, n_end);
+    default: return avx2_rows<4>(p, w, bias, y, ldy, n_begin, n_end);
   }
 }
 

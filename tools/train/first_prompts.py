@@ -109,7 +109,7 @@ def tokens_python(model_dir, prompts, guidance=GUIDANCE):
     return [[int(v) for v in row] for row in codes]
 
 
-def tokens_cli(model_dir, prompts, cli=CLI, threads=1, log=print):
+def tokens_cli(model_dir, prompts, cli=CLI, threads=1, log=print, extra_args=()):
     if not os.path.exists(cli):
         raise SystemExit(f"{cli}: not built (build the CLI, or use --engine python)")
     env = dict(os.environ, TESSERA_THREADS=str(threads))
@@ -121,7 +121,7 @@ def tokens_cli(model_dir, prompts, cli=CLI, threads=1, log=print):
         for i, p in enumerate(prompts):
             tf, mesh = os.path.join(tmp, f"{i}.tokens"), os.path.join(tmp, f"{i}.obj")
             cmd = [exe, "generate", "--prompt", p, "--tokens-out", tf, "-o", mesh,
-                   "-r", str(CLI_RESOLUTION), "--model", model_dir]
+                   "-r", str(CLI_RESOLUTION), "--model", model_dir, *extra_args]
             r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             if r.returncode != 0:
                 raise SystemExit(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-2000:]}")

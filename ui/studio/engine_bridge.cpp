@@ -43,6 +43,8 @@ void EngineBridge::load_model(const QString& dir) {
   runtime::ShapeModelOptions options;
   options.path = dir.toStdString();
   options.device = device_;
+  const auto weights = runtime::parse_shape_weights(weights_.toStdString());
+  options.weights = weights.ok() ? *weights : runtime::ShapeWeights::kAuto;
   load_job_ = session_->load_shape_model(std::move(options));
 }
 
@@ -60,6 +62,7 @@ uint64_t EngineBridge::submit(const runtime::JobOptions& request) {
   stats_.start(id, runtime::tokens_to_generate(job.generation.num_tokens, num_latents_),
                std::chrono::steady_clock::now(), job.tokens ? 1 : job.variations);
   stats_.backend = backend_name_.toStdString();
+  stats_.weights = weights_label_.toStdString();
   stats_.kv_cache = job.generation.use_kv_cache;
   Q_EMIT statsChanged();
   return id;
@@ -77,6 +80,9 @@ void EngineBridge::on_shape_event(const runtime::Event& event, bool* changed,
       has_model_ = true;
       model_dir_ = loading_dir_;
       backend_name_ = QString::fromStdString(info->backend);
+      weights_label_ = QStringLiteral("%1, %2 MB read per token")
+                           .arg(QString::fromStdString(info->weights))
+                           .arg(static_cast<double>(info->gpt_weight_bytes) / 1e6, 0, 'f', 1);
       num_latents_ = info->num_latents;
       codebook_size_ = info->codebook_size;
       use_bbox_ = info->uses_bbox;

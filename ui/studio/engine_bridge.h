@@ -46,6 +46,12 @@ class EngineBridge : public QObject {
   // Where later loads run the model (studio --device or the Settings' device; default the CPU).
   void set_device(runtime::DeviceChoice device) { device_ = device; }
   runtime::DeviceChoice device() const { return device_; }
+  // The shape model's weights for later loads: "auto", "f32", "bf16" or "int8"
+  // (runtime::ShapeWeights).
+  void set_weights(const QString& weights) { weights_ = weights; }
+  QString weights() const { return weights_; }
+  // The loaded model's weights as the overlay shows them, e.g. "int8, 6.3 MB per token".
+  QString weights_label() const { return weights_label_; }
   // The machine's devices and graphs (probed once, at construction).
   const runtime::Capabilities& capabilities() const { return capabilities_; }
   // The one Session (both engines). UI thread; its events arrive through this bridge.
@@ -112,6 +118,8 @@ class EngineBridge : public QObject {
 
   runtime::Capabilities capabilities_;
   runtime::DeviceChoice device_ = runtime::DeviceChoice::kCpu;
+  QString weights_ = QStringLiteral("auto");
+  QString weights_label_;
   std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
   std::function<void(const runtime::Event&)> image_listener_, texture_listener_;
   QString model_dir_, loading_dir_, backend_name_;

@@ -41,6 +41,7 @@ struct GenerationStats {
   // Model / mode facts: set by the bridge when the job starts, then by the job's ModeEvent (how
   // the runtime actually runs it).
   std::string backend;  // e.g. "cpu (avx512, 2 threads)"
+  std::string weights;  // the shape GPT's weights, e.g. "int8, 6.3 MB read per token"
   bool kv_cache = true;
   runtime::GraphMode graphs = runtime::GraphMode::kUnavailable;
   std::string graphs_reason;  // why not on (runtime::ModeEvent::graphs_reason)

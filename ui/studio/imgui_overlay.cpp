@@ -251,13 +251,15 @@ void ImGuiOverlay::render(const GenerationStats& stats, const OverlayPanels& pan
     ImGui::SetNextWindowSize(ImVec2(260, 110), ImGuiCond_FirstUseEver);
     ImGui::SetNextWindowCollapsed(true, ImGuiCond_FirstUseEver);
     ImGui::SetNextWindowBgAlpha(0.85f);
-    // Folded, the title line still says where and how the job runs (device, KV cache, graphs);
+    // Folded, the title line still says where and how the job runs (device, weights, KV cache,
+    // graphs);
     // "###System" keeps the window's identity while the label changes.
     const std::string device_line =
         stats.backend.empty() ? (controls ? controls->device : std::string("(no model)"))
                               : stats.backend;
+    const std::string weights_format = stats.weights.substr(0, stats.weights.find(','));
     const std::string title = "System: " + device_line.substr(0, device_line.find(" (")) +
-                              ", KV " + (stats.kv_cache ? "on" : "off") + ", graph " +
+                              (weights_format.empty() ? "" : ", " + weights_format) + ", KV " + (stats.kv_cache ? "on" : "off") + ", graph " +
                               runtime::graph_mode_name(stats.graphs) + "###System";
     if (ImGui::Begin(title.c_str(), nullptr, flags)) {
       ImGui::Text("memory  %.1f MiB resident", static_cast<double>(memory_.resident_bytes) / (1 << 20));
@@ -268,6 +270,7 @@ void ImGuiOverlay::render(const GenerationStats& stats, const OverlayPanels& pan
       ImGui::TextWrapped("device  %s", stats.backend.empty()
                                            ? (controls ? controls->device.c_str() : "(no model)")
                                            : stats.backend.c_str());
+      if (!stats.weights.empty()) ImGui::TextWrapped("weights %s", stats.weights.c_str());
       ImGui::Text("KV cache   %s", stats.kv_cache ? "on" : "off");
       ImGui::Text("CUDA graph %s", runtime::graph_mode_name(stats.graphs));
       if (stats.graphs != runtime::GraphMode::kOn && !stats.graphs_reason.empty() &&

@@ -68,6 +68,7 @@ MainWindow::MainWindow(LaunchOptions options, QWidget* parent)
   settings_->set_capabilities(engine_->capabilities());
   settings_->set_device(launch_.device);
   connect(settings_, &SettingsPanel::deviceChanged, this, &MainWindow::on_device_changed);
+  connect(settings_, &SettingsPanel::weightsChanged, this, &MainWindow::on_weights_changed);
   connect(settings_, &SettingsPanel::engineSwitchesChanged, this, &MainWindow::sync_overlay_controls);
   overlay_controls_.on_change = [this] {
     // Called inside the viewport's paintGL: act after the frame.
@@ -155,6 +156,8 @@ MainWindow::MainWindow(LaunchOptions options, QWidget* parent)
       return;
     }
   }
+  if (!launch_.weights.isEmpty()) settings_->set_weights(launch_.weights);
+  engine_->set_weights(settings_->weights());
   load_model(dir);
   update_buttons();
 }
@@ -361,6 +364,12 @@ void MainWindow::on_device_changed(runtime::DeviceChoice device) {
     diffusion_->load_model(diffusion_->model_path(), device);
   }
   show_status(tr("Device: %1; reloading the models").arg(runtime::device_name(device)));
+}
+
+void MainWindow::on_weights_changed(const QString& weights) {
+  engine_->set_weights(weights);
+  if (!model_path_->text().trimmed().isEmpty()) load_model(model_path_->text().trimmed());
+  show_status(tr("Weights: %1; reloading the shape model").arg(weights));
 }
 
 void MainWindow::sync_overlay_controls() {

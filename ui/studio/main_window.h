@@ -80,6 +80,8 @@ struct LaunchOptions {
   uint64_t image_seed = 0;         // scripted runs lock the seed to this
   // Where both engines run (--device): cpu (default), cuda, or auto.
   runtime::DeviceChoice device = runtime::DeviceChoice::kCpu;
+  // The shape model's weights (--weights): "auto", "f32", "bf16", "int8"; empty: the Settings'.
+  QString weights;
   bool scripted() const { return generate || quit_when_done || !screenshot.isEmpty(); }
 };
 
@@ -199,6 +201,7 @@ class MainWindow : public QMainWindow {
   void show_gallery_item(const QString& prompt, std::shared_ptr<const mesh::Mesh> mesh);
   void on_texture_event(const runtime::Event& event);
   void on_device_changed(runtime::DeviceChoice device);
+  void on_weights_changed(const QString& weights);
   // The overlay's switches and device line from the Settings panel and the loaded model.
   void sync_overlay_controls();
   void choose_model_dir();

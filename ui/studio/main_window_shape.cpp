@@ -75,11 +75,12 @@ void MainWindow::on_model_loading(const QString& dir) {
 void MainWindow::on_model_loaded(const QString& dir) {
   model_identity_.reset();  // computed again for the new model on the next export
   model_status_->setStyleSheet(QStringLiteral("color: #40a040;"));
-  model_status_->setText(tr("Loaded: %1 tokens per shape, codebook %2, %3 bounding box; %4")
+  model_status_->setText(tr("Loaded: %1 tokens per shape, codebook %2, %3 bounding box; %4; "
+                            "weights %5")
                              .arg(engine_->num_latents())
                              .arg(engine_->codebook_size())
                              .arg(engine_->model_uses_bbox() ? tr("with") : tr("no"))
-                             .arg(engine_->backend_name()));
+                             .arg(engine_->backend_name(), engine_->weights_label()));
   model_label_->setText(tr("Model: %1").arg(QFileInfo(dir).fileName()));
   model_label_->setToolTip(dir);
   settings_->set_model_facts(engine_->num_latents(), engine_->codebook_size(),

@@ -156,6 +156,20 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   device_note_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   ef->addRow(tr("Device"), device_);
   ef->addRow(device_note_);
+  weights_ = new QComboBox(engine);
+  weights_->setObjectName(QStringLiteral("weights"));
+  weights_->addItem(tr("Auto (bf16 for large models)"), QStringLiteral("auto"));
+  weights_->addItem(tr("f32 (as stored)"), QStringLiteral("f32"));
+  weights_->addItem(tr("bf16 (half the memory)"), QStringLiteral("bf16"));
+  weights_->addItem(tr("int8 (a quarter; CPU)"), QStringLiteral("int8"));
+  weights_->setToolTip(
+      tr("The shape model's weights. Auto: int8 for a model written by tessera quantize, bf16 "
+         "for large models (Cube 3D), f32 for small ones. bf16: converted once at load. int8: "
+         "the GPT quantized once at load (a scale per 128 weights), half of bf16's memory and "
+         "faster tokens on the CPU; shapes may differ slightly. The model reloads when this "
+         "changes."));
+  connect(weights_, &QComboBox::activated, this, [this] { Q_EMIT weightsChanged(weights()); });
+  ef->addRow(tr("Weights"), weights_);
   set_capabilities(runtime::Capabilities{});
   layout->addWidget(engine);
   layout->addStretch(1);
@@ -237,6 +251,7 @@ void SettingsPanel::load(QSettings& s) {
   for (int i = 0; i < 3; ++i) bbox_[i]->setValue(s.value(QStringLiteral("bbox%1").arg(i), 1.0).toDouble());
   kv_cache_->setChecked(s.value("kv_cache", true).toBool());
   graphs_->setChecked(s.value("graphs", true).toBool());
+  set_weights(s.value("weights", "auto").toString());
   s.endGroup();
 }
 
@@ -257,6 +272,7 @@ void SettingsPanel::save(QSettings& s) const {
   for (int i = 0; i < 3; ++i) s.setValue(QStringLiteral("bbox%1").arg(i), bbox_[i]->value());
   s.setValue("kv_cache", kv_cache_->isChecked());
   s.setValue("graphs", graphs_->isChecked());
+  s.setValue("weights", weights());
   s.endGroup();
 }
 
@@ -293,6 +309,13 @@ QString SettingsPanel::device_note() const {
   note += c.cuda.usable ? tr("\nGPU: %1").arg(QString::fromStdString(c.cuda.name))
                         : tr("\nGPU not usable: %1").arg(QString::fromStdString(c.cuda.reason));
   return note;
+}
+
+QString SettingsPanel::weights() const { return weights_->currentData().toString(); }
+
+void SettingsPanel::set_weights(const QString& weights) {
+  const QSignalBlocker block(weights_);
+  weights_->setCurrentIndex(std::max(0, weights_->findData(weights)));
 }
 
 bool SettingsPanel::kv_cache() const { return kv_cache_->isChecked(); }

@@ -61,11 +61,15 @@ class SettingsPanel : public QWidget {
   void set_kv_cache(bool on);
   bool graphs() const;
   void set_graphs(bool on);
+  // The shape model's weights: "auto", "f32", "bf16" or "int8" (the Weights box; persisted).
+  QString weights() const;
+  void set_weights(const QString& weights);  // does not emit weightsChanged
   // One line for the device row: what the selected device is or why it cannot be used.
   QString device_note() const;
 
  Q_SIGNALS:
   void deviceChanged(tessera::runtime::DeviceChoice device);
+  void weightsChanged(const QString& weights);
   void engineSwitchesChanged();
 
  private:
@@ -90,6 +94,7 @@ class SettingsPanel : public QWidget {
   QCheckBox* graphs_ = nullptr;
   QComboBox* device_ = nullptr;
   QLabel* device_note_ = nullptr;
+  QComboBox* weights_ = nullptr;
   runtime::Capabilities capabilities_;
   bool model_uses_bbox_ = true;
 };

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <QApplication>
+#include <QComboBox>
 #include <QDir>
 #include <QFile>
 #include <QElapsedTimer>
@@ -224,6 +225,37 @@ TEST(Studio, ScriptedRunShowsMeshAndOverlay) {
   EXPECT_TRUE(QFileInfo(out.filePath("mesh.mtl")).exists());
   // Keep a copy for people to look at.
   image.save(QString(TESSERA_BINARY_DIR) + "/studio_scripted_shot.png");
+}
+
+// The Weights setting (f32 / bf16 / int8): --weights picks it at launch, changing it reloads the
+// shape model in that format, the overlay's stats say which (format and bytes read per token),
+// and a job runs on the int8 model.
+TEST(Studio, WeightsSettingReloadsAndTheOverlaySaysWhich) {
+  FixtureModelDir dir("studio-weights");
+  LaunchOptions launch = fixture_launch(dir);
+  launch.weights = QStringLiteral("int8");
+  auto window = open_window(launch);
+  auto* box = window->settings_panel()->findChild<QComboBox*>(QStringLiteral("weights"));
+  ASSERT_NE(box, nullptr);
+  EXPECT_EQ(box->currentData().toString(), QStringLiteral("int8"));
+  EXPECT_TRUE(window->engine().weights_label().startsWith(QStringLiteral("int8, ")))
+      << window->engine().weights_label().toStdString();
+  window->prompt_edit()->setPlainText(QString::fromLatin1(testing::kParityPrompt));
+  window->generate();
+  ASSERT_TRUE(wait_job(*window));
+  EXPECT_EQ(window->engine().stats().weights.substr(0, 5), "int8,");
+  EXPECT_GT(window->engine().stats().final_triangles, 0);
+  const QString int8_label = window->engine().weights_label();
+
+  // Choosing bf16 reloads the model in bf16; the bytes per token double or so.
+  box->setCurrentIndex(box->findData(QStringLiteral("bf16")));
+  Q_EMIT box->activated(box->currentIndex());
+  ASSERT_TRUE(wait_until([&] {
+    return !window->engine().loading() &&
+           window->engine().weights_label().startsWith(QStringLiteral("bf16"));
+  })) << window->engine().weights_label().toStdString();
+  EXPECT_NE(window->engine().weights_label(), int8_label);
+  EXPECT_EQ(window->settings_panel()->weights(), QStringLiteral("bf16"));
 }
 
 TEST(Studio, ScriptedRunWithBadModelFails) {

@@ -1,0 +1,34 @@
+// Random checkpoints of the published Cube 3D shapes, for the benchmarks: the full-size model
+// without a download (bench shape builds them in memory; bench make-model writes them to disk in
+// the release layout).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "bench/common.h"
+#include "engine/core/dtype.h"
+#include "engine/core/safetensors.h"
+#include "engine/core/status.h"
+#include "engine/shape/gpt_config.h"
+
+namespace tessera::bench {
+
+// Tensor names and shapes of a published checkpoint, from a tests/fixtures/cube3d/*-tensors.txt
+// list ("name (d0, d1)" per line; the trailing summary lines, which have no parenthesised shape,
+// are skipped).
+Expected<shape::TensorShapes> read_tensor_list(const std::string& path);
+
+// A checkpoint with the given tensors, random values (uniform in [-0.02, 0.02), the same values in
+// both dtypes; tensors whose name holds "norm" are 1), built in memory as a safetensors image
+// (`bytes` is the whole file; `file` parses it).
+struct RandomCheckpoint {
+  Buffer bytes;
+  uint64_t data_bytes = 0;
+  uint64_t total_bytes = 0;  // of the image (header included)
+  SafeTensors file;
+};
+Expected<RandomCheckpoint> make_random_checkpoint(const shape::TensorShapes& shapes,
+                                                  DType dtype = DType::kBF16);
+
+}  // namespace tessera::bench
