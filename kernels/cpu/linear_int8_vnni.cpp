@@ -70,14 +70,11 @@ void vnni_rows(const Int8Rows& p, const Weight& w, const float* bias, float* y, 
     for (int64_t g = 0; g < groups; ++g) {
       __m512i acc[R];
       for (int i = 0; i < R; ++i) acc[i] = _mm512_setzero_si512();
-      for (int64_t c = g * group; c < (g + 1) * group; c += 64) {
-        const __m512i w0 = _mm512_cvtepi8_epi16(
+      for (int64_t c = g * group; c < (g + 1) * group; c += 32) {
+        const __m512i wv = _mm512_cvtepi8_epi16(
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w_row + c)));
-        const __m512i w1 = _mm512_cvtepi8_epi16(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w_row + c + 32)));
         for (int i = 0; i < R; ++i) {
-          acc[i] = _mm512_dpwssd_epi32(acc[i], w0, _mm512_loadu_si512(p.q + i * cols + c));
-          acc[i] = _mm512_dpwssd_epi32(acc[i], w1, _mm512_loadu_si512(p.q + i * cols + c + 32));
+          acc[i] = _mm512_dpwssd_epi32(acc[i], wv, _mm512_loadu_si512(p.q + i * cols + c));
         }
       }
       for (int i = 0; i < R; ++i) {
