@@ -183,32 +183,26 @@ TEST_F(QuantizeTest, MisShapedScalesAreNamed) {
                  s.bytes.resize(s.bytes.size() - sizeof(float));
                }),
                kMatrix + "_scale", "expected [256, groups]");
+  // The scales of kMatrix replaced by `groups` scales of 0.01 per row.
+  const auto regroup = [](int64_t groups) {
+    return [groups](std::vector<Tensor>& t) {
+      Tensor& s = find(t, kMatrix + "_scale");
+      s.shape = {256, groups};
+      const std::vector<float> values(static_cast<size_t>(256 * groups), 0.01f);
+      s.bytes.resize(values.size() * sizeof(float));
+      std::memcpy(s.bytes.data(), values.data(), s.bytes.size());
+    };
+  };
   // 3 groups for 64 weights: the group does not divide the row.
-  expect_error(load_edited([](std::vector<Tensor>& t) {
-                 Tensor& s = find(t, kMatrix + "_scale");
-                 s.shape = {256, 3};
-                 s.bytes.assign(256 * 3 * sizeof(float), 0);
-                 for (size_t i = 0; i < 256 * 3; ++i) {
-                   const float one = 0.01f;
-                   std::memcpy(s.bytes.data() + i * 4, &one, 4);
-                 }
-               }),
-               kMatrix + "_scale", "do not divide");
+  expect_error(load_edited(regroup(3)), kMatrix + "_scale", "do not divide");
   // Groups of 16: divide the row but are not a multiple of 32.
-  const Status g16 = load_edited([](std::vector<Tensor>& t) {
-    Tensor& s = find(t, kMatrix + "_scale");
-    s.shape = {256, 4};
-    s.bytes.assign(256 * 4 * sizeof(float), 0);
-    for (size_t i = 0; i < 256 * 4; ++i) {
-      const float one = 0.01f;
-      std::memcpy(s.bytes.data() + i * 4, &one, 4);
-    }
-  });
+  const Status g16 = load_edited(regroup(4));
   expect_error(g16, kMatrix, "groups of 16");
   EXPECT_EQ(g16.code(), ErrorCode::kUnsupported);
   // Scales of an integer type.
-  expect_error(load_edited([](std::vector<Tensor>& t) { find(t, kMatrix + "_scale").dtype = DType::kI32; }),
-               kMatrix + "_scale", "dtype I32");
+  expect_error(
+      load_edited([](std::vector<Tensor>& t) { find(t, kMatrix + "_scale").dtype = DType::kI32; }),
+      kMatrix + "_scale", "dtype I32");
 }
 
 TEST_F(QuantizeTest, NonFiniteZeroAndNegativeScalesAreNamedWithTheirPlace) {
