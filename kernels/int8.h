@@ -37,6 +37,13 @@ constexpr int kInt8MaxQ = 127;
 // NAME.weight (I8) has its scales in NAME.weight + kInt8ScaleSuffix.
 constexpr const char* kInt8ScaleSuffix = "_scale";
 
+// max |v[k]| over n values: the symmetric scale's numerator, for weights and activations alike.
+inline float int8_abs_max(const float* v, int64_t n) {
+  float amax = 0.0f;
+  for (int64_t k = 0; k < n; ++k) amax = v[k] > amax ? v[k] : (-v[k] > amax ? -v[k] : amax);
+  return amax;
+}
+
 // The index of the first -128 among n stored weights, or -1 when all are in [-127, 127].
 int64_t int8_find_out_of_range(const int8_t* q, int64_t n);
 

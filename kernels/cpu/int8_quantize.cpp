@@ -18,9 +18,7 @@ void quantize_int8_rows(const float* w, int64_t rows, int64_t cols, int64_t grou
   for (int64_t n = 0; n < rows; ++n) {
     for (int64_t g = 0; g < groups; ++g) {
       const float* src = w + n * cols + g * group;
-      float amax = 0.0f;
-      for (int64_t k = 0; k < group; ++k) amax = std::max(amax, std::fabs(src[k]));
-      const float scale = amax / 127.0f;
+      const float scale = int8_abs_max(src, group) / static_cast<float>(kInt8MaxQ);
       int8_t* dst = q + n * cols + g * group;
       if (scale == 0.0f) {  // all zeros: q 0, and a positive scale (files refuse zero scales)
         scales[n * groups + g] = 1.0f;
@@ -31,7 +29,7 @@ void quantize_int8_rows(const float* w, int64_t rows, int64_t cols, int64_t grou
       const float inv = 1.0f / scale;
       for (int64_t k = 0; k < group; ++k) {
         const long v = std::lround(src[k] * inv);
-        dst[k] = static_cast<int8_t>(std::clamp<long>(v, -127, 127));
+        dst[k] = static_cast<int8_t>(std::clamp<long>(v, -kInt8MaxQ, kInt8MaxQ));
       }
     }
   }
@@ -42,10 +40,10 @@ int64_t int8_find_out_of_range(const int8_t* q, int64_t n) {
   for (int64_t b = 0; b < n; b += kBlock) {
     const int64_t e = std::min(n, b + kBlock);
     int bad = 0;
-    for (int64_t i = b; i < e; ++i) bad |= q[i] == -128;
+    for (int64_t i = b; i < e; ++i) bad |= q[i] < -kInt8MaxQ;
     if (bad) {
       for (int64_t i = b; i < e; ++i) {
-        if (q[i] == -128) return i;
+        if (q[i] < -kInt8MaxQ) return i;
       }
     }
   }

@@ -6,6 +6,7 @@
 
 #include "engine/core/cpu_features.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/int8.h"
 
 namespace tessera::kernels::cpu::linear_detail {
 
@@ -18,9 +19,7 @@ Int8Rows prepare_int8_rows(const float* x, int64_t rows, const Weight& w) {
   for (int64_t i = 0; i < rows; ++i) {
     for (int64_t g = 0; g < groups; ++g) {
       const float* src = x + i * cols + g * group;
-      float amax = 0.0f;
-      for (int64_t k = 0; k < group; ++k) amax = std::max(amax, std::fabs(src[k]));
-      const float s = amax / 32767.0f;
+      const float s = int8_abs_max(src, group) / 32767.0f;
       const float inv = s > 0.0f ? 1.0f / s : 0.0f;
       int16_t* dst = q.data() + i * cols + g * group;
       for (int64_t k = 0; k < group; ++k) {
