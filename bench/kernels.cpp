@@ -4,10 +4,11 @@
 // Measures, with default_thread_pool() (so `tessera --threads N bench kernels` sets the threads):
 // - memory bandwidth: copy (bytes read + bytes written, STREAM convention) and read-only, over
 //   arrays far larger than the caches;
-// - cpu::linear as GEMV (m = 1, 2) on the Cube 3D shapes, f32 and bf16 weights, in GB/s of bytes
+// - cpu::linear as GEMV (m = 1, 2; 8 for bf16 and int8) on the Cube 3D shapes, f32, bf16 and int8
+//   weights (quantized as `tessera quantize` does), in GB/s of bytes
 //   moved and as a fraction of the measured bandwidths. The weights rotate through enough copies
 //   to exceed the last-level cache several times, as in a real decode step (24 layers of weights);
-// - cpu::linear as GEMM (prefill m = 77, 256, 1024) in GFLOP/s;
+// - cpu::linear as GEMM (prefill m = 77, 256, 1024; f32, bf16, int8) in GFLOP/s;
 // - cpu::attention (causal prefill) and cpu::attention_decode;
 // - the ref:: kernels on the smaller shapes, for comparison.
 // Every figure is the median of >= 5 timed repetitions after one warm-up run, with min and max.
@@ -49,6 +50,7 @@
 #include "engine/shape/gpt_config.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/linear_config.h"
+#include "kernels/int8.h"
 #include "kernels/ops.h"
 
 namespace tessera::bench {
@@ -76,6 +78,7 @@ std::string shape_label(const LinearShape& s) {
 // Weights of one shape in `copies` copies (f32 master converted to bf16 when asked).
 struct WeightSet {
   Buffer storage;
+  std::vector<float> scales;  // kI8: one set, shared by the copies (small beside the weights)
   std::vector<kernels::Weight> copies;
 };
 
@@ -89,8 +92,21 @@ Expected<WeightSet> make_weights(const LinearShape& s, DType dtype, size_t min_t
   std::vector<float> master(elements);
   fill_floats(master.data(), elements, 0x5eed + static_cast<uint32_t>(s.n));
   for (auto& v : master) v *= 0.05f;
+  // int8: quantized as `tessera quantize` and --weights int8 do (kernels/int8.h's groups).
+  const int64_t group = kernels::int8_group_for(s.k);
+  std::vector<int8_t> q;
+  if (dtype == DType::kI8) {
+    q.resize(elements);
+    set.scales.resize(static_cast<size_t>(s.n * (s.k / group)));
+    kernels::quantize_int8_rows(master.data(), s.n, s.k, group, q.data(), set.scales.data());
+  }
   for (size_t c = 0; c < copies; ++c) {
     void* p = set.storage.get() + c * stride;
+    if (dtype == DType::kI8) {
+      std::memcpy(p, q.data(), elements);
+      set.copies.push_back({p, dtype, s.n, s.k, set.scales.data(), group});
+      continue;
+    }
     if (dtype == DType::kBF16) {
       convert_f32_to_bf16(master.data(), static_cast<uint16_t*>(p), elements);
     } else {
@@ -106,10 +122,13 @@ Status bench_gemv(const Options& opt, int reps, const Bandwidth& bw, std::vector
   // its weights from memory as in a real decode step.
   const size_t pool_bytes = opt.quick ? (size_t{128} << 20) : (size_t{256} << 20);
   for (const LinearShape& s : kGemvShapes) {
-    for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kI8}) {
       TESSERA_ASSIGN_OR_RETURN(WeightSet weights, make_weights(s, dtype, pool_bytes));
       std::vector<float> bias(static_cast<size_t>(s.n), 0.01f);
-      for (int64_t m : {int64_t{1}, int64_t{2}}) {
+      // m = 2: one candidate with guidance; m = 8: four (bf16 and int8, the formats that run them).
+      std::vector<int64_t> ms = {1, 2};
+      if (dtype != DType::kF32) ms.push_back(8);
+      for (int64_t m : ms) {
         std::vector<float> x(static_cast<size_t>(m * s.k));
         fill_floats(x.data(), x.size(), 7);
         std::vector<float> y(static_cast<size_t>(m * s.n));
@@ -119,8 +138,10 @@ Status bench_gemv(const Options& opt, int reps, const Bandwidth& bw, std::vector
             kernels::cpu::linear(x.data(), m, w, bias.data(), y.data());
           }
         });
+        const double scale_bytes =
+            dtype == DType::kI8 ? 4.0 * static_cast<double>(weights.scales.size()) : 0.0;
         const double bytes =
-            static_cast<double>(s.n * s.k) * static_cast<double>(dtype_size(dtype)) +
+            static_cast<double>(s.n * s.k) * static_cast<double>(dtype_size(dtype)) + scale_bytes +
             4.0 * static_cast<double>(m * (s.k + s.n) + s.n);
         Row r{"gemv", shape_label(s), "cpu", dtype_name(dtype), m, t, "GB/s", bytes, ""};
         char note[96];
@@ -166,7 +187,7 @@ Status bench_gemm(const Options& opt, int reps, std::vector<Row>* rows) {
   std::vector<int64_t> ms = {16, 77, 256, 1024, 4096};
   if (opt.quick) ms = {16, 77, 256};
   for (const LinearShape& s : shapes) {
-    for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kI8}) {
       TESSERA_ASSIGN_OR_RETURN(WeightSet weights, make_weights(s, dtype, 0));
       const kernels::Weight& w = weights.copies.front();
       std::vector<float> bias(static_cast<size_t>(s.n), 0.01f);
@@ -182,7 +203,7 @@ Status bench_gemm(const Options& opt, int reps, std::vector<Row>* rows) {
         rows->push_back({"gemm", shape_label(s), "cpu", dtype_name(dtype), m, t, "GFLOP/s", flops,
                          dtype == DType::kBF16 && config.bf16_gemm
                              ? "AVX-512 BF16 GEMM (x rounded to bf16)"
-                             : ""});
+                             : dtype == DType::kI8 ? "int8 weights, x in int16 per group" : ""});
         if (dtype == DType::kBF16 && config.bf16_gemm) {
           // The same layer without gemm_bf16 (f32 x, weights widened): the path CPUs without
           // AVX-512 BF16 take, and the baseline of the bf16 GEMM's speed-up.

@@ -1,9 +1,10 @@
 // AVX-512 VNNI int8 dot kernel (linear_int8.h); compiled with -mavx512vnni, called only on CPUs
 // that have it.
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which -Wmaybe-uninitialized flags
-// (as in gemm_bf16_avx512.cpp).
+// and -Wuninitialized (as in gemm_bf16_avx512.cpp).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include <immintrin.h>
 
@@ -55,36 +56,176 @@ Int8Rows prepare_int8_rows_avx512(const float* x, int64_t rows, const Weight& w)
 
 namespace {
 
-// R rows of x (a compile-time count: the accumulators stay in registers) against weight rows
-// [n_begin, n_end).
-template <int R>
-void vnni_rows(const Int8Rows& p, const Weight& w, const float* bias, float* y, int64_t ldy,
-               int64_t n_begin, int64_t n_end) {
-  const auto* wq = static_cast<const int8_t*>(w.data);
-  const int64_t cols = w.cols, group = w.group, groups = cols / group;
-  for (int64_t n = n_begin; n < n_end; ++n) {
-    const int8_t* w_row = wq + n * cols;
-    const float* sw = w.scales + n * groups;
-    __m512 accf[R];
-    for (int i = 0; i < R; ++i) accf[i] = _mm512_setzero_ps();
-    for (int64_t g = 0; g < groups; ++g) {
-      __m512i acc[R];
-      for (int i = 0; i < R; ++i) acc[i] = _mm512_setzero_si512();
-      for (int64_t c = g * group; c < (g + 1) * group; c += 32) {
-        const __m512i wv = _mm512_cvtepi8_epi16(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w_row + c)));
+// One weight row n against R rows of x, the rows read one after the other: one sequential stream,
+// which this machine's prefetchers follow best (four interleaved 1.5 KB row streams, tried first,
+// ran the whole GEMV ~1.3x slower from memory though 2x faster from L2; as linear_kernels.inc found
+// for bf16). The ILP comes from within the row instead: with C 32-weight steps per group known at
+// compile time (C = group / 32: 1, 2 or 4, the groups the quantizer writes), each step of a group
+// has its own accumulator per row of x (C * R independent vpdpwssd chains), summed in int32 at the
+// group's end (exact: the same D whatever the grouping). C = 0: any other group that is a multiple
+// of 32, one accumulator per row of x (a runtime loop of dependent vpdpwssd). Every output's float
+// operations are the same for every R and C (one fma per group with the product s_w * s_x, one
+// reduce_add), so results do not depend on the batch or on the task split.
+// Weights are prefetched this far ahead of the loads, one line per 64 bytes: an int8 GEMV does ~3x
+// the instructions per byte of the bf16 one, so the out-of-order window alone reaches only ~2 KB
+// ahead, about one memory latency's worth at 20 GB/s per core (1536x6144 GEMV, 2 threads from
+// memory, one run of each: 42-49 GB/s without, 52-59 GB/s at 4 KB; 1 KB was no better).
+constexpr int64_t kPrefetchBytes = 4096;
+inline void prefetch_ahead(const int8_t* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T0);
+}
+
+template <int R, int C>
+inline void vnni_row(const Int8Rows& p, const int8_t* w_row, const float* sw, int64_t cols,
+                     int64_t group_rt, const float* bias, float* y, int64_t ldy, int64_t n) {
+  constexpr int A = C > 0 ? C : 1;  // accumulators per row of x
+  const int64_t group = C > 0 ? 32 * C : group_rt;
+  const int64_t groups = cols / group;
+  __m512 accf[R];
+  for (int i = 0; i < R; ++i) accf[i] = _mm512_setzero_ps();
+  // The products s_w[n, g] * s_x[i, g] for 16 groups at a time, one vmulps each (the same IEEE
+  // products as a scalar multiply per group), read back as fma broadcasts.
+  alignas(64) float prod[R][16];
+  for (int64_t g0 = 0; g0 < groups; g0 += 16) {
+    const int64_t gn = groups - g0 < 16 ? groups - g0 : 16;
+    const __mmask16 mask = static_cast<__mmask16>((1u << gn) - 1u);
+    const __m512 swv = _mm512_maskz_loadu_ps(mask, sw + g0);
+    for (int i = 0; i < R; ++i) {
+      _mm512_store_ps(prod[i],
+                      _mm512_mul_ps(swv, _mm512_maskz_loadu_ps(mask, p.scale + i * groups + g0)));
+    }
+    for (int64_t gg = 0; gg < gn; ++gg) {
+      const int64_t c0 = (g0 + gg) * group;
+      __m512i acc[A][R];
+      for (int a = 0; a < A; ++a) {
+        for (int i = 0; i < R; ++i) acc[a][i] = _mm512_setzero_si512();
+      }
+      if constexpr (C > 0) {
+        for (int a = 0; a < C; ++a) {
+          const int64_t c = c0 + 32 * a;
+          if (a % 2 == 0) prefetch_ahead(w_row + c);
+          const __m512i wv = _mm512_cvtepi8_epi16(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w_row + c)));
+          for (int i = 0; i < R; ++i) {
+            acc[a][i] = _mm512_dpwssd_epi32(acc[a][i], wv, _mm512_loadu_si512(p.q + i * cols + c));
+          }
+        }
         for (int i = 0; i < R; ++i) {
-          acc[i] = _mm512_dpwssd_epi32(acc[i], wv, _mm512_loadu_si512(p.q + i * cols + c));
+          if constexpr (C == 4) {
+            acc[0][i] = _mm512_add_epi32(_mm512_add_epi32(acc[0][i], acc[1][i]),
+                                         _mm512_add_epi32(acc[2][i], acc[3][i]));
+          } else if constexpr (C == 2) {
+            acc[0][i] = _mm512_add_epi32(acc[0][i], acc[1][i]);
+          }
+        }
+      } else {
+        for (int64_t c = c0; c < c0 + group; c += 32) {
+          const __m512i wv = _mm512_cvtepi8_epi16(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w_row + c)));
+          for (int i = 0; i < R; ++i) {
+            acc[0][i] = _mm512_dpwssd_epi32(acc[0][i], wv, _mm512_loadu_si512(p.q + i * cols + c));
+          }
         }
       }
       for (int i = 0; i < R; ++i) {
-        const __m512 s = _mm512_set1_ps(sw[g] * p.scale[i * groups + g]);
-        accf[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i]), s, accf[i]);
+        accf[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[0][i]), _mm512_set1_ps(prod[i][gg]),
+                                  accf[i]);
       }
     }
-    for (int i = 0; i < R; ++i) {
-      y[i * ldy + n] = _mm512_reduce_add_ps(accf[i]) + (bias ? bias[n] : 0.0f);
+  }
+  const float b = bias ? bias[n] : 0.0f;
+  for (int i = 0; i < R; ++i) y[i * ldy + n] = _mm512_reduce_add_ps(accf[i]) + b;
+}
+
+// NR weight rows [n, n + NR) at a time against R rows of x (C > 0 only), for long rows: every
+// 64-byte load of x then feeds NR vpdpwssd. With rows of >= kBlockMinCols weights the x rows
+// (R * cols * 2 bytes) no longer stay in L1 beside the weight stream and were the limit (one
+// thread from memory, 1536 x 6144, m = 2: 17 GB/s one row at a time against 29 GB/s at 1536
+// columns); NR rows of >= 4 KB are long enough streams for the prefetchers. The float operations
+// per output are those of vnni_row.
+template <int R, int NR, int C>
+inline void vnni_block(const Int8Rows& p, const int8_t* wq, const float* scales, int64_t cols,
+                       const float* bias, float* y, int64_t ldy, int64_t n) {
+  constexpr int64_t group = 32 * C;
+  const int64_t groups = cols / group;
+  __m512 accf[NR][R];
+  for (int j = 0; j < NR; ++j) {
+    for (int i = 0; i < R; ++i) accf[j][i] = _mm512_setzero_ps();
+  }
+  alignas(64) float prod[NR][R][16];
+  for (int64_t g0 = 0; g0 < groups; g0 += 16) {
+    const int64_t gn = groups - g0 < 16 ? groups - g0 : 16;
+    const __mmask16 mask = static_cast<__mmask16>((1u << gn) - 1u);
+    for (int j = 0; j < NR; ++j) {
+      const __m512 swv = _mm512_maskz_loadu_ps(mask, scales + (n + j) * groups + g0);
+      for (int i = 0; i < R; ++i) {
+        _mm512_store_ps(prod[j][i],
+                        _mm512_mul_ps(swv, _mm512_maskz_loadu_ps(mask, p.scale + i * groups + g0)));
+      }
     }
+    for (int64_t gg = 0; gg < gn; ++gg) {
+      const int64_t c0 = (g0 + gg) * group;
+      __m512i acc[NR][R];
+      for (int j = 0; j < NR; ++j) {
+        for (int i = 0; i < R; ++i) acc[j][i] = _mm512_setzero_si512();
+      }
+      for (int a = 0; a < C; ++a) {
+        const int64_t c = c0 + 32 * a;
+        __m512i xv[R];
+        for (int i = 0; i < R; ++i) xv[i] = _mm512_loadu_si512(p.q + i * cols + c);
+        for (int j = 0; j < NR; ++j) {
+          if (a % 2 == 0) prefetch_ahead(wq + (n + j) * cols + c);
+          const __m512i wv = _mm512_cvtepi8_epi16(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq + (n + j) * cols + c)));
+          for (int i = 0; i < R; ++i) acc[j][i] = _mm512_dpwssd_epi32(acc[j][i], wv, xv[i]);
+        }
+      }
+      for (int j = 0; j < NR; ++j) {
+        for (int i = 0; i < R; ++i) {
+          accf[j][i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[j][i]),
+                                       _mm512_set1_ps(prod[j][i][gg]), accf[j][i]);
+        }
+      }
+    }
+  }
+  for (int j = 0; j < NR; ++j) {
+    const float b = bias ? bias[n + j] : 0.0f;
+    for (int i = 0; i < R; ++i) y[i * ldy + n + j] = _mm512_reduce_add_ps(accf[j][i]) + b;
+  }
+}
+
+// Rows of at least this many weights are read kBlockRows at a time (vnni_block), shorter ones one
+// at a time (vnni_row).
+constexpr int64_t kBlockMinCols = 4096;
+// Weight rows per vnni_block for R rows of x: NR * R accumulator chains and as many float sums
+// within the 32 registers.
+constexpr int block_rows(int r) { return r <= 2 ? 4 : 2; }
+
+template <int R, int C>
+void vnni_rows_c(const Int8Rows& p, const Weight& w, const float* bias, float* y, int64_t ldy,
+                 int64_t n_begin, int64_t n_end) {
+  const auto* wq = static_cast<const int8_t*>(w.data);
+  const int64_t groups = w.cols / w.group;
+  int64_t n = n_begin;
+  if constexpr (C > 0) {
+    constexpr int NR = block_rows(R);
+    if (w.cols >= kBlockMinCols) {
+      for (; n + NR <= n_end; n += NR) vnni_block<R, NR, C>(p, wq, w.scales, w.cols, bias, y, ldy, n);
+    }
+  }
+  for (; n < n_end; ++n) {
+    vnni_row<R, C>(p, wq + n * w.cols, w.scales + n * groups, w.cols, w.group, bias, y, ldy, n);
+  }
+}
+
+template <int R>
+void vnni_rows(const Int8Rows& p, const Weight& w, const float* bias, float* y, int64_t ldy,
+               int64_t n_begin, int64_t n_end) {
+  switch (w.group) {
+    case 128: return vnni_rows_c<R, 4>(p, w, bias, y, ldy, n_begin, n_end);
+    case 64: return vnni_rows_c<R, 2>(p, w, bias, y, ldy, n_begin, n_end);
+    case 32: return vnni_rows_c<R, 1>(p, w, bias, y, ldy, n_begin, n_end);
+    default: return vnni_rows_c<R, 0>(p, w, bias, y, ldy, n_begin, n_end);
   }
 }
 
