@@ -32,6 +32,7 @@ struct GenerateBenchOptions {
   int resolution = 0;
   int variations = 1;  // > 1: also the variations table (N candidates vs 1, sampled)
   std::string weights = "auto";  // runtime::ShapeWeights: auto | f32 | bf16 | int8
+  bool keep_pages = false;       // runtime::ShapeModelOptions::release_idle_pages = false
   int warmup = 1;               // untimed jobs per prompt first
   bool write_results = false;
   std::string results_path;
@@ -86,10 +87,13 @@ Status run_bench_generate(const GenerateBenchOptions& o) {
   runtime::ShapeModelOptions model;
   model.path = o.model;
   TESSERA_ASSIGN_OR_RETURN(model.weights, runtime::parse_shape_weights(o.weights));
+  model.release_idle_pages = !o.keep_pages;
   reset_peak_resident_memory();
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Session> session, runtime::Session::open(model));
   const runtime::ShapeModelInfo info = *session->shape_model();
   const int64_t load_peak = peak_resident_memory_bytes();
+  // From here the peak is the jobs' own (where the kernel lets the peak be reset).
+  const bool jobs_peak = reset_peak_resident_memory();
   const std::string model_dir = session->shape_model()->path;
   // What RESULTS.md names: the path given, or the embedded model's folder name (its absolute path
   // belongs to this checkout, not to the record).
@@ -192,13 +196,17 @@ Status run_bench_generate(const GenerateBenchOptions& o) {
                 "prompt after %d warm-up, %d threads; model load %.0f ms (once). Job = submit -> "
                 "Done through the runtime Session (no file write). Median over prompts of the "
                 "per-prompt medians: **%.0f ms**. Resident memory: %.2f GB after the load (peak "
-                "during it %.2f GB), peak of the whole run **%.2f GB**.\n\n",
+                "during it %.2f GB), peak %s **%.2f GB**; weights mapped from their "
+                "files %s.\n\n",
                 model_shown.c_str(), info.weights.c_str(),
                 static_cast<double>(info.gpt_weight_bytes) / 1e9, resolution, o.repeat, o.warmup,
                 default_thread_pool().num_threads(), load_ms, overall,
                 static_cast<double>(info.resident_bytes) / 1e9,
                 static_cast<double>(load_peak) / 1e9,
-                static_cast<double>(peak_resident_memory_bytes()) / 1e9);
+                jobs_peak ? "of the jobs (after the load)" : "of the whole run",
+                static_cast<double>(peak_resident_memory_bytes()) / 1e9,
+                o.keep_pages ? "kept resident (--keep-pages)"
+                             : "released between the phases that read them (the default)");
   const std::string section = "## Generation end to end (CPU)\n\n" +
                               machine_markdown(machine) + head + table + variations_table + "\n";
   std::fputs(section.c_str(), stdout);
@@ -229,6 +237,9 @@ void register_generate_bench(CLI::App* bench, int* exit_code) {
   cmd->add_option("--weights", o->weights,
                   "The weights: auto (the default: as tessera generate), f32, bf16, int8 (the shape "
                   "GPT quantized at load unless the file is int8 already)");
+  cmd->add_flag("--keep-pages", o->keep_pages,
+               "Keep the weights mapped from their files resident between the job's phases (the "
+               "default drops them when a phase is done with them; this measures the difference)");
   cmd->add_option("--warmup", o->warmup, "Untimed jobs per prompt first (default 1)")
       ->check(CLI::Range(0, 100));
   cmd->add_option("--resolution,-r", o->resolution,

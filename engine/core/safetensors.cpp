@@ -399,6 +399,10 @@ void SafeTensors::drop_pages(const std::string& name) const {
   if (info != nullptr) file_.drop_pages(tensor_bytes(*info), info->nbytes);
 }
 
+void SafeTensors::drop_all_pages() const {
+  if (data_ != nullptr) file_.drop_pages(data_, data_size_);
+}
+
 Status SafeTensors::load_f32(const std::string& name, float* dst, size_t n) const {
   TESSERA_ASSIGN_OR_RETURN(const TensorInfo* info, lookup(name));
   const auto numel = static_cast<uint64_t>(info->numel());

@@ -125,6 +125,9 @@ class SafeTensors {
   // MappedFile::drop_pages for the bytes of tensor `name` (after a loader converted it into memory
   // of its own). No effect for a parsed (not opened) file or an unknown name.
   void drop_pages(const std::string& name) const;
+  // The same for every tensor of the file: its mapped pages leave this process's resident memory
+  // and are read again (from the page cache, else the disk) when next touched. Views stay valid.
+  void drop_all_pages() const;
 
  private:
   Expected<const TensorInfo*> lookup(const std::string& name) const;

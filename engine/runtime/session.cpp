@@ -133,6 +133,7 @@ shape::PipelineOptions pipeline_options(const ShapeModelOptions& o, ShapeWeights
   p.weights = resolved == ShapeWeights::kF32 ? WeightFormat::kF32 : WeightFormat::kBF16;
   p.gpt_int8 = resolved == ShapeWeights::kInt8;
   p.device = o.device;
+  p.release_idle_pages = o.release_idle_pages;
   // Real CLIP checkpoints usually come without the vocabulary: use the bundled one.
   p.clip_vocab_fallback =
       o.clip_vocab_fallback.empty() ? default_clip_vocab_file() : o.clip_vocab_fallback;

@@ -122,6 +122,10 @@ struct ShapeModelOptions {
   std::string path;  // a Cube 3D layout directory; "": the embedded default
   DeviceChoice device = DeviceChoice::kCpu;
   ShapeWeights weights = ShapeWeights::kAuto;
+  // shape::PipelineOptions::release_idle_pages: weights used in place from their files leave
+  // resident memory between the phases that read them (false keeps them; `bench generate
+  // --keep-pages` measures both).
+  bool release_idle_pages = true;
   // The CLIP vocabulary for checkpoints that ship none ("": the bundled one).
   std::string clip_vocab_fallback;
 };

@@ -134,6 +134,7 @@ Expected<std::vector<std::vector<int32_t>>> ShapeGenerator::generate_candidates(
   if (options.use_kv_cache) {
     Stopwatch prefill_watch;
     TESSERA_RETURN_IF_ERROR(prefill_candidates(prompts, candidates, guided, options));
+    if (options.release_condition_pages) model_->release_condition_pages();
     prefill_ms = prefill_watch.elapsed_ms();
     if (!options.guided_logits && model_->backend().device_resident()) {
       return generate_resident(n, guided, candidates, prefill_ms, options, on_token);

@@ -53,6 +53,9 @@ struct GenerateOptions {
   int64_t num_tokens = 0;       // 0: the model's num_latents
   float guidance_scale = 3.0f;  // >= 0; 0 disables guidance
   bool use_kv_cache = true;
+  // After the prefill, CubeGpt::release_condition_pages (the condition stream's weights are not
+  // read again until the next prefill; ShapePipeline sets this, PipelineOptions says why).
+  bool release_condition_pages = false;
   // With the KV cache on a backend that can record (CUDA): record one decode step (GPT step +
   // token choice) after an eager warm-up step and replay it for every further token, the tokens
   // reaching the host a few steps behind through a ring in host-visible memory. false: every op

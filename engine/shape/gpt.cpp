@@ -153,6 +153,7 @@ class GptLoader {
                           std::to_string(bad % cols) +
                           "]; int8 weights are symmetric, in [-127, 127]");
     }
+    file_.drop_pages(name);  // checked; read again from the page cache by the first job
     return int8_weight(q, std::move(scales), rows, cols, group);
   }
 
@@ -232,6 +233,7 @@ class GptLoader {
                                      bool bias) {
     detail::GptLinear l;
     TESSERA_ASSIGN_OR_RETURN(l.w, matrix(prefix + ".weight", out, in));
+    if (condition_) model_.condition_matrices_.push_back(prefix + ".weight");
     if (bias) {
       TESSERA_ASSIGN_OR_RETURN(l.bias, vec(prefix + ".bias", out));
     } else if (file_.contains(prefix + ".bias")) {
@@ -321,10 +323,12 @@ class GptLoader {
     const GptConfig& c = model_.config_;
     detail::GptWeights& w = model_.weights_;
     const int64_t d = c.n_embd;
+    condition_ = true;  // the condition stream's matrices: read by the prefill only
     TESSERA_ASSIGN_OR_RETURN(w.text_proj, linear("text_proj", d, c.text_embed_dim, true));
     if (c.use_bbox) {
       TESSERA_ASSIGN_OR_RETURN(w.bbox_proj, linear("bbox_proj", d, 3, true));
     }
+    condition_ = false;
     TESSERA_RETURN_IF_ERROR(token_table(codebook));
     TESSERA_ASSIGN_OR_RETURN(w.lm_head, matrix("lm_head.weight", c.vocab_size, d));
     for (int64_t i = 0; i < c.n_dual; ++i) {
@@ -332,10 +336,14 @@ class GptLoader {
       detail::GptDualBlock b;
       b.cond_pre_only = i == c.n_dual - 1;
       TESSERA_ASSIGN_OR_RETURN(b.pre_x, pre_attention(p + ".attn.pre_x", true));
+      condition_ = true;
       TESSERA_ASSIGN_OR_RETURN(b.pre_c, pre_attention(p + ".attn.pre_c", !b.cond_pre_only));
+      condition_ = false;
       TESSERA_ASSIGN_OR_RETURN(b.post_1, post_attention(p + ".post_1"));
       if (!b.cond_pre_only) {
+        condition_ = true;
         TESSERA_ASSIGN_OR_RETURN(b.post_2, post_attention(p + ".post_2"));
+        condition_ = false;
       }
       w.dual.push_back(b);
     }
@@ -356,6 +364,7 @@ class GptLoader {
   CubeGpt& model_;
   bool bf16_;
   bool int8_ = false;
+  bool condition_ = false;  // loading the condition stream (CubeGpt::condition_matrices_)
 };
 
 CubeGpt::~CubeGpt() = default;
@@ -364,6 +373,15 @@ int64_t CubeGpt::decode_weight_bytes() const {
   // int8: one byte per weight plus an f32 scale per group (128 for the full-size model's widths).
   if (int8_weights_) return config_.decode_weight_elements() * 33 / 32;
   return config_.decode_weight_elements() * static_cast<int64_t>(dtype_size(weight_dtype_));
+}
+
+void CubeGpt::release_condition_pages() const {
+  if (file_ == nullptr) return;
+  for (const std::string& name : condition_matrices_) file_->drop_pages(name);
+}
+
+void CubeGpt::release_weight_pages() const {
+  if (file_ != nullptr) file_->drop_all_pages();
 }
 
 Expected<std::unique_ptr<CubeGpt>> CubeGpt::load(const SafeTensors& file,
@@ -381,6 +399,7 @@ Expected<std::unique_ptr<CubeGpt>> CubeGpt::load(const SafeTensors& file,
   }
   const TensorInfo* wte = file.find("transformer.wte.weight");
   model->backend_ = &backend;
+  model->file_ = &file;
   model->weight_dtype_ =
       (options.bf16 || (wte && wte->dtype == DType::kBF16)) ? DType::kBF16 : DType::kF32;
   // Pointers into the host_* inner vectors are handed out while the outer vectors grow: moving an

@@ -120,6 +120,17 @@ class CubeGpt {
   // Bytes of weights one decode step reads (config().decode_weight_elements() at weight_dtype()).
   int64_t decode_weight_bytes() const;
 
+  // Resident memory between the phases of a job. Weights used in place from the memory-mapped file
+  // (a quantized or bf16 file on the CPU backend) count in the process's resident memory once
+  // touched. These drop the mapped pages of the matrices only the prefill reads (the condition
+  // stream: text/bbox projections, pre_c and post_2 of the dual blocks, about half of Cube 3D's
+  // weights), or of the whole file. Nothing else changes: the next use reads the pages again, from
+  // the page cache when the memory allows (measured in bench/RESULTS.md, "int8 weights (CPU)"),
+  // else from the disk. No effect on weights the model owns (converted or quantized at load) or
+  // copies on a device. Safe while another thread reads the weights.
+  void release_condition_pages() const;
+  void release_weight_pages() const;
+
  private:
   CubeGpt() = default;
   friend class GptLoader;
@@ -128,6 +139,8 @@ class CubeGpt {
   kernels::Backend* backend_ = nullptr;
   DType weight_dtype_ = DType::kF32;
   bool int8_weights_ = false;  // linear matrices int8 (+ scales): quantized at load or stored so
+  const SafeTensors* file_ = nullptr;          // the checkpoint (outlives the model)
+  std::vector<std::string> condition_matrices_;  // tensors only the prefill reads
   detail::GptWeights weights_;
   // Host memory the model owns (converted weights, the token table) and backend copies.
   std::vector<std::vector<uint16_t>> host_u16_;

@@ -191,6 +191,7 @@ Expected<std::unique_ptr<ShapePipeline>> ShapePipeline::load_on(
   if (backend == nullptr) return internal_error("ShapePipeline: no backend to load on");
   p->backend_ = backend;
   p->backend_note_ = std::move(note);
+  p->release_idle_pages_ = options.release_idle_pages;
 
   ModelDirOptions dir_options;
   dir_options.weights = options.weights;
@@ -259,6 +260,11 @@ Expected<std::unique_ptr<ShapePipeline>> ShapePipeline::load_on(
   p->clip_lengths_.resize(1);
   p->filled_ids_.resize(static_cast<size_t>(dc.num_latents));
   p->latents_.resize(static_cast<size_t>(dc.num_latents * dc.width));
+  if (p->release_idle_pages_) {  // the load's checks touched every mapped weight: none is in use yet
+    p->text_encoder_->release_weight_pages();
+    m.shape_tokenizer.file().drop_all_pages();
+    p->gpt_->release_weight_pages();
+  }
   return p;
 }
 
@@ -309,8 +315,13 @@ Expected<EncodedPrompt> ShapePipeline::encode_prompt(std::string_view prompt, Tr
   };
   encoded.prompt_tokens = static_cast<int>(shape_prompt_ids(prompt, nullptr).size());
   encoded.truncated = encoded.prompt_tokens > context;
-  TESSERA_RETURN_IF_ERROR(encode_one(prompt, &encoded.cond));
-  if (uncond_cache_.empty()) TESSERA_RETURN_IF_ERROR(encode_one("", &uncond_cache_));
+  const Status st = [&]() -> Status {
+    TESSERA_RETURN_IF_ERROR(encode_one(prompt, &encoded.cond));
+    if (uncond_cache_.empty()) TESSERA_RETURN_IF_ERROR(encode_one("", &uncond_cache_));
+    return Status();
+  }();
+  if (release_idle_pages_) text_encoder_->release_weight_pages();
+  TESSERA_RETURN_IF_ERROR(st);
   encoded.uncond = uncond_cache_;
   return encoded;
 }
@@ -382,7 +393,10 @@ Expected<std::vector<std::vector<int32_t>>> ShapePipeline::generate_candidates(
   g.sampler = options.sampler;
   g.cancel = cancel;
   g.trace = trace;
-  return generator_->generate_candidates(inputs, candidates, g, on_token);
+  g.release_condition_pages = release_idle_pages_;
+  auto tokens = generator_->generate_candidates(inputs, candidates, g, on_token);
+  if (release_idle_pages_) gpt_->release_weight_pages();
+  return tokens;
 }
 
 Status validate_token_ids(const std::vector<int32_t>& ids, int64_t num_latents, int64_t num_codes) {
@@ -464,6 +478,7 @@ Expected<mesh::Mesh> ShapePipeline::extract_surface(const MeshOptions& options, 
     ScopedTimer timer(trace, kTraceExtraction);
     return mesh::extract_coarse_to_fine(occupancy, ex, stats);
   }();
+  if (release_idle_pages_) model_->shape_tokenizer.file().drop_all_pages();
   if (!extracted.ok()) {
     const Status& st = extracted.status();
     // extraction.h reports an empty field as kInvalidArgument "no surface"; here it is not the

@@ -84,6 +84,14 @@ struct PipelineOptions {
   // when a usable GPU exists and the models fit in its memory, else the CPU, silently:
   // backend_note() says why).
   kernels::DeviceChoice device = kernels::DeviceChoice::kCpu;
+  // Resident memory by phase: weights used in place from their memory-mapped files (an int8 or
+  // bf16 GPT on the CPU, f32 CLIP and shape tokenizer files run in f32) leave resident memory when
+  // the job is done with them: the text encoder's after each encoding, the GPT's condition stream
+  // after each prefill and the whole GPT after each decode, the shape tokenizer's after each
+  // extraction (CubeGpt::release_condition_pages, SafeTensors::drop_all_pages). The next use reads
+  // them again from the page cache (bench/RESULTS.md, "int8 weights (CPU)", measures the cost).
+  // Weights converted at load or copied to a GPU are not affected.
+  bool release_idle_pages = true;
 };
 
 // CLIP last hidden states of a prompt and of the empty prompt, host f32 [text_len, width] each.
@@ -272,6 +280,7 @@ class ShapePipeline {
   // CLIP hidden states of "" (computed on the first encode_prompt, then reused).
   std::vector<float> uncond_cache_;
   bool latents_ready_ = false;
+  bool release_idle_pages_ = true;  // PipelineOptions::release_idle_pages
 };
 
 }  // namespace tessera::shape

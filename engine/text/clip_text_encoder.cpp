@@ -204,6 +204,8 @@ ClipTextEncoder::ClipTextEncoder(ClipTextEncoder&&) noexcept = default;
 ClipTextEncoder& ClipTextEncoder::operator=(ClipTextEncoder&&) noexcept = default;
 ClipTextEncoder::~ClipTextEncoder() = default;
 
+void ClipTextEncoder::release_weight_pages() const { impl_->store.file().drop_all_pages(); }
+
 Expected<ClipTextEncoder> ClipTextEncoder::create(WeightStore store, kernels::Backend& backend,
                                                   const Options& options) {
   const SafeTensors& file = store.file();

@@ -76,6 +76,10 @@ class ClipTextEncoder {
   // `backend` (not owned; must outlive the encoder). Checks every tensor's presence and shape:
   // errors name the tensor, the file and expected vs actual shape (kNotFound / kInvalidArgument).
   // A width not divisible by the head count is kInvalidArgument.
+  // The mapped pages of the weights file leave resident memory (SafeTensors::drop_all_pages);
+  // weights used in place are read again on the next encoding. Converted weights are unaffected.
+  void release_weight_pages() const;
+
   static Expected<ClipTextEncoder> create(WeightStore store, kernels::Backend& backend,
                                           const Options& options = {});
   // Opens `<dir>/model.safetensors` (+ `<dir>/config.json` when present) where dir is a model's

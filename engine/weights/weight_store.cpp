@@ -193,6 +193,7 @@ Status scan_non_finite(const SafeTensors& file) {
       return corrupt_data(file.path() + ": tensor '" + info.name + "' element " +
                           std::to_string(hit) + " is " + kind);
     }
+    file.drop_pages(info.name);  // scanned: not resident on its account (the loader maps it again)
   }
   return Status();
 }

@@ -79,7 +79,9 @@ class WeightStore {
 // Checks every floating-point tensor (F64/F32/F16/BF16) of `file` for NaN and +-inf. Returns ok, or
 // kCorruptData naming the first offending tensor (in file order), the element index and the value
 // kind, e.g. "gpt.safetensors: tensor 'lm_head.weight' element 17 is NaN". Reads every byte of the
-// float tensors (about 1 s per 4 GB on 2 cores; multithreaded over default_thread_pool()).
+// float tensors (about 1 s per 4 GB on 2 cores; multithreaded over default_thread_pool()); each
+// tensor's mapped pages are dropped once scanned (SafeTensors::drop_pages), so that the scan does
+// not hold the whole file resident.
 Status scan_non_finite(const SafeTensors& file);
 
 }  // namespace tessera

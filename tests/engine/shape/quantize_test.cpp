@@ -117,6 +117,24 @@ class QuantizeTest : public ::testing::Test {
 
 const std::string kMatrix = "transformer.dual_blocks.1.post_1.mlp.up_proj.weight";  // [256, 64]
 
+// The pages of weights used in place from the mapped file can leave resident memory between the
+// phases of a job (PipelineOptions::release_idle_pages): the model computes the same bits after
+// each release, the weights being read again from the page cache.
+TEST_F(QuantizeTest, ReleasedWeightPagesAreReadAgainWithTheSameResults) {
+  auto stored = CubeGpt::load(quantized_, codebook_, *backend_).value();
+  const std::vector<float> before = logits(*stored);
+  stored->release_condition_pages();
+  EXPECT_EQ(logits(*stored), before);
+  stored->release_weight_pages();
+  EXPECT_EQ(logits(*stored), before);
+  // Also for a float file used in place (f32, zero-copy) and a model that owns its weights.
+  auto f32 = CubeGpt::load(gpt_, codebook_, *backend_).value();
+  const std::vector<float> f32_before = logits(*f32);
+  f32->release_condition_pages();
+  f32->release_weight_pages();
+  EXPECT_EQ(logits(*f32), f32_before);
+}
+
 TEST_F(QuantizeTest, FileHoldsInt8AndScalesAndLoadsLikeQuantizingAtLoad) {
   EXPECT_GT(report_.int8_matrices, 10);
   EXPECT_GE(report_.int8_group, 64);
