@@ -75,6 +75,18 @@ inline void prefetch_ahead(const int8_t* p) {
   _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T0);
 }
 
+// prod[i][gg] = sw[gg] * s_x[i, g0 + gg] for the groups in `mask` (at most 16 from g0): one vmulps per
+// row of x, the same IEEE products as a scalar multiply per group.
+template <int R>
+inline void scale_products(const Int8Rows& p, const float* sw, int64_t groups, int64_t g0,
+                           __mmask16 mask, float (*prod)[16]) {
+  const __m512 swv = _mm512_maskz_loadu_ps(mask, sw);
+  for (int i = 0; i < R; ++i) {
+    const __m512 sx = _mm512_maskz_loadu_ps(mask, p.scale + i * groups + g0);
+    _mm512_store_ps(prod[i], _mm512_mul_ps(swv, sx));
+  }
+}
+
 template <int R, int C>
 inline void vnni_row(const Int8Rows& p, const int8_t* w_row, const float* sw, int64_t cols,
                      int64_t group_rt, const float* bias, float* y, int64_t ldy, int64_t n) {
@@ -89,11 +101,7 @@ inline void vnni_row(const Int8Rows& p, const int8_t* w_row, const float* sw, in
   for (int64_t g0 = 0; g0 < groups; g0 += 16) {
     const int64_t gn = groups - g0 < 16 ? groups - g0 : 16;
     const __mmask16 mask = static_cast<__mmask16>((1u << gn) - 1u);
-    const __m512 swv = _mm512_maskz_loadu_ps(mask, sw + g0);
-    for (int i = 0; i < R; ++i) {
-      _mm512_store_ps(prod[i],
-                      _mm512_mul_ps(swv, _mm512_maskz_loadu_ps(mask, p.scale + i * groups + g0)));
-    }
+    scale_products<R>(p, sw + g0, groups, g0, mask, prod);
     for (int64_t gg = 0; gg < gn; ++gg) {
       const int64_t c0 = (g0 + gg) * group;
       __m512i acc[A][R];
@@ -157,11 +165,7 @@ inline void vnni_block(const Int8Rows& p, const int8_t* wq, const float* scales,
     const int64_t gn = groups - g0 < 16 ? groups - g0 : 16;
     const __mmask16 mask = static_cast<__mmask16>((1u << gn) - 1u);
     for (int j = 0; j < NR; ++j) {
-      const __m512 swv = _mm512_maskz_loadu_ps(mask, scales + (n + j) * groups + g0);
-      for (int i = 0; i < R; ++i) {
-        _mm512_store_ps(prod[j][i],
-                        _mm512_mul_ps(swv, _mm512_maskz_loadu_ps(mask, p.scale + i * groups + g0)));
-      }
+      scale_products<R>(p, scales + (n + j) * groups + g0, groups, g0, mask, prod[j]);
     }
     for (int64_t gg = 0; gg < gn; ++gg) {
       const int64_t c0 = (g0 + gg) * group;
