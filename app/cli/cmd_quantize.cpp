@@ -46,6 +46,10 @@ int run_quantize(const QuantizeCliOptions& o) {
                   : 0.0);
   std::printf("  rounding: at most %.4f of a group's largest weight\n",
               report.max_group_rel_error);
+  std::printf("  CLIP encoder + shape tokenizer: %lld matrices as bf16 (what int8 runs; used in place), "
+              "%.1f MB -> %.1f MB\n",
+              static_cast<long long>(report.bf16_matrices), report.companion_bytes_in / 1e6,
+              report.companion_bytes_out / 1e6);
   std::printf("  %zu other files copied\n", report.copied.size());
   std::printf("use it with: tessera generate --model %s -p \"a cube\" -o cube.glb\n",
               o.output.c_str());

@@ -9,11 +9,16 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "engine/core/checkpoint_kind.h"
 #include "engine/core/mapped_file.h"
+#include "engine/core/dtype.h"
 #include "engine/shape/model_dir.h"
+#include "engine/shape/shape_decoder.h"
+#include "engine/text/clip_text_encoder.h"
+#include "kernels/backend.h"
 #include "kernels/int8.h"
 
 namespace tessera::shape {
@@ -134,6 +139,73 @@ Status quantize_gpt_file(const SafeTensors& in, const std::string& out_path,
   return write_safetensors(out_path, out, metadata);
 }
 
+namespace {
+
+// The tensors of the CLIP encoder and of the shape tokenizer that their bf16 models ask for in bf16
+// only: both models built from bf16 stores on the CPU (what --weights int8 runs).
+struct Bf16Names {
+  std::vector<std::string> text_encoder, shape_tokenizer;
+};
+Expected<Bf16Names> bf16_names(const std::string& src, const std::string& clip_vocab_fallback) {
+  ModelDirOptions options;
+  options.weights = WeightFormat::kBF16;
+  options.clip_vocab_fallback = clip_vocab_fallback;
+  TESSERA_ASSIGN_OR_RETURN(ModelDir m, open_model_dir(src, options));
+  std::unique_ptr<kernels::Backend> backend = kernels::make_cpu_backend();
+  Bf16Names names;
+  {
+    auto decoder = ShapeDecoder::load(m.shape_tokenizer, *backend);
+    if (!decoder.ok()) return decoder.status().with_context(m.paths.shape_tokenizer);
+    names.shape_tokenizer = m.shape_tokenizer.bf16_only_tensors();
+  }
+  text::ClipTextEncoderOptions clip_options;
+  clip_options.n_heads = m.text_heads;
+  auto encoder = text::ClipTextEncoder::create(std::move(m.text_encoder), *backend, clip_options);
+  if (!encoder.ok()) return encoder.status().with_context(m.paths.text_encoder);
+  names.text_encoder = encoder->weights().bf16_only_tensors();
+  return names;
+}
+
+// `in` written to out_path with the F32/F16 tensors among `names` stored as BF16 (convert_f32_to_bf16,
+// as WeightStore converts them), the others as they are. Counts into the report.
+Status write_bf16_matrices(const SafeTensors& in, const std::vector<std::string>& names,
+                           const std::string& out_path, QuantizeReport* r) {
+  const std::set<std::string> convert(names.begin(), names.end());
+  std::vector<std::vector<uint16_t>> owned;
+  owned.reserve(in.size());
+  std::vector<TensorToWrite> out;
+  out.reserve(in.size());
+  std::vector<float> f32;
+  r->companion_bytes_in += in.total_bytes();
+  for (const TensorInfo& t : in.tensors()) {
+    const bool to_bf16 =
+        convert.count(t.name) != 0 && (t.dtype == DType::kF32 || t.dtype == DType::kF16);
+    if (!to_bf16) {
+      TESSERA_ASSIGN_OR_RETURN(TensorView view, in.view(t.name));
+      out.push_back(TensorToWrite::raw(t.name, t.dtype, t.shape, view.data));
+      r->companion_bytes_out += t.nbytes;
+      continue;
+    }
+    const auto n = static_cast<size_t>(t.numel());
+    f32.resize(n);
+    TESSERA_RETURN_IF_ERROR(in.load_f32(t.name, f32.data(), n));
+    in.drop_pages(t.name);
+    owned.emplace_back(n);
+    convert_f32_to_bf16(f32.data(), owned.back().data(), n);
+    out.push_back(TensorToWrite::raw(t.name, DType::kBF16, t.shape, owned.back().data()));
+    r->companion_bytes_out += n * sizeof(uint16_t);
+    ++r->bf16_matrices;
+  }
+  std::stable_sort(out.begin(), out.end(), [](const TensorToWrite& a, const TensorToWrite& b) {
+    return dtype_size(a.dtype) > dtype_size(b.dtype);
+  });
+  std::map<std::string, std::string> metadata = in.metadata();
+  metadata["tessera.matrices"] = "bf16";
+  return write_safetensors(out_path, out, metadata);
+}
+
+}  // namespace
+
 Status quantize_model_dir(const std::string& src, const std::string& dst, QuantizeReport* report,
                           const std::string& clip_vocab_fallback) {
   QuantizeReport local;
@@ -163,6 +235,17 @@ Status quantize_model_dir(const std::string& src, const std::string& dst, Quanti
   fs::create_directories(partial, ec);
   if (ec) return fail(io_error(partial + ": cannot create the directory: " + ec.message()));
   const fs::path gpt_path = fs::weakly_canonical(model.paths.shape_gpt, ec);
+  const fs::path text_path = fs::weakly_canonical(model.paths.text_encoder, ec);
+  const fs::path tokenizer_path = fs::weakly_canonical(model.paths.shape_tokenizer, ec);
+  // Where the two rewritten files go: their place in src (a file outside src, e.g. a CLIP given
+  // by a link, keeps its name at the top of dst).
+  const fs::path src_plain = fs::absolute(src, ec).lexically_normal();
+  const auto place = [&](const fs::path& file) {
+    std::error_code e;
+    const fs::path rel_path = fs::absolute(file, e).lexically_normal().lexically_relative(src_plain);
+    if (rel_path.empty() || *rel_path.begin() == "..") return fs::path(partial) / file.filename();
+    return fs::path(partial) / rel_path;
+  };
   for (auto it = fs::recursive_directory_iterator(src_abs, ec);
        !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     const fs::path rel_path = it->path().lexically_relative(src_abs);
@@ -171,7 +254,8 @@ Status quantize_model_dir(const std::string& src, const std::string& dst, Quanti
     if (it->is_directory(e)) {
       fs::create_directories(target, e);
     } else if (it->is_regular_file(e)) {
-      if (fs::weakly_canonical(it->path(), e) == gpt_path) continue;
+      const fs::path canonical = fs::weakly_canonical(it->path(), e);
+      if (canonical == gpt_path || canonical == text_path || canonical == tokenizer_path) continue;
       if (rel_path == "model.json") continue;  // rewritten below
       fs::copy_file(it->path(), target, fs::copy_options::overwrite_existing, e);
       if (!e) r.copied.push_back(rel_path.string());
@@ -184,6 +268,17 @@ Status quantize_model_dir(const std::string& src, const std::string& dst, Quanti
                                    (fs::path(partial) / "shape_gpt.safetensors").string(), &r);
       !s.ok()) {
     return fail(s);
+  }
+  auto names = bf16_names(src, clip_vocab_fallback);
+  if (!names.ok()) return fail(names.status());
+  for (const auto& [store, list, file] :
+       {std::tuple{&model.text_encoder, &names->text_encoder, &model.paths.text_encoder},
+        std::tuple{&model.shape_tokenizer, &names->shape_tokenizer, &model.paths.shape_tokenizer}}) {
+    const fs::path target = place(*file);
+    fs::create_directories(target.parent_path(), ec);
+    if (Status s = write_bf16_matrices(store->file(), *list, target.string(), &r); !s.ok()) {
+      return fail(s);
+    }
   }
 
   const fs::path card = src_abs / "model.json";

@@ -79,6 +79,8 @@ class ClipTextEncoder {
   // The mapped pages of the weights file leave resident memory (SafeTensors::drop_all_pages);
   // weights used in place are read again on the next encoding. Converted weights are unaffected.
   void release_weight_pages() const;
+  // The store the weights come from (which tensors were asked for in which form).
+  const WeightStore& weights() const;
 
   static Expected<ClipTextEncoder> create(WeightStore store, kernels::Backend& backend,
                                           const Options& options = {});

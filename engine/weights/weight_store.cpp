@@ -53,6 +53,7 @@ Expected<const void*> WeightStore::get(const std::string& name, const std::vecto
                             dtype_name(info->dtype) + ", expected F32, F16 or BF16");
   }
   TESSERA_ASSIGN_OR_RETURN(const TensorView view, file_.view(name));
+  (want == DType::kBF16 ? asked_bf16_ : asked_f32_).insert(name);
   if (info->dtype == want && info->aligned) return static_cast<const void*>(view.data);
 
   const auto key = std::make_pair(name, want);
@@ -85,6 +86,14 @@ Expected<const void*> WeightStore::get(const std::string& name, const std::vecto
   converted_bytes_ += n * dtype_size(want);
   converted_.emplace(key, std::move(owned));
   return data;
+}
+
+std::vector<std::string> WeightStore::bf16_only_tensors() const {
+  std::vector<std::string> names;
+  for (const std::string& name : asked_bf16_) {
+    if (asked_f32_.count(name) == 0) names.push_back(name);
+  }
+  return names;
 }
 
 Expected<kernels::Weight> WeightStore::matrix(const std::string& name, int64_t rows, int64_t cols) {

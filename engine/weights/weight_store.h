@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,6 +66,10 @@ class WeightStore {
 
   // Bytes held in converted buffers (0 when everything is zero-copy).
   size_t converted_bytes() const { return converted_bytes_; }
+  // Names of the tensors asked for in bf16 (matrix() in kBF16) and never in f32, in name order:
+  // those a file could store as BF16 without changing what a bf16 model computes (tessera quantize
+  // writes the CLIP encoder and the shape tokenizer so, to be used in place).
+  std::vector<std::string> bf16_only_tensors() const;
 
  private:
   Expected<const void*> get(const std::string& name, const std::vector<int64_t>& shape, DType want);
@@ -74,6 +79,7 @@ class WeightStore {
   // (name, dtype) -> owned converted copy. unique_ptr keeps addresses stable across moves.
   std::map<std::pair<std::string, DType>, std::unique_ptr<uint8_t[]>> converted_;
   size_t converted_bytes_ = 0;
+  std::set<std::string> asked_bf16_, asked_f32_;  // names asked for in each form
 };
 
 // Checks every floating-point tensor (F64/F32/F16/BF16) of `file` for NaN and +-inf. Returns ok, or

@@ -287,6 +287,29 @@ TEST_F(QuantizeTest, ModelDirectoryIsWrittenWholeOrNotAtAll) {
   EXPECT_EQ(opened->shape_gpt.file().metadata().at("tessera.weights"), "int8");
   EXPECT_EQ(infer_checkpoint_kind(opened->shape_gpt.file()).get("int8_matrices"),
             report.int8_matrices);
+  // The CLIP encoder and the shape tokenizer: the matrices int8 runs in bf16 are stored as BF16
+  // (used in place), what the models read in f32 (norms, biases, the codebook) is unchanged.
+  EXPECT_GT(report.bf16_matrices, 10);
+  EXPECT_LT(report.companion_bytes_out, report.companion_bytes_in);
+  auto original = open_model_dir(kTiny.string()).value();
+  int64_t bf16 = 0;
+  for (const auto* pair : {&opened->text_encoder, &opened->shape_tokenizer}) {
+    EXPECT_EQ(pair->file().metadata().at("tessera.matrices"), "bf16");
+  }
+  for (const auto& [written, source] :
+       {std::pair{&opened->text_encoder, &original.text_encoder},
+        std::pair{&opened->shape_tokenizer, &original.shape_tokenizer}}) {
+    for (const TensorInfo& t : written->file().tensors()) {
+      const TensorInfo* was = source->file().find(t.name);
+      ASSERT_NE(was, nullptr) << t.name;
+      EXPECT_EQ(t.shape, was->shape) << t.name;
+      if (t.dtype == was->dtype) continue;
+      EXPECT_EQ(t.dtype, DType::kBF16) << t.name;
+      EXPECT_EQ(t.shape.size(), 2u) << t.name;  // matrices only
+      ++bf16;
+    }
+  }
+  EXPECT_EQ(bf16, report.bf16_matrices);
 
   // An existing output is never overwritten.
   const Status exists = quantize_model_dir(kTiny.string(), out.string(), nullptr);

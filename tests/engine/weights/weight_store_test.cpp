@@ -133,6 +133,8 @@ TEST(WeightStore, Bf16ConvertsMatricesOnceAndKeepsVectorsF32) {
   auto b = store.f32("b", {4});
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(store.converted_bytes(), 12 * sizeof(uint16_t));
+  // "w" was asked for in both forms, "b" in f32: only "g" could be stored as BF16 unchanged.
+  EXPECT_EQ(store.bf16_only_tensors(), std::vector<std::string>{"g"});
 }
 
 TEST(WeightStore, ErrorsNameTensorFileAndShapes) {
