@@ -62,8 +62,9 @@ void register_quantize(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<QuantizeCliOptions>();
   CLI::App* cmd = app.add_subcommand(
       "quantize",
-      "Write a copy of a shape model with its GPT's linear layers in int8 (loads directly, half "
-      "the memory of bf16)");
+      "Write a copy of a shape model with its GPT's linear layers in int8 and the CLIP encoder's "
+      "and shape tokenizer's matrices in bf16 (loads directly, used in place: half the memory of "
+      "bf16)");
   cmd->add_option("--model", o->model,
                   "Cube 3D-layout model directory (default: the embedded tessera-tiny)");
   cmd->add_option("-o,--output", o->output, "New directory to write (must not exist)")->required();
