@@ -56,19 +56,9 @@ Int8Rows prepare_int8_rows_avx512(const float* x, int64_t rows, const Weight& w)
 
 namespace {
 
-// One weight row n against R rows of x, the rows read one after the other: one sequential stream,
-// which this machine's prefetchers follow best (four interleaved 1.5 KB row streams, tried first,
-// ran the whole GEMV ~1.3x slower from memory though 2x faster from L2; as linear_kernels.inc found
-// for bf16). The ILP comes from within the row instead: with C 32-weight steps per group known at
-// compile time (C = group / 32: 1, 2 or 4, the groups the quantizer writes), each step of a group
-// has its own accumulator per row of x (C * R independent vpdpwssd chains), summed in int32 at the
-// group's end (exact: the same D whatever the grouping). C = 0: any other group that is a multiple
-// of 32, one accumulator per row of x (a runtime loop of dependent vpdpwssd). Every output's float
-// operations are the same for every R and C (one fma per group with the product s_w * s_x, one
-// reduce_add), so results do not depend on the batch or on the task split.
 // Weights are prefetched this far ahead of the loads, one line per 64 bytes: an int8 GEMV does ~3x
 // the instructions per byte of the bf16 one, so the out-of-order window alone reaches only ~2 KB
-// ahead, about one memory latency's worth at 20 GB/s per core (1536x6144 GEMV, 2 threads from
+// ahead, about one memory latency's worth at 20 GB/s per core (a 6144 x 1536 GEMV, 2 threads from
 // memory, one run of each: 42-49 GB/s without, 52-59 GB/s at 4 KB; 1 KB was no better).
 constexpr int64_t kPrefetchBytes = 4096;
 inline void prefetch_ahead(const int8_t* p) {
@@ -87,6 +77,16 @@ inline void scale_products(const Int8Rows& p, const float* sw, int64_t groups, i
   }
 }
 
+// One weight row n against R rows of x, the rows read one after the other: one sequential stream,
+// which this machine's prefetchers follow best (four interleaved 1.5 KB row streams, tried first,
+// ran the whole GEMV ~1.3x slower from memory though 2x faster from L2; as linear_kernels.inc found
+// for bf16). The ILP comes from within the row instead: with C 32-weight steps per group known at
+// compile time (C = group / 32: 1, 2 or 4, the groups the quantizer writes), each step of a group
+// has its own accumulator per row of x (C * R independent vpdpwssd chains), summed in int32 at the
+// group's end (exact: the same D whatever the grouping). C = 0: any other group that is a multiple
+// of 32, one accumulator per row of x (a runtime loop of dependent vpdpwssd). Every output's float
+// operations are the same for every R and C (one fma per group with the product s_w * s_x, one
+// reduce_add), so results do not depend on the batch or on the task split.
 template <int R, int C>
 inline void vnni_row(const Int8Rows& p, const int8_t* w_row, const float* sw, int64_t cols,
                      int64_t group_rt, const float* bias, float* y, int64_t ldy, int64_t n) {
@@ -95,9 +95,7 @@ inline void vnni_row(const Int8Rows& p, const int8_t* w_row, const float* sw, in
   const int64_t groups = cols / group;
   __m512 accf[R];
   for (int i = 0; i < R; ++i) accf[i] = _mm512_setzero_ps();
-  // The products s_w[n, g] * s_x[i, g] for 16 groups at a time, one vmulps each (the same IEEE
-  // products as a scalar multiply per group), read back as fma broadcasts.
-  alignas(64) float prod[R][16];
+  alignas(64) float prod[R][16];  // scale_products, read back as fma broadcasts
   for (int64_t g0 = 0; g0 < groups; g0 += 16) {
     const int64_t gn = groups - g0 < 16 ? groups - g0 : 16;
     const __mmask16 mask = static_cast<__mmask16>((1u << gn) - 1u);
@@ -146,11 +144,10 @@ inline void vnni_row(const Int8Rows& p, const int8_t* w_row, const float* sw, in
 }
 
 // NR weight rows [n, n + NR) at a time against R rows of x (C > 0 only), for long rows: every
-// 64-byte load of x then feeds NR vpdpwssd. With rows of >= kBlockMinCols weights the x rows
-// (R * cols * 2 bytes) no longer stay in L1 beside the weight stream and were the limit (one
-// thread from memory, 1536 x 6144, m = 2: 17 GB/s one row at a time against 29 GB/s at 1536
-// columns); NR rows of >= 4 KB are long enough streams for the prefetchers. The float operations
-// per output are those of vnni_row.
+// 64-byte load of x then feeds NR vpdpwssd instead of one. Measured with one thread from memory on
+// 1536 x 6144 (one run each): at m = 8 (two passes of 4 rows) 15.5 GB/s against 8.6 GB/s one row at
+// a time; at m = 2 the same (17-19 GB/s). NR rows of >= 4 KB are long enough streams for the
+// prefetchers. The float operations per output are those of vnni_row.
 template <int R, int NR, int C>
 inline void vnni_block(const Int8Rows& p, const int8_t* wq, const float* scales, int64_t cols,
                        const float* bias, float* y, int64_t ldy, int64_t n) {
