@@ -51,6 +51,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/linear_config.h"
 #include "kernels/int8.h"
+#include "kernels/cpu/gemm_i8.h"
 #include "kernels/ops.h"
 
 namespace tessera::bench {
@@ -228,6 +229,39 @@ Status bench_gemm(const Options& opt, int reps, std::vector<Row>* rows) {
   return Status::ok_status();
 }
 
+// The occupancy queries' layers (Cube 3D's shape decoder: width 768, MLP 3072) at the decoder's
+// chunk of 8192 points: the bf16 GEMM (what bf16 and int8 models ran) against the int8 GEMM with
+// 8-bit activations (cpu/gemm_i8.h: what --weights int8 runs them with on AVX-512 VNNI CPUs).
+Status bench_query_gemm(const Options& opt, int reps, std::vector<Row>* rows) {
+  const LinearShape shapes[] = {{"proj", 768, 768}, {"mlp_up", 768, 3072}, {"mlp_down", 3072, 768}};
+  const int64_t m = opt.quick ? 2048 : 8192;
+  for (const LinearShape& s : shapes) {
+    TESSERA_ASSIGN_OR_RETURN(WeightSet weights, make_weights(s, DType::kBF16, 0));
+    const kernels::Weight& w = weights.copies.front();
+    std::vector<float> bias(static_cast<size_t>(s.n), 0.01f);
+    std::vector<float> x(static_cast<size_t>(m * s.k));
+    fill_floats(x.data(), x.size(), 13);
+    std::vector<float> y(static_cast<size_t>(m * s.n));
+    const double flops = 2.0 * static_cast<double>(m * s.n * s.k);
+    const std::string label = "query " + shape_label(s);
+    const Timing t =
+        time_it(reps, 1, [&] { kernels::cpu::linear(x.data(), m, w, bias.data(), y.data()); });
+    rows->push_back({"gemm", label, "cpu", "BF16", m, t, "GFLOP/s", flops,
+                     kernels::cpu::linear_detail::default_linear_config().bf16_gemm
+                         ? "AVX-512 BF16 GEMM (x rounded to bf16)"
+                         : "bf16 weights widened, f32 x"});
+    if (kernels::cpu::gemm_i8::available()) {
+      const kernels::cpu::gemm_i8::PackedI8 packed = kernels::cpu::gemm_i8::pack(w);
+      const Timing t8 = time_it(reps, 1, [&] {
+        kernels::cpu::gemm_i8::gemm(m, x.data(), s.k, packed, bias.data(), y.data(), s.n);
+      });
+      rows->push_back({"gemm", label, "cpu-i8a", "I8", m, t8, "GFLOP/s", flops,
+                       "int8 weights per channel, x in int8 per row (vpdpbusd)"});
+    }
+  }
+  return Status::ok_status();
+}
+
 // ---- attention
 // -------------------------------------------------------------------------------------
 
@@ -358,6 +392,7 @@ Status run_bench_kernels(const Options& opt) {
   TESSERA_ASSIGN_OR_RETURN(const Bandwidth bw, bench_bandwidth(opt, reps, &rows));
   TESSERA_RETURN_IF_ERROR(bench_gemv(opt, reps, bw, &rows));
   TESSERA_RETURN_IF_ERROR(bench_gemm(opt, reps, &rows));
+  TESSERA_RETURN_IF_ERROR(bench_query_gemm(opt, reps, &rows));
   TESSERA_RETURN_IF_ERROR(bench_attention(opt, reps, &rows));
   print_table(rows);
 
