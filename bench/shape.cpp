@@ -181,9 +181,17 @@ struct ShapeModelResult {
   int64_t weight_bytes = 0;
   Timing condition;
   double prefill_cold_ms = 0;  // fresh session: both rows' condition streams
+  // Prefill from scratch in fresh sessions after the first (median of reps), with the rows'
+  // condition streams stacked (the default where it gives the same bits) and one row at a time,
+  // alternated in one run; stacked_condition says whether the model stacks at all.
+  Timing prefill_scratch, prefill_scratch_unstacked;
+  bool stacked_condition = false;
   Timing prefill;              // new prompt row, unconditional row's condition K/V reused
   std::vector<ShapeLengthResult> lengths;
   std::vector<std::pair<std::string, TraceStats>> breakdown;  // per op kind, one decode step
+  // per op kind, one prefill from scratch in a fresh session (both rows' condition streams)
+  std::vector<std::pair<std::string, TraceStats>> prefill_breakdown;
+  double prefill_traced_ms = 0;  // that prefill's own time
   int64_t breakdown_steps = 0, breakdown_length = 0;
   bool has_object = false;  // full-size model only
   ObjectEstimate object;
@@ -377,6 +385,37 @@ Expected<ShapeModelResult> bench_shape_model(const std::string& name, const Safe
     seconds.push_back(watch.elapsed_ms() / 1e3);
   }
   res.prefill = summarize(seconds);
+  {
+    std::vector<double> on, off;
+    for (int r = 0; r < 2 * reps + 2; ++r) {
+      const bool stack = r % 2 == 0;
+      shape::GptSessionOptions so;
+      so.stack_condition_rows = stack;
+      TESSERA_ASSIGN_OR_RETURN(auto fresh, shape::GptSession::create(*model, 2, max_len, so));
+      if (stack) res.stacked_condition = fresh->stacks_condition_rows();
+      TESSERA_RETURN_IF_ERROR(fresh->set_condition(2, hidden.data(), nullptr));
+      const Stopwatch watch;
+      TESSERA_RETURN_IF_ERROR(fresh->prefill(bos, logits.data()));
+      (stack ? on : off).push_back(watch.elapsed_ms() / 1e3);
+    }
+    res.prefill_scratch = summarize(on);
+    res.prefill_scratch_unstacked = summarize(off);
+  }
+  // Where a prefill from scratch goes: one more fresh session, every op timed.
+  {
+    TESSERA_ASSIGN_OR_RETURN(auto fresh, shape::GptSession::create(*model, 2, max_len));
+    TESSERA_RETURN_IF_ERROR(fresh->set_condition(2, hidden.data(), nullptr));
+    Trace trace;
+    backend.trace = &trace;
+    const Stopwatch watch;
+    const Status st = fresh->prefill(bos, logits.data());
+    res.prefill_traced_ms = watch.elapsed_ms();
+    backend.trace = nullptr;
+    TESSERA_RETURN_IF_ERROR(st);
+    for (const auto& [kind, stats] : trace.all()) res.prefill_breakdown.push_back({kind, stats});
+    std::sort(res.prefill_breakdown.begin(), res.prefill_breakdown.end(),
+              [](const auto& a, const auto& b) { return a.second.total_ms > b.second.total_ms; });
+  }
   for (int64_t len : lengths) {
     ShapeLengthResult lr;
     lr.length = len;
@@ -613,12 +652,29 @@ std::string shape_markdown(const Machine& machine, const std::vector<ShapeModelR
                   fmt_ms(m.condition.median * 1e3).c_str());
     md << buf;
     std::snprintf(buf, sizeof buf,
-                  "prefill from scratch %s; prefill with a new prompt and the unconditional row "
-                  "reused %s (median of %d, %s - %s)\n\n",
+                  "prefill from scratch %s (the first, cold); prefill with a new prompt and the "
+                  "unconditional row reused %s (median of %d, %s - %s)",
                   fmt_ms(m.prefill_cold_ms).c_str(), fmt_ms(m.prefill.median * 1e3).c_str(),
                   m.prefill.reps, fmt_ms(m.prefill.min * 1e3).c_str(),
                   fmt_ms(m.prefill.max * 1e3).c_str());
     md << buf;
+    if (m.prefill_scratch.reps > 0) {
+      std::snprintf(buf, sizeof buf,
+                    "; prefill from scratch in fresh sessions %s (median of %d, %s - %s)",
+                    fmt_ms(m.prefill_scratch.median * 1e3).c_str(), m.prefill_scratch.reps,
+                    fmt_ms(m.prefill_scratch.min * 1e3).c_str(),
+                    fmt_ms(m.prefill_scratch.max * 1e3).c_str());
+      md << buf;
+      if (m.stacked_condition) {
+        std::snprintf(buf, sizeof buf,
+                      " with the two rows' condition streams stacked in one call per layer, %s "
+                      "one row at a time (alternated): %.2fx",
+                      fmt_ms(m.prefill_scratch_unstacked.median * 1e3).c_str(),
+                      m.prefill_scratch_unstacked.median / m.prefill_scratch.median);
+        md << buf;
+      }
+    }
+    md << "\n\n";
     md << "| tokens | TPOT (KV) | p50 / p99 | steps | read GB/s | floor | TPOT / floor | floor +KV "
           "| TPOT / floor+KV | no-KV step | KV speed-up |\n";
     md << "|---|---|---|---|---|---|---|---|---|---|---|\n";
@@ -739,6 +795,23 @@ std::string shape_markdown(const Machine& machine, const std::vector<ShapeModelR
       md << buf;
     }
     md << "\n";
+    if (!m.prefill_breakdown.empty()) {
+      double ops_ms = 0;
+      for (const auto& [kind, s] : m.prefill_breakdown) ops_ms += s.total_ms;
+      std::snprintf(buf, sizeof buf,
+                    "Per-op time of a prefill from scratch (a fresh session, both rows' condition "
+                    "streams; %s in all, %s of it in the ops below):\n\n",
+                    fmt_ms(m.prefill_traced_ms).c_str(), fmt_ms(ops_ms).c_str());
+      md << buf << "| op | calls | ms | share |\n|---|---|---|---|\n";
+      for (const auto& [kind, s] : m.prefill_breakdown) {
+        if (s.total_ms < 0.005 * ops_ms) continue;  // the long tail of tiny ops
+        std::snprintf(buf, sizeof buf, "| %s | %lld | %.2f | %.1f%% |\n", kind.c_str(),
+                      static_cast<long long>(s.count), s.total_ms,
+                      100.0 * s.total_ms / std::max(ops_ms, 1e-9));
+        md << buf;
+      }
+      md << "\n";
+    }
   }
   return md.str();
 }
@@ -756,6 +829,10 @@ nlohmann::json shape_json(const Machine& machine, const std::vector<ShapeModelRe
                         {"decode_weight_bytes", m.weight_bytes},
                         {"condition_ms", m.condition.median * 1e3},
                         {"prefill_from_scratch_ms", m.prefill_cold_ms},
+                        {"prefill_from_scratch_fresh_ms", m.prefill_scratch.median * 1e3},
+                        {"prefill_from_scratch_unstacked_ms",
+                         m.prefill_scratch_unstacked.median * 1e3},
+                        {"condition_rows_stacked", m.stacked_condition},
                         {"prefill_uncond_reused_ms",
                          {{"median", m.prefill.median * 1e3},
                           {"min", m.prefill.min * 1e3},

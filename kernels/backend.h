@@ -117,6 +117,14 @@ class Backend {
   virtual Status embedding_gather(const Weight& table, const int32_t* ids, int64_t n,
                                   float* out) = 0;
 
+  // Whether linear()/linear_multi() give every row the same bits for any m >= min_rows, whatever
+  // the other rows (cpu::linear_rows_invariant). False by default: a backend whose library picks
+  // its algorithm by m (cuBLAS, OpenBLAS) cannot promise it.
+  virtual bool linear_rows_invariant(const Weight& w, int64_t min_rows) const {
+    (void)w, (void)min_rows;
+    return false;
+  }
+
   // Several linear layers over the same x (kernels/ops.h: linear_multi). The default runs them one
   // by one; the CPU backend as one parallel pass for small m.
   virtual Status linear_multi(const float* x, int64_t m, const LinearPart* parts, int64_t n_parts) {

@@ -10,7 +10,8 @@
 // - kTransfer (upload, download) and kHost (allocate, allocate_host_visible, synchronize): `run`
 //   refers to the caller's arguments and results; call it now or not at all.
 // Not routed (load-time or bookkeeping): device, name, release, upload_weight, upload_f32,
-// device_resident, can_diffuse, choose_conv_algo, bf16_compute, and the recording calls
+// device_resident, can_diffuse, choose_conv_algo, bf16_compute, linear_rows_invariant, and the
+// recording calls
 // (can_record, begin/end_recording, replay, drop).
 #pragma once
 
@@ -214,6 +215,9 @@ class ForwardingBackend : public Backend {
     return inner_->choose_conv_algo(s);
   }
   bool bf16_compute() const override { return inner_->bf16_compute(); }
+  bool linear_rows_invariant(const Weight& w, int64_t min_rows) const override {
+    return inner_->linear_rows_invariant(w, min_rows);
+  }
   bool tf32_products_available() const override { return inner_->tf32_products_available(); }
   void set_tf32_products(bool on) override { inner_->set_tf32_products(on); }
   bool tf32_products() const override { return inner_->tf32_products(); }

@@ -167,4 +167,11 @@ void linear_multi(const float* x, int64_t m, const ::tessera::kernels::LinearPar
 namespace tessera::kernels::cpu {
 void linear_multi(const float* x, int64_t m, const ::tessera::kernels::LinearPart* parts,
                   int64_t n_parts);
+// Whether cpu::linear / linear_multi compute every row of x with this weight the same way for any
+// m >= min_rows (the same bits as the row alone in a call of min_rows or more): int8 weights
+// (batch-invariant dot kernels for every m) and bf16 weights through gemm_bf16 (min_rows above its
+// threshold; each output accumulates over k in one fixed order). False for f32 weights (OpenBLAS
+// picks kernels and splits by m) and for bf16 without AVX-512 BF16. Callers that must give the
+// same bits whatever else is in the batch (the GPT's condition stream) may then stack rows.
+bool linear_rows_invariant(const ::tessera::kernels::Weight& w, int64_t min_rows);
 }  // namespace tessera::kernels::cpu

@@ -484,6 +484,16 @@ Expected<std::unique_ptr<GptSession>> GptSession::create(const CubeGpt& model, i
     TESSERA_RETURN_IF_ERROR(s->be_->convert_f32_to_bf16(s->k_cache16_[0], s->kj_, 0));
     TESSERA_RETURN_IF_ERROR(s->be_->convert_bf16_to_f32(s->kj_, s->k_cache16_[0], 0));
   }
+  s->stack_condition_rows_ = options.stack_condition_rows;
+  for (const detail::GptDualBlock& blk : model.weights().dual) {
+    const detail::GptLinear* ws[] = {&blk.pre_c.q,        &blk.pre_c.k,     &blk.pre_c.v,
+                                     &blk.post_2.c_proj,  &blk.post_2.gate, &blk.post_2.up,
+                                     &blk.post_2.down};
+    for (const detail::GptLinear* l : ws) {
+      if (l->w.data == nullptr) continue;  // absent (no query, or post_2 of cond_pre_only)
+      if (!s->be_->linear_rows_invariant(l->w, s->cond_len_)) s->stack_condition_rows_ = false;
+    }
+  }
   s->host_positions_.resize(static_cast<size_t>(b * max_shape_tokens));
   s->cache_condition_.resize(static_cast<size_t>(b * s->cond_len_ * d));
   s->condition_scratch_.resize(static_cast<size_t>(s->cond_len_ * d));
@@ -594,13 +604,15 @@ Status GptSession::dual_full(size_t i, int64_t len, int64_t cond_rows) {
   const size_t row_bytes = static_cast<size_t>(d) * 4;
   float* kc = full_k(i);
   float* vc = full_v(i);
-  // Condition stream: S rows per batch row (the other rows' condition K/V are in the cache), one
-  // row at a time, so that a row's condition K/V are the same bits whether it is computed alone or
-  // with others (GEMM paths depend on m): a generation's tokens never depend on what else ran.
-  for (int64_t b = 0; b < cond_rows; ++b) {
-    const int64_t at = b * s * d;
-    TESSERA_RETURN_IF_ERROR(be_->layer_norm(c_ + at, nullptr, nullptr, h_ + at, s, d, c.eps));
-    TESSERA_RETURN_IF_ERROR(project(blk.pre_c, h_ + at, s, false, q_ + at, k_ + at, v_ + at));
+  // Condition stream: S rows per batch row (the other rows' condition K/V are in the cache), so
+  // that a row's condition K/V are the same bits whether it is computed alone or with others (GEMM
+  // paths may depend on m): a generation's tokens never depend on what else ran. Stacked into one
+  // call where the backend promises that (stack_condition_rows_), else one row at a time.
+  const int64_t cond_step = stack_condition_rows_ ? std::max<int64_t>(cond_rows, 1) : 1;
+  for (int64_t b = 0; b < cond_rows; b += cond_step) {
+    const int64_t at = b * s * d, rows = std::min(cond_step, cond_rows - b) * s;
+    TESSERA_RETURN_IF_ERROR(be_->layer_norm(c_ + at, nullptr, nullptr, h_ + at, rows, d, c.eps));
+    TESSERA_RETURN_IF_ERROR(project(blk.pre_c, h_ + at, rows, false, q_ + at, k_ + at, v_ + at));
   }
   for (int64_t b = 0; b < cond_rows; ++b) {
     const size_t bytes = static_cast<size_t>(s) * row_bytes;
@@ -664,8 +676,9 @@ Status GptSession::dual_full(size_t i, int64_t len, int64_t cond_rows) {
     TESSERA_RETURN_IF_ERROR(
         be_->copy(y_ + b * s * d, oj_ + b * t * d, static_cast<size_t>(s) * row_bytes));
   }
-  for (int64_t b = 0; b < cond_rows; ++b) {  // one row at a time, as above
-    TESSERA_RETURN_IF_ERROR(post(blk.post_2, c_ + b * s * d, y_ + b * s * d, s));
+  for (int64_t b = 0; b < cond_rows; b += cond_step) {  // as above
+    TESSERA_RETURN_IF_ERROR(post(blk.post_2, c_ + b * s * d, y_ + b * s * d,
+                                 std::min(cond_step, cond_rows - b) * s));
   }
   return {};
 }

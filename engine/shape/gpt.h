@@ -175,6 +175,9 @@ struct GptSessionOptions {
   // kF32 or kBF16. Unset: bf16 when the model's weights are bf16 (their own rounding dominates),
   // f32 otherwise (f32 checkpoints keep the reference's exact numerics; the parity tests use them).
   std::optional<DType> kv_dtype;
+  // Stack the rows' condition streams in a prefill where that gives the same bits
+  // (stacks_condition_rows()); false runs them one row at a time (`bench shape`'s same-run A/B).
+  bool stack_condition_rows = true;
 };
 
 class GptSession {
@@ -187,6 +190,9 @@ class GptSession {
                                                       const GptSessionOptions& options = {});
   // Element type of the K/V cache (kF32 or kBF16).
   DType kv_dtype() const { return kv_dtype_; }
+  // Whether a prefill runs the condition streams of its rows stacked in one call per layer (bf16
+  // weights on AVX-512 BF16, int8 weights; stack_condition_rows_ below).
+  bool stacks_condition_rows() const { return stack_condition_rows_; }
 
   // Sets the condition of `batch` rows (1 <= batch <= max_batch): clip_hidden [batch, 77,
   // text_embed_dim] host f32 (CLIP last hidden state); bbox [batch, 3] host f32 or null (= zeros;
@@ -281,6 +287,11 @@ class GptSession {
         *bbox_in_ = nullptr;
   int32_t *ids_ = nullptr, *positions_ = nullptr;
   DType kv_dtype_ = DType::kF32;
+  // The condition streams of several rows in one call per layer (rows stacked: m = rows * S)
+  // instead of one row at a time, where the backend gives each row the same bits either way
+  // (Backend::linear_rows_invariant for every condition-stream weight, m >= S): half the weight
+  // passes of a prefill from scratch. Elsewhere one row at a time, as before.
+  bool stack_condition_rows_ = false;
   // n_dual + n_single layers: f32 caches (kv_dtype_ kF32) or bf16 ones (kBF16); the other is empty.
   std::vector<float*> k_cache_, v_cache_;
   std::vector<uint16_t*> k_cache16_, v_cache16_;

@@ -93,6 +93,9 @@ class CpuBackend final : public Backend {
     cpu::linear(x, m, w, bias, y);
     return Status();
   }
+  bool linear_rows_invariant(const Weight& w, int64_t min_rows) const override {
+    return cpu::linear_rows_invariant(w, min_rows);
+  }
   Status linear_multi(const float* x, int64_t m, const LinearPart* parts,
                       int64_t n_parts) override {
     cpu::linear_multi(x, m, parts, n_parts);

@@ -28,12 +28,17 @@ enum class BLayout {
   kBf16NK,  // uint16_t bf16 [n][ldb]: a weight matrix W[out][in], C = A . W^T (cpu::linear)
   kF32NK,   // float [n][ldb] (rounded to bf16 when packed)
   kF32KN,   // float [k][ldb]
+  // int8 [n][ldb] with f32 scales [n][ld / group] (kernels/int8.h), dequantized when packed:
+  // bf16(q * scale). q needs 8 bits, so the only rounding is that of the product.
+  kI8NK,
 };
 
 struct BMatrix {
   const void* data = nullptr;
   BLayout layout = BLayout::kBf16NK;
   int64_t ld = 0;  // elements between consecutive rows of the stored matrix
+  const float* scales = nullptr;  // kI8NK only
+  int64_t group = 0;              // kI8NK only: weights per scale along a row (divides ld)
 };
 
 // True when this CPU has AVX-512 F/BW/VL + BF16, SIMD is enabled, active_isa() is AVX-512

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/simd_internal.h"
@@ -108,8 +109,27 @@ void pack_b(const BMatrix& b, int64_t j0, int64_t n, int64_t k, int64_t kpad, ui
       continue;
     }
     const int64_t col = j0 + j;
-    if (b.layout == BLayout::kBf16NK) {
+    if (b.layout == BLayout::kBf16NK || b.layout == BLayout::kI8NK) {
       const uint16_t* row = static_cast<const uint16_t*>(b.data) + col * b.ld;
+      if (b.layout == BLayout::kI8NK) {  // dequantize the row into bf16 scratch first
+        thread_local std::vector<uint16_t> deq;
+        if (static_cast<int64_t>(deq.size()) < k + 32) deq.resize(static_cast<size_t>(k + 32));
+        const int8_t* q = static_cast<const int8_t*>(b.data) + col * b.ld;
+        const float* sc = b.scales + col * (b.ld / b.group);
+        int64_t c = 0;
+        if (b.group % 32 == 0) {
+          for (; c + 32 <= k; c += 32) {
+            const __m512 s = _mm512_set1_ps(sc[c / b.group]);
+            const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + c));
+            const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + c + 16));
+            const __m512 lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q0)), s);
+            const __m512 hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q1)), s);
+            _mm512_storeu_si512(deq.data() + c, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+          }
+        }
+        for (; c < k; ++c) deq[static_cast<size_t>(c)] = round_bf16(static_cast<float>(q[c]) * sc[c / b.group]);
+        row = deq.data();
+      }
       for (int64_t p = 0; p < full_pairs; ++p) {
         uint32_t word;
         std::memcpy(&word, row + 2 * p, 4);

@@ -312,9 +312,18 @@ void linear_with_config(const LinearConfig& config, const float* x, int64_t m, c
     }
     return;
   }
-  if (config.bf16_gemm && w.dtype == DType::kBF16 && m > kBf16GemmMinRows) {
+  if (config.bf16_gemm && (w.dtype == DType::kBF16 || w.dtype == DType::kI8) &&
+      m > kBf16GemmMinRows) {
+    // int8 weights too (the prefill, the no-cache baseline): the int8 dot kernels read the whole
+    // weight once per 4 rows of x, bound by memory at these m; packed as bf16(q * scale) panels
+    // once per call, they run at the bf16 GEMM's rate.
     assert(gemm_bf16::available());
-    const gemm_bf16::BMatrix b{w.data, gemm_bf16::BLayout::kBf16NK, w.cols};
+    gemm_bf16::BMatrix b{w.data, gemm_bf16::BLayout::kBf16NK, w.cols};
+    if (w.dtype == DType::kI8) {
+      b.layout = gemm_bf16::BLayout::kI8NK;
+      b.scales = w.scales;
+      b.group = w.group;
+    }
     gemm_bf16::gemm(m, w.rows, w.cols, x, w.cols, b, bias, y, w.rows, false);
     return;
   }
@@ -357,6 +366,16 @@ void linear(const float* x, int64_t m, const Weight& w, const float* bias, float
 void linear_multi(const float* x, int64_t m, const LinearPart* parts, int64_t n_parts) {
   linear_detail::linear_multi_with_config(linear_detail::default_linear_config(), x, m, parts,
                                           n_parts);
+}
+
+bool linear_rows_invariant(const Weight& w, int64_t min_rows) {
+  const linear_detail::LinearConfig config = linear_detail::default_linear_config();
+  const bool gemm_from = min_rows > linear_detail::kBf16GemmMinRows &&
+                         min_rows > linear_detail::kMaxGemvRows;
+  // int8: the row-block dot kernels for every m without the bf16 GEMM, the bf16 GEMM above its
+  // threshold with it (the two differ, so only m on one side of it).
+  if (w.dtype == DType::kI8) return !config.bf16_gemm || gemm_from;
+  return w.dtype == DType::kBF16 && config.bf16_gemm && gemm_from;
 }
 
 }  // namespace tessera::kernels::cpu

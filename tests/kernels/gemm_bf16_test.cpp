@@ -73,6 +73,27 @@ void check(int64_t m, int64_t n, int64_t k, gemm_bf16::BLayout layout, bool with
     bm.data = layout == gemm_bf16::BLayout::kBf16NK ? static_cast<const void*>(b16.data())
                                                     : static_cast<const void*>(b32.data());
   }
+  std::vector<int8_t> b8;
+  std::vector<float> scales;
+  if (layout == gemm_bf16::BLayout::kI8NK) {
+    // int8 weights with a scale per group of 32 (k padded to whole groups in ld): the packer's
+    // bf16(q * scale), in the reference too.
+    bm.ld = (k + 31) / 32 * 32 + 32;
+    bm.group = 32;
+    b8.assign(static_cast<size_t>(n * bm.ld), 0);
+    scales.resize(static_cast<size_t>(n * (bm.ld / 32)));
+    std::uniform_int_distribution<int> q(-127, 127);
+    for (float& v : scales) v = 0.01f + 0.02f * std::fabs(dist(rng));
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const int8_t v = static_cast<int8_t>(q(rng));
+        b8[j * bm.ld + kk] = v;
+        bref[kk * n + j] = rb(static_cast<float>(v) * scales[j * (bm.ld / 32) + kk / 32]);
+      }
+    }
+    bm.data = b8.data();
+    bm.scales = scales.data();
+  }
   std::vector<float> c(static_cast<size_t>(m * ldc));
   for (float& v : c) v = dist(rng);
   const std::vector<float> c0 = c;
@@ -139,7 +160,7 @@ TEST_F(GemmBf16Test, EveryLayoutBiasAndAccumulate) {
   std::mt19937 rng(11);
   set_default_threads(2);
   for (auto layout : {gemm_bf16::BLayout::kBf16NK, gemm_bf16::BLayout::kF32NK,
-                      gemm_bf16::BLayout::kF32KN}) {
+                      gemm_bf16::BLayout::kF32KN, gemm_bf16::BLayout::kI8NK}) {
     for (bool bias : {false, true}) {
       for (bool acc : {false, true}) {
         check(37, 70, 45, layout, bias, acc, rng);
@@ -161,6 +182,7 @@ TEST_F(GemmBf16Test, PackedBMatchesReference) {
       check(151, 70, 601, gemm_bf16::BLayout::kF32KN, true, true, rng, entry);
       check(200, 64, 1031, gemm_bf16::BLayout::kF32NK, true, false, rng, entry);
       check(40, 300, 300, gemm_bf16::BLayout::kBf16NK, false, false, rng, entry);
+      check(33, 41, 129, gemm_bf16::BLayout::kI8NK, true, false, rng, entry);
     }
   }
 }

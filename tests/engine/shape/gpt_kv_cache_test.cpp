@@ -134,5 +134,44 @@ TEST(GptKvCacheTest, Bf16CacheReusesUnconditionalRow) {
   EXPECT_TRUE(test::all_equal(d.data(), fd.data(), d.size()));
 }
 
+// A prefill from scratch stacks its rows' condition streams into one call per layer where the
+// backend gives every row the same bits either way (bf16 weights on AVX-512 BF16, int8 weights):
+// each row's prefill and decode logits are then those of the row alone in a one-row session.
+TEST(GptKvCacheTest, StackedConditionRowsGiveEachRowItsLoneBits) {
+  Models& m = models();
+  const std::vector<float> hidden = m.f32("clip.last_hidden_state");
+  const std::vector<float> bbox = m.f32("gpt.bbox");
+  GptLoadOptions int8_options;
+  int8_options.int8 = true;
+  auto v05_int8 = CubeGpt::load(m.gpt05, m.codebook, *m.backend, int8_options);
+  ASSERT_TRUE(v05_int8.ok()) << v05_int8.status().to_string();
+  for (const CubeGpt* model : {m.v05_bf16.get(), v05_int8->get()}) {
+    const int64_t cond = static_cast<int64_t>(hidden.size()) / 2;  // one row's CLIP states
+    const int32_t bos[2] = {model->config().bos_id(), model->config().bos_id()};
+    const int32_t next[2] = {3, 5};
+    auto both = GptSession::create(*model, 2, 4).value();
+    const bool expect_stacked =
+        model == v05_int8->get() || m.backend->linear_rows_invariant(
+                                        model->weights().dual[0].post_2.up.w, 78);
+    EXPECT_EQ(both->stacks_condition_rows(), expect_stacked);
+    std::vector<float> p(2 * kVocab), d(2 * kVocab);
+    std::vector<float> bbox2(bbox.begin(), bbox.end());
+    if (bbox2.size() < 6) bbox2.insert(bbox2.end(), bbox.begin(), bbox.begin() + 3);
+    ASSERT_TRUE(both->set_condition(2, hidden.data(), bbox2.data()).ok());
+    ASSERT_TRUE(both->prefill(bos, p.data()).ok());
+    ASSERT_TRUE(both->decode(next, d.data()).ok());
+    for (int64_t r = 0; r < 2; ++r) {
+      auto lone = GptSession::create(*model, 1, 4).value();
+      std::vector<float> lp(kVocab), ld(kVocab);
+      const float* row_bbox = bbox.size() >= 6 ? bbox.data() + 3 * r : bbox.data();
+      ASSERT_TRUE(lone->set_condition(1, hidden.data() + r * cond, row_bbox).ok());
+      ASSERT_TRUE(lone->prefill(bos, lp.data()).ok());
+      ASSERT_TRUE(lone->decode(next + r, ld.data()).ok());
+      EXPECT_TRUE(test::all_equal(lp.data(), p.data() + r * kVocab, kVocab)) << "row " << r;
+      EXPECT_TRUE(test::all_equal(ld.data(), d.data() + r * kVocab, kVocab)) << "row " << r;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tessera::shape
