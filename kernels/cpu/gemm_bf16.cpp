@@ -9,6 +9,7 @@
 
 #include "engine/core/cpu_features.h"
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/gemm_tasks.h"
 #include "kernels/cpu/isa.h"
 
 namespace tessera::kernels::cpu::gemm_bf16 {
@@ -132,22 +133,11 @@ void packed_driver(int64_t m, const float* a32, const uint16_t* a16, int64_t lda
   const int64_t n = b.n, k = b.k, kpad = b.kpad(), kp = kpad / 2;
   if (m <= 0 || n <= 0) return;
   const int64_t panels = (n + kNr - 1) / kNr;
-  ThreadPool& pool = default_thread_pool();
-  const int64_t threads = pool.num_threads();
   // Tasks: blocks of rows (each thread streams all of B through its L1/L2: B is shared in L3),
   // split further over columns when there are too few row blocks to balance (the deep layers
   // have few pixels and wide weights).
-  const int64_t mr = std::min(kPackedRows, (m + kMr - 1) / kMr * kMr);
-  const int64_t row_blocks = (m + mr - 1) / mr;
-  int64_t col_chunks = 1;
-  while (row_blocks * col_chunks < 4 * threads && col_chunks < panels) col_chunks *= 2;
-  col_chunks = std::min(col_chunks, panels);
-  const int64_t per_chunk = (panels + col_chunks - 1) / col_chunks;
-  auto task = [&](int64_t t) {
-    const int64_t rb = t / col_chunks, cc = t % col_chunks;
-    const int64_t i0 = rb * mr, rows = std::min(mr, m - i0);
-    const int64_t p_begin = cc * per_chunk, p_end = std::min(panels, p_begin + per_chunk);
-    if (rows <= 0 || p_begin >= p_end) return;
+  run_row_panel_tasks(m, panels, kMr, kPackedRows, m * n * k, [&](const RowPanelTask& t) {
+    const int64_t i0 = t.i0, rows = t.rows;
     const uint16_t* ablock;
     int64_t a_ld;
     if (a16 != nullptr) {
@@ -162,7 +152,7 @@ void packed_driver(int64_t m, const float* a32, const uint16_t* a16, int64_t lda
     for (int64_t q0 = 0; q0 < kp; q0 += kKcPairs) {
       const int64_t q = std::min(kKcPairs, kp - q0);
       const bool first = q0 == 0;
-      for (int64_t p = p_begin; p < p_end; ++p) {
+      for (int64_t p = t.p_begin; p < t.p_end; ++p) {
         const int64_t j0 = p * kNr;
         avx512bf16::panel_rows_k(ablock + 2 * q0, a_ld, rows, q,
                                  b.panels.data() + (p * kp + q0) * kNr, std::min(kNr, n - j0),
@@ -170,13 +160,7 @@ void packed_driver(int64_t m, const float* a32, const uint16_t* a16, int64_t lda
                                  accumulate || !first);
       }
     }
-  };
-  const int64_t tasks = row_blocks * col_chunks;
-  if (tasks == 1 || m * n * k < (int64_t{1} << 18)) {
-    for (int64_t t = 0; t < tasks; ++t) task(t);
-  } else {
-    pool.run(tasks, task);
-  }
+  });
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "engine/core/cpu_features.h"
 #include "engine/core/dtype.h"
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/gemm_tasks.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/int8.h"
 
@@ -130,37 +131,18 @@ void gemm(int64_t m, const float* a, int64_t lda, const PackedI8& b, const float
   if (m <= 0) return;
   const int64_t n = b.n, kpad = b.kpad(), kq = kpad / 4;
   const int64_t panels = (n + kNr - 1) / kNr;
-  ThreadPool& pool = default_thread_pool();
-  const int64_t threads = pool.num_threads();
-  // Tasks: blocks of rows (each quantized once by its task), split over columns as well when there
-  // are too few row blocks to keep the threads busy.
-  const int64_t mr = std::min(kTaskRows, (m + kMr - 1) / kMr * kMr);
-  const int64_t row_blocks = (m + mr - 1) / mr;
-  int64_t col_chunks = 1;
-  while (row_blocks * col_chunks < 4 * threads && col_chunks < panels) col_chunks *= 2;
-  col_chunks = std::min(col_chunks, panels);
-  const int64_t per_chunk = (panels + col_chunks - 1) / col_chunks;
-  auto task = [&](int64_t t) {
-    const int64_t rb = t / col_chunks, cc = t % col_chunks;
-    const int64_t i0 = rb * mr, rows = std::min(mr, m - i0);
-    const int64_t p_begin = cc * per_chunk, p_end = std::min(panels, p_begin + per_chunk);
-    if (rows <= 0 || p_begin >= p_end) return;
-    uint8_t* qa = a_scratch(rows * kpad);
-    float* sx = s_scratch(rows);
-    vnni::quantize_rows(a + i0 * lda, lda, rows, b.k, kpad, qa, sx);
-    for (int64_t p = p_begin; p < p_end; ++p) {
+  // Each task quantizes its block of rows once, then walks its panels.
+  run_row_panel_tasks(m, panels, kMr, kTaskRows, m * n * b.k, [&](const RowPanelTask& t) {
+    uint8_t* qa = a_scratch(t.rows * kpad);
+    float* sx = s_scratch(t.rows);
+    vnni::quantize_rows(a + t.i0 * lda, lda, t.rows, b.k, kpad, qa, sx);
+    for (int64_t p = t.p_begin; p < t.p_end; ++p) {
       const int64_t j0 = p * kNr;
-      vnni::panel_rows(qa, sx, rows, kpad, b.panels.data() + p * kq * kNr * 4,
+      vnni::panel_rows(qa, sx, t.rows, kpad, b.panels.data() + p * kq * kNr * 4,
                        b.scales.data() + j0, b.offset.data() + j0, bias ? bias + j0 : nullptr,
-                       std::min(kNr, n - j0), c + i0 * ldc + j0, ldc);
+                       std::min(kNr, n - j0), c + t.i0 * ldc + j0, ldc);
     }
-  };
-  const int64_t tasks = row_blocks * col_chunks;
-  if (tasks == 1 || m * n * b.k < (int64_t{1} << 18)) {
-    for (int64_t t = 0; t < tasks; ++t) task(t);
-  } else {
-    pool.run(tasks, task);
-  }
+  });
 }
 
 }  // namespace tessera::kernels::cpu::gemm_i8
