@@ -110,8 +110,10 @@ void pack_b(const BMatrix& b, int64_t j0, int64_t n, int64_t k, int64_t kpad, ui
     }
     const int64_t col = j0 + j;
     if (b.layout == BLayout::kBf16NK || b.layout == BLayout::kI8NK) {
-      const uint16_t* row = static_cast<const uint16_t*>(b.data) + col * b.ld;
-      if (b.layout == BLayout::kI8NK) {  // dequantize the row into bf16 scratch first
+      const uint16_t* row = nullptr;
+      if (b.layout == BLayout::kBf16NK) {
+        row = static_cast<const uint16_t*>(b.data) + col * b.ld;
+      } else {  // kI8NK: the row dequantized into bf16 scratch first
         thread_local std::vector<uint16_t> deq;
         if (static_cast<int64_t>(deq.size()) < k + 32) deq.resize(static_cast<size_t>(k + 32));
         const int8_t* q = static_cast<const int8_t*>(b.data) + col * b.ld;
@@ -127,7 +129,9 @@ void pack_b(const BMatrix& b, int64_t j0, int64_t n, int64_t k, int64_t kpad, ui
             _mm512_storeu_si512(deq.data() + c, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
           }
         }
-        for (; c < k; ++c) deq[static_cast<size_t>(c)] = round_bf16(static_cast<float>(q[c]) * sc[c / b.group]);
+        for (; c < k; ++c) {
+          deq[static_cast<size_t>(c)] = round_bf16(static_cast<float>(q[c]) * sc[c / b.group]);
+        }
         row = deq.data();
       }
       for (int64_t p = 0; p < full_pairs; ++p) {
