@@ -506,6 +506,28 @@ Expected<ShapeModelResult> bench_shape_model(const std::string& name, const Safe
   return res;
 }
 
+// The decode steps 1..tokens-1 of an object (ms) from TPOTs measured at a few lengths
+// ({length, ms}, ascending, at least two): piecewise-linear between them, constant before the
+// first, the last segment's slope extended past the last (a step's attention grows linearly with
+// the length).
+double decode_steps_ms(const std::vector<std::pair<double, double>>& pts, int64_t tokens) {
+  auto tpot = [&](double len) {
+    if (len <= pts.front().first) return pts.front().second;
+    for (size_t i = 1; i < pts.size(); ++i) {
+      if (len <= pts[i].first) {
+        const double f = (len - pts[i - 1].first) / (pts[i].first - pts[i - 1].first);
+        return pts[i - 1].second + f * (pts[i].second - pts[i - 1].second);
+      }
+    }
+    const auto& a = pts[pts.size() - 2];
+    const auto& b = pts.back();
+    return b.second + (len - b.first) * (b.second - a.second) / (b.first - a.first);
+  };
+  double ms = 0;
+  for (int64_t len = 1; len < tokens; ++len) ms += tpot(static_cast<double>(len));
+  return ms;
+}
+
 // A whole v0.5 object on this machine (the "1024 tokens + extraction at 2^8 + 1"),
 // assembled from measured parts because a literal run takes minutes per repetition:
 //   prefill (measured above, unconditional row reused) + the sum of the TPOTs of steps 1..1023,
@@ -521,25 +543,11 @@ Expected<ObjectEstimate> estimate_object(const ShapeModelResult& gpt, bool quick
   ObjectEstimate est;
   est.tokens = 1024;  // Cube 3D v0.5: 1024 shape tokens per object
   est.prefill_ms = gpt.prefill.median * 1e3;
-  // TPOT(L) from the measured lengths (ms).
   std::vector<std::pair<double, double>> pts;
   for (const ShapeLengthResult& l : gpt.lengths) {
     pts.push_back({static_cast<double>(l.length), l.kv.median * 1e3});
   }
-  auto tpot = [&](double len) {
-    if (len <= pts.front().first) return pts.front().second;
-    for (size_t i = 1; i < pts.size(); ++i) {
-      if (len <= pts[i].first) {
-        const double f = (len - pts[i - 1].first) / (pts[i].first - pts[i - 1].first);
-        return pts[i - 1].second + f * (pts[i].second - pts[i - 1].second);
-      }
-    }
-    // Past the last length: extend the last segment's slope.
-    const auto& a = pts[pts.size() - 2];
-    const auto& b = pts.back();
-    return b.second + (len - b.first) * (b.second - a.second) / (b.first - a.first);
-  };
-  for (int64_t len = 1; len < est.tokens; ++len) est.decode_ms += tpot(static_cast<double>(len));
+  est.decode_ms = decode_steps_ms(pts, est.tokens);
 
   const std::string list =
       std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/cube3d/cube3d-shape_v05-tensors.txt";
@@ -621,6 +629,150 @@ std::string fmt_ms(double ms) {
   char buf[32];
   std::snprintf(buf, sizeof buf, ms < 1 ? "%.3f ms" : (ms < 10 ? "%.2f ms" : "%.1f ms"), ms);
   return buf;
+}
+
+// int8 against bf16 in one run (`bench shape --weights int8`): the ratios are "same run",
+// and this machine's read bandwidth swings by a third within minutes, so the two formats' decode
+// steps alternate, each after its own read-bandwidth probe, in two sessions over one checkpoint.
+struct FormatPair {
+  int64_t length = 0;
+  double bf16_ms = 0, int8_ms = 0;  // medians of the alternated steps
+  double pair_ratio = 0;            // median over the pairs of int8 step / bf16 step
+  double read_gbs = 0;              // median of the probes
+};
+struct FormatComparison {
+  bool ran = false;
+  int64_t pairs = 0;
+  std::vector<FormatPair> lengths;
+  double bf16_prefill_ms = 0, int8_prefill_ms = 0;  // from scratch, fresh sessions, alternated
+  double bf16_object_s = 0, int8_object_s = 0;      // whole-object estimates (after estimate_object)
+};
+
+Status compare_formats(const SafeTensors& file, const shape::NormalizedCodebook& codebook,
+                       kernels::Backend& backend, const std::vector<int64_t>& lengths,
+                       int64_t pairs, FormatComparison* out) {
+  shape::GptLoadOptions lo_bf16, lo_int8;
+  lo_int8.int8 = true;
+  TESSERA_ASSIGN_OR_RETURN(auto bf16, shape::CubeGpt::load(file, codebook, backend, lo_bf16));
+  TESSERA_ASSIGN_OR_RETURN(auto int8, shape::CubeGpt::load(file, codebook, backend, lo_int8));
+  const shape::CubeGpt* models[2] = {bf16.get(), int8.get()};
+  const shape::GptConfig& c = bf16->config();
+  const int64_t max_len = lengths.back() + pairs + 2;
+  std::vector<float> hidden(static_cast<size_t>(2 * c.text_len * c.text_embed_dim));
+  fill_floats(hidden.data(), hidden.size(), 31);
+  std::vector<float> logits(static_cast<size_t>(2 * c.vocab_size));
+  const int32_t bos[2] = {c.bos_id(), c.bos_id()};
+  TESSERA_ASSIGN_OR_RETURN(
+      BandwidthProbe probe,
+      BandwidthProbe::create(backend, static_cast<size_t>(bf16->decode_weight_bytes())));
+  TESSERA_RETURN_IF_ERROR(probe.measure_gbs().status());
+  // Prefill from scratch: a fresh session per run, the formats alternated, the first of each cold.
+  {
+    std::vector<double> ms[2];
+    for (int r = 0; r < 8; ++r) {
+      const int f = r % 2;
+      TESSERA_ASSIGN_OR_RETURN(auto fresh, shape::GptSession::create(*models[f], 2, max_len));
+      TESSERA_RETURN_IF_ERROR(fresh->set_condition(2, hidden.data(), nullptr));
+      const Stopwatch watch;
+      TESSERA_RETURN_IF_ERROR(fresh->prefill(bos, logits.data()));
+      if (r >= 2) ms[f].push_back(watch.elapsed_ms());
+    }
+    out->bf16_prefill_ms = percentile(ms[0], 50);
+    out->int8_prefill_ms = percentile(ms[1], 50);
+  }
+  for (int64_t len : lengths) {
+    std::unique_ptr<shape::GptSession> sessions[2];
+    std::vector<int32_t> full(static_cast<size_t>(2 * len));
+    for (size_t i = 0; i < full.size(); ++i) {
+      full[i] = static_cast<int32_t>((i * 2654435761u >> 7) % static_cast<uint64_t>(c.codebook_size));
+    }
+    full[0] = full[static_cast<size_t>(len)] = c.bos_id();
+    for (int f = 0; f < 2; ++f) {
+      TESSERA_ASSIGN_OR_RETURN(sessions[f], shape::GptSession::create(*models[f], 2, max_len));
+      TESSERA_RETURN_IF_ERROR(sessions[f]->set_condition(2, hidden.data(), nullptr));
+      TESSERA_RETURN_IF_ERROR(sessions[f]->forward_full(full.data(), len, logits.data(), nullptr));
+    }
+    std::vector<double> ms[2], ratio, gbs;
+    for (int64_t s = -1; s < pairs; ++s) {  // s = -1: one warm-up step of each
+      double t[2] = {0, 0};
+      for (int k = 0; k < 2; ++k) {
+        const int f = (s + k) % 2 == 0 ? 0 : 1;  // which format goes first alternates
+        const int32_t ids[2] = {static_cast<int32_t>((s + 2) * 37 % c.codebook_size),
+                                static_cast<int32_t>((s + 2) * 37 % c.codebook_size)};
+        TESSERA_ASSIGN_OR_RETURN(const double probe_gbs, probe.measure_gbs());
+        const Stopwatch watch;
+        TESSERA_RETURN_IF_ERROR(sessions[f]->decode(ids, logits.data()));
+        t[f] = watch.elapsed_ms();
+        if (s >= 0) gbs.push_back(probe_gbs);
+      }
+      if (s < 0) continue;
+      ms[0].push_back(t[0]);
+      ms[1].push_back(t[1]);
+      ratio.push_back(t[1] / t[0]);
+    }
+    FormatPair row;
+    row.length = len;
+    row.bf16_ms = percentile(ms[0], 50);
+    row.int8_ms = percentile(ms[1], 50);
+    row.pair_ratio = percentile(ratio, 50);
+    row.read_gbs = percentile(gbs, 50);
+    std::printf("  int8 vs bf16 at %lld tokens: %.1f / %.1f ms (ratio of medians %.3f)\n",
+                static_cast<long long>(len), row.int8_ms, row.bf16_ms, row.int8_ms / row.bf16_ms);
+    std::fflush(stdout);
+    out->lengths.push_back(row);
+  }
+  out->pairs = pairs;
+  out->ran = true;
+  return Status();
+}
+
+// The whole-object estimates of both formats (after estimate_object): this comparison's prefill
+// and TPOTs, and the parts both formats share (the shape decoder runs in bf16 under --weights
+// int8: latent decode, queries, polygonization) from the object estimate of the same run.
+void estimate_format_objects(const ObjectEstimate& o, FormatComparison* fc) {
+  std::vector<std::pair<double, double>> b, i;
+  for (const FormatPair& p : fc->lengths) {
+    b.push_back({static_cast<double>(p.length), p.bf16_ms});
+    i.push_back({static_cast<double>(p.length), p.int8_ms});
+  }
+  const double shared_ms = o.latent_ms + o.extraction_ms + o.polygonize_ms;
+  fc->bf16_object_s = (fc->bf16_prefill_ms + decode_steps_ms(b, o.tokens) + shared_ms) / 1e3;
+  fc->int8_object_s = (fc->int8_prefill_ms + decode_steps_ms(i, o.tokens) + shared_ms) / 1e3;
+}
+
+std::string formats_markdown(const FormatComparison& fc, const ObjectEstimate& o) {
+  if (!fc.ran) return "";
+  std::ostringstream md;
+  char buf[640];
+  std::snprintf(buf, sizeof buf,
+                "\nint8 against bf16 in one run (full-size v0.5, batch 2, both quantized from the "
+                "same random checkpoint): at each length the two formats' decode steps alternate "
+                "(%lld pairs, which goes first alternating), each after a read-bandwidth probe; "
+                "the ratio is int8 / bf16 of the medians, and beside it the median of the pairs' "
+                "ratios.\n\n",
+                static_cast<long long>(fc.pairs));
+  md << buf;
+  md << "| tokens | bf16 TPOT | int8 TPOT | int8 / bf16 (medians) | median of pair ratios | read "
+        "GB/s |\n|---|---|---|---|---|---|\n";
+  for (const FormatPair& p : fc.lengths) {
+    std::snprintf(buf, sizeof buf, "| %lld | %s | %s | **%.3f** | %.3f | %.1f |\n",
+                  static_cast<long long>(p.length), fmt_ms(p.bf16_ms).c_str(),
+                  fmt_ms(p.int8_ms).c_str(), p.int8_ms / p.bf16_ms, p.pair_ratio, p.read_gbs);
+    md << buf;
+  }
+  std::snprintf(buf, sizeof buf,
+                "| prefill from scratch | %s | %s | %.3f | | |\n", fmt_ms(fc.bf16_prefill_ms).c_str(),
+                fmt_ms(fc.int8_prefill_ms).c_str(), fc.int8_prefill_ms / fc.bf16_prefill_ms);
+  md << buf;
+  std::snprintf(buf, sizeof buf,
+                "\nWhole object (%lld tokens + extraction at 2^8 + 1) from these figures: bf16 %.1f s, "
+                "int8 %.1f s, **%.3f**; the shape decoder's part (latent decode + %lld queries + "
+                "polygonization, %.1f s) runs in bf16 for both.\n",
+                static_cast<long long>(o.tokens), fc.bf16_object_s, fc.int8_object_s,
+                fc.int8_object_s / fc.bf16_object_s, static_cast<long long>(o.queries),
+                (o.latent_ms + o.extraction_ms + o.polygonize_ms) / 1e3);
+  md << buf;
+  return md.str();
 }
 
 std::string shape_markdown(const Machine& machine, const std::vector<ShapeModelResult>& models,
@@ -920,6 +1072,7 @@ Status run_bench_shape(const Options& opt) {
   const std::string section = on_cpu ? "## Shape engine (CPU)\n" : "## Shape engine (CUDA)\n";
   std::printf("backend: %s\n", backend.name().c_str());
   std::vector<ShapeModelResult> models;
+  FormatComparison formats;
   {
     const std::string list =
         std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/cube3d/cube3d-gpt_v05-tensors.txt";
@@ -941,6 +1094,12 @@ Status run_bench_shape(const Options& opt) {
                                                codebook, backend, lengths, steps, opt.quick,
                                                opt.weights == "int8"));
     models.push_back(std::move(r));
+    if (opt.weights == "int8" && on_cpu) {
+      std::printf("int8 against bf16: decode steps alternated in one run\n");
+      std::fflush(stdout);
+      TESSERA_RETURN_IF_ERROR(compare_formats(ck.file, codebook, backend, lengths,
+                                              opt.quick ? 10 : 20, &formats));
+    }
   }
   {
     const std::string dir = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/parity/";
@@ -961,6 +1120,7 @@ Status run_bench_shape(const Options& opt) {
   TESSERA_ASSIGN_OR_RETURN(models.front().object,
                            estimate_object(models.front(), opt.quick, backend));
   models.front().has_object = true;
+  if (formats.ran) estimate_format_objects(models.front().object, &formats);
   // Live previews' cost on a whole object, measured on tessera-tiny (CPU: where they are meshed
   // beside the decode).
   PreviewBench previews;
@@ -969,7 +1129,8 @@ Status run_bench_shape(const Options& opt) {
     std::fflush(stdout);
     TESSERA_ASSIGN_OR_RETURN(previews, bench_previews(opt.quick));
   }
-  std::printf("\n%s%s", shape_markdown(machine, models, true, section, backend.name()).c_str(),
+  std::printf("\n%s%s%s", shape_markdown(machine, models, true, section, backend.name()).c_str(),
+              formats_markdown(formats, models.front().object).c_str(),
               previews_markdown(previews).c_str());
   if (!opt.json_path.empty()) {
     nlohmann::json j = shape_json(machine, models);
@@ -984,6 +1145,23 @@ Status run_bench_shape(const Options& opt) {
                          {"ms_per_preview", m.preview_ms}});
       }
       rows.push_back({{"prompt", r.prompt}, {"modes", modes}});
+    }
+    if (formats.ran) {
+      nlohmann::json rows_f = nlohmann::json::array();
+      for (const FormatPair& p : formats.lengths) {
+        rows_f.push_back({{"tokens", p.length},
+                          {"bf16_tpot_ms", p.bf16_ms},
+                          {"int8_tpot_ms", p.int8_ms},
+                          {"int8_over_bf16", p.int8_ms / p.bf16_ms},
+                          {"median_pair_ratio", p.pair_ratio},
+                          {"read_bandwidth_gbs", p.read_gbs}});
+      }
+      j["int8_vs_bf16"] = {{"pairs", formats.pairs},
+                           {"lengths", rows_f},
+                           {"bf16_prefill_ms", formats.bf16_prefill_ms},
+                           {"int8_prefill_ms", formats.int8_prefill_ms},
+                           {"bf16_object_s", formats.bf16_object_s},
+                           {"int8_object_s", formats.int8_object_s}};
     }
     j["previews"] = {{"model", previews.model},
                      {"preview_every", previews.preview_every},

@@ -195,12 +195,16 @@ inline void vnni_block(const Int8Rows& p, const int8_t* wq, const float* scales,
   }
 }
 
-// Rows of at least this many weights are read kBlockRows at a time (vnni_block), shorter ones one
-// at a time (vnni_row).
+// For 3-4 rows of x, rows of at least this many weights are read kBlockRows at a time
+// (vnni_block), shorter ones one at a time (vnni_row). For 1-2 rows of x (one candidate, with or
+// without guidance) every row is read alone: there the NR interleaved streams per thread cost more
+// than the shared loads of x save (the 6144 -> 1536 GEMV at m = 2, 2 threads from memory,
+// alternated in one run: 265-286 us one row at a time against 343-404 us in blocks of 4, i.e. 66-78 %
+// of the read bandwidth against 91-103 %).
 constexpr int64_t kBlockMinCols = 4096;
-// Weight rows per vnni_block for R rows of x: NR * R accumulator chains and as many float sums
-// within the 32 registers.
-constexpr int block_rows(int r) { return r <= 2 ? 4 : 2; }
+// Weight rows per vnni_block (3-4 rows of x): kBlockRows * R accumulator chains and as many float
+// sums within the 32 registers.
+constexpr int kBlockRows = 2;
 
 template <int R, int C>
 void vnni_rows_c(const Int8Rows& p, const Weight& w, const float* bias, float* y, int64_t ldy,
@@ -209,9 +213,10 @@ void vnni_rows_c(const Int8Rows& p, const Weight& w, const float* bias, float* y
   const int64_t groups = w.cols / w.group;
   int64_t n = n_begin;
   if constexpr (C > 0) {
-    constexpr int NR = block_rows(R);
-    if (w.cols >= kBlockMinCols) {
-      for (; n + NR <= n_end; n += NR) vnni_block<R, NR, C>(p, wq, w.scales, w.cols, bias, y, ldy, n);
+    if (R > 2 && w.cols >= kBlockMinCols) {
+      for (; n + kBlockRows <= n_end; n += kBlockRows) {
+        vnni_block<R, kBlockRows, C>(p, wq, w.scales, w.cols, bias, y, ldy, n);
+      }
     }
   }
   for (; n < n_end; ++n) {
