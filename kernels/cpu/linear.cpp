@@ -15,6 +15,7 @@
 #include <cassert>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "engine/core/cpu_features.h"
 #include "engine/core/dtype.h"
@@ -144,6 +145,32 @@ void gemv_parts(Isa isa, bool bf16x, const float* x, int64_t m, const LinearPart
     rows_per_task[p] = std::max<int64_t>(4, (rows + 3) / 4 * 4);
     first_task[p + 1] = first_task[p] + (w.rows + rows_per_task[p] - 1) / rows_per_task[p];
   }
+  // int8 parts: x quantized once per part here (all m rows), read by every task of the part.
+  thread_local std::vector<int16_t> i8_q;
+  thread_local std::vector<float> i8_scale;
+  Int8Rows i8_rows[kMaxParts];
+  Int8Kernel i8_kernel[kMaxParts];
+  {
+    size_t q_len = 0, s_len = 0;
+    for (int64_t p = 0; p < n_parts; ++p) {
+      const Weight& w = parts[p].w;
+      if (w.dtype != DType::kI8) continue;
+      q_len += static_cast<size_t>(m * w.cols);
+      s_len += static_cast<size_t>(m * (w.cols / w.group));
+    }
+    i8_q.resize(q_len);
+    i8_scale.resize(s_len);
+    size_t q_at = 0, s_at = 0;
+    for (int64_t p = 0; p < n_parts; ++p) {
+      const Weight& w = parts[p].w;
+      if (w.dtype != DType::kI8) continue;
+      i8_kernel[p] = int8_kernel_for(static_cast<int>(isa), w);
+      i8_kernel[p].prepare(x, m, w, i8_q.data() + q_at, i8_scale.data() + s_at);
+      i8_rows[p] = Int8Rows{m, w.cols, w.group, i8_q.data() + q_at, i8_scale.data() + s_at};
+      q_at += static_cast<size_t>(m * w.cols);
+      s_at += static_cast<size_t>(m * (w.cols / w.group));
+    }
+  }
   auto run_task = [&](int64_t t) {
     int64_t p = 0;
     while (t >= first_task[p + 1]) ++p;
@@ -151,8 +178,14 @@ void gemv_parts(Isa isa, bool bf16x, const float* x, int64_t m, const LinearPart
     const int64_t n_begin = (t - first_task[p]) * rows_per_task[p];
     const int64_t n_end = std::min(w.rows, n_begin + rows_per_task[p]);
     // Passes of kMaxRowsPerPass rows of x over the task's weight rows (L2-resident after the first).
-    const DotRowsFn dot = w.dtype == DType::kI8 ? int8_dot_for(static_cast<int>(isa), w)
-                                                : gemv_rows_for(isa, bf16x, w.dtype);
+    if (w.dtype == DType::kI8) {
+      for (int64_t i = 0; i < m; i += kMaxRowsPerPass) {
+        i8_kernel[p].dot(int8_rows_slice(i8_rows[p], i, std::min(kMaxRowsPerPass, m - i)), w,
+                         parts[p].bias, parts[p].y + i * w.rows, w.rows, n_begin, n_end);
+      }
+      return;
+    }
+    const DotRowsFn dot = gemv_rows_for(isa, bf16x, w.dtype);
     for (int64_t i = 0; i < m; i += kMaxRowsPerPass) {
       dot(x + i * w.cols, std::min(kMaxRowsPerPass, m - i), w, parts[p].bias, parts[p].y + i * w.rows,
           w.rows, n_begin, n_end);
@@ -173,13 +206,17 @@ void row_block_path(Isa isa, bool bf16x, const float* x, int64_t m, const Weight
     return;
   }
   if (w.dtype == DType::kI8) {
-    // The int8 kernels quantize their rows of x once per call: one call per kMaxRowsPerPass rows
-    // of x over a task of >= 128 weight rows (re-read from L2 by the later passes).
-    const DotRowsFn dot = int8_dot_for(static_cast<int>(isa), w);
+    // x quantized once for the call, then one kernel call per kMaxRowsPerPass rows of x over a
+    // task of >= 128 weight rows (re-read from L2 by the later passes).
+    const Int8Kernel kernel = int8_kernel_for(static_cast<int>(isa), w);
+    std::vector<int16_t> q(static_cast<size_t>(m * w.cols));
+    std::vector<float> scale(static_cast<size_t>(m * (w.cols / w.group)));
+    kernel.prepare(x, m, w, q.data(), scale.data());
+    const Int8Rows all{m, w.cols, w.group, q.data(), scale.data()};
     default_thread_pool().parallel_for(w.rows, 128, [&](int64_t n_begin, int64_t n_end) {
       for (int64_t i = 0; i < m; i += kMaxRowsPerPass) {
-        dot(x + i * w.cols, std::min(kMaxRowsPerPass, m - i), w, bias, y + i * w.rows, w.rows,
-            n_begin, n_end);
+        kernel.dot(int8_rows_slice(all, i, std::min(kMaxRowsPerPass, m - i)), w, bias,
+                   y + i * w.rows, w.rows, n_begin, n_end);
       }
     });
     return;

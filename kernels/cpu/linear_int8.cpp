@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "engine/core/cpu_features.h"
 #include "kernels/cpu/isa.h"
@@ -10,44 +9,33 @@
 
 namespace tessera::kernels::cpu::linear_detail {
 
-Int8Rows prepare_int8_rows(const float* x, int64_t rows, const Weight& w) {
-  thread_local std::vector<int16_t> q;
-  thread_local std::vector<float> scale;
+void prepare_int8_rows_into(const float* x, int64_t rows, const Weight& w, int16_t* q,
+                            float* scale) {
   const int64_t cols = w.cols, group = w.group, groups = cols / group;
-  q.resize(static_cast<size_t>(rows * cols));
-  scale.resize(static_cast<size_t>(rows * groups));
   for (int64_t i = 0; i < rows; ++i) {
     for (int64_t g = 0; g < groups; ++g) {
       const float* src = x + i * cols + g * group;
       const float s = int8_abs_max(src, group) / 32767.0f;
       const float inv = s > 0.0f ? 1.0f / s : 0.0f;
-      int16_t* dst = q.data() + i * cols + g * group;
+      int16_t* dst = q + i * cols + g * group;
       for (int64_t k = 0; k < group; ++k) {
         // |src * inv| <= 32767 up to rounding; the clamp guards the last ulp.
         const float v = std::nearbyint(src[k] * inv);
         dst[k] = static_cast<int16_t>(std::clamp(v, -32767.0f, 32767.0f));
       }
-      scale[static_cast<size_t>(i * groups + g)] = s;
+      scale[i * groups + g] = s;
     }
   }
-  Int8Rows r;
-  r.rows = rows;
-  r.cols = cols;
-  r.group = group;
-  r.q = q.data();
-  r.scale = scale.data();
-  return r;
 }
 
-void dot_rows_i8_scalar(const float* x, int64_t rows, const Weight& w, const float* bias, float* y,
-                        int64_t ldy, int64_t n_begin, int64_t n_end) {
-  const Int8Rows p = prepare_int8_rows(x, rows, w);
+void dot_prepared_i8_scalar(const Int8Rows& p, const Weight& w, const float* bias, float* y,
+                            int64_t ldy, int64_t n_begin, int64_t n_end) {
   const auto* wq = static_cast<const int8_t*>(w.data);
   const int64_t cols = w.cols, group = w.group, groups = cols / group;
   for (int64_t n = n_begin; n < n_end; ++n) {
     const int8_t* w_row = wq + n * cols;
     const float* sw = w.scales + n * groups;
-    for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t i = 0; i < p.rows; ++i) {
       const int16_t* xq = p.q + i * cols;
       float acc = 0.0f;
       for (int64_t g = 0; g < groups; ++g) {
@@ -62,12 +50,14 @@ void dot_rows_i8_scalar(const float* x, int64_t rows, const Weight& w, const flo
   }
 }
 
-Int8DotFn int8_dot_for(int isa_level, const Weight& w) {
+Int8Kernel int8_kernel_for(int isa_level, const Weight& w) {
   const auto isa = static_cast<Isa>(isa_level);
-  if (w.group % 32 != 0 || w.group > 512) return dot_rows_i8_scalar;
-  if (isa == Isa::kAvx512 && cpu_features().avx512vnni) return dot_rows_i8_vnni;
-  if (isa >= Isa::kAvx2) return dot_rows_i8_avx2;
-  return dot_rows_i8_scalar;
+  if (w.group % 32 != 0 || w.group > 512) return {prepare_int8_rows_into, dot_prepared_i8_scalar};
+  if (isa == Isa::kAvx512 && cpu_features().avx512vnni) {
+    return {prepare_int8_rows_into_avx512, dot_prepared_i8_vnni};
+  }
+  if (isa >= Isa::kAvx2) return {prepare_int8_rows_into, dot_prepared_i8_avx2};
+  return {prepare_int8_rows_into, dot_prepared_i8_scalar};
 }
 
 }  // namespace tessera::kernels::cpu::linear_detail

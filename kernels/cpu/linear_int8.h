@@ -17,7 +17,7 @@
 
 namespace tessera::kernels::cpu::linear_detail {
 
-// Rows of x prepared for the int8 kernels (at most 4, kMaxRowsPerPass).
+// Rows of x prepared for the int8 kernels (each dot kernel call takes at most 4, kMaxRowsPerPass).
 struct Int8Rows {
   int64_t rows = 0;
   int64_t cols = 0;             // K
@@ -26,22 +26,39 @@ struct Int8Rows {
   const float* scale = nullptr; // rows * groups
 };
 
-// Quantizes `rows` rows of x (each `w.cols` long) for `w`'s groups into thread-local scratch;
-// the result stays valid until the calling thread prepares again.
-Int8Rows prepare_int8_rows(const float* x, int64_t rows, const Weight& w);
+// Quantizes `rows` rows of x (each `w.cols` long) for `w`'s groups into q[rows * w.cols] and
+// scale[rows * (w.cols / w.group)].
+void prepare_int8_rows_into(const float* x, int64_t rows, const Weight& w, int16_t* q, float* scale);
+// The AVX-512 twin (the same values); call only on CPUs with AVX-512 F/BW.
+void prepare_int8_rows_into_avx512(const float* x, int64_t rows, const Weight& w, int16_t* q,
+                                   float* scale);
+// Rows [row, row + rows) of an Int8Rows prepared for more rows (a pass of the GEMV).
+inline Int8Rows int8_rows_slice(const Int8Rows& all, int64_t row, int64_t rows) {
+  Int8Rows r = all;
+  r.rows = rows;
+  r.q = all.q + row * all.cols;
+  r.scale = all.scale + row * (all.cols / all.group);
+  return r;
+}
 
-// The dot kernels (DotRowsFn's contract, linear_internal.h) for kI8 weights.
-void dot_rows_i8_scalar(const float* x, int64_t rows, const Weight& w, const float* bias, float* y,
-                        int64_t ldy, int64_t n_begin, int64_t n_end);
-// Need w.group % 32 == 0 (AVX2 and VNNI) and w.group <= 512; the dispatcher checks.
-void dot_rows_i8_avx2(const float* x, int64_t rows, const Weight& w, const float* bias, float* y,
-                      int64_t ldy, int64_t n_begin, int64_t n_end);
-void dot_rows_i8_vnni(const float* x, int64_t rows, const Weight& w, const float* bias, float* y,
-                      int64_t ldy, int64_t n_begin, int64_t n_end);
+// The dot kernels (DotRowsFn's contract, linear_internal.h, on x prepared above; p.rows <= 4). A
+// linear call quantizes x once and every task of it reads the result, instead of each task
+// quantizing x again (a 6144 -> 1536 GEMV at m = 2 splits into 48 tasks). AVX2 and VNNI need
+// w.group % 32 == 0 and w.group <= 512; int8_kernel_for checks.
+void dot_prepared_i8_scalar(const Int8Rows& p, const Weight& w, const float* bias, float* y,
+                            int64_t ldy, int64_t n_begin, int64_t n_end);
+void dot_prepared_i8_avx2(const Int8Rows& p, const Weight& w, const float* bias, float* y,
+                          int64_t ldy, int64_t n_begin, int64_t n_end);
+void dot_prepared_i8_vnni(const Int8Rows& p, const Weight& w, const float* bias, float* y,
+                          int64_t ldy, int64_t n_begin, int64_t n_end);
 
-// Which kernel a kI8 weight gets on this CPU under `isa` (VNNI needs AVX-512 VNNI).
-using Int8DotFn = void (*)(const float*, int64_t, const Weight&, const float*, float*, int64_t,
-                           int64_t, int64_t);
-Int8DotFn int8_dot_for(int isa_level, const Weight& w);
+// The kernel a kI8 weight gets on this CPU under `isa` (VNNI needs AVX-512 VNNI), with the
+// preparation of x it reads.
+struct Int8Kernel {
+  void (*prepare)(const float* x, int64_t rows, const Weight& w, int16_t* q, float* scale);
+  void (*dot)(const Int8Rows& p, const Weight& w, const float* bias, float* y, int64_t ldy,
+              int64_t n_begin, int64_t n_end);
+};
+Int8Kernel int8_kernel_for(int isa_level, const Weight& w);
 
 }  // namespace tessera::kernels::cpu::linear_detail

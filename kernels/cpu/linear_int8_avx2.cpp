@@ -50,10 +50,9 @@ void avx2_rows(const Int8Rows& p, const Weight& w, const float* bias, float* y, 
 
 }  // namespace
 
-void dot_rows_i8_avx2(const float* x, int64_t rows, const Weight& w, const float* bias, float* y,
-                      int64_t ldy, int64_t n_begin, int64_t n_end) {
-  const Int8Rows p = prepare_int8_rows(x, rows, w);
-  switch (rows) {
+void dot_prepared_i8_avx2(const Int8Rows& p, const Weight& w, const float* bias, float* y,
+                          int64_t ldy, int64_t n_begin, int64_t n_end) {
+  switch (p.rows) {
     case 1: return avx2_rows<1>(p, w, bias, y, ldy, n_begin, n_end);
     case 2: return avx2_rows<2>(p, w, bias, y, ldy, n_begin, n_end);
     case 3: return avx2_rows<3>(p, w, bias, y, ldy, n_begin, n_end);

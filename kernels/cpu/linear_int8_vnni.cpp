@@ -8,21 +8,14 @@
 #endif
 #include <immintrin.h>
 
-#include <vector>
-
 #include "kernels/cpu/linear_int8.h"
 
 namespace tessera::kernels::cpu::linear_detail {
 
-namespace {
-
-// prepare_int8_rows with AVX-512 (the same values: round to nearest even, clamp to +-32767).
-Int8Rows prepare_int8_rows_avx512(const float* x, int64_t rows, const Weight& w) {
-  thread_local std::vector<int16_t> q;
-  thread_local std::vector<float> scale;
+// prepare_int8_rows_into with AVX-512 (the same values: round to nearest even, clamp to +-32767).
+void prepare_int8_rows_into_avx512(const float* x, int64_t rows, const Weight& w, int16_t* q,
+                                   float* scale) {
   const int64_t cols = w.cols, group = w.group, groups = cols / group;
-  q.resize(static_cast<size_t>(rows * cols));
-  scale.resize(static_cast<size_t>(rows * groups));
   const __m512 sign_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
   for (int64_t i = 0; i < rows; ++i) {
     for (int64_t g = 0; g < groups; ++g) {
@@ -33,28 +26,20 @@ Int8Rows prepare_int8_rows_avx512(const float* x, int64_t rows, const Weight& w)
       }
       const float s = _mm512_reduce_max_ps(amax) / 32767.0f;
       const __m512 inv = _mm512_set1_ps(s > 0.0f ? 1.0f / s : 0.0f);
-      int16_t* dst = q.data() + i * cols + g * group;
+      int16_t* dst = q + i * cols + g * group;
       for (int64_t k = 0; k < group; k += 16) {
         __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(src + k), inv));
         v = _mm512_max_epi32(_mm512_min_epi32(v, _mm512_set1_epi32(32767)),
                              _mm512_set1_epi32(-32767));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + k), _mm512_cvtepi32_epi16(v));
       }
-      scale[static_cast<size_t>(i * groups + g)] = s;
+      scale[i * groups + g] = s;
     }
   }
-  Int8Rows r;
-  r.rows = rows;
-  r.cols = cols;
-  r.group = group;
-  r.q = q.data();
-  r.scale = scale.data();
-  return r;
 }
 
-}  // namespace
-
 namespace {
+
 
 // Weights are prefetched this far ahead of the loads, one line per 64 bytes: an int8 GEMV does ~3x
 // the instructions per byte of the bf16 one, so the out-of-order window alone reaches only ~2 KB
@@ -237,10 +222,9 @@ void vnni_rows(const Int8Rows& p, const Weight& w, const float* bias, float* y, 
 
 }  // namespace
 
-void dot_rows_i8_vnni(const float* x, int64_t rows, const Weight& w, const float* bias, float* y,
-                      int64_t ldy, int64_t n_begin, int64_t n_end) {
-  const Int8Rows p = prepare_int8_rows_avx512(x, rows, w);
-  switch (rows) {
+void dot_prepared_i8_vnni(const Int8Rows& p, const Weight& w, const float* bias, float* y,
+                          int64_t ldy, int64_t n_begin, int64_t n_end) {
+  switch (p.rows) {
     case 1: return vnni_rows<1>(p, w, bias, y, ldy, n_begin, n_end);
     case 2: return vnni_rows<2>(p, w, bias, y, ldy, n_begin, n_end);
     case 3: return vnni_rows<3>(p, w, bias, y, ldy, n_begin, n_end);
