@@ -240,18 +240,16 @@ class PointValues {
 // changes sign, the surface goes on into the neighbour across that face, which is added (its
 // missing corners queried, in one batch per round) until no face leads anywhere new. Every surface
 // component that was found is then complete, exactly as the dense path polygonizes it.
+// `values` holds every point of `l` queried so far (at least the cells' corners): none is queried
+// twice.
 Status track_surface(const Lattice& l, float iso, BatchEvaluator& eval, std::vector<int64_t>& cells,
-                     std::vector<std::array<float, 8>>& corners) {
+                     std::vector<std::array<float, 8>>& corners, PointValues& values) {
   auto corner_index = [&](int64_t cell, int q) {
     const int64_t i = cell % l.n[0], j = (cell / l.n[0]) % l.n[1], k = cell / (l.n[0] * l.n[1]);
     return l.index(i + (q & 1), j + ((q >> 1) & 1), k + ((q >> 2) & 1));
   };
-  PointValues values(cells.size() * 4);
   PointValues members(cells.size());  // the cells in the set (values unused)
-  for (size_t a = 0; a < cells.size(); ++a) {
-    members.insert(cells[a], 0.0f);
-    for (int q = 0; q < 8; ++q) values.insert(corner_index(cells[a], q), corners[a][static_cast<size_t>(q)]);
-  }
+  for (size_t a = 0; a < cells.size(); ++a) members.insert(cells[a], 0.0f);
   // Face f = 2 * axis + side (side 0: towards -axis): the 4 corners on that face.
   static constexpr int kFaceCorners[6][4] = {{0, 2, 4, 6}, {1, 3, 5, 7}, {0, 1, 4, 5},
                                              {2, 3, 6, 7}, {0, 1, 2, 3}, {4, 5, 6, 7}};
@@ -298,6 +296,141 @@ Status track_surface(const Lattice& l, float iso, BatchEvaluator& eval, std::vec
     }
   }
   return Status();
+}
+
+// The last refinement (parent cells of lattice `l` -> cells of lattice `next`, the finest),
+// query-thrifty: only the finest cells that the surface crosses are needed, and the 19 new points
+// of every parent's 3x3x3 block (what the coarser levels use) are mostly corners of children it
+// does not cross (a sphere at 2^8 + 1: 447 k queries for 179 k surface cells with 359 k corners).
+// Instead, each edge of a parent whose ends differ in sign is split at its midpoint (one query,
+// shared by the up to four parents of the edge); the half that still changes sign is a finest edge
+// with a sign change, so the four finest cells around it are surface cells: the seeds. Their
+// corners are queried, and track_surface then completes every surface component that has a seed:
+// every component that crosses a parent edge between corners of different sign. Parents active
+// only through near_surface_logit (no sign change at their corners) are refined as whole blocks,
+// as the coarser levels are. What this leaves out is a component confined between parent edges
+// whose parents changed sign for another surface: smaller than two finest cells across unless it
+// is a tube threading between parent lattice points, and cleanup's small-component filter drops
+// the former. `cells` / `corners` are replaced by the finest surface cells, tracked.
+Status refine_finest_seeded(const Lattice& l, const Lattice& next, float iso, BatchEvaluator& eval,
+                            std::vector<int64_t>& cells, std::vector<std::array<float, 8>>& corners) {
+  PointValues values(cells.size() * 8);
+  PointValues members(cells.size() * 4);  // finest cells already in the output (values unused)
+  std::vector<int64_t> query;
+  std::vector<float> queried;
+  auto fine_coords = [&](int64_t cell, const Lattice& lat) {
+    return std::array<int64_t, 3>{cell % lat.n[0], (cell / lat.n[0]) % lat.n[1],
+                                  cell / (lat.n[0] * lat.n[1])};
+  };
+  auto query_all = [&]() -> Status {
+    queried.resize(query.size());
+    TESSERA_RETURN_IF_ERROR(eval.evaluate(next, query, queried.data()));
+    for (size_t q = 0; q < query.size(); ++q) *values.find(query[q]) = queried[q];
+    query.clear();
+    return Status();
+  };
+  // A sign-changing parent edge: its first end (finest coordinates) and axis; its midpoint is
+  // queried below.
+  struct SplitEdge {
+    std::array<int64_t, 3> a;
+    int axis;
+  };
+  std::vector<SplitEdge> edges;
+  std::vector<size_t> whole;  // parents refined as whole blocks
+  for (size_t c = 0; c < cells.size(); ++c) {
+    const auto [i, j, k] = fine_coords(cells[c], l);
+    const std::array<float, 8>& v = corners[c];
+    bool inside = false, outside = false;
+    for (float x : v) (x > iso ? inside : outside) = true;
+    for (int q = 0; q < 8; ++q) {
+      values.insert(next.index(2 * (i + (q & 1)), 2 * (j + ((q >> 1) & 1)), 2 * (k + (q >> 2))),
+                    v[static_cast<size_t>(q)]);
+    }
+    if (!(inside && outside)) {
+      whole.push_back(c);
+      continue;
+    }
+    for (int q = 0; q < 8; ++q) {
+      for (int axis = 0; axis < 3; ++axis) {
+        const int bit = 1 << axis;
+        if ((q & bit) != 0) continue;
+        if ((v[static_cast<size_t>(q)] > iso) == (v[static_cast<size_t>(q | bit)] > iso)) continue;
+        SplitEdge e;
+        e.a = {2 * (i + (q & 1)), 2 * (j + ((q >> 1) & 1)), 2 * (k + (q >> 2))};
+        e.axis = axis;
+        std::array<int64_t, 3> m = e.a;
+        m[static_cast<size_t>(axis)] += 1;
+        if (values.insert(next.index(m[0], m[1], m[2]), 0.0f)) query.push_back(next.index(m[0], m[1], m[2]));
+        edges.push_back(e);
+      }
+    }
+  }
+  // Whole blocks: the 19 new points of each, as the coarser levels.
+  for (size_t c : whole) {
+    const auto [i, j, k] = fine_coords(cells[c], l);
+    for (int b = 0; b < 27; ++b) {
+      const int64_t idx = next.index(2 * i + b % 3, 2 * j + (b / 3) % 3, 2 * k + b / 9);
+      if (values.insert(idx, 0.0f)) query.push_back(idx);
+    }
+  }
+  TESSERA_RETURN_IF_ERROR(query_all());
+  std::vector<int64_t> out_cells;
+  auto add_cell = [&](int64_t fi, int64_t fj, int64_t fk) {
+    if (fi < 0 || fj < 0 || fk < 0 || fi + 1 >= next.n[0] || fj + 1 >= next.n[1] ||
+        fk + 1 >= next.n[2]) {
+      return;
+    }
+    const int64_t cell = next.index(fi, fj, fk);
+    if (!members.insert(cell, 0.0f)) return;
+    out_cells.push_back(cell);
+    for (int q = 0; q < 8; ++q) {
+      const int64_t p = next.index(fi + (q & 1), fj + ((q >> 1) & 1), fk + (q >> 2));
+      if (values.insert(p, 0.0f)) query.push_back(p);
+    }
+  };
+  for (size_t c : whole) {
+    const auto [i, j, k] = fine_coords(cells[c], l);
+    for (int child = 0; child < 8; ++child) {
+      const int64_t fi = 2 * i + (child & 1), fj = 2 * j + ((child >> 1) & 1), fk = 2 * k + (child >> 2);
+      bool inside = false, outside = false;
+      for (int q = 0; q < 8; ++q) {
+        const float x = *values.find(next.index(fi + (q & 1), fj + ((q >> 1) & 1), fk + (q >> 2)));
+        (x > iso ? inside : outside) = true;
+      }
+      if (inside && outside) add_cell(fi, fj, fk);
+    }
+  }
+  for (const SplitEdge& e : edges) {
+    std::array<int64_t, 3> m = e.a;
+    m[static_cast<size_t>(e.axis)] += 1;
+    const float va = *values.find(next.index(e.a[0], e.a[1], e.a[2]));
+    const float vm = *values.find(next.index(m[0], m[1], m[2]));
+    // The finest edge from p along the axis changes sign: the half at a or the half at m.
+    const std::array<int64_t, 3> p = (va > iso) != (vm > iso) ? e.a : m;
+    const int u = (e.axis + 1) % 3, w = (e.axis + 2) % 3;
+    for (int du = -1; du <= 0; ++du) {
+      for (int dw = -1; dw <= 0; ++dw) {
+        std::array<int64_t, 3> o = p;
+        o[static_cast<size_t>(u)] += du;
+        o[static_cast<size_t>(w)] += dw;
+        add_cell(o[0], o[1], o[2]);
+      }
+    }
+  }
+  TESSERA_RETURN_IF_ERROR(query_all());
+  cells.clear();
+  corners.clear();
+  for (int64_t cell : out_cells) {
+    const auto [fi, fj, fk] = fine_coords(cell, next);
+    std::array<float, 8> c;
+    for (int q = 0; q < 8; ++q) {
+      c[static_cast<size_t>(q)] =
+          *values.find(next.index(fi + (q & 1), fj + ((q >> 1) & 1), fk + (q >> 2)));
+    }
+    cells.push_back(cell);
+    corners.push_back(c);
+  }
+  return track_surface(next, iso, eval, cells, corners, values);
 }
 
 }  // namespace
@@ -368,6 +501,12 @@ Expected<Mesh> extract_coarse_to_fine(const OccupancyFn& occupancy,
     // of its 8 children, of which the 8 even ones are its own corners.
     const Lattice next = make_lattice(level + 1, options.bound);
     const bool finest = level + 1 == options.resolution_base;
+    if (finest) {
+      TESSERA_RETURN_IF_ERROR(refine_finest_seeded(l, next, iso, eval, cells, corners));
+      l = next;
+      ++st->levels;
+      break;
+    }
     hash.reset(cells.size() * 19);
     missing.clear();
     block_slots.resize(cells.size() * 27);
@@ -426,12 +565,9 @@ Expected<Mesh> extract_coarse_to_fine(const OccupancyFn& occupancy,
     l = next;
     ++st->levels;
   }
-  // Finest level: the cells with a sign change, completed by surface tracking where the coarse
-  // levels missed part of a surface, polygonized on the dense path's lattice.
+  // Finest level: the cells the surface crosses (refine_finest_seeded: seeded from the parents'
+  // sign-changing edges and completed by surface tracking), polygonized on the dense path's lattice.
   if (cells.empty()) return no_surface(lo, hi, iso);
-  if (options.coarse_base < options.resolution_base) {
-    TESSERA_RETURN_IF_ERROR(track_surface(l, iso, eval, cells, corners));
-  }
   st->surface_cells = static_cast<int64_t>(cells.size());
   if (options.polygonize) {
     Mesh out;
