@@ -8,6 +8,7 @@
 //   weights (quantized as `tessera quantize` does), in GB/s of bytes
 //   moved and as a fraction of the measured bandwidths. The weights rotate through enough copies
 //   to exceed the last-level cache several times, as in a real decode step (24 layers of weights);
+//   and on 192 KB of weights in L2 on one core (no hand-off): the rate its arithmetic keeps up with;
 // - cpu::linear as GEMM (prefill m = 77, 256, 1024; f32, bf16, int8) in GFLOP/s;
 // - cpu::attention (causal prefill) and cpu::attention_decode;
 // - the ref:: kernels on the smaller shapes, for comparison.
@@ -177,6 +178,35 @@ Status bench_gemv(const Options& opt, int reps, const Bandwidth& bw, std::vector
           rows->push_back({"gemv", shape_label(s), "ref", dtype_name(dtype), m, tr, "GB/s", bytes,
                            "plain loops, double accumulation"});
         }
+      }
+    }
+  }
+  return Status::ok_status();
+}
+
+// The GEMV's compute ceiling on one core: the same kernels on 192 KB of weights (the largest a
+// linear call runs on the calling thread, no hand-off), called back to back so that the weights stay
+// in L2: GB/s of weights the core's arithmetic keeps up with. A decode step is bound by memory only
+// while the machine's read bandwidth per core stays below this (int8 weights cost more
+// instructions per byte than bf16: vpmovsxbw + vpdpwssd on 16-bit x against vdpbf16ps).
+Status bench_gemv_compute(const Options& opt, std::vector<Row>* rows) {
+  const int64_t kBytes = 192 * 1024;
+  for (const int64_t k : {int64_t{1536}, int64_t{6144}}) {
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kI8}) {
+      const LinearShape s{"in L2, 1 core", k, kBytes / (k * static_cast<int64_t>(dtype_size(dtype)))};
+      TESSERA_ASSIGN_OR_RETURN(WeightSet weights, make_weights(s, dtype, 0));
+      const kernels::Weight& w = weights.copies.front();
+      for (int64_t m : {int64_t{2}, int64_t{8}}) {
+        std::vector<float> x(static_cast<size_t>(m * s.k)), y(static_cast<size_t>(m * s.n));
+        fill_floats(x.data(), x.size(), 9);
+        const int calls = opt.quick ? 500 : 2000;
+        const Timing t = time_it(opt.quick ? 5 : 7, calls, [&] {
+          for (int c = 0; c < calls; ++c) {
+            kernels::cpu::linear(x.data(), m, w, nullptr, y.data());
+          }
+        });
+        rows->push_back({"gemv", shape_label(s), "cpu-l2", dtype_name(dtype), m, t, "GB/s",
+                         static_cast<double>(kBytes), "the core's arithmetic: the ceiling"});
       }
     }
   }
@@ -391,6 +421,7 @@ Status run_bench_kernels(const Options& opt) {
   std::vector<Row> rows;
   TESSERA_ASSIGN_OR_RETURN(const Bandwidth bw, bench_bandwidth(opt, reps, &rows));
   TESSERA_RETURN_IF_ERROR(bench_gemv(opt, reps, bw, &rows));
+  TESSERA_RETURN_IF_ERROR(bench_gemv_compute(opt, &rows));
   TESSERA_RETURN_IF_ERROR(bench_gemm(opt, reps, &rows));
   TESSERA_RETURN_IF_ERROR(bench_query_gemm(opt, reps, &rows));
   TESSERA_RETURN_IF_ERROR(bench_attention(opt, reps, &rows));

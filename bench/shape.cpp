@@ -1098,7 +1098,7 @@ Status run_bench_shape(const Options& opt) {
       std::printf("int8 against bf16: decode steps alternated in one run\n");
       std::fflush(stdout);
       TESSERA_RETURN_IF_ERROR(compare_formats(ck.file, codebook, backend, lengths,
-                                              opt.quick ? 10 : 20, &formats));
+                                              opt.quick ? 16 : 24, &formats));
     }
   }
   {
