@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -145,6 +146,28 @@ void gemv_parts(Isa isa, bool bf16x, const float* x, int64_t m, const LinearPart
     rows_per_task[p] = std::max<int64_t>(4, (rows + 3) / 4 * 4);
     first_task[p + 1] = first_task[p] + (w.rows + rows_per_task[p] - 1) / rows_per_task[p];
   }
+  // bf16 parts on the vdpbf16ps kernel: x rounded to bf16 once per call here (all m rows; the
+  // parts of one call share x and, with one k, its rounding), read by every task.
+  thread_local std::vector<uint16_t> bf16_x;
+  const uint16_t* xb[kMaxParts] = {};
+  if (bf16x && isa == Isa::kAvx512) {
+    int64_t k_done = -1;
+    uint16_t* aligned = nullptr;
+    for (int64_t p = 0; p < n_parts; ++p) {
+      const Weight& w = parts[p].w;
+      if (w.dtype != DType::kBF16) continue;
+      if (w.cols != k_done) {
+        if (k_done >= 0) break;  // parts of different k (not made by the engine): per task below
+        // The kernel reads xb with aligned loads: 64-byte aligned start (32 spare elements).
+        bf16_x.resize(static_cast<size_t>(m * bf16x_kpad(w.cols) + 32));
+        const auto addr = reinterpret_cast<uintptr_t>(bf16_x.data());
+        aligned = bf16_x.data() + ((64 - addr % 64) % 64) / sizeof(uint16_t);
+        prepare_bf16x_avx512(x, m, w.cols, aligned);
+        k_done = w.cols;
+      }
+      xb[p] = aligned;
+    }
+  }
   // int8 parts: x quantized once per part here (all m rows), read by every task of the part.
   thread_local std::vector<int16_t> i8_q;
   thread_local std::vector<float> i8_scale;
@@ -182,6 +205,14 @@ void gemv_parts(Isa isa, bool bf16x, const float* x, int64_t m, const LinearPart
       for (int64_t i = 0; i < m; i += kMaxRowsPerPass) {
         i8_kernel[p].dot(int8_rows_slice(i8_rows[p], i, std::min(kMaxRowsPerPass, m - i)), w,
                          parts[p].bias, parts[p].y + i * w.rows, w.rows, n_begin, n_end);
+      }
+      return;
+    }
+    if (xb[p] != nullptr) {
+      const int64_t kpad = bf16x_kpad(w.cols);
+      for (int64_t i = 0; i < m; i += kMaxRowsPerPass) {
+        dot_prepared_bf16x_avx512(xb[p] + i * kpad, std::min(kMaxRowsPerPass, m - i), w,
+                                  parts[p].bias, parts[p].y + i * w.rows, w.rows, n_begin, n_end);
       }
       return;
     }

@@ -108,16 +108,11 @@ inline void dot_block_bf16x(const uint16_t* xb, int64_t kpad, const uint16_t* w,
 // Rows as dot_rows_pairs reads them: short rows one at a time (one sequential stream), long rows
 // (over kStreamMaxRowBytes) four at a time so that x is read from L2 once per four rows.
 template <int M>
-void dot_rows_bf16x(const float* x, const Weight& weight, const float* bias, float* y, int64_t ldy,
-                    int64_t n_begin, int64_t n_end) {
+void dot_prepared_bf16x(const uint16_t* xb, const Weight& weight, const float* bias, float* y,
+                        int64_t ldy, int64_t n_begin, int64_t n_end) {
   const auto* w = static_cast<const uint16_t*>(weight.data);
   const int64_t k = weight.cols;
   const int64_t kpad = (k + kPairLanes - 1) / kPairLanes * kPairLanes;
-  uint16_t* xb = bf16x_scratch(M * kpad);
-  if (!xb) {  // no scratch (out of memory): the f32-x kernels need at most a smaller one
-    return avx512::dot_rows(x, M, weight, bias, y, ldy, n_begin, n_end);
-  }
-  convert_x_bf16(x, M, k, kpad, xb);
   int64_t n = n_begin;
   if (k * 2 > kStreamMaxRowBytes) {
     for (; n + 4 <= n_end; n += 4) {
@@ -131,19 +126,36 @@ void dot_rows_bf16x(const float* x, const Weight& weight, const float* bias, flo
 
 }  // namespace
 
+int64_t bf16x_kpad(int64_t k) { return (k + kPairLanes - 1) / kPairLanes * kPairLanes; }
+
+void prepare_bf16x_avx512(const float* x, int64_t rows, int64_t k, uint16_t* xb) {
+  convert_x_bf16(x, static_cast<int>(rows), k, bf16x_kpad(k), xb);
+}
+
+void dot_prepared_bf16x_avx512(const uint16_t* xb, int64_t rows, const Weight& w, const float* bias,
+                               float* y, int64_t ldy, int64_t n_begin, int64_t n_end) {
+  switch (rows) {
+    case 1:
+      return dot_prepared_bf16x<1>(xb, w, bias, y, ldy, n_begin, n_end);
+    case 2:
+      return dot_prepared_bf16x<2>(xb, w, bias, y, ldy, n_begin, n_end);
+    case 3:
+      return dot_prepared_bf16x<3>(xb, w, bias, y, ldy, n_begin, n_end);
+    default:
+      return dot_prepared_bf16x<4>(xb, w, bias, y, ldy, n_begin, n_end);
+  }
+}
+
 void dot_rows_bf16x_avx512(const float* x, int64_t rows, const Weight& w, const float* bias,
                            float* y, int64_t ldy, int64_t n_begin, int64_t n_end) {
   if (w.dtype != DType::kBF16) return avx512::dot_rows(x, rows, w, bias, y, ldy, n_begin, n_end);
-  switch (rows) {
-    case 1:
-      return dot_rows_bf16x<1>(x, w, bias, y, ldy, n_begin, n_end);
-    case 2:
-      return dot_rows_bf16x<2>(x, w, bias, y, ldy, n_begin, n_end);
-    case 3:
-      return dot_rows_bf16x<3>(x, w, bias, y, ldy, n_begin, n_end);
-    default:
-      return dot_rows_bf16x<4>(x, w, bias, y, ldy, n_begin, n_end);
+  const int64_t kpad = bf16x_kpad(w.cols);
+  uint16_t* xb = bf16x_scratch(rows * kpad);
+  if (!xb) {  // no scratch (out of memory): the f32-x kernels need at most a smaller one
+    return avx512::dot_rows(x, rows, w, bias, y, ldy, n_begin, n_end);
   }
+  prepare_bf16x_avx512(x, rows, w.cols, xb);
+  dot_prepared_bf16x_avx512(xb, rows, w, bias, y, ldy, n_begin, n_end);
 }
 
 }  // namespace tessera::kernels::cpu::linear_detail

@@ -86,6 +86,13 @@ void dot_rows_scalar(const float* x, int64_t rows, const Weight& w, const float*
 // Same contract as avx512::dot_rows (which it calls for f32 weights); rows <= kMaxRowsPerPass.
 void dot_rows_bf16x_avx512(const float* x, int64_t rows, const Weight& w, const float* bias,
                            float* y, int64_t ldy, int64_t n_begin, int64_t n_end);
+// Its two halves, for a GEMV call that rounds x once and runs many tasks on it (gemv_parts):
+// xb[i * kpad + c] = bf16(x[i * k + c]), zero up to kpad = bf16x_kpad(k), for `rows` rows; then the
+// kernel on rows <= kMaxRowsPerPass rows of such an xb and bf16 weights of k = w.cols.
+int64_t bf16x_kpad(int64_t k);
+void prepare_bf16x_avx512(const float* x, int64_t rows, int64_t k, uint16_t* xb);
+void dot_prepared_bf16x_avx512(const uint16_t* xb, int64_t rows, const Weight& w, const float* bias,
+                               float* y, int64_t ldy, int64_t n_begin, int64_t n_end);
 
 // bf16 -> f32 for a rows x cols block: dst[r * ld_dst + c] = src[r * ld_src + c]. Exact.
 using ExpandBf16Fn = void (*)(const uint16_t* src, int64_t ld_src, int64_t rows, int64_t cols,
