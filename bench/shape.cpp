@@ -1054,9 +1054,6 @@ Status run_bench_shape(const Options& opt) {
   if (opt.write_results && opt.weights != "bf16") {
     return invalid_argument("--write-results records the bf16 run; run --weights int8 without it");
   }
-  if (opt.weights != "bf16" && opt.device != "cpu") {
-    return invalid_argument("--weights int8 runs on the CPU backend only so far");
-  }
   const Machine machine = describe_machine();
   std::printf("tessera bench shape: %s, %d threads, features: %s\n", machine.cpu.c_str(),
               machine.threads, machine.features.c_str());
@@ -1094,7 +1091,7 @@ Status run_bench_shape(const Options& opt) {
                                                codebook, backend, lengths, steps, opt.quick,
                                                opt.weights == "int8"));
     models.push_back(std::move(r));
-    if (opt.weights == "int8" && on_cpu) {
+    if (opt.weights == "int8") {
       std::printf("int8 against bf16: decode steps alternated in one run\n");
       std::fflush(stdout);
       TESSERA_RETURN_IF_ERROR(compare_formats(ck.file, codebook, backend, lengths,
@@ -1202,7 +1199,8 @@ void register_shape_bench(CLI::App* bench, int* exit_code) {
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   shape->add_option("--weights", opt->weights,
                     "Full-size GPT linear layers: bf16 (default) or int8 (quantized at load from "
-                    "the bf16 weights; CPU); --write-results records bf16 only")
+                    "the bf16 weights), with the two alternated in one run; --write-results records "
+                    "bf16 only")
       ->check(CLI::IsMember({"bf16", "int8"}));
   shape->add_flag("--write-results", opt->write_results,
                   "Replace the \"## Shape engine (CPU)\" section of bench/RESULTS.md");

@@ -17,12 +17,13 @@
 # a tessera-tiny `generate --device cuda` with and without graphs (same tokens), `tessera bench shape
 # --device cuda --quick` (host loop, device-resident eager and CUDA-graph replay), `tessera image
 # --device cuda` on the embedded diffusion model, `tessera bench diffusion --device cuda` (SD 1.5
-# 512x512 with the fused-kernel ablation), compute-sanitizer memcheck and racecheck on the small
-# tests.
+# 512x512 with the fused-kernel ablation), `tessera bench shape --device cuda --weights int8`,
+# compute-sanitizer memcheck and racecheck on the small tests.
 # Packages: when <repo>/.deps holds .deb files (scripts/gpu-deps.sh), they are unpacked into
 # /tmp/gpu-deps (never /) and the build and the binaries use them. GPU_CHECK_CMAKE_ARGS adds cmake
 # arguments. Every step's log goes to a work folder (/tmp/gpu-check); at the end $OUT (or ./gpu-out)
-# receives at most 8 files: summary.txt, bench-shape.json, bench-diffusion.json, RESULTS-gpu.md,
+# receives at most 8 files: summary.txt, bench-shape.json, bench-shape-int8.json,
+# bench-diffusion.json, RESULTS-gpu.md,
 # gpu-tests.xml, torus.png and gpu-check.tgz (every log). A failed step is recorded and the script goes on; the summary table comes
 # last, and the exit status is non-zero if any step failed or was skipped. The whole run stays under
 # GPU_CHECK_BUDGET_S seconds (default 470): each step's timeout is cut to the time left.
@@ -199,8 +200,12 @@ if ((built)) && [[ -x "$CLI" ]]; then
     -o "$OUT_DIR/torus.png" || true
   run_step bench-diffusion 150 "$CLI" bench diffusion --device cuda --repeat 3 \
     --json "$OUT_DIR/bench-diffusion.json" --results "$OUT_DIR/RESULTS-gpu.md" --write-results || true
+  # int8 weights on the CUDA backend (issue 25): TPOT and the int8-vs-bf16 steps alternated.
+  run_step bench-shape-int8 120 "$CLI" bench shape --device cuda --quick --weights int8 \
+    --json "$OUT_DIR/bench-shape-int8.json" || true
 else
-  for s in generate-tiny generate-tiny-eager graphs-vs-eager bench-shape image-tiny bench-diffusion; do
+  for s in generate-tiny generate-tiny-eager graphs-vs-eager bench-shape image-tiny bench-diffusion \
+    bench-shape-int8; do
     skip_step "$s" "CLI not built"
   done
 fi
@@ -242,7 +247,8 @@ summary() {
 summary | tee "$OUT_DIR/summary.txt"
 # What comes back (the runner returns at most 8 files from $OUT): the summary, the benchmark JSON and
 # markdown, the test XML, and every log in one archive.
-for f in summary.txt bench-shape.json bench-diffusion.json RESULTS-gpu.md gpu-tests.xml torus.png; do
+for f in summary.txt bench-shape.json bench-shape-int8.json bench-diffusion.json RESULTS-gpu.md \
+  gpu-tests.xml torus.png; do
   [[ -f "$OUT_DIR/$f" ]] && cp "$OUT_DIR/$f" "$RESULT_DIR/" || true
 done
 tar czf "$RESULT_DIR/gpu-check.tgz" --exclude="*.obj" -C "$(dirname "$OUT_DIR")" "$(basename "$OUT_DIR")" || true

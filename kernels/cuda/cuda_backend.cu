@@ -234,10 +234,11 @@ class CudaBackend final : public Backend {
   }
 
   Expected<Weight> upload_weight(const Weight& host, DeviceBuffer* storage) override {
-    if (host.dtype != DType::kF32 && host.dtype != DType::kBF16) {
+    if (host.dtype != DType::kF32 && host.dtype != DType::kBF16 && host.dtype != DType::kI8) {
       return invalid_argument(std::string("cuda backend: weight dtype ") + dtype_name(host.dtype) +
-                              " is not supported (f32 or bf16)");
+                              " is not supported (f32, bf16 or int8)");
     }
+    if (host.dtype == DType::kI8) return upload_int8_weight(host, storage);
     if (host.rows < 0 || host.cols < 0) {
       return invalid_argument("cuda backend: weight of " + std::to_string(host.rows) + " x " +
                               std::to_string(host.cols));
@@ -253,6 +254,32 @@ class CudaBackend final : public Backend {
     TESSERA_RETURN_IF_ERROR(upload(storage->data(), host.data, bytes));
     Weight device = host;
     device.data = storage->data();
+    return device;
+  }
+
+  // int8 weights (kernels/int8.h) with their scales, in one buffer: the rows x cols bytes, padded
+  // to 256, then rows x (cols / group) f32 scales.
+  Expected<Weight> upload_int8_weight(const Weight& host, DeviceBuffer* storage) {
+    if (host.rows < 0 || host.cols < 0 || host.group <= 0 || host.cols % host.group != 0) {
+      return invalid_argument("cuda backend: int8 weight of " + std::to_string(host.rows) + " x " +
+                              std::to_string(host.cols) + " with group " +
+                              std::to_string(host.group));
+    }
+    if (storage == nullptr) return invalid_argument("cuda backend: upload_weight without storage");
+    const size_t bytes = static_cast<size_t>(host.rows) * static_cast<size_t>(host.cols);
+    const size_t scale_count = static_cast<size_t>(host.rows) *
+                               static_cast<size_t>(host.cols / host.group);
+    if (bytes > 0 && (host.data == nullptr || host.scales == nullptr)) {
+      return invalid_argument("cuda backend: upload_weight of an int8 weight without data or scales");
+    }
+    const size_t scale_offset = (bytes + 255) / 256 * 256;
+    TESSERA_ASSIGN_OR_RETURN(*storage, allocate(scale_offset + scale_count * sizeof(float)));
+    auto* base = static_cast<char*>(storage->data());
+    TESSERA_RETURN_IF_ERROR(upload(base, host.data, bytes));
+    TESSERA_RETURN_IF_ERROR(upload(base + scale_offset, host.scales, scale_count * sizeof(float)));
+    Weight device = host;
+    device.data = base;
+    device.scales = reinterpret_cast<const float*>(base + scale_offset);
     return device;
   }
 

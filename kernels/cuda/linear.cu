@@ -12,6 +12,10 @@
 // loading
 //   it (cuBLAS has no f32 x bf16 mixed GEMM; converting x to bf16 would lose precision). Bias
 //   fused.
+// int8 weights (kernels/int8.h: symmetric int8, an f32 scale per group of `group` weights along k)
+// take the same two kernels, the weights dequantized while loading (q * scale in f32, x in f32: the
+// CPU kernels' 16-bit x differs from f32 x by ~2^-16 relative): the GEMV reads 16 weights per
+// 16-byte load, half the bytes of bf16, which is what a decode step is bound by.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -130,6 +134,90 @@ Status launch_gemv(const float* x, int64_t m, const WeightT* w, int64_t n, int64
   return Status();
 }
 
+// int8 weights: one warp per output feature as above; kVectorized: 16 weights per 16-byte load,
+// needs 16-byte aligned x and w, k % 16 == 0 and group % 16 == 0 (a load never straddles groups).
+template <bool kVectorized>
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    linear_gemv_i8_kernel(const float* __restrict__ x, const int8_t* __restrict__ w,
+                          const float* __restrict__ scales, int64_t group,
+                          const float* __restrict__ bias, float* __restrict__ y, int rows,
+                          int64_t n, int64_t k) {
+  const int lane = threadIdx.x % 32;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
+  if (col >= n) return;  // uniform per warp; the kernel has no block barrier
+  const int8_t* w_row = w + col * k;
+  const float* s_row = scales + col * (k / group);
+  float acc[kGemvRowsConst];
+#pragma unroll
+  for (int r = 0; r < kGemvRowsConst; ++r) acc[r] = 0.f;
+  if constexpr (kVectorized) {
+    const int64_t chunks = k / 16;
+    for (int64_t c = lane; c < chunks; c += 32) {
+      const uint4 v = *reinterpret_cast<const uint4*>(w_row + c * 16);
+      const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+      float wv[16];
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        wv[i] = static_cast<float>(static_cast<int8_t>((words[i / 4] >> (8 * (i % 4))) & 0xffu));
+      }
+      const float s = s_row[(c * 16) / group];
+#pragma unroll
+      for (int r = 0; r < kGemvRowsConst; ++r) {
+        if (r < rows) {
+          const float* x_chunk = x + r * k + c * 16;
+          float dot = 0.f;
+#pragma unroll
+          for (int part = 0; part < 16; part += 4) {
+            float xv[4];
+            load16(x_chunk + part, xv);
+            dot += wv[part] * xv[0] + wv[part + 1] * xv[1] + wv[part + 2] * xv[2] +
+                   wv[part + 3] * xv[3];
+          }
+          acc[r] += s * dot;
+        }
+      }
+    }
+  } else {
+    for (int64_t i = lane; i < k; i += 32) {
+      const float wv = static_cast<float>(w_row[i]) * s_row[i / group];
+#pragma unroll
+      for (int r = 0; r < kGemvRowsConst; ++r) {
+        if (r < rows) acc[r] += wv * x[r * k + i];
+      }
+    }
+  }
+  const float b = bias != nullptr ? bias[col] : 0.f;
+#pragma unroll
+  for (int r = 0; r < kGemvRowsConst; ++r) {
+    if (r < rows) {
+      const float sum = warp_sum(acc[r]);
+      if (lane == 0) y[r * n + col] = sum + b;
+    }
+  }
+}
+
+Status launch_gemv_i8(const float* x, int64_t m, const Weight& w, const float* bias, float* y,
+                      cudaStream_t stream) {
+  const int64_t n = w.rows, k = w.cols;
+  const bool vectorized = aligned16(x) && aligned16(w.data) && k % 16 == 0 && w.group % 16 == 0;
+  const int64_t blocks = (n + kGemvWarps - 1) / kGemvWarps;
+  if (blocks > INT_MAX)
+    return invalid_argument("cuda linear: n = " + std::to_string(n) + " too large");
+  const dim3 grid(static_cast<unsigned>(blocks));
+  const dim3 block(kGemvWarps * 32);
+  const int rows = static_cast<int>(m);
+  const auto* q = static_cast<const int8_t*>(w.data);
+  if (vectorized) {
+    linear_gemv_i8_kernel<true><<<grid, block, 0, stream>>>(x, q, w.scales, w.group, bias, y, rows,
+                                                             n, k);
+  } else {
+    linear_gemv_i8_kernel<false><<<grid, block, 0, stream>>>(x, q, w.scales, w.group, bias, y,
+                                                              rows, n, k);
+  }
+  TESSERA_CUDA_CHECK_LAUNCH("linear: int8 gemv kernel launch");
+  return Status();
+}
+
 // ---- tiled GEMM for bf16 weights
 // ------------------------------------------------------------------- Block: 64 rows of x by 64
 // output features, 256 threads, each computing a 4x4 sub-tile with stride 16 in both directions (so
@@ -141,10 +229,26 @@ constexpr int kTileK = 16;
 constexpr int kTileThreads = 256;
 constexpr int kSub = 4;  // outputs per thread in each direction; kTileM == 16 * kSub
 
+// The weight element (row gn, column gk) in f32: bf16 widened, or int8 times its group's scale.
+struct Bf16Rows {
+  const uint16_t* w;
+  __device__ __forceinline__ float operator()(int64_t gn, int64_t gk, int64_t k) const {
+    return load_weight(w + gn * k + gk);
+  }
+};
+struct Int8Rows {
+  const int8_t* q;
+  const float* scales;
+  int64_t group;
+  __device__ __forceinline__ float operator()(int64_t gn, int64_t gk, int64_t k) const {
+    return static_cast<float>(q[gn * k + gk]) * scales[gn * (k / group) + gk / group];
+  }
+};
+
+template <typename Rows>
 __global__ void __launch_bounds__(kTileThreads)
-    linear_tiled_bf16_kernel(const float* __restrict__ x, const uint16_t* __restrict__ w,
-                             const float* __restrict__ bias, float* __restrict__ y, int64_t m,
-                             int64_t n, int64_t k) {
+    linear_tiled_kernel(const float* __restrict__ x, Rows w, const float* __restrict__ bias,
+                        float* __restrict__ y, int64_t m, int64_t n, int64_t k) {
   __shared__ float x_tile[kTileK][kTileM + 1];
   __shared__ float w_tile[kTileK][kTileN + 1];
   const int tid = threadIdx.x;
@@ -169,7 +273,7 @@ __global__ void __launch_bounds__(kTileThreads)
       const int64_t gm = row0 + r;
       const int64_t gn = col0 + r;
       x_tile[kk][r] = (gm < m && gk < k) ? x[gm * k + gk] : 0.f;
-      w_tile[kk][r] = (gn < n && gk < k) ? load_weight(w + gn * k + gk) : 0.f;
+      w_tile[kk][r] = (gn < n && gk < k) ? w(gn, gk, k) : 0.f;
     }
     __syncthreads();
 #pragma unroll
@@ -289,12 +393,16 @@ bool tf32_products() {
 
 Status linear(const float* x, int64_t m, const Weight& w, const float* bias, float* y,
               cudaStream_t stream) {
-  if (w.dtype != DType::kF32 && w.dtype != DType::kBF16) {
+  if (w.dtype != DType::kF32 && w.dtype != DType::kBF16 && w.dtype != DType::kI8) {
     return unsupported(std::string("cuda linear: weight dtype ") + dtype_name(w.dtype) +
-                       " (expected F32 or BF16)");
+                       " (expected F32, BF16 or I8)");
   }
   const int64_t n = w.rows;
   const int64_t k = w.cols;
+  if (w.dtype == DType::kI8 && (w.scales == nullptr || w.group <= 0 || k % w.group != 0)) {
+    return invalid_argument("cuda linear: int8 weight without scales or with group " +
+                            std::to_string(w.group) + " not dividing k = " + std::to_string(k));
+  }
   if (m < 0 || n < 0 || k < 0) {
     return invalid_argument("cuda linear: negative size (m " + std::to_string(m) + ", n " +
                             std::to_string(n) + ", k " + std::to_string(k) + ")");
@@ -315,6 +423,7 @@ Status linear(const float* x, int64_t m, const Weight& w, const float* bias, flo
   }
 
   if (m <= kGemvMaxRows) {
+    if (w.dtype == DType::kI8) return launch_gemv_i8(x, m, w, bias, y, stream);
     if (w.dtype == DType::kF32) {
       return launch_gemv(x, m, static_cast<const float*>(w.data), n, k, bias, y, stream);
     }
@@ -329,11 +438,17 @@ Status linear(const float* x, int64_t m, const Weight& w, const float* bias, flo
   const int64_t grid_y = (m + kTileM - 1) / kTileM;
   if (grid_y > 65535) {
     return invalid_argument("cuda linear: m = " + std::to_string(m) +
-                            " rows exceed the bf16 GEMM grid (at most 4194240)");
+                            " rows exceed the tiled GEMM grid (at most 4194240)");
   }
   const dim3 grid(static_cast<unsigned>((n + kTileN - 1) / kTileN), static_cast<unsigned>(grid_y));
-  linear_tiled_bf16_kernel<<<grid, kTileThreads, 0, stream>>>(
-      x, static_cast<const uint16_t*>(w.data), bias, y, m, n, k);
+  if (w.dtype == DType::kI8) {
+    linear_tiled_kernel<<<grid, kTileThreads, 0, stream>>>(
+        x, Int8Rows{static_cast<const int8_t*>(w.data), w.scales, w.group}, bias, y, m, n, k);
+    TESSERA_CUDA_CHECK_LAUNCH("linear: int8 tiled gemm launch");
+    return Status();
+  }
+  linear_tiled_kernel<<<grid, kTileThreads, 0, stream>>>(
+      x, Bf16Rows{static_cast<const uint16_t*>(w.data)}, bias, y, m, n, k);
   TESSERA_CUDA_CHECK_LAUNCH("linear: bf16 tiled gemm launch");
   return Status();
 }

@@ -1,6 +1,6 @@
 // The CUDA kernels::Backend (kernels/cuda/cuda_backend.cu) through the Backend interface, against
 // the CPU backend: memory (allocate, upload, download, copy incl. overlapping ranges, fill_zero),
-// out-of-memory as a Status, weights (f32, bf16), the ops the models use, the decode workspace
+// out-of-memory as a Status, weights (f32, bf16, int8), the ops the models use, the decode workspace
 // growing across shapes, the bf16 K/V cache methods, and launch errors as Status naming the op.
 // Skips (make_cuda_backend's reason) without a usable device or in a build without CUDA.
 #include <gtest/gtest.h>
@@ -16,6 +16,7 @@
 
 #include "engine/core/dtype.h"
 #include "kernels/backend.h"
+#include "kernels/int8.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "tests/support/kernel_test_util.h"
 
@@ -178,6 +179,49 @@ TEST_F(CudaBackendTest, WeightsAndOpsMatchTheCpuBackend) {
   for (size_t i = 0; i < ids.size(); ++i) {
     EXPECT_TRUE(test::all_equal(gathered.data() + i * dim, x.data() + ids[i] * dim, dim)) << i;
   }
+}
+
+// int8 weights (kernels/int8.h) on the device: the GEMV (1-16 rows) and the tiled GEMM, against
+// the CPU backend's f32 linear on the dequantized weights (q * scale: what an int8 weight means; the
+// CPU's own int8 kernels round x to 16 bits, and its GEMM above 32 rows to bf16), for groups of 128
+// and 32 (16-byte loads) and a row of 30 (its own group: the per-element path); and a weight without
+// scales is refused.
+TEST_F(CudaBackendTest, Int8WeightsMatchTheCpuBackend) {
+  for (const int64_t k : {int64_t{256}, int64_t{96}, int64_t{30}}) {
+    const int64_t n = 72, group = int8_group_for(k);
+    SCOPED_TRACE("k=" + std::to_string(k) + " group " + std::to_string(group));
+    const std::vector<float> w32 = test::random_floats(static_cast<size_t>(n * k), 12);
+    std::vector<int8_t> q(w32.size());
+    std::vector<float> scales(static_cast<size_t>(n * (k / group)));
+    quantize_int8_rows(w32.data(), n, k, group, q.data(), scales.data());
+    const Weight host{q.data(), DType::kI8, n, k, scales.data(), group};
+    std::vector<float> dequantized(q.size());
+    for (size_t i = 0; i < q.size(); ++i) {
+      dequantized[i] = static_cast<float>(q[i]) * scales[i / static_cast<size_t>(group)];
+    }
+    const Weight reference{dequantized.data(), DType::kF32, n, k};
+    const std::vector<float> bias = test::random_floats(static_cast<size_t>(n), 13);
+    DeviceBuffer w_storage, b_storage;
+    Expected<Weight> w = be_->upload_weight(host, &w_storage);
+    ASSERT_TRUE(w.ok()) << w.status().to_string();
+    Expected<const float*> b = be_->upload_f32(bias.data(), n, &b_storage);
+    ASSERT_TRUE(b.ok()) << b.status().to_string();
+    for (int64_t m : {1, 2, 8, 16, 17, 70}) {
+      SCOPED_TRACE("m=" + std::to_string(m));
+      const std::vector<float> x = test::random_floats(static_cast<size_t>(m * k), 30 + m);
+      std::vector<float> want(static_cast<size_t>(m * n));
+      TESSERA_ASSERT_OK(cpu_->linear(x.data(), m, reference, bias.data(), want.data()));
+      float* dx = put(x);
+      float* dy = make<float>(want.size());
+      TESSERA_ASSERT_OK(be_->linear(dx, m, *w, *b, dy));
+      EXPECT_TRUE(
+          test::all_close(get(dy, want.size()).data(), want.data(), want.size(), 1e-4, 1e-4));
+    }
+  }
+  const std::vector<int8_t> q(64, 1);
+  const Weight no_scales{q.data(), DType::kI8, 2, 32, nullptr, 32};
+  DeviceBuffer storage;
+  EXPECT_FALSE(be_->upload_weight(no_scales, &storage).ok());
 }
 
 // attention_decode with the backend's own workspace, for shapes that need a larger one in turn
