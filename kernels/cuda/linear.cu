@@ -54,6 +54,14 @@ __device__ __forceinline__ void load16(const uint16_t* p, float (&out)[8]) {
   }
 }
 
+// The warp's sums of its output feature `col` for each of the `rows` rows of x, bias added, written
+// by lane 0 (`rows` is uniform, so the whole warp takes part in every shuffle).
+__device__ __forceinline__ void store_gemv_rows(const float (&acc)[kGemvRowsConst], int rows,
+                                                int lane, const float* __restrict__ bias,
+                                                float* __restrict__ y, int64_t n, int64_t col) {
+  store_gemv_rows(acc, rows, lane, bias, y, n, col);
+}
+
 // One warp per output feature `col`; lanes stride over k. kVectorized requires 16-byte aligned x
 // and w and k a multiple of the 16-byte element count (checked by the host), so every row start is
 // aligned.
@@ -100,18 +108,20 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     }
   }
 
-  const float b = bias != nullptr ? bias[col] : 0.f;
-#pragma unroll
-  for (int r = 0; r < kGemvRowsConst; ++r) {
-    if (r < rows) {  // `rows` is uniform, so the whole warp takes part in the shuffle
-      const float sum = warp_sum(acc[r]);
-      if (lane == 0) y[r * n + col] = sum + b;
-    }
-  }
+  store_gemv_rows(acc, rows, lane, bias, y, n, col);
 }
 
 bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+// One block per kGemvWarps output features.
+Expected<dim3> gemv_grid(int64_t n) {
+  const int64_t blocks = (n + kGemvWarps - 1) / kGemvWarps;
+  if (blocks > INT_MAX) {
+    return invalid_argument("cuda linear: n = " + std::to_string(n) + " too large");
+  }
+  return dim3(static_cast<unsigned>(blocks));
 }
 
 template <typename WeightT>
@@ -119,10 +129,7 @@ Status launch_gemv(const float* x, int64_t m, const WeightT* w, int64_t n, int64
                    const float* bias, float* y, cudaStream_t stream) {
   constexpr int64_t kPer = 16 / static_cast<int64_t>(sizeof(WeightT));
   const bool vectorized = aligned16(x) && aligned16(w) && k % kPer == 0;
-  const int64_t blocks = (n + kGemvWarps - 1) / kGemvWarps;
-  if (blocks > INT_MAX)
-    return invalid_argument("cuda linear: n = " + std::to_string(n) + " too large");
-  const dim3 grid(static_cast<unsigned>(blocks));
+  TESSERA_ASSIGN_OR_RETURN(const dim3 grid, gemv_grid(n));
   const dim3 block(kGemvWarps * 32);
   const int rows = static_cast<int>(m);
   if (vectorized) {
@@ -186,24 +193,14 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
       }
     }
   }
-  const float b = bias != nullptr ? bias[col] : 0.f;
-#pragma unroll
-  for (int r = 0; r < kGemvRowsConst; ++r) {
-    if (r < rows) {
-      const float sum = warp_sum(acc[r]);
-      if (lane == 0) y[r * n + col] = sum + b;
-    }
-  }
+  store_gemv_rows(acc, rows, lane, bias, y, n, col);
 }
 
 Status launch_gemv_i8(const float* x, int64_t m, const Weight& w, const float* bias, float* y,
                       cudaStream_t stream) {
   const int64_t n = w.rows, k = w.cols;
   const bool vectorized = aligned16(x) && aligned16(w.data) && k % 16 == 0 && w.group % 16 == 0;
-  const int64_t blocks = (n + kGemvWarps - 1) / kGemvWarps;
-  if (blocks > INT_MAX)
-    return invalid_argument("cuda linear: n = " + std::to_string(n) + " too large");
-  const dim3 grid(static_cast<unsigned>(blocks));
+  TESSERA_ASSIGN_OR_RETURN(const dim3 grid, gemv_grid(n));
   const dim3 block(kGemvWarps * 32);
   const int rows = static_cast<int>(m);
   const auto* q = static_cast<const int8_t*>(w.data);
