@@ -313,7 +313,8 @@ Status track_surface(const Lattice& l, float iso, BatchEvaluator& eval, std::vec
 // is a tube threading between parent lattice points, and cleanup's small-component filter drops
 // the former. `cells` / `corners` are replaced by the finest surface cells, tracked.
 Status refine_finest_seeded(const Lattice& l, const Lattice& next, float iso, BatchEvaluator& eval,
-                            std::vector<int64_t>& cells, std::vector<std::array<float, 8>>& corners) {
+                            std::vector<int64_t>& cells, std::vector<std::array<float, 8>>& corners,
+                            float* lo, float* hi) {
   PointValues values(cells.size() * 8);
   PointValues members(cells.size() * 4);  // finest cells already in the output (values unused)
   std::vector<int64_t> query;
@@ -325,7 +326,11 @@ Status refine_finest_seeded(const Lattice& l, const Lattice& next, float iso, Ba
   auto query_all = [&]() -> Status {
     queried.resize(query.size());
     TESSERA_RETURN_IF_ERROR(eval.evaluate(next, query, queried.data()));
-    for (size_t q = 0; q < query.size(); ++q) *values.find(query[q]) = queried[q];
+    for (size_t q = 0; q < query.size(); ++q) {
+      *values.find(query[q]) = queried[q];
+      *lo = std::min(*lo, queried[q]);
+      *hi = std::max(*hi, queried[q]);
+    }
     query.clear();
     return Status();
   };
@@ -502,7 +507,7 @@ Expected<Mesh> extract_coarse_to_fine(const OccupancyFn& occupancy,
     const Lattice next = make_lattice(level + 1, options.bound);
     const bool finest = level + 1 == options.resolution_base;
     if (finest) {
-      TESSERA_RETURN_IF_ERROR(refine_finest_seeded(l, next, iso, eval, cells, corners));
+      TESSERA_RETURN_IF_ERROR(refine_finest_seeded(l, next, iso, eval, cells, corners, &lo, &hi));
       l = next;
       ++st->levels;
       break;

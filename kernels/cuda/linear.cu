@@ -59,7 +59,14 @@ __device__ __forceinline__ void load16(const uint16_t* p, float (&out)[8]) {
 __device__ __forceinline__ void store_gemv_rows(const float (&acc)[kGemvRowsConst], int rows,
                                                 int lane, const float* __restrict__ bias,
                                                 float* __restrict__ y, int64_t n, int64_t col) {
-  store_gemv_rows(acc, rows, lane, bias, y, n, col);
+  const float b = bias != nullptr ? bias[col] : 0.f;
+#pragma unroll
+  for (int r = 0; r < kGemvRowsConst; ++r) {
+    if (r < rows) {
+      const float sum = warp_sum(acc[r]);
+      if (lane == 0) y[r * n + col] = sum + b;
+    }
+  }
 }
 
 // One warp per output feature `col`; lanes stride over k. kVectorized requires 16-byte aligned x
