@@ -146,38 +146,47 @@ void gemv_parts(Isa isa, bool bf16x, const float* x, int64_t m, const LinearPart
     rows_per_task[p] = std::max<int64_t>(4, (rows + 3) / 4 * 4);
     first_task[p + 1] = first_task[p] + (w.rows + rows_per_task[p] - 1) / rows_per_task[p];
   }
-  // bf16 parts on the vdpbf16ps kernel: x rounded to bf16 once per call here (all m rows; the
-  // parts of one call share x and, with one k, its rounding), read by every task.
+  // bf16 parts on the vdpbf16ps kernel: x rounded to bf16 once per call here (all m rows; every
+  // part of a call has the same cols, ops.h), read by every task of every part.
   thread_local std::vector<uint16_t> bf16_x;
   const uint16_t* xb[kMaxParts] = {};
   if (bf16x && isa == Isa::kAvx512) {
-    int64_t k_done = -1;
     uint16_t* aligned = nullptr;
     for (int64_t p = 0; p < n_parts; ++p) {
       const Weight& w = parts[p].w;
       if (w.dtype != DType::kBF16) continue;
-      if (w.cols != k_done) {
-        if (k_done >= 0) break;  // parts of different k (not made by the engine): per task below
+      assert(w.cols == parts[0].w.cols);
+      if (aligned == nullptr) {
         // The kernel reads xb with aligned loads: 64-byte aligned start (32 spare elements).
         bf16_x.resize(static_cast<size_t>(m * bf16x_kpad(w.cols) + 32));
         const auto addr = reinterpret_cast<uintptr_t>(bf16_x.data());
         aligned = bf16_x.data() + ((64 - addr % 64) % 64) / sizeof(uint16_t);
         prepare_bf16x_avx512(x, m, w.cols, aligned);
-        k_done = w.cols;
       }
       xb[p] = aligned;
     }
   }
-  // int8 parts: x quantized once per part here (all m rows), read by every task of the part.
+  // int8 parts: x quantized once here (all m rows), read by every task; parts with the same group
+  // and preparation (q/k/v, gate/up: one x, one cols) share it.
   thread_local std::vector<int16_t> i8_q;
   thread_local std::vector<float> i8_scale;
   Int8Rows i8_rows[kMaxParts];
   Int8Kernel i8_kernel[kMaxParts];
   {
+    int64_t shared_with[kMaxParts];
     size_t q_len = 0, s_len = 0;
     for (int64_t p = 0; p < n_parts; ++p) {
       const Weight& w = parts[p].w;
+      shared_with[p] = -1;
       if (w.dtype != DType::kI8) continue;
+      i8_kernel[p] = int8_kernel_for(static_cast<int>(isa), w);
+      for (int64_t r = 0; r < p && shared_with[p] < 0; ++r) {
+        if (parts[r].w.dtype == DType::kI8 && parts[r].w.group == w.group &&
+            i8_kernel[r].prepare == i8_kernel[p].prepare) {
+          shared_with[p] = r;
+        }
+      }
+      if (shared_with[p] >= 0) continue;
       q_len += static_cast<size_t>(m * w.cols);
       s_len += static_cast<size_t>(m * (w.cols / w.group));
     }
@@ -187,7 +196,10 @@ void gemv_parts(Isa isa, bool bf16x, const float* x, int64_t m, const LinearPart
     for (int64_t p = 0; p < n_parts; ++p) {
       const Weight& w = parts[p].w;
       if (w.dtype != DType::kI8) continue;
-      i8_kernel[p] = int8_kernel_for(static_cast<int>(isa), w);
+      if (shared_with[p] >= 0) {
+        i8_rows[p] = i8_rows[shared_with[p]];
+        continue;
+      }
       i8_kernel[p].prepare(x, m, w, i8_q.data() + q_at, i8_scale.data() + s_at);
       i8_rows[p] = Int8Rows{m, w.cols, w.group, i8_q.data() + q_at, i8_scale.data() + s_at};
       q_at += static_cast<size_t>(m * w.cols);
