@@ -299,54 +299,87 @@ Status reduce_triangles(Mesh& mesh, int64_t max_triangles) {
 void smooth_taubin(Mesh& mesh, int iterations, float lambda, float mu) {
   const int64_t nv = mesh.vertex_count();
   if (iterations <= 0 || nv == 0) return;
-  // Neighbours of each vertex (through triangle edges), as CSR arrays; each edge listed once per end.
-  std::vector<std::pair<uint32_t, uint32_t>> pairs;
-  pairs.reserve(mesh.triangles.size() * 2);
-  for (size_t t = 0; t + 2 < mesh.triangles.size(); t += 3) {
+  // Neighbours of each vertex (through triangle edges) as CSR arrays, ascending, each once. Built by
+  // counting: every triangle edge a-b (a != b) lists b under a and a under b, so b appears under a
+  // as many times as triangles use the edge {a, b}; that multiplicity, read while each vertex's short
+  // list is sorted and deduplicated, finds the edges not used by exactly two triangles.
+  const std::vector<uint32_t>& tri = mesh.triangles;
+  std::vector<uint32_t> start(static_cast<size_t>(nv) + 1, 0);
+  std::vector<uint8_t> self_edges(static_cast<size_t>(nv), 0);  // a-a edges (saturating count)
+  for (size_t t = 0; t + 2 < tri.size(); t += 3) {
     for (int e = 0; e < 3; ++e) {
-      const uint32_t a = mesh.triangles[t + e], b = mesh.triangles[t + (e + 1) % 3];
-      if (a == b) continue;
-      pairs.emplace_back(a, b);
-      pairs.emplace_back(b, a);
+      const uint32_t a = tri[t + e], b = tri[t + (e + 1) % 3];
+      if (a == b) {
+        self_edges[a] = static_cast<uint8_t>(std::min(3, self_edges[a] + 1));
+        continue;
+      }
+      ++start[a + 1];
+      ++start[b + 1];
     }
   }
-  std::sort(pairs.begin(), pairs.end());
-  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
-  std::vector<size_t> start(static_cast<size_t>(nv) + 1, 0);
-  for (const auto& pr : pairs) ++start[pr.first + 1];
   for (int64_t v = 0; v < nv; ++v) start[v + 1] += start[v];
-  // Vertices on a boundary or non-manifold edge stay where they are (smoothing would pull an open
-  // rim inwards): an edge used by exactly two triangles is interior.
-  std::vector<char> pinned(static_cast<size_t>(nv), 0);
+  std::vector<uint32_t> nbr(start[static_cast<size_t>(nv)]);
   {
-    std::unordered_map<uint64_t, int> use;
-    use.reserve(mesh.triangles.size());
-    for (size_t t = 0; t + 2 < mesh.triangles.size(); t += 3) {
+    std::vector<uint32_t> fill(start.begin(), start.end() - 1);
+    for (size_t t = 0; t + 2 < tri.size(); t += 3) {
       for (int e = 0; e < 3; ++e) {
-        const uint32_t a = mesh.triangles[t + e], b = mesh.triangles[t + (e + 1) % 3];
-        ++use[(static_cast<uint64_t>(std::min(a, b)) << 32) | std::max(a, b)];
+        const uint32_t a = tri[t + e], b = tri[t + (e + 1) % 3];
+        if (a == b) continue;
+        nbr[fill[a]++] = b;
+        nbr[fill[b]++] = a;
       }
     }
-    for (const auto& [key, count] : use) {
-      if (count == 2) continue;
-      pinned[key >> 32] = 1;
-      pinned[key & 0xffffffffu] = 1;
+  }
+  // Vertices on a boundary or non-manifold edge stay where they are (smoothing would pull an open
+  // rim inwards): an edge used by exactly two triangles is interior. A self edge (a triangle that
+  // repeats a vertex) counts too, as an edge a-a.
+  std::vector<char> pinned(static_cast<size_t>(nv), 0);
+  uint32_t out = 0;
+  for (int64_t v = 0; v < nv; ++v) {
+    const uint32_t b = start[v], e = start[v + 1];
+    std::sort(nbr.begin() + b, nbr.begin() + e);
+    start[v] = out;
+    if (self_edges[static_cast<size_t>(v)] != 0 && self_edges[static_cast<size_t>(v)] != 2) {
+      pinned[static_cast<size_t>(v)] = 1;
+    }
+    for (uint32_t i = b; i < e;) {
+      uint32_t j = i + 1;
+      while (j < e && nbr[j] == nbr[i]) ++j;
+      if (j - i != 2) {
+        pinned[static_cast<size_t>(v)] = 1;
+        pinned[nbr[i]] = 1;
+      }
+      nbr[out++] = nbr[i];
+      i = j;
     }
   }
+  start[static_cast<size_t>(nv)] = out;
+  nbr.resize(out);
   std::vector<float> next(mesh.positions.size());
   auto pass = [&](float factor) {
+    const float* pos = mesh.positions.data();
     for (int64_t v = 0; v < nv; ++v) {
-      const size_t b = start[v], e = start[v + 1];
+      const uint32_t b = start[v], e = start[v + 1];
+      const float* p = pos + 3 * v;
+      float* q = next.data() + 3 * v;
+      if (b == e || pinned[static_cast<size_t>(v)] != 0) {
+        q[0] = p[0];
+        q[1] = p[1];
+        q[2] = p[2];
+        continue;
+      }
+      // Each coordinate summed in double over the neighbours in ascending order.
+      double sum[3] = {0.0, 0.0, 0.0};
+      for (uint32_t i = b; i < e; ++i) {
+        const float* n = pos + 3 * static_cast<size_t>(nbr[i]);
+        sum[0] += n[0];
+        sum[1] += n[1];
+        sum[2] += n[2];
+      }
+      const double count = static_cast<double>(e - b);
       for (int d = 0; d < 3; ++d) {
-        const float p = mesh.positions[3 * v + d];
-        if (b == e || pinned[static_cast<size_t>(v)] != 0) {
-          next[3 * v + d] = p;
-          continue;
-        }
-        double sum = 0;
-        for (size_t i = b; i < e; ++i) sum += mesh.positions[3 * pairs[i].second + d];
-        const double mean = sum / static_cast<double>(e - b);
-        next[3 * v + d] = static_cast<float>(p + factor * (mean - p));
+        const double mean = sum[d] / count;
+        q[d] = static_cast<float>(p[d] + factor * (mean - p[d]));
       }
     }
     mesh.positions.swap(next);

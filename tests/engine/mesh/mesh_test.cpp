@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -409,6 +410,75 @@ TEST(Cleanup, DecimatesToFaceBudget) {
   EXPECT_GT(mesh->triangle_count(), 500);
   EXPECT_NEAR(signed_volume(*mesh), 4.0 / 3 * kPi * 0.343, 0.03 * 4.0 / 3 * kPi * 0.343);
   EXPECT_EQ(decimate(*mesh, 0).code(), ErrorCode::kInvalidArgument);
+}
+
+// The definition smooth_taubin is held to: neighbours from a sorted list of directed edges, an
+// edge's use counted in a map (pinned ends unless used by exactly two triangles, self edges a-a
+// included), and each coordinate's mean summed in double over the neighbours in ascending order.
+void smooth_taubin_reference(Mesh& mesh, int iterations, float lambda, float mu) {
+  const auto nv = static_cast<size_t>(mesh.vertex_count());
+  std::vector<std::set<uint32_t>> nbrs(nv);
+  std::map<std::pair<uint32_t, uint32_t>, int> use;
+  const auto& t = mesh.triangles;
+  for (size_t i = 0; i + 2 < t.size(); i += 3) {
+    for (int e = 0; e < 3; ++e) {
+      const uint32_t a = t[i + e], b = t[i + (e + 1) % 3];
+      ++use[{std::min(a, b), std::max(a, b)}];
+      if (a == b) continue;
+      nbrs[a].insert(b);
+      nbrs[b].insert(a);
+    }
+  }
+  std::vector<bool> pinned(nv, false);
+  for (const auto& [edge, count] : use) {
+    if (count != 2) pinned[edge.first] = pinned[edge.second] = true;
+  }
+  for (int it = 0; it < 2 * iterations; ++it) {
+    const float factor = it % 2 == 0 ? lambda : mu;
+    std::vector<float> next = mesh.positions;
+    for (size_t v = 0; v < nv; ++v) {
+      if (pinned[v] || nbrs[v].empty()) continue;
+      for (int d = 0; d < 3; ++d) {
+        double sum = 0;
+        for (uint32_t n : nbrs[v]) sum += mesh.positions[3 * n + d];
+        const double mean = sum / static_cast<double>(nbrs[v].size());
+        const float p = mesh.positions[3 * v + d];
+        next[3 * v + d] = static_cast<float>(p + factor * (mean - p));
+      }
+    }
+    mesh.positions = std::move(next);
+  }
+}
+
+TEST(Cleanup, SmoothTaubinMatchesItsReferenceBitForBit) {
+  // A closed surface, then triangle soups over few vertices: boundaries, non-manifold edges,
+  // triangles that repeat a vertex, vertices no triangle uses.
+  std::vector<Mesh> meshes;
+  ExtractionOptions o;
+  o.resolution_base = 4;
+  auto closed = extract_dense(torus(0.6f, 0.3f), o);
+  ASSERT_TRUE(closed.ok());
+  meshes.push_back(*closed);
+  std::mt19937 rng(7);
+  for (int k = 0; k < 20; ++k) {
+    Mesh m;
+    const int nv = 4 + k * 3;
+    std::uniform_real_distribution<float> pos(-1.0f, 1.0f);
+    for (int i = 0; i < 3 * nv; ++i) m.positions.push_back(pos(rng));
+    std::uniform_int_distribution<int> vert(0, nv - 1 - (k % 3 == 0 ? 2 : 0));
+    for (int i = 0; i < 3 * (2 + 2 * k); ++i) m.triangles.push_back(static_cast<uint32_t>(vert(rng)));
+    meshes.push_back(m);
+  }
+  for (size_t i = 0; i < meshes.size(); ++i) {
+    Mesh fast = meshes[i], ref = meshes[i];
+    smooth_taubin(fast, 5);
+    smooth_taubin_reference(ref, 5, 0.5f, -0.53f);
+    ASSERT_EQ(fast.positions.size(), ref.positions.size());
+    for (size_t j = 0; j < ref.positions.size(); ++j) {
+      ASSERT_EQ(fast.positions[j], ref.positions[j]) << "mesh " << i << ", coordinate " << j;
+    }
+    EXPECT_EQ(fast.triangles, meshes[i].triangles) << "mesh " << i;
+  }
 }
 
 class ExportTest : public ::testing::Test {
