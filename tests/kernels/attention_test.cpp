@@ -171,6 +171,40 @@ TEST(AttentionDecode, MatchesReference) {
   }
 }
 
+// Every key's score must be the same bits whichever loop of the decode's dot product computes it
+// (blocks of kLanes keys reduced together, then 4 keys, then 1): with identical keys and one-hot
+// values, output j is key j's softmax weight, so all of them must be equal, bit for bit.
+TEST(AttentionDecode, EveryKeyScoredAlikeWhateverItsBlock) {
+  struct Case {
+    int64_t kv_len, head_dim;
+  };
+  for (const Case c : {Case{37, 40}, Case{53, 64}, Case{21, 32}, Case{70, 96}}) {
+    std::vector<float> q(static_cast<size_t>(c.head_dim));
+    std::vector<float> key(static_cast<size_t>(c.head_dim));
+    uint32_t state = static_cast<uint32_t>(c.kv_len * 977 + c.head_dim);
+    auto next = [&state] {
+      state = state * 1664525u + 1013904223u;
+      return static_cast<float>(state >> 8) / 16777216.0f * 2.0f - 1.0f;
+    };
+    for (float& x : q) x = next();
+    for (float& x : key) x = next();
+    std::vector<float> k, v(static_cast<size_t>(c.kv_len * c.head_dim), 0.0f);
+    for (int64_t j = 0; j < c.kv_len; ++j) {
+      k.insert(k.end(), key.begin(), key.end());
+      v[static_cast<size_t>(j * c.head_dim + j)] = 1.0f;
+    }
+    const AttentionShape s = kernels::contiguous_attention(1, 1, 1, c.kv_len, c.head_dim, false,
+                                                           1.0f / std::sqrt(float(c.head_dim)));
+    std::vector<float> o(static_cast<size_t>(c.head_dim));
+    test::for_each_cpu_mode([&] {
+      SCOPED_TRACE("kv_len " + std::to_string(c.kv_len) + ", head_dim " + std::to_string(c.head_dim));
+      cpu::attention_decode(q.data(), k.data(), v.data(), o.data(), s);
+      EXPECT_GT(o[0], 0.0f);
+      for (int64_t j = 1; j < c.kv_len; ++j) ASSERT_EQ(o[static_cast<size_t>(j)], o[0]) << "key " << j;
+    });
+  }
+}
+
 TEST(AttentionDecode, EqualsLastRowOfFullAttention) {
   for (int64_t len : {1, 17, 130, 300}) {
     const int64_t heads = 3, head_dim = 80;
