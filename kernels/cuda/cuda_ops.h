@@ -37,14 +37,17 @@ typedef struct CUstream_st* cudaStream_t;  // NOLINT(modernize-use-using): mirro
 namespace tessera::kernels::cuda {
 
 // linear() takes the GEMV kernel (one warp per output feature, weights read once) up to this many
-// rows, and a GEMM (cuBLAS for f32 weights, a shared-memory tiled kernel for bf16 weights) above.
+// rows, and a GEMM (cuBLAS for f32 weights, a shared-memory tiled kernel for bf16 and int8 weights)
+// above.
 inline constexpr int64_t kGemvMaxRows = 8;
 // Largest head_dim the attention kernels handle.
 inline constexpr int64_t kAttentionMaxHeadDim = 256;
 
 // y[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n] if bias != nullptr); n = w.rows, k = w.cols.
-// w.dtype must be kF32 or kBF16. The bf16 GEMM path converts weights to f32 in shared memory, so it
-// is as exact as the GEMV path; the f32 GEMM uses cublasSgemm with CUBLAS_DEFAULT_MATH (no TF32).
+// w.dtype must be kF32, kBF16 or kI8 (with w.scales on the device, one per w.group weights along a
+// row, w.group dividing k: kernels/int8.h). The bf16 and int8 GEMM paths convert the weights to f32
+// in shared memory, so they are as exact as the GEMV path; the f32 GEMM uses cublasSgemm with
+// CUBLAS_DEFAULT_MATH (no TF32).
 // TF32 tensor-core products for the calling thread's later cuBLAS calls (cuda::linear's f32 GEMM,
 // the diffusion convolutions and attention products): operands rounded to TF32 (10 explicit
 // mantissa bits, bf16 has 7), f32 accumulation. Off by default (f32 accuracy). The CUDA backend

@@ -10,8 +10,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "engine/core/dtype.h"
@@ -47,6 +49,11 @@ class CudaBackendTest : public ::testing::Test {
     EXPECT_TRUE(b.ok()) << b.status().to_string();
     if (!b.ok()) return nullptr;
     buffers_.push_back(std::move(b).value());
+    if constexpr (std::is_same_v<T, float>) {
+      // NaN, so that an output a kernel forgets to write fails every comparison.
+      const std::vector<float> nan(count, std::numeric_limits<float>::quiet_NaN());
+      TESSERA_EXPECT_OK(be_->upload(buffers_.back().data(), nan.data(), count * sizeof(float)));
+    }
     return buffers_.back().as<T>();
   }
   template <typename T>
@@ -145,6 +152,8 @@ TEST_F(CudaBackendTest, WeightsAndOpsMatchTheCpuBackend) {
       std::vector<float> want2(want.size());
       TESSERA_ASSERT_OK(cpu_->linear(x.data(), m, host, nullptr, want2.data()));
       EXPECT_TRUE(
+          test::all_close(get(dy, want.size()).data(), want.data(), want.size(), 1e-4, 1e-4));
+      EXPECT_TRUE(
           test::all_close(get(dy2, want2.size()).data(), want2.data(), want2.size(), 1e-4, 1e-4));
     }
   }
@@ -181,14 +190,16 @@ TEST_F(CudaBackendTest, WeightsAndOpsMatchTheCpuBackend) {
   }
 }
 
-// int8 weights (kernels/int8.h) on the device: the GEMV (1-16 rows) and the tiled GEMM, against
-// the CPU backend's f32 linear on the dequantized weights (q * scale: what an int8 weight means; the
-// CPU's own int8 kernels round x to 16 bits, and its GEMM above 32 rows to bf16), for groups of 128
-// and 32 (16-byte loads) and a row of 30 (its own group: the per-element path); and a weight without
-// scales is refused.
+// int8 weights (kernels/int8.h) on the device: the GEMV (up to kGemvMaxRows = 8 rows) and the
+// tiled GEMM (9 rows and more), against the CPU backend's f32 linear on the dequantized weights
+// (q * scale: what an int8 weight means; the CPU's own int8 kernels round x to 16 bits, and its
+// GEMM above 32 rows to bf16), for groups of 128 and 32 (16-byte loads) and a row of 30 (its own
+// group: the per-element path); x also one float off its 16-byte alignment, which sends the GEMV
+// down the per-element path with several groups per row; n = 75 leaves the last block of outputs
+// part full. And a weight without scales is refused.
 TEST_F(CudaBackendTest, Int8WeightsMatchTheCpuBackend) {
   for (const int64_t k : {int64_t{256}, int64_t{96}, int64_t{30}}) {
-    const int64_t n = 72, group = int8_group_for(k);
+    const int64_t n = 75, group = int8_group_for(k);
     SCOPED_TRACE("k=" + std::to_string(k) + " group " + std::to_string(group));
     const std::vector<float> w32 = test::random_floats(static_cast<size_t>(n * k), 12);
     std::vector<int8_t> q(w32.size());
@@ -206,16 +217,21 @@ TEST_F(CudaBackendTest, Int8WeightsMatchTheCpuBackend) {
     ASSERT_TRUE(w.ok()) << w.status().to_string();
     Expected<const float*> b = be_->upload_f32(bias.data(), n, &b_storage);
     ASSERT_TRUE(b.ok()) << b.status().to_string();
-    for (int64_t m : {1, 2, 8, 16, 17, 70}) {
+    for (int64_t m : {1, 2, 8, 9, 16, 17, 70}) {
       SCOPED_TRACE("m=" + std::to_string(m));
       const std::vector<float> x = test::random_floats(static_cast<size_t>(m * k), 30 + m);
       std::vector<float> want(static_cast<size_t>(m * n));
       TESSERA_ASSERT_OK(cpu_->linear(x.data(), m, reference, bias.data(), want.data()));
-      float* dx = put(x);
-      float* dy = make<float>(want.size());
-      TESSERA_ASSERT_OK(be_->linear(dx, m, *w, *b, dy));
-      EXPECT_TRUE(
-          test::all_close(get(dy, want.size()).data(), want.data(), want.size(), 1e-4, 1e-4));
+      for (const bool misaligned : {false, true}) {
+        SCOPED_TRACE(misaligned ? "x one float off alignment" : "x aligned");
+        std::vector<float> padded(x.size() + 1, 0.0f);
+        std::copy(x.begin(), x.end(), padded.begin() + (misaligned ? 1 : 0));
+        const float* dx = put(padded) + (misaligned ? 1 : 0);
+        float* dy = make<float>(want.size());
+        TESSERA_ASSERT_OK(be_->linear(dx, m, *w, *b, dy));
+        EXPECT_TRUE(
+            test::all_close(get(dy, want.size()).data(), want.data(), want.size(), 1e-4, 1e-4));
+      }
     }
   }
   const std::vector<int8_t> q(64, 1);
