@@ -113,8 +113,12 @@ class ShapeGenerator {
   // are read once per step for all of them. Batch invariance: candidate j's tokens are exactly
   // those of generate() with its prompt and seed, whatever the other candidates or their number
   // (prefill per prompt, condition stream per row, GEMV kernels whose per-row order of additions
-  // does not depend on the rows: tests/engine/shape/candidates_test.cpp). Rows: candidate j owns
-  // rows [j * r, (j + 1) * r), r = 2 with guidance ([cond ; uncond]) else 1.
+  // does not depend on the rows: tests/engine/shape/candidates_test.cpp; on CUDA the GEMV serves
+  // up to 16 rows for the same reason: CudaLinear.GemvIsBatchInvariant). The uncached baseline
+  // (use_kv_cache = false) recomputes rows x tokens at once: batch-invariant on the CPU, whose
+  // linear layers are per-row invariant, not on CUDA, whose GEMM (cuBLAS / tiled) sums in an order
+  // that depends on the row count. Rows: candidate j owns rows [j * r, (j + 1) * r), r = 2 with
+  // guidance ([cond ; uncond]) else 1.
   // Errors: as generate(), plus no candidates, more than max_candidates(), a prompt index out of
   // range (naming the candidate). guided_logits, if set, receives candidate 0's.
   Expected<std::vector<std::vector<int32_t>>> generate_candidates(

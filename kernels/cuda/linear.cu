@@ -1,10 +1,11 @@
 // CUDA linear layer: y[m, n] = x[m, k] . w[n, k]^T (+ bias[n]).
 //
 // Three paths, chosen on the host:
-// - m <= kGemvMaxRows (decode): GEMV kernel, one warp per output feature. Each weight row is read
-// once,
-//   with 16-byte loads when alignment allows, and dotted with every x row; bias fused. Decode is
-//   bound by weight bandwidth, so this is the path that matters for tokens/s.
+// - m <= kGemvMaxRows (decode, up to 8 candidates with guidance): GEMV kernel, one warp per output
+//   feature. Each weight row is read once, with 16-byte loads when alignment allows, and dotted
+//   with every x row; bias fused. Decode is bound by weight bandwidth, so this is the path that
+//   matters for tokens/s. A row's order of additions does not depend on the other rows (batch
+//   invariance: CudaLinear.GemvIsBatchInvariant).
 // - larger m, f32 weights: cublasSgemm (default math mode: no TF32, so f32 accuracy, unless the
 //   thread set set_tf32_products: the diffusion im2col convolutions under Precision::kBf16), then a bias
 //   kernel.

@@ -190,13 +190,14 @@ TEST_F(CudaBackendTest, WeightsAndOpsMatchTheCpuBackend) {
   }
 }
 
-// int8 weights (kernels/int8.h) on the device: the GEMV (up to kGemvMaxRows = 8 rows) and the
-// tiled GEMM (9 rows and more), against the CPU backend's f32 linear on the dequantized weights
+// int8 weights (kernels/int8.h) on the device: the GEMV (up to kGemvMaxRows = 16 rows) and the
+// tiled GEMM (17 rows and more), against the CPU backend's f32 linear on the dequantized weights
 // (q * scale: what an int8 weight means; the CPU's own int8 kernels round x to 16 bits, and its
 // GEMM above 32 rows to bf16), for groups of 128 and 32 (16-byte loads) and a row of 30 (its own
 // group: the per-element path); x also one float off its 16-byte alignment, which sends the GEMV
 // down the per-element path with several groups per row; n = 75 leaves the last block of outputs
-// part full. And a weight without scales is refused.
+// part full; m = 8 / 9 / 16 / 17 around the GEMV's old and new limits. And a weight without scales
+// is refused.
 TEST_F(CudaBackendTest, Int8WeightsMatchTheCpuBackend) {
   for (const int64_t k : {int64_t{256}, int64_t{96}, int64_t{30}}) {
     const int64_t n = 75, group = int8_group_for(k);

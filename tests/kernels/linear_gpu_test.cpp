@@ -1,4 +1,4 @@
-// cuda::linear against ref::linear: the GEMV path (m <= kGemvMaxRows; 16-byte vector loads and the
+// cuda::linear against ref::linear: the GEMV path (m <= kGemvMaxRows = 16; 16-byte vector loads and the
 // scalar fallback for misaligned or odd-K inputs), the cuBLAS path (f32 weights) and the tiled path
 // (bf16 weights), with and without bias, on awkward sizes; plus argument checks that run without a
 // device.
@@ -88,11 +88,47 @@ class CudaLinear : public test::GpuTest {
 TEST_F(CudaLinear, SmallGemvShapes) {
   uint64_t seed = 100;
   for (DType dtype : {DType::kF32, DType::kBF16}) {
-    for (int64_t m : {1, 2, 8}) {
+    for (int64_t m : {1, 2, 8, 9, 16}) {
       for (auto [n, k] : {std::pair<int64_t, int64_t>{1, 1}, {7, 13}, {67, 64}, {9, 264}}) {
         for (int x_offset : {0, 1}) {
           check(m, n, k, dtype, /*with_bias=*/(seed % 2) == 0, x_offset, seed);
           ++seed;
+        }
+      }
+    }
+  }
+}
+
+// Batch invariance (issue 23): a row's output is the same bits for every m the GEMV serves (1 ..
+// kGemvMaxRows, up to 8 candidates with guidance), with 16-byte loads and without.
+TEST_F(CudaLinear, GemvIsBatchInvariant) {
+  const int64_t n = 75, k = 264, rows = cuda::kGemvMaxRows;
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (int x_offset : {0, 1}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " x_offset=" + std::to_string(x_offset));
+      std::vector<float> x(static_cast<size_t>(x_offset), 0.f);
+      const std::vector<float> values = test::random_floats(static_cast<size_t>(rows * k), 600);
+      x.insert(x.end(), values.begin(), values.end());
+      const std::vector<float> w_f32 = test::random_floats(static_cast<size_t>(n * k), 601);
+      const std::vector<uint16_t> w_bf16 = test::random_bf16(static_cast<size_t>(n * k), 601);
+      const std::vector<float> bias = test::random_floats(static_cast<size_t>(n), 602);
+      cuda::DeviceBuffer d_x = upload(x);
+      cuda::DeviceBuffer d_w = dtype == DType::kF32 ? upload(w_f32) : upload(w_bf16);
+      cuda::DeviceBuffer d_bias = upload(bias);
+      const Weight w{d_w.data(), dtype, n, k};
+      std::vector<float> all;
+      for (int64_t m = rows; m >= 1; --m) {
+        cuda::DeviceBuffer d_y = alloc<float>(static_cast<size_t>(m * n));
+        TESSERA_ASSERT_OK(cuda::linear(d_x.as<float>() + x_offset, m, w, d_bias.as<float>(),
+                                       d_y.as<float>(), stream_));
+        ASSERT_TRUE(sync());
+        const std::vector<float> y = download<float>(d_y, static_cast<size_t>(m * n));
+        if (m == rows) {
+          all = y;
+          continue;
+        }
+        for (size_t i = 0; i < y.size(); ++i) {
+          ASSERT_EQ(y[i], all[i]) << "m=" << m << ", output " << i;
         }
       }
     }
@@ -111,7 +147,7 @@ TEST_F(CudaLinear, GemvLargeK) {
 TEST_F(CudaLinear, SmallGemmShapes) {
   uint64_t seed = 300;
   for (DType dtype : {DType::kF32, DType::kBF16}) {
-    for (int64_t m : {9, 64, 130}) {
+    for (int64_t m : {17, 64, 130}) {
       for (auto [n, k] : {std::pair<int64_t, int64_t>{67, 100}, {64, 64}, {5, 257}, {1, 1}}) {
         check(m, n, k, dtype, (seed % 2) == 0, 0, seed);
         ++seed;
