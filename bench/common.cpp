@@ -18,6 +18,7 @@
 #include "engine/core/cpu_features.h"
 #include "engine/core/mapped_file.h"
 #include "engine/core/thread_pool.h"
+#include "kernels/cuda/device.h"
 
 namespace tessera::bench {
 
@@ -200,6 +201,42 @@ Expected<Bandwidth> bench_bandwidth(const Options& opt, int reps, std::vector<Ro
     rows->push_back(r);
   }
   return bw;
+}
+
+DeviceMemoryPeak::DeviceMemoryPeak(bool active) {
+  if (!active || !kernels::cuda::device_memory().ok()) return;
+  active_ = true;
+  peak_ = current();
+  poller_ = std::thread([this] {
+    while (!stop_.load(std::memory_order_relaxed)) {
+      const int64_t now = current();
+      int64_t seen = peak_.load(std::memory_order_relaxed);
+      while (now > seen && !peak_.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
+}
+
+DeviceMemoryPeak::~DeviceMemoryPeak() {
+  stop_ = true;
+  if (poller_.joinable()) poller_.join();
+}
+
+int64_t DeviceMemoryPeak::current() const {
+  if (!active_) return -1;
+  const auto m = kernels::cuda::device_memory();
+  return m.ok() ? static_cast<int64_t>(m->used) : -1;
+}
+
+int64_t DeviceMemoryPeak::peak() const {
+  if (!active_) return -1;
+  const int64_t now = current();
+  return std::max(now, peak_.load(std::memory_order_relaxed));
+}
+
+void DeviceMemoryPeak::reset() {
+  if (active_) peak_ = current();
 }
 
 Machine describe_machine() {

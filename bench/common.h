@@ -7,12 +7,14 @@
 // Expected whose message starts with "bench"; timings themselves never fail.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/core/status.h"
@@ -115,6 +117,29 @@ struct Machine {
   int nice = 0;  // the process's nice value: a benchmark run at raised priority says so
   double load = 0;
   bool simd = true;
+};
+
+// Peak device memory of a run on the GPU: kernels::cuda::device_memory().used (the whole device's
+// memory in use: the CUDA context, every allocation and the libraries' workspaces), polled every
+// 2 ms on a thread of its own while the object lives. Inactive (every figure -1) when `active` is
+// false or no device answers. The device is the lent GPU, which runs nothing else: its memory in
+// use is this process's.
+class DeviceMemoryPeak {
+ public:
+  explicit DeviceMemoryPeak(bool active);
+  ~DeviceMemoryPeak();
+  DeviceMemoryPeak(const DeviceMemoryPeak&) = delete;
+  DeviceMemoryPeak& operator=(const DeviceMemoryPeak&) = delete;
+  bool active() const { return active_; }
+  int64_t current() const;  // a fresh query, bytes
+  int64_t peak() const;     // the largest seen since the start or reset()
+  void reset();             // the peak starts again from the current figure
+
+ private:
+  bool active_ = false;
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> peak_{-1};
+  std::thread poller_;
 };
 
 Machine describe_machine();

@@ -20,6 +20,7 @@
 #include "bench/subcommands.h"
 #include "engine/core/process_memory.h"
 #include "engine/core/thread_pool.h"
+#include "engine/runtime/capabilities.h"
 #include "engine/runtime/session.h"
 
 namespace tessera::bench {
@@ -33,6 +34,7 @@ struct GenerateBenchOptions {
   int variations = 1;  // > 1: also the variations table (N candidates vs 1, sampled)
   std::string weights = "auto";  // runtime::ShapeWeights: auto | f32 | bf16 | int8
   bool keep_pages = false;       // runtime::ShapeModelOptions::release_idle_pages = false
+  std::string device = "cpu";    // runtime::ShapeModelOptions::device: cpu | cuda | auto
   int warmup = 1;               // untimed jobs per prompt first
   bool write_results = false;
   std::string results_path;
@@ -88,12 +90,20 @@ Status run_bench_generate(const GenerateBenchOptions& o) {
   model.path = o.model;
   TESSERA_ASSIGN_OR_RETURN(model.weights, runtime::parse_shape_weights(o.weights));
   model.release_idle_pages = !o.keep_pages;
+  TESSERA_ASSIGN_OR_RETURN(model.device, runtime::parse_device(o.device));
+  // Device memory (a GPU run): polled from before the load; the first query creates the process's
+  // CUDA context, so `device_before` counts it.
+  DeviceMemoryPeak device_memory(model.device != runtime::DeviceChoice::kCpu);
+  const int64_t device_before = device_memory.current();
   reset_peak_resident_memory();
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Session> session, runtime::Session::open(model));
   const runtime::ShapeModelInfo info = *session->shape_model();
   const int64_t load_peak = peak_resident_memory_bytes();
   // From here the peak is the jobs' own (where the kernel lets the peak be reset).
   const bool jobs_peak = reset_peak_resident_memory();
+  const int64_t device_loaded = device_memory.current();
+  const int64_t device_load_peak = device_memory.peak();
+  device_memory.reset();
   const std::string model_dir = session->shape_model()->path;
   // What RESULTS.md names: the path given, or the embedded model's folder name (its absolute path
   // belongs to this checkout, not to the record).
@@ -207,16 +217,34 @@ Status run_bench_generate(const GenerateBenchOptions& o) {
                 static_cast<double>(peak_resident_memory_bytes()) / 1e9,
                 o.keep_pages ? "kept resident (--keep-pages)"
                              : "released between the phases that read them (the default)");
-  const std::string section = "## Generation end to end (CPU)\n\n" +
-                              machine_markdown(machine) + head + table + variations_table + "\n";
+  std::string device_line;
+  if (info.on_gpu && device_memory.active()) {
+    char line[768];
+    std::snprintf(line, sizeof(line),
+                  "Backend %s. Device memory in use (cudaMemGetInfo: the whole device, which runs "
+                  "nothing else; polled every 2 ms): %.2f GB before the load (this process's CUDA "
+                  "context), %.2f GB after it (peak during it %.2f GB), peak of the jobs **%.2f "
+                  "GB**.\n\n",
+                  info.backend.c_str(), static_cast<double>(device_before) / 1e9,
+                  static_cast<double>(device_loaded) / 1e9,
+                  static_cast<double>(device_load_peak) / 1e9,
+                  static_cast<double>(device_memory.peak()) / 1e9);
+    device_line = line;
+  } else if (info.on_gpu) {
+    device_line = "Backend " + info.backend + " (device memory not measurable here).\n\n";
+  }
+  const std::string heading =
+      info.on_gpu ? "## Generation end to end (CUDA)\n" : "## Generation end to end (CPU)\n";
+  const std::string section = heading + "\n" + machine_markdown(machine) + head + device_line +
+                              table + variations_table + "\n";
   std::fputs(section.c_str(), stdout);
   if (o.write_results) {
     Options paths;
     paths.results_path = o.results_path;
     const std::string path = results_path(paths);
-    TESSERA_RETURN_IF_ERROR(
-        write_results_section(path, "## Generation end to end (CPU)\n", section));
-    std::printf("wrote the \"Generation end to end (CPU)\" section of %s\n", path.c_str());
+    TESSERA_RETURN_IF_ERROR(write_results_section(path, heading, section));
+    std::printf("wrote the \"%s\" section of %s\n", heading.substr(3, heading.size() - 4).c_str(),
+                path.c_str());
   }
   return Status::ok_status();
 }
@@ -240,12 +268,17 @@ void register_generate_bench(CLI::App* bench, int* exit_code) {
   cmd->add_flag("--keep-pages", o->keep_pages,
                "Keep the weights mapped from their files resident between the job's phases (the "
                "default drops them when a phase is done with them; this measures the difference)");
+  cmd->add_option("--device", o->device,
+                  "cpu (default), cuda (the GPU; fails, saying why, without a usable one; adds the "
+                  "device memory in use, load and peak) or auto")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   cmd->add_option("--warmup", o->warmup, "Untimed jobs per prompt first (default 1)")
       ->check(CLI::Range(0, 100));
   cmd->add_option("--resolution,-r", o->resolution,
                   "Extraction lattice 2^k+1 (default: the model's)");
   cmd->add_flag("--write-results", o->write_results,
-                "Replace the \"## Generation end to end (CPU)\" section of bench/RESULTS.md");
+                "Replace the \"## Generation end to end (CPU)\" section of bench/RESULTS.md (CUDA "
+                "with --device cuda)");
   cmd->add_option("--results", o->results_path, "Results file for --write-results");
   cmd->callback([o, exit_code] {
     const Status st = run_bench_generate(*o);

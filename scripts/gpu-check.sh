@@ -18,7 +18,8 @@
 # --device cuda --quick` (host loop, device-resident eager and CUDA-graph replay), `tessera image
 # --device cuda` on the embedded diffusion model, `tessera bench diffusion --device cuda` (SD 1.5
 # 512x512 with the fused-kernel ablation), `tessera bench shape --device cuda --weights int8`,
-# compute-sanitizer memcheck and racecheck on the small tests.
+# compute-sanitizer memcheck and racecheck on the small tests, and last a whole full-size int8 job
+# from disk on the GPU with its peak device memory (`bench generate --device cuda`).
 # Packages: when <repo>/.deps holds .deb files (scripts/gpu-deps.sh), they are unpacked into
 # /tmp/gpu-deps (never /) and the build and the binaries use them. GPU_CHECK_CMAKE_ARGS adds cmake
 # arguments. Every step's log goes to a work folder (/tmp/gpu-check); at the end $OUT (or ./gpu-out)
@@ -227,6 +228,26 @@ if ((built)); then
   fi
 else
   for s in memcheck racecheck; do skip_step "$s" "not built"; done
+fi
+
+# Peak device memory of a whole full-size job with int8 weights (issue 25: <= 4 GB for the whole
+# pipeline, so that it runs on a 6 GB card): a random full-size directory in the release layout,
+# quantized, then one job (1024 tokens + extraction at 257) through the Session on the GPU, whose
+# memory in use is polled every 2 ms. Last: the slowest step, and the earlier ones matter more (a
+# rerun on the same machine reuses the build and gets here sooner).
+if ((built)) && [[ -x "$CLI" ]]; then
+  FULL=/tmp/gpu-check-full
+  rm -rf "$FULL" "$FULL-int8"
+  if run_step make-model 120 "$CLI" bench make-model -o "$FULL" &&
+    run_step quantize 120 "$CLI" quantize --model "$FULL" -o "$FULL-int8"; then
+    run_step generate-full-int8 150 "$CLI" bench generate --device cuda --model "$FULL-int8" \
+      --repeat 1 --warmup 0 -p "a chair" --results "$OUT_DIR/RESULTS-gpu.md" --write-results || true
+  else
+    skip_step generate-full-int8 "no full-size directory"
+  fi
+  rm -rf "$FULL" "$FULL-int8"
+else
+  for s in make-model quantize generate-full-int8; do skip_step "$s" "CLI not built"; done
 fi
 
 # ---- summary --------------------------------------------------------------------------------------

@@ -108,4 +108,15 @@ Expected<DeviceInfo> probe_device(int index) {
   return info;
 }
 
+Expected<DeviceMemory> device_memory() {
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  const cudaError_t err = cudaMemGetInfo(&free_bytes, &total_bytes);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return unsupported(no_device_message(err, "cudaMemGetInfo"));
+  }
+  return DeviceMemory{total_bytes - free_bytes, total_bytes};
+}
+
 }  // namespace tessera::kernels::cuda

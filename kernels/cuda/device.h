@@ -29,4 +29,15 @@ Expected<DeviceInfo> probe_device(int index);
 // probe_device(0).
 Expected<DeviceInfo> probe_device();
 
+// Memory of the calling thread's current device in use by every process (total - free, as
+// cudaMemGetInfo reports it: this process's CUDA context, its allocations and the libraries'
+// workspaces included) and its total, in bytes. One driver call, cheap enough to poll every few
+// milliseconds (bench's peak device memory). kUnsupported without a usable device; the first call
+// in a process creates its CUDA context.
+struct DeviceMemory {
+  uint64_t used = 0;
+  uint64_t total = 0;
+};
+Expected<DeviceMemory> device_memory();
+
 }  // namespace tessera::kernels::cuda

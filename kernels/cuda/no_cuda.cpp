@@ -29,6 +29,10 @@ Expected<DeviceInfo> probe_device() {
   return probe_device(0);
 }
 
+Expected<DeviceMemory> device_memory() {
+  return unsupported(kNoCuda);
+}
+
 }  // namespace cuda
 
 Expected<std::unique_ptr<Backend>> make_cuda_backend(int /*device*/, uint64_t /*min_free_bytes*/) {
