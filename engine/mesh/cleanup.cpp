@@ -304,7 +304,7 @@ void smooth_taubin(Mesh& mesh, int iterations, float lambda, float mu) {
   // as many times as triangles use the edge {a, b}; that multiplicity, read while each vertex's short
   // list is sorted and deduplicated, finds the edges not used by exactly two triangles.
   const std::vector<uint32_t>& tri = mesh.triangles;
-  std::vector<uint32_t> start(static_cast<size_t>(nv) + 1, 0);
+  std::vector<size_t> start(static_cast<size_t>(nv) + 1, 0);
   std::vector<uint8_t> self_edges(static_cast<size_t>(nv), 0);  // a-a edges (saturating count)
   for (size_t t = 0; t + 2 < tri.size(); t += 3) {
     for (int e = 0; e < 3; ++e) {
@@ -320,7 +320,7 @@ void smooth_taubin(Mesh& mesh, int iterations, float lambda, float mu) {
   for (int64_t v = 0; v < nv; ++v) start[v + 1] += start[v];
   std::vector<uint32_t> nbr(start[static_cast<size_t>(nv)]);
   {
-    std::vector<uint32_t> fill(start.begin(), start.end() - 1);
+    std::vector<size_t> fill(start.begin(), start.end() - 1);
     for (size_t t = 0; t + 2 < tri.size(); t += 3) {
       for (int e = 0; e < 3; ++e) {
         const uint32_t a = tri[t + e], b = tri[t + (e + 1) % 3];
@@ -334,16 +334,16 @@ void smooth_taubin(Mesh& mesh, int iterations, float lambda, float mu) {
   // rim inwards): an edge used by exactly two triangles is interior. A self edge (a triangle that
   // repeats a vertex) counts too, as an edge a-a.
   std::vector<char> pinned(static_cast<size_t>(nv), 0);
-  uint32_t out = 0;
+  size_t out = 0;
   for (int64_t v = 0; v < nv; ++v) {
-    const uint32_t b = start[v], e = start[v + 1];
+    const size_t b = start[v], e = start[v + 1];
     std::sort(nbr.begin() + b, nbr.begin() + e);
     start[v] = out;
     if (self_edges[static_cast<size_t>(v)] != 0 && self_edges[static_cast<size_t>(v)] != 2) {
       pinned[static_cast<size_t>(v)] = 1;
     }
-    for (uint32_t i = b; i < e;) {
-      uint32_t j = i + 1;
+    for (size_t i = b; i < e;) {
+      size_t j = i + 1;
       while (j < e && nbr[j] == nbr[i]) ++j;
       if (j - i != 2) {
         pinned[static_cast<size_t>(v)] = 1;
@@ -359,7 +359,7 @@ void smooth_taubin(Mesh& mesh, int iterations, float lambda, float mu) {
   auto pass = [&](float factor) {
     const float* pos = mesh.positions.data();
     for (int64_t v = 0; v < nv; ++v) {
-      const uint32_t b = start[v], e = start[v + 1];
+      const size_t b = start[v], e = start[v + 1];
       const float* p = pos + 3 * v;
       float* q = next.data() + 3 * v;
       if (b == e || pinned[static_cast<size_t>(v)] != 0) {
@@ -370,7 +370,7 @@ void smooth_taubin(Mesh& mesh, int iterations, float lambda, float mu) {
       }
       // Each coordinate summed in double over the neighbours in ascending order.
       double sum[3] = {0.0, 0.0, 0.0};
-      for (uint32_t i = b; i < e; ++i) {
+      for (size_t i = b; i < e; ++i) {
         const float* n = pos + 3 * static_cast<size_t>(nbr[i]);
         sum[0] += n[0];
         sum[1] += n[1];

@@ -186,8 +186,10 @@ TEST(AttentionDecode, EveryKeyScoredAlikeWhateverItsBlock) {
       state = state * 1664525u + 1013904223u;
       return static_cast<float>(state >> 8) / 16777216.0f * 2.0f - 1.0f;
     };
-    for (float& x : q) x = next();
-    for (float& x : key) x = next();
+    // Scores in the tens: a score one rounding step off (~2e-6 there) moves its exp(s - max) off
+    // 1.0f, so any difference in a key's bits shows in its output.
+    for (float& x : q) x = 8.0f * next();
+    for (float& x : key) x = 8.0f * next();
     std::vector<float> k, v(static_cast<size_t>(c.kv_len * c.head_dim), 0.0f);
     for (int64_t j = 0; j < c.kv_len; ++j) {
       k.insert(k.end(), key.begin(), key.end());

@@ -145,7 +145,8 @@ TEST_F(CudaBackendTest, WeightsAndOpsMatchTheCpuBackend) {
       TESSERA_ASSERT_OK(be_->linear(dx, m, *w, *b, dy));
       EXPECT_TRUE(
           test::all_close(get(dy, want.size()).data(), want.data(), want.size(), 1e-4, 1e-4));
-      // linear_multi: two parts over the same x.
+      // linear_multi: two parts over the same x, into fresh (NaN-filled) outputs.
+      dy = make<float>(want.size());
       float* dy2 = make<float>(want.size());
       const LinearPart parts[2] = {{*w, *b, dy}, {*w, nullptr, dy2}};
       TESSERA_ASSERT_OK(be_->linear_multi(dx, m, parts, 2));

@@ -283,6 +283,31 @@ TEST_F(GptCudaTest, EachCandidateIsItsLoneGeneration) {
         EXPECT_EQ((*got)[j], want) << "mixed candidate " << j;
       }
     }
+    // Sampled tokens alone would hide a change in the last bit of the logits (a draw rarely lands
+    // that close to a cut-off): candidate 0's guided logits, through the host loop (the hook), must
+    // be the lone generation's bit for bit, with 4 other candidates (10 rows) and with 7 (16 rows).
+    GenerateOptions o;
+    o.sampler.sample = true;
+    o.sampler.seed = 100;
+    std::vector<float> lone_logits;
+    o.guided_logits = &lone_logits;
+    auto lone = ShapeGenerator::create(*model).value()->generate(prompts[0], o);
+    ASSERT_TRUE(lone.ok()) << lone.status().to_string();
+    ASSERT_FALSE(lone_logits.empty());
+    auto gen = ShapeGenerator::create(*model, 0, 8).value();
+    for (int v : {5, 8}) {
+      std::vector<CandidateSpec> specs;
+      for (int j = 0; j < v; ++j) specs.push_back({0, 100 + static_cast<uint64_t>(j)});
+      std::vector<float> batch_logits;
+      o.guided_logits = &batch_logits;
+      auto got = gen->generate_candidates({prompts[0]}, specs, o);
+      ASSERT_TRUE(got.ok()) << got.status().to_string();
+      EXPECT_EQ((*got)[0], *lone) << v << " candidates";
+      ASSERT_EQ(batch_logits.size(), lone_logits.size()) << v << " candidates";
+      for (size_t i = 0; i < lone_logits.size(); ++i) {
+        ASSERT_EQ(batch_logits[i], lone_logits[i]) << v << " candidates, logit " << i;
+      }
+    }
   }
 }
 
