@@ -26,11 +26,60 @@ Several exact formulas follow Inigo Quilez's catalogue of distance functions
 from __future__ import annotations
 
 import math
-from typing import Tuple
+from typing import Callable, List, Tuple
 
 import numpy as np
 
 Bounds = Tuple[np.ndarray, np.ndarray]
+# (length, sampler(k, rng) -> [k, 3], offset): offset is how far outside the curve the final surface
+# lies (the radii of the enclosing Round nodes), so that edge sampling knows how far a projection may move.
+Curve = Tuple[float, Callable[[int, np.random.Generator], np.ndarray], float]
+POINT_FEATURE_LENGTH = 0.1  # sampling weight of an isolated sharp point (apex), in length units
+
+
+def _segment(a, b) -> Curve:
+    a, b = _vec3(a), _vec3(b)
+    return float(np.linalg.norm(b - a)), lambda k, rng: a + rng.random((k, 1)) * (b - a), 0.0
+
+
+def _circle(r: float, level: float, axis: str = "y") -> Curve:
+    """Circle of radius r in the plane perpendicular to ``axis`` at coordinate ``level`` along it."""
+    a, y, b = _axis_perm(axis)
+
+    def sample(k, rng):
+        t = rng.random(k) * 2 * math.pi
+        out = np.empty((k, 3))
+        out[:, a], out[:, y], out[:, b] = r * np.cos(t), level, r * np.sin(t)
+        return out
+
+    return 2 * math.pi * float(r), sample, 0.0
+
+
+def _point(p) -> Curve:
+    p = _vec3(p)
+    return POINT_FEATURE_LENGTH, lambda k, rng: np.repeat(p[None], k, axis=0), 0.0
+
+
+def _map_curves(curves: "List[Curve]", fn, scale: float = 1.0) -> "List[Curve]":
+    return [(length * scale, (lambda smp: lambda k, rng: fn(smp(k, rng)))(smp), off * scale)
+            for length, smp, off in curves]
+
+
+def _offset_curves(curves: "List[Curve]", r: float) -> "List[Curve]":
+    return [(length, smp, off + r) for length, smp, off in curves]
+
+
+def sample_curves(curves: "List[Curve]", n: int, rng: np.random.Generator):
+    """(points [n, 3] on the curves, uniform in total arc length; offsets [n]: each point's curve offset).
+    Empty arrays without curves."""
+    curves = [c for c in curves if c[0] > 0]
+    if not curves or n <= 0:
+        return np.zeros((0, 3)), np.zeros(0)
+    w = np.array([c[0] for c in curves], dtype=np.float64)
+    counts = rng.multinomial(n, w / w.sum())
+    pts = [smp(int(k), rng) for (_, smp, _), k in zip(curves, counts) if k > 0]
+    offs = [np.full(int(k), off) for (_, _, off), k in zip(curves, counts) if k > 0]
+    return np.concatenate(pts), np.concatenate(offs)
 
 
 def _vec3(v) -> np.ndarray:
@@ -86,6 +135,16 @@ class SDF:
     def shell(self, t: float) -> "SDF":
         return Shell(self, t)
 
+    # Sharp features ("edges and rims"): the curves where a primitive's surface normal jumps (box edges,
+    # cylinder and ring rims, cone rims and apex, pyramid edges, extruded profiles' corners). Each entry is
+    # (length, sampler) with sampler(k, rng) -> [k, 3] points on the curve, uniform in arc length; a
+    # point feature (a cone's apex) gets the nominal length POINT_FEATURE_LENGTH. Composites pass their
+    # children's curves on (transformed); ``Round`` keeps them (the rounded edge lies ``r`` outside), so
+    # the curves can be inside the final solid (hidden by another part): ``dataset.sample_edges``
+    # projects them onto the final surface and drops the ones that moved too far.
+    def edge_curves(self) -> "List[Curve]":
+        return []
+
 
 # ----------------------------------------------------------------------------
 # Primitives (all centred on their bounding box unless stated otherwise).
@@ -121,6 +180,19 @@ class Box(SDF):
 
     def bounds(self):
         return -self.half.copy(), self.half.copy()
+
+    def edge_curves(self):
+        h, out = self.half, []
+        for ax in range(3):
+            o1, o2 = [d for d in range(3) if d != ax]
+            for s1 in (-1, 1):
+                for s2 in (-1, 1):
+                    a, b = np.zeros(3), np.zeros(3)
+                    a[ax], b[ax] = -h[ax], h[ax]
+                    a[o1] = b[o1] = s1 * h[o1]
+                    a[o2] = b[o2] = s2 * h[o2]
+                    out.append(_segment(a, b))
+        return out
 
 
 def rounded_box(half, radius: float) -> SDF:
@@ -162,6 +234,10 @@ class Cylinder(SDF):
     def bounds(self):
         return _axial_bounds(self.axis, self.r, self.hh)
 
+    def edge_curves(self):
+        return [_circle(self.r, s * self.hh, self.axis) for s in (-1, 1)] if self.r > 0 else \
+            [_segment(*_axial_bounds(self.axis, 0.0, self.hh))]
+
 
 class CappedCone(SDF):
     """Cone frustum along Y: radius r1 at y=-hh, r2 at y=+hh (r2 = 0: a cone) (exact)."""
@@ -188,6 +264,12 @@ class CappedCone(SDF):
     def bounds(self):
         r = max(self.r1, self.r2)
         return np.array([-r, -self.hh, -r]), np.array([r, self.hh, r])
+
+    def edge_curves(self):
+        out = []
+        for r, y in ((self.r1, -self.hh), (self.r2, self.hh)):
+            out.append(_circle(r, y) if r > 0 else _point((0.0, y, 0.0)))
+        return out
 
 
 class Capsule(SDF):
@@ -241,6 +323,9 @@ class Ring(SDF):
         o = self.r_out
         return np.array([-o, -self.hh, -o]), np.array([o, self.hh, o])
 
+    def edge_curves(self):
+        return [_circle(r, s * self.hh) for r in (self.r_in, self.r_out) if r > 0 for s in (-1, 1)]
+
 
 class Pyramid(SDF):
     """Square pyramid along Y: base half width b at y=-h/2, apex at y=+h/2 (exact)."""
@@ -279,6 +364,13 @@ class Pyramid(SDF):
     def bounds(self):
         return np.array([-self.b, -0.5 * self.h, -self.b]), np.array([self.b, 0.5 * self.h, self.b])
 
+    def edge_curves(self):
+        b, y0 = self.b, -0.5 * self.h
+        corners = [(-b, y0, -b), (b, y0, -b), (b, y0, b), (-b, y0, b)]
+        apex = (0.0, 0.5 * self.h, 0.0)
+        return [_segment(corners[i], corners[(i + 1) % 4]) for i in range(4)] + \
+            [_segment(c, apex) for c in corners] + [_point(apex)]
+
 
 class CutSphere(SDF):
     """Sphere of radius r at the origin keeping the part with y >= h, -r < h < r (exact).
@@ -306,6 +398,9 @@ class CutSphere(SDF):
     def bounds(self):
         rad = math.sqrt(self.r**2 - self.h**2) if self.h >= 0 else self.r
         return np.array([-rad, self.h, -rad]), np.array([rad, self.r, rad])
+
+    def edge_curves(self):
+        return [_circle(math.sqrt(self.r**2 - self.h**2), self.h)]
 
 
 class ArcTube(SDF):
@@ -354,6 +449,33 @@ class Profile2D:
     def bounds2(self):  # pragma: no cover
         raise NotImplementedError
 
+    def corners2(self):
+        """Sharp corners [(u, v)] of the profile (extruded into edges along the extrusion axis)."""
+        return []
+
+    def boundary2(self):
+        """The profile's outline as [(length, sampler(k, rng) -> (u [k], v [k]))] (the extrusion's cap
+        edges)."""
+        return []
+
+
+def _seg2(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+
+    def sample(k, rng):
+        t = rng.random(k)
+        return a[0] + t * (b[0] - a[0]), a[1] + t * (b[1] - a[1])
+
+    return float(np.linalg.norm(b - a)), sample
+
+
+def _arc2(r, t0, t1):
+    def sample(k, rng):
+        t = t0 + rng.random(k) * (t1 - t0)
+        return r * np.cos(t), r * np.sin(t)
+
+    return abs(t1 - t0) * float(r), sample
+
 
 class ArchProfile(Profile2D):
     """Inverted U: a half annulus (centre radius rc, thickness t) on two legs.
@@ -377,6 +499,18 @@ class ArchProfile(Profile2D):
         o = self.rc + 0.5 * self.t
         return (-o, -self.leg_h), (o, o)
 
+    def corners2(self):
+        ri, ro = self.rc - 0.5 * self.t, self.rc + 0.5 * self.t
+        return [(s * r, -self.leg_h) for s in (-1, 1) for r in (ri, ro)]
+
+    def boundary2(self):
+        ri, ro, lh = self.rc - 0.5 * self.t, self.rc + 0.5 * self.t, self.leg_h
+        out = [_arc2(ro, 0.0, math.pi)] + ([_arc2(ri, 0.0, math.pi)] if ri > 0 else [])
+        for s in (-1, 1):
+            out += [_seg2((s * ro, -lh), (s * ro, 0.0)), _seg2((s * ri, -lh), (s * ri, 0.0)),
+                    _seg2((s * ri, -lh), (s * ro, -lh))]
+        return out
+
 
 class TriangleProfile(Profile2D):
     """Isosceles triangle with base half width w on v = 0 and apex at (0, height) (exact)."""
@@ -399,6 +533,13 @@ class TriangleProfile(Profile2D):
 
     def bounds2(self):
         return (-self.w, 0.0), (self.w, self.height)
+
+    def corners2(self):
+        return [(-self.w, 0.0), (self.w, 0.0), (0.0, self.height)]
+
+    def boundary2(self):
+        a, b, c = self.corners2()
+        return [_seg2(a, b), _seg2(b, c), _seg2(c, a)]
 
 
 class Extrusion(SDF):
@@ -428,6 +569,20 @@ class Extrusion(SDF):
             return np.array([ulo, vlo, -self.half_len]), np.array([uhi, vhi, self.half_len])
         return np.array([-self.half_len, vlo, ulo]), np.array([self.half_len, vhi, uhi])
 
+    def _place(self, u, v, w):
+        u, v, w = np.broadcast_arrays(u, v, w)
+        return np.stack([u, v, w] if self.axis == "z" else [w, v, u], axis=-1).astype(np.float64)
+
+    def edge_curves(self):
+        hl, out = self.half_len, []
+        for u, v in self.profile.corners2():   # corners extruded along the axis
+            out.append(_segment(self._place(u, v, -hl), self._place(u, v, hl)))
+        for length, smp in self.profile.boundary2():   # the outline on both caps
+            for s in (-1, 1):
+                out.append((length, (lambda smp, s: lambda k, rng: self._place(*smp(k, rng), s * hl))(smp, s),
+                            0.0))
+        return out
+
 
 # ----------------------------------------------------------------------------
 # Operations.
@@ -450,6 +605,9 @@ class Union(SDF):
         bs = [c.bounds() for c in self.children]
         return np.min([b[0] for b in bs], axis=0), np.max([b[1] for b in bs], axis=0)
 
+    def edge_curves(self):
+        return [c for ch in self.children for c in ch.edge_curves()]
+
 
 def union(*children: SDF) -> SDF:
     return children[0] if len(children) == 1 else Union(*children)
@@ -469,6 +627,9 @@ class SmoothUnion(SDF):
     def bounds(self):
         return Union(self.a, self.b).bounds()
 
+    def edge_curves(self):
+        return self.a.edge_curves() + self.b.edge_curves()
+
 
 class Subtraction(SDF):
     """a minus b (a bound; bounds are those of a)."""
@@ -481,6 +642,9 @@ class Subtraction(SDF):
 
     def bounds(self):
         return self.a.bounds()
+
+    def edge_curves(self):
+        return self.a.edge_curves() + self.b.edge_curves()
 
 
 class Intersection(SDF):
@@ -496,6 +660,9 @@ class Intersection(SDF):
         (alo, ahi), (blo, bhi) = self.a.bounds(), self.b.bounds()
         return np.maximum(alo, blo), np.minimum(ahi, bhi)
 
+    def edge_curves(self):
+        return self.a.edge_curves() + self.b.edge_curves()
+
 
 class Translate(SDF):
     def __init__(self, child: SDF, t):
@@ -507,6 +674,9 @@ class Translate(SDF):
     def bounds(self):
         lo, hi = self.child.bounds()
         return lo + self.t, hi + self.t
+
+    def edge_curves(self):
+        return _map_curves(self.child.edge_curves(), lambda x: x + self.t)
 
 
 def rotation_matrix(axis: str, angle: float) -> np.ndarray:
@@ -540,6 +710,9 @@ class Rotate(SDF):
         w = corners @ self.R.T
         return w.min(axis=0), w.max(axis=0)
 
+    def edge_curves(self):
+        return _map_curves(self.child.edge_curves(), lambda x: x @ self.R.T)
+
 
 class Scale(SDF):
     """Uniform scale by s > 0 (preserves exactness)."""
@@ -555,6 +728,9 @@ class Scale(SDF):
     def bounds(self):
         lo, hi = self.child.bounds()
         return lo * self.s, hi * self.s
+
+    def edge_curves(self):
+        return _map_curves(self.child.edge_curves(), lambda x: x * self.s, self.s)
 
 
 class Round(SDF):
@@ -572,6 +748,9 @@ class Round(SDF):
         lo, hi = self.child.bounds()
         return lo - self.r, hi + self.r
 
+    def edge_curves(self):
+        return _offset_curves(self.child.edge_curves(), self.r)
+
 
 class Shell(SDF):
     """Hollow shell of half thickness t around the child's surface (onion)."""
@@ -585,6 +764,9 @@ class Shell(SDF):
     def bounds(self):
         lo, hi = self.child.bounds()
         return lo - self.t, hi + self.t
+
+    def edge_curves(self):
+        return self.child.edge_curves()
 
 
 def gradient(f: SDF, p: np.ndarray, eps: float = 1e-4) -> np.ndarray:

@@ -10,6 +10,7 @@
    samples' encodings.
 
   /usr/bin/python3 tools/train/code_stability.py [--model-dir assets/models/tessera-tiny] [--shapes 50]
+  /usr/bin/python3 tools/train/code_stability.py --ae-ckpt train_runs/RUN/ae_ckpt.pt   (no export needed)
 
 Session 9 on the shipped phase-5 model (--shapes 30, 1024 points): token agreement 0.253 (0.80 / 0.77
 at positions 0 / 1, 0.22 from position 8 on); IoU 0.813 clean, 0.811 with half the positions from the
@@ -33,6 +34,10 @@ from train import evaluate as ev  # noqa: E402
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model-dir", default=os.path.join(common.REPO, "assets", "models", "tessera-tiny"))
+    p.add_argument("--ae-ckpt", default="",
+                   help="measure this autoencoder checkpoint (ae_ckpt.pt, loaded through the export path: "
+                        "evaluate.load_ae_checkpoint) instead of an exported --model-dir, e.g. the v2 pilot "
+                        "which has no GPT; the encoder's query mode comes from the checkpoint")
     p.add_argument("--data", default=common.DATA_DIR)
     p.add_argument("--shapes", type=int, default=50, help="held-out shapes (spread over the families)")
     p.add_argument("--points", type=int, default=1024, help="encoder points per sample (two disjoint)")
@@ -43,7 +48,12 @@ def main(argv=None):
     common.set_threads(a.threads)
     from shapes.dataset import SPLITS
     from shapes.families import make_shape
-    shape, enc, _, _, _, _ = ev.load_exported(a.model_dir)
+    if a.ae_ckpt:
+        shape, enc, step = ev.load_ae_checkpoint(a.ae_ckpt)
+        what = f"{a.ae_ckpt} (step {step}, encoder queries {enc.queries})"
+    else:
+        shape, enc, _, _, _, _ = ev.load_exported(a.model_dir)
+        what = f"{a.model_dir} (encoder queries {enc.queries})"
     val = common.load_split(os.path.join(a.data, "val"))
     n_pts = val["surface_points"].shape[1]
     if 2 * a.points > n_pts:
@@ -77,7 +87,7 @@ def main(argv=None):
                 ious.setdefault(name, []).append(common.iou(grid, gt))
     agree = np.stack(agree)
     per_pos = agree.mean(0)
-    print(f"{a.model_dir}: {len(rows)} held-out shapes, two disjoint {a.points}-point samples each")
+    print(f"{what}: {len(rows)} held-out shapes, two disjoint {a.points}-point samples each")
     print(f"token agreement {agree.mean():.3f}; positions 0-7: "
           + " ".join(f"{v:.2f}" for v in per_pos[:8]) + f"; positions 8+: {per_pos[8:].mean():.3f}")
     for name, v in ious.items():

@@ -17,7 +17,10 @@ experiment, so here latent query l is `encoder.query[1 + l] + feat_in(point_l)`,
 l-th farthest-point sample of the input points (first point: the highest one, max y; ties -> lowest
 index). FPS order is coarse-to-fine, which also suits token-prefix decoding. The checkpoint keeps the
 exact real keys; only the encoder's forward differs from Cube's, and the C++ engine never runs the
-encoder (it decodes token ids).
+encoder (it decodes token ids). The v2 recipe (issue 38, README "tessera-tiny v2 recipe") anchors the
+queries on a fixed coarse-to-fine lattice scaled to the input's bounds instead (`queries="lattice"`),
+so that two point samples of one shape get the same queries; the mode is recorded in the checkpoint
+(extra['encoder_queries']) and in the exported shape_tokenizer.safetensors' metadata.
 """
 
 import json
@@ -50,11 +53,36 @@ BOUND = 1.05
 
 # ---- configurations ----------------------------------------------------------------------------------
 
-def tiny_shape_config():
-    """Shape tokenizer of tessera-tiny: 64 latents of width 128, codebook 512 x 16 (code 511 = fill)."""
+def tiny_shape_config(num_freqs=32):
+    """Shape tokenizer of tessera-tiny: 64 latents of width 128, codebook 512 x 16 (code 511 = fill).
+    num_freqs: Fourier frequencies per axis (32 until phase 13; the v2 recipe uses 64). The engine reads
+    it from the shape of embedder.weight [3, num_freqs]."""
     return C.ShapeConfig(width=128, n_head=4, num_latents=64, embed_dim=16, num_codes=512,
-                         num_freqs=32, point_feats=3, encoder_layers=2, encoder_cross_levels=[0],
+                         num_freqs=int(num_freqs), point_feats=3, encoder_layers=2, encoder_cross_levels=[0],
                          with_cls_token=True, decoder_layers=4, mlp_hidden=256)
+
+
+def shape_config_of_state(model_state):
+    """The ShapeConfig of a shape-tokenizer state dict, read from its tensor shapes (as the engine and
+    tessera_ref do): checkpoints of any recipe (32 or 64 Fourier frequencies ...) load without flags."""
+    return C.shape_from_shapes({k: tuple(v.shape) for k, v in model_state.items() if k != "code_usage"})
+
+
+ENCODER_QUERIES = ("fps", "lattice", "learned")
+
+
+def encoder_queries_of(extra):
+    """The encoder query mode a checkpoint was trained with (its extra['encoder_queries']; 'fps' for the
+    runs before the v2 recipe, which did not record it)."""
+    return (extra or {}).get("encoder_queries", "fps")
+
+
+def shape_tokenizer_from_checkpoint(state):
+    """TrainShapeTokenizer with the weights, config and encoder query mode of an ae_ckpt.pt state."""
+    model = TrainShapeTokenizer(shape_config_of_state(state["model"]),
+                                queries=encoder_queries_of(state.get("extra")))
+    model.load_state_dict(state["model"])
+    return model
 
 
 def tiny_clip_config(vocab_size, bos_id, eos_id):
@@ -83,6 +111,34 @@ def fill_code_id(shape_cfg):
 
 # ---- shape tokenizer with training parts --------------------------------------------------------------
 
+def query_lattice(n):
+    """n fixed points in [-1, 1]^3, ordered coarse to fine: the centres of a k x k x k lattice (k^3 >= n)
+    in greedy farthest-point order, starting at the centre-most one (ties: lowest index). Every prefix
+    covers the box as evenly as the lattice allows (the first 9 of 64: the centre-most point, then the
+    corners), so a short token prefix describes the whole shape coarsely. Independent of any input."""
+    k = 1
+    while k ** 3 < n:
+        k += 1
+    c = (torch.arange(k, dtype=torch.float64) + 0.5) / k * 2 - 1
+    pts = torch.stack(torch.meshgrid(c, c, c, indexing="ij"), -1).reshape(-1, 3)
+    order = [int((pts ** 2).sum(-1).argmin())]
+    dist = ((pts - pts[order[0]]) ** 2).sum(-1)
+    for _ in range(n - 1):
+        nxt = int(dist.argmax())
+        order.append(nxt)
+        dist = torch.minimum(dist, ((pts - pts[nxt]) ** 2).sum(-1))
+    return pts[order].float()
+
+
+def lattice_query_points(points, lattice):
+    """points (B,N,3), lattice (L,3) in [-1,1]^3 -> query positions (B,L,3): the lattice scaled to the
+    axis-aligned bounds of the points (half extents at least 0.02). Depends on the shape's extent only:
+    two samples of one surface give the same bounds up to the sampling gap at the extremes."""
+    lo, hi = points.min(dim=1).values, points.max(dim=1).values
+    centre, half = (lo + hi) / 2, ((hi - lo) / 2).clamp_min(0.02)
+    return centre[:, None] + half[:, None] * lattice[None]
+
+
 def farthest_point_sample(points, k):
     """points (B,N,3) -> indices (B,k) int64; starts at the highest point (max y), deterministic."""
     b, n, _ = points.shape
@@ -99,10 +155,25 @@ def farthest_point_sample(points, k):
 
 
 class TrainShapeTokenizer(ShapeTokenizer):
-    def __init__(self, cfg, seed=0, fourier_std=4.0):
+    """queries: how the encoder's latent queries are made (only the Python tools run the encoder):
+    - "fps" (phases 1-13): encoder.query[1 + l] + feat_in(p_l), p_l the l-th farthest-point sample of
+      the input points: depends on the point sample (code stability ~0.23, issue 38);
+    - "lattice" (v2 recipe): encoder.query[1 + l] + feat_in(Fourier(q_l), normal 0), q_l the l-th point of
+      a fixed coarse-to-fine lattice (query_lattice) scaled to the input's bounds: depends on the shape
+      (its extent), not on which points were sampled;
+    - "learned": Cube 3D's encoder.query alone (tessera_ref.shape_tokenizer.Encoder).
+    None of them adds tensors: the state dict keeps the real key names.
+    fourier_max > 0: the Fourier frequencies start log-spaced from fourier_min to fourier_max (per axis,
+    random signs, 5 % jitter) instead of N(0, fourier_std)."""
+
+    def __init__(self, cfg, seed=0, fourier_std=4.0, queries="fps", fourier_min=1.0, fourier_max=0.0):
         super().__init__(cfg)
+        if queries not in ENCODER_QUERIES:
+            raise ValueError(f"encoder queries {queries!r}: one of {ENCODER_QUERIES}")
+        self.queries = queries
         self.fill_id = fill_code_id(cfg)
-        self.reset_parameters(seed, fourier_std)
+        self.register_buffer("query_lattice", query_lattice(cfg.num_latents), persistent=False)
+        self.reset_parameters(seed, fourier_std, fourier_min, fourier_max)
         vq = self.bottleneck.block
         # Frozen so that the normalized codebook is RMSNorm(codebook): dead-code restarts can then write
         # encoder outputs straight into codebook rows. They are still saved (ones / zeros) and applied.
@@ -110,12 +181,18 @@ class TrainShapeTokenizer(ShapeTokenizer):
             p.requires_grad_(False)
         self.register_buffer("code_usage", torch.ones(cfg.num_codes))
 
-    def reset_parameters(self, seed, fourier_std=4.0):
+    def reset_parameters(self, seed, fourier_std=4.0, fourier_min=1.0, fourier_max=0.0):
         g = torch.Generator().manual_seed(seed)
         with torch.no_grad():
             for name, p in sorted(self.named_parameters()):
                 leaf = name.rsplit(".", 1)[-1]
-                if name == "embedder.weight":
+                if name == "embedder.weight" and fourier_max > 0:   # log-spaced bandwidth (v2 recipe)
+                    mag = torch.logspace(math.log10(fourier_min), math.log10(fourier_max), p.shape[1],
+                                         dtype=torch.float64).float()
+                    sign = torch.randint(0, 2, p.shape, generator=g).float() * 2 - 1
+                    jitter = torch.exp(0.05 * torch.randn(p.shape, generator=g))
+                    p.copy_(mag[None] * sign * jitter)
+                elif name == "embedder.weight":
                     p.copy_(torch.randn(p.shape, generator=g) * fourier_std)   # Fourier frequencies
                 elif name == "encoder.query":
                     p.copy_(torch.randn(p.shape, generator=g) * 0.02)
@@ -145,15 +222,31 @@ class TrainShapeTokenizer(ShapeTokenizer):
                 blk.attn.c_k.weight.copy_(blk.attn.c_q.weight)
                 blk.attn.c_k.bias.copy_(blk.attn.c_q.bias)
 
-    # -- encoder with FPS queries --
+    def query_points(self, points):
+        """Positions the latent queries are anchored on (B,L,3): FPS samples of the input ("fps"), the
+        lattice scaled to its bounds ("lattice"); None for "learned"."""
+        if self.queries == "fps":
+            idx = farthest_point_sample(points, self.cfg.num_latents)
+            return torch.gather(points.float(), 1, idx[..., None].expand(-1, -1, 3))
+        if self.queries == "lattice":
+            return lattice_query_points(points.float(), self.query_lattice)
+        return None
+
+    # -- encoder with FPS / lattice / learned queries --
     def encode_latents(self, points, normals):
         """points/normals (B,N,3) -> encoder output (B,1+L,W) after ln_f (row 0: class token)."""
         enc, cfg = self.encoder, self.cfg
         data = enc.feat_in(torch.cat([enc.embedder(points), normals.float()], dim=-1))
-        idx = farthest_point_sample(points, cfg.num_latents)
-        q_pts = torch.gather(data, 1, idx[..., None].expand(-1, -1, data.shape[-1]))
         h = enc.query.unsqueeze(0).expand(points.shape[0], -1, -1)
-        h = torch.cat([h[:, :1], h[:, 1:] + q_pts], dim=1)
+        if self.queries == "fps":
+            idx = farthest_point_sample(points, cfg.num_latents)
+            q_pts = torch.gather(data, 1, idx[..., None].expand(-1, -1, data.shape[-1]))
+            h = torch.cat([h[:, :1], h[:, 1:] + q_pts], dim=1)
+        elif self.queries == "lattice":
+            qp = lattice_query_points(points.float(), self.query_lattice)
+            q_feat = enc.feat_in(torch.cat([enc.embedder(qp), qp.new_zeros(qp.shape[:2] + (cfg.point_feats,))],
+                                           dim=-1))
+            h = torch.cat([h[:, :1], h[:, 1:] + q_feat], dim=1)
         for blk in enc.blocks:
             h = blk(h, data) if blk.__class__.__name__ == "CrossLayer" else blk(h)
         return enc.ln_f(h)

@@ -199,19 +199,45 @@ def recognise(rec, grids):
 
 # ---- loading the exported folder into the reference -------------------------------------------------
 
+def load_shape_tokenizer_file(path):
+    """shape_tokenizer.safetensors -> (reference ShapeTokenizer (what the engine mirrors: config from the
+    tensor shapes, strict keys), training TrainShapeTokenizer with the encoder query mode recorded in
+    the file's metadata (absent: fps, the runs before the v2 recipe))."""
+    arrays, meta = st_io.load(path)
+    s_sd = {k: torch.from_numpy(np.array(v)) for k, v in arrays.items()}
+    s_cfg = common.C.shape_from_shapes({k: tuple(v.shape) for k, v in s_sd.items()})
+    shape = ShapeTokenizer(s_cfg)
+    shape.load_state_dict(s_sd, strict=True)
+    enc = common.TrainShapeTokenizer(s_cfg, queries=(meta or {}).get("encoder_queries", "fps"))
+    missing, unexpected = enc.load_state_dict(s_sd, strict=False)
+    if unexpected or [m for m in missing if m != "code_usage"]:
+        raise RuntimeError(f"shape tokenizer keys: missing {missing} unexpected {unexpected}")
+    return shape.eval(), enc.eval()
+
+
+def load_ae_checkpoint(path):
+    """An autoencoder checkpoint (ae_ckpt.pt) through the export path: its shape tokenizer written as
+    export_tiny.py writes it into a temporary shape_tokenizer.safetensors and loaded back by
+    load_shape_tokenizer_file, so what is measured is what would ship. Returns (shape, enc, step)."""
+    import tempfile
+    from train.export_tiny import shape_tokenizer_metadata
+    state = torch.load(path, map_location="cpu")
+    model = common.shape_tokenizer_from_checkpoint(state)
+    with tempfile.TemporaryDirectory() as tmp:
+        f = os.path.join(tmp, "shape_tokenizer.safetensors")
+        st_io.save_torch_state_dict(f, common.strip_training_buffers(model.state_dict()),
+                                    shape_tokenizer_metadata(model, {"format": "pt", "model": "tessera-tiny"}))
+        shape, enc = load_shape_tokenizer_file(f)
+    return shape, enc, int(state["step"])
+
+
 def load_exported(model_dir):
     def st(path):
         arrays, _ = st_io.load(path)
         return {k: torch.from_numpy(np.array(v)) for k, v in arrays.items()}
 
-    s_sd = st(os.path.join(model_dir, "shape_tokenizer.safetensors"))
-    s_cfg = common.C.shape_from_shapes({k: tuple(v.shape) for k, v in s_sd.items()})
-    shape = ShapeTokenizer(s_cfg)
-    shape.load_state_dict(s_sd, strict=True)
-    enc = common.TrainShapeTokenizer(s_cfg)
-    missing, unexpected = enc.load_state_dict(s_sd, strict=False)
-    if unexpected or [m for m in missing if m != "code_usage"]:
-        raise RuntimeError(f"shape tokenizer keys: missing {missing} unexpected {unexpected}")
+    shape, enc = load_shape_tokenizer_file(os.path.join(model_dir, "shape_tokenizer.safetensors"))
+    s_cfg = shape.cfg
     g_sd = st(os.path.join(model_dir, "shape_gpt.safetensors"))
     g_cfg = common.C.gpt_from_shapes({k: tuple(v.shape) for k, v in g_sd.items()}, s_cfg.num_latents)
     gpt = CubeGPT(g_cfg)
@@ -277,12 +303,24 @@ def main(argv=None):
     p.add_argument("--no-card", action="store_true", help="do not update model.json")
     p.add_argument("--guidance", type=float, default=3.0,
                    help="classifier-free guidance of the prompt -> shape generations (the studio's default 3)")
+    p.add_argument("--ae-ckpt", default="",
+                   help="evaluate only the autoencoder of this ae_ckpt.pt (through the export path, see "
+                        "load_ae_checkpoint): metrics 1-3 (the same held-out shapes, grid and recogniser as "
+                        "a full evaluation), written to RUN_DIR/ae_eval.json; no GPT, no model card. For an "
+                        "autoencoder run without a GPT (the v2 pilot)")
     a = p.parse_args(argv)
     common.set_threads(a.threads)
     logger = common.Logger(os.path.join(a.run_dir, "eval_metrics.jsonl"))
     t0 = time.time()
-    shape, enc, gpt, clip, tok, card = load_exported(a.model_dir)
-    fill_id = int(card["tokens"]["fill_token_id"])
+    if a.ae_ckpt:
+        shape, enc, ae_step = load_ae_checkpoint(a.ae_ckpt)
+        gpt = clip = tok = card = None
+        fill_id = common.fill_code_id(shape.cfg)
+        logger.log(f"autoencoder only: {a.ae_ckpt} (step {ae_step}, encoder queries {enc.queries}, "
+                   f"{shape.cfg.num_freqs} Fourier frequencies)")
+    else:
+        shape, enc, gpt, clip, tok, card = load_exported(a.model_dir)
+        fill_id = int(card["tokens"]["fill_token_id"])
     val = common.load_split(os.path.join(a.data, "val"))
     families = val["family_names"]
     rec, rec_acc = train_recogniser(families, os.path.join(a.run_dir, "recogniser.pt"), logger)
@@ -326,6 +364,15 @@ def main(argv=None):
     })
     logger.log(f"autoencoder IoU {metrics['autoencoder_iou_heldout']:.4f} per family {fam_iou}; "
                f"prefix IoU {metrics['prefix_decode_iou']}")
+    if a.ae_ckpt:
+        metrics.update({"ae_ckpt": os.path.relpath(os.path.abspath(a.ae_ckpt), common.REPO), "ae_step": ae_step,
+                        "encoder_queries": enc.queries, "num_freqs": shape.cfg.num_freqs,
+                        "evaluated": time.strftime("%Y-%m-%dT%H:%M:%S")})
+        with open(os.path.join(a.run_dir, "ae_eval.json"), "w") as f:
+            json.dump({"metrics": metrics}, f, indent=2, sort_keys=True)
+        logger.metrics(**{k: v for k, v in metrics.items() if not isinstance(v, dict)})
+        logger.log(f"autoencoder evaluation done in {time.time() - t0:.0f} s: {a.run_dir}/ae_eval.json")
+        return 0
 
     # -- prompts -> shapes --
     plist = _prompt_list(families)

@@ -52,9 +52,10 @@ def export(run_dir, out, allow_unfinished=False):
             raise RuntimeError(f"{run_dir}/{stage}_done.json missing: stage '{stage}' has not finished "
                                "(--allow-unfinished exports the latest checkpoint)")
     ae_state = _load_state(os.path.join(run_dir, "ae_ckpt.pt"))
-    shape_cfg = common.tiny_shape_config()
-    shape = common.TrainShapeTokenizer(shape_cfg)
-    shape.load_state_dict(ae_state["model"])
+    # The shape tokenizer's config comes from its tensor shapes (the v2 recipe has 64 Fourier
+    # frequencies per axis, the earlier runs 32), its encoder query mode from the checkpoint.
+    shape = common.shape_tokenizer_from_checkpoint(ae_state)
+    shape_cfg = shape.cfg
     vocab_dir = os.path.join(run_dir, "vocab")
     gpt_state = _load_state(os.path.join(run_dir, "gpt_ckpt.pt"))
     # The GPT's size is recorded in its checkpoint (train_gpt.py --n-embd ...; older runs: the default).
@@ -66,7 +67,8 @@ def export(run_dir, out, allow_unfinished=False):
     os.makedirs(os.path.join(out, "text_encoder"), exist_ok=True)
     meta = {"format": "pt", "model": "tessera-tiny"}
     shape_sd = common.strip_training_buffers(shape.state_dict())
-    st_io.save_torch_state_dict(os.path.join(out, "shape_tokenizer.safetensors"), shape_sd, meta)
+    st_io.save_torch_state_dict(os.path.join(out, "shape_tokenizer.safetensors"), shape_sd,
+                                shape_tokenizer_metadata(shape, meta))
     st_io.save_torch_state_dict(os.path.join(out, "shape_gpt.safetensors"), gpt.export_state_dict(), meta)
     st_io.save_torch_state_dict(os.path.join(out, "text_encoder", "model.safetensors"),
                                 clip.state_dict(), meta)
@@ -165,9 +167,7 @@ def export(run_dir, out, allow_unfinished=False):
             "guidance": "classifier-free guidance as Cube 3D: l = (1+g) l_cond - g l_uncond, "
                         "g = scale * (N - i) / N, default scale 3.0; greedy decoding",
         },
-        "encoder_queries": "latent query l = encoder.query[1 + l] + feat_in(p_l) where p_l is the l-th "
-                           "farthest-point sample of the input surface points (first: the highest point); "
-                           "Cube 3D uses encoder.query alone. Only the Python tools run the encoder.",
+        "encoder_queries": ENCODER_QUERIES_NOTE[shape.queries],
         "coordinates": "+Y up, shapes centred in [-0.95, 0.95]^3, occupancy queried in [-1.05, 1.05]^3",
         "training_data": data_man,
         "training": {"seed": 0, "autoencoder": ae_args, "gpt": gpt_args,
@@ -182,6 +182,25 @@ def export(run_dir, out, allow_unfinished=False):
     total = sum(os.path.getsize(os.path.join(dp, fn)) for dp, _, fns in os.walk(out) for fn in fns)
     print(f"exported {out}: {total / 1e6:.1f} MB; parameters {n_params}")
     return card
+
+
+ENCODER_QUERIES_NOTE = {
+    "fps": "latent query l = encoder.query[1 + l] + feat_in(p_l) where p_l is the l-th farthest-point sample "
+           "of the input surface points (first: the highest point); Cube 3D uses encoder.query alone. Only the "
+           "Python tools run the encoder.",
+    "lattice": "latent query l = encoder.query[1 + l] + feat_in(Fourier(q_l), normal 0) where q_l is the l-th "
+               "point of a fixed 4x4x4 lattice in coarse-to-fine order scaled to the input points' bounds "
+               "(tools/train/common.py query_lattice; v2 recipe); Cube 3D uses encoder.query alone. Only the "
+               "Python tools run the encoder.",
+    "learned": "learned latent queries encoder.query, as Cube 3D. Only the Python tools run the encoder.",
+}
+
+
+def shape_tokenizer_metadata(shape, meta):
+    """The safetensors metadata of shape_tokenizer.safetensors: `meta` plus the encoder's query mode
+    (encoder_queries; tools/train/evaluate.load_exported reads it back; absent = fps). The engine reads
+    no metadata: it decodes token ids and never runs the encoder."""
+    return {**meta, "encoder_queries": shape.queries}
 
 
 def _done_args(run_dir, stage):

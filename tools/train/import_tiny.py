@@ -85,7 +85,9 @@ def import_folder(model_dir, run_dir):
 
     # shape tokenizer: the real keys + the training-only code_usage buffer (all codes "used")
     s_sd = _st(os.path.join(model_dir, "shape_tokenizer.safetensors"))
-    shape = common.TrainShapeTokenizer(common.tiny_shape_config())
+    _, s_meta = st_io.load(os.path.join(model_dir, "shape_tokenizer.safetensors"))
+    queries = (s_meta or {}).get("encoder_queries", "fps")
+    shape = common.TrainShapeTokenizer(common.shape_config_of_state(s_sd), queries=queries)
     missing, unexpected = shape.load_state_dict(s_sd, strict=False)
     if unexpected or [m for m in missing if m != "code_usage"]:
         raise SystemExit(f"{model_dir}/shape_tokenizer.safetensors: keys differ from tessera-tiny's "
@@ -95,7 +97,8 @@ def import_folder(model_dir, run_dir):
     note = f"imported from {os.path.relpath(os.path.abspath(model_dir), common.REPO)} by tools/train/import_tiny.py"
     ae_steps = int(card.get("training", {}).get("autoencoder_steps", 0))
     torch.save({"model": shape.state_dict(), "opt": None, "step": ae_steps, "gen": gen.get_state(),
-                "torch_rng": torch.get_rng_state(), "extra": {"vq_on": True, "imported_from": note}},
+                "torch_rng": torch.get_rng_state(), "extra": {"vq_on": True, "imported_from": note,
+                                                              "encoder_queries": queries}},
                os.path.join(run_dir, "ae_ckpt.pt"))
 
     # GPT sizes from the card's architecture (heads are not in the tensor shapes)

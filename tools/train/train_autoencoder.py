@@ -13,6 +13,10 @@ Resumable: the run directory holds ae_ckpt.pt (model + optimizer + RNG states + 
 continues from the checkpoint; a finished run exits at once.
 
   /usr/bin/python3 tools/train/train_autoencoder.py [--threads 1] [--steps 6000] [--max-minutes M]
+
+The v2 recipe (issue 38, tools/train/README.md "tessera-tiny v2 recipe"): --encoder-queries lattice
+--num-freqs 64 --fourier-max 96 --online-occupancy --consistency 0.5 (train_runs/tessera-tiny-v2-pilot/).
+The defaults are the phase 1-13 recipe, so older start scripts replay as they ran.
 """
 
 import argparse
@@ -45,6 +49,29 @@ def parse_args(argv=None):
     p.add_argument("--vq-start", type=int, default=2500, help="steps without the codebook (warm-up)")
     p.add_argument("--tail-prob", type=float, default=0.3, help="fraction of samples with a fill tail")
     p.add_argument("--fourier-std", type=float, default=4.0, help="init std of the Fourier frequencies")
+    p.add_argument("--num-freqs", type=int, default=32,
+                   help="Fourier frequencies per axis (embedder.weight [3, N]; the engine reads N from that "
+                        "shape). 32 until phase 13; the v2 recipe: 64. A resume or --init-from takes the "
+                        "checkpoint's own")
+    p.add_argument("--fourier-max", type=float, default=0.0,
+                   help="> 0: start the Fourier frequencies log-spaced from --fourier-min to this (rad per "
+                        "unit; random signs) instead of N(0, --fourier-std); v2: 96 (wavelength 0.065, two "
+                        "voxels of the 65^3 mesh lattice)")
+    p.add_argument("--fourier-min", type=float, default=1.0)
+    p.add_argument("--encoder-queries", choices=common.ENCODER_QUERIES, default=None,
+                   help="latent queries of the encoder (common.TrainShapeTokenizer): fps (phases 1-13, the "
+                        "default for new runs), lattice (v2: a fixed coarse-to-fine lattice scaled to the "
+                        "input's bounds) or learned (Cube 3D's); --init-from / resume: the checkpoint's")
+    p.add_argument("--online-occupancy", action="store_true",
+                   help="v2: draw the occupancy samples afresh at every step from the shapes' SDFs "
+                        "(train/occupancy.py: uniform + thin surface band + edges and rims) instead of the "
+                        "dataset's fixed occ_points")
+    p.add_argument("--occ-mix", default="0.3,0.45,0.25",
+                   help="--online-occupancy fractions uniform,band,edge (shapes without edges: band)")
+    p.add_argument("--band-sigmas", default="0.003,0.01,0.03", help="--online-occupancy surface band sigmas")
+    p.add_argument("--edge-sigmas", default="0.004,0.015", help="--online-occupancy edge band sigmas")
+    p.add_argument("--edge-weight", type=float, default=2.0,
+                   help="--online-occupancy: BCE weight of the edge samples (the others weigh 1)")
     p.add_argument("--tie-qk-init", type=int, default=0, help="1: encoder cross-attn c_k = c_q at init")
     p.add_argument("--commit", type=float, default=0.25)
     p.add_argument("--ckpt-minutes", type=float, default=5.0)
@@ -154,6 +181,10 @@ def family_weights(a, names):
     return w
 
 
+def _floats(text):
+    return tuple(float(v) for v in text.split(",") if v.strip())
+
+
 def keep_lengths(b, n, prob, gen):
     """Per-sample kept prefix length: n for (1-prob) of samples, else log-uniform in [1, n]."""
     u = torch.rand(b, generator=gen)
@@ -169,6 +200,13 @@ def evaluate(model, val, vs, n_points, quantize, prefixes=(64, 16)):
     pts = torch.from_numpy(val["surface_points"][vs.rows, :n_points])
     nrm = torch.from_numpy(val["surface_normals"][vs.rows, :n_points])
     ids = model.encode_ids(pts, nrm)
+    agree = None
+    if quantize and val["surface_points"].shape[1] >= 2 * n_points:
+        # code stability (as tools/train/code_stability.py, on fewer shapes and points): the share of
+        # positions whose code is the same from a second, disjoint point sample of the same shape
+        ids_b = model.encode_ids(torch.from_numpy(val["surface_points"][vs.rows, n_points:2 * n_points]),
+                                 torch.from_numpy(val["surface_normals"][vs.rows, n_points:2 * n_points]))
+        agree = float((ids == ids_b).float().mean())
     out = {}
     for k in prefixes:
         lat = model.reconstruct_latents(pts, nrm, k, quantize=quantize)
@@ -181,7 +219,7 @@ def evaluate(model, val, vs, n_points, quantize, prefixes=(64, 16)):
         fam_iou.setdefault(f, []).append(v)
     return ({k: float(np.mean(v)) for k, v in out.items()},
             {f: round(float(np.mean(v)), 3) for f, v in fam_iou.items()},
-            int(torch.unique(ids).numel()))
+            int(torch.unique(ids).numel()), agree)
 
 
 def main(argv=None):
@@ -214,11 +252,23 @@ def main(argv=None):
                f"({len(train['family_names'])} families)")
 
     torch.manual_seed(a.seed)
-    cfg = common.tiny_shape_config()
-    model = common.TrainShapeTokenizer(cfg, seed=a.seed, fourier_std=a.fourier_std)
+    init = torch.load(a.init_from, map_location="cpu") if a.init_from else None
+    # The architecture of a resumed run or of an --init-from start is the checkpoint's (tensor shapes
+    # and recorded query mode); a new run takes the arguments.
+    own = torch.load(ckpt_path, map_location="cpu") if os.path.exists(ckpt_path) else None
+    src = own if own is not None else init
+    if src is not None:
+        cfg = common.shape_config_of_state(src["model"])
+        queries = common.encoder_queries_of(src.get("extra"))
+        if a.encoder_queries and a.encoder_queries != queries:
+            raise SystemExit(f"--encoder-queries {a.encoder_queries}: the checkpoint's encoder uses {queries}")
+    else:
+        cfg = common.tiny_shape_config(a.num_freqs)
+        queries = a.encoder_queries or "fps"
+    model = common.TrainShapeTokenizer(cfg, seed=a.seed, fourier_std=a.fourier_std, queries=queries,
+                                       fourier_min=a.fourier_min, fourier_max=a.fourier_max)
     if a.tie_qk_init:
         model.tie_encoder_qk_()
-    init = torch.load(a.init_from, map_location="cpu") if a.init_from else None
     kept = {}
     if a.train_decoder_only:
         if init is None or not (init.get("extra") or {}).get("vq_on"):
@@ -235,15 +285,25 @@ def main(argv=None):
         extra["vq_on"] = bool(extra.get("vq_on", False))
         logger.log(f"initialised from {a.init_from} (its step {init.get('step')}, VQ "
                    f"{'on' if extra['vq_on'] else 'off'}); new schedule of {a.steps} steps")
-    if os.path.exists(ckpt_path):
-        step, extra = common.load_checkpoint(ckpt_path, model, opt, gen)
+    if own is not None:
+        step, extra = common.load_checkpoint(ckpt_path, model, opt, gen, state=own)
         logger.log(f"resumed from {ckpt_path} at step {step}")
+        del own
+    extra["encoder_queries"] = queries
     if kept:
         check_encoding_unchanged(model, kept)
         logger.log(f"decoder-only fine-tune: {sum(v.numel() for v in kept.values()):,} encoding "
                    f"parameters frozen ({len(kept)} tensors)")
     n_params = sum(p.numel() for p in model.parameters())
     logger.log(f"shape tokenizer: {n_params:,} parameters; config {common.C.as_dict(cfg)}; args {vars(a)}")
+
+    occ = None
+    if a.online_occupancy:
+        from train.occupancy import OnlineOccupancy
+        occ = OnlineOccupancy(train, "train", seed=a.seed, mix=_floats(a.occ_mix), band_sigmas=_floats(a.band_sigmas),
+                              edge_sigmas=_floats(a.edge_sigmas), edge_weight=a.edge_weight, logger=logger)
+    logger.log(f"encoder queries: {queries}; Fourier frequencies per axis: {cfg.num_freqs}, |w| "
+               f"{float(model.embedder.weight.abs().min()):.2f}..{float(model.embedder.weight.abs().max()):.2f}")
 
     fam_w = family_weights(a, train["family_names"])
     logger.log(f"family sampling weights {fam_w}")
@@ -274,14 +334,18 @@ def main(argv=None):
         idx = torch.multinomial(sample_w, a.batch, replacement=True, generator=gen)
         perm = torch.rand(a.batch, sp.shape[1], generator=gen).argsort(dim=1)
         ps = perm[:, :a.n_points]
-        pq = torch.rand(a.batch, op.shape[1], generator=gen).argsort(dim=1)[:, :a.n_query]
         sp_b, sn_b = sp[idx], sn[idx]
 
         def take(x, cols):
             return torch.gather(x, 1, cols[..., None].expand(-1, -1, 3))
         pts, nrm = take(sp_b, ps), take(sn_b, ps)
-        qp = torch.gather(op[idx], 1, pq[..., None].expand(-1, -1, 3))
-        ql = torch.gather(ol[idx], 1, pq)
+        qw = None
+        if occ is not None:   # fresh points every step, labelled by the SDFs
+            qp, ql, qw = occ.batch(idx.tolist(), a.n_query, step)
+        else:                 # the dataset's fixed samples (phases 1-13; the same draws as then)
+            pq = torch.rand(a.batch, op.shape[1], generator=gen).argsort(dim=1)[:, :a.n_query]
+            qp = torch.gather(op[idx], 1, pq[..., None].expand(-1, -1, 3))
+            ql = torch.gather(ol[idx], 1, pq)
         keep = keep_lengths(a.batch, cfg.num_latents, a.tail_prob, gen)
         noise = None
         if a.code_noise > 0 and extra["vq_on"]:
@@ -290,7 +354,10 @@ def main(argv=None):
             noise = (torch.rand(a.batch, cfg.num_latents, generator=gen) < rate[:, None],
                      torch.randint(model.fill_id, (a.batch, cfg.num_latents), generator=gen))
         logits, aux = model.forward_train(pts, nrm, qp, keep, vq_on=extra["vq_on"], noise=noise)
-        loss = F.binary_cross_entropy_with_logits(logits, ql)
+        if qw is None:
+            loss = F.binary_cross_entropy_with_logits(logits, ql)
+        else:
+            loss = (F.binary_cross_entropy_with_logits(logits, ql, reduction="none") * qw).sum() / qw.sum()
         if a.consistency > 0:
             ps2 = perm[:, a.n_points:2 * a.n_points]
             z2 = model.project(model.encode_latents(take(sp_b, ps2), take(sn_b, ps2)))
@@ -327,11 +394,13 @@ def main(argv=None):
             t_log, s_log, acc_sum, loss_sum, n_sum = now, step, 0.0, 0.0, 0
         if step % a.eval_every == 0 or step == a.steps:
             te = time.time()
-            means, fam, used = evaluate(model, val, vs, a.n_points, extra["vq_on"])
+            means, fam, used, agree = evaluate(model, val, vs, a.n_points, extra["vq_on"])
             logger.log(f"step {step} EVAL iou(full) {means[64]:.4f} iou(16-token prefix) {means[16]:.4f} "
-                       f"codes used {used} ({time.time() - te:.0f} s) per family {fam}")
+                       f"codes used {used}" + ("" if agree is None else f" code agreement {agree:.3f}") +
+                       f" ({time.time() - te:.0f} s) per family {fam}")
             logger.metrics(step=step, val_iou=means[64], val_iou_prefix16=means[16],
-                           val_iou_family=fam, codes_used=used)
+                           val_iou_family=fam, codes_used=used,
+                           **({} if agree is None else {"val_code_agreement": agree}))
         out_of_time = a.max_minutes > 0 and time.time() - t_start > 60 * a.max_minutes
         if time.time() - t_ckpt > 60 * a.ckpt_minutes or step == a.steps or out_of_time:
             if kept:

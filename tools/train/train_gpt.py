@@ -83,6 +83,10 @@ def parse_args(argv=None):
                         "'a' + noun, or 'a' + one adjective + noun: tools/shapes/captions.make_short_caption) "
                         "instead of one of its template captions; 0 (default) = the template captions only")
     p.add_argument("--short-per-shape", type=int, default=4, help="short captions drawn per shape")
+    p.add_argument("--canonical-points", type=int, default=0,
+                   help="one canonical encoding per training shape (v2 recipe): its first N surface points "
+                        "(N = 2048: all of them) instead of two 512-point samples; the GPT then learns one "
+                        "token sequence per shape, not a mixture of sample-dependent ones")
     p.add_argument("--allow-unfinished-ae", action="store_true",
                    help="encode with the autoencoder checkpoint even if its training is not done")
     return p.parse_args(argv)
@@ -111,9 +115,8 @@ def load_shape_tokenizer(run_dir, allow_unfinished, ckpt=""):
     if not allow_unfinished and not os.path.exists(os.path.join(ae_dir, "ae_done.json")):
         raise RuntimeError(f"{ae_dir}/ae_done.json missing: the autoencoder has not finished training "
                            "(pass --allow-unfinished-ae to use its latest checkpoint anyway)")
-    model = common.TrainShapeTokenizer(common.tiny_shape_config())
     state = torch.load(ckpt, map_location="cpu")
-    model.load_state_dict(state["model"])
+    model = common.shape_tokenizer_from_checkpoint(state)   # config and encoder queries of the checkpoint
     return model.eval(), int(state["step"])
 
 
@@ -132,7 +135,10 @@ def ensure_tokens(a, logger):
             d = append_extra(d, [x for x in a.extra_data.split(",") if x], logger)
         n = d["surface_points"].shape[0]
         toks = []
-        subsets = [slice(0, 512), slice(512, 1024)] if split == "train" else [slice(0, 512)]
+        if a.canonical_points > 0:
+            subsets = [slice(0, a.canonical_points)]
+        else:
+            subsets = [slice(0, 512), slice(512, 1024)] if split == "train" else [slice(0, 512)]
         for sl in subsets:
             ids = []
             for i in range(0, n, 64):
