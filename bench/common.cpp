@@ -1,4 +1,4 @@
-// Shared machinery of the `tessera bench` subcommands (common.h).
+// Shared machinery of the `tessera-bench` subcommands (common.h).
 #include "bench/common.h"
 
 #include <sys/resource.h>
@@ -257,14 +257,14 @@ Machine describe_machine() {
 void warn_if_busy(const Machine& machine) {
   if (machine.load > 0.5) {
     std::fprintf(stderr,
-                 "tessera bench: warning: load average %.2f > 0.5, the machine is not idle; "
+                 "tessera-bench: warning: load average %.2f > 0.5, the machine is not idle; "
                  "timings will be low and noisy\n",
                  machine.load);
   }
 }
 
 std::string results_path(const Options& opt) {
-  return opt.results_path.empty() ? std::string(TESSERA_SOURCE_DIR) + "/bench/RESULTS.md"
+  return opt.results_path.empty() ? std::string(TESSERA_BENCH_RESULTS)
                                   : opt.results_path;
 }
 

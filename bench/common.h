@@ -1,4 +1,4 @@
-// Machinery shared by the `tessera bench` subcommands (kernels.cpp, shape.cpp, generate.cpp,
+// Machinery shared by the `tessera-bench` subcommands (kernels.cpp, shape.cpp, generate.cpp,
 // diffusion.cpp): options, repeated timing, aligned buffers, result rows, the machine header, the
 // memory-bandwidth measurement, the bench/RESULTS.md section writer, and the default shape model
 // and pipeline options of `bench generate`.

@@ -1,4 +1,4 @@
-// `tessera bench diffusion [--size N] [--quick] [--no-ablation] [--device cpu|cuda]
+// `tessera-bench diffusion [--size N] [--quick] [--no-ablation] [--device cpu|cuda]
 // [--write-results] [--results FILE] [--json FILE]`: the Stable Diffusion 1.5 UNet and VAE decoder
 // with random weights (no download), under an ablation of the fused kernels of
 // kernels/diffusion_ops.h (Chen et al. 2023), on the CPU or (--device cuda) the CUDA backend
@@ -616,7 +616,7 @@ void register_diffusion_bench(CLI::App* bench, int* exit_code) {
   cmd->callback([o, exit_code] {
     const Status st = run_bench_diffusion(*o);
     if (!st.ok()) {
-      std::fprintf(stderr, "tessera bench diffusion: %s\n", st.to_string().c_str());
+      std::fprintf(stderr, "tessera-bench diffusion: %s\n", st.to_string().c_str());
       *exit_code = 1;
     }
   });

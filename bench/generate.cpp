@@ -1,4 +1,4 @@
-// tessera bench generate: prompt -> final mesh through the runtime Session, end to end, as the
+// tessera-bench generate: prompt -> final mesh through the runtime Session, end to end, as the
 // studio and `tessera generate` run it (text encoder, prefill, decode with guidance, latent
 // decode, coarse-to-fine extraction at the model's default resolution, clean-up; no file write).
 // One warm-up job, then --repeat timed jobs per prompt; reports the median, min and max of the job
@@ -56,7 +56,7 @@ Expected<JobResult> run_job(runtime::Session& session, const std::string& prompt
   if (variations > 0) {  // sampled (tessera generate --variations' defaults), seeds 1..variations
     job.variations = variations;
     job.generation.sampler.sample = true;
-    job.generation.sampler.top_p = 0.9f;
+    job.generation.sampler.top_p = runtime::kDefaultTopP;
     job.generation.sampler.seed = 1;
   }
   const auto start = std::chrono::steady_clock::now();
@@ -283,7 +283,7 @@ void register_generate_bench(CLI::App* bench, int* exit_code) {
   cmd->callback([o, exit_code] {
     const Status st = run_bench_generate(*o);
     if (!st.ok()) {
-      std::fprintf(stderr, "tessera bench generate: %s\n", st.to_string().c_str());
+      std::fprintf(stderr, "tessera-bench generate: %s\n", st.to_string().c_str());
       *exit_code = 1;
     }
   });

@@ -1,4 +1,4 @@
-// `tessera bench kernels [--json FILE] [--quick] [--write-results] [--results FILE]`: CPU kernel
+// `tessera-bench kernels [--json FILE] [--quick] [--write-results] [--results FILE]`: CPU kernel
 // benchmarks against this machine's own memory bandwidth.
 //
 // Measures, with default_thread_pool() (so `tessera --threads N bench kernels` sets the threads):
@@ -414,7 +414,7 @@ void print_table(const std::vector<Row>& rows) {
 
 Status run_bench_kernels(const Options& opt) {
   const Machine machine = describe_machine();
-  std::printf("tessera bench kernels: %s, %d threads, features: %s\n", machine.cpu.c_str(),
+  std::printf("tessera-bench kernels: %s, %d threads, features: %s\n", machine.cpu.c_str(),
               machine.threads, machine.features.c_str());
   warn_if_busy(machine);
   const int reps = opt.quick ? 5 : 7;
@@ -457,7 +457,7 @@ void register_kernels_bench(CLI::App* bench, int* exit_code) {
   kernels->callback([opt, exit_code] {
     const Status st = run_bench_kernels(*opt);
     if (!st.ok()) {
-      std::fprintf(stderr, "tessera bench: %s\n", st.to_string().c_str());
+      std::fprintf(stderr, "tessera-bench: %s\n", st.to_string().c_str());
       *exit_code = 1;
     }
   });

@@ -1,7 +1,7 @@
-// tessera bench make-model -o DIR: a full-size Cube 3D v0.5 model directory in the release layout,
+// tessera-bench make-model -o DIR: a full-size Cube 3D v0.5 model directory in the release layout,
 // random weights (no download): shape_gpt.safetensors in bf16, shape_tokenizer.safetensors in f32
 // (as released: 1.1 GB), text_encoder/model.safetensors a CLIP ViT-L/14 text tower in f32 with its
-// config.json (the bundled CLIP vocabulary stands in for the missing one). What `tessera bench
+// config.json (the bundled CLIP vocabulary stands in for the missing one). What `tessera-bench
 // generate --model DIR` and `tessera quantize --model DIR` time and measure as a user runs them:
 // from files on disk. The shapes come from tests/fixtures/cube3d/*-tensors.txt (the published
 // checkpoints' lists). Random weights make no particular shape (the occupancy head's bias is set
@@ -75,7 +75,7 @@ Status run_make_model(const std::string& out) {
     return invalid_argument("bench make-model: '" + out + "' already exists (nothing overwritten)");
   }
   const auto start = std::chrono::steady_clock::now();
-  const std::string lists = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/cube3d/";
+  const std::string lists = std::string(TESSERA_BENCH_FIXTURES) + "/cube3d/";
   TESSERA_ASSIGN_OR_RETURN(const shape::TensorShapes gpt,
                            read_tensor_list(lists + "cube3d-gpt_v05-tensors.txt"));
   TESSERA_ASSIGN_OR_RETURN(const shape::TensorShapes tokenizer,
@@ -115,7 +115,7 @@ void register_make_model_bench(CLI::App* bench, int* exit_code) {
   cmd->add_option("-o,--output", *out, "New directory")->required();
   cmd->callback([out, exit_code] {
     if (Status st = run_make_model(*out); !st.ok()) {
-      std::fprintf(stderr, "tessera bench make-model: %s\n", st.message().c_str());
+      std::fprintf(stderr, "tessera-bench make-model: %s\n", st.message().c_str());
       *exit_code = 1;
     }
   });

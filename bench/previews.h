@@ -1,4 +1,4 @@
-// Live previews' cost on a whole object (issue 23: "tessera bench shape reports the whole-object
+// Live previews' cost on a whole object (issue 23: "tessera-bench shape reports the whole-object
 // time with previews on and off; previews on may cost at most 10 %"), measured end to end through
 // the runtime Session on the embedded tessera-tiny (a real model with real surfaces, CPU backend):
 // for each prompt, jobs with previews off, on with the default budget (JobOptions::preview_budget)

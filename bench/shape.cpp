@@ -1,4 +1,4 @@
-// `tessera bench shape [--quick] [--tokens N] [--json FILE] [--write-results] [--results FILE]`:
+// `tessera-bench shape [--quick] [--tokens N] [--json FILE] [--write-results] [--results FILE]`:
 // the Cube 3D GPT on the CPU backend. A full-size v0.5 model (tensor names and shapes from
 // tests/fixtures/cube3d/cube3d-gpt_v05-tensors.txt, random bf16 values built in memory: no
 // download, no disk; ~3.6 GB of RAM) and the parity fixture GPT (tests/fixtures/parity) as a
@@ -550,7 +550,7 @@ Expected<ObjectEstimate> estimate_object(const ShapeModelResult& gpt, bool quick
   est.decode_ms = decode_steps_ms(pts, est.tokens);
 
   const std::string list =
-      std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/cube3d/cube3d-shape_v05-tensors.txt";
+      std::string(TESSERA_BENCH_FIXTURES) + "/cube3d/cube3d-shape_v05-tensors.txt";
   TESSERA_ASSIGN_OR_RETURN(const shape::TensorShapes shapes, read_tensor_list(list));
   TESSERA_ASSIGN_OR_RETURN(RandomCheckpoint ck, make_random_checkpoint(shapes));
   WeightStore store(std::move(ck.file), WeightFormat::kBF16);
@@ -1055,7 +1055,7 @@ Status run_bench_shape(const Options& opt) {
     return invalid_argument("--write-results records the bf16 run; run --weights int8 without it");
   }
   const Machine machine = describe_machine();
-  std::printf("tessera bench shape: %s, %d threads, features: %s\n", machine.cpu.c_str(),
+  std::printf("tessera-bench shape: %s, %d threads, features: %s\n", machine.cpu.c_str(),
               machine.threads, machine.features.c_str());
   warn_if_busy(machine);
   std::vector<int64_t> lengths = {64, 256, 1024};
@@ -1072,7 +1072,7 @@ Status run_bench_shape(const Options& opt) {
   FormatComparison formats;
   {
     const std::string list =
-        std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/cube3d/cube3d-gpt_v05-tensors.txt";
+        std::string(TESSERA_BENCH_FIXTURES) + "/cube3d/cube3d-gpt_v05-tensors.txt";
     TESSERA_ASSIGN_OR_RETURN(const shape::TensorShapes shapes, read_tensor_list(list));
     TESSERA_ASSIGN_OR_RETURN(const shape::GptConfig config, shape::infer_gpt_config(shapes, list));
     const Stopwatch watch;
@@ -1099,7 +1099,7 @@ Status run_bench_shape(const Options& opt) {
     }
   }
   {
-    const std::string dir = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/parity/";
+    const std::string dir = std::string(TESSERA_BENCH_FIXTURES) + "/parity/";
     TESSERA_ASSIGN_OR_RETURN(SafeTensors gpt,
                              SafeTensors::open(dir + "gpt_v05/shape_gpt.safetensors"));
     TESSERA_ASSIGN_OR_RETURN(SafeTensors tok,
@@ -1210,7 +1210,7 @@ void register_shape_bench(CLI::App* bench, int* exit_code) {
   shape->callback([opt, exit_code] {
     const Status st = run_bench_shape(*opt);
     if (!st.ok()) {
-      std::fprintf(stderr, "tessera bench: %s\n", st.to_string().c_str());
+      std::fprintf(stderr, "tessera-bench: %s\n", st.to_string().c_str());
       *exit_code = 1;
     }
   });

@@ -1,5 +1,5 @@
-// The `tessera bench` subcommands, one file each; bench.cpp adds them under `bench` in this order
-// (the order `tessera bench --help` lists them). Each adds its subcommand to `bench` with its
+// The `tessera-bench` subcommands, one file each; bench.cpp adds them under `bench` in this order
+// (the order `tessera-bench --help` lists them). Each adds its subcommand to `bench` with its
 // options; its callback stores the exit code in *exit_code as bench.h states.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Backend: the op interface as an object, so model code is written once and never branches on the
-// device (ARCHITECTURE.md). A model holds a Backend& and calls its ops on buffers the backend
+// device (docs/architecture.md). A model holds a Backend& and calls its ops on buffers the backend
 // allocated; the CPU backend calls tessera::kernels::cpu::*, the CUDA backend (issue: CUDA backend)
 // tessera::kernels::cuda::* on its stream.
 //

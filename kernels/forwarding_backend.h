@@ -1,5 +1,5 @@
 // ForwardingBackend: a Backend that passes every call to an inner backend through one overridable
-// hook, so a decorator (per-op timing in `tessera bench shape`, the capture-semantics recorder of
+// hook, so a decorator (per-op timing in `tessera-bench shape`, the capture-semantics recorder of
 // the generator tests, fault injection) overrides one function instead of re-forwarding every op.
 //
 // Every op becomes `run_op(label, run)`: `label` says what it is (for names and policies), `run`

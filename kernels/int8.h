@@ -1,4 +1,4 @@
-// 8-bit weights for the linear layers (issue 25): symmetric int8 with one f32 scale per group of
+// 8-bit weights for the linear layers: symmetric int8 with one f32 scale per group of
 // `group` consecutive weights of a row (along the input, K), quantized from f32 at load or read
 // from a quantized safetensors file.
 //

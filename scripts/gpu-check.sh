@@ -14,10 +14,10 @@
 # Steps, most valuable first: configure (Release, CUDA on, GUI off, sm_90a only), build
 # tessera_gpu_tests + the tessera CLI, nvidia-smi -L, `tessera --version`, the GPU test binary
 # (fails if any test skipped: on a GPU machine a skip means probe_device() found no usable device),
-# a tessera-tiny `generate --device cuda` with and without graphs (same tokens), `tessera bench shape
+# a tessera-tiny `generate --device cuda` with and without graphs (same tokens), `tessera-bench shape
 # --device cuda --quick` (host loop, device-resident eager and CUDA-graph replay), `tessera image
-# --device cuda` on the embedded diffusion model, `tessera bench diffusion --device cuda` (SD 1.5
-# 512x512 with the fused-kernel ablation), `tessera bench shape --device cuda --weights int8`,
+# --device cuda` on the embedded diffusion model, `tessera-bench diffusion --device cuda` (SD 1.5
+# 512x512 with the fused-kernel ablation), `tessera-bench shape --device cuda --weights int8`,
 # compute-sanitizer memcheck and racecheck on the small tests, and last a whole full-size int8 job
 # from disk on the GPU with its peak device memory (`bench generate --device cuda`).
 # Packages: when <repo>/.deps holds .deb files (scripts/gpu-deps.sh), they are unpacked into
@@ -136,7 +136,7 @@ fi
 
 built=0
 if ((configured)); then
-  if run_step build 300 cmake --build "$BUILD" -j "$JOBS" --target tessera_gpu_tests tessera; then
+  if run_step build 300 cmake --build "$BUILD" -j "$JOBS" --target tessera_gpu_tests tessera tessera-bench; then
     built=1
   fi
 else
@@ -152,6 +152,7 @@ fi
 
 GPU_TESTS="$BUILD/tests/tessera_gpu_tests"
 CLI="$BUILD/app/cli/tessera"
+BENCH="$BUILD/bench/tessera-bench"
 if ((built)) && [[ -x "$CLI" ]]; then
   run_step cli-version 30 "$CLI" --version || true
   if ! grep -q "cuda: on, device" "$OUT_DIR/cli-version.log" 2>/dev/null && [[ "${STEP_RESULTS[-1]}" == PASS ]]; then
@@ -194,16 +195,16 @@ if ((built)) && [[ -x "$CLI" ]]; then
   fi
   # The whole shape engine on the CUDA backend (host loop, device-resident eager, graph replay; KV
   # cache vs none): full-size v0.5 random bf16 weights + the parity fixture.
-  run_step bench-shape 150 "$CLI" bench shape --device cuda --quick \
+  run_step bench-shape 150 "$BENCH" shape --device cuda --quick \
     --json "$OUT_DIR/bench-shape.json" --results "$OUT_DIR/RESULTS-gpu.md" --write-results || true
   # The diffusion engine on the CUDA backend: the embedded model end to end (an image to look at),
   # then the SD 1.5 config (random weights, 512x512, guidance) with the fused-kernel ablation.
   run_step image-tiny 60 "$CLI" image --device cuda -v --prompt "a red torus" \
     -o "$OUT_DIR/torus.png" || true
-  run_step bench-diffusion 150 "$CLI" bench diffusion --device cuda --repeat 3 \
+  run_step bench-diffusion 150 "$BENCH" diffusion --device cuda --repeat 3 \
     --json "$OUT_DIR/bench-diffusion.json" --results "$OUT_DIR/RESULTS-gpu.md" --write-results || true
   # int8 weights on the CUDA backend (issue 25): TPOT and the int8-vs-bf16 steps alternated.
-  run_step bench-shape-int8 120 "$CLI" bench shape --device cuda --quick --weights int8 \
+  run_step bench-shape-int8 120 "$BENCH" shape --device cuda --quick --weights int8 \
     --json "$OUT_DIR/bench-shape-int8.json" || true
 else
   for s in generate-tiny generate-tiny-eager graphs-vs-eager bench-shape image-tiny bench-diffusion \
@@ -248,13 +249,13 @@ if ((full_left < FULL_NEEDS_S)); then
 elif ((built)) && [[ -x "$CLI" ]]; then
   FULL=/tmp/gpu-check-full
   rm -rf "$FULL" "$FULL-int8"
-  if ! run_step make-model 120 "$CLI" bench make-model -o "$FULL"; then
+  if ! run_step make-model 120 "$BENCH" make-model -o "$FULL"; then
     skip_step quantize "make-model: ${STEP_NOTES[-1]:-failed}"
     skip_step generate-full-int8 "make-model: ${STEP_NOTES[-2]:-failed}"
   elif ! run_step quantize 120 "$CLI" quantize --model "$FULL" -o "$FULL-int8"; then
     skip_step generate-full-int8 "quantize: ${STEP_NOTES[-1]:-failed}"
   else
-    run_step generate-full-int8 150 "$CLI" bench generate --device cuda --model "$FULL-int8" \
+    run_step generate-full-int8 150 "$BENCH" generate --device cuda --model "$FULL-int8" \
       --repeat 1 --warmup 0 -p "a chair" --results "$OUT_DIR/RESULTS-gpu.md" --write-results || true
   fi
   rm -rf "$FULL" "$FULL-int8"

@@ -28,9 +28,9 @@ if [[ "${TESSERA_TSAN:-1}" != "0" ]]; then
   echo "== ThreadSanitizer: thread pool, Session lanes, Scheduler and the image lane (worker threads, cancel/replace)"
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_SANITIZE=thread \
     -DTESSERA_WITH_CUDA=OFF >build-tsan-configure.log 2>&1 || { cat build-tsan-configure.log; exit 1; }
-  ninja -C build-tsan -j"$jobs" tessera_tests
+  ninja -C build-tsan -j"$jobs" tessera_thread_tests
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-    build-tsan/tests/tessera_tests --gtest_filter='Session*:ThreadPool*:Scheduler*:RuntimeImageLane*' --gtest_brief=1
+    build-tsan/tests/tessera_thread_tests --gtest_filter='Session*:ThreadPool*:Scheduler*:RuntimeImageLane*' --gtest_brief=1
 fi
 
 if [[ "$fuzz_seconds" != "0" ]]; then
@@ -45,6 +45,7 @@ if [[ "$fuzz_seconds" != "0" ]]; then
     work="build-fuzz/corpus-$f"
     mkdir -p "$work"
     echo "-- $f"
+    LSAN_OPTIONS="suppressions=$root/tests/fuzz/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}" \
     "build-fuzz/tests/$f" -max_total_time="$fuzz_seconds" -max_len=65536 -timeout=10 \
       -rss_limit_mb=2048 -print_final_stats=1 "$work" "$corpus" 2>&1 | tail -n 12
   done

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The include rules of ARCHITECTURE.md as code (ctest `rules.includes`).
+"""The include rules of docs/architecture.md as code (ctest `rules.includes`).
 
 Dependencies point downwards only:
   app/, ui/      include only engine/runtime, engine/mesh and engine/core of the engine (plus ui/,
@@ -10,6 +10,10 @@ Dependencies point downwards only:
   engine/core    includes nothing of kernels/ and no model or other engine layer.
   everyone       a `*_internal.h` is included only from its own directory (tests aside).
 Docs and headers name no path outside the repository (/work/..., ../shared/...).
+Every document a source file or a document cites (a path ending in .md, e.g. `docs/cube3d.md`)
+exists in the repository, relative to the root or to the citing file.
+Links: app/ and ui/ link (CMake target_link_libraries) only the runtime, mesh, core, the renderer
+and third-party libraries: never a kernel library, a model layer or the whole engine.
 
 Usage: check_include_rules.py [ROOT]   (default: the repository root). Prints every violation as
 FILE:LINE: rule: the include, and exits 1 when there is any.
@@ -21,6 +25,12 @@ import sys
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 SOURCE_EXT = ('.h', '.hpp', '.cpp', '.cc', '.cu', '.cuh', '.inc')
 OUTSIDE_PATH = re.compile(r'(?<![\w.])(/work/[\w./-]+|\.\./shared/[\w./-]*)')
+CITED_DOC = re.compile(r'(?<![\w./-])((?:[\w-]+/)*[\w-]+\.md)(?![\w/-])')
+LINK = re.compile(r'target_link_libraries\s*\(([^)]*)\)', re.S)
+# What a front end (app/, ui/) may not link: the kernels, the model layers, the whole engine.
+FRONT_END_FORBIDDEN_LINKS = {
+    'tessera_kernels', 'tessera_kernels_ref', 'tessera_kernels_cuda', 'tessera_shape',
+    'tessera_diffusion', 'tessera_text', 'tessera_weights', 'tessera_engine', 'tessera_bench'}
 
 
 def layer_of(path):
@@ -61,8 +71,48 @@ def check_include(src, inc):
     return None
 
 
+def check_links(rel, text):
+    """Violations of the link rule in CMake file `rel` (repository-relative) holding `text`."""
+    if rel.split('/')[0] not in ('app', 'ui'):
+        return []
+    out = []
+    for m in LINK.finditer(text):
+        line = text.count('\n', 0, m.start()) + 1
+        body = re.sub(r'#[^\n]*', ' ', m.group(1))
+        for token in body.split():
+            if token in FRONT_END_FORBIDDEN_LINKS:
+                out.append(f'{rel}:{line}: a front end links only the runtime, mesh and core '
+                           f'(not {token})')
+    return out
+
+
+def cited_documents(rel, line, root, names):
+    """The documents `line` of `rel` cites that are not in the repository. A path is looked up
+    from the root and from the citing file's folder; a bare name (`RESULTS.md`) anywhere in
+    `names`, the names of the repository's documents."""
+    missing = []
+    here = os.path.dirname(rel)
+    for m in CITED_DOC.finditer(line):
+        doc = m.group(1)
+        if os.path.exists(os.path.join(root, doc)) or os.path.exists(os.path.join(root, here, doc)):
+            continue
+        if '/' not in doc and doc in names:
+            continue
+        missing.append(doc)
+    return missing
+
+
+def document_names(root):
+    names = set()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith('.') and not d.startswith('build')]
+        names.update(n for n in filenames if n.endswith('.md'))
+    return names
+
+
 def scan(root):
     violations = []
+    names = document_names(root)
     for top in ('app', 'ui', 'bench', 'kernels', 'engine', 'tools', 'tests', 'installer', 'scripts',
                 'docs', 'assets', '.'):
         base = os.path.join(root, top)
@@ -76,12 +126,17 @@ def scan(root):
                 if not os.path.isfile(full):
                     continue
                 rel = os.path.relpath(full, root).replace(os.sep, '/')
+                if name == 'CMakeLists.txt':
+                    with open(full, encoding='utf-8', errors='replace') as f:
+                        violations.extend(check_links(rel, f.read()))
+                    continue
                 is_source = name.endswith(SOURCE_EXT)
                 is_doc = name.endswith('.md') or (is_source and name.endswith(('.h', '.hpp', '.cuh')))
                 if not (is_source or name.endswith('.md')):
                     continue
                 if top == 'tests' and 'fixtures' in rel:
                     continue
+                cites = top not in ('tools', '.') or rel == 'README.md'
                 try:
                     with open(full, encoding='utf-8', errors='replace') as f:
                         lines = f.readlines()
@@ -95,6 +150,10 @@ def scan(root):
                             rule = check_include(rel, m.group(1))
                             if rule:
                                 violations.append(f'{rel}:{number}: {rule}: "{m.group(1)}"')
+                    if cites:
+                        for doc in cited_documents(rel, line, root, names):
+                            violations.append(f'{rel}:{number}: cites a document that is not in '
+                                              f'the repository: {doc}')
                     if is_doc and rel != 'tools/check_include_rules.py':
                         m = OUTSIDE_PATH.search(line)
                         if m:

@@ -233,7 +233,7 @@ def write_readme(out, clip, shape, gpt, expected):
         "  (4, head_dim 8) is only in config.json (shapes cannot show it). Tiny vocabulary: BOS = 998,",
         "  EOS = pad = 999.",
         "",
-        "## Configs (everything else as in spec/cube3d.md: LN eps 1e-6, q/k RMSNorm eps 1e-5, VQ RMSNorm",
+        "## Configs (everything else as in docs/cube3d.md: LN eps 1e-6, q/k RMSNorm eps 1e-5, VQ RMSNorm",
         "eps 1e-5, RoPE theta 10000 interleaved pairs, condition positions 0, CLIP LN eps 1e-5, quick_gelu)",
         f"- GPT v0.5: {cfg_line(gpt.cfg)}",
         "- GPT v0.1: the same with use_bbox=False",

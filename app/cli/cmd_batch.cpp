@@ -55,6 +55,7 @@
 #include "engine/core/sha256.h"
 #include "engine/mesh/export.h"
 #include "engine/runtime/session.h"
+#include "engine/runtime/user_text.h"
 
 namespace tessera::cli {
 
@@ -70,11 +71,11 @@ struct BatchCliOptions {
   std::string shard = "0/1";
   std::string format;  // "": the preset's first format, else glb
   uint64_t seed = 0;
-  float temperature = 1.0f;
-  int64_t top_k = 0;
-  float top_p = 0.9f;
+  float temperature = runtime::kDefaultTemperature;
+  int64_t top_k = runtime::kDefaultTopK;
+  float top_p = runtime::kDefaultTopP;
   bool sample = false;  // a sampling option was given
-  float guidance = 3.0f;
+  float guidance = runtime::kDefaultGuidance;
   int resolution = 0;
   bool bf16 = false;
   std::string model;
@@ -90,11 +91,13 @@ struct Item {
   std::string prompt, name;
   std::optional<uint64_t> seed;
   int variations = 1;
-  float guidance = 3.0f, temperature = 1.0f, top_p = 0.9f;
-  int64_t top_k = 0;
+  float guidance = runtime::kDefaultGuidance, temperature = runtime::kDefaultTemperature,
+        top_p = runtime::kDefaultTopP;
+  int64_t top_k = runtime::kDefaultTopK;
   int resolution = 0;
   bool sample = false;
   std::string error;  // not empty: a bad line (reported, skipped)
+  std::string note;   // what the text rule repaired in the line (reported; the item runs)
 
   uint64_t base_seed() const { return seed.value_or(0); }
 };
@@ -179,6 +182,9 @@ std::string parse_json_item(const std::string& text, Item* item) {
   if (j.contains("name")) {
     if (!j["name"].is_string()) return "\"name\" must be a string";
     item->name = j["name"].get<std::string>();
+    auto checked = runtime::check_user_text("\"name\"", item->name, runtime::kMaxNameBytes);
+    if (!checked.ok()) return checked.status().message();
+    if (checked->changed()) return "\"name\" must be plain text (" + checked->repairs + ")";
     if (item->name.empty() || item->name.find('/') != std::string::npos ||
         item->name.find('\\') != std::string::npos || item->name[0] == '.') {
       return "\"name\" must be a plain file name (no '/', not starting with '.')";
@@ -223,7 +229,18 @@ Expected<std::vector<Item>> read_items(const BatchCliOptions& o) {
       const size_t last = line.find_last_not_of(" \t");
       item.prompt = line.substr(first, last - first + 1);
     }
-    if (item.error.empty() && item.prompt.find_first_not_of(" \t") == std::string::npos) {
+    // The text rule every front end shares (engine/runtime/user_text.h): repaired and said so,
+    // or the line refused.
+    if (item.error.empty()) {
+      auto checked = runtime::check_user_text("prompt", item.prompt);
+      if (!checked.ok()) {
+        item.error = checked.status().message();
+      } else {
+        if (checked->changed()) item.note = "prompt: " + checked->repairs;
+        item.prompt = std::move(checked->text);
+      }
+    }
+    if (item.error.empty() && item.prompt.find_first_not_of(" ") == std::string::npos) {
       item.error = "empty prompt";
     }
     if (item.variations > 1) item.sample = true;
@@ -271,8 +288,11 @@ std::string manifest_path(const std::string& dir, int64_t shard, int64_t shards)
 // The entries of a manifest file that still hold: parses every complete line, keeps those whose
 // file exists with the recorded SHA-256. `rewrite` is set when anything was dropped (a torn last
 // line, a stale entry, a duplicate).
+// Failure lines ({"item", "line", "error"}: why an item made no file) are not entries; a run
+// replaces them with its own.
 struct Manifest {
   std::vector<json> entries;
+  int64_t failures = 0;
   bool rewrite = false;
 };
 
@@ -290,6 +310,10 @@ Manifest read_manifest(const std::string& path, const std::string& dir) {
     }
     json j = json::parse(text->substr(pos, end - pos), nullptr, false);
     pos = end + 1;
+    if (!j.is_discarded() && j.is_object() && j.contains("error") && j["error"].is_string()) {
+      ++m.failures;
+      continue;
+    }
     const bool shaped = !j.is_discarded() && j.is_object() && j.contains("item") &&
                         j["item"].is_number_integer() && j.contains("candidate") &&
                         j["candidate"].is_number_integer() && j.contains("file") &&
@@ -324,6 +348,13 @@ Status append_line(const std::string& path, const std::string& line) {
   const bool ok = n == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
   ::close(fd);
   return ok ? Status() : io_error(path + ": manifest write failed");
+}
+
+// A manifest line saying why `item` made no file (its text is valid: error messages name fields,
+// and the rule already repaired the prompt).
+std::string failure_line(const Item& item, const std::string& error) {
+  return json{{"item", item.index}, {"line", item.line}, {"error", runtime::display_path(error)}}
+      .dump();
 }
 
 // Removes leftovers of an atomic write of `file` that was killed (file.tmp-PID).
@@ -439,10 +470,17 @@ int run_batch(BatchCliOptions o) {
   if (!export_options.ok()) return fail(export_options.status().message());
   auto texture = load_texture_option(o.exporting);
   if (!texture.ok()) return fail(texture.status().message());
+  auto asset_export = cli_asset_export(*export_options, o.exporting, *texture);
+  if (!asset_export.ok()) return fail(asset_export.status().message());
+  const json export_json = runtime::export_record(*asset_export, nullptr);
   auto items = read_items(o);
   if (!items.ok()) return fail(items.status().message());
   int64_t bad = 0;
   for (const Item& item : *items) {
+    if (!item.note.empty()) {
+      std::fprintf(stderr, "%s:%lld: note: %s\n", o.prompts.c_str(),
+                   static_cast<long long>(item.line), item.note.c_str());
+    }
     if (item.error.empty()) continue;
     ++bad;
     std::fprintf(stderr, "%s:%lld: %s (skipped)\n", o.prompts.c_str(),
@@ -479,8 +517,15 @@ int run_batch(BatchCliOptions o) {
     done_keys.insert({index, cand});
     kept.push_back(std::move(e));
   }
-  if (done.rewrite) {
+  if (done.rewrite || done.failures > 0) {
     if (Status st = write_manifest(manifest, kept); !st.ok()) return fail(st.message());
+  }
+  // The manifest says why each of this shard's bad lines made nothing.
+  for (const Item& item : *items) {
+    if (item.index % shard_n != shard_i || item.error.empty()) continue;
+    if (Status a = append_line(manifest, failure_line(item, item.error)); !a.ok()) {
+      return fail(a.message());
+    }
   }
   for (const Item& item : *items) {
     if (item.index % shard_n != shard_i || !item.error.empty()) continue;
@@ -514,7 +559,7 @@ int run_batch(BatchCliOptions o) {
   auto tok_sha = sha256_file(model.shape_tokenizer_file);
   if (!gpt_sha.ok()) return fail(gpt_sha.status().message());
   if (!tok_sha.ok()) return fail(tok_sha.status().message());
-  const json model_json = {{"name", fs::path(model.path).filename().string()},
+  const json model_json = {{"name", runtime::display_path(fs::path(model.path).filename().string())},
                            {"weights", model.weights},
                            {"gpt_sha256", *gpt_sha},
                            {"tokenizer_sha256", *tok_sha}};
@@ -546,11 +591,13 @@ int run_batch(BatchCliOptions o) {
                            {"guidance", decimal(item->guidance)},
                            {"variations", item->variations},
                            {"format", o.format}};
-    settings.update(export_settings_json(o.exporting));  // up_axis, scale, max_faces, preset...
+    settings.update(export_json);  // up_axis, scale, max_faces, preset...
     double decode_ms = 0, text_ms = 0;
     std::map<int, double> mesh_ms;
     std::string error;
     const uint64_t id = (*session)->submit(job);
+    // One item's failure, even a bug's exception, fails its line; the rest of the batch goes on.
+    try {
     (*session)->wait_for(id, [&](const runtime::Event& event) {
       if (const auto* s = std::get_if<runtime::StageEvent>(&event.payload)) {
         if (s->name == runtime::kStageDecode || s->name == runtime::kStagePrefill) {
@@ -594,8 +641,17 @@ int run_batch(BatchCliOptions o) {
         error = "cancelled: " + c->reason;
       }
     });
+    } catch (const std::exception& e) {
+      (*session)->cancel();
+      error = std::string("internal error: ") + e.what();
+    }
     if (!error.empty()) {
       ++failed;
+      if (error.find("manifest") == std::string::npos) {
+        if (Status a = append_line(manifest, failure_line(*item, error)); !a.ok()) {
+          return fail(a.message());
+        }
+      }
       std::fprintf(stderr, "%s%s:%lld: %s\n", tty ? "\n" : "", o.prompts.c_str(),
                    static_cast<long long>(item->line), error.c_str());
       if (error.find("manifest") != std::string::npos) return fail("stopping: " + error);

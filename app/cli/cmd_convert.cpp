@@ -43,12 +43,11 @@ int run_convert(const ConvertCliOptions& o) {
   if (!m.ok()) return fail(m.status().message());
   for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   if (m->empty()) return fail(o.input + ": the file holds no triangles");
-  mesh::ExportOptions options = *export_options;
+  nlohmann::json settings;  // the source's own, carried over (export_asset adds this export's)
   if (!o.no_metadata) {
     auto metadata = mesh::read_metadata(o.input);
     if (metadata.ok()) {
-      (*metadata)["export"] = export_settings_json(o.exporting);
-      options.metadata_json = metadata->dump();
+      settings = std::move(*metadata);
     } else if (metadata.status().code() != ErrorCode::kNotFound &&
                metadata.status().code() != ErrorCode::kInvalidArgument) {
       std::fprintf(stderr, "warning: %s (the output carries no settings)\n",
@@ -57,7 +56,8 @@ int run_convert(const ConvertCliOptions& o) {
   }
   const int64_t budget = effective_max_faces(o.exporting);
   mesh::AssetReport report;
-  if (Status st = write_cli_mesh(*m, o.output, options, o.exporting, *texture, &report);
+  if (Status st = write_cli_mesh(*m, o.output, *export_options, o.exporting, *texture,
+                                 std::move(settings), &report);
       !st.ok()) {
     return fail(st.message());
   }

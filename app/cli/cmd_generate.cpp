@@ -34,6 +34,7 @@
 #include "engine/mesh/metadata.h"
 #include "engine/runtime/provenance.h"
 #include "engine/runtime/session.h"
+#include "engine/runtime/user_text.h"
 
 namespace tessera::cli {
 
@@ -45,25 +46,26 @@ struct GenerateCliOptions {
   std::string output;
   std::string tokens_out;
   uint64_t seed = 0;
-  float temperature = 1.0f;
-  int64_t top_k = 0;
-  float top_p = 0.9f;
+  float temperature = runtime::kDefaultTemperature;
+  int64_t top_k = runtime::kDefaultTopK;
+  float top_p = runtime::kDefaultTopP;
   bool sample = false;    // set when any sampling option (or --variations > 1) was given
   bool seed_given = false;
   int variations = 1;
-  float guidance = 3.0f;
+  float guidance = runtime::kDefaultGuidance;
   std::vector<float> bbox;
   bool no_kv_cache = false;
   bool no_graphs = false;
   bool bf16 = false;
   int resolution = 0;  // 0: the model's default (tessera-tiny: 65; Cube 3D: 257)
   int64_t preview_every = 0;
-  int preview_resolution = 33;
+  int preview_resolution = runtime::kDefaultPreviewResolution;
   double preview_budget = runtime::kDefaultPreviewBudget;
   int64_t tokens = 0;
   DeviceCli device;
   MeshExportCli exporting;
   std::string from;           // --from FILE: the settings of a mesh Tessera wrote
+  std::string prompt_file;    // --prompt-file FILE: the prompt's bytes
   bool prompt_given = false;
   bool no_metadata = false;   // --no-metadata: write no settings into the files
   std::string weights;        // --weights auto|f32|bf16|int8 ("": auto, or bf16 with --bf16)
@@ -264,10 +266,33 @@ int run_generate(GenerateCliOptions o) {
     if (!m.ok()) return fail("--from: " + m.status().message());
     if (Status st = apply_metadata(*m, o.from, &o); !st.ok()) return fail(st.message());
     from = std::move(*m);
+  } else if (!o.prompt_file.empty()) {
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(o.prompt_file, ec);
+    if (!ec && bytes > (size_t{1} << 20)) {  // not even read: surely not a prompt
+      return fail("--prompt-file " + runtime::display_path(o.prompt_file) + ": " +
+                  std::to_string(bytes) + " bytes; a prompt is at most " +
+                  std::to_string(runtime::kMaxPromptBytes));
+    }
+    auto text = read_file(o.prompt_file);
+    if (!text.ok()) return fail("--prompt-file: " + text.status().message());
+    o.prompt = std::move(*text);
+    if (!o.prompt.empty() && o.prompt.back() == '\n') o.prompt.pop_back();
+    if (!o.prompt.empty() && o.prompt.back() == '\r') o.prompt.pop_back();
   } else if (!o.prompt_given) {
-    return fail("give --prompt TEXT (or --from FILE to make a Tessera mesh again)");
+    return fail("give --prompt TEXT (or --prompt-file FILE, or --from FILE to make a Tessera "
+                "mesh again)");
   }
-  // Everything that can be checked before loading and generating.
+  // Everything that can be checked before loading and generating: the text first (the rule every
+  // front end shares: repaired and said so, or refused).
+  {
+    runtime::JobOptions text;
+    text.prompt = o.prompt;
+    auto notes = runtime::accept_job_text(&text);
+    if (!notes.ok()) return fail(notes.status().message());
+    for (const std::string& note : *notes) std::fprintf(stderr, "note: %s\n", note.c_str());
+    o.prompt = std::move(text.prompt);
+  }
   if (o.variations < 1 || o.variations > runtime::kMaxVariations) {
     return fail("--variations " + std::to_string(o.variations) + " outside [1, " +
                 std::to_string(runtime::kMaxVariations) + "]");
@@ -324,7 +349,7 @@ int run_generate(GenerateCliOptions o) {
   std::string model_name, gpt_sha256;
   if (!o.no_metadata || from) {
     const runtime::ShapeModelInfo model = *(*session)->shape_model();
-    model_name = std::filesystem::path(model.path).filename().string();
+    model_name = runtime::display_path(std::filesystem::path(model.path).filename().string());
     auto digest = sha256_file(model.shape_gpt_file);
     if (digest.ok()) gpt_sha256 = *digest;
   }
@@ -404,17 +429,14 @@ int run_generate(GenerateCliOptions o) {
       // Written as each candidate is done: a later candidate's failure keeps the earlier files.
       const std::string path = numbered_path(o.output, f->candidate + 1, o.variations);
       Stopwatch write_watch;
-      mesh::ExportOptions file_options = *export_options;
-      if (!o.no_metadata) {
-        // Everything that decides its shape (read back by --from), and the export settings.
-        nlohmann::json settings =
-            runtime::shape_settings_json(job, f->seed, f->resolution, model_name, gpt_sha256);
-        settings["export"] = export_settings_json(o.exporting);
-        file_options.metadata_json = settings.dump();
-      }
+      // Everything that decides its shape (read back by --from); export_asset adds the export's.
+      nlohmann::json settings =
+          o.no_metadata ? nlohmann::json()
+                        : runtime::shape_settings_json(job, f->seed, f->resolution, model_name,
+                                                       gpt_sha256);
       mesh::AssetReport written;
-      if (Status st =
-              write_cli_mesh(*f->mesh, path, file_options, o.exporting, *texture, &written);
+      if (Status st = write_cli_mesh(*f->mesh, path, *export_options, o.exporting, *texture,
+                                     std::move(settings), &written);
           !st.ok())
         return fail(st.message());
       if (!written.lod_triangles.empty()) {
@@ -513,6 +535,12 @@ void register_generate(CLI::App& app, int* exit_code) {
                   "seed, sampling, guidance, resolution, export); same model and device: the same "
                   "mesh")
       ->excludes(prompt);
+  auto* prompt_file = cmd->add_option(
+      "--prompt-file", o->prompt_file,
+      "Read the prompt from a file (its text as it is, one trailing line break dropped; the "
+      "same rule as --prompt: invalid UTF-8 and control characters repaired and reported)");
+  prompt_file->excludes(prompt);
+  prompt_file->excludes("--from");
   cmd->add_flag("--no-metadata", o->no_metadata,
                 "Write no settings (prompt, seed, model...) into the files");
   cmd->add_option("--model,-m", o->model, "Model directory (default: the embedded tessera-tiny)");

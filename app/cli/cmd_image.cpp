@@ -24,6 +24,7 @@
 #include "engine/core/png.h"
 #include "engine/core/status.h"
 #include "engine/runtime/session.h"
+#include "engine/runtime/user_text.h"
 
 namespace tessera::cli {
 namespace {
@@ -33,8 +34,8 @@ struct ImageCliOptions {
   std::string negative_prompt;
   std::string model;
   std::string output;
-  int steps = 20;
-  float guidance = 7.5f;
+  int steps = runtime::kDefaultImageSteps;
+  float guidance = runtime::kDefaultImageGuidance;
   std::string sampler = "euler";
   uint64_t seed = 0;
   int64_t width = 0;  // 0: the model's default
@@ -70,6 +71,12 @@ int run_image(const ImageCliOptions& o) {
   if (o.width < 0 || o.height < 0) return fail("--width and --height must be positive");
   auto precision = runtime::parse_precision(o.precision);
   if (!precision.ok()) return fail("--" + precision.status().message());
+  runtime::ImageJobOptions job;
+  job.prompt = o.prompt;
+  job.negative_prompt = o.negative_prompt;
+  auto text_notes = runtime::accept_job_text(&job);
+  if (!text_notes.ok()) return fail(text_notes.status().message());
+  for (const std::string& note : *text_notes) std::fprintf(stderr, "note: %s\n", note.c_str());
 
   auto session = runtime::Session::create();
   runtime::ImageModelOptions model;
@@ -89,9 +96,6 @@ int run_image(const ImageCliOptions& o) {
     std::fprintf(stderr, "note: %s\n", info.backend_note.c_str());
   }
 
-  runtime::ImageJobOptions job;
-  job.prompt = o.prompt;
-  job.negative_prompt = o.negative_prompt;
   job.width = o.width;
   job.height = o.height;
   job.steps = o.steps;
@@ -134,15 +138,15 @@ int run_image(const ImageCliOptions& o) {
   if (!o.no_metadata) {
     auto decimal = [](double v) { return std::stod(std::to_string(v)); };
     nlohmann::json j = {{"tessera", TESSERA_VERSION},
-                        {"prompt", o.prompt},
-                        {"negative_prompt", o.negative_prompt},
+                        {"prompt", job.prompt},
+                        {"negative_prompt", job.negative_prompt},
                         {"seed", o.seed},
                         {"steps", o.steps},
                         {"guidance", decimal(o.guidance)},
                         {"sampler", o.sampler},
                         {"width", image->width},
                         {"height", image->height},
-                        {"model", fs::path(info.path).filename().string()},
+                        {"model", runtime::display_path(fs::path(info.path).filename().string())},
                         {"precision", info.precision}};
     settings = j.dump();
   }

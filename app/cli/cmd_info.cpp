@@ -10,6 +10,8 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+
+#include "engine/runtime/user_text.h"
 #include <string>
 
 #include "app/cli/commands.h"
@@ -122,7 +124,7 @@ void print_text(const std::string& path, const SafeTensors& st, const Checkpoint
 void print_json(const std::string& path, const SafeTensors& st, const CheckpointKindInfo& kind,
                 bool summary_only) {
   nlohmann::ordered_json out;
-  out["file"] = path;
+  out["file"] = runtime::display_path(path);
   out["num_tensors"] = st.size();
   out["parameters"] = st.total_elements();
   out["bytes"] = st.total_bytes();

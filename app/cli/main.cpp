@@ -2,11 +2,11 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <string>
 
 #include "app/cli/commands.h"
-#include "bench/bench.h"
 #include "engine/core/cpu_features.h"
 #include "engine/core/assets.h"
 #include "engine/core/thread_pool.h"
@@ -43,7 +43,6 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   tessera::cli::register_tokenize(app, &exit_code);
   tessera::cli::register_info(app, &exit_code);
-  tessera::bench::register_bench(app, &exit_code);
   tessera::cli::register_generate(app, &exit_code);
   tessera::cli::register_batch(app, &exit_code);
   tessera::cli::register_decode(app, &exit_code);
@@ -55,10 +54,19 @@ int main(int argc, char** argv) {
   app.parse_complete_callback([&] {
     if (threads > 0) tessera::set_default_threads(threads);
   });
+  // The commands run inside parse(). No exception leaves the program as a crash: one that
+  // escapes a command is a bug, reported as such with a non-zero status (files already written
+  // stay: every write is atomic).
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tessera: internal error: %s\n", e.what());
+    return 70;  // EX_SOFTWARE
+  } catch (...) {
+    std::fprintf(stderr, "tessera: internal error (unknown exception)\n");
+    return 70;
   }
   if (version) {
     tessera::cli::print_version();

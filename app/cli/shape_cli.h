@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "engine/mesh/asset.h"
 #include "engine/mesh/export.h"
 #include "engine/mesh/texture.h"
+#include "engine/runtime/export_asset.h"
 #include "engine/runtime/session.h"
 
 namespace tessera::cli {
@@ -228,17 +230,19 @@ inline void add_mesh_export_options(CLI::App* cmd, MeshExportCli* o) {
                   "(0..0.45, default 0)");
 }
 
-// --texture, read and checked before the long run so that a bad image fails early; nullopt when
-// the option is absent.
-inline Expected<std::optional<mesh::TextureImage>> load_texture_option(const MeshExportCli& o) {
+// --texture, read and checked before the long run so that a bad image fails early; null when the
+// option is absent.
+inline Expected<std::shared_ptr<const mesh::TextureImage>> load_texture_option(
+    const MeshExportCli& o) {
   const mesh::ProjectionOptions projection = projection_options(o);
   if (Status st = mesh::validate_projection_options(projection); !st.ok()) {
     return invalid_argument("--texture-margin: " + st.message());
   }
-  if (o.texture.empty()) return std::optional<mesh::TextureImage>();
+  if (o.texture.empty()) return std::shared_ptr<const mesh::TextureImage>();
   Expected<mesh::TextureImage> image = mesh::read_texture_png(o.texture);
   if (!image.ok()) return Status(image.status()).with_context("--texture");
-  return std::optional<mesh::TextureImage>(std::move(*image));
+  return std::shared_ptr<const mesh::TextureImage>(
+      std::make_shared<mesh::TextureImage>(std::move(*image)));
 }
 
 // The ExportOptions for writing `output` (its extension decides GLB's fixed frame): the
@@ -336,43 +340,44 @@ inline Expected<mesh::ExportOptions> checked_export_options(const MeshExportCli&
   return options;
 }
 
-// Writes `m` to `path` as an asset: prepare_asset (budget, closing, LODs), the texture projected
-// onto each level (engine's Y-up frame, before the export's axes), then write_mesh_lods. When
-// closing was asked and metadata is on, the file's metadata records whether the mesh is closed
-// ("export.closed"); a mesh that stays open is reported on stderr either way.
+// The runtime's export request for the command line's options: `given` (to_export_options()),
+// the budget, LODs and closing (to_asset_options()), the preset's name, the --texture image and
+// its projection, and the shape's `settings` to record (null: none). kInvalidArgument naming the
+// option.
+inline Expected<runtime::AssetExport> cli_asset_export(
+    const mesh::ExportOptions& given, const MeshExportCli& o,
+    std::shared_ptr<const mesh::TextureImage> texture, nlohmann::json settings = nullptr) {
+  runtime::AssetExport request;
+  TESSERA_ASSIGN_OR_RETURN(request.asset, to_asset_options(o));
+  request.options = given;
+  request.preset = o.preset;
+  request.texture = std::move(texture);
+  request.projection = projection_options(o);
+  request.settings = std::move(settings);
+  return request;
+}
+
+// Writes `m` to `path` through runtime::export_asset (the one export every front end shares):
+// budget, closing, LODs, the texture projected onto each level, the placement, and `settings`
+// with the export record as the file's metadata (null: none). A mesh that stays open although
+// closing was asked, and the LODs' counts, are reported on stderr.
 inline Status write_cli_mesh(const mesh::Mesh& m, const std::string& path,
                              const mesh::ExportOptions& given, const MeshExportCli& o,
-                             const std::optional<mesh::TextureImage>& texture,
+                             const std::shared_ptr<const mesh::TextureImage>& texture,
+                             nlohmann::json settings = nullptr,
                              mesh::AssetReport* report_out = nullptr) {
-  TESSERA_ASSIGN_OR_RETURN(const mesh::AssetOptions asset, to_asset_options(o));
-  mesh::AssetReport report;
-  Expected<std::vector<mesh::Mesh>> levels = mesh::prepare_asset(m, asset, &report);
-  if (!levels.ok()) return levels.status().with_context(path);
-  if (texture) {
-    for (mesh::Mesh& level : *levels) {
-      TESSERA_RETURN_IF_ERROR(mesh::project_texture_front(*texture, projection_options(o), &level)
-                                  .with_context("--texture " + o.texture));
-    }
-  }
-  mesh::ExportOptions options = given;
-  if (!options.metadata_json.empty() && (asset.closed || asset.lods > 0)) {
-    nlohmann::json j = nlohmann::json::parse(options.metadata_json, nullptr, false);
-    if (j.is_object()) {
-      if (asset.closed) j["export"]["closed"] = report.closed;
-      if (asset.lods > 0) j["export"]["lod_triangles"] = report.lod_triangles;
-      options.metadata_json = j.dump();
-    }
-  }
-  TESSERA_RETURN_IF_ERROR(mesh::write_mesh_lods(*levels, path, options));
-  if (asset.closed && !report.closed) {
+  TESSERA_ASSIGN_OR_RETURN(const runtime::AssetExport request,
+                           cli_asset_export(given, o, texture, std::move(settings)));
+  TESSERA_ASSIGN_OR_RETURN(const mesh::AssetReport report, runtime::export_asset(m, path, request));
+  if (request.asset.closed && !report.closed) {
     std::fprintf(stderr,
                  "warning: %s is not closed: %lld boundary and %lld non-manifold edges left "
                  "(holes larger than %lld edges are not closed)\n",
                  path.c_str(), static_cast<long long>(report.holes.boundary_edges_left),
                  static_cast<long long>(report.holes.non_manifold_edges),
-                 static_cast<long long>(asset.max_hole_edges));
+                 static_cast<long long>(request.asset.max_hole_edges));
   }
-  if (asset.lods > 0) {
+  if (request.asset.lods > 0) {
     std::string counts;
     for (size_t i = 0; i < report.lod_triangles.size(); ++i) {
       counts += (i ? ", " : "") + std::string("LOD") + std::to_string(i) + " " +
@@ -382,27 +387,6 @@ inline Status write_cli_mesh(const mesh::Mesh& m, const std::string& path,
   }
   if (report_out != nullptr) *report_out = report;
   return Status();
-}
-
-// The export settings a file's metadata records (read back by `generate --from`).
-inline nlohmann::json export_settings_json(const MeshExportCli& o) {
-  auto decimal = [](double v) { return std::stod(std::to_string(v)); };
-  nlohmann::json e = {{"scale", decimal(o.scale)}, {"max_faces", effective_max_faces(o)}};
-  if (!o.up_axis.empty()) {
-    e["up_axis"] = (o.up_axis == "z" || o.up_axis == "Z") ? "z" : "y";
-  } else if (o.preset.empty()) {
-    e["up_axis"] = "y";
-  }
-  if (!o.preset.empty()) e["preset"] = o.preset;
-  if (!o.forward.empty()) e["forward"] = o.forward;
-  if (!o.unit.empty()) e["unit"] = o.unit;
-  if (o.size_given) e["size"] = o.size;
-  if (o.height_given) e["height"] = o.height;
-  if (o.pivot != "origin") e["pivot"] = o.pivot;
-  if (o.lods > 0) e["lods"] = o.lods;
-  if (o.closed) e["closed_asked"] = true;
-  if (o.open) e["closed_asked"] = false;
-  return e;
 }
 
 inline Status write_tokens_file(const std::string& path, const std::vector<int32_t>& ids) {

@@ -99,7 +99,7 @@ void infer_cube_gpt(const ShapeIndex& idx, CheckpointKindInfo* info) {
   put(info, "text_dim", idx.dim("text_proj.weight", 1));
   put(info, "code_dim", idx.dim("shape_proj.weight", 1));
   // Not visible in the GPT's shapes. The published checkpoints fix it per version
-  // (spec/cube3d.md); for any other size it is the shape tokenizer's latent count.
+  // (docs/cube3d.md); for any other size it is the shape tokenizer's latent count.
   const auto vocab = idx.dim("transformer.wte.weight", 0);
   if (n_embd && *n_embd == 1536 && vocab && *vocab == 16387)
     put(info, "num_latents", v05 ? 1024 : 512);

@@ -1,5 +1,5 @@
 // Sizes of a Stable Diffusion 1.x UNet and VAE decoder, inferred from the tensor shapes of a
-// CompVis single-file checkpoint (spec/diffusion.md; the PyTorch reference is
+// CompVis single-file checkpoint (docs/diffusion.md; the PyTorch reference is
 // tools/tessera_ref/sd_unet.py and sd_vae.py).
 //
 // UNet (prefix `model.diffusion_model.`), what each size comes from:

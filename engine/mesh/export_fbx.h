@@ -42,7 +42,7 @@
 #include <vector>
 
 #include "engine/core/status.h"
-#include "engine/mesh/export.h"
+#include "engine/mesh/export_options.h"
 #include "engine/mesh/mesh.h"
 
 namespace tessera::mesh {

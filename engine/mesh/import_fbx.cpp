@@ -1,5 +1,5 @@
 // Binary FBX 7.x reader (import.h has the contract; the format facts are the project's FBX notes,
-// spec/fbx.md, checked against Blender 3.4's importer).
+// docs/fbx.md, checked against Blender 3.4's importer).
 //
 // Two passes. First the node tree: every record is checked against the bytes before anything is
 // read: a node's EndOffset must lie inside its parent (or the file), its property list inside the

@@ -1,6 +1,6 @@
 // Tessera metadata in mesh files: how a mesh was made (prompt, seed, sampling, guidance,
 // resolution, model name and checksum, Tessera version), as one JSON object, so that `tessera
-// generate --from FILE` can make it again (issue 24). The mesh layer only carries the text; the
+// generate --from FILE` can make it again. The mesh layer only carries the text; the
 // front ends decide what goes in it.
 //
 // Where it lives (ExportOptions::metadata_json): GLB asset.extras (the object itself; asset.generator

@@ -23,7 +23,7 @@
 #include <string_view>
 
 #include "engine/core/status.h"
-#include "engine/mesh/export.h"
+#include "engine/mesh/export_options.h"
 #include "engine/mesh/mesh.h"
 
 namespace tessera::mesh {

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "engine/core/sha256.h"
+#include "engine/runtime/user_text.h"
 
 namespace tessera::runtime {
 
@@ -11,7 +12,8 @@ nlohmann::json shape_settings_json(const JobOptions& job, uint64_t seed, int res
   const auto& s = job.generation.sampler;
   nlohmann::json j;
   j["tessera"] = TESSERA_VERSION;
-  j["prompt"] = job.prompt;
+  // Text that reaches a file is always valid (a front end that skipped the rule included).
+  j["prompt"] = check_user_text("prompt", job.prompt, std::string::npos)->text;
   j["sampling"] = {{"sample", s.sample}};
   if (s.sample) {
     j["sampling"]["seed"] = seed;
@@ -23,13 +25,13 @@ nlohmann::json shape_settings_json(const JobOptions& job, uint64_t seed, int res
   j["bbox"] = job.generation.bbox ? nlohmann::json(*job.generation.bbox) : nlohmann::json();
   j["resolution"] = resolution;
   j["tokens"] = job.generation.num_tokens;
-  j["model"] = {{"name", model_name}, {"gpt_sha256", gpt_sha256}};
+  j["model"] = {{"name", display_path(model_name)}, {"gpt_sha256", gpt_sha256}};
   return j;
 }
 
 Expected<ModelIdentity> model_identity(const ShapeModelInfo& model) {
   ModelIdentity id;
-  id.name = std::filesystem::path(model.path).filename().string();
+  id.name = display_path(std::filesystem::path(model.path).filename().string());
   TESSERA_ASSIGN_OR_RETURN(id.gpt_sha256, sha256_file(model.shape_gpt_file));
   return id;
 }
@@ -41,7 +43,11 @@ Expected<RestoredSettings> restored_settings(const nlohmann::json& m, const std:
   RestoredSettings r;
   if (!m.is_object()) return bad("(root)", "is not an object");
   if (!m.contains("prompt") || !m["prompt"].is_string()) return bad("prompt", "is missing or not text");
-  r.prompt = m["prompt"].get<std::string>();
+  TESSERA_ASSIGN_OR_RETURN(
+      CheckedText prompt,
+      check_user_text(file + ": metadata field 'prompt'", m["prompt"].get<std::string>()));
+  r.prompt = std::move(prompt.text);
+  if (prompt.changed()) r.notes.push_back("metadata field 'prompt': " + prompt.repairs);
   if (const auto s = m.find("sampling"); s != m.end()) {
     if (!s->is_object()) return bad("sampling", "is not an object");
     r.has_sampling = true;

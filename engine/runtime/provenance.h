@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "engine/runtime/defaults.h"
 #include "engine/runtime/session.h"
 
 namespace tessera::runtime {
@@ -34,14 +36,17 @@ struct RestoredSettings {
   bool sample = false;
   bool has_seed = false;
   uint64_t seed = 0;
-  float temperature = 1.0f, top_p = 0.9f;
-  int64_t top_k = 0;
+  float temperature = kDefaultTemperature, top_p = kDefaultTopP;
+  int64_t top_k = kDefaultTopK;
   bool has_guidance = false;
-  float guidance = 3.0f;
+  float guidance = kDefaultGuidance;
   int resolution = 0;  // 0: not given
   std::string model_name;
+  // What the text rule repaired in the file's text (engine/runtime/user_text.h), one line each.
+  std::vector<std::string> notes;
 };
-// kInvalidArgument naming `file` and the field for a missing prompt or a field of the wrong type.
+// kInvalidArgument naming `file` and the field for a missing prompt, a field of the wrong type or a
+// prompt the text rule refuses; the prompt comes back repaired by the rule.
 Expected<RestoredSettings> restored_settings(const nlohmann::json& metadata,
                                              const std::string& file);
 

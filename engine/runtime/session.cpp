@@ -1,4 +1,5 @@
 #include "engine/runtime/session.h"
+#include "engine/runtime/user_text.h"
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -295,10 +296,16 @@ uint64_t Session::load_image_model(ImageModelOptions options) {
   return id;
 }
 
+// Every job's text passes the product's rule (user_text.h) here, whatever front end built it: the
+// engine and the files only ever see repaired text, and a refused job ends with its Error before
+// any work.
 uint64_t Session::submit(JobOptions job) {
   const uint64_t id = next_id_++;
   scheduler_.shape_submitted(id);
-  shape_lane_->submit_job(id, [this, o = std::move(job)](uint64_t j, auto& cancel) {
+  Expected<TextNotes> text = accept_job_text(&job);
+  shape_lane_->submit_job(id, [this, o = std::move(job), refused = text.status()](
+                                  uint64_t j, auto& cancel) {
+    if (!refused.ok()) return emit(j, Lane::kShape, ErrorEvent{refused});
     run_shape_job(j, o, cancel);
   });
   return id;
@@ -306,7 +313,10 @@ uint64_t Session::submit(JobOptions job) {
 
 uint64_t Session::submit_image(ImageJobOptions job) {
   const uint64_t id = next_id_++;
-  image_lane_->submit_job(id, [this, o = std::move(job)](uint64_t j, auto& cancel) {
+  Expected<TextNotes> text = accept_job_text(&job);
+  image_lane_->submit_job(id, [this, o = std::move(job), refused = text.status()](
+                                  uint64_t j, auto& cancel) {
+    if (!refused.ok()) return emit(j, Lane::kImage, ErrorEvent{refused});
     run_image_job(j, o, cancel);
   });
   return id;
@@ -467,8 +477,8 @@ void Session::run_image_load(uint64_t id, const ImageModelOptions& options) {
 
 namespace {
 
-// Live previews meshed beside the decode instead of inside its token loop (issue 23: a preview
-// every 16 tokens used to stop the token stream for the whole meshing, TPOT p99 290 ms on
+// Live previews meshed beside the decode instead of inside its token loop (a preview every 16
+// tokens meshed in the loop would stop the token stream for the whole meshing, TPOT p99 290 ms on
 // tessera-tiny). The token callback hands the due prefix to this helper thread and returns at once;
 // a candidate's prefix still waiting when its next one is due is replaced (the newest wins), and
 // the waiting candidate with the fewest previews goes first (candidates take turns).
@@ -777,8 +787,8 @@ void Session::run_shape_job(uint64_t id, const JobOptions& o, std::atomic<bool>&
   }
 
   // Final meshes, candidate by candidate. With several, a candidate's clean-up (single-threaded)
-  // runs on a helper thread while the decoder decodes and extracts the next candidate (issue 23:
-  // extraction of finished candidates overlaps the next work where the cores allow); the next
+  // runs on a helper thread while the decoder decodes and extracts the next candidate
+  // (extraction of finished candidates overlaps the next work where the cores allow); the next
   // candidate's stage events are held until the previous FinalMesh is out, so the events keep
   // their documented order.
   struct Extracted {

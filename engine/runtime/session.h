@@ -50,6 +50,7 @@
 #include "engine/mesh/mesh.h"
 #include "engine/mesh/texture.h"
 #include "engine/runtime/capabilities.h"
+#include "engine/runtime/defaults.h"
 #include "engine/runtime/events.h"
 #include "engine/runtime/lane.h"
 #include "engine/shape/pipeline.h"
@@ -75,19 +76,18 @@ Status quantize_model_dir(const std::string& src, const std::string& dst, Quanti
 // The number of tokens a shape job generates: `requested` when > 0, else the model's num_latents.
 using shape::tokens_to_generate;
 
-inline constexpr double kDefaultPreviewBudget = 0.1;
 
 struct JobOptions {
   std::string prompt;            // UTF-8; "" is valid (the unconditional shape)
   GenerationOptions generation;  // seed, sampling, guidance, bbox, KV cache, graphs, num_tokens
   MeshOptions mesh;              // final mesh: resolution (2^k + 1, 0: the model's), clean-up
   int64_t preview_every = 0;     // K: a PartialMesh every K tokens; 0: none
-  int preview_resolution = 33;   // 2^k + 1, usually small (a preview costs a latent decode)
+  int preview_resolution = kDefaultPreviewResolution;  // 2^k + 1, usually small (a preview costs a latent decode)
   // At most this fraction of the job's wall time goes to meshing previews, in (0, 1]; 1: no
   // limit. A preview starts only when the time previews took so far plus what the last one took
   // fits in it; a due preview that does not fit waits (CPU: previews are meshed beside the
   // decode, the newest prefix wins) or is skipped (device backends: meshed in the token loop).
-  // No preview outlives the decode. 10 %: issue 23's bound on what previews may cost an object.
+  // No preview outlives the decode. 10 %: the bound on what previews may cost an object.
   double preview_budget = kDefaultPreviewBudget;
   // Decode these shape tokens instead of generating (1..num_latents ids in [0, codebook_size); fewer
   // are filled with the model's fill token). The prompt and generation options are then unused.
@@ -144,8 +144,8 @@ struct ImageJobOptions {
   std::string prompt;
   std::string negative_prompt;  // "" = unconditional
   int64_t width = 0, height = 0;  // pixels; 0: the model's default side
-  int steps = 20;
-  float guidance = 7.5f;
+  int steps = kDefaultImageSteps;
+  float guidance = kDefaultImageGuidance;
   SamplerKind sampler = SamplerKind::kEuler;
   uint64_t seed = 0;
 };

@@ -1,7 +1,7 @@
 // CubeGpt: the Cube 3D text-to-shape GPT ("DualStreamRoformer"), and GptSession: its preallocated
 // KV cache and activations for one generation at a time.
 //
-// Computation (spec/cube3d.md; oracle: tools/tessera_ref/cube_gpt.py):
+// Computation (docs/cube3d.md; oracle: tools/tessera_ref/cube_gpt.py):
 //   condition c = text_proj(CLIP last hidden state [77]) (++ bbox_proj(bbox) on v0.5), S tokens;
 //   shape stream x = wte[ids], ids[0] = BOS;
 //   n_dual dual-stream blocks: per stream non-affine LayerNorm, q/k/v projections, per-head q/k

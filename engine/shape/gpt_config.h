@@ -1,6 +1,6 @@
 // GptConfig: the sizes of a Cube 3D GPT ("DualStreamRoformer"), inferred from its tensors.
 //
-// No config file ships with Cube 3D checkpoints (spec/cube3d.md), so every size comes from tensor
+// No config file ships with Cube 3D checkpoints (docs/cube3d.md), so every size comes from tensor
 // names and shapes:
 //   n_embd, vocab       transformer.wte.weight [vocab, n_embd]
 //   head_dim, n_head    transformer.dual_blocks.0.attn.pre_x.q_norm.weight [head_dim]

@@ -6,7 +6,7 @@
 // benchmarks) can time, stream and cancel between them:
 //   1. encode_prompt: CLIP over 77 positions for the prompt (cond) and for "" (uncond, the
 //      classifier-free-guidance branch), padded with CLIP's EOS and run with the tokenizer's
-//      attention mask (padded keys hidden), as spec/cube3d.md says. The empty prompt is valid (it
+//      attention mask (padded keys hidden), as docs/cube3d.md says. The empty prompt is valid (it
 //      is the unconditional branch itself). A prompt longer than 77 CLIP tokens is truncated to
 //      BOS + its first 75 tokens + EOS (EncodedPrompt::truncated says so). There is no "bad"
 //      prompt: invalid UTF-8 is replaced by U+FFFD by the tokenizer.

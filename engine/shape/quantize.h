@@ -1,4 +1,4 @@
-// Quantizing a shape model's GPT to int8 weights once, on disk (`tessera quantize`, issue 25), so
+// Quantizing a shape model's GPT to int8 weights once, on disk (`tessera quantize`), so
 // a model directory loads in half the memory without the f32/bf16 file ever being read again.
 //
 // File format (kernels/int8.h): every linear matrix of the GPT (attention q/k/v/c_proj, MLP,

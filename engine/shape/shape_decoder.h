@@ -1,4 +1,4 @@
-// Shape tokenizer decode path of Cube 3D ("OneDAutoEncoder", spec/cube3d.md): shape token ids ->
+// Shape tokenizer decode path of Cube 3D ("OneDAutoEncoder", docs/cube3d.md): shape token ids ->
 // latents (codebook lookup, c_out, positional encodings, bidirectional transformer), and occupancy
 // logits of query points given the latents (phase-modulated Fourier embedding, query_in MLP, one
 // cross-attention layer, MLP, ln_f, c_head).

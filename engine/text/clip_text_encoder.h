@@ -9,7 +9,7 @@
 //
 // Masking: attention is causal. With the tokenizer's attention mask (valid_lengths[b] = number of
 // real tokens BOS..EOS, see ClipTokenizer PaddedTokens::length) padded keys are hidden as well, as
-// Cube 3D runs CLIP (spec/cube3d.md). Only prefix masks (1 on [0, L), 0 after) are expressible,
+// Cube 3D runs CLIP (docs/cube3d.md). Only prefix masks (1 on [0, L), 0 after) are expressible,
 // which is what a CLIP tokenizer produces. Without valid_lengths: causal only (Stable Diffusion).
 //
 // Tensor names: `text_model.embeddings.token_embedding.weight [vocab, width]`,

@@ -1,4 +1,4 @@
-// int8 GEMM with 8-bit activations (issue 25): C[m, n] = A[m, k] . W[n, k]^T + bias[n], both operands
+// int8 GEMM with 8-bit activations: C[m, n] = A[m, k] . W[n, k]^T + bias[n], both operands
 // quantized to 8 bits, products exact in int32 (AVX-512 VNNI vpdpbusd: 64 multiply-adds per
 // instruction, twice vdpbf16ps's and vpdpwssd's).
 //

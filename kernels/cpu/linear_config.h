@@ -3,7 +3,7 @@
 // goes through OpenBLAS sgemm, and whether bf16 weights take the AVX-512 BF16 path (x rounded to
 // bf16). cpu::linear itself always runs default_linear_config().
 //
-// For benchmarks and tuning (`tessera bench kernels` times the same layer with and without
+// For benchmarks and tuning (`tessera-bench kernels` times the same layer with and without
 // bf16_gemm in one run) and for tests that run every variant; models call cpu::linear or the
 // backend, never this. The plan these switches select, and the constants behind it, are in
 // kernels/cpu/linear_internal.h (the kernels' own files and their tests only).

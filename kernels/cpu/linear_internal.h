@@ -51,7 +51,7 @@ void linear_multi_with_config(const LinearConfig& config, const float* x, int64_
 // 256).
 constexpr int64_t kBlockedMaxRowsF32 = 8;
 // Smallest m (exclusive) that bf16 weights send through gemm_bf16 when LinearConfig::bf16_gemm is
-// set (`tessera bench kernels`, rows "gemm bf16"; see bench/RESULTS.md).
+// set (`tessera-bench kernels`, rows "gemm bf16"; see bench/RESULTS.md).
 constexpr int64_t kBf16GemmMinRows = 32;
 constexpr int64_t kBlockedMaxRowsBf16 = 96;
 // Rows of x handled per pass over a weight block by the dot kernels (register blocking limit).

@@ -40,7 +40,7 @@ namespace tessera::kernels::cuda {
 // rows, and a GEMM (cuBLAS for f32 weights, a shared-memory tiled kernel for bf16 and int8 weights)
 // above. 16 = the decode step of 8 candidates with guidance, as on the CPU (kMaxGemvRows): every
 // row's sum has the same order of additions whatever the other rows, so a candidate's logits, and
-// so its tokens, do not depend on how many candidates are decoded with it (issue 23); a GEMM for
+// so its tokens, do not depend on how many candidates are decoded with it; a GEMM for
 // 5-8 guided candidates would sum in another order than a lone generation's GEMV.
 inline constexpr int64_t kGemvMaxRows = 16;
 // Largest head_dim the attention kernels handle.

@@ -1,5 +1,5 @@
 // choose_token (kernels/cuda/cuda_ops.h): guidance mix + greedy or sampled next token in one block
-// of kThreads threads, for the device-resident decode loop (issue 6: no host synchronisation per
+// of kThreads threads, for the device-resident decode loop (no host synchronisation per
 // token).
 //
 // 1. Every thread mixes its share of the codes with the host's exact float operations (explicit

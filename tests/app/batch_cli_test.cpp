@@ -31,11 +31,20 @@ using nlohmann::json;
 
 std::string slurp(const fs::path& p) { return testing::slurp(p.string()); }
 
-std::vector<json> manifest_lines(const fs::path& path) {
+// The manifest's entries (one per file made); `failures` gets its failure lines ({"item", "line",
+// "error"}: why a bad line made nothing).
+std::vector<json> manifest_lines(const fs::path& path, std::vector<json>* failures = nullptr) {
   std::vector<json> out;
   std::ifstream in(path);
   std::string line;
-  while (std::getline(in, line)) out.push_back(json::parse(line));
+  while (std::getline(in, line)) {
+    json j = json::parse(line);
+    if (j.contains("error")) {
+      if (failures != nullptr) failures->push_back(std::move(j));
+    } else {
+      out.push_back(std::move(j));
+    }
+  }
   return out;
 }
 
@@ -97,8 +106,13 @@ TEST_F(BatchCliTest, TextAndJsonItemsBadLinesManifestAndResume) {
   EXPECT_NE(r.err.find("p.txt:6: invalid JSON"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("p.txt:8: empty prompt"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("p.txt:9: \"top_p\""), std::string::npos) << r.err;
-  const std::vector<json> entries = manifest_lines(out / "manifest.jsonl");
+  std::vector<json> failures;
+  const std::vector<json> entries = manifest_lines(out / "manifest.jsonl", &failures);
   ASSERT_EQ(entries.size(), 5u);  // a cube, a chair x2, a torus, a ring
+  ASSERT_EQ(failures.size(), 4u);  // lines 5, 6, 8 and 9, each saying why
+  EXPECT_EQ(failures[0]["line"], 5);
+  EXPECT_NE(failures[0]["error"].get<std::string>().find("unknown key"), std::string::npos);
+  EXPECT_EQ(failures[3]["line"], 9);
   expect_consistent(out, entries);
   std::map<std::string, json> by_file;
   for (const json& e : entries) by_file[e["file"].get<std::string>()] = e;

@@ -1,4 +1,4 @@
-// `tessera bench diffusion` end to end on the hidden tiny config (the parity fixtures'
+// `tessera-bench diffusion` end to end on the hidden tiny config (the parity fixtures'
 // architecture, random weights): the ablation table, the RESULTS.md section write that keeps the
 // other sections, the JSON, and bad sizes.
 #include <gtest/gtest.h>
@@ -15,6 +15,7 @@
 namespace tessera {
 namespace {
 
+using testing::run_bench;
 using testing::run_tessera;
 using testing::shell_quote;
 
@@ -41,8 +42,8 @@ TEST_F(BenchDiffusionCliTest, TinyQuickAblationWritesTheSection) {
   const std::filesystem::path json = dir_ / "bench.json";
   std::ofstream(results) << "# Results\n\n## Kernels (CPU)\n\nkeep me\n\n"
                             "## Diffusion (CPU)\n\nold table\n\n## Studio\n\nkeep me too\n";
-  const auto r = run_tessera(
-      "bench diffusion --config tiny --quick --size 32 --repeat 1 "
+  const auto r = run_bench(
+      "diffusion --config tiny --quick --size 32 --repeat 1 "
       "--write-results --results " +
       shell_quote(results.string()) + " --json " + shell_quote(json.string()));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -92,7 +93,7 @@ TEST_F(BenchDiffusionCliTest, TinyQuickAblationWritesTheSection) {
 
 // The embedded model's real weights (assets/models/tessera-tiny/diffusion, heads from its card).
 TEST_F(BenchDiffusionCliTest, EmbeddedTinyModelRuns) {
-  const auto r = run_tessera("bench diffusion --config tessera-tiny --quick --repeat 1");
+  const auto r = run_bench("diffusion --config tessera-tiny --quick --repeat 1");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("tessera-tiny/diffusion (shipped weights, f32)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("| UNet step (batch 2, guidance) | all fusions on"), std::string::npos)
@@ -101,11 +102,11 @@ TEST_F(BenchDiffusionCliTest, EmbeddedTinyModelRuns) {
 
 TEST_F(BenchDiffusionCliTest, SizeNotAMultipleIsAClearError) {
   for (const char* size : {"30", "6", "-8"}) {
-    const auto r = run_tessera(std::string("bench diffusion --config tiny --size ") + size);
+    const auto r = run_bench(std::string("diffusion --config tiny --size ") + size);
     EXPECT_EQ(r.exit_code, 1) << size << "\n" << r.out << r.err;
     EXPECT_NE(r.err.find("--size"), std::string::npos) << r.err;
   }
-  const auto bad = run_tessera("bench diffusion --config sd21 --size 64");
+  const auto bad = run_bench("diffusion --config sd21 --size 64");
   EXPECT_EQ(bad.exit_code, 1) << bad.out << bad.err;
   EXPECT_NE(bad.err.find("--config"), std::string::npos) << bad.err;
 }

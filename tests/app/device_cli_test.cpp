@@ -3,7 +3,7 @@
 // never fails (on a machine without a usable GPU it runs on the CPU and says why only with
 // --verbose); an explicit cuda request without a usable GPU fails with the reason and exit 1; a bad
 // value is a usage error. With a GPU, cuda and auto run there and give the reference's greedy
-// tokens. The same for `tessera image` and `tessera bench diffusion`.
+// tokens. The same for `tessera image` and `tessera-bench diffusion`.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -22,6 +22,7 @@ namespace tessera {
 namespace {
 
 using testing::FixtureModelDir;
+using testing::run_bench;
 using testing::run_tessera;
 using testing::shell_quote;
 
@@ -135,7 +136,7 @@ TEST_F(DeviceCliTest, ImageAndBenchDiffusionTakeTheDevice) {
     EXPECT_NE(r.err.find("CUDA"), std::string::npos) << r.err;
     EXPECT_FALSE(std::filesystem::exists(png));
     const auto b =
-        run_tessera("bench diffusion --config tiny --no-ablation --repeat 1 --device cuda");
+        run_bench("diffusion --config tiny --no-ablation --repeat 1 --device cuda");
     EXPECT_EQ(b.exit_code, 1) << b.err;
     EXPECT_NE(b.err.find("CUDA"), std::string::npos) << b.err;
   }

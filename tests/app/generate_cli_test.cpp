@@ -20,6 +20,7 @@ namespace tessera {
 namespace {
 
 using testing::FixtureModelDir;
+using testing::run_bench;
 using testing::run_tessera;
 using testing::shell_quote;
 
@@ -301,7 +302,7 @@ TEST_F(GenerateCliTest, BadTokensFilesAreNamed) {
 
 TEST_F(GenerateCliTest, BenchGenerateTimesWholeJobsAndWritesItsSection) {
   const std::string results = write("RESULTS.md", "# Benchmark results\n\n## Other\n\nkept\n");
-  const auto r = run_tessera("bench generate" + model_arg() + " --prompt " +
+  const auto r = run_bench("generate" + model_arg() + " --prompt " +
                              shell_quote(testing::kParityPrompt) +
                              " --repeat 2 --resolution 17 --write-results --results " +
                              shell_quote(results));
@@ -313,7 +314,7 @@ TEST_F(GenerateCliTest, BenchGenerateTimesWholeJobsAndWritesItsSection) {
   EXPECT_NE(text.find("## Generation end to end (CPU)"), std::string::npos) << text;
   EXPECT_NE(text.find("kept"), std::string::npos) << text;  // other sections untouched
 
-  const auto bad = run_tessera("bench generate --model /nonexistent/tessera-model --repeat 1");
+  const auto bad = run_bench("generate --model /nonexistent/tessera-model --repeat 1");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("/nonexistent/tessera-model"), std::string::npos) << bad.err;
 }

@@ -14,6 +14,9 @@ dpkg-deb -f "$deb" Package Version Depends
 dpkg -x "$deb" "$tmp/root"
 bin="$tmp/root/usr/bin"
 "$bin/tessera" --version
+# The benchmarks are a developer tool: neither a binary of the package nor a command of tessera.
+test ! -e "$bin/tessera-bench" || { echo "FAIL: the package ships tessera-bench"; exit 1; }
+if "$bin/tessera" bench kernels --quick >/dev/null 2>&1; then echo "FAIL: tessera has a bench command"; exit 1; fi
 share="$tmp/root/usr/share"
 test -d "$share/tessera/assets/vocab/clip" || { echo "FAIL: assets missing from the package"; exit 1; }
 if [[ -x "$bin/tessera-studio" ]]; then

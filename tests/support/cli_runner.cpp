@@ -29,12 +29,13 @@ std::string shell_quote(const std::string& text) {
   return q + "'";
 }
 
-CliResult run_tessera(const std::string& args, const std::string& env) {
+namespace {
+CliResult run_program(const char* program, const std::string& args, const std::string& env) {
   static std::atomic<int> counter{0};
   const fs::path dir = fs::temp_directory_path() /
                        ("tessera_cli_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
   fs::create_directories(dir);
-  const std::string cmd = env + " " + shell_quote(TESSERA_CLI_PATH) + " " + args + " >" +
+  const std::string cmd = env + " " + shell_quote(program) + " " + args + " >" +
                           shell_quote((dir / "out").string()) + " 2>" +
                           shell_quote((dir / "err").string());
   const int status = std::system(cmd.c_str());
@@ -48,6 +49,15 @@ CliResult run_tessera(const std::string& args, const std::string& env) {
   r.err = slurp((dir / "err").string());
   fs::remove_all(dir);
   return r;
+}
+}  // namespace
+
+CliResult run_tessera(const std::string& args, const std::string& env) {
+  return run_program(TESSERA_CLI_PATH, args, env);
+}
+
+CliResult run_bench(const std::string& args, const std::string& env) {
+  return run_program(TESSERA_BENCH_PATH, args, env);
 }
 
 }  // namespace tessera::testing

@@ -13,6 +13,8 @@ struct CliResult {
 
 // Runs `[env] tessera ARGS`; ARGS is shell text, so the caller quotes (see shell_quote).
 CliResult run_tessera(const std::string& args, const std::string& env = "");
+// Runs `[env] tessera-bench ARGS` (the developer's benchmark tool, bench/bench.h), the same way.
+CliResult run_bench(const std::string& args, const std::string& env = "");
 
 // 'text' quoted for /bin/sh.
 std::string shell_quote(const std::string& text);

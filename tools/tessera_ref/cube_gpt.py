@@ -1,7 +1,7 @@
 """Reference Cube 3D GPT ("DualStreamRoformer") in plain fp32 PyTorch: the oracle for the C++ engine.
 
 Module names reproduce the checkpoint keys exactly (transformer.dual_blocks.N.attn.pre_x.c_qk.weight,
-...). Semantics (spec/cube3d.md):
+...). Semantics (docs/cube3d.md):
 - dual-stream blocks: non-affine LayerNorms (eps 1e-6), per-stream c_qk (no bias) / c_v, per-head RMSNorm
   on q and k (eps 1e-5, learned scale), interleaved-pair RoPE (theta 10000) with condition positions 0 and
   shape positions 0..L-1, ONE causal attention over [cond ; shape], per-stream c_proj + SwiGLU MLP;

@@ -1,6 +1,6 @@
 """Reference Cube 3D shape tokenizer ("OneDAutoEncoder") in plain fp32 PyTorch.
 
-Parts and checkpoint keys (spec/cube3d.md):
+Parts and checkpoint keys (docs/cube3d.md):
 - `embedder` (PhaseModulatedFourierEmbedder): learned weight [3, F] shared by reference with
   `encoder.embedder` and `occupancy_decoder.embedder` (three state-dict keys, one tensor), and a fixed
   carrier that is not stored: carrier_j = ((F/8) ** linspace(1,0,F)_j + linspace(0,1,F)_j) * 2 pi.

@@ -57,6 +57,40 @@ class IncludeRulesTest(unittest.TestCase):
                 f.write('see /work/shared/spec/fbx.md\n')
             self.assertEqual(len(rules.scan(root)), 2)
 
+    def test_cited_documents_must_be_in_the_repository(self):
+        with tempfile.TemporaryDirectory() as root:
+            os.makedirs(os.path.join(root, 'engine', 'shape'))
+            os.makedirs(os.path.join(root, 'docs'))
+            with open(os.path.join(root, 'docs', 'cube3d.md'), 'w') as f:
+                f.write('# Cube 3D\n')
+            header = os.path.join(root, 'engine', 'shape', 'gpt.h')
+            with open(header, 'w') as f:
+                f.write('// Computation (docs/cube3d.md).\n')
+            self.assertEqual(rules.scan(root), [])
+            with open(header, 'a') as f:
+                f.write('// Config (spec/cube3d.md), house style (ARCHITECTURE.md).\n')
+            found = rules.scan(root)
+            self.assertEqual(len(found), 2, found)
+            self.assertIn('engine/shape/gpt.h:2', found[0])
+            self.assertIn('spec/cube3d.md', found[0])
+            self.assertIn('ARCHITECTURE.md', found[1])
+
+    def test_front_ends_link_only_the_runtime(self):
+        with tempfile.TemporaryDirectory() as root:
+            os.makedirs(os.path.join(root, 'app', 'cli'))
+            cmake = os.path.join(root, 'app', 'cli', 'CMakeLists.txt')
+            with open(cmake, 'w') as f:
+                f.write('add_executable(t main.cpp)\n'
+                        'target_link_libraries(t PRIVATE tessera_runtime tessera_mesh\n'
+                        '  tessera_core CLI11::CLI11)  # not tessera_kernels: a comment\n')
+            self.assertEqual(rules.scan(root), [])
+            with open(cmake, 'a') as f:
+                f.write('target_link_libraries(t PRIVATE\n  tessera_kernels_cuda)\n')
+            found = rules.scan(root)
+            self.assertEqual(len(found), 1, found)
+            self.assertIn('app/cli/CMakeLists.txt:4', found[0])
+            self.assertIn('tessera_kernels_cuda', found[0])
+
     def test_repository_follows_the_rules(self):
         result = subprocess.run([sys.executable, os.path.join(ROOT, 'tools', 'check_include_rules.py'),
                                  ROOT], capture_output=True, text=True)

@@ -1,4 +1,4 @@
-// CandidateGrid: the variations of one job side by side (issue 23): a tile per candidate, each a
+// CandidateGrid: the variations of one job side by side: a tile per candidate, each a
 // small Viewport (tile mode: no overlay, repainted when its mesh changes) that shows the
 // candidate's partial meshes as they form and then its final mesh, with a caption "2 · seed 43".
 // Clicking a tile chooses it (candidateChosen): the main window makes that candidate's mesh the

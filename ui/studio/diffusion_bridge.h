@@ -28,8 +28,8 @@ class EngineBridge;
 
 // What the panel's controls edit (owned by the main window; read when a job is submitted).
 struct ImageSettings {
-  int steps = 20;         // 1..200
-  float guidance = 7.5f;  // classifier-free guidance scale (1: one UNet pass per step)
+  int steps = runtime::kDefaultImageSteps;         // 1..200
+  float guidance = runtime::kDefaultImageGuidance;  // classifier-free guidance scale (1: one UNet pass per step)
   runtime::SamplerKind sampler = runtime::SamplerKind::kEuler;
   uint64_t seed = 0;  // used as is when lock_seed, else replaced by a random one per job
   bool lock_seed = false;

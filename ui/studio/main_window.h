@@ -116,9 +116,9 @@ class MainWindow : public QMainWindow {
   // (engine/mesh/asset.h), placement and axes, and, with the privacy switch on, the settings of
   // the shown shape when it was generated in this session. The message says what was written.
   Status export_asset(const ExportChoice& choice, QString* summary = nullptr);
-  // The settings the shown mesh's files carry (runtime/provenance.h); "" when the shown mesh was
-  // not generated in this session (an opened file, a gallery item).
-  std::string shown_settings_json();
+  // The settings the shown mesh's files carry (runtime/provenance.h); null when the shown mesh
+  // was not generated in this session (an opened file, a gallery item).
+  nlohmann::json shown_settings_json();
   // Applies the prompt and settings a Tessera file carries to the prompt bar and the Settings
   // panel (the seed locked, so Generate makes that shape again). False, with the reason in the
   // status bar, when the file carries none or they are malformed.
@@ -185,7 +185,9 @@ class MainWindow : public QMainWindow {
   void on_candidate_final(int candidate, quint64 seed, std::shared_ptr<const mesh::Mesh> mesh,
                           std::vector<int32_t> tokens);
   // Submits `job` for `prompt` and resets the job's view state (generate, more_like_this).
-  void start_shape_job(const runtime::JobOptions& job, const QString& prompt);
+  // Starts `job` after the product's text rule (runtime/user_text.h): a refused prompt is an
+  // error in the status bar and nothing starts; a repaired one runs and the status says so.
+  void start_shape_job(runtime::JobOptions job);
   void on_job_finished(quint64 job, int state, const QString& message);
   void on_stats_changed();
   void on_diffusion_action(DiffusionAction action);

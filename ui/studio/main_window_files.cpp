@@ -46,6 +46,7 @@
 #include "engine/mesh/import.h"
 #include "engine/mesh/asset.h"
 #include "engine/mesh/metadata.h"
+#include "engine/runtime/export_asset.h"
 #include "ui/studio/prompt_edit.h"
 #include "ui/studio/settings_panel.h"
 #include "ui/studio/token_strip.h"
@@ -155,71 +156,38 @@ Status MainWindow::export_mesh(const QString& path, const mesh::ExportOptions& o
                                int64_t max_faces) {
   const auto mesh = viewport_->mesh();
   if (!mesh) return invalid_argument("there is no mesh to export yet");
-  if (max_faces <= 0 || mesh->triangle_count() <= max_faces) {
-    return mesh::write_mesh(*mesh, path.toStdString(), options);
-  }
-  // A reduced copy (the same decimation step as the engine's clean-up): the viewport keeps the
-  // full mesh.
-  mesh::Mesh reduced = *mesh;
-  TESSERA_RETURN_IF_ERROR(mesh::reduce_triangles(reduced, max_faces));
-  return mesh::write_mesh(reduced, path.toStdString(), options);
+  // The viewport keeps the full mesh; the export decimates its own copy.
+  runtime::AssetExport request;
+  request.options = options;
+  request.asset.max_triangles = std::max<int64_t>(max_faces, 0);
+  return runtime::export_asset(*mesh, path.toStdString(), request).status();
 }
 
-std::string MainWindow::shown_settings_json() {
-  if (!shown_generated_ || !has_last_job_) return std::string();
+nlohmann::json MainWindow::shown_settings_json() {
+  if (!shown_generated_ || !has_last_job_) return nullptr;
   if (!model_identity_) {
     const std::optional<runtime::ShapeModelInfo> model = engine_->session().shape_model();
-    if (!model) return std::string();
+    if (!model) return nullptr;
     auto identity = runtime::model_identity(*model);
-    if (!identity.ok()) return std::string();
+    if (!identity.ok()) return nullptr;
     model_identity_ = *identity;
   }
   const uint64_t seed =
       last_job_.generation.sampler.seed + static_cast<uint64_t>(std::max(chosen_candidate_, 0));
   return runtime::shape_settings_json(last_job_, seed, shown_resolution_, model_identity_->name,
-                                      model_identity_->gpt_sha256)
-      .dump();
+                                      model_identity_->gpt_sha256);
 }
 
 Status MainWindow::export_asset(const ExportChoice& choice, QString* summary) {
   const auto shown = viewport_->mesh();
   if (!shown) return invalid_argument("there is no mesh to export yet");
-  const std::string path = choice.path.toStdString();
-  if (!mesh::is_supported_mesh_extension(path)) {
-    return invalid_argument(path + ": unknown extension (write " +
-                            mesh::kSupportedMeshExtensions + ")");
-  }
-  mesh::ExportOptions options = choice.options;
-  TESSERA_RETURN_IF_ERROR(mesh::validate_export_options(options).with_context(path));
-  mesh::AssetReport report;
-  TESSERA_ASSIGN_OR_RETURN(std::vector<mesh::Mesh> levels,
-                           mesh::prepare_asset(*shown, choice.asset, &report));
-  if (choice.write_settings) {
-    const std::string settings = shown_settings_json();
-    if (!settings.empty()) {
-      nlohmann::json j = nlohmann::json::parse(settings);
-      nlohmann::json e = {{"up_axis", mesh::up_axis_name(options.up_axis)},
-                          {"scale", options.scale},
-                          {"max_faces", choice.asset.max_triangles}};
-      if (!choice.preset.isEmpty()) e["preset"] = choice.preset.toStdString();
-      if (options.front_x) e["forward"] = "x";
-      if (options.unit != mesh::LengthUnit::kMetre) e["unit"] = mesh::unit_name(options.unit);
-      if (options.size_m > 0) e["size"] = options.size_m;
-      if (options.height_m > 0) e["height"] = options.height_m;
-      if (options.pivot != mesh::Pivot::kOrigin) e["pivot"] = mesh::pivot_name(options.pivot);
-      if (choice.asset.lods > 0) {
-        e["lods"] = choice.asset.lods;
-        e["lod_triangles"] = report.lod_triangles;
-      }
-      if (choice.asset.closed) {
-        e["closed_asked"] = true;
-        e["closed"] = report.closed;
-      }
-      j["export"] = e;
-      options.metadata_json = j.dump();
-    }
-  }
-  TESSERA_RETURN_IF_ERROR(mesh::write_mesh_lods(levels, path, options));
+  runtime::AssetExport request;
+  request.options = choice.options;
+  request.asset = choice.asset;
+  request.preset = choice.preset.toStdString();
+  if (choice.write_settings) request.settings = shown_settings_json();
+  TESSERA_ASSIGN_OR_RETURN(const mesh::AssetReport report,
+                           runtime::export_asset(*shown, choice.path.toStdString(), request));
   if (summary != nullptr) {
     QString text = tr("Exported %1: %2 triangles").arg(choice.path).arg(report.lod_triangles[0]);
     for (size_t i = 1; i < report.lod_triangles.size(); ++i) {
@@ -283,6 +251,7 @@ bool MainWindow::restore_settings_from(const QString& path) {
   settings_->restore(*restored);
   QString text = tr("Restored the prompt and settings of %1").arg(QFileInfo(path).fileName());
   if (restored->has_seed) text += tr(" (seed %1, locked)").arg(restored->seed);
+  for (const std::string& note : restored->notes) text += tr("; %1").arg(QString::fromStdString(note));
   if (!restored->model_name.empty() &&
       QString::fromStdString(restored->model_name) != QFileInfo(engine_->model_dir()).fileName()) {
     text += tr("; it was made with %1, not the loaded model")

@@ -163,7 +163,7 @@ void MainWindow::build_menus() {
   // Mesh: the current shape (a chosen candidate too) again from its tokens at a finer lattice.
   QMenu* mesh_menu = menuBar()->addMenu(tr("&Mesh"));
   for (int resolution : {65, 129, 257}) {
-    QAction* a = mesh_menu->addAction(tr("Re-mesh at %1\u00b3").arg(resolution));
+    QAction* a = mesh_menu->addAction((tr("Re-mesh at %1").arg(resolution) + QChar(0x00b3)));
     a->setToolTip(tr("Extract the current shape again from its tokens at resolution %1 (finer "
                      "detail, more triangles; export and texture then act on it)")
                       .arg(resolution));

@@ -131,12 +131,17 @@ void MainWindow::finish_script(int code, const QString& message) {
   }
   if (launch_.generate) {
     const GenerationStats& s = engine_->stats();
+    char first_preview[64] = "no preview";  // none fitted the budget (tessera-tiny: common)
+    if (s.first_partial_ms >= 0) {
+      std::snprintf(first_preview, sizeof first_preview, "first preview %.0f ms",
+                    s.first_partial_ms);
+    }
     std::printf(
-        "job %s: %lld tokens, %lld vertices, %lld triangles, first preview %.0f ms, "
-        "%lld viewport frames, max frame gap %.1f ms\n",
+        "job %s: %lld tokens, %lld vertices, %lld triangles, %s, %lld viewport frames, max "
+        "frame gap %.1f ms\n",
         job_state_name(s.state), static_cast<long long>(s.token_ms.size()),
         static_cast<long long>(s.final_vertices), static_cast<long long>(s.final_triangles),
-        s.first_partial_ms, static_cast<long long>(last_job_frames_), last_job_max_gap_ms_);
+        first_preview, static_cast<long long>(last_job_frames_), last_job_max_gap_ms_);
     std::fflush(stdout);
   }
   exit_code_ = code;

@@ -41,6 +41,7 @@
 
 #include "engine/mesh/cleanup.h"
 #include "engine/mesh/texture.h"
+#include "engine/runtime/user_text.h"
 #include "ui/render/renderer.h"
 #include "ui/studio/candidate_grid.h"
 #include "ui/studio/export_dialog.h"
@@ -143,7 +144,7 @@ void MainWindow::generate() {
   }
   const QString prompt = prompt_->prompt();
   prompt_->remember(prompt);
-  start_shape_job(settings_->make_job(prompt), prompt);
+  start_shape_job(settings_->make_job(prompt));
 }
 
 void MainWindow::more_like_this() {
@@ -152,11 +153,12 @@ void MainWindow::more_like_this() {
   auto& sampler = job.generation.sampler;
   if (!sampler.sample) {  // after a greedy job: sample around it, as variations do
     sampler.sample = true;
-    sampler.temperature = 1.0f;
-    sampler.top_p = 0.9f;
+    sampler.temperature = runtime::kDefaultTemperature;
+    sampler.top_k = runtime::kDefaultTopK;
+    sampler.top_p = runtime::kDefaultTopP;
   }
   sampler.seed += static_cast<uint64_t>(std::max(job.variations, 1));
-  start_shape_job(job, QString::fromStdString(job.prompt));
+  start_shape_job(std::move(job));
 }
 
 Status MainWindow::remesh_current(int resolution) {
@@ -173,7 +175,7 @@ Status MainWindow::remesh_current(int resolution) {
   job.preview_every = 0;
   remesh_resolution_ = resolution;
   remesh_job_ = engine_->submit(job);
-  show_status(tr("Re-meshing at %1\u00b3 ...").arg(resolution));
+  show_status(tr("Re-meshing at %1 ...").arg(QString::number(resolution) + QChar(0x00b3)));
   update_buttons();
   return Status();
 }
@@ -194,8 +196,14 @@ bool MainWindow::choose_candidate(int i) {
   return true;
 }
 
-void MainWindow::start_shape_job(const runtime::JobOptions& job, const QString& prompt) {
-  current_prompt_ = prompt;
+void MainWindow::start_shape_job(runtime::JobOptions job) {
+  const Expected<runtime::TextNotes> text_notes = runtime::accept_job_text(&job);
+  if (!text_notes.ok()) {
+    show_status(tr("Not started: %1").arg(one_line(QString::fromStdString(text_notes.status().message()), 160)),
+                true);
+    return;
+  }
+  current_prompt_ = QString::fromStdString(job.prompt);
   last_job_ = job;
   has_last_job_ = true;
   chosen_candidate_ = 0;
@@ -220,7 +228,9 @@ void MainWindow::start_shape_job(const runtime::JobOptions& job, const QString& 
   progress_->setValue(0);
   progress_->setVisible(true);
   token_strip_->set_tokens({}, engine_->stats().expected_tokens);
-  show_status(tr("Generating \"%1\" ...").arg(one_line(current_prompt_)));
+  QString status = tr("Generating \"%1\" ...").arg(one_line(current_prompt_));
+  for (const std::string& note : *text_notes) status += tr(" (%1)").arg(QString::fromStdString(note));
+  show_status(status);
   update_buttons();
 }
 
@@ -258,7 +268,7 @@ void MainWindow::on_final_mesh(std::shared_ptr<const mesh::Mesh> mesh, std::vect
     viewport_->set_mesh(mesh, false);
     shown_resolution_ = remesh_resolution_;
     if (candidates_->count() > 0) candidates_->set_mesh(chosen_candidate_, mesh, true);
-    add_to_gallery(tr("%1 (%2\u00b3)").arg(current_prompt_).arg(remesh_resolution_), mesh,
+    add_to_gallery(tr("%1 (%2)").arg(current_prompt_, QString::number(remesh_resolution_) + QChar(0x00b3)), mesh,
                    viewport_->grabFramebuffer());
     update_buttons();
     return;

@@ -55,7 +55,7 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   temperature_ = new QDoubleSpinBox(sampling);
   temperature_->setRange(0.05, 5.0);
   temperature_->setSingleStep(0.05);
-  temperature_->setValue(1.0);
+  temperature_->setValue(runtime::kDefaultTemperature);
   sf->addRow(tr("Temperature"), temperature_);
   top_k_ = new QSpinBox(sampling);
   top_k_->setRange(0, 1 << 16);
@@ -64,12 +64,12 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   top_p_ = new QDoubleSpinBox(sampling);
   top_p_->setRange(0.01, 1.0);
   top_p_->setSingleStep(0.01);
-  top_p_->setValue(1.0);
+  top_p_->setValue(runtime::kDefaultTopP);
   sf->addRow(tr("Top-p"), top_p_);
   guidance_ = new QDoubleSpinBox(sampling);
   guidance_->setRange(0.0, 20.0);
   guidance_->setSingleStep(0.5);
-  guidance_->setValue(3.0);
+  guidance_->setValue(runtime::kDefaultGuidance);
   guidance_->setToolTip(tr("Classifier-free guidance scale (0: off)"));
   sf->addRow(tr("Guidance"), guidance_);
   auto update_sampling = [this] {
@@ -197,9 +197,9 @@ runtime::JobOptions SettingsPanel::make_job(const QString& prompt) {
     sampler.top_k = top_k_->value();
     sampler.top_p = static_cast<float>(top_p_->value());
   } else if (job.variations > 1) {  // tessera generate --variations' defaults
-    sampler.temperature = 1.0f;
-    sampler.top_k = 0;
-    sampler.top_p = 0.9f;
+    sampler.temperature = runtime::kDefaultTemperature;
+    sampler.top_k = runtime::kDefaultTopK;
+    sampler.top_p = runtime::kDefaultTopP;
   }
   job.generation.guidance_scale = static_cast<float>(guidance_->value());
   if (model_uses_bbox_ && bbox_enabled_->isChecked()) {
@@ -239,11 +239,11 @@ void SettingsPanel::load(QSettings& s) {
   seed_->setValue(s.value("seed", 0).toInt());
   seed_lock_->setChecked(s.value("seed_locked", false).toBool());
   sample_->setChecked(s.value("sample", false).toBool());
-  temperature_->setValue(s.value("temperature", 1.0).toDouble());
+  temperature_->setValue(s.value("temperature", static_cast<double>(runtime::kDefaultTemperature)).toDouble());
   top_k_->setValue(s.value("top_k", 0).toInt());
-  top_p_->setValue(s.value("top_p", 1.0).toDouble());
+  top_p_->setValue(s.value("top_p", static_cast<double>(runtime::kDefaultTopP)).toDouble());
   set_variations(std::clamp(s.value("variations", 1).toInt(), 1, runtime::kMaxVariations));
-  guidance_->setValue(s.value("guidance", 3.0).toDouble());
+  guidance_->setValue(s.value("guidance", static_cast<double>(runtime::kDefaultGuidance)).toDouble());
   preview_every_->setValue(s.value("preview_every", 16).toInt());
   select_resolution(preview_resolution_, s.value("preview_resolution", 33).toInt());
   select_resolution(final_resolution_, s.value("final_resolution", 129).toInt());

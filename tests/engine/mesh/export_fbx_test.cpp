@@ -1,6 +1,6 @@
 // Binary FBX exporter, export options on every format (up axis, scale), OBJ's MTL, and the
 // failure paths. The FBX output is parsed by a small reader written here from the spec
-// (/work/shared/spec/fbx.md), independent of the writer: it walks every node record, checks each
+// (docs/fbx.md), independent of the writer: it walks every node record, checks each
 // EndOffset, NULL sentinel and property record, and rejects anything out of bounds.
 #include "engine/mesh/export_fbx.h"
 

@@ -1,5 +1,5 @@
 // Helpers for the mesh reader tests (tests/engine/mesh/import_*_test.cpp): small meshes, a scratch
-// directory, and FbxBuilder, a binary FBX writer written from the FBX spec notes (fbx.md)
+// directory, and FbxBuilder, a binary FBX writer written from the FBX spec notes (docs/fbx.md)
 // independently of engine/mesh/export_fbx.cpp, so the tests can make what our exporter never
 // writes: 7500 files (64-bit node headers), zlib arrays, quads and n-gons, Model transforms, and
 // files that lie.

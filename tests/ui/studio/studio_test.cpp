@@ -357,6 +357,47 @@ TEST(Studio, ExamplePromptsOfTheEmbeddedModel) {
   EXPECT_TRUE(button->menu()->actions().isEmpty());
 }
 
+// Text a person types or pastes never crashes the studio (runtime/user_text.h): a 100 kB prompt is
+// refused in the status bar before any work and the window stays usable; control characters and
+// NUL are repaired and said so, and the export carries the repaired prompt; a prompt of only
+// emoji makes its shape.
+TEST(Studio, BadPromptTextIsRefusedOrRepairedAndTheWindowStaysUsable) {
+  LaunchOptions launch;
+  launch.resolution = 17;
+  auto window = open_window(launch);
+  ASSERT_TRUE(window->engine().has_model()) << window->model_status_text().toStdString();
+
+  window->prompt_edit()->setPlainText(QString(100 * 1024, QChar('a')));
+  window->generate();
+  EXPECT_FALSE(window->engine().busy());
+  EXPECT_TRUE(window->status_text().contains("102400 bytes")) << window->status_text().toStdString();
+
+  QString controls = QStringLiteral("a mug");
+  controls.insert(1, QChar(0));
+  controls.append(QChar(0x1b));
+  controls.append(QStringLiteral("x"));
+  window->prompt_edit()->setPlainText(controls);
+  window->generate();
+  EXPECT_TRUE(window->status_text().contains("control character"))
+      << window->status_text().toStdString();
+  ASSERT_TRUE(wait_job(*window));
+  EXPECT_EQ(window->engine().stats().state, JobState::kDone) << window->engine().stats().message;
+  QTemporaryDir out;
+  ExportChoice choice;
+  choice.path = out.filePath("mug.glb");
+  QString summary;
+  const Status st = window->export_asset(choice, &summary);
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  auto metadata = mesh::read_metadata(choice.path.toStdString());
+  ASSERT_TRUE(metadata.ok()) << metadata.status().to_string();
+  EXPECT_EQ((*metadata)["prompt"], "a  mug x");
+
+  window->prompt_edit()->setPlainText(QString::fromUtf8("\xf0\x9f\x90\xb1\xf0\x9f\x8d\xa9"));
+  window->generate();
+  ASSERT_TRUE(wait_job(*window));
+  EXPECT_EQ(window->engine().stats().state, JobState::kDone) << window->engine().stats().message;
+}
+
 // Variations (issue 23): 4 candidates decoded together form side by side in the candidate grid,
 // each final mesh goes to the gallery with its seed, clicking a tile makes it the current mesh
 // (what export writes), and "More like this" continues with the next 4 seeds; each candidate's

@@ -1,0 +1,27 @@
+// tessera-bench: the developer's benchmark tool (bench.h).
+#include <cstdio>
+#include <exception>
+
+#include "bench/bench.h"
+#include "engine/core/thread_pool.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"tessera-bench: Tessera's benchmarks (developer tool; never fails on a timing)"};
+  int threads = 0;
+  app.add_option("--threads", threads, "CPU threads (default: all cores, or $TESSERA_THREADS)")
+      ->check(CLI::Range(0, 256));
+  int exit_code = 0;
+  tessera::bench::register_bench_commands(app, &exit_code);
+  app.parse_complete_callback([&] {
+    if (threads > 0) tessera::set_default_threads(threads);
+  });
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tessera-bench: internal error: %s\n", e.what());
+    return 70;
+  }
+  return exit_code;
+}
