@@ -25,12 +25,12 @@ echo "== tests"
 (cd build && ctest --output-on-failure -j"$jobs" --timeout 600)
 
 if [[ "${TESSERA_TSAN:-1}" != "0" ]]; then
-  echo "== ThreadSanitizer: thread pool, Session lanes, Scheduler and the image lane (worker threads, cancel/replace)"
+  echo "== ThreadSanitizer: thread pool, Session lanes, Scheduler, the image lane and live previews (worker threads, cancel/replace)"
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_SANITIZE=thread \
     -DTESSERA_WITH_CUDA=OFF >build-tsan-configure.log 2>&1 || { cat build-tsan-configure.log; exit 1; }
   ninja -C build-tsan -j"$jobs" tessera_thread_tests
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-    build-tsan/tests/tessera_thread_tests --gtest_filter='Session*:ThreadPool*:Scheduler*:RuntimeImageLane*' --gtest_brief=1
+    build-tsan/tests/tessera_thread_tests --gtest_filter='Session*:ThreadPool*:Scheduler*:RuntimeImageLane*:PreviewMesher*' --gtest_brief=1
 fi
 
 if [[ "$fuzz_seconds" != "0" ]]; then

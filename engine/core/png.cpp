@@ -1,5 +1,7 @@
 #include "engine/core/png.h"
 
+#include <zlib.h>
+
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -9,7 +11,7 @@
 #include <vector>
 
 // Both stb libraries are header-only; their implementations live in this translation unit with
-// static linkage (the studio's renderer has its own static copy of stb_image_write).
+// static linkage; every PNG the product writes is encoded here (ui/render/image.h calls it).
 #define STB_IMAGE_STATIC
 #define STB_IMAGE_IMPLEMENTATION
 #define STBI_ONLY_PNG
@@ -100,21 +102,16 @@ Expected<std::string> encode_png(const uint8_t* pixels, int64_t width, int64_t h
 
 namespace {
 
+// zlib's CRC-32 (the one PNG specifies: ISO 3309 / ITU-T V.42).
 uint32_t crc32_png(const char* data, size_t n) {
-  static const auto table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  uint32_t c = 0xFFFFFFFFu;
-  for (size_t i = 0; i < n; ++i) {
-    c = table[(c ^ static_cast<uint8_t>(data[i])) & 0xFF] ^ (c >> 8);
+  uLong c = crc32(0L, Z_NULL, 0);
+  while (n > 0) {  // zlib takes uInt lengths
+    const uInt part = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
+    c = crc32(c, reinterpret_cast<const Bytef*>(data), part);
+    data += part;
+    n -= part;
   }
-  return c ^ 0xFFFFFFFFu;
+  return static_cast<uint32_t>(c);
 }
 
 void put_be32(std::string& s, uint32_t v) {

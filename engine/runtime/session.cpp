@@ -1,4 +1,5 @@
 #include "engine/runtime/session.h"
+#include "engine/runtime/preview_mesher.h"
 #include "engine/runtime/user_text.h"
 
 #include <sys/resource.h>
@@ -477,185 +478,45 @@ void Session::run_image_load(uint64_t id, const ImageModelOptions& options) {
 
 namespace {
 
-// Live previews meshed beside the decode instead of inside its token loop (a preview every 16
-// tokens meshed in the loop would stop the token stream for the whole meshing, TPOT p99 290 ms on
-// tessera-tiny). The token callback hands the due prefix to this helper thread and returns at once;
-// a candidate's prefix still waiting when its next one is due is replaced (the newest wins), and
-// the waiting candidate with the fewest previews goes first (candidates take turns).
-//
-// Budget: the helper's meshing takes compute from the decode (two cores), and a preview costs a
-// latent decode plus an extraction (on a full-size model as much as ~20 decode steps). So previews
-// may use at most `budget` of the wall time since the job began (JobOptions::preview_budget,
-// 10 % by default): a preview starts only once busy + estimate <= budget * elapsed, where busy is
-// the time the helper has spent and estimate what the last preview took (this job's, else the
-// session's previous job's at this resolution; none known: the first one starts at once and
-// measures it). A due preview that does not fit waits (the newest prefix wins meanwhile). On a
-// short job (tessera-tiny: ~120 ms) that means few or no previews: the final mesh is moments
-// away; on a long one (full-size v0.5 on the CPU: about a minute) previews keep coming.
-//
-// finish() drops what waits and cancels the preview being meshed (its extraction stops at the
-// next batch, and it emits nothing): the final meshes come next and are better than any preview,
-// and no preview may hold them back. Except with no budget (1) after a successful decode: then
-// every due preview was asked for (the studio's frame recording) and is meshed before the final
-// shapes. It joins before the job meshes its final shapes with the same decoder. The helper only calls `work`, which meshes with the shape decoder (its own
-// buffers; the generator uses the GPT's) and emits the event.
-//
-// An exception thrown by `work` (std::bad_alloc from a backend op) must not end the process on the
-// helper thread: it is kept, the job's cancel flag is set so the decode stops, and
-// rethrow_failure() hands it to the worker, where the lane turns it into the job's error event as
-// for any exception of the job.
-class PreviewMesher {
- public:
-  // work(candidate, prefix, cancel) meshes and emits one preview, stopping when *cancel is set;
-  // it returns how long it took (ms).
-  using Work = std::function<double(int candidate, const std::vector<int32_t>& prefix,
-                                    const std::atomic<bool>* cancel)>;
-  PreviewMesher(Work work, std::atomic<bool>* job_cancel, double budget, double estimate_ms)
-      : work_(std::move(work)),
-        job_cancel_(job_cancel),
-        budget_(budget),
-        estimate_ms_(estimate_ms),
-        start_(std::chrono::steady_clock::now()),
-        thread_([this] { loop(); }) {}
-  ~PreviewMesher() { finish(false); }
-  PreviewMesher(const PreviewMesher&) = delete;
-  PreviewMesher& operator=(const PreviewMesher&) = delete;
-
-  void submit(int candidate, std::vector<int32_t> prefix) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      pending_[candidate] = std::move(prefix);
-    }
-    cv_.notify_one();
-  }
-  // success: the decode finished; with no budget (1) every due preview is still meshed, as asked
-  // (a frame recording wants each step); otherwise, and on a failure or cancel, nothing more is.
-  void finish(bool success) {
-    const bool drain = success && budget_ >= 1.0;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-      if (!drain) pending_.clear();
-    }
-    if (!drain) stop_preview_.store(true);
-    cv_.notify_one();
-    if (thread_.joinable()) thread_.join();
-  }
-  // After finish(): the exception `work` threw, if any, thrown here.
-  void rethrow_failure() {
-    if (failure_) std::rethrow_exception(failure_);
-  }
-  // After finish(): what the last whole preview took (the estimate given if none finished).
-  double estimate_ms() const { return estimate_ms_; }
-
- private:
-  // The waiting candidate with the fewest previews (lowest index on ties).
-  std::map<int, std::vector<int32_t>>::iterator next_candidate() {
-    auto best = pending_.begin();
-    for (auto it = pending_.begin(); it != pending_.end(); ++it) {
-      if (done_[it->first] < done_[best->first]) best = it;
-    }
-    return best;
-  }
-  // When the next preview fits the budget: (busy + estimate) / budget after the start.
-  std::chrono::steady_clock::time_point fits_at() const {
-    return start_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                        std::chrono::duration<double, std::milli>((busy_ms_ + estimate_ms_) /
-                                                                  budget_));
-  }
-  void loop() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    for (;;) {
-      cv_.wait(lock, [this] { return stop_ || !pending_.empty(); });
-      if (pending_.empty()) return;  // stopped, nothing (more) to mesh
-      if (budget_ < 1.0 && !stop_ && std::chrono::steady_clock::now() < fits_at()) {
-        cv_.wait_until(lock, fits_at(), [this] { return stop_; });
-        continue;  // re-check: stopped, or the pending set changed meanwhile
-      }
-      auto next = next_candidate();
-      const int candidate = next->first;
-      std::vector<int32_t> prefix = std::move(next->second);
-      pending_.erase(next);
-      lock.unlock();
-      double ms = 0.0;
-      try {
-        ms = work_(candidate, prefix, &stop_preview_);
-      } catch (...) {
-        lock.lock();
-        failure_ = std::current_exception();
-        pending_.clear();
-        stop_ = true;
-        job_cancel_->store(true);
-        return;
-      }
-      lock.lock();
-      busy_ms_ += ms;
-      if (!stop_preview_.load()) estimate_ms_ = ms;  // a cancelled preview's time is partial
-      ++done_[candidate];
-    }
-  }
-
-  Work work_;
-  std::atomic<bool>* job_cancel_;
-  const double budget_;  // (0, 1]; 1: no limit (every due preview starts when the helper is free)
-  double estimate_ms_;   // guarded by mutex_ while the helper runs
-  const std::chrono::steady_clock::time_point start_;
-  std::atomic<bool> stop_preview_{false};  // cancels the preview being meshed
-  std::exception_ptr failure_;             // written by the helper, read after join
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::map<int, std::vector<int32_t>> pending_;
-  std::map<int, int> done_;  // previews meshed per candidate
-  double busy_ms_ = 0.0;     // time spent in work_
-  bool stop_ = false;
-  std::thread thread_;  // last: started once the rest exists
-};
-
-}  // namespace
-
-void Session::run_shape_job(uint64_t id, const JobOptions& o, std::atomic<bool>& cancel) {
-  const Lane lane = Lane::kShape;
-  Stopwatch total;
-  Trace trace;
-  // The terminal event of a failed job: Cancelled when the job was cancelled (whatever stage
-  // noticed it), else Error.
-  auto finish_with = [&](const Status& status) {
-    if (status.code() == ErrorCode::kCancelled || cancel.load()) {
-      emit(id, lane, CancelledEvent{status.message()});
-    } else {
-      emit(id, lane, ErrorEvent{status});
-    }
-  };
-  if (shape_ == nullptr) {
-    return finish_with(not_found("no shape model is loaded"));
-  }
-  shape::ShapePipeline& pipeline = *shape_;
-  const int64_t num_latents = pipeline.num_latents();
-
-  // Options first: a bad resolution should not cost a generation.
-  const int resolution = pipeline.resolve_resolution(o.mesh.resolution);
-  if (Status st = shape::resolution_base(resolution).status(); !st.ok()) {
-    return finish_with(st.with_context("mesh"));
+// A shape job's options, checked before any work (a bad resolution should not cost a
+// generation): the final lattice and the number of tokens to generate, or what is wrong.
+Status check_shape_job(const JobOptions& o, shape::ShapePipeline& pipeline, int* resolution,
+                       int64_t* n) {
+  *resolution = pipeline.resolve_resolution(o.mesh.resolution);
+  if (Status st = shape::resolution_base(*resolution).status(); !st.ok()) {
+    return st.with_context("mesh");
   }
   if (o.preview_every < 0) {
-    return finish_with(
-        invalid_argument("preview_every " + std::to_string(o.preview_every) + " must be >= 0"));
+    return invalid_argument("preview_every " + std::to_string(o.preview_every) + " must be >= 0");
   }
   if (o.preview_every > 0) {
     if (Status st = shape::resolution_base(o.preview_resolution).status(); !st.ok()) {
-      return finish_with(st.with_context("preview"));
+      return st.with_context("preview");
     }
     if (!(o.preview_budget > 0.0 && o.preview_budget <= 1.0)) {
-      return finish_with(invalid_argument("preview_budget " + std::to_string(o.preview_budget) +
-                                          " must be in (0, 1] (a fraction of the job's time)"));
+      return invalid_argument("preview_budget " + std::to_string(o.preview_budget) +
+                              " must be in (0, 1] (a fraction of the job's time)");
     }
   }
-  const int64_t n = tokens_to_generate(o.generation.num_tokens, num_latents);
-  if (!o.tokens && n > num_latents) {
-    return finish_with(invalid_argument("num_tokens " + std::to_string(n) + " exceeds the model's " +
-                                        std::to_string(num_latents) + " tokens per shape"));
+  const int64_t num_latents = pipeline.num_latents();
+  *n = tokens_to_generate(o.generation.num_tokens, num_latents);
+  if (!o.tokens && *n > num_latents) {
+    return invalid_argument("num_tokens " + std::to_string(*n) + " exceeds the model's " +
+                            std::to_string(num_latents) + " tokens per shape");
   }
+  if (!o.tokens && (o.variations < 1 || o.variations > kMaxVariations)) {
+    return invalid_argument("variations " + std::to_string(o.variations) + " outside [1, " +
+                            std::to_string(kMaxVariations) + "]");
+  }
+  if (!o.tokens && o.variations > 1 && !o.generation.sampler.sample) {
+    return invalid_argument("variations " + std::to_string(o.variations) +
+                            " need sampling on (greedy decoding would give identical candidates)");
+  }
+  return Status();
+}
 
+// How the job runs (its first event): backend, KV cache, whether decode steps are recorded.
+ModeEvent shape_job_mode(const JobOptions& o, shape::ShapePipeline& pipeline) {
   ModeEvent mode;
   mode.backend = pipeline.backend().name();
   mode.kv_cache = o.generation.use_kv_cache;
@@ -677,115 +538,128 @@ void Session::run_shape_job(uint64_t id, const JobOptions& o, std::atomic<bool>&
   } else {
     mode.graphs = GraphMode::kOn;
   }
-  emit(id, lane, mode);
+  return mode;
+}
 
-  shape::EncodedPrompt prompt_info;
-  const int variations = o.tokens ? 1 : o.variations;
-  std::vector<std::vector<int32_t>> tokens;
+}  // namespace
+
+// The decode: the prompt encoded, every candidate's tokens generated together, live previews
+// meshed beside (CPU) or within (device) the token loop under the job's budget. Fills `out`;
+// errors as the job's terminal status. `*preview_failed`: the status is a preview's failure,
+// reported as an Error although it set the cancel flag to stop the decode.
+Status Session::generate_shape_tokens(uint64_t id, const JobOptions& o, int64_t n,
+                                      std::atomic<bool>& cancel, Trace& trace, ShapeTokens* out,
+                                      bool* preview_failed) {
+  const Lane lane = Lane::kShape;
+  shape::ShapePipeline& pipeline = *shape_;
+  const int variations = o.variations;
   const uint64_t base_seed = o.generation.sampler.seed;
-  if (o.tokens) {
-    tokens.push_back(*o.tokens);
-  } else {
-    if (o.variations < 1 || o.variations > kMaxVariations) {
-      return finish_with(invalid_argument("variations " + std::to_string(o.variations) +
-                                          " outside [1, " + std::to_string(kMaxVariations) + "]"));
-    }
-    if (o.variations > 1 && !o.generation.sampler.sample) {
-      return finish_with(invalid_argument(
-          "variations " + std::to_string(o.variations) +
-          " need sampling on (greedy decoding would give identical candidates)"));
-    }
-    auto prompt = pipeline.encode_prompt(o.prompt, &trace, &cancel);
-    if (!prompt.ok()) return finish_with(prompt.status());
-    emit(id, lane, StageEvent{kStageText, trace_total(trace, shape::kTraceText)});
+  auto prompt = pipeline.encode_prompt(o.prompt, &trace, &cancel);
+  if (!prompt.ok()) return prompt.status();
+  emit(id, lane, StageEvent{kStageText, trace_total(trace, shape::kTraceText)});
 
-    std::vector<std::vector<int32_t>> prefixes(static_cast<size_t>(variations));
-    for (auto& prefix : prefixes) prefix.reserve(static_cast<size_t>(std::max<int64_t>(n, 0)));
-    std::mutex preview_mutex;
-    Status preview_error;  // guarded by preview_mutex while the mesher runs
-    auto mesh_preview = [&](int cand, const std::vector<int32_t>& prefix,
-                            const std::atomic<bool>* stop) -> double {
-      Stopwatch watch;
-      shape::MeshOptions preview = o.mesh;
-      preview.resolution = o.preview_resolution;
-      const int64_t done = static_cast<int64_t>(prefix.size());
-      auto partial = pipeline.tokens_to_mesh(prefix, preview, nullptr, stop);
-      const double ms = watch.elapsed_ms();
-      if (partial.ok()) {
-        emit(id, lane,
-             PartialMeshEvent{done, std::make_shared<const mesh::Mesh>(std::move(partial).value()),
-                              cand, ms});
-      } else if (partial.status().code() != ErrorCode::kNotFound &&
-                 partial.status().code() != ErrorCode::kCancelled) {
-        // A prefix without surface is normal early on (no preview, not an error); anything else
-        // stops the job: the generator only listens to the cancel flag.
-        std::lock_guard<std::mutex> lock(preview_mutex);
-        if (preview_error.ok()) {
-          preview_error =
-              partial.status().with_context("preview after " + std::to_string(done) + " tokens");
-        }
-        cancel.store(true);
+  std::vector<std::vector<int32_t>> prefixes(static_cast<size_t>(variations));
+  for (auto& prefix : prefixes) prefix.reserve(static_cast<size_t>(std::max<int64_t>(n, 0)));
+  std::mutex preview_mutex;
+  Status preview_error;  // guarded by preview_mutex while the mesher runs
+  auto mesh_preview = [&](int cand, const std::vector<int32_t>& prefix,
+                          const std::atomic<bool>* stop) -> double {
+    Stopwatch watch;
+    shape::MeshOptions preview = o.mesh;
+    preview.resolution = o.preview_resolution;
+    const int64_t done = static_cast<int64_t>(prefix.size());
+    auto partial = pipeline.tokens_to_mesh(prefix, preview, nullptr, stop);
+    const double ms = watch.elapsed_ms();
+    if (partial.ok()) {
+      emit(id, lane,
+           PartialMeshEvent{done, std::make_shared<const mesh::Mesh>(std::move(partial).value()),
+                            cand, ms});
+    } else if (partial.status().code() != ErrorCode::kNotFound &&
+               partial.status().code() != ErrorCode::kCancelled) {
+      // A prefix without surface is normal early on (no preview, not an error); anything else
+      // stops the job: the generator only listens to the cancel flag.
+      std::lock_guard<std::mutex> lock(preview_mutex);
+      if (preview_error.ok()) {
+        preview_error =
+            partial.status().with_context("preview after " + std::to_string(done) + " tokens");
       }
-      return ms;
-    };
-    // On the CPU backend previews overlap the decode (PreviewMesher); a device backend runs them in
-    // the token loop (one stream: a recorded decode step must not capture a preview's work), with
-    // the same budget: a preview due while over it is skipped (a candidate's first never is).
-    double estimate_ms = 0.0;  // what a preview at this resolution took last (0: not known)
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (preview_cost_.resolution == o.preview_resolution) estimate_ms = preview_cost_.ms;
+      cancel.store(true);
     }
-    std::unique_ptr<PreviewMesher> mesher;
-    if (o.preview_every > 0 && pipeline.backend().device() == Device::kCpu) {
-      mesher = std::make_unique<PreviewMesher>(mesh_preview, &cancel, o.preview_budget,
-                                               estimate_ms);
-    }
-    Stopwatch inline_clock;
-    double inline_busy_ms = 0.0;
-    auto on_token = [&](int64_t candidate, int64_t index, int32_t token, double ms) {
-      const int cand = static_cast<int>(candidate);
-      if (index == 0 && cand == 0) {
-        emit(id, lane, StageEvent{kStagePrefill, trace_total(trace, "gpt.condition") +
-                                                     trace_total(trace, "gpt.prefill")});
-      }
-      emit(id, lane, TokenEvent{index, token, ms, cand});
-      std::vector<int32_t>& prefix = prefixes[static_cast<size_t>(cand)];
-      prefix.push_back(token);
-      const int64_t done = index + 1;
-      if (o.preview_every <= 0 || done % o.preview_every != 0 || done >= n) return;
-      if (mesher) {
-        mesher->submit(cand, prefix);
-      } else if (o.preview_budget >= 1.0 ||
-                 inline_busy_ms + estimate_ms <= o.preview_budget * inline_clock.elapsed_ms()) {
-        estimate_ms = mesh_preview(cand, prefix, &cancel);
-        inline_busy_ms += estimate_ms;
-      }
-    };
-    std::vector<shape::CandidateSpec> specs;
-    for (int j = 0; j < variations; ++j) {
-      specs.push_back({0, base_seed + static_cast<uint64_t>(j)});
-    }
-    const shape::EncodedPrompt& encoded = *prompt;
-    auto generated =
-        pipeline.generate_candidates({&encoded}, specs, o.generation, on_token, &trace, &cancel);
-    // Every preview event is out before the decode stage; none is meshed after it.
-    if (mesher) {
-      mesher->finish(generated.ok() && !cancel.load());
-      mesher->rethrow_failure();  // a preview's exception is the job's (the lane reports it)
-      estimate_ms = mesher->estimate_ms();
-    }
-    if (o.preview_every > 0 && estimate_ms > 0.0) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      preview_cost_ = {o.preview_resolution, estimate_ms};
-    }
-    if (!preview_error.ok()) return emit(id, lane, ErrorEvent{preview_error});
-    if (!generated.ok()) return finish_with(generated.status());
-    emit(id, lane, StageEvent{kStageDecode, trace_total(trace, "gpt.decode")});
-    tokens = std::move(generated).value();
-    prompt_info = std::move(prompt).value();
+    return ms;
+  };
+  // On the CPU backend previews overlap the decode (PreviewMesher); a device backend runs them in
+  // the token loop (one stream: a recorded decode step must not capture a preview's work), with
+  // the same budget: a preview due while over it is skipped (a candidate's first never is).
+  double estimate_ms = 0.0;  // what a preview at this resolution took last (0: not known)
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (preview_cost_.resolution == o.preview_resolution) estimate_ms = preview_cost_.ms;
   }
+  std::unique_ptr<PreviewMesher> mesher;
+  if (o.preview_every > 0 && pipeline.backend().device() == Device::kCpu) {
+    mesher = std::make_unique<PreviewMesher>(mesh_preview, &cancel, o.preview_budget,
+                                             estimate_ms);
+  }
+  Stopwatch inline_clock;
+  double inline_busy_ms = 0.0;
+  auto on_token = [&](int64_t candidate, int64_t index, int32_t token, double ms) {
+    const int cand = static_cast<int>(candidate);
+    if (index == 0 && cand == 0) {
+      emit(id, lane, StageEvent{kStagePrefill, trace_total(trace, "gpt.condition") +
+                                                   trace_total(trace, "gpt.prefill")});
+    }
+    emit(id, lane, TokenEvent{index, token, ms, cand});
+    std::vector<int32_t>& prefix = prefixes[static_cast<size_t>(cand)];
+    prefix.push_back(token);
+    const int64_t done = index + 1;
+    if (o.preview_every <= 0 || done % o.preview_every != 0 || done >= n) return;
+    if (mesher) {
+      mesher->submit(cand, prefix);
+    } else if (o.preview_budget >= 1.0 ||
+               inline_busy_ms + estimate_ms <= o.preview_budget * inline_clock.elapsed_ms()) {
+      estimate_ms = mesh_preview(cand, prefix, &cancel);
+      inline_busy_ms += estimate_ms;
+    }
+  };
+  std::vector<shape::CandidateSpec> specs;
+  for (int j = 0; j < variations; ++j) {
+    specs.push_back({0, base_seed + static_cast<uint64_t>(j)});
+  }
+  const shape::EncodedPrompt& encoded = *prompt;
+  auto generated =
+      pipeline.generate_candidates({&encoded}, specs, o.generation, on_token, &trace, &cancel);
+  // Every preview event is out before the decode stage; none is meshed after it.
+  if (mesher) {
+    mesher->finish(generated.ok() && !cancel.load());
+    mesher->rethrow_failure();  // a preview's exception is the job's (the lane reports it)
+    estimate_ms = mesher->estimate_ms();
+  }
+  if (o.preview_every > 0 && estimate_ms > 0.0) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    preview_cost_ = {o.preview_resolution, estimate_ms};
+  }
+  if (!preview_error.ok()) {
+    *preview_failed = true;
+    return preview_error;
+  }
+  if (!generated.ok()) return generated.status();
+  emit(id, lane, StageEvent{kStageDecode, trace_total(trace, "gpt.decode")});
+  out->tokens = std::move(generated).value();
+  out->prompt = std::move(prompt).value();
+  return Status();
+}
 
+// The final meshes, candidate by candidate, each ending with its FinalMesh event; false after
+// the job's terminal event (an error or a cancel) when one failed.
+bool Session::mesh_shape_candidates(uint64_t id, const JobOptions& o, int resolution,
+                                    ShapeTokens& generated, std::atomic<bool>& cancel,
+                                    const std::function<void(const Status&)>& finish_with) {
+  const Lane lane = Lane::kShape;
+  shape::ShapePipeline& pipeline = *shape_;
+  const int variations = static_cast<int>(generated.tokens.size());
+  const uint64_t base_seed = o.generation.sampler.seed;
+  std::vector<std::vector<int32_t>>& tokens = generated.tokens;
+  const shape::EncodedPrompt& prompt_info = generated.prompt;
   // Final meshes, candidate by candidate. With several, a candidate's clean-up (single-threaded)
   // runs on a helper thread while the decoder decodes and extracts the next candidate
   // (extraction of finished candidates overlaps the next work where the cores allow); the next
@@ -831,9 +705,15 @@ void Session::run_shape_job(uint64_t id, const JobOptions& o, std::atomic<bool>&
   std::future<Extracted> cleaning;  // the previous candidate's clean-up (its destructor waits)
   for (int cand = 0; cand < variations; ++cand) {
     Trace mesh_trace;
-    if (cancel.load()) return finish_with(cancelled("cancelled before latent decoding"));
+    if (cancel.load()) {
+      finish_with(cancelled("cancelled before latent decoding"));
+      return false;
+    }
     const std::vector<int32_t>& ids = tokens[static_cast<size_t>(cand)];
-    if (Status st = pipeline.decode_latents(ids, &mesh_trace); !st.ok()) return finish_with(st);
+    if (Status st = pipeline.decode_latents(ids, &mesh_trace); !st.ok()) {
+      finish_with(st);
+      return false;
+    }
     const StageEvent latent{kStageLatentDecode,
                             trace_total(mesh_trace, shape::kTraceLatentDecode), cand};
     const bool hold = cleaning.valid();  // the previous candidate's FinalMesh is not out yet
@@ -841,10 +721,13 @@ void Session::run_shape_job(uint64_t id, const JobOptions& o, std::atomic<bool>&
     Extracted e;
     e.candidate = cand;
     auto surface = pipeline.extract_surface(o.mesh, &mesh_trace, &cancel, &e.stats);
-    if (!surface.ok()) return finish_with(with_candidate(surface.status(), cand));
+    if (!surface.ok()) {
+      finish_with(with_candidate(surface.status(), cand));
+      return false;
+    }
     e.mesh = std::move(surface).value();
     if (hold) {
-      if (!publish(cleaning.get())) return;
+      if (!publish(cleaning.get())) return false;
       emit(id, lane, latent);
     }
     emit(id, lane,
@@ -852,9 +735,40 @@ void Session::run_shape_job(uint64_t id, const JobOptions& o, std::atomic<bool>&
     if (cand + 1 < variations) {
       cleaning = std::async(std::launch::async, clean, std::move(e));
     } else if (!publish(clean(std::move(e)))) {
-      return;
+      return false;
     }
   }
+  return true;
+}
+
+void Session::run_shape_job(uint64_t id, const JobOptions& o, std::atomic<bool>& cancel) {
+  const Lane lane = Lane::kShape;
+  Stopwatch total;
+  Trace trace;
+  // The terminal event of a failed job: Cancelled when the job was cancelled (whatever stage
+  // noticed it), else Error.
+  auto finish_with = [&](const Status& status) {
+    if (status.code() == ErrorCode::kCancelled || cancel.load()) {
+      emit(id, lane, CancelledEvent{status.message()});
+    } else {
+      emit(id, lane, ErrorEvent{status});
+    }
+  };
+  if (shape_ == nullptr) return finish_with(not_found("no shape model is loaded"));
+  int resolution = 0;
+  int64_t n = 0;
+  if (Status st = check_shape_job(o, *shape_, &resolution, &n); !st.ok()) return finish_with(st);
+  emit(id, lane, shape_job_mode(o, *shape_));
+  ShapeTokens generated;
+  if (o.tokens) {
+    generated.tokens.push_back(*o.tokens);
+  } else {
+    bool preview_failed = false;
+    Status st = generate_shape_tokens(id, o, n, cancel, trace, &generated, &preview_failed);
+    if (preview_failed) return emit(id, lane, ErrorEvent{st});
+    if (!st.ok()) return finish_with(st);
+  }
+  if (!mesh_shape_candidates(id, o, resolution, generated, cancel, finish_with)) return;
   emit(id, lane, DoneEvent{total.elapsed_ms()});
 }
 

@@ -56,6 +56,10 @@
 #include "engine/shape/pipeline.h"
 #include "engine/shape/quantize.h"
 
+namespace tessera {
+class Trace;
+}  // namespace tessera
+
 namespace tessera::runtime {
 
 // The engines' option types, named through the runtime so front ends need no model header.
@@ -263,6 +267,17 @@ class Session {
   void install_shape(std::unique_ptr<shape::ShapePipeline> pipeline, const std::string& path);
   void update_sharing();  // mutex_ held
   void run_shape_job(uint64_t id, const JobOptions& job, std::atomic<bool>& cancel);
+  // run_shape_job's steps (session.cpp).
+  struct ShapeTokens {
+    std::vector<std::vector<int32_t>> tokens;  // per candidate
+    shape::EncodedPrompt prompt;               // empty when decoding given tokens
+  };
+  Status generate_shape_tokens(uint64_t id, const JobOptions& job, int64_t n,
+                               std::atomic<bool>& cancel, Trace& trace, ShapeTokens* out,
+                               bool* preview_failed);
+  bool mesh_shape_candidates(uint64_t id, const JobOptions& job, int resolution,
+                             ShapeTokens& generated, std::atomic<bool>& cancel,
+                             const std::function<void(const Status&)>& finish_with);
   void run_image_job(uint64_t id, const ImageJobOptions& job, std::atomic<bool>& cancel);
   void run_texture_job(uint64_t id, const TextureJobOptions& job, std::atomic<bool>& cancel);
   void run_shape_load(uint64_t id, const ShapeModelOptions& options);

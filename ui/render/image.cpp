@@ -6,26 +6,8 @@
 #include <initializer_list>
 
 #include "engine/core/mapped_file.h"
+#include "engine/core/png.h"
 
-// stb_image_write is header-only: its implementation lives in exactly this translation unit.
-// It is third-party C, so its own warnings are not ours to fix.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#pragma GCC diagnostic ignored "-Wsign-compare"
-#pragma GCC diagnostic ignored "-Wconversion"
-#pragma GCC diagnostic ignored "-Wsign-conversion"
-#pragma GCC diagnostic ignored "-Wdouble-promotion"
-#pragma GCC diagnostic ignored "-Wcast-qual"
-#pragma GCC diagnostic ignored "-Wold-style-cast"
-#pragma GCC diagnostic ignored "-Wuseless-cast"
-#pragma GCC diagnostic ignored "-Wimplicit-fallthrough"
-#pragma GCC diagnostic ignored "-Wunused-function"
-#pragma GCC diagnostic ignored "-Wshadow"
-#define STB_IMAGE_WRITE_IMPLEMENTATION
-#define STB_IMAGE_WRITE_STATIC
-#define STBI_WRITE_NO_STDIO
-#include <stb_image_write.h>
-#pragma GCC diagnostic pop
 
 namespace tessera::render {
 
@@ -205,20 +187,10 @@ Expected<std::vector<uint8_t>> encode_png(const Image& image) {
                             std::to_string(image.height) + ", " +
                             std::to_string(image.rgba.size()) + " bytes)");
   }
-  std::vector<uint8_t> out;
-  auto append = [](void* context, void* data, int size) {
-    auto* buffer = static_cast<std::vector<uint8_t>*>(context);
-    const auto* bytes = static_cast<const uint8_t*>(data);
-    const size_t at = buffer->size();
-    buffer->resize(at + static_cast<size_t>(size));
-    std::memcpy(buffer->data() + at, bytes, static_cast<size_t>(size));
-  };
-  if (stbi_write_png_to_func(append, &out, image.width, image.height, 4, image.rgba.data(),
-                             image.width * 4) == 0) {
-    return internal_error("png: stb_image_write failed to encode a " + std::to_string(image.width) +
-                          "x" + std::to_string(image.height) + " image");
-  }
-  return out;
+  // The one PNG encoder (engine/core/png.h), RGBA.
+  TESSERA_ASSIGN_OR_RETURN(const std::string bytes,
+                           tessera::encode_png(image.rgba.data(), image.width, image.height, 4));
+  return std::vector<uint8_t>(bytes.begin(), bytes.end());
 }
 
 Status write_png(const std::string& path, const Image& image, const PngText& text) {

@@ -48,6 +48,17 @@ void EngineBridge::load_model(const QString& dir) {
   load_job_ = session_->load_shape_model(std::move(options));
 }
 
+std::optional<runtime::ModelIdentity> EngineBridge::model_identity() {
+  if (!model_identity_) {
+    const std::optional<runtime::ShapeModelInfo> model = session_->shape_model();
+    if (!model) return std::nullopt;
+    auto identity = runtime::model_identity(*model);
+    if (!identity.ok()) return std::nullopt;
+    model_identity_ = *identity;
+  }
+  return model_identity_;
+}
+
 uint64_t EngineBridge::submit(const runtime::JobOptions& request) {
   if (!has_model_) return 0;
   runtime::JobOptions job = request;
@@ -88,6 +99,7 @@ void EngineBridge::on_shape_event(const runtime::Event& event, bool* changed,
       use_bbox_ = info->uses_bbox;
       on_gpu_ = info->on_gpu;
       can_record_graphs_ = info->can_record_graphs;
+      model_identity_.reset();  // the new model's, on the next export
       example_prompts_.clear();
       for (const std::string& e : info->example_prompts) example_prompts_ << QString::fromStdString(e);
       if (busy()) {

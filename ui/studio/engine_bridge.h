@@ -24,10 +24,12 @@
 #include <memory>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/mesh/mesh.h"
+#include "engine/runtime/provenance.h"
 #include "engine/runtime/session.h"
 #include "ui/studio/generation_stats.h"
 
@@ -54,8 +56,6 @@ class EngineBridge : public QObject {
   QString weights_label() const { return weights_label_; }
   // The machine's devices and graphs (probed once, at construction).
   const runtime::Capabilities& capabilities() const { return capabilities_; }
-  // The one Session (both engines). UI thread; its events arrive through this bridge.
-  runtime::Session& session() { return *session_; }
   // Receives every event of `lane` (other than shape) on the UI thread, in order; empty: none.
   void set_lane_listener(runtime::Lane lane, std::function<void(const runtime::Event&)> listener);
   bool loading() const { return loading_; }
@@ -69,6 +69,10 @@ class EngineBridge : public QObject {
   bool model_uses_bbox() const { return use_bbox_; }
   // Prompts the loaded model is known to answer (its model card's; empty without one).
   const QStringList& example_prompts() const { return example_prompts_; }
+  // The loaded shape model's identity for a file's metadata (its folder name and the SHA-256 of
+  // its GPT file; runtime/provenance.h), computed once per model; nullopt without a model or when
+  // the file cannot be read.
+  std::optional<runtime::ModelIdentity> model_identity();
 
   // Submits a job (cancelling the running one). Returns its id, or 0 when no model is loaded.
   uint64_t submit(const runtime::JobOptions& job);
@@ -109,6 +113,12 @@ class EngineBridge : public QObject {
   void statsChanged();
 
  private:
+  // The one Session (both engines), for the other lanes' bridges only: the window and its
+  // controllers never reach around the bridges.
+  friend class DiffusionBridge;
+  friend class TextureBridge;
+  runtime::Session& session() { return *session_; }
+
   struct Queue {
     std::mutex mutex;
     std::deque<runtime::Event> events;
@@ -126,6 +136,7 @@ class EngineBridge : public QObject {
   int64_t num_latents_ = 0, codebook_size_ = 0;
   bool use_bbox_ = false, on_gpu_ = false, can_record_graphs_ = false;
   QStringList example_prompts_;
+  std::optional<runtime::ModelIdentity> model_identity_;  // of the loaded model, once computed
   bool has_model_ = false;
   bool loading_ = false;
   bool emit_every_partial_ = false;

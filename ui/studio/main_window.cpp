@@ -78,8 +78,15 @@ MainWindow::MainWindow(LaunchOptions options, QWidget* parent)
     });
   };
   viewport_->set_overlay_controls(&overlay_controls_);
-  engine_->set_lane_listener(runtime::Lane::kTexture,
-                             [this](const runtime::Event& event) { on_texture_event(event); });
+  texture_ = new TextureBridge(*engine_, this);
+  connect(texture_, &TextureBridge::textured, this, &MainWindow::on_textured);
+  connect(texture_, &TextureBridge::failed, this, [this](const QString& message) {
+    show_status(tr("Apply as texture failed: %1").arg(one_line(message, 160)), true);
+  });
+  connect(texture_, &TextureBridge::finished, this, [this] {
+    update_buttons();
+    advance_script_image();
+  });
   connect(engine_, &EngineBridge::modelLoading, this, &MainWindow::on_model_loading);
   connect(engine_, &EngineBridge::modelLoaded, this, &MainWindow::on_model_loaded);
   connect(engine_, &EngineBridge::modelFailed, this, &MainWindow::on_model_failed);
@@ -167,7 +174,8 @@ MainWindow::~MainWindow() {
   viewport_->set_stats(nullptr);
   viewport_->set_diffusion_panel(nullptr);
   viewport_->set_overlay_controls(nullptr);
-  engine_->set_lane_listener(runtime::Lane::kTexture, {});
+  delete texture_;  // before the engine bridge it listens to
+  texture_ = nullptr;
   delete diffusion_;  // cancels a running image job and joins its worker
   diffusion_ = nullptr;
   delete engine_;  // cancels a running job and joins the worker

@@ -41,6 +41,7 @@
 #include "ui/studio/diffusion_panel.h"
 #include "ui/studio/engine_bridge.h"
 #include "ui/studio/imgui_overlay.h"
+#include "ui/studio/texture_bridge.h"
 
 class QAction;
 class QLabel;
@@ -149,7 +150,7 @@ class MainWindow : public QMainWindow {
   SettingsPanel* settings_panel() const { return settings_; }
   Gallery* gallery() const { return gallery_; }
   // The running texture job (0: none).
-  uint64_t texture_job() const { return texture_job_; }
+  uint64_t texture_job() const { return texture_->job(); }
   QString status_text() const;
   QString model_status_text() const;
   // Viewport frame statistics of the last finished job (frames drawn, largest gap in ms).
@@ -201,7 +202,9 @@ class MainWindow : public QMainWindow {
   void add_to_gallery(const QString& label, std::shared_ptr<const mesh::Mesh> mesh,
                       const QImage& shot);
   void show_gallery_item(const QString& prompt, std::shared_ptr<const mesh::Mesh> mesh);
-  void on_texture_event(const runtime::Event& event);
+  void on_textured(const std::shared_ptr<const mesh::Mesh>& source,
+                   const std::shared_ptr<const mesh::Mesh>& textured,
+                   const std::optional<mesh::ImageRect>& fitted);
   void on_device_changed(runtime::DeviceChoice device);
   void on_weights_changed(const QString& weights);
   // The overlay's switches and device line from the Settings panel and the loaded model.
@@ -214,6 +217,7 @@ class MainWindow : public QMainWindow {
   LaunchOptions launch_;
   EngineBridge* engine_ = nullptr;
   DiffusionBridge* diffusion_ = nullptr;
+  TextureBridge* texture_ = nullptr;  // the texture lane
   ImageSettings image_settings_;
   DiffusionPanelData panel_data_;
   bool image_submitted_for_script_ = false;
@@ -246,16 +250,12 @@ class MainWindow : public QMainWindow {
   QAction* export_action_ = nullptr;
 
   OverlayControls overlay_controls_;
-  uint64_t texture_job_ = 0;  // the running texture projection
-  std::shared_ptr<const mesh::Mesh> texture_source_;  // the mesh it textures
-  QString texture_error_;                              // the last one's failure
   bool texture_submitted_for_script_ = false;
   QString current_prompt_;
   // What the viewport shows: a shape of last_job_ (candidate chosen_candidate_) at this final
   // resolution (0: the model's), or something else (an opened file).
   bool shown_generated_ = false;
   int shown_resolution_ = 0;
-  std::optional<runtime::ModelIdentity> model_identity_;  // of the loaded model, computed once
   bool mesh_framed_for_job_ = false;
   QString record_dir_;
   int record_frame_ = 0;

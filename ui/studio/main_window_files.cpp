@@ -165,17 +165,12 @@ Status MainWindow::export_mesh(const QString& path, const mesh::ExportOptions& o
 
 nlohmann::json MainWindow::shown_settings_json() {
   if (!shown_generated_ || !has_last_job_) return nullptr;
-  if (!model_identity_) {
-    const std::optional<runtime::ShapeModelInfo> model = engine_->session().shape_model();
-    if (!model) return nullptr;
-    auto identity = runtime::model_identity(*model);
-    if (!identity.ok()) return nullptr;
-    model_identity_ = *identity;
-  }
+  const std::optional<runtime::ModelIdentity> identity = engine_->model_identity();
+  if (!identity) return nullptr;
   const uint64_t seed =
       last_job_.generation.sampler.seed + static_cast<uint64_t>(std::max(chosen_candidate_, 0));
-  return runtime::shape_settings_json(last_job_, seed, shown_resolution_, model_identity_->name,
-                                      model_identity_->gpt_sha256);
+  return runtime::shape_settings_json(last_job_, seed, shown_resolution_, identity->name,
+                                      identity->gpt_sha256);
 }
 
 Status MainWindow::export_asset(const ExportChoice& choice, QString* summary) {

@@ -130,46 +130,30 @@ Status MainWindow::apply_image_as_texture() {
   // background falls back to the frame fit with a small margin.
   options.fit = mesh::ImageFit::kObject;
   options.margin = 0.08f;
-  runtime::TextureJobOptions job;
-  job.mesh = shown;
-  job.image = std::make_shared<const mesh::TextureImage>(std::move(image));
-  job.projection = options;
-  texture_job_ = engine_->session().submit_texture(std::move(job));
-  texture_source_ = shown;
+  texture_->apply(shown, std::move(image), options);
   show_status(tr("Applying the concept image as a texture ..."));
   return Status();
 }
 
-void MainWindow::on_texture_event(const runtime::Event& event) {
-  if (event.job != texture_job_) return;
-  if (const auto* t = std::get_if<runtime::TexturedMeshEvent>(&event.payload)) {
-    std::shared_ptr<const mesh::Mesh> textured = t->mesh;
-    viewport_->set_mesh(textured, false);
-    select_textured_shading();
-    // The gallery entry of this prompt now holds the textured mesh too.
-    gallery_->replace_mesh(texture_source_, textured);
-    const auto& object = t->fitted_object;
-    const QString fit =
-        object ? tr("the image's object (%1x%2 px at %3,%4) fitted to the mesh")
-                     .arg(object->width())
-                     .arg(object->height())
-                     .arg(object->x0)
-                     .arg(object->y0)
-               : tr("no distinct object in the image: the whole frame fitted to the mesh");
-    show_status(tr("Applied the concept image as a texture: %1; %2 vertices after seam splits; "
-                   "File > Export writes it with the mesh")
-                    .arg(fit)
-                    .arg(textured->vertex_count()));
-    update_buttons();
-  } else if (const auto* e = std::get_if<runtime::ErrorEvent>(&event.payload)) {
-    texture_error_ = QString::fromStdString(e->status.message());
-    show_status(tr("Apply as texture failed: %1").arg(one_line(texture_error_, 160)), true);
-  }
-  if (event.terminal()) {
-    texture_job_ = 0;
-    texture_source_.reset();
-    advance_script_image();
-  }
+void MainWindow::on_textured(const std::shared_ptr<const mesh::Mesh>& source,
+                             const std::shared_ptr<const mesh::Mesh>& textured,
+                             const std::optional<mesh::ImageRect>& object) {
+  viewport_->set_mesh(textured, false);
+  select_textured_shading();
+  // The gallery entry of this prompt now holds the textured mesh too.
+  gallery_->replace_mesh(source, textured);
+  const QString fit =
+      object ? tr("the image's object (%1x%2 px at %3,%4) fitted to the mesh")
+                   .arg(object->width())
+                   .arg(object->height())
+                   .arg(object->x0)
+                   .arg(object->y0)
+             : tr("no distinct object in the image: the whole frame fitted to the mesh");
+  show_status(tr("Applied the concept image as a texture: %1; %2 vertices after seam splits; "
+                 "File > Export writes it with the mesh")
+                  .arg(fit)
+                  .arg(textured->vertex_count()));
+  update_buttons();
 }
 
 void MainWindow::refresh_diffusion_panel() {
@@ -182,7 +166,7 @@ void MainWindow::refresh_diffusion_panel() {
   panel_data_.can_generate = diffusion_->model_state() == DiffusionModelState::kReady;
   const auto mesh = viewport_->mesh();
   const bool have_mesh = mesh && !mesh->empty();
-  panel_data_.can_apply = s.image_final && have_mesh && !engine_->busy() && texture_job_ == 0;
+  panel_data_.can_apply = s.image_final && have_mesh && !engine_->busy() && !texture_->busy();
   if (have_mesh && !mesh->texture.empty()) {
     panel_data_.apply_note = "textured: File > Export writes the texture with the mesh";
   } else if (s.image_final && !have_mesh) {

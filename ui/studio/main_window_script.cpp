@@ -78,15 +78,14 @@ void MainWindow::advance_script_image() {
   if (launch_.apply_texture) {
     if (!texture_submitted_for_script_) {
       texture_submitted_for_script_ = true;
-      texture_error_.clear();
       if (Status st = apply_image_as_texture(); !st.ok()) {
         finish_script(1, tr("apply texture: %1").arg(QString::fromStdString(st.message())));
       }
-      return;  // on_texture_event calls again
+      return;  // the texture bridge's finished() calls again
     }
-    if (texture_job_ != 0) return;
-    if (!texture_error_.isEmpty()) {
-      finish_script(1, tr("apply texture: %1").arg(texture_error_));
+    if (texture_->busy()) return;
+    if (!texture_->last_error().isEmpty()) {
+      finish_script(1, tr("apply texture: %1").arg(texture_->last_error()));
       return;
     }
   }

@@ -74,7 +74,6 @@ void MainWindow::on_model_loading(const QString& dir) {
 }
 
 void MainWindow::on_model_loaded(const QString& dir) {
-  model_identity_.reset();  // computed again for the new model on the next export
   model_status_->setStyleSheet(QStringLiteral("color: #40a040;"));
   model_status_->setText(tr("Loaded: %1 tokens per shape, codebook %2, %3 bounding box; %4; "
                             "weights %5")
