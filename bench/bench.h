@@ -3,7 +3,8 @@
 // measure; they never fail on a timing. Each command prints its table on stdout and, with
 // --write-results, replaces its section of bench/RESULTS.md in the source tree it was built from
 // (--results FILE writes elsewhere). The fixtures they read are copied into the build tree at
-// configure time (TESSERA_BENCH_FIXTURES), so the binary depends on its build, not on a source path.
+// configure time (TESSERA_BENCH_FIXTURES), so the binary depends on its build, not on a source
+// path.
 //
 // register_bench_commands adds the commands to `app`; when one runs, its callback stores the exit
 // code in *exit_code (0 ok, 1 bad arguments or a runtime error: missing model or fixture,

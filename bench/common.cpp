@@ -133,7 +133,8 @@ Expected<ReadProbe> ReadProbe::create(size_t bytes) {
 double ReadProbe::measure_gbs() {
   ThreadPool& pool = default_thread_pool();
   const int threads = pool.num_threads();
-  if (sinks_.size() < static_cast<size_t>(threads) * 8) sinks_.resize(static_cast<size_t>(threads) * 8);
+  if (sinks_.size() < static_cast<size_t>(threads) * 8)
+    sinks_.resize(static_cast<size_t>(threads) * 8);
   const auto* words = reinterpret_cast<const uint64_t*>(data_.get());
   const size_t n_words = bytes_ / 8;
   const auto start = Clock::now();
@@ -264,8 +265,7 @@ void warn_if_busy(const Machine& machine) {
 }
 
 std::string results_path(const Options& opt) {
-  return opt.results_path.empty() ? std::string(TESSERA_BENCH_RESULTS)
-                                  : opt.results_path;
+  return opt.results_path.empty() ? std::string(TESSERA_BENCH_RESULTS) : opt.results_path;
 }
 
 double percentile(std::vector<double> v, double p) {

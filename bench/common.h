@@ -28,8 +28,8 @@ struct Options {
   std::string results_path;
   bool quick = false;
   bool write_results = false;
-  int64_t tokens = 0;  // bench shape: KV-cache decode steps timed per length (0: default)
-  std::string device = "cpu";  // bench shape: "cpu" or "cuda" (kernels::parse_device_choice)
+  int64_t tokens = 0;            // bench shape: KV-cache decode steps timed per length (0: default)
+  std::string device = "cpu";    // bench shape: "cpu" or "cuda" (kernels::parse_device_choice)
   std::string weights = "bf16";  // bench shape: the full-size GPT's linear layers, bf16 or int8
 };
 

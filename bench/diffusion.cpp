@@ -492,9 +492,9 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
   // What a whole generation costs at this size: 20 guided steps and one decode, all on, at the
   // precision `tessera image` would run (ComputePrecision::kAuto resolved for this model on this
   // backend: the bf16 / TF32 row when it resolves to bf16 and the row was measured, else f32).
-  const bool auto_bf16 = diffusion::resolve_precision(diffusion::ComputePrecision::kAuto,
-                                                      ucfg.model_channels, *backend) ==
-                         kernels::Precision::kBf16;
+  const bool auto_bf16 =
+      diffusion::resolve_precision(diffusion::ComputePrecision::kAuto, ucfg.model_channels,
+                                   *backend) == kernels::Precision::kBf16;
   std::string estimate_variant = variants.front().name;
   if (auto_bf16) {
     for (const Variant& v : variants) {
@@ -512,12 +512,13 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
   }
   char generation[320] = "";
   if (unet_on > 0 && vae_on > 0) {
-    std::snprintf(generation, sizeof generation,
-                  "20 guided steps + VAE decode (all on, %s: the precision `tessera image` runs "
-                  "here by default): %.3f s (%s ms per step, %s ms decode; text encoder and sampler "
-                  "not counted).\n\n",
-                  estimate_bf16 ? "bf16 compute" : "f32", 20 * unet_on + vae_on,
-                  ms(unet_on).c_str(), ms(vae_on).c_str());
+    std::snprintf(
+        generation, sizeof generation,
+        "20 guided steps + VAE decode (all on, %s: the precision `tessera image` runs "
+        "here by default): %.3f s (%s ms per step, %s ms decode; text encoder and sampler "
+        "not counted).\n\n",
+        estimate_bf16 ? "bf16 compute" : "f32", 20 * unet_on + vae_on, ms(unet_on).c_str(),
+        ms(vae_on).c_str());
   }
 
   std::ostringstream section;

@@ -31,11 +31,11 @@ struct GenerateBenchOptions {
   std::vector<std::string> prompts;
   int repeat = 5;
   int resolution = 0;
-  int variations = 1;  // > 1: also the variations table (N candidates vs 1, sampled)
+  int variations = 1;            // > 1: also the variations table (N candidates vs 1, sampled)
   std::string weights = "auto";  // runtime::ShapeWeights: auto | f32 | bf16 | int8
   bool keep_pages = false;       // runtime::ShapeModelOptions::release_idle_pages = false
   std::string device = "cpu";    // runtime::ShapeModelOptions::device: cpu | cuda | auto
-  int warmup = 1;               // untimed jobs per prompt first
+  int warmup = 1;                // untimed jobs per prompt first
   bool write_results = false;
   std::string results_path;
 };
@@ -96,7 +96,8 @@ Status run_bench_generate(const GenerateBenchOptions& o) {
   DeviceMemoryPeak device_memory(model.device != runtime::DeviceChoice::kCpu);
   const int64_t device_before = device_memory.current();
   reset_peak_resident_memory();
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Session> session, runtime::Session::open(model));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Session> session,
+                           runtime::Session::open(model));
   const runtime::ShapeModelInfo info = *session->shape_model();
   const int64_t load_peak = peak_resident_memory_bytes();
   // From here the peak is the jobs' own (where the kernel lets the peak be reset).
@@ -108,8 +109,9 @@ Status run_bench_generate(const GenerateBenchOptions& o) {
   // What RESULTS.md names: the path given, or the embedded model's folder name (its absolute path
   // belongs to this checkout, not to the record).
   const std::string model_shown =
-      o.model.empty() ? std::filesystem::path(model_dir).filename().string() + " (the embedded model)"
-                      : o.model;
+      o.model.empty()
+          ? std::filesystem::path(model_dir).filename().string() + " (the embedded model)"
+          : o.model;
   const double load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start)
           .count();
@@ -177,11 +179,14 @@ Status run_bench_generate(const GenerateBenchOptions& o) {
       std::vector<double> one, many, dec1, decn, mesh1, meshn;
       for (int r = 0; r < o.repeat; ++r) {
         TESSERA_ASSIGN_OR_RETURN(JobResult a, run_job(*session, prompt, o.resolution, 1));
-        TESSERA_ASSIGN_OR_RETURN(JobResult b, run_job(*session, prompt, o.resolution, o.variations));
+        TESSERA_ASSIGN_OR_RETURN(JobResult b,
+                                 run_job(*session, prompt, o.resolution, o.variations));
         one.push_back(a.total_ms);
         many.push_back(b.total_ms);
-        for (auto [res, dec, mesh] : {std::tuple{&a, &dec1, &mesh1}, std::tuple{&b, &decn, &meshn}}) {
-          dec->push_back(res->stage_ms[runtime::kStagePrefill] + res->stage_ms[runtime::kStageDecode]);
+        for (auto [res, dec, mesh] :
+             {std::tuple{&a, &dec1, &mesh1}, std::tuple{&b, &decn, &meshn}}) {
+          dec->push_back(res->stage_ms[runtime::kStagePrefill] +
+                         res->stage_ms[runtime::kStageDecode]);
           mesh->push_back(res->stage_ms[runtime::kStageLatentDecode] +
                           res->stage_ms[runtime::kStageExtraction] +
                           res->stage_ms[runtime::kStageCleanup]);
@@ -195,28 +200,28 @@ Status run_bench_generate(const GenerateBenchOptions& o) {
                     percentile(mesh1, 50), percentile(meshn, 50));
       variations_table += line;
     }
-    std::snprintf(line, sizeof(line), "\nMedian ratio over the prompts: **%.2fx** for %d candidates.\n",
+    std::snprintf(line, sizeof(line),
+                  "\nMedian ratio over the prompts: **%.2fx** for %d candidates.\n",
                   percentile(ratios, 50), o.variations);
     variations_table += line;
   }
   char head[1536];
-  std::snprintf(head, sizeof(head),
-                "Model `%s`, shape GPT weights %s (%.3f GB read per token), resolution %d (the "
-                "model's default unless --resolution), greedy, guidance 3.0, %d timed jobs per "
-                "prompt after %d warm-up, %d threads; model load %.0f ms (once). Job = submit -> "
-                "Done through the runtime Session (no file write). Median over prompts of the "
-                "per-prompt medians: **%.0f ms**. Resident memory: %.2f GB after the load (peak "
-                "during it %.2f GB), peak %s **%.2f GB**; weights mapped from their "
-                "files %s.\n\n",
-                model_shown.c_str(), info.weights.c_str(),
-                static_cast<double>(info.gpt_weight_bytes) / 1e9, resolution, o.repeat, o.warmup,
-                default_thread_pool().num_threads(), load_ms, overall,
-                static_cast<double>(info.resident_bytes) / 1e9,
-                static_cast<double>(load_peak) / 1e9,
-                jobs_peak ? "of the jobs (after the load)" : "of the whole run",
-                static_cast<double>(peak_resident_memory_bytes()) / 1e9,
-                o.keep_pages ? "kept resident (--keep-pages)"
-                             : "released between the phases that read them (the default)");
+  std::snprintf(
+      head, sizeof(head),
+      "Model `%s`, shape GPT weights %s (%.3f GB read per token), resolution %d (the "
+      "model's default unless --resolution), greedy, guidance 3.0, %d timed jobs per "
+      "prompt after %d warm-up, %d threads; model load %.0f ms (once). Job = submit -> "
+      "Done through the runtime Session (no file write). Median over prompts of the "
+      "per-prompt medians: **%.0f ms**. Resident memory: %.2f GB after the load (peak "
+      "during it %.2f GB), peak %s **%.2f GB**; weights mapped from their "
+      "files %s.\n\n",
+      model_shown.c_str(), info.weights.c_str(), static_cast<double>(info.gpt_weight_bytes) / 1e9,
+      resolution, o.repeat, o.warmup, default_thread_pool().num_threads(), load_ms, overall,
+      static_cast<double>(info.resident_bytes) / 1e9, static_cast<double>(load_peak) / 1e9,
+      jobs_peak ? "of the jobs (after the load)" : "of the whole run",
+      static_cast<double>(peak_resident_memory_bytes()) / 1e9,
+      o.keep_pages ? "kept resident (--keep-pages)"
+                   : "released between the phases that read them (the default)");
   std::string device_line;
   if (info.on_gpu && device_memory.active()) {
     char line[768];
@@ -262,12 +267,13 @@ void register_generate_bench(CLI::App* bench, int* exit_code) {
   cmd->add_option("--variations", o->variations,
                   "Also time N candidates in one job against 1 (sampled), per prompt (2-8)")
       ->check(CLI::Range(1, 8));
-  cmd->add_option("--weights", o->weights,
-                  "The weights: auto (the default: as tessera generate), f32, bf16, int8 (the shape "
-                  "GPT quantized at load unless the file is int8 already)");
+  cmd->add_option(
+      "--weights", o->weights,
+      "The weights: auto (the default: as tessera generate), f32, bf16, int8 (the shape "
+      "GPT quantized at load unless the file is int8 already)");
   cmd->add_flag("--keep-pages", o->keep_pages,
-               "Keep the weights mapped from their files resident between the job's phases (the "
-               "default drops them when a phase is done with them; this measures the difference)");
+                "Keep the weights mapped from their files resident between the job's phases (the "
+                "default drops them when a phase is done with them; this measures the difference)");
   cmd->add_option("--device", o->device,
                   "cpu (default), cuda (the GPU; fails, saying why, without a usable one; adds the "
                   "device memory in use, load and peak) or auto")

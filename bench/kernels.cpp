@@ -8,7 +8,8 @@
 //   weights (quantized as `tessera quantize` does), in GB/s of bytes
 //   moved and as a fraction of the measured bandwidths. The weights rotate through enough copies
 //   to exceed the last-level cache several times, as in a real decode step (24 layers of weights);
-//   and on 192 KB of weights in L2 on one core (no hand-off): the rate its arithmetic keeps up with;
+//   and on 192 KB of weights in L2 on one core (no hand-off): the rate its arithmetic keeps up
+//   with;
 // - cpu::linear as GEMM (prefill m = 77, 256, 1024; f32, bf16, int8) in GFLOP/s;
 // - cpu::attention (causal prefill) and cpu::attention_decode;
 // - the ref:: kernels on the smaller shapes, for comparison.
@@ -58,7 +59,6 @@
 namespace tessera::bench {
 
 namespace {
-
 
 // ---- linear
 // ----------------------------------------------------------------------------------------
@@ -185,15 +185,16 @@ Status bench_gemv(const Options& opt, int reps, const Bandwidth& bw, std::vector
 }
 
 // The GEMV's compute ceiling on one core: the same kernels on 192 KB of weights (the largest a
-// linear call runs on the calling thread, no hand-off), called back to back so that the weights stay
-// in L2: GB/s of weights the core's arithmetic keeps up with. A decode step is bound by memory only
-// while the machine's read bandwidth per core stays below this (int8 weights cost more
+// linear call runs on the calling thread, no hand-off), called back to back so that the weights
+// stay in L2: GB/s of weights the core's arithmetic keeps up with. A decode step is bound by memory
+// only while the machine's read bandwidth per core stays below this (int8 weights cost more
 // instructions per byte than bf16: vpmovsxbw + vpdpwssd on 16-bit x against vdpbf16ps).
 Status bench_gemv_compute(const Options& opt, std::vector<Row>* rows) {
   const int64_t kBytes = 192 * 1024;
   for (const int64_t k : {int64_t{1536}, int64_t{6144}}) {
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kI8}) {
-      const LinearShape s{"in L2, 1 core", k, kBytes / (k * static_cast<int64_t>(dtype_size(dtype)))};
+      const LinearShape s{"in L2, 1 core", k,
+                          kBytes / (k * static_cast<int64_t>(dtype_size(dtype)))};
       TESSERA_ASSIGN_OR_RETURN(WeightSet weights, make_weights(s, dtype, 0));
       const kernels::Weight& w = weights.copies.front();
       for (int64_t m : {int64_t{2}, int64_t{8}}) {
@@ -234,7 +235,8 @@ Status bench_gemm(const Options& opt, int reps, std::vector<Row>* rows) {
         rows->push_back({"gemm", shape_label(s), "cpu", dtype_name(dtype), m, t, "GFLOP/s", flops,
                          dtype == DType::kBF16 && config.bf16_gemm
                              ? "AVX-512 BF16 GEMM (x rounded to bf16)"
-                             : dtype == DType::kI8 ? "int8 weights, x in int16 per group" : ""});
+                         : dtype == DType::kI8 ? "int8 weights, x in int16 per group"
+                                               : ""});
         if (dtype == DType::kBF16 && config.bf16_gemm) {
           // The same layer without gemm_bf16 (f32 x, weights widened): the path CPUs without
           // AVX-512 BF16 take, and the baseline of the bf16 GEMM's speed-up.
@@ -244,8 +246,8 @@ Status bench_gemm(const Options& opt, int reps, std::vector<Row>* rows) {
             kernels::cpu::linear_detail::linear_with_config(f32x, x.data(), m, w, bias.data(),
                                                             y.data());
           });
-          rows->push_back({"gemm", shape_label(s), "cpu-f32x", dtype_name(dtype), m, t2,
-                           "GFLOP/s", flops, "bf16 weights widened, f32 x (no bf16 GEMM)"});
+          rows->push_back({"gemm", shape_label(s), "cpu-f32x", dtype_name(dtype), m, t2, "GFLOP/s",
+                           flops, "bf16 weights widened, f32 x (no bf16 GEMM)"});
         }
         if (m == 77 && !opt.quick && s.n == 1536) {
           const Timing tr =

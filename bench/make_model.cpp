@@ -109,9 +109,9 @@ Status run_make_model(const std::string& out) {
 
 void register_make_model_bench(CLI::App* bench, int* exit_code) {
   auto out = std::make_shared<std::string>();
-  CLI::App* cmd = bench->add_subcommand(
-      "make-model",
-      "Write a full-size Cube 3D v0.5 directory (release layout, random weights) to time from disk");
+  CLI::App* cmd = bench->add_subcommand("make-model",
+                                        "Write a full-size Cube 3D v0.5 directory (release layout, "
+                                        "random weights) to time from disk");
   cmd->add_option("-o,--output", *out, "New directory")->required();
   cmd->callback([out, exit_code] {
     if (Status st = run_make_model(*out); !st.ok()) {

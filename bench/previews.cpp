@@ -76,8 +76,7 @@ Expected<PreviewBench> bench_previews(bool quick) {
       quick ? std::vector<std::string>{"a torus", "a snowman"}
             : std::vector<std::string>{"a torus", "a mug", "a snowman", "a chair"};
   for (const std::string& prompt : prompts) {
-    std::vector<std::vector<double>> total(modes.size()), shown(modes.size()),
-        each(modes.size());
+    std::vector<std::vector<double>> total(modes.size()), shown(modes.size()), each(modes.size());
     for (int rep = 0; rep <= b.repeat; ++rep) {  // rep 0: warm-up of each mode
       for (size_t m = 0; m < modes.size(); ++m) {
         TESSERA_ASSIGN_OR_RETURN(const PreviewJob j,
@@ -100,11 +99,12 @@ Expected<PreviewBench> bench_previews(bool quick) {
       mode.preview_ms = median_of(each[m]);
       row.modes.push_back(mode);
     }
-    std::printf("  previews \"%s\": off %.0f ms, %s %.0f ms (%.0f previews), %s %.0f ms (%.0f "
-                "previews)\n",
-                prompt.c_str(), row.modes[0].job_ms, row.modes[1].name.c_str(),
-                row.modes[1].job_ms, row.modes[1].previews, row.modes[2].name.c_str(),
-                row.modes[2].job_ms, row.modes[2].previews);
+    std::printf(
+        "  previews \"%s\": off %.0f ms, %s %.0f ms (%.0f previews), %s %.0f ms (%.0f "
+        "previews)\n",
+        prompt.c_str(), row.modes[0].job_ms, row.modes[1].name.c_str(), row.modes[1].job_ms,
+        row.modes[1].previews, row.modes[2].name.c_str(), row.modes[2].job_ms,
+        row.modes[2].previews);
     std::fflush(stdout);
     b.rows.push_back(std::move(row));
   }

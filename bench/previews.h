@@ -15,10 +15,10 @@
 namespace tessera::bench {
 
 struct PreviewMode {
-  std::string name;       // "off", "budget 10 %", "no budget"
-  double budget = 0.0;    // 0: previews off
-  double job_ms = 0.0;    // median job time (submit -> Done)
-  double previews = 0.0;  // median number of previews shown per job
+  std::string name;         // "off", "budget 10 %", "no budget"
+  double budget = 0.0;      // 0: previews off
+  double job_ms = 0.0;      // median job time (submit -> Done)
+  double previews = 0.0;    // median number of previews shown per job
   double preview_ms = 0.0;  // median time one preview took (0 when none)
 };
 

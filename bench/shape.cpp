@@ -58,8 +58,8 @@ namespace tessera::bench {
 
 namespace {
 
-// A Backend that forwards every call to the wrapped backend and, while `trace` is set, adds the time
-// of each op and transfer to it under the op's name ("linear 1536->6144", "attention_decode",
+// A Backend that forwards every call to the wrapped backend and, while `trace` is set, adds the
+// time of each op and transfer to it under the op's name ("linear 1536->6144", "attention_decode",
 // "layer_norm", ...): the per-op breakdown of a decode step. Device ops only enqueue, so each timed
 // op is followed by a synchronize on a device backend (the trace would time the launch otherwise).
 class TimedBackend final : public kernels::ForwardingBackend {
@@ -122,8 +122,8 @@ Status measure_resident(shape::GptSession& session, kernels::Backend& backend,
   const int64_t ring_size = 2 * steps + 2;
   TESSERA_ASSIGN_OR_RETURN(kernels::DeviceBuffer ring_buf,
                            backend.allocate_host_visible(static_cast<size_t>(ring_size) * 4));
-  TESSERA_RETURN_IF_ERROR(shape::reset_resident_state(backend, step_buf.data(), rng_buf.data(),
-                                                      session.length(), 1));
+  TESSERA_RETURN_IF_ERROR(
+      shape::reset_resident_state(backend, step_buf.data(), rng_buf.data(), session.length(), 1));
   const kernels::TokenChoice choice = shape::make_token_choice(
       c, /*guided=*/true, 3.0f, session.max_shape_tokens(), shape::SamplerOptions());
   auto one_step = [&]() -> Status {
@@ -166,11 +166,11 @@ Status measure_resident(shape::GptSession& session, kernels::Backend& backend,
 // ShapeGenerator::generate_candidates' layout) at batch_length tokens in the cache.
 struct BatchRow {
   int64_t candidates = 0;
-  double step_ms = 0;           // median over the steps
-  double read_gbs = 0;          // median of the probes taken before each step
+  double step_ms = 0;             // median over the steps
+  double read_gbs = 0;            // median of the probes taken before each step
   double bandwidth_floor_ms = 0;  // (weights + K/V of all rows) / read bandwidth
-  double compute_floor_ms = 0;  // 2 x weight elements x rows / the GEMM rate measured in this run
-  double floor_ratio = 0;       // median over the steps of step / max(floors at that step's probe)
+  double compute_floor_ms = 0;    // 2 x weight elements x rows / the GEMM rate measured in this run
+  double floor_ratio = 0;  // median over the steps of step / max(floors at that step's probe)
 };
 
 struct ShapeModelResult {
@@ -186,7 +186,7 @@ struct ShapeModelResult {
   // alternated in one run; stacked_condition says whether the model stacks at all.
   Timing prefill_scratch, prefill_scratch_unstacked;
   bool stacked_condition = false;
-  Timing prefill;              // new prompt row, unconditional row's condition K/V reused
+  Timing prefill;  // new prompt row, unconditional row's condition K/V reused
   std::vector<ShapeLengthResult> lengths;
   std::vector<std::pair<std::string, TraceStats>> breakdown;  // per op kind, one decode step
   // per op kind, one prefill from scratch in a fresh session (both rows' condition streams)
@@ -287,13 +287,13 @@ Status bench_candidates(const shape::CubeGpt& model, kernels::Backend& backend,
     TESSERA_RETURN_IF_ERROR(session->forward_full(full.data(), len, logits.data(), nullptr));
     for (int64_t r = 2; r < rows; ++r) TESSERA_RETURN_IF_ERROR(session->copy_row(r % 2, r));
     TESSERA_RETURN_IF_ERROR(session->set_rows(rows));
-    const double kv_bytes = 2.0 * static_cast<double>(rows) *
-                            static_cast<double>(dtype_size(session->kv_dtype())) *
-                            static_cast<double>(c.n_embd) *
-                            (static_cast<double>(c.n_dual) * static_cast<double>(c.cond_len() + len) +
-                             static_cast<double>(c.n_single) * static_cast<double>(len));
-    const double compute_ms = 2.0 * weight_elements * static_cast<double>(rows) /
-                              (res->gemm_gflops * 1e9) * 1e3;
+    const double kv_bytes =
+        2.0 * static_cast<double>(rows) * static_cast<double>(dtype_size(session->kv_dtype())) *
+        static_cast<double>(c.n_embd) *
+        (static_cast<double>(c.n_dual) * static_cast<double>(c.cond_len() + len) +
+         static_cast<double>(c.n_single) * static_cast<double>(len));
+    const double compute_ms =
+        2.0 * weight_elements * static_cast<double>(rows) / (res->gemm_gflops * 1e9) * 1e3;
     std::vector<double> ms, gbs, ratio;
     std::vector<int32_t> ids(static_cast<size_t>(rows));
     for (int64_t s = 0; s < steps; ++s) {
@@ -645,7 +645,7 @@ struct FormatComparison {
   int64_t pairs = 0;
   std::vector<FormatPair> lengths;
   double bf16_prefill_ms = 0, int8_prefill_ms = 0;  // from scratch, fresh sessions, alternated
-  double bf16_object_s = 0, int8_object_s = 0;      // whole-object estimates (after estimate_object)
+  double bf16_object_s = 0, int8_object_s = 0;  // whole-object estimates (after estimate_object)
 };
 
 Status compare_formats(const SafeTensors& file, const shape::NormalizedCodebook& codebook,
@@ -684,7 +684,8 @@ Status compare_formats(const SafeTensors& file, const shape::NormalizedCodebook&
     std::unique_ptr<shape::GptSession> sessions[2];
     std::vector<int32_t> full(static_cast<size_t>(2 * len));
     for (size_t i = 0; i < full.size(); ++i) {
-      full[i] = static_cast<int32_t>((i * 2654435761u >> 7) % static_cast<uint64_t>(c.codebook_size));
+      full[i] =
+          static_cast<int32_t>((i * 2654435761u >> 7) % static_cast<uint64_t>(c.codebook_size));
     }
     full[0] = full[static_cast<size_t>(len)] = c.bos_id();
     for (int f = 0; f < 2; ++f) {
@@ -760,17 +761,18 @@ std::string formats_markdown(const FormatComparison& fc, const ObjectEstimate& o
                   fmt_ms(p.int8_ms).c_str(), p.int8_ms / p.bf16_ms, p.pair_ratio, p.read_gbs);
     md << buf;
   }
-  std::snprintf(buf, sizeof buf,
-                "| prefill from scratch | %s | %s | %.3f | | |\n", fmt_ms(fc.bf16_prefill_ms).c_str(),
-                fmt_ms(fc.int8_prefill_ms).c_str(), fc.int8_prefill_ms / fc.bf16_prefill_ms);
+  std::snprintf(buf, sizeof buf, "| prefill from scratch | %s | %s | %.3f | | |\n",
+                fmt_ms(fc.bf16_prefill_ms).c_str(), fmt_ms(fc.int8_prefill_ms).c_str(),
+                fc.int8_prefill_ms / fc.bf16_prefill_ms);
   md << buf;
-  std::snprintf(buf, sizeof buf,
-                "\nWhole object (%lld tokens + extraction at 2^8 + 1) from these figures: bf16 %.1f s, "
-                "int8 %.1f s, **%.3f**; the shape decoder's part (latent decode + %lld queries + "
-                "polygonization, %.1f s) runs in bf16 for both.\n",
-                static_cast<long long>(o.tokens), fc.bf16_object_s, fc.int8_object_s,
-                fc.int8_object_s / fc.bf16_object_s, static_cast<long long>(o.queries),
-                (o.latent_ms + o.extraction_ms + o.polygonize_ms) / 1e3);
+  std::snprintf(
+      buf, sizeof buf,
+      "\nWhole object (%lld tokens + extraction at 2^8 + 1) from these figures: bf16 %.1f s, "
+      "int8 %.1f s, **%.3f**; the shape decoder's part (latent decode + %lld queries + "
+      "polygonization, %.1f s) runs in bf16 for both.\n",
+      static_cast<long long>(o.tokens), fc.bf16_object_s, fc.int8_object_s,
+      fc.int8_object_s / fc.bf16_object_s, static_cast<long long>(o.queries),
+      (o.latent_ms + o.extraction_ms + o.polygonize_ms) / 1e3);
   md << buf;
   return md.str();
 }
@@ -789,8 +791,10 @@ std::string shape_markdown(const Machine& machine, const std::vector<ShapeModelR
           "KV-cache decode step at the given number "
           "of tokens in the cache (median of the steps, p50/p99 nearest rank); no-KV = one "
           "uncached step at that length (recomputes the condition and every token). Floor = "
-          "bf16 weight bytes read per step (once for both rows) / read bandwidth, probed by reading "
-          "as many bytes (at least 256 MiB) just before every timed step; \"read GB/s\" and \"floor\" are the probes' "
+          "bf16 weight bytes read per step (once for both rows) / read bandwidth, probed by "
+          "reading "
+          "as many bytes (at least 256 MiB) just before every timed step; \"read GB/s\" and "
+          "\"floor\" are the probes' "
           "median, \"TPOT / floor\" the median over the steps of each step's time over the floor "
           "of its own probe (the VM's bandwidth swings cancel). \"+KV\" adds the K/V of both "
           "rows that the step's attention reads (bf16 cache for bf16 weights, f32 for f32 "
@@ -811,11 +815,10 @@ std::string shape_markdown(const Machine& machine, const std::vector<ShapeModelR
                   fmt_ms(m.prefill.max * 1e3).c_str());
     md << buf;
     if (m.prefill_scratch.reps > 0) {
-      std::snprintf(buf, sizeof buf,
-                    "; prefill from scratch in fresh sessions %s (median of %d, %s - %s)",
-                    fmt_ms(m.prefill_scratch.median * 1e3).c_str(), m.prefill_scratch.reps,
-                    fmt_ms(m.prefill_scratch.min * 1e3).c_str(),
-                    fmt_ms(m.prefill_scratch.max * 1e3).c_str());
+      std::snprintf(
+          buf, sizeof buf, "; prefill from scratch in fresh sessions %s (median of %d, %s - %s)",
+          fmt_ms(m.prefill_scratch.median * 1e3).c_str(), m.prefill_scratch.reps,
+          fmt_ms(m.prefill_scratch.min * 1e3).c_str(), fmt_ms(m.prefill_scratch.max * 1e3).c_str());
       md << buf;
       if (m.stacked_condition) {
         std::snprintf(buf, sizeof buf,
@@ -837,8 +840,8 @@ std::string shape_markdown(const Machine& machine, const std::vector<ShapeModelR
           static_cast<long long>(l.length), fmt_ms(l.kv.median * 1e3).c_str(),
           fmt_ms(l.kv_p50).c_str(), fmt_ms(l.kv_p99).c_str(), l.kv.reps, l.read_gbs,
           fmt_ms(l.weight_floor_ms).c_str(), l.floor_ratio, fmt_ms(l.kv_floor_ms).c_str(),
-          l.kv_floor_ratio,
-          fmt_ms(l.no_kv.median * 1e3).c_str(), l.no_kv.reps, l.no_kv.median / l.kv.median);
+          l.kv_floor_ratio, fmt_ms(l.no_kv.median * 1e3).c_str(), l.no_kv.reps,
+          l.no_kv.median / l.kv.median);
       md << buf;
     }
     md << "\n";
@@ -852,8 +855,8 @@ std::string shape_markdown(const Machine& machine, const std::vector<ShapeModelR
                     "weight elements x rows / %.0f GFLOP/s (the largest layer at m = 64, timed in "
                     "this run); \"step / floor\" = median over the steps of the step over the "
                     "larger floor at its probe.\n\n",
-                    static_cast<long long>(m.batch_length), m.lengths.empty() ? 0 : m.lengths.front().kv.reps,
-                    m.gemm_gflops);
+                    static_cast<long long>(m.batch_length),
+                    m.lengths.empty() ? 0 : m.lengths.front().kv.reps, m.gemm_gflops);
       md << intro;
       md << "| candidates | decode step | vs 1 candidate | tokens/s | read GB/s | bandwidth floor "
             "| compute floor | step / floor |\n|---|---|---|---|---|---|---|---|\n";
@@ -875,7 +878,8 @@ std::string shape_markdown(const Machine& machine, const std::vector<ShapeModelR
             "replayed (CUDA graphs), no host wait per token. The host-loop TPOT follows a "
             "cache-flushing bandwidth probe, the resident steps run back to back: for a model "
             "that fits in cache the columns are not comparable.\n\n";
-      md << "| tokens | host loop (TPOT above) | device-resident, eager | device-resident, recorded "
+      md << "| tokens | host loop (TPOT above) | device-resident, eager | device-resident, "
+            "recorded "
             "| recorded vs host loop |\n|---|---|---|---|---|\n";
       for (const ShapeLengthResult& l : m.lengths) {
         const bool rec = !std::isnan(l.graph_ms);
@@ -928,8 +932,7 @@ std::string shape_markdown(const Machine& machine, const std::vector<ShapeModelR
                     o.preview_ms / 1e3, static_cast<long long>(due),
                     static_cast<double>(due) * o.preview_ms / 1e3,
                     100.0 * static_cast<double>(due) * o.preview_ms / object_ms, 100.0 * budget,
-                    std::floor(budget * object_ms / o.preview_ms),
-                    o.preview_ms / budget / 1e3);
+                    std::floor(budget * object_ms / o.preview_ms), o.preview_ms / budget / 1e3);
       md << preview_buf;
     }
     std::snprintf(
@@ -976,19 +979,19 @@ nlohmann::json shape_json(const Machine& machine, const std::vector<ShapeModelRe
                   {"nice", machine.nice},         {"command", machine.command}};
   nlohmann::json list = nlohmann::json::array();
   for (const ShapeModelResult& m : models) {
-    nlohmann::json e = {{"model", m.name},
-                        {"config", m.config},
-                        {"decode_weight_bytes", m.weight_bytes},
-                        {"condition_ms", m.condition.median * 1e3},
-                        {"prefill_from_scratch_ms", m.prefill_cold_ms},
-                        {"prefill_from_scratch_fresh_ms", m.prefill_scratch.median * 1e3},
-                        {"prefill_from_scratch_unstacked_ms",
-                         m.prefill_scratch_unstacked.median * 1e3},
-                        {"condition_rows_stacked", m.stacked_condition},
-                        {"prefill_uncond_reused_ms",
-                         {{"median", m.prefill.median * 1e3},
-                          {"min", m.prefill.min * 1e3},
-                          {"max", m.prefill.max * 1e3}}}};
+    nlohmann::json e = {
+        {"model", m.name},
+        {"config", m.config},
+        {"decode_weight_bytes", m.weight_bytes},
+        {"condition_ms", m.condition.median * 1e3},
+        {"prefill_from_scratch_ms", m.prefill_cold_ms},
+        {"prefill_from_scratch_fresh_ms", m.prefill_scratch.median * 1e3},
+        {"prefill_from_scratch_unstacked_ms", m.prefill_scratch_unstacked.median * 1e3},
+        {"condition_rows_stacked", m.stacked_condition},
+        {"prefill_uncond_reused_ms",
+         {{"median", m.prefill.median * 1e3},
+          {"min", m.prefill.min * 1e3},
+          {"max", m.prefill.max * 1e3}}}};
     nlohmann::json lengths = nlohmann::json::array();
     for (const ShapeLengthResult& l : m.lengths) {
       lengths.push_back(
@@ -1007,8 +1010,10 @@ nlohmann::json shape_json(const Machine& machine, const std::vector<ShapeModelRe
            {"tpot_over_weight_kv_floor", l.kv_floor_ratio},
            {"no_kv_step_ms", {{"median", l.no_kv.median * 1e3}, {"runs", l.no_kv.reps}}},
            {"kv_speedup", l.no_kv.median / l.kv.median},
-           {"resident_eager_ms", std::isnan(l.resident_ms) ? nlohmann::json() : nlohmann::json(l.resident_ms)},
-           {"resident_recorded_ms", std::isnan(l.graph_ms) ? nlohmann::json() : nlohmann::json(l.graph_ms)}});
+           {"resident_eager_ms",
+            std::isnan(l.resident_ms) ? nlohmann::json() : nlohmann::json(l.resident_ms)},
+           {"resident_recorded_ms",
+            std::isnan(l.graph_ms) ? nlohmann::json() : nlohmann::json(l.graph_ms)}});
     }
     e["lengths"] = lengths;
     nlohmann::json batch = nlohmann::json::array();
@@ -1086,16 +1091,16 @@ Status run_bench_shape(const Options& opt) {
                 config.summary().c_str(), static_cast<double>(ck.data_bytes) / 1e9,
                 watch.elapsed_ms() / 1e3);
     std::fflush(stdout);
-    TESSERA_ASSIGN_OR_RETURN(ShapeModelResult r,
-                             bench_shape_model("Cube 3D v0.5 full size, random weights", ck.file,
-                                               codebook, backend, lengths, steps, opt.quick,
-                                               opt.weights == "int8"));
+    TESSERA_ASSIGN_OR_RETURN(
+        ShapeModelResult r,
+        bench_shape_model("Cube 3D v0.5 full size, random weights", ck.file, codebook, backend,
+                          lengths, steps, opt.quick, opt.weights == "int8"));
     models.push_back(std::move(r));
     if (opt.weights == "int8") {
       std::printf("int8 against bf16: decode steps alternated in one run\n");
       std::fflush(stdout);
-      TESSERA_RETURN_IF_ERROR(compare_formats(ck.file, codebook, backend, lengths,
-                                              opt.quick ? 16 : 24, &formats));
+      TESSERA_RETURN_IF_ERROR(
+          compare_formats(ck.file, codebook, backend, lengths, opt.quick ? 16 : 24, &formats));
     }
   }
   {
@@ -1171,10 +1176,10 @@ Status run_bench_shape(const Options& opt) {
   }
   if (opt.write_results) {
     const std::string path = results_path(opt);
-    TESSERA_RETURN_IF_ERROR(write_results_section(
-        path, section,
-        shape_markdown(machine, models, false, section, backend.name()) +
-            previews_markdown(previews)));
+    TESSERA_RETURN_IF_ERROR(
+        write_results_section(path, section,
+                              shape_markdown(machine, models, false, section, backend.name()) +
+                                  previews_markdown(previews)));
     std::printf("wrote the \"%s\" section of %s\n", section.substr(3, section.size() - 4).c_str(),
                 path.c_str());
   }
@@ -1190,17 +1195,19 @@ void register_shape_bench(CLI::App* bench, int* exit_code) {
       "Cube 3D GPT on the CPU: prefill, TPOT with/without KV cache vs. the bandwidth floor");
   shape->add_option("--json", opt->json_path, "Also write the results as JSON to FILE");
   shape->add_flag("--quick", opt->quick, "Lengths 64 and 256 only, fewer repetitions");
-  shape->add_option("--device", opt->device,
-                    "Backend: cpu (default) or cuda (fails, saying why, without a usable GPU)")
+  shape
+      ->add_option("--device", opt->device,
+                   "Backend: cpu (default) or cuda (fails, saying why, without a usable GPU)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   shape
       ->add_option("--tokens", opt->tokens,
                    "KV-cache decode steps timed per length (default 16, --quick 6)")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
-  shape->add_option("--weights", opt->weights,
-                    "Full-size GPT linear layers: bf16 (default) or int8 (quantized at load from "
-                    "the bf16 weights), with the two alternated in one run; --write-results records "
-                    "bf16 only")
+  shape
+      ->add_option("--weights", opt->weights,
+                   "Full-size GPT linear layers: bf16 (default) or int8 (quantized at load from "
+                   "the bf16 weights), with the two alternated in one run; --write-results records "
+                   "bf16 only")
       ->check(CLI::IsMember({"bf16", "int8"}));
   shape->add_flag("--write-results", opt->write_results,
                   "Replace the \"## Shape engine (CPU)\" section of bench/RESULTS.md");

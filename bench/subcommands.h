@@ -7,10 +7,10 @@
 
 namespace tessera::bench {
 
-void register_kernels_bench(CLI::App* bench, int* exit_code);    // kernels.cpp
-void register_shape_bench(CLI::App* bench, int* exit_code);      // shape.cpp
-void register_generate_bench(CLI::App* bench, int* exit_code);   // generate.cpp
-void register_diffusion_bench(CLI::App* bench, int* exit_code);  // diffusion.cpp
+void register_kernels_bench(CLI::App* bench, int* exit_code);     // kernels.cpp
+void register_shape_bench(CLI::App* bench, int* exit_code);       // shape.cpp
+void register_generate_bench(CLI::App* bench, int* exit_code);    // generate.cpp
+void register_diffusion_bench(CLI::App* bench, int* exit_code);   // diffusion.cpp
 void register_make_model_bench(CLI::App* bench, int* exit_code);  // make_model.cpp
 
 }  // namespace tessera::bench

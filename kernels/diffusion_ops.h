@@ -169,8 +169,9 @@ int64_t attention_scratch_floats(const AttentionShape& s, AttentionAlgo algo);
 // ops.h's attention contract (strided [batch][token][head][head_dim] q/k/v/o, scale) with the
 // chosen algorithm; with kAuto and s.allow_bf16 (Precision::kBf16), cpu::attention's bf16 path
 // where it applies (AttentionShape::allow_bf16). s.causal must be false for kPartialFused and
-// kNaive (the UNet has no causal attention; kAuto sends causal shapes to kFlash). scratch: attention_scratch_floats(s, algo)
-// floats, may be null when that is 0. o must not alias q, k, v or scratch.
+// kNaive (the UNet has no causal attention; kAuto sends causal shapes to kFlash). scratch:
+// attention_scratch_floats(s, algo) floats, may be null when that is 0. o must not alias q, k, v or
+// scratch.
 void diffusion_attention(const float* q, const float* k, const float* v, float* o,
                          const AttentionShape& s, AttentionAlgo algo, float* scratch);
 

@@ -34,7 +34,9 @@ namespace tessera::kernels {
 // else 32, else the whole row (one scale per output channel).
 int64_t int8_group_for(int64_t cols);
 // Whether a [rows, cols] matrix is stored in int8 when a model is quantized: cols % 32 == 0.
-inline bool int8_quantizable(int64_t cols) { return cols > 0 && cols % 32 == 0; }
+inline bool int8_quantizable(int64_t cols) {
+  return cols > 0 && cols % 32 == 0;
+}
 // The largest |q| a stored weight may have (symmetric: -128 is not used; files holding it are
 // refused, so what is stored is exactly what the quantizer can write).
 constexpr int kInt8MaxQ = 127;

@@ -25,112 +25,110 @@ struct TetCase {
   uint8_t edge[6];
 };
 struct TetTable {
-  uint8_t tets[6][4];      // cube corners of each tetrahedron
-  TetCase cases[6][16];    // [tetrahedron][inside mask over its 4 vertices]
+  uint8_t tets[6][4];    // cube corners of each tetrahedron
+  TetCase cases[6][16];  // [tetrahedron][inside mask over its 4 vertices]
 };
 
 // Generated from the rules above (orientation: each triangle's normal points from the inside
 // corners towards the outside ones; a quad is split along the same diagonal in every cell).
 inline constexpr TetTable kTetTable = {
     {{0, 1, 3, 7}, {0, 1, 5, 7}, {0, 2, 3, 7}, {0, 2, 6, 7}, {0, 4, 5, 7}, {0, 4, 6, 7}},
-    {
-    {{0, {0, 0, 0, 0, 0, 0}},
-     {1, {1, 3, 7, 0, 0, 0}},
-     {1, {1, 15, 11, 0, 0, 0}},
-     {2, {3, 7, 15, 3, 15, 11}},
-     {1, {3, 11, 31, 0, 0, 0}},
-     {2, {1, 31, 7, 1, 11, 31}},
-     {2, {1, 15, 31, 1, 31, 3}},
-     {1, {7, 15, 31, 0, 0, 0}},
-     {1, {7, 31, 15, 0, 0, 0}},
-     {2, {1, 3, 31, 1, 31, 15}},
-     {2, {1, 31, 11, 1, 7, 31}},
-     {1, {3, 31, 11, 0, 0, 0}},
-     {2, {3, 11, 15, 3, 15, 7}},
-     {1, {1, 11, 15, 0, 0, 0}},
-     {1, {1, 7, 3, 0, 0, 0}},
-     {0, {0, 0, 0, 0, 0, 0}}},
-    {{0, {0, 0, 0, 0, 0, 0}},
-     {1, {1, 7, 5, 0, 0, 0}},
-     {1, {1, 13, 15, 0, 0, 0}},
-     {2, {5, 15, 7, 5, 13, 15}},
-     {1, {5, 47, 13, 0, 0, 0}},
-     {2, {1, 7, 47, 1, 47, 13}},
-     {2, {1, 47, 15, 1, 5, 47}},
-     {1, {7, 47, 15, 0, 0, 0}},
-     {1, {7, 15, 47, 0, 0, 0}},
-     {2, {1, 47, 5, 1, 15, 47}},
-     {2, {1, 13, 47, 1, 47, 7}},
-     {1, {5, 13, 47, 0, 0, 0}},
-     {2, {5, 15, 13, 5, 7, 15}},
-     {1, {1, 15, 13, 0, 0, 0}},
-     {1, {1, 5, 7, 0, 0, 0}},
-     {0, {0, 0, 0, 0, 0, 0}}},
-    {{0, {0, 0, 0, 0, 0, 0}},
-     {1, {2, 7, 3, 0, 0, 0}},
-     {1, {2, 19, 23, 0, 0, 0}},
-     {2, {3, 23, 7, 3, 19, 23}},
-     {1, {3, 31, 19, 0, 0, 0}},
-     {2, {2, 7, 31, 2, 31, 19}},
-     {2, {2, 31, 23, 2, 3, 31}},
-     {1, {7, 31, 23, 0, 0, 0}},
-     {1, {7, 23, 31, 0, 0, 0}},
-     {2, {2, 31, 3, 2, 23, 31}},
-     {2, {2, 19, 31, 2, 31, 7}},
-     {1, {3, 19, 31, 0, 0, 0}},
-     {2, {3, 23, 19, 3, 7, 23}},
-     {1, {2, 23, 19, 0, 0, 0}},
-     {1, {2, 3, 7, 0, 0, 0}},
-     {0, {0, 0, 0, 0, 0, 0}}},
-    {{0, {0, 0, 0, 0, 0, 0}},
-     {1, {2, 6, 7, 0, 0, 0}},
-     {1, {2, 23, 22, 0, 0, 0}},
-     {2, {6, 7, 23, 6, 23, 22}},
-     {1, {6, 22, 55, 0, 0, 0}},
-     {2, {2, 55, 7, 2, 22, 55}},
-     {2, {2, 23, 55, 2, 55, 6}},
-     {1, {7, 23, 55, 0, 0, 0}},
-     {1, {7, 55, 23, 0, 0, 0}},
-     {2, {2, 6, 55, 2, 55, 23}},
-     {2, {2, 55, 22, 2, 7, 55}},
-     {1, {6, 55, 22, 0, 0, 0}},
-     {2, {6, 22, 23, 6, 23, 7}},
-     {1, {2, 22, 23, 0, 0, 0}},
-     {1, {2, 7, 6, 0, 0, 0}},
-     {0, {0, 0, 0, 0, 0, 0}}},
-    {{0, {0, 0, 0, 0, 0, 0}},
-     {1, {4, 5, 7, 0, 0, 0}},
-     {1, {4, 39, 37, 0, 0, 0}},
-     {2, {5, 7, 39, 5, 39, 37}},
-     {1, {5, 37, 47, 0, 0, 0}},
-     {2, {4, 47, 7, 4, 37, 47}},
-     {2, {4, 39, 47, 4, 47, 5}},
-     {1, {7, 39, 47, 0, 0, 0}},
-     {1, {7, 47, 39, 0, 0, 0}},
-     {2, {4, 5, 47, 4, 47, 39}},
-     {2, {4, 47, 37, 4, 7, 47}},
-     {1, {5, 47, 37, 0, 0, 0}},
-     {2, {5, 37, 39, 5, 39, 7}},
-     {1, {4, 37, 39, 0, 0, 0}},
-     {1, {4, 7, 5, 0, 0, 0}},
-     {0, {0, 0, 0, 0, 0, 0}}},
-    {{0, {0, 0, 0, 0, 0, 0}},
-     {1, {4, 7, 6, 0, 0, 0}},
-     {1, {4, 38, 39, 0, 0, 0}},
-     {2, {6, 39, 7, 6, 38, 39}},
-     {1, {6, 55, 38, 0, 0, 0}},
-     {2, {4, 7, 55, 4, 55, 38}},
-     {2, {4, 55, 39, 4, 6, 55}},
-     {1, {7, 55, 39, 0, 0, 0}},
-     {1, {7, 39, 55, 0, 0, 0}},
-     {2, {4, 55, 6, 4, 39, 55}},
-     {2, {4, 38, 55, 4, 55, 7}},
-     {1, {6, 38, 55, 0, 0, 0}},
-     {2, {6, 39, 38, 6, 7, 39}},
-     {1, {4, 39, 38, 0, 0, 0}},
-     {1, {4, 6, 7, 0, 0, 0}},
-     {0, {0, 0, 0, 0, 0, 0}}}
-    }};
+    {{{0, {0, 0, 0, 0, 0, 0}},
+      {1, {1, 3, 7, 0, 0, 0}},
+      {1, {1, 15, 11, 0, 0, 0}},
+      {2, {3, 7, 15, 3, 15, 11}},
+      {1, {3, 11, 31, 0, 0, 0}},
+      {2, {1, 31, 7, 1, 11, 31}},
+      {2, {1, 15, 31, 1, 31, 3}},
+      {1, {7, 15, 31, 0, 0, 0}},
+      {1, {7, 31, 15, 0, 0, 0}},
+      {2, {1, 3, 31, 1, 31, 15}},
+      {2, {1, 31, 11, 1, 7, 31}},
+      {1, {3, 31, 11, 0, 0, 0}},
+      {2, {3, 11, 15, 3, 15, 7}},
+      {1, {1, 11, 15, 0, 0, 0}},
+      {1, {1, 7, 3, 0, 0, 0}},
+      {0, {0, 0, 0, 0, 0, 0}}},
+     {{0, {0, 0, 0, 0, 0, 0}},
+      {1, {1, 7, 5, 0, 0, 0}},
+      {1, {1, 13, 15, 0, 0, 0}},
+      {2, {5, 15, 7, 5, 13, 15}},
+      {1, {5, 47, 13, 0, 0, 0}},
+      {2, {1, 7, 47, 1, 47, 13}},
+      {2, {1, 47, 15, 1, 5, 47}},
+      {1, {7, 47, 15, 0, 0, 0}},
+      {1, {7, 15, 47, 0, 0, 0}},
+      {2, {1, 47, 5, 1, 15, 47}},
+      {2, {1, 13, 47, 1, 47, 7}},
+      {1, {5, 13, 47, 0, 0, 0}},
+      {2, {5, 15, 13, 5, 7, 15}},
+      {1, {1, 15, 13, 0, 0, 0}},
+      {1, {1, 5, 7, 0, 0, 0}},
+      {0, {0, 0, 0, 0, 0, 0}}},
+     {{0, {0, 0, 0, 0, 0, 0}},
+      {1, {2, 7, 3, 0, 0, 0}},
+      {1, {2, 19, 23, 0, 0, 0}},
+      {2, {3, 23, 7, 3, 19, 23}},
+      {1, {3, 31, 19, 0, 0, 0}},
+      {2, {2, 7, 31, 2, 31, 19}},
+      {2, {2, 31, 23, 2, 3, 31}},
+      {1, {7, 31, 23, 0, 0, 0}},
+      {1, {7, 23, 31, 0, 0, 0}},
+      {2, {2, 31, 3, 2, 23, 31}},
+      {2, {2, 19, 31, 2, 31, 7}},
+      {1, {3, 19, 31, 0, 0, 0}},
+      {2, {3, 23, 19, 3, 7, 23}},
+      {1, {2, 23, 19, 0, 0, 0}},
+      {1, {2, 3, 7, 0, 0, 0}},
+      {0, {0, 0, 0, 0, 0, 0}}},
+     {{0, {0, 0, 0, 0, 0, 0}},
+      {1, {2, 6, 7, 0, 0, 0}},
+      {1, {2, 23, 22, 0, 0, 0}},
+      {2, {6, 7, 23, 6, 23, 22}},
+      {1, {6, 22, 55, 0, 0, 0}},
+      {2, {2, 55, 7, 2, 22, 55}},
+      {2, {2, 23, 55, 2, 55, 6}},
+      {1, {7, 23, 55, 0, 0, 0}},
+      {1, {7, 55, 23, 0, 0, 0}},
+      {2, {2, 6, 55, 2, 55, 23}},
+      {2, {2, 55, 22, 2, 7, 55}},
+      {1, {6, 55, 22, 0, 0, 0}},
+      {2, {6, 22, 23, 6, 23, 7}},
+      {1, {2, 22, 23, 0, 0, 0}},
+      {1, {2, 7, 6, 0, 0, 0}},
+      {0, {0, 0, 0, 0, 0, 0}}},
+     {{0, {0, 0, 0, 0, 0, 0}},
+      {1, {4, 5, 7, 0, 0, 0}},
+      {1, {4, 39, 37, 0, 0, 0}},
+      {2, {5, 7, 39, 5, 39, 37}},
+      {1, {5, 37, 47, 0, 0, 0}},
+      {2, {4, 47, 7, 4, 37, 47}},
+      {2, {4, 39, 47, 4, 47, 5}},
+      {1, {7, 39, 47, 0, 0, 0}},
+      {1, {7, 47, 39, 0, 0, 0}},
+      {2, {4, 5, 47, 4, 47, 39}},
+      {2, {4, 47, 37, 4, 7, 47}},
+      {1, {5, 47, 37, 0, 0, 0}},
+      {2, {5, 37, 39, 5, 39, 7}},
+      {1, {4, 37, 39, 0, 0, 0}},
+      {1, {4, 7, 5, 0, 0, 0}},
+      {0, {0, 0, 0, 0, 0, 0}}},
+     {{0, {0, 0, 0, 0, 0, 0}},
+      {1, {4, 7, 6, 0, 0, 0}},
+      {1, {4, 38, 39, 0, 0, 0}},
+      {2, {6, 39, 7, 6, 38, 39}},
+      {1, {6, 55, 38, 0, 0, 0}},
+      {2, {4, 7, 55, 4, 55, 38}},
+      {2, {4, 55, 39, 4, 6, 55}},
+      {1, {7, 55, 39, 0, 0, 0}},
+      {1, {7, 39, 55, 0, 0, 0}},
+      {2, {4, 55, 6, 4, 39, 55}},
+      {2, {4, 38, 55, 4, 55, 7}},
+      {1, {6, 38, 55, 0, 0, 0}},
+      {2, {6, 39, 38, 6, 7, 39}},
+      {1, {4, 39, 38, 0, 0, 0}},
+      {1, {4, 6, 7, 0, 0, 0}},
+      {0, {0, 0, 0, 0, 0, 0}}}}};
 
 // The lattice of the cells: n[0] x n[1] x n[2] points, point (i, j, k) at origin + spacing *
 // (i, j, k), linear index i + n[0] * (j + n[1] * k).
@@ -165,12 +163,12 @@ TESSERA_HOST_DEVICE inline int cell_triangle_count(const TetTable& table, const 
 }
 
 // How close to a lattice point an edge vertex may sit, as a fraction of its edge. A value exactly
-// at iso counts as outside, so the surface passes through that lattice point, and every edge from it
-// to an inside neighbour would put its vertex at the very same position: distinct vertices by edge
-// key, one point in space, which any consumer that welds coincident vertices (Blender's merge, an
-// STL slicer, cleanup's weld) turns into non-manifold edges. Keeping each vertex kEdgeParamMargin
-// away from the ends of its edge keeps vertices of different edges apart (by ~1 % of a cell) and
-// leaves the surface where it was to within that.
+// at iso counts as outside, so the surface passes through that lattice point, and every edge from
+// it to an inside neighbour would put its vertex at the very same position: distinct vertices by
+// edge key, one point in space, which any consumer that welds coincident vertices (Blender's merge,
+// an STL slicer, cleanup's weld) turns into non-manifold edges. Keeping each vertex
+// kEdgeParamMargin away from the ends of its edge keeps vertices of different edges apart (by ~1 %
+// of a cell) and leaves the surface where it was to within that.
 inline constexpr float kEdgeParamMargin = 1.0f / 128.0f;
 
 // The vertex on the edge from value va at pa to vb at pb where the linear interpolation crosses
@@ -232,13 +230,13 @@ namespace tessera::kernels::cpu {
 // 2 points along an axis, n < 0, null arrays with n > 0, or a cell whose corners leave the grid
 // (named by its position in the list); kOutOfMemory naming the size when the mesh would have
 // 2^32 vertices or more.
-Status polygonize_cells(const CellGrid& grid, const int64_t* cells, const float* corners,
-                        int64_t n, std::vector<float>* positions, std::vector<uint32_t>* triangles);
+Status polygonize_cells(const CellGrid& grid, const int64_t* cells, const float* corners, int64_t n,
+                        std::vector<float>* positions, std::vector<uint32_t>* triangles);
 
 // Checks polygonize_cells' arguments (shared with the CUDA version; inline: the CUDA library
 // does not link the CPU one).
-inline Status check_cells(const CellGrid& grid, const int64_t* cells, const float* corners, int64_t n,
-                   const char* who) {
+inline Status check_cells(const CellGrid& grid, const int64_t* cells, const float* corners,
+                          int64_t n, const char* who) {
   const std::string name = who;
   if (grid.n[0] < 2 || grid.n[1] < 2 || grid.n[2] < 2) {
     return invalid_argument(name + ": the grid needs at least 2 points along every axis, got " +

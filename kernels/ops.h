@@ -1,21 +1,25 @@
 // The op interface: argument types shared by every backend of every op.
 //
 // Each op exists three times with the same signature (plus a stream on CUDA):
-//   tessera::kernels::ref::OP   plain loops, the reference (kernels/ref/, tests and benchmarks only)
-//   tessera::kernels::cpu::OP   SIMD + threads, run-time dispatch on CPU features (kernels/cpu/)
-//   tessera::kernels::cuda::OP  device pointers, asynchronous on a stream (kernels/cuda/)
+//   tessera::kernels::ref::OP   plain loops, the reference (kernels/ref/, tests and benchmarks
+//   only) tessera::kernels::cpu::OP   SIMD + threads, run-time dispatch on CPU features
+//   (kernels/cpu/) tessera::kernels::cuda::OP  device pointers, asynchronous on a stream
+//   (kernels/cuda/)
 // Model code calls one backend through the engine's backend layer and never branches on the device.
 //
 // Conventions (all backends):
 // - Activations are f32, row-major, contiguous unless a stride argument says otherwise. Sizes and
 //   strides are element counts (int64_t).
-// - Weights of linear layers use PyTorch's nn.Linear layout: W is [N, K] (out_features, in_features),
+// - Weights of linear layers use PyTorch's nn.Linear layout: W is [N, K] (out_features,
+// in_features),
 //   stored f32 or bf16; accumulation is always f32. With bf16 weights the CPU and CUDA backends may
 //   also round x to bf16 for large m (cpu::linear does on CPUs with AVX-512 BF16, m > 32: the bf16
 //   GEMM, kernels/cpu/gemm_bf16.h), as PyTorch's bf16 matmul does; f32 weights keep f32 x.
-// - Outputs are owned by the caller; ops allocate nothing (CPU ops may use per-thread stack scratch).
+// - Outputs are owned by the caller; ops allocate nothing (CPU ops may use per-thread stack
+// scratch).
 // - Unless stated, an output must not alias an input. Ops marked "in place OK" allow y == x.
-// - Ops do not validate sizes beyond asserts: the caller (model code) checked shapes when it loaded.
+// - Ops do not validate sizes beyond asserts: the caller (model code) checked shapes when it
+// loaded.
 #pragma once
 
 #include <cstdint>
@@ -28,17 +32,17 @@ namespace tessera::kernels {
 // kI8 weights (kernels/int8.h): symmetric 8-bit, w[n, k] = q[n, k] * scales[n * (K / group) +
 // k / group] with q in [-127, 127] (data points at int8 values).
 struct Weight {
-  const void* data = nullptr;  // f32, bf16 or int8 elements; host or device memory
-  DType dtype = DType::kF32;   // kF32, kBF16 or kI8
-  int64_t rows = 0;            // N
-  int64_t cols = 0;            // K
+  const void* data = nullptr;     // f32, bf16 or int8 elements; host or device memory
+  DType dtype = DType::kF32;      // kF32, kBF16 or kI8
+  int64_t rows = 0;               // N
+  int64_t cols = 0;               // K
   const float* scales = nullptr;  // kI8: rows * (cols / group) scales
   int64_t group = 0;              // kI8: weights per scale along a row (divides cols)
 };
 
-// Scaled dot-product attention over layout [batch][token][head][head_dim]: element (b, t, h, d) of q
-// is q[b*q_batch_stride + t*q_token_stride + h*head_dim + d] (same for k, v, o with their strides),
-// so q, k and v may be interleaved slices of one packed QKV buffer.
+// Scaled dot-product attention over layout [batch][token][head][head_dim]: element (b, t, h, d) of
+// q is q[b*q_batch_stride + t*q_token_stride + h*head_dim + d] (same for k, v, o with their
+// strides), so q, k and v may be interleaved slices of one packed QKV buffer.
 struct AttentionShape {
   int64_t batch = 1;
   int64_t heads = 1;
@@ -81,21 +85,21 @@ inline AttentionShape contiguous_attention(int64_t batch, int64_t heads, int64_t
 
 }  // namespace tessera::kernels
 
-// Declares the op set of one backend inside the current namespace. The CUDA backend declares its own
-// list (kernels/cuda/cuda_ops.h) with a stream argument and device pointers.
-#define TESSERA_DECLARE_HOST_OPS                                                                    \
-  /* y[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n] if bias != nullptr). m == 1 is the GEMV path. */  \
+// Declares the op set of one backend inside the current namespace. The CUDA backend declares its
+// own list (kernels/cuda/cuda_ops.h) with a stream argument and device pointers.
+#define TESSERA_DECLARE_HOST_OPS                                                                   \
+  /* y[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n] if bias != nullptr). m == 1 is the GEMV path. */ \
   void linear(const float* x, int64_t m, const ::tessera::kernels::Weight& w, const float* bias,   \
-              float* y);                                                                            \
-  /* LayerNorm over the last dim; weight/bias may be null (no affine). In place OK. */            \
+              float* y);                                                                           \
+  /* LayerNorm over the last dim; weight/bias may be null (no affine). In place OK. */             \
   void layer_norm(const float* x, const float* weight, const float* bias, float* y, int64_t rows,  \
-                  int64_t dim, float eps);                                                          \
+                  int64_t dim, float eps);                                                         \
   /* RMSNorm: y = x / sqrt(mean(x^2) + eps) * weight (weight may be null). In place OK. */         \
   void rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim,          \
-                float eps);                                                                         \
+                float eps);                                                                        \
   /* In-place rotary embedding, interleaved pairs (2i, 2i+1) rotate by pos * theta^(-2i/head_dim). \
      x[t*token_stride + h*head_dim + d]; positions[t] is token t's position. */                    \
-  void rope_interleaved(float* x, int64_t tokens, int64_t heads, int64_t head_dim,                \
+  void rope_interleaved(float* x, int64_t tokens, int64_t heads, int64_t head_dim,                 \
                         int64_t token_stride, const int32_t* positions, float theta);              \
   /* Row-wise softmax over cols. In place OK. */                                                   \
   void softmax(const float* x, float* y, int64_t rows, int64_t cols);                              \
@@ -103,7 +107,7 @@ inline AttentionShape contiguous_attention(int64_t batch, int64_t heads, int64_t
   void silu(const float* x, float* y, int64_t n);                                                  \
   void gelu_erf(const float* x, float* y, int64_t n);                                              \
   void gelu_tanh(const float* x, float* y, int64_t n);                                             \
-  /* quick_gelu(x) = x * sigmoid(1.702 x), CLIP's activation. In place OK. */                     \
+  /* quick_gelu(x) = x * sigmoid(1.702 x), CLIP's activation. In place OK. */                      \
   void quick_gelu(const float* x, float* y, int64_t n);                                            \
   /* y = a + b elementwise over n (residual connections). y may alias a or b. */                   \
   void add(const float* a, const float* b, float* y, int64_t n);                                   \
@@ -111,11 +115,12 @@ inline AttentionShape contiguous_attention(int64_t batch, int64_t heads, int64_t
   void swiglu(const float* gate, const float* up, float* y, int64_t n);                            \
   /* x rows are [value (hidden) | gate (hidden)]; y[r, i] = value * gelu_erf(gate). */             \
   void geglu(const float* x, float* y, int64_t rows, int64_t hidden);                              \
-  /* Attention; o must not alias q/k/v. Flash-style tiling with online softmax on fast backends. */ \
+  /* Attention; o must not alias q/k/v. Flash-style tiling with online softmax on fast backends.   \
+   */                                                                                              \
   void attention(const float* q, const float* k, const float* v, float* o,                         \
                  const ::tessera::kernels::AttentionShape& s);                                     \
   /* Single-query attention (s.q_len == 1) for decode: keys split across threads/blocks, partial   \
-     results merged with their max and sum. */                                                      \
+     results merged with their max and sum. */                                                     \
   void attention_decode(const float* q, const float* k, const float* v, float* o,                  \
                         const ::tessera::kernels::AttentionShape& s);                              \
   /* out[i, :] = table row ids[i] (f32 or bf16 table, f32 out). Every id must be < table.rows:     \

@@ -1,8 +1,8 @@
 // Next-token choice of the shape engine, as ops: the guidance mix and the sampler (greedy argmax,
 // or temperature -> top-k -> softmax in double -> top-p -> one xoshiro256** draw). The host code
-// here serves engine/shape/sampler.h's Sampler and the CPU backend's choose_token; the CUDA backend's
-// choose_token (kernels/cuda/sampling.cu) has the same contract, with the step counter and the RNG
-// state in device memory, so a captured decode step needs no host round trip.
+// here serves engine/shape/sampler.h's Sampler and the CPU backend's choose_token; the CUDA
+// backend's choose_token (kernels/cuda/sampling.cu) has the same contract, with the step counter
+// and the RNG state in device memory, so a captured decode step needs no host round trip.
 //
 // RNG: xoshiro256** (Blackman & Vigna, "Scrambled linear pseudorandom number generators", 2021)
 // seeded by four outputs of splitmix64(seed); a draw is u = (next() >> 11) * 2^-53 in [0, 1). The
@@ -78,11 +78,11 @@ int32_t pick_token(const float* logits, int64_t n, const SamplingParams& params,
 
 // ---- choose_token: guidance mix + pick, state in backend memory ---------------------------------
 struct TokenChoice {
-  int64_t codes = 0;          // candidates: logits [0, codes) of the row(s), 1..kChooseTokenMaxCodes
-  int64_t row_stride = 0;     // guided: floats from the conditional to the unconditional row
-  bool guided = false;        // mix (1 + g) * cond - g * uncond, g = guidance_weight(scale, step, n)
+  int64_t codes = 0;       // candidates: logits [0, codes) of the row(s), 1..kChooseTokenMaxCodes
+  int64_t row_stride = 0;  // guided: floats from the conditional to the unconditional row
+  bool guided = false;     // mix (1 + g) * cond - g * uncond, g = guidance_weight(scale, step, n)
   float guidance_scale = 0.0f;
-  int64_t total_steps = 1;    // n above (the tokens of the whole generation), >= 1
+  int64_t total_steps = 1;  // n above (the tokens of the whole generation), >= 1
   SamplingParams sampling;
   // Several generations decoded together (variations): candidate j mixes and picks from
   // logits + j * candidate_stride (its conditional row; its unconditional row row_stride further),
@@ -126,9 +126,8 @@ inline Status check_token_choice(const std::string& op, const float* logits, con
   if (c.candidates > 1) {
     const int64_t span = c.guided ? c.row_stride + c.codes : c.codes;
     if (c.candidate_stride < span) {
-      return invalid_argument(p + "candidate_stride " + std::to_string(c.candidate_stride) +
-                              " < " + std::to_string(span) +
-                              " (candidates' logits rows would overlap)");
+      return invalid_argument(p + "candidate_stride " + std::to_string(c.candidate_stride) + " < " +
+                              std::to_string(span) + " (candidates' logits rows would overlap)");
     }
     if (ids_count % c.candidates != 0) {
       return invalid_argument(p + "ids_count " + std::to_string(ids_count) +

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds and runs every test: installs missing Debian packages, builds incrementally (build/), runs
+# Builds and runs every test: installs missing Debian packages, checks the formatting
+# (clang-format), builds incrementally (build/), runs clang-tidy's checks (.clang-tidy), runs
 # ctest (unit + cli; gpu tests skip cleanly without a device), then builds the libFuzzer targets with
 # clang + ASan/UBSan (build-fuzz/) and runs each for a bounded time on its seed corpus. A
 # ThreadSanitizer build (build-tsan/) runs the thread pool and Session tests.
@@ -15,11 +16,22 @@ fuzz_seconds=${TESSERA_FUZZ_SECONDS:-60}
 
 "$root/scripts/setup.sh"
 
+echo "== format (clang-format, .clang-format): every tracked C++ and CUDA file"
+git ls-files '*.cpp' '*.h' '*.cu' '*.cuh' '*.inc' | xargs clang-format --dry-run -Werror \
+  || { echo "clang-format: the files above differ (clang-format -i FILE)"; exit 1; }
+
 echo "== configure + build (Release, warnings as errors)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_WERROR=ON \
   -DTESSERA_WITH_CUDA="${TESSERA_WITH_CUDA:-AUTO}" >build-configure.log 2>&1 || { cat build-configure.log; exit 1; }
 grep -E "Tessera:" build-configure.log || true
 ninja -C build -j"$jobs"
+
+echo "== clang-tidy (.clang-tidy's checks): the runtime, the command line and the studio"
+# GCC-only warning flags in the compile commands are not clang's to know.
+run-clang-tidy -p build -j "$jobs" -quiet -extra-arg=-Wno-unknown-warning-option \
+  'engine/runtime/.*\.cpp$' 'app/cli/.*\.cpp$' 'ui/studio/.*\.cpp$' >clang-tidy.log 2>&1 \
+  || { grep -E "(warning|error):" clang-tidy.log | grep -v "warnings generated" | sort -u; \
+       echo "clang-tidy: see clang-tidy.log"; exit 1; }
 
 echo "== tests"
 (cd build && ctest --output-on-failure -j"$jobs" --timeout 600)

@@ -9,10 +9,11 @@
 // PROMPTS: one item a line. A line starting with '{' is JSON: {"prompt": "...", "seed": 7,
 // "variations": 4, "guidance": 3, "temperature": 1, "top_k": 0, "top_p": 0.9, "resolution": 65,
 // "name": "chair"} (only "prompt" required; any other key is an error); any other line is a prompt.
-// Empty lines and lines starting with '#' are not items. Items are numbered 0, 1, ... in file order,
-// bad ones included, so that the numbering (and the sharding) does not depend on which lines are
-// valid. A bad line (invalid JSON, unknown key, wrong type or range, empty prompt, a name used twice)
-// is reported as PROMPTS:LINE and skipped; the rest of the batch runs, and the exit status is 1.
+// Empty lines and lines starting with '#' are not items. Items are numbered 0, 1, ... in file
+// order, bad ones included, so that the numbering (and the sharding) does not depend on which lines
+// are valid. A bad line (invalid JSON, unknown key, wrong type or range, empty prompt, a name used
+// twice) is reported as PROMPTS:LINE and skipped; the rest of the batch runs, and the exit status
+// is 1.
 //
 // Seeds and sampling as `tessera generate`: greedy unless a sampling option (here or in the item)
 // or variations > 1 is given; the item's seed, else --seed (default 0); variation i gets seed
@@ -121,7 +122,8 @@ std::string item_file(const Item& item, int candidate, const std::string& ext) {
   char number[32];
   std::snprintf(number, sizeof(number), "%04lld", static_cast<long long>(item.index));
   std::string stem = item.name.empty() ? std::string(number) + "_" + slug(item.prompt) : item.name;
-  if (item.sample) stem += "_s" + std::to_string(item.base_seed() + static_cast<uint64_t>(candidate));
+  if (item.sample)
+    stem += "_s" + std::to_string(item.base_seed() + static_cast<uint64_t>(candidate));
   return stem + "." + ext;
 }
 
@@ -130,9 +132,9 @@ std::string parse_json_item(const std::string& text, Item* item) {
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded()) return "invalid JSON";
   if (!j.is_object()) return "a JSON line must be an object";
-  static const std::set<std::string> kKeys = {"prompt", "seed", "variations", "guidance",
-                                              "temperature", "top_k", "top_p", "resolution",
-                                              "name"};
+  static const std::set<std::string> kKeys = {"prompt",   "seed",        "variations",
+                                              "guidance", "temperature", "top_k",
+                                              "top_p",    "resolution",  "name"};
   for (const auto& [key, value] : j.items()) {
     if (kKeys.count(key) == 0) {
       return "unknown key \"" + key +
@@ -142,7 +144,8 @@ std::string parse_json_item(const std::string& text, Item* item) {
   }
   if (!j.contains("prompt") || !j["prompt"].is_string()) return "\"prompt\" (a string) is required";
   item->prompt = j["prompt"].get<std::string>();
-  auto number = [&](const char* key, double lo, double hi, bool integer, double* out) -> std::string {
+  auto number = [&](const char* key, double lo, double hi, bool integer,
+                    double* out) -> std::string {
     if (!j.contains(key)) return "";
     const json& v = j[key];
     if (!v.is_number() || (integer && !v.is_number_integer())) {
@@ -249,7 +252,8 @@ Expected<std::vector<Item>> read_items(const BatchCliOptions& o) {
       for (int c = 0; c < item.variations; ++c) {
         const std::string file = item_file(item, c, o.format);
         if (!names.insert(file).second) {
-          item.error = "output file '" + file + "' is already another item's (give a distinct "
+          item.error = "output file '" + file +
+                       "' is already another item's (give a distinct "
                        "\"name\")";
           break;
         }
@@ -280,8 +284,8 @@ Expected<std::pair<int64_t, int64_t>> parse_shard(const std::string& text) {
 
 std::string manifest_path(const std::string& dir, int64_t shard, int64_t shards) {
   if (shards == 1) return (fs::path(dir) / "manifest.jsonl").string();
-  return (fs::path(dir) / ("manifest-" + std::to_string(shard) + "-of-" + std::to_string(shards) +
-                           ".jsonl"))
+  return (fs::path(dir) /
+          ("manifest-" + std::to_string(shard) + "-of-" + std::to_string(shards) + ".jsonl"))
       .string();
 }
 
@@ -447,7 +451,8 @@ int run_batch(BatchCliOptions o) {
                 std::to_string(runtime::kMaxVariations) + "]");
   }
   if (o.format.empty()) {
-    const mesh::AssetPreset* p = o.exporting.preset.empty() ? nullptr : mesh::find_preset(o.exporting.preset);
+    const mesh::AssetPreset* p =
+        o.exporting.preset.empty() ? nullptr : mesh::find_preset(o.exporting.preset);
     o.format = p != nullptr ? p->formats.front().substr(1) : "glb";
   }
   if (o.format != "glb" && o.format != "obj" && o.format != "fbx" && o.format != "stl" &&
@@ -507,7 +512,8 @@ int run_batch(BatchCliOptions o) {
                          index % shard_n == shard_i;
     const Item* item = current ? &(*items)[static_cast<size_t>(index)] : nullptr;
     const bool matches =
-        item != nullptr && cand >= 0 && cand < item->variations && e.value("prompt", "") == item->prompt &&
+        item != nullptr && cand >= 0 && cand < item->variations &&
+        e.value("prompt", "") == item->prompt &&
         e.value("seed", uint64_t{0}) == item->base_seed() + static_cast<uint64_t>(cand) &&
         e.value("file", "") == item_file(*item, static_cast<int>(cand), o.format);
     if (!matches) {
@@ -530,7 +536,8 @@ int run_batch(BatchCliOptions o) {
   for (const Item& item : *items) {
     if (item.index % shard_n != shard_i || !item.error.empty()) continue;
     bool complete = true;
-    for (int c = 0; c < item.variations; ++c) complete = complete && done_keys.count({item.index, c});
+    for (int c = 0; c < item.variations; ++c)
+      complete = complete && done_keys.count({item.index, c});
     if (complete) {
       candidates_done += item.variations;
     } else {
@@ -559,10 +566,11 @@ int run_batch(BatchCliOptions o) {
   auto tok_sha = sha256_file(model.shape_tokenizer_file);
   if (!gpt_sha.ok()) return fail(gpt_sha.status().message());
   if (!tok_sha.ok()) return fail(tok_sha.status().message());
-  const json model_json = {{"name", runtime::display_path(fs::path(model.path).filename().string())},
-                           {"weights", model.weights},
-                           {"gpt_sha256", *gpt_sha},
-                           {"tokenizer_sha256", *tok_sha}};
+  const json model_json = {
+      {"name", runtime::display_path(fs::path(model.path).filename().string())},
+      {"weights", model.weights},
+      {"gpt_sha256", *gpt_sha},
+      {"tokenizer_sha256", *tok_sha}};
 
   const bool tty = ::isatty(STDERR_FILENO) == 1;
   const auto start = std::chrono::steady_clock::now();
@@ -580,17 +588,18 @@ int run_batch(BatchCliOptions o) {
     job.mesh.resolution = item->resolution;
     job.mesh.cleanup.max_triangles = effective_max_faces(o.exporting);
     for (int c = 0; c < item->variations; ++c) {
-      if (done_keys.count({item->index, c}) == 0) remove_partials(o.out, item_file(*item, c, o.format));
+      if (done_keys.count({item->index, c}) == 0)
+        remove_partials(o.out, item_file(*item, c, o.format));
     }
     // Floats as the decimal the user wrote (0.9, not 0.8999999761581421).
     auto decimal = [](float v) { return std::stod(std::to_string(v)); };
     json settings = {{"sample", item->sample},
-                           {"temperature", decimal(item->temperature)},
-                           {"top_k", item->top_k},
-                           {"top_p", decimal(item->top_p)},
-                           {"guidance", decimal(item->guidance)},
-                           {"variations", item->variations},
-                           {"format", o.format}};
+                     {"temperature", decimal(item->temperature)},
+                     {"top_k", item->top_k},
+                     {"top_p", decimal(item->top_p)},
+                     {"guidance", decimal(item->guidance)},
+                     {"variations", item->variations},
+                     {"format", o.format}};
     settings.update(export_json);  // up_axis, scale, max_faces, preset...
     double decode_ms = 0, text_ms = 0;
     std::map<int, double> mesh_ms;
@@ -598,49 +607,49 @@ int run_batch(BatchCliOptions o) {
     const uint64_t id = (*session)->submit(job);
     // One item's failure, even a bug's exception, fails its line; the rest of the batch goes on.
     try {
-    (*session)->wait_for(id, [&](const runtime::Event& event) {
-      if (const auto* s = std::get_if<runtime::StageEvent>(&event.payload)) {
-        if (s->name == runtime::kStageDecode || s->name == runtime::kStagePrefill) {
-          decode_ms += s->ms;
-        } else if (s->name == runtime::kStageText) {
-          text_ms += s->ms;
-        } else {
-          mesh_ms[s->candidate] += s->ms;
+      (*session)->wait_for(id, [&](const runtime::Event& event) {
+        if (const auto* s = std::get_if<runtime::StageEvent>(&event.payload)) {
+          if (s->name == runtime::kStageDecode || s->name == runtime::kStagePrefill) {
+            decode_ms += s->ms;
+          } else if (s->name == runtime::kStageText) {
+            text_ms += s->ms;
+          } else {
+            mesh_ms[s->candidate] += s->ms;
+          }
+        } else if (const auto* f = std::get_if<runtime::FinalMeshEvent>(&event.payload)) {
+          if (!error.empty()) return;
+          // A candidate finished by an interrupted run: its file and entry stand (same bits).
+          if (done_keys.count({item->index, f->candidate}) != 0) return;
+          const std::string file = item_file(*item, f->candidate, o.format);
+          const std::string path = (fs::path(o.out) / file).string();
+          Status st = write_cli_mesh(*f->mesh, path, *export_options, o.exporting, *texture);
+          auto digest = st.ok() ? sha256_file(path) : Expected<std::string>(st);
+          if (!digest.ok()) {
+            error = digest.status().message();
+            return;
+          }
+          json entry = {{"item", item->index},
+                        {"line", item->line},
+                        {"candidate", f->candidate},
+                        {"prompt", item->prompt},
+                        {"seed", f->seed},
+                        {"settings", settings},
+                        {"resolution", f->resolution},
+                        {"model", model_json},
+                        {"file", file},
+                        {"sha256", *digest},
+                        {"triangles", f->mesh->triangle_count()},
+                        {"timings_ms",
+                         {{"text", text_ms},
+                          {"decode_all_candidates", decode_ms},
+                          {"mesh", mesh_ms[f->candidate]}}}};
+          if (Status a = append_line(manifest, entry.dump()); !a.ok()) error = a.message();
+        } else if (const auto* e = std::get_if<runtime::ErrorEvent>(&event.payload)) {
+          error = e->status.message();
+        } else if (const auto* c = std::get_if<runtime::CancelledEvent>(&event.payload)) {
+          error = "cancelled: " + c->reason;
         }
-      } else if (const auto* f = std::get_if<runtime::FinalMeshEvent>(&event.payload)) {
-        if (!error.empty()) return;
-        // A candidate finished by an interrupted run: its file and entry stand (same bits).
-        if (done_keys.count({item->index, f->candidate}) != 0) return;
-        const std::string file = item_file(*item, f->candidate, o.format);
-        const std::string path = (fs::path(o.out) / file).string();
-        Status st = write_cli_mesh(*f->mesh, path, *export_options, o.exporting, *texture);
-        auto digest = st.ok() ? sha256_file(path) : Expected<std::string>(st);
-        if (!digest.ok()) {
-          error = digest.status().message();
-          return;
-        }
-        json entry = {{"item", item->index},
-                      {"line", item->line},
-                      {"candidate", f->candidate},
-                      {"prompt", item->prompt},
-                      {"seed", f->seed},
-                      {"settings", settings},
-                      {"resolution", f->resolution},
-                      {"model", model_json},
-                      {"file", file},
-                      {"sha256", *digest},
-                      {"triangles", f->mesh->triangle_count()},
-                      {"timings_ms",
-                       {{"text", text_ms},
-                        {"decode_all_candidates", decode_ms},
-                        {"mesh", mesh_ms[f->candidate]}}}};
-        if (Status a = append_line(manifest, entry.dump()); !a.ok()) error = a.message();
-      } else if (const auto* e = std::get_if<runtime::ErrorEvent>(&event.payload)) {
-        error = e->status.message();
-      } else if (const auto* c = std::get_if<runtime::CancelledEvent>(&event.payload)) {
-        error = "cancelled: " + c->reason;
-      }
-    });
+      });
     } catch (const std::exception& e) {
       (*session)->cancel();
       error = std::string("internal error: ") + e.what();
@@ -661,8 +670,8 @@ int run_batch(BatchCliOptions o) {
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const int64_t left = static_cast<int64_t>(todo.size()) - made - failed;
-    const std::string eta = format_eta(elapsed / static_cast<double>(made + failed) *
-                                       static_cast<double>(left));
+    const std::string eta =
+        format_eta(elapsed / static_cast<double>(made + failed) * static_cast<double>(left));
     const long long done_items = already + made;
     if (tty) {
       std::fprintf(stderr, "\r[batch] %lld/%lld items  ETA %s   ", done_items,
@@ -696,15 +705,17 @@ void register_batch(CLI::App& app, int* exit_code) {
   cmd->add_option("--shard", o->shard,
                   "I/N: make only the items whose number is I modulo N (0 <= I < N), e.g. "
                   "$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT");
-  cmd->add_option("--format", o->format, "Mesh format: glb (default; the preset's first format with --preset), obj, fbx, stl or 3mf");
+  cmd->add_option(
+      "--format", o->format,
+      "Mesh format: glb (default; the preset's first format with --preset), obj, fbx, stl or 3mf");
   cmd->add_option("--merge", o->merge,
                   "After N shards: check that every item's candidates are in the N shard "
                   "manifests once, with their files, and write DIR/manifest.jsonl")
       ->check(CLI::PositiveNumber);
   add_mesh_export_options(cmd, &o->exporting);
   cmd->add_option("--model,-m", o->model, "Model directory (default: the embedded tessera-tiny)");
-  auto* seed = cmd->add_option("--seed", o->seed,
-                               "Base seed of items without one (switches to sampling)");
+  auto* seed =
+      cmd->add_option("--seed", o->seed, "Base seed of items without one (switches to sampling)");
   auto* temperature =
       cmd->add_option("--temperature", o->temperature, "Sampling temperature > 0 (sampling)");
   auto* top_k = cmd->add_option("--top-k", o->top_k, "Top-k, 0: all (sampling)")

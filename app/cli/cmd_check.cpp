@@ -29,7 +29,8 @@ int run_check(const CheckCliOptions& o) {
     std::fprintf(stderr, "tessera check: %s\n", m.status().message().c_str());
     return 1;
   }
-  for (const std::string& w : warnings) std::fprintf(stderr, "tessera check: warning: %s\n", w.c_str());
+  for (const std::string& w : warnings)
+    std::fprintf(stderr, "tessera check: warning: %s\n", w.c_str());
   mesh::CheckOptions options;
   options.max_pair_tests = o.max_pairs;
   const mesh::MeshReport report = mesh::check_mesh(*m, options);
@@ -37,9 +38,9 @@ int run_check(const CheckCliOptions& o) {
     std::printf("%s\n", mesh::report_json(report).c_str());
   } else {
     std::printf("%s\n%s", o.path.c_str(), mesh::report_text(report).c_str());
-    std::printf("result              %s\n",
-                report.watertight() ? "closed and manifold"
-                                    : "NOT closed and manifold (exit status 1)");
+    std::printf("result              %s\n", report.watertight()
+                                                ? "closed and manifold"
+                                                : "NOT closed and manifold (exit status 1)");
   }
   return report.watertight() ? 0 : 1;
 }

@@ -84,18 +84,17 @@ int run_decode(const DecodeCliOptions& o) {
   };
   std::fprintf(stderr, "timings (ms):\n");
   std::fprintf(stderr, "  load           %9.1f\n", load_ms);
-  std::fprintf(stderr, "  latent decode  %9.1f  (%zu tokens%s)\n", total(runtime::kStageLatentDecode),
-               ids->size(),
+  std::fprintf(stderr, "  latent decode  %9.1f  (%zu tokens%s)\n",
+               total(runtime::kStageLatentDecode), ids->size(),
                static_cast<int64_t>(ids->size()) < model.num_latents
                    ? (", filled to " + std::to_string(model.num_latents) + " with code " +
                       std::to_string(model.fill_token_id))
                          .c_str()
                    : "");
-  std::fprintf(stderr,
-               "  extraction     %9.1f  (resolution %d, %lld occupancy queries, %d levels)\n",
-               total(runtime::kStageExtraction), final_mesh->resolution,
-               static_cast<long long>(final_mesh->extraction.queries),
-               final_mesh->extraction.levels);
+  std::fprintf(
+      stderr, "  extraction     %9.1f  (resolution %d, %lld occupancy queries, %d levels)\n",
+      total(runtime::kStageExtraction), final_mesh->resolution,
+      static_cast<long long>(final_mesh->extraction.queries), final_mesh->extraction.levels);
   std::fprintf(stderr, "  cleanup        %9.1f\n", total(runtime::kStageCleanup));
   std::printf("wrote %s (%lld vertices, %lld triangles)\n", o.output.c_str(),
               static_cast<long long>(result.vertex_count()),
@@ -115,7 +114,8 @@ void register_decode(CLI::App& app, int* exit_code) {
       ->required();
   add_mesh_export_options(cmd, &o->exporting);
   cmd->add_option("--resolution,-r", o->resolution,
-                  "Extraction lattice points per axis, 2^k+1 (default: the model's, 65 for tessera-tiny, 257 for Cube 3D)");
+                  "Extraction lattice points per axis, 2^k+1 (default: the model's, 65 for "
+                  "tessera-tiny, 257 for Cube 3D)");
   cmd->add_flag("--bf16", o->bf16,
                 "Convert the weights to bf16 once at load (default: automatic, bf16 for large "
                 "models)");

@@ -49,7 +49,7 @@ struct GenerateCliOptions {
   float temperature = runtime::kDefaultTemperature;
   int64_t top_k = runtime::kDefaultTopK;
   float top_p = runtime::kDefaultTopP;
-  bool sample = false;    // set when any sampling option (or --variations > 1) was given
+  bool sample = false;  // set when any sampling option (or --variations > 1) was given
   bool seed_given = false;
   int variations = 1;
   float guidance = runtime::kDefaultGuidance;
@@ -64,11 +64,11 @@ struct GenerateCliOptions {
   int64_t tokens = 0;
   DeviceCli device;
   MeshExportCli exporting;
-  std::string from;           // --from FILE: the settings of a mesh Tessera wrote
-  std::string prompt_file;    // --prompt-file FILE: the prompt's bytes
+  std::string from;         // --from FILE: the settings of a mesh Tessera wrote
+  std::string prompt_file;  // --prompt-file FILE: the prompt's bytes
   bool prompt_given = false;
-  bool no_metadata = false;   // --no-metadata: write no settings into the files
-  std::string weights;        // --weights auto|f32|bf16|int8 ("": auto, or bf16 with --bf16)
+  bool no_metadata = false;  // --no-metadata: write no settings into the files
+  std::string weights;       // --weights auto|f32|bf16|int8 ("": auto, or bf16 with --bf16)
 };
 
 // Redraws "[#####.....] 512/1024 tokens  190.3 tokens/s" in place on a terminal (at most ~10 times
@@ -280,8 +280,9 @@ int run_generate(GenerateCliOptions o) {
     if (!o.prompt.empty() && o.prompt.back() == '\n') o.prompt.pop_back();
     if (!o.prompt.empty() && o.prompt.back() == '\r') o.prompt.pop_back();
   } else if (!o.prompt_given) {
-    return fail("give --prompt TEXT (or --prompt-file FILE, or --from FILE to make a Tessera "
-                "mesh again)");
+    return fail(
+        "give --prompt TEXT (or --prompt-file FILE, or --from FILE to make a Tessera "
+        "mesh again)");
   }
   // Everything that can be checked before loading and generating: the text first (the rule every
   // front end shares: repaired and said so, or refused).
@@ -311,7 +312,8 @@ int run_generate(GenerateCliOptions o) {
   if (!texture.ok()) return fail(texture.status().message());
   if (!o.tokens_out.empty()) {
     for (int i = 1; i <= o.variations; ++i) {
-      if (Status st = check_output_file(numbered_path(o.tokens_out, i, o.variations), "--tokens-out");
+      if (Status st =
+              check_output_file(numbered_path(o.tokens_out, i, o.variations), "--tokens-out");
           !st.ok())
         return fail(st.message());
     }
@@ -431,9 +433,9 @@ int run_generate(GenerateCliOptions o) {
       Stopwatch write_watch;
       // Everything that decides its shape (read back by --from); export_asset adds the export's.
       nlohmann::json settings =
-          o.no_metadata ? nlohmann::json()
-                        : runtime::shape_settings_json(job, f->seed, f->resolution, model_name,
-                                                       gpt_sha256);
+          o.no_metadata
+              ? nlohmann::json()
+              : runtime::shape_settings_json(job, f->seed, f->resolution, model_name, gpt_sha256);
       mesh::AssetReport written;
       if (Status st = write_cli_mesh(*f->mesh, path, *export_options, o.exporting, *texture,
                                      std::move(settings), &written);
@@ -480,16 +482,15 @@ int run_generate(GenerateCliOptions o) {
   std::fprintf(stderr, "  load           %9.1f\n", load_ms);
   std::fprintf(stderr, "  text           %9.1f\n", stage_ms(runtime::kStageText));
   std::fprintf(stderr, "  prefill        %9.1f\n", prefill);
-  std::fprintf(stderr, "  decode         %9.1f  (%lld steps, TPOT %.2f ms, %.1f tokens/s%s%s)\n",
-               decode, static_cast<long long>(std::max<int64_t>(steps, 0)), tpot, rate,
-               o.variations > 1 ? (" over " + std::to_string(o.variations) + " candidates").c_str()
-                                : "",
-               o.no_kv_cache ? ", no KV cache" : "");
+  std::fprintf(
+      stderr, "  decode         %9.1f  (%lld steps, TPOT %.2f ms, %.1f tokens/s%s%s)\n", decode,
+      static_cast<long long>(std::max<int64_t>(steps, 0)), tpot, rate,
+      o.variations > 1 ? (" over " + std::to_string(o.variations) + " candidates").c_str() : "",
+      o.no_kv_cache ? ", no KV cache" : "");
   std::fprintf(stderr, "  latent decode  %9.1f\n", stage_ms(runtime::kStageLatentDecode));
   std::fprintf(
       stderr, "  extraction     %9.1f  (resolution %d, %lld occupancy queries, %d levels)\n",
-      stage_ms(runtime::kStageExtraction),
-      final_mesh->resolution,
+      stage_ms(runtime::kStageExtraction), final_mesh->resolution,
       static_cast<long long>(final_mesh->extraction.queries), final_mesh->extraction.levels);
   std::fprintf(stderr, "  cleanup        %9.1f\n", stage_ms(runtime::kStageCleanup));
   std::fprintf(stderr, "  write          %9.1f\n", write_ms);
@@ -577,7 +578,8 @@ void register_generate(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"auto", "f32", "bf16", "int8"}));
   add_device_options(cmd, &o->device);
   cmd->add_option("--resolution,-r", o->resolution,
-                  "Extraction lattice points per axis, 2^k+1 (default: the model's, 65 for tessera-tiny, 257 for Cube 3D)");
+                  "Extraction lattice points per axis, 2^k+1 (default: the model's, 65 for "
+                  "tessera-tiny, 257 for Cube 3D)");
   cmd->add_option("--preview-every", o->preview_every,
                   "Decode a low-resolution preview every K tokens")
       ->check(CLI::NonNegativeNumber);

@@ -35,21 +35,22 @@ int run_quantize(const QuantizeCliOptions& o) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("wrote %s (%.1f s)\n", o.output.c_str(), seconds);
-  std::printf("  shape_gpt.safetensors: %lld matrices int8 (group %lld, f32 scales), %lld tensors "
-              "unchanged\n",
-              static_cast<long long>(report.int8_matrices),
-              static_cast<long long>(report.int8_group), static_cast<long long>(report.unchanged));
+  std::printf(
+      "  shape_gpt.safetensors: %lld matrices int8 (group %lld, f32 scales), %lld tensors "
+      "unchanged\n",
+      static_cast<long long>(report.int8_matrices), static_cast<long long>(report.int8_group),
+      static_cast<long long>(report.unchanged));
   std::printf("  GPT data: %.1f MB -> %.1f MB (%.2fx)\n", report.gpt_bytes_in / 1e6,
               report.gpt_bytes_out / 1e6,
-              report.gpt_bytes_in > 0
-                  ? static_cast<double>(report.gpt_bytes_out) / static_cast<double>(report.gpt_bytes_in)
-                  : 0.0);
-  std::printf("  rounding: at most %.4f of a group's largest weight\n",
-              report.max_group_rel_error);
-  std::printf("  CLIP encoder + shape tokenizer: %lld matrices as bf16 (what int8 runs; used in place), "
-              "%.1f MB -> %.1f MB\n",
-              static_cast<long long>(report.bf16_matrices), report.companion_bytes_in / 1e6,
-              report.companion_bytes_out / 1e6);
+              report.gpt_bytes_in > 0 ? static_cast<double>(report.gpt_bytes_out) /
+                                            static_cast<double>(report.gpt_bytes_in)
+                                      : 0.0);
+  std::printf("  rounding: at most %.4f of a group's largest weight\n", report.max_group_rel_error);
+  std::printf(
+      "  CLIP encoder + shape tokenizer: %lld matrices as bf16 (what int8 runs; used in place), "
+      "%.1f MB -> %.1f MB\n",
+      static_cast<long long>(report.bf16_matrices), report.companion_bytes_in / 1e6,
+      report.companion_bytes_out / 1e6);
   std::printf("  %zu other files copied\n", report.copied.size());
   std::printf("use it with: tessera generate --model %s -p \"a cube\" -o cube.glb\n",
               o.output.c_str());

@@ -1,5 +1,6 @@
 // `tessera render <mesh.obj|.glb|.gltf|.fbx> --turntable out.gif|out.png [--frames N] [--size WxH]
-//  [--shading lit|normals|matcap|textured] [--wireframe] [--no-grid] [--delay CS]`: a headless preview.
+//  [--shading lit|normals|matcap|textured] [--wireframe] [--no-grid] [--delay CS]`: a headless
+//  preview.
 //
 // Renders the mesh in an EGL surfaceless context (no X server, no window) with the same renderer as
 // the studio and the viewer, the camera framed to fit and spun once around the vertical axis:
@@ -184,7 +185,9 @@ void register_render(CLI::App& app, int* exit_code) {
                   "frames is a contact sheet)")
       ->check(CLI::Range(1, 720));
   cmd->add_option("--size", args->size, "Frame size WxH in pixels (default 256x256)");
-  cmd->add_option("--shading", args->shading, "lit, normals, matcap or textured (the mesh's texture; lit when it has none) (default lit)");
+  cmd->add_option(
+      "--shading", args->shading,
+      "lit, normals, matcap or textured (the mesh's texture; lit when it has none) (default lit)");
   cmd->add_flag("--wireframe", args->wireframe, "Overlay the triangle edges");
   cmd->add_flag("--no-grid", args->no_grid, "Leave out the ground grid");
   cmd->add_option("--delay", args->delay_cs, "GIF frame delay in 1/100 s (default 8)");

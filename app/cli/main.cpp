@@ -25,7 +25,8 @@ void print_version() {
   } else {
     std::printf("cuda: built in, no usable device (%s); CPU backend\n", caps.cuda.reason.c_str());
   }
-  std::printf("cpu: %s, %d threads\n", cpu_model_name().c_str(), default_thread_pool().num_threads());
+  std::printf("cpu: %s, %d threads\n", cpu_model_name().c_str(),
+              default_thread_pool().num_threads());
   std::printf("cpu features: %s%s\n", cpu_features_string(cpu_features_detected()).c_str(),
               simd_enabled() ? "" : " (SIMD disabled by TESSERA_NO_SIMD)");
 }

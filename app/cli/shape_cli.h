@@ -102,20 +102,20 @@ inline Status check_mesh_output(const std::string& path) {
 // The export options the mesh-writing commands share, as given on the command line. Empty
 // strings and negative numbers are "not given": the preset's value (or the plain default) applies.
 struct MeshExportCli {
-  std::string preset;         // --preset NAME (engine/mesh/asset.h)
-  std::string up_axis;        // --up-axis y|z
-  std::string forward;        // --forward x|default
-  std::string unit;           // --unit m|cm|mm|studs
-  double size = 0.0;          // --size H: largest extent in metres
-  double height = 0.0;        // --height H: height in metres
+  std::string preset;   // --preset NAME (engine/mesh/asset.h)
+  std::string up_axis;  // --up-axis y|z
+  std::string forward;  // --forward x|default
+  std::string unit;     // --unit m|cm|mm|studs
+  double size = 0.0;    // --size H: largest extent in metres
+  double height = 0.0;  // --height H: height in metres
   bool size_given = false, height_given = false;
   std::string pivot = "origin";  // --pivot origin|base|center
-  float scale = 1.0f;         // --scale S: metres per model unit
-  int64_t max_faces = -1;     // --max-faces N: decimation budget; -1: the preset's (else none)
-  int lods = 0;               // --lods N: LOD1..LODn besides LOD0
-  bool closed = false, open = false;  // --closed / --no-closed: close small holes (or not)
-  std::string texture;        // --texture IMAGE.png: projected from the front (texture.h)
-  float texture_margin = 0.0f;  // --texture-margin: ProjectionOptions::margin
+  float scale = 1.0f;            // --scale S: metres per model unit
+  int64_t max_faces = -1;        // --max-faces N: decimation budget; -1: the preset's (else none)
+  int lods = 0;                  // --lods N: LOD1..LODn besides LOD0
+  bool closed = false, open = false;   // --closed / --no-closed: close small holes (or not)
+  std::string texture;                 // --texture IMAGE.png: projected from the front (texture.h)
+  float texture_margin = 0.0f;         // --texture-margin: ProjectionOptions::margin
   std::string texture_fit = "object";  // --texture-fit object|frame: ProjectionOptions::fit
 };
 
@@ -147,11 +147,10 @@ inline Expected<mesh::AssetOptions> to_asset_options(const MeshExportCli& o) {
   a.closed = o.closed || (preset != nullptr && preset->closed && !o.open);
   if (Status st = mesh::validate_asset_options(a); !st.ok()) {
     if (a.max_triangles > 0 && a.max_triangles < (a.closed ? mesh::kMinClosedTriangles : 1)) {
-      return invalid_argument("--max-faces " + std::to_string(a.max_triangles) + ": " +
-                              st.message() +
-                              (preset != nullptr && preset->closed
-                                   ? " (--preset " + preset->name + " needs it closed)"
-                                   : std::string()));
+      return invalid_argument(
+          "--max-faces " + std::to_string(a.max_triangles) + ": " + st.message() +
+          (preset != nullptr && preset->closed ? " (--preset " + preset->name + " needs it closed)"
+                                               : std::string()));
     }
     return st;
   }
@@ -290,7 +289,8 @@ inline Expected<mesh::ExportOptions> to_export_options(const MeshExportCli& o,
     return invalid_argument("--height " + shown(o.height) + ": must be a length > 0 (metres)");
   }
   if (o.size_given && o.height_given) {
-    return invalid_argument("--size and --height are exclusive (the largest extent, or the height)");
+    return invalid_argument(
+        "--size and --height are exclusive (the largest extent, or the height)");
   }
   if (o.size_given) options.size_m = o.size;
   if (o.height_given) options.height_m = o.height;
@@ -314,8 +314,7 @@ inline std::vector<std::string> preset_warnings(const MeshExportCli& o, const st
   if (std::find(p->formats.begin(), p->formats.end(), ext) == p->formats.end()) {
     std::string formats;
     for (const std::string& f : p->formats) formats += (formats.empty() ? "" : " or ") + f;
-    out.push_back("--preset " + p->name + " expects " + formats + "; writing " + ext +
-                  " as asked");
+    out.push_back("--preset " + p->name + " expects " + formats + "; writing " + ext + " as asked");
   }
   if (p->max_triangles > 0 && o.max_faces > p->max_triangles) {
     out.push_back("--max-faces " + std::to_string(o.max_faces) + " is above " + p->name +
@@ -331,7 +330,7 @@ inline std::vector<std::string> preset_warnings(const MeshExportCli& o, const st
 // Everything checked before a long run: to_export_options() and to_asset_options(); the preset's
 // warnings printed on stderr. The ExportOptions for `output`, or the first error.
 inline Expected<mesh::ExportOptions> checked_export_options(const MeshExportCli& o,
-                                                           const std::string& output) {
+                                                            const std::string& output) {
   TESSERA_ASSIGN_OR_RETURN(mesh::ExportOptions options, to_export_options(o, output));
   TESSERA_RETURN_IF_ERROR(to_asset_options(o).status());
   for (const std::string& w : preset_warnings(o, output)) {

@@ -114,11 +114,12 @@ int main(int argc, char** argv) {
                                    "or int8 (quantized at load: half of bf16's memory; CPU). "
                                    "Default: the Settings' choice, auto at first.",
                                    "auto|f32|bf16|int8");
-  parser.addOptions({prompt, generate, screenshot, screenshot_window, quit, model, record,
-                     export_path, resolution, preview_resolution, preview_every, variations,
-                     seed_option, no_grid,
-                     diffusion_model, image, apply_texture, image_steps, image_seed, device,
-                     weights});
+  parser.addOptions(
+      {prompt,        generate,      screenshot,  screenshot_window, quit,
+       model,         record,        export_path, resolution,        preview_resolution,
+       preview_every, variations,    seed_option, no_grid,           diffusion_model,
+       image,         apply_texture, image_steps, image_seed,        device,
+       weights});
   parser.process(app);
 
   tessera::studio::LaunchOptions options;
@@ -175,7 +176,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (parser.isSet(preview_every) && !parse_integer(parser.value(preview_every), "--preview-every",
-                                                     0, 1 << 20, &options.preview_every)) {
+                                                    0, 1 << 20, &options.preview_every)) {
     return 2;
   }
   if (parser.isSet(variations) &&

@@ -6,9 +6,9 @@
 //
 // Mouse: left drag orbits, right/middle drag (or shift + left) pans, wheel zooms; F frames the
 // mesh; drop an .obj/.glb/.gltf/.fbx on the window to open it. The camera ignores the mouse while
-// it is over the ImGui panel (io.WantCaptureMouse). --screenshot saves the window's pixels after the
-// first few frames (ImGui needs a frame to lay out); --quit then closes the viewer (tests, demos).
-// Exit codes: 0 ok, 1 runtime error (no display, unreadable mesh with --quit), 2 usage.
+// it is over the ImGui panel (io.WantCaptureMouse). --screenshot saves the window's pixels after
+// the first few frames (ImGui needs a frame to lay out); --quit then closes the viewer (tests,
+// demos). Exit codes: 0 ok, 1 runtime error (no display, unreadable mesh with --quit), 2 usage.
 // GLFW includes the GL headers; glext.h brings the GL 3 entry points (GL_GLEXT_PROTOTYPES is set).
 #define GLFW_INCLUDE_GLEXT
 #include <GLFW/glfw3.h>

@@ -6,7 +6,9 @@
 
 namespace tessera {
 
-Arena::~Arena() { std::free(base_); }
+Arena::~Arena() {
+  std::free(base_);
+}
 
 Arena::Arena(Arena&& other) noexcept
     : base_(std::exchange(other.base_, nullptr)),
@@ -28,7 +30,8 @@ Expected<Arena> Arena::create(size_t capacity) {
   if (capacity > 0) {
     arena.base_ = static_cast<uint8_t*>(std::aligned_alloc(kAlignment, aligned_size(capacity)));
     if (!arena.base_)
-      return out_of_memory("arena of " + std::to_string(capacity) + " bytes could not be allocated");
+      return out_of_memory("arena of " + std::to_string(capacity) +
+                           " bytes could not be allocated");
   }
   arena.capacity_ = aligned_size(capacity);
   return arena;
@@ -53,10 +56,13 @@ Expected<TensorView> Arena::allocate_tensor(DType dtype, const std::vector<int64
   if (!p && bytes > 0)
     return out_of_memory("arena exhausted: tensor " + shape_to_string(dims) + " " +
                          dtype_name(dtype) + " needs " + std::to_string(bytes) + " bytes, " +
-                         std::to_string(capacity_ - used_) + " free of " + std::to_string(capacity_));
+                         std::to_string(capacity_ - used_) + " free of " +
+                         std::to_string(capacity_));
   return TensorView(p, dtype, dims);
 }
 
-void Arena::reset(size_t mark) { used_ = mark < used_ ? mark : used_; }
+void Arena::reset(size_t mark) {
+  used_ = mark < used_ ? mark : used_;
+}
 
 }  // namespace tessera

@@ -1,8 +1,8 @@
 // Arena: one aligned block allocated up front, handed out by bumping a pointer.
 //
 // Models size their arena when they load (or a session when it starts) so the decode loop allocates
-// nothing and pointers stay stable (what CUDA graph capture needs). Memory is released only when the
-// arena is destroyed or reset to a mark. Move-only.
+// nothing and pointers stay stable (what CUDA graph capture needs). Memory is released only when
+// the arena is destroyed or reset to a mark. Move-only.
 #pragma once
 
 #include <cstddef>
@@ -28,9 +28,9 @@ class Arena {
   // Reserves `capacity` bytes. Error (kOutOfMemory) if the system refuses.
   static Expected<Arena> create(size_t capacity);
 
-  // `bytes` from the arena, aligned to kAlignment; nullptr when it would not fit (callers size arenas
-  // with the *_bound() queries of the code that uses them, so this is a sizing bug, reported by Status
-  // in allocate_tensor).
+  // `bytes` from the arena, aligned to kAlignment; nullptr when it would not fit (callers size
+  // arenas with the *_bound() queries of the code that uses them, so this is a sizing bug, reported
+  // by Status in allocate_tensor).
   void* allocate(size_t bytes);
   // A contiguous tensor of the given shape; kOutOfMemory naming the request when it does not fit.
   Expected<TensorView> allocate_tensor(DType dtype, const std::vector<int64_t>& dims);

@@ -22,13 +22,21 @@ std::string find_assets_dir(const std::string& source_tree_assets) {
   return source_tree_assets;
 }
 
-std::string assets_dir() { return find_assets_dir(TESSERA_SOURCE_ASSETS); }
+std::string assets_dir() {
+  return find_assets_dir(TESSERA_SOURCE_ASSETS);
+}
 
-std::string default_shape_model_dir() { return assets_dir() + "/models/tessera-tiny"; }
+std::string default_shape_model_dir() {
+  return assets_dir() + "/models/tessera-tiny";
+}
 
-std::string default_diffusion_model_dir() { return default_shape_model_dir() + "/diffusion"; }
+std::string default_diffusion_model_dir() {
+  return default_shape_model_dir() + "/diffusion";
+}
 
-std::string default_clip_vocab_dir() { return assets_dir() + "/vocab/clip"; }
+std::string default_clip_vocab_dir() {
+  return assets_dir() + "/vocab/clip";
+}
 
 std::string default_clip_vocab_file() {
   return default_clip_vocab_dir() + "/bpe_simple_vocab_16e6.txt.gz";

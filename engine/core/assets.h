@@ -3,9 +3,9 @@
 // ask the runtime (engine/runtime/capabilities.h), which asks here.
 //
 // The assets directory: $TESSERA_ASSETS when set, else <exe>/../share/tessera/assets (an installed
-// or unpacked package), else the source tree's assets/ of the build (TESSERA_SOURCE_ASSETS, compiled
-// into tessera_core). Never fails: callers report a missing model or vocabulary under the returned
-// path, naming it.
+// or unpacked package), else the source tree's assets/ of the build (TESSERA_SOURCE_ASSETS,
+// compiled into tessera_core). Never fails: callers report a missing model or vocabulary under the
+// returned path, naming it.
 //
 // Threads: every function may be called from any thread; the environment is read on each call.
 #pragma once

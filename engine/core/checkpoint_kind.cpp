@@ -104,7 +104,8 @@ void infer_cube_gpt(const ShapeIndex& idx, CheckpointKindInfo* info) {
   if (n_embd && *n_embd == 1536 && vocab && *vocab == 16387)
     put(info, "num_latents", v05 ? 1024 : 512);
   else
-    info->notes.push_back("num_latents not fixed by this GPT: it is the shape tokenizer's latent count");
+    info->notes.push_back(
+        "num_latents not fixed by this GPT: it is the shape tokenizer's latent count");
 }
 
 void infer_cube_shape(const ShapeIndex& idx, CheckpointKindInfo* info) {
@@ -286,9 +287,9 @@ CheckpointKindInfo infer_checkpoint_kind(const SafeTensors& file) {
   if (int8 > 0) {
     info.config.emplace_back("int8_matrices", int8);
     if (group > 0) info.config.emplace_back("int8_group", group);
-    const std::string groups = smallest == group ? std::to_string(group)
-                                                 : std::to_string(smallest) + "-" +
-                                                       std::to_string(group);
+    const std::string groups = smallest == group
+                                   ? std::to_string(group)
+                                   : std::to_string(smallest) + "-" + std::to_string(group);
     info.notes.push_back("int8 weights: " + std::to_string(int8) +
                          " linear matrices stored as I8 with f32 scales per group of " + groups +
                          " weights (tessera quantize); they load as int8");

@@ -1,6 +1,6 @@
 // Checkpoint kind inference: which model a safetensors file holds and its sizes, from tensor names
-// and shapes alone (public checkpoints ship without config files; the tensor names are those of Roblox/cube
-// and of Stable Diffusion 1.x CompVis / diffusers files).
+// and shapes alone (public checkpoints ship without config files; the tensor names are those of
+// Roblox/cube and of Stable Diffusion 1.x CompVis / diffusers files).
 //
 // Recognised kinds (CheckpointKindInfo::name):
 //   "cube3d-gpt"             Cube 3D DualStreamRoformer; version "v0.5" when bbox_proj.* exists,

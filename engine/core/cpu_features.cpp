@@ -28,7 +28,10 @@ CpuFeatures detect() {
   }
   const bool ymm_os = (xcr0 & 0x6) == 0x6;
   const bool zmm_os = (xcr0 & 0xe6) == 0xe6;
-  if (!ymm_os) { f.fma = f.f16c = false; return f; }
+  if (!ymm_os) {
+    f.fma = f.f16c = false;
+    return f;
+  }
   if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
     f.avx2 = b & (1u << 5);
     if (zmm_os) {
@@ -57,9 +60,15 @@ const CpuFeatures& cpu_features_detected() {
   return f;
 }
 
-CpuFeatures cpu_features() { return simd_enabled() ? cpu_features_detected() : CpuFeatures{}; }
-void set_simd_enabled(bool enabled) { simd_switch().store(enabled ? 1 : 0); }
-bool simd_enabled() { return simd_switch().load() != 0; }
+CpuFeatures cpu_features() {
+  return simd_enabled() ? cpu_features_detected() : CpuFeatures{};
+}
+void set_simd_enabled(bool enabled) {
+  simd_switch().store(enabled ? 1 : 0);
+}
+bool simd_enabled() {
+  return simd_switch().load() != 0;
+}
 
 std::string cpu_features_string(const CpuFeatures& f) {
   std::string s;

@@ -11,15 +11,19 @@ struct DTypeInfo {
   size_t size;
 };
 constexpr DTypeInfo kInfos[] = {
-    {DType::kF32, "F32", 4}, {DType::kF16, "F16", 2}, {DType::kBF16, "BF16", 2},
-    {DType::kI32, "I32", 4}, {DType::kF64, "F64", 8}, {DType::kI64, "I64", 8},
-    {DType::kI16, "I16", 2}, {DType::kI8, "I8", 1},   {DType::kU8, "U8", 1},
+    {DType::kF32, "F32", 4},   {DType::kF16, "F16", 2}, {DType::kBF16, "BF16", 2},
+    {DType::kI32, "I32", 4},   {DType::kF64, "F64", 8}, {DType::kI64, "I64", 8},
+    {DType::kI16, "I16", 2},   {DType::kI8, "I8", 1},   {DType::kU8, "U8", 1},
     {DType::kBool, "BOOL", 1},
 };
 }  // namespace
 
-size_t dtype_size(DType t) { return kInfos[static_cast<int>(t)].size; }
-const char* dtype_name(DType t) { return kInfos[static_cast<int>(t)].name; }
+size_t dtype_size(DType t) {
+  return kInfos[static_cast<int>(t)].size;
+}
+const char* dtype_name(DType t) {
+  return kInfos[static_cast<int>(t)].name;
+}
 std::optional<DType> dtype_from_name(std::string_view name) {
   for (const auto& info : kInfos)
     if (name == info.name) return info.type;
@@ -46,9 +50,9 @@ uint16_t f32_to_f16(float f) {
   const uint32_t u = f32_bits(f);
   const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   const uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return sign | 0x7e00u;           // NaN
-  if (abs >= 0x477ff000u) return sign | 0x7c00u;          // rounds to >= 65520: inf
-  if (abs < 0x38800000u) {                                // below the smallest normal 2^-14
+  if (abs > 0x7f800000u) return sign | 0x7e00u;   // NaN
+  if (abs >= 0x477ff000u) return sign | 0x7c00u;  // rounds to >= 65520: inf
+  if (abs < 0x38800000u) {                        // below the smallest normal 2^-14
     // subnormal: round abs * 2^24 to an integer, ties to even
     const float scaled = f32_from_bits(abs) * 16777216.0f;  // exact (power of two)
     const float r = std::nearbyint(scaled);                 // default rounding mode: ties to even

@@ -12,7 +12,9 @@
 namespace tessera {
 
 namespace {
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() {
+  return std::strerror(errno);
+}
 
 // Opens `path` for reading after checking it is a regular file. Returns fd or a Status.
 Expected<int> open_regular(const std::string& path, size_t* size) {
@@ -30,7 +32,9 @@ Expected<int> open_regular(const std::string& path, size_t* size) {
 }
 }  // namespace
 
-MappedFile::~MappedFile() { release(); }
+MappedFile::~MappedFile() {
+  release();
+}
 
 void MappedFile::release() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);

@@ -121,7 +121,8 @@ void put_be32(std::string& s, uint32_t v) {
 uint32_t get_be32(std::string_view s, size_t at) {
   return (uint32_t{static_cast<uint8_t>(s[at])} << 24) |
          (uint32_t{static_cast<uint8_t>(s[at + 1])} << 16) |
-         (uint32_t{static_cast<uint8_t>(s[at + 2])} << 8) | uint32_t{static_cast<uint8_t>(s[at + 3])};
+         (uint32_t{static_cast<uint8_t>(s[at + 2])} << 8) |
+         uint32_t{static_cast<uint8_t>(s[at + 3])};
 }
 
 constexpr char kPngSignature[8] = {'\x89', 'P', 'N', 'G', '\r', '\n', '\x1a', '\n'};

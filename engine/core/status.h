@@ -48,30 +48,56 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status invalid_argument(std::string m) { return {ErrorCode::kInvalidArgument, std::move(m)}; }
-inline Status not_found(std::string m) { return {ErrorCode::kNotFound, std::move(m)}; }
-inline Status io_error(std::string m) { return {ErrorCode::kIoError, std::move(m)}; }
-inline Status corrupt_data(std::string m) { return {ErrorCode::kCorruptData, std::move(m)}; }
-inline Status unsupported(std::string m) { return {ErrorCode::kUnsupported, std::move(m)}; }
-inline Status out_of_memory(std::string m) { return {ErrorCode::kOutOfMemory, std::move(m)}; }
-inline Status cancelled(std::string m) { return {ErrorCode::kCancelled, std::move(m)}; }
-inline Status internal_error(std::string m) { return {ErrorCode::kInternal, std::move(m)}; }
+inline Status invalid_argument(std::string m) {
+  return {ErrorCode::kInvalidArgument, std::move(m)};
+}
+inline Status not_found(std::string m) {
+  return {ErrorCode::kNotFound, std::move(m)};
+}
+inline Status io_error(std::string m) {
+  return {ErrorCode::kIoError, std::move(m)};
+}
+inline Status corrupt_data(std::string m) {
+  return {ErrorCode::kCorruptData, std::move(m)};
+}
+inline Status unsupported(std::string m) {
+  return {ErrorCode::kUnsupported, std::move(m)};
+}
+inline Status out_of_memory(std::string m) {
+  return {ErrorCode::kOutOfMemory, std::move(m)};
+}
+inline Status cancelled(std::string m) {
+  return {ErrorCode::kCancelled, std::move(m)};
+}
+inline Status internal_error(std::string m) {
+  return {ErrorCode::kInternal, std::move(m)};
+}
 
 // Expected<T>: a value or a non-ok Status. Move-only types are fine.
 template <typename T>
 class [[nodiscard]] Expected {
  public:
-  Expected(T value) : storage_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
-  Expected(Status status) : storage_(std::move(status)) {  // NOLINT(google-explicit-constructor)
+  // Implicit, so that a function returns `value;` or `status;` as it is.
+  Expected(T value) : storage_(std::move(value)) {}
+  Expected(Status status) : storage_(std::move(status)) {
     assert(!std::get<Status>(storage_).ok() && "Expected constructed from an ok Status");
   }
 
   bool ok() const { return std::holds_alternative<T>(storage_); }
   explicit operator bool() const { return ok(); }
 
-  T& value() & { assert(ok()); return std::get<T>(storage_); }
-  const T& value() const& { assert(ok()); return std::get<T>(storage_); }
-  T&& value() && { assert(ok()); return std::get<T>(std::move(storage_)); }
+  T& value() & {
+    assert(ok());
+    return std::get<T>(storage_);
+  }
+  const T& value() const& {
+    assert(ok());
+    return std::get<T>(storage_);
+  }
+  T&& value() && {
+    assert(ok());
+    return std::get<T>(std::move(storage_));
+  }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }

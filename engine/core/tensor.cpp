@@ -75,6 +75,8 @@ std::string shape_to_string(const std::vector<int64_t>& dims) {
   return s + "]";
 }
 
-std::string TensorView::shape_string() const { return shape_to_string(shape_vector()); }
+std::string TensorView::shape_string() const {
+  return shape_to_string(shape_vector());
+}
 
 }  // namespace tessera

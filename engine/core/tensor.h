@@ -1,9 +1,9 @@
-// TensorView: a non-owning view (pointer, dtype, shape, strides, device) over memory owned elsewhere
-// (an Arena, a memory-mapped checkpoint, a CUDA allocation).
+// TensorView: a non-owning view (pointer, dtype, shape, strides, device) over memory owned
+// elsewhere (an Arena, a memory-mapped checkpoint, a CUDA allocation).
 //
-// Shapes and strides are in elements, row-major by default, at most kMaxDims dimensions. A view never
-// frees its memory; the owner must outlive it. Views over device memory must not be dereferenced on
-// the host.
+// Shapes and strides are in elements, row-major by default, at most kMaxDims dimensions. A view
+// never frees its memory; the owner must outlive it. Views over device memory must not be
+// dereferenced on the host.
 #pragma once
 
 #include <array>
@@ -31,8 +31,10 @@ struct TensorView {
 
   TensorView() = default;
   // Contiguous row-major view. Asserts ndim <= kMaxDims and non-negative sizes (programmer errors).
-  TensorView(void* data, DType dtype, std::initializer_list<int64_t> dims, Device device = Device::kCpu);
-  TensorView(void* data, DType dtype, const std::vector<int64_t>& dims, Device device = Device::kCpu);
+  TensorView(void* data, DType dtype, std::initializer_list<int64_t> dims,
+             Device device = Device::kCpu);
+  TensorView(void* data, DType dtype, const std::vector<int64_t>& dims,
+             Device device = Device::kCpu);
 
   int64_t numel() const;
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
@@ -40,7 +42,10 @@ struct TensorView {
   bool is_contiguous() const;
   std::vector<int64_t> shape_vector() const { return {shape.begin(), shape.begin() + ndim}; }
 
-  template <typename T> T* as() const { return static_cast<T*>(data); }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data);
+  }
 
   // Sub-view of rows [begin, end) along dimension 0.
   TensorView slice0(int64_t begin, int64_t end) const;

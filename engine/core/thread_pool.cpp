@@ -45,7 +45,8 @@ void ThreadPool::drain(const std::function<void(int64_t)>* fn, int64_t num_tasks
     ++finished;
   }
   t_inside_pool_task = was_inside;
-  if (finished && tasks_done_.fetch_add(finished, std::memory_order_acq_rel) + finished == num_tasks) {
+  if (finished &&
+      tasks_done_.fetch_add(finished, std::memory_order_acq_rel) + finished == num_tasks) {
     std::lock_guard<std::mutex> lock(done_mutex_);
     done_.notify_all();
   }

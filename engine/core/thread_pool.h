@@ -2,9 +2,9 @@
 //
 // run(n, fn) calls fn(i) for every i in [0, n) spread over the workers and the calling thread, and
 // returns when all calls finished. Tasks are handed out dynamically (an atomic counter), so uneven
-// tasks balance. Workers spin briefly before sleeping, which keeps the per-call overhead of the many
-// small kernels in a decode step low. A call made from inside a task runs serially on that thread
-// (no deadlock); concurrent callers from different threads are serialised.
+// tasks balance. Workers spin briefly before sleeping, which keeps the per-call overhead of the
+// many small kernels in a decode step low. A call made from inside a task runs serially on that
+// thread (no deadlock); concurrent callers from different threads are serialised.
 #pragma once
 
 #include <atomic>
@@ -52,8 +52,8 @@ class ThreadPool {
   bool stop_ = false;
 };
 
-// The process-wide pool used by the CPU kernels. Its size comes from set_default_threads(), else the
-// TESSERA_THREADS environment variable, else std::thread::hardware_concurrency().
+// The process-wide pool used by the CPU kernels. Its size comes from set_default_threads(), else
+// the TESSERA_THREADS environment variable, else std::thread::hardware_concurrency().
 ThreadPool& default_thread_pool();
 // Recreates the default pool with n threads (n <= 0: automatic). Not safe while kernels run.
 void set_default_threads(int n);

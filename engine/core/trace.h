@@ -2,8 +2,8 @@
 //
 // Stopwatch measures one interval (steady clock, nanosecond resolution). Trace collects named
 // durations (a stage, an op, one token) with count, total, min and max and keeps every sample of a
-// name when asked (per-token latency plots need the series). ScopedTimer adds the lifetime of a scope
-// to a Trace. A Trace is not thread-safe: one per worker thread or job.
+// name when asked (per-token latency plots need the series). ScopedTimer adds the lifetime of a
+// scope to a Trace. A Trace is not thread-safe: one per worker thread or job.
 #pragma once
 
 #include <chrono>
@@ -19,7 +19,8 @@ class Stopwatch {
   Stopwatch() : start_(std::chrono::steady_clock::now()) {}
   void restart() { start_ = std::chrono::steady_clock::now(); }
   double elapsed_ms() const {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_)
+        .count();
   }
 
  private:
@@ -40,10 +41,16 @@ struct TraceStats {
 class Trace {
  public:
   void add(const std::string& name, double ms);
-  void keep_samples(const std::string& name) { stats_[name].samples_ms.reserve(1024); keep_.push_back(name); }
+  void keep_samples(const std::string& name) {
+    stats_[name].samples_ms.reserve(1024);
+    keep_.push_back(name);
+  }
   const TraceStats* find(const std::string& name) const;
   const std::map<std::string, TraceStats>& all() const { return stats_; }
-  void clear() { stats_.clear(); keep_.clear(); }
+  void clear() {
+    stats_.clear();
+    keep_.clear();
+  }
   // One line per name: "name  count  total  mean  min  max" in ms.
   std::string summary() const;
 

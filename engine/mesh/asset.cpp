@@ -18,7 +18,9 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-uint64_t edge_key(uint32_t a, uint32_t b) { return (uint64_t{a} << 32) | b; }
+uint64_t edge_key(uint32_t a, uint32_t b) {
+  return (uint64_t{a} << 32) | b;
+}
 
 // Representative of each vertex: the first vertex at exactly its position (+0 and -0 agree).
 std::vector<uint32_t> position_representatives(const Mesh& mesh) {
@@ -54,13 +56,25 @@ std::vector<uint32_t> position_representatives(const Mesh& mesh) {
 
 const std::vector<AssetPreset>& asset_presets() {
   static const std::vector<AssetPreset> kPresets = {
-      {"roblox", "Roblox Studio's 3D importer", UpAxis::kY, false, LengthUnit::kStud, 20000, true,
+      {"roblox",
+       "Roblox Studio's 3D importer",
+       UpAxis::kY,
+       false,
+       LengthUnit::kStud,
+       20000,
+       true,
        {".fbx", ".obj"}},
       {"unity", "Unity", UpAxis::kY, false, LengthUnit::kMetre, 0, false, {".fbx", ".glb"}},
       {"unreal", "Unreal Engine", UpAxis::kZ, true, LengthUnit::kCentimetre, 0, false, {".fbx"}},
       {"blender", "Blender", UpAxis::kZ, false, LengthUnit::kMetre, 0, false, {".fbx", ".glb"}},
       {"godot", "Godot", UpAxis::kY, false, LengthUnit::kMetre, 0, false, {".glb"}},
-      {"print", "3D printing (slicers)", UpAxis::kZ, false, LengthUnit::kMillimetre, 0, true,
+      {"print",
+       "3D printing (slicers)",
+       UpAxis::kZ,
+       false,
+       LengthUnit::kMillimetre,
+       0,
+       true,
        {".stl", ".3mf"}},
   };
   return kPresets;
@@ -121,7 +135,7 @@ HoleReport close_holes(Mesh& mesh, int64_t max_hole_edges) {
   }
   // Hole edges: a boundary edge a->b of a triangle is walked b->a by the hole's filling.
   struct HoleEdge {
-    uint32_t from, to;            // representatives
+    uint32_t from, to;                // representatives
     uint32_t from_vertex, to_vertex;  // the triangle's own vertices
     bool used = false;
   };
@@ -164,9 +178,9 @@ HoleReport close_holes(Mesh& mesh, int64_t max_hole_edges) {
     ++report.holes_found;
     if (!ok || loop.size() < 3 || static_cast<int64_t>(loop.size()) > max_hole_edges) continue;
     if (loop.size() == 3) {
-      mesh.triangles.insert(mesh.triangles.end(),
-                            {edges[loop[0]].from_vertex, edges[loop[0]].to_vertex,
-                             edges[loop[1]].to_vertex});
+      mesh.triangles.insert(
+          mesh.triangles.end(),
+          {edges[loop[0]].from_vertex, edges[loop[0]].to_vertex, edges[loop[1]].to_vertex});
       report.triangles_added += 1;
     } else {
       double c[3] = {0, 0, 0};
@@ -204,8 +218,7 @@ Status validate_asset_options(const AssetOptions& o, int64_t triangles) {
                             std::to_string(kMaxLods) + "]");
   }
   if (o.max_triangles < 0) {
-    return invalid_argument("triangle budget " + std::to_string(o.max_triangles) +
-                            " must be >= 0");
+    return invalid_argument("triangle budget " + std::to_string(o.max_triangles) + " must be >= 0");
   }
   if (o.max_hole_edges < 3) {
     return invalid_argument("largest hole to close must be at least 3 edges");
@@ -218,10 +231,10 @@ Status validate_asset_options(const AssetOptions& o, int64_t triangles) {
   }
   const int64_t base = o.max_triangles > 0 ? o.max_triangles : triangles;
   if (o.lods > 0 && base > 0 && (base >> o.lods) < floor) {
-    return invalid_argument("--lods " + std::to_string(o.lods) + ": LOD" +
-                            std::to_string(o.lods) + " would get " +
-                            std::to_string(base >> o.lods) + " triangles of a budget of " +
-                            std::to_string(base) + ", below the " + std::to_string(floor) +
+    return invalid_argument("--lods " + std::to_string(o.lods) + ": LOD" + std::to_string(o.lods) +
+                            " would get " + std::to_string(base >> o.lods) +
+                            " triangles of a budget of " + std::to_string(base) + ", below the " +
+                            std::to_string(floor) +
                             (o.closed ? " a closed mesh needs" : " a mesh needs") +
                             " (fewer levels, or a larger budget)");
   }

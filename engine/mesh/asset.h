@@ -81,8 +81,8 @@ Status validate_asset_options(const AssetOptions& options, int64_t triangles = 0
 struct AssetReport {
   std::vector<int64_t> lod_triangles;  // per level, as written
   std::vector<int64_t> lod_vertices;
-  HoleReport holes;                    // of LOD0
-  bool closed = true;                  // every level closed and manifold (when asked)
+  HoleReport holes;    // of LOD0
+  bool closed = true;  // every level closed and manifold (when asked)
 };
 
 // The levels to write: LOD0 = `mesh` within the budget (and closed when asked), LOD1..n each

@@ -16,11 +16,15 @@ namespace {
 
 using Vec = std::array<double, 3>;
 
-Vec sub(const Vec& a, const Vec& b) { return {a[0] - b[0], a[1] - b[1], a[2] - b[2]}; }
+Vec sub(const Vec& a, const Vec& b) {
+  return {a[0] - b[0], a[1] - b[1], a[2] - b[2]};
+}
 Vec cross(const Vec& a, const Vec& b) {
   return {a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]};
 }
-double dot(const Vec& a, const Vec& b) { return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]; }
+double dot(const Vec& a, const Vec& b) {
+  return a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+}
 
 // Does segment p-q cross triangle (a, b, c) strictly inside the segment?
 bool segment_hits_triangle(const Vec& p, const Vec& q, const Vec& a, const Vec& b, const Vec& c) {
@@ -186,12 +190,12 @@ std::string report_text(const MeshReport& r) {
       static_cast<long long>(r.topology.components), genus.c_str(),
       r.watertight() ? "yes (closed and manifold)"
                      : (r.closed() ? "no (non-manifold edges)" : "no (holes)"),
-      r.volume, r.closed() ? (r.volume < 0 ? " (negative: inside out)" : "") : " (open: not meaningful)",
+      r.volume,
+      r.closed() ? (r.volume < 0 ? " (negative: inside out)" : "") : " (open: not meaningful)",
       r.area, r.bounds.min[0], r.bounds.min[1], r.bounds.min[2], r.bounds.max[0], r.bounds.max[1],
       r.bounds.max[2], double(r.bounds.max[0]) - r.bounds.min[0],
       double(r.bounds.max[1]) - r.bounds.min[1], double(r.bounds.max[2]) - r.bounds.min[2],
-      static_cast<long long>(r.intersecting_pairs),
-      static_cast<long long>(r.pairs_tested),
+      static_cast<long long>(r.intersecting_pairs), static_cast<long long>(r.pairs_tested),
       r.intersection_check_complete ? " (all candidate pairs)" : " (stopped at the limit)");
   return buf;
 }

@@ -94,8 +94,10 @@ int64_t remove_degenerate_triangles(Mesh& mesh, double min_area) {
   for (size_t t = 0; t + 2 < mesh.triangles.size(); t += 3) {
     const uint32_t a = mesh.triangles[t], b = mesh.triangles[t + 1], c = mesh.triangles[t + 2];
     if (a == b || b == c || a == c) continue;
-    const double u[3] = {p[3 * b] - p[3 * a], p[3 * b + 1] - p[3 * a + 1], p[3 * b + 2] - p[3 * a + 2]};
-    const double w[3] = {p[3 * c] - p[3 * a], p[3 * c + 1] - p[3 * a + 1], p[3 * c + 2] - p[3 * a + 2]};
+    const double u[3] = {p[3 * b] - p[3 * a], p[3 * b + 1] - p[3 * a + 1],
+                         p[3 * b + 2] - p[3 * a + 2]};
+    const double w[3] = {p[3 * c] - p[3 * a], p[3 * c + 1] - p[3 * a + 1],
+                         p[3 * c + 2] - p[3 * a + 2]};
     const double nx = u[1] * w[2] - u[2] * w[1], ny = u[2] * w[0] - u[0] * w[2],
                  nz = u[0] * w[1] - u[1] * w[0];
     if (0.5 * std::sqrt(nx * nx + ny * ny + nz * nz) <= min_area) continue;
@@ -217,17 +219,21 @@ void compute_vertex_normals(Mesh& mesh) {
   const auto& p = mesh.positions;
   for (size_t t = 0; t + 2 < mesh.triangles.size(); t += 3) {
     const uint32_t a = mesh.triangles[t], b = mesh.triangles[t + 1], c = mesh.triangles[t + 2];
-    const double u[3] = {p[3 * b] - p[3 * a], p[3 * b + 1] - p[3 * a + 1], p[3 * b + 2] - p[3 * a + 2]};
-    const double w[3] = {p[3 * c] - p[3 * a], p[3 * c + 1] - p[3 * a + 1], p[3 * c + 2] - p[3 * a + 2]};
+    const double u[3] = {p[3 * b] - p[3 * a], p[3 * b + 1] - p[3 * a + 1],
+                         p[3 * b + 2] - p[3 * a + 2]};
+    const double w[3] = {p[3 * c] - p[3 * a], p[3 * c + 1] - p[3 * a + 1],
+                         p[3 * c + 2] - p[3 * a + 2]};
     // The unnormalised cross product is twice the area: area weighting for free.
-    const double n[3] = {u[1] * w[2] - u[2] * w[1], u[2] * w[0] - u[0] * w[2], u[0] * w[1] - u[1] * w[0]};
+    const double n[3] = {u[1] * w[2] - u[2] * w[1], u[2] * w[0] - u[0] * w[2],
+                         u[0] * w[1] - u[1] * w[0]};
     for (uint32_t v : {a, b, c}) {
       for (int d = 0; d < 3; ++d) acc[3 * v + d] += n[d];
     }
   }
   mesh.normals.assign(mesh.positions.size(), 0.0f);
   for (size_t v = 0; v + 2 < acc.size(); v += 3) {
-    const double len = std::sqrt(acc[v] * acc[v] + acc[v + 1] * acc[v + 1] + acc[v + 2] * acc[v + 2]);
+    const double len =
+        std::sqrt(acc[v] * acc[v] + acc[v + 1] * acc[v + 1] + acc[v + 2] * acc[v + 2]);
     if (len > 0) {
       for (int d = 0; d < 3; ++d) mesh.normals[v + d] = static_cast<float>(acc[v + d] / len);
     } else {
@@ -238,15 +244,16 @@ void compute_vertex_normals(Mesh& mesh) {
 
 Status decimate(Mesh& mesh, int64_t max_triangles) {
   if (max_triangles < 1) {
-    return invalid_argument("decimate: face budget " + std::to_string(max_triangles) + " must be >= 1");
+    return invalid_argument("decimate: face budget " + std::to_string(max_triangles) +
+                            " must be >= 1");
   }
   if (mesh.triangle_count() <= max_triangles) return Status();
 #if TESSERA_MESHOPT
   // meshopt_simplify collapses edges without checking that the result stays a 2-manifold: now and
-  // then two sheets end up sharing an edge (a non-manifold edge in a mesh that was closed). A closed
-  // input must give a closed output, so the budget is tried a little lower a few times (each try is
-  // a different collapse order) and the first closed result is kept; failing that, the one with the
-  // fewest defects.
+  // then two sheets end up sharing an edge (a non-manifold edge in a mesh that was closed). A
+  // closed input must give a closed output, so the budget is tried a little lower a few times (each
+  // try is a different collapse order) and the first closed result is kept; failing that, the one
+  // with the fewest defects.
   const bool closed_in = compute_welded_topology(mesh).watertight();
   std::vector<uint32_t> best;
   int64_t best_defects = -1;
@@ -256,10 +263,10 @@ Status decimate(Mesh& mesh, int64_t max_triangles) {
     const auto target = std::max<int64_t>(1, max_triangles - max_triangles * 3 * attempt / 100);
     std::vector<uint32_t> out(mesh.triangles.size());
     // target_error is relative to the mesh extent; 1.0 lets the face budget decide.
-    const size_t count = meshopt_simplify(out.data(), mesh.triangles.data(), mesh.triangles.size(),
-                                          mesh.positions.data(), static_cast<size_t>(mesh.vertex_count()),
-                                          3 * sizeof(float), static_cast<size_t>(target) * 3, 1.0f, 0,
-                                          nullptr);
+    const size_t count =
+        meshopt_simplify(out.data(), mesh.triangles.data(), mesh.triangles.size(),
+                         mesh.positions.data(), static_cast<size_t>(mesh.vertex_count()),
+                         3 * sizeof(float), static_cast<size_t>(target) * 3, 1.0f, 0, nullptr);
     out.resize(count);
     if (!closed_in) {
       best = std::move(out);
@@ -283,8 +290,9 @@ Status decimate(Mesh& mesh, int64_t max_triangles) {
   if (!mesh.normals.empty()) compute_vertex_normals(mesh);
   return Status();
 #else
-  return unsupported("decimate: this build of Tessera has no meshoptimizer (install "
-                     "libmeshoptimizer-dev and reconfigure)");
+  return unsupported(
+      "decimate: this build of Tessera has no meshoptimizer (install "
+      "libmeshoptimizer-dev and reconfigure)");
 #endif
 }
 
@@ -299,10 +307,10 @@ Status reduce_triangles(Mesh& mesh, int64_t max_triangles) {
 void smooth_taubin(Mesh& mesh, int iterations, float lambda, float mu) {
   const int64_t nv = mesh.vertex_count();
   if (iterations <= 0 || nv == 0) return;
-  // Neighbours of each vertex (through triangle edges) as CSR arrays, ascending, each once. Built by
-  // counting: every triangle edge a-b (a != b) lists b under a and a under b, so b appears under a
-  // as many times as triangles use the edge {a, b}; that multiplicity, read while each vertex's short
-  // list is sorted and deduplicated, finds the edges not used by exactly two triangles.
+  // Neighbours of each vertex (through triangle edges) as CSR arrays, ascending, each once. Built
+  // by counting: every triangle edge a-b (a != b) lists b under a and a under b, so b appears under
+  // a as many times as triangles use the edge {a, b}; that multiplicity, read while each vertex's
+  // short list is sorted and deduplicated, finds the edges not used by exactly two triangles.
   const std::vector<uint32_t>& tri = mesh.triangles;
   std::vector<size_t> start(static_cast<size_t>(nv) + 1, 0);
   std::vector<uint8_t> self_edges(static_cast<size_t>(nv), 0);  // a-a edges (saturating count)

@@ -12,8 +12,8 @@ namespace tessera::mesh {
 
 // Merges vertices whose positions agree to within `tolerance` (absolute units; they are snapped to
 // a grid of that size, so two vertices closer than the tolerance but in different grid cells are
-// kept apart). On a mesh with uvs, vertices must also have exactly equal uvs to merge (texture seams
-// stay split); the survivor keeps its uv. Normals, if present, are dropped: recompute them
+// kept apart). On a mesh with uvs, vertices must also have exactly equal uvs to merge (texture
+// seams stay split); the survivor keeps its uv. Normals, if present, are dropped: recompute them
 // afterwards. Returns vertices merged.
 int64_t weld_vertices(Mesh& mesh, float tolerance);
 
@@ -37,12 +37,13 @@ void compute_vertex_normals(Mesh& mesh);
 // Quadric-error decimation (meshoptimizer's meshopt_simplify) down to at most `max_triangles`
 // where the topology allows it; borders are kept. No-op when the mesh is already within budget.
 // Uvs and the texture are kept (the simplifier keeps a subset of the vertices, each with its uv).
-// kUnsupported when Tessera was built without meshoptimizer, kInvalidArgument for max_triangles < 1.
+// kUnsupported when Tessera was built without meshoptimizer, kInvalidArgument for max_triangles
+// < 1.
 Status decimate(Mesh& mesh, int64_t max_triangles);
 
 // A finished mesh brought within an export budget (the decimation step of cleanup() alone):
-// decimate(), then compaction and fresh vertex normals when it changed anything. No-op when max_triangles
-// is 0 or the mesh is within budget. Errors: decimate()'s.
+// decimate(), then compaction and fresh vertex normals when it changed anything. No-op when
+// max_triangles is 0 or the mesh is within budget. Errors: decimate()'s.
 Status reduce_triangles(Mesh& mesh, int64_t max_triangles);
 
 // Taubin's lambda|mu smoothing ("A Signal Processing Approach to Fair Surface Design", SIGGRAPH
@@ -56,10 +57,10 @@ void smooth_taubin(Mesh& mesh, int iterations, float lambda = 0.5f, float mu = -
 
 struct CleanupOptions {
   double weld_tolerance_fraction = 1e-6;  // of the bbox diagonal
-  double min_component_fraction = 0.15;   // of the bbox diagonal (the reference's 15 %); 0: keep all
-  int smooth_iterations = 20;             // smooth_taubin() iterations after the weld (the
-                                          // one-cell stair steps of a coarse lattice); 0: none
-  int64_t max_triangles = 0;              // decimation budget; 0: no decimation
+  double min_component_fraction = 0.15;  // of the bbox diagonal (the reference's 15 %); 0: keep all
+  int smooth_iterations = 20;            // smooth_taubin() iterations after the weld (the
+                                         // one-cell stair steps of a coarse lattice); 0: none
+  int64_t max_triangles = 0;             // decimation budget; 0: no decimation
   bool normals = true;
 };
 

@@ -69,12 +69,12 @@ Expected<std::string> texture_png(const Mesh& mesh) {
 
 }  // namespace
 
-
 std::string to_obj(const Mesh& input, const ExportOptions& options, const std::string& mtl_file) {
   const ExportView view(input, options);
   const Mesh& mesh = view.mesh();
   std::string out;
-  out.reserve(static_cast<size_t>(mesh.vertex_count()) * 80 + static_cast<size_t>(mesh.triangle_count()) * 40);
+  out.reserve(static_cast<size_t>(mesh.vertex_count()) * 80 +
+              static_cast<size_t>(mesh.triangle_count()) * 40);
   out += "# Tessera mesh: " + std::to_string(mesh.vertex_count()) + " vertices, " +
          std::to_string(mesh.triangle_count()) + " triangles, up axis " +
          up_axis_name(options.up_axis) + "\n";
@@ -92,8 +92,8 @@ std::string to_obj(const Mesh& input, const ExportOptions& options, const std::s
   }
   const bool uvs = !mesh.uvs.empty();
   for (int64_t v = 0; uvs && v < mesh.vertex_count(); ++v) {
-    const int n = std::snprintf(line, sizeof line, "vt %.7g %.7g\n", mesh.uvs[2 * v],
-                                mesh.uvs[2 * v + 1]);
+    const int n =
+        std::snprintf(line, sizeof line, "vt %.7g %.7g\n", mesh.uvs[2 * v], mesh.uvs[2 * v + 1]);
     out.append(line, static_cast<size_t>(n));
   }
   const bool normals = !mesh.normals.empty();
@@ -110,8 +110,8 @@ std::string to_obj(const Mesh& input, const ExportOptions& options, const std::s
                    c = mesh.triangles[3 * t + 2] + 1;
     int n;
     if (normals && uvs) {
-      n = std::snprintf(line, sizeof line, "f %u/%u/%u %u/%u/%u %u/%u/%u\n", a, a, a, b, b, b, c,
-                        c, c);
+      n = std::snprintf(line, sizeof line, "f %u/%u/%u %u/%u/%u %u/%u/%u\n", a, a, a, b, b, b, c, c,
+                        c);
     } else if (normals) {
       n = std::snprintf(line, sizeof line, "f %u//%u %u//%u %u//%u\n", a, a, b, b, c, c);
     } else if (uvs) {
@@ -132,8 +132,8 @@ std::string default_mtl(const std::string& texture_file) {
            "\nKa 0 0 0\nKd 0.8 0.8 0.8\nKs 0.04 0.04 0.04\nNs 50\nd 1\nillum 2\n";
   }
   return std::string("# Tessera textured material\nnewmtl ") + kObjMaterialName +
-         "\nKa 0 0 0\nKd 1 1 1\nKs 0.04 0.04 0.04\nNs 50\nd 1\nillum 2\nmap_Kd " +
-         texture_file + "\n";
+         "\nKa 0 0 0\nKd 1 1 1\nKs 0.04 0.04 0.04\nNs 50\nd 1\nillum 2\nmap_Kd " + texture_file +
+         "\n";
 }
 
 Status write_obj(const Mesh& mesh, const std::string& path, const ExportOptions& options) {
@@ -145,7 +145,8 @@ Status write_obj(const Mesh& mesh, const std::string& path, const ExportOptions&
   namespace fs = std::filesystem;
   const fs::path mtl_path = fs::path(path).replace_extension(".mtl");
   if (mtl_path == fs::path(path)) {
-    return invalid_argument(path + ": an OBJ path must not end in .mtl (the material file goes there)");
+    return invalid_argument(path +
+                            ": an OBJ path must not end in .mtl (the material file goes there)");
   }
   const bool textured = !mesh.texture.empty();
   const std::string png_path = texture_path_for(path);
@@ -228,30 +229,40 @@ Expected<std::string> to_glb_lods(const std::vector<const Mesh*>& lods,
     for (uint32_t t : mesh.triangles) max_index = std::max(max_index, t);
     json attributes = json::object();
     attributes["POSITION"] = accessors.size();
-    accessors.push_back({{"bufferView", views.size()}, {"componentType", 5126}, {"count", nv},
-                         {"type", "VEC3"}, {"min", {b.min[0], b.min[1], b.min[2]}},
+    accessors.push_back({{"bufferView", views.size()},
+                         {"componentType", 5126},
+                         {"count", nv},
+                         {"type", "VEC3"},
+                         {"min", {b.min[0], b.min[1], b.min[2]}},
                          {"max", {b.max[0], b.max[1], b.max[2]}}});
-    views.push_back({{"buffer", 0}, {"byteOffset", pos_offset}, {"byteLength", pos_bytes},
-                     {"target", 34962}});
+    views.push_back(
+        {{"buffer", 0}, {"byteOffset", pos_offset}, {"byteLength", pos_bytes}, {"target", 34962}});
     if (has_normals) {
       attributes["NORMAL"] = accessors.size();
-      accessors.push_back({{"bufferView", views.size()}, {"componentType", 5126}, {"count", nv},
-                           {"type", "VEC3"}});
-      views.push_back({{"buffer", 0}, {"byteOffset", normal_offset}, {"byteLength", pos_bytes},
+      accessors.push_back(
+          {{"bufferView", views.size()}, {"componentType", 5126}, {"count", nv}, {"type", "VEC3"}});
+      views.push_back({{"buffer", 0},
+                       {"byteOffset", normal_offset},
+                       {"byteLength", pos_bytes},
                        {"target", 34962}});
     }
     if (has_uvs) {
       attributes["TEXCOORD_0"] = accessors.size();
-      accessors.push_back({{"bufferView", views.size()}, {"componentType", 5126}, {"count", nv},
-                           {"type", "VEC2"}});
-      views.push_back({{"buffer", 0}, {"byteOffset", uv_offset}, {"byteLength", uv_bytes},
-                       {"target", 34962}});
+      accessors.push_back(
+          {{"bufferView", views.size()}, {"componentType", 5126}, {"count", nv}, {"type", "VEC2"}});
+      views.push_back(
+          {{"buffer", 0}, {"byteOffset", uv_offset}, {"byteLength", uv_bytes}, {"target", 34962}});
     }
     const size_t index_accessor = accessors.size();
-    accessors.push_back({{"bufferView", views.size()}, {"componentType", 5125},
-                         {"count", mesh.triangles.size()}, {"type", "SCALAR"},
-                         {"min", {0}}, {"max", {max_index}}});
-    views.push_back({{"buffer", 0}, {"byteOffset", index_offset}, {"byteLength", idx_bytes},
+    accessors.push_back({{"bufferView", views.size()},
+                         {"componentType", 5125},
+                         {"count", mesh.triangles.size()},
+                         {"type", "SCALAR"},
+                         {"min", {0}},
+                         {"max", {max_index}}});
+    views.push_back({{"buffer", 0},
+                     {"byteOffset", index_offset},
+                     {"byteLength", idx_bytes},
                      {"target", 34963}});
     json primitive = {{"attributes", attributes}, {"indices", index_accessor}, {"mode", 4}};
     if (textured && has_uvs) primitive["material"] = 0;
@@ -281,7 +292,8 @@ Expected<std::string> to_glb_lods(const std::vector<const Mesh*>& lods,
     views.push_back({{"buffer", 0}, {"byteOffset", png_offset}, {"byteLength", png.size()}});
     doc["images"] = {{{"bufferView", png_view}, {"mimeType", "image/png"}}};
     // LINEAR / LINEAR_MIPMAP_LINEAR, CLAMP_TO_EDGE: the atlas regions have gutters, not tiling.
-    doc["samplers"] = {{{"magFilter", 9729}, {"minFilter", 9987}, {"wrapS", 33071}, {"wrapT", 33071}}};
+    doc["samplers"] = {
+        {{"magFilter", 9729}, {"minFilter", 9987}, {"wrapS", 33071}, {"wrapT", 33071}}};
     doc["textures"] = {{{"sampler", 0}, {"source", 0}}};
     doc["materials"] = {{{"name", kObjMaterialName},
                          {"pbrMetallicRoughness",
@@ -328,7 +340,7 @@ Status write_mesh(const Mesh& mesh, const std::string& path, const ExportOptions
   if (ext == ".glb") return write_glb(mesh, path, options);
   if (ext == ".fbx") return write_fbx(mesh, path, options);  // writes the texture PNG itself
   if (ext == ".stl") return write_stl(mesh, path, options);  // geometry only (no uvs, texture)
-  if (ext == ".3mf") {  // geometry and the metadata
+  if (ext == ".3mf") {                                       // geometry and the metadata
     Metadata metadata;
     if (!options.metadata_json.empty()) {
       metadata.emplace_back(kThreeMfMetadataName, options.metadata_json);

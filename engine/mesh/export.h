@@ -26,8 +26,6 @@
 
 namespace tessera::mesh {
 
-
-
 // OBJ text: "v x y z", "vt u v" and "vn x y z" (one per vertex, same index, vt only with uvs),
 // "f a/a/a b/b/b c/c/c" (1-based; "a//a" without uvs, "a/a" without normals, "a" with neither).
 // A non-empty `mtl_file` adds "mtllib <mtl_file>" and "usemtl <kObjMaterialName>" lines.

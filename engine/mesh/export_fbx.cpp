@@ -306,7 +306,7 @@ void write_documents_and_definitions(FbxWriter& w, bool textured, int32_t levels
     int32_t count;
   };
   const Count kCounts[] = {{"GlobalSettings", 1}, {"Model", levels}, {"Geometry", levels},
-                           {"Material", 1},       {"Texture", 1},      {"Video", 1}};
+                           {"Material", 1},       {"Texture", 1},    {"Video", 1}};
   const int32_t types = textured ? 6 : 4;
   w.begin("Definitions");
   w.node_i32("Version", 100);
@@ -617,9 +617,8 @@ Status check_fbx_limits(int64_t vertex_count, int64_t triangle_count, bool has_n
     return invalid_argument("fbx: " + std::to_string(triangle_count) +
                             " triangles exceed FBX's uint32 array element count");
   }
-  const uint64_t bytes =
-      kFixedOverheadBytes + 8 * vertex_doubles + 4 * corners + 8 * normal_doubles +
-      8 * uv_doubles + 4 * uv_indices;
+  const uint64_t bytes = kFixedOverheadBytes + 8 * vertex_doubles + 4 * corners +
+                         8 * normal_doubles + 8 * uv_doubles + 4 * uv_indices;
   if (bytes > kMaxFileBytes) {
     return invalid_argument("fbx: a mesh of " + std::to_string(vertex_count) + " vertices and " +
                             std::to_string(triangle_count) + " triangles needs about " +
@@ -634,8 +633,8 @@ Expected<std::string> to_fbx(const Mesh& input, const ExportOptions& options,
   return to_fbx_lods({&input}, options, texture_file);
 }
 
-Expected<std::string> to_fbx_lods(const std::vector<const Mesh*>& lods,
-                                  const ExportOptions& given, const std::string& texture_file) {
+Expected<std::string> to_fbx_lods(const std::vector<const Mesh*>& lods, const ExportOptions& given,
+                                  const std::string& texture_file) {
   if (lods.empty()) return invalid_argument("fbx: no mesh to write");
   uint64_t vertices = 0, triangles = 0;
   for (const Mesh* m : lods) {

@@ -1,6 +1,6 @@
 // Binary FBX 7.4 (version 7400) writer for one static triangle mesh, following
-// the project's binary FBX notes (the structure Blender's own exporter writes, checked against Blender
-// 3.4's importer).
+// the project's binary FBX notes (the structure Blender's own exporter writes, checked against
+// Blender 3.4's importer).
 //
 // What the file holds: FBXHeaderExtension, FileId/CreationTime/Creator (the consistent triple the
 // spec gives, tied to the footer ID), GlobalSettings (axes and units, below), Documents,

@@ -40,23 +40,30 @@ std::string lod_object_name(size_t level, size_t levels) {
   return std::string(kMeshObjectName) + "_LOD" + std::to_string(level);
 }
 
-
 double metres_per_unit(LengthUnit unit) {
   switch (unit) {
-    case LengthUnit::kCentimetre: return 0.01;
-    case LengthUnit::kMillimetre: return 0.001;
-    case LengthUnit::kStud: return kMetresPerStud;
-    case LengthUnit::kMetre: break;
+    case LengthUnit::kCentimetre:
+      return 0.01;
+    case LengthUnit::kMillimetre:
+      return 0.001;
+    case LengthUnit::kStud:
+      return kMetresPerStud;
+    case LengthUnit::kMetre:
+      break;
   }
   return 1.0;
 }
 
 const char* unit_name(LengthUnit unit) {
   switch (unit) {
-    case LengthUnit::kCentimetre: return "cm";
-    case LengthUnit::kMillimetre: return "mm";
-    case LengthUnit::kStud: return "studs";
-    case LengthUnit::kMetre: break;
+    case LengthUnit::kCentimetre:
+      return "cm";
+    case LengthUnit::kMillimetre:
+      return "mm";
+    case LengthUnit::kStud:
+      return "studs";
+    case LengthUnit::kMetre:
+      break;
   }
   return "m";
 }
@@ -82,9 +89,12 @@ std::optional<LengthUnit> parse_unit(std::string_view text) {
 
 const char* pivot_name(Pivot pivot) {
   switch (pivot) {
-    case Pivot::kBase: return "base";
-    case Pivot::kCenter: return "center";
-    case Pivot::kOrigin: break;
+    case Pivot::kBase:
+      return "base";
+    case Pivot::kCenter:
+      return "center";
+    case Pivot::kOrigin:
+      break;
   }
   return "origin";
 }
@@ -132,17 +142,15 @@ Expected<ExportOptions> resolve_placement(const Mesh& reference, const ExportOpt
   }
   const Bounds b = compute_bounds(reference);
   if (options.size_m > 0.0 || options.height_m > 0.0) {
-    const double extent =
-        options.size_m > 0.0
-            ? std::max({double(b.max[0]) - b.min[0], double(b.max[1]) - b.min[1],
-                        double(b.max[2]) - b.min[2]})
-            : double(b.max[1]) - b.min[1];
+    const double extent = options.size_m > 0.0
+                              ? std::max({double(b.max[0]) - b.min[0], double(b.max[1]) - b.min[1],
+                                          double(b.max[2]) - b.min[2]})
+                              : double(b.max[1]) - b.min[1];
     if (!(extent > 0.0)) {
-      return invalid_argument(std::string("the mesh has no ") +
-                              (options.size_m > 0.0 ? "extent" : "height") + " to scale to " +
-                              std::to_string(options.size_m > 0.0 ? options.size_m
-                                                                  : options.height_m) +
-                              " m");
+      return invalid_argument(
+          std::string("the mesh has no ") + (options.size_m > 0.0 ? "extent" : "height") +
+          " to scale to " +
+          std::to_string(options.size_m > 0.0 ? options.size_m : options.height_m) + " m");
     }
     const double metres = options.size_m > 0.0 ? options.size_m : options.height_m;
     const double scale = metres / extent;
@@ -162,7 +170,9 @@ Expected<ExportOptions> resolve_placement(const Mesh& reference, const ExportOpt
   return out;
 }
 
-const char* up_axis_name(UpAxis axis) { return axis == UpAxis::kZ ? "z" : "y"; }
+const char* up_axis_name(UpAxis axis) {
+  return axis == UpAxis::kZ ? "z" : "y";
+}
 
 Mesh transform_for_export(const Mesh& mesh, const ExportOptions& given) {
   Expected<ExportOptions> resolved = resolve_placement(mesh, given);
@@ -176,11 +186,14 @@ Mesh transform_for_export(const Mesh& mesh, const ExportOptions& given) {
   // front along +X (z, x, y).
   auto rotate = [&](double x, double y, double z, float* dst) {
     if (front_x) {
-      dst[0] = static_cast<float>(z), dst[1] = static_cast<float>(x), dst[2] = static_cast<float>(y);
+      dst[0] = static_cast<float>(z), dst[1] = static_cast<float>(x),
+      dst[2] = static_cast<float>(y);
     } else if (z_up) {
-      dst[0] = static_cast<float>(x), dst[1] = static_cast<float>(-z), dst[2] = static_cast<float>(y);
+      dst[0] = static_cast<float>(x), dst[1] = static_cast<float>(-z),
+      dst[2] = static_cast<float>(y);
     } else {
-      dst[0] = static_cast<float>(x), dst[1] = static_cast<float>(y), dst[2] = static_cast<float>(z);
+      dst[0] = static_cast<float>(x), dst[1] = static_cast<float>(y),
+      dst[2] = static_cast<float>(z);
     }
   };
   for (size_t i = 0; i + 2 < out.positions.size(); i += 3) {

@@ -178,8 +178,9 @@ Expected<Mesh> extract_dense(const OccupancyFn& occupancy, const ExtractionOptio
 
 namespace {
 
-// Lattice index -> float, open addressing with linear probing, grown by doubling (the surface-tracking
-// pass adds points and cells as it goes; LatticeHash is sized once per level instead).
+// Lattice index -> float, open addressing with linear probing, grown by doubling (the
+// surface-tracking pass adds points and cells as it goes; LatticeHash is sized once per level
+// instead).
 class PointValues {
  public:
   explicit PointValues(size_t expected) { rehash(std::max<size_t>(64, 2 * expected)); }
@@ -264,7 +265,8 @@ Status track_surface(const Lattice& l, float iso, BatchEvaluator& eval, std::vec
       const int64_t i = cell % l.n[0], j = (cell / l.n[0]) % l.n[1], k = cell / (l.n[0] * l.n[1]);
       for (int f = 0; f < 6; ++f) {
         bool inside = false, outside = false;
-        for (int c : kFaceCorners[f]) (corners[a][static_cast<size_t>(c)] > iso ? inside : outside) = true;
+        for (int c : kFaceCorners[f])
+          (corners[a][static_cast<size_t>(c)] > iso ? inside : outside) = true;
         if (!(inside && outside)) continue;
         const int axis = f / 2, side = f % 2;
         int64_t ni = i, nj = j, nk = k;
@@ -365,7 +367,8 @@ Status refine_finest_seeded(const Lattice& l, const Lattice& next, float iso, Ba
         e.axis = axis;
         std::array<int64_t, 3> m = e.a;
         m[static_cast<size_t>(axis)] += 1;
-        if (values.insert(next.index(m[0], m[1], m[2]), 0.0f)) query.push_back(next.index(m[0], m[1], m[2]));
+        if (values.insert(next.index(m[0], m[1], m[2]), 0.0f))
+          query.push_back(next.index(m[0], m[1], m[2]));
         edges.push_back(e);
       }
     }
@@ -396,7 +399,8 @@ Status refine_finest_seeded(const Lattice& l, const Lattice& next, float iso, Ba
   for (size_t c : whole) {
     const auto [i, j, k] = fine_coords(cells[c], l);
     for (int child = 0; child < 8; ++child) {
-      const int64_t fi = 2 * i + (child & 1), fj = 2 * j + ((child >> 1) & 1), fk = 2 * k + (child >> 2);
+      const int64_t fi = 2 * i + (child & 1), fj = 2 * j + ((child >> 1) & 1),
+                    fk = 2 * k + (child >> 2);
       bool inside = false, outside = false;
       for (int q = 0; q < 8; ++q) {
         const float x = *values.find(next.index(fi + (q & 1), fj + ((q >> 1) & 1), fk + (q >> 2)));
@@ -571,14 +575,16 @@ Expected<Mesh> extract_coarse_to_fine(const OccupancyFn& occupancy,
     ++st->levels;
   }
   // Finest level: the cells the surface crosses (refine_finest_seeded: seeded from the parents'
-  // sign-changing edges and completed by surface tracking), polygonized on the dense path's lattice.
+  // sign-changing edges and completed by surface tracking), polygonized on the dense path's
+  // lattice.
   if (cells.empty()) return no_surface(lo, hi, iso);
   st->surface_cells = static_cast<int64_t>(cells.size());
   if (options.polygonize) {
     Mesh out;
     std::vector<float> flat(8 * cells.size());
     for (size_t a = 0; a < cells.size(); ++a) {
-      std::copy(corners[a].begin(), corners[a].end(), flat.begin() + static_cast<std::ptrdiff_t>(8 * a));
+      std::copy(corners[a].begin(), corners[a].end(),
+                flat.begin() + static_cast<std::ptrdiff_t>(8 * a));
     }
     kernels::CellGrid grid;
     for (int d = 0; d < 3; ++d) {
@@ -588,8 +594,8 @@ Expected<Mesh> extract_coarse_to_fine(const OccupancyFn& occupancy,
     grid.spacing = l.spacing;
     grid.iso = iso;
     TESSERA_RETURN_IF_ERROR(options.polygonize(grid, cells.data(), flat.data(),
-                                               static_cast<int64_t>(cells.size()),
-                                               &out.positions, &out.triangles));
+                                               static_cast<int64_t>(cells.size()), &out.positions,
+                                               &out.triangles));
     return out;
   }
   CellPolygonizer poly(l, iso);

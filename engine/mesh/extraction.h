@@ -37,9 +37,9 @@ using OccupancyFn = std::function<Status(const float* points, int64_t n, float* 
 // Polygonizes the finest level's surface cells somewhere else (a GPU: Backend::polygonize_cells):
 // the contract of kernels::cpu::polygonize_cells (iso, lattice, cells as lattice indices of corner
 // 0, 8 corner values each; writes a welded mesh); kernels::cpu::polygonize_cells is one.
-using CellPolygonizeFn =
-    std::function<Status(const kernels::CellGrid& grid, const int64_t* cells, const float* corners,
-                         int64_t n, std::vector<float>* positions, std::vector<uint32_t>* triangles)>;
+using CellPolygonizeFn = std::function<Status(
+    const kernels::CellGrid& grid, const int64_t* cells, const float* corners, int64_t n,
+    std::vector<float>* positions, std::vector<uint32_t>* triangles)>;
 
 struct ExtractionOptions {
   int resolution_base = 8;          // finest lattice: 2^resolution_base + 1 points per axis

@@ -3,9 +3,10 @@
 // small bounds-checked reader of our own (one file per format: import_obj.cpp, import_glb.cpp,
 // import_fbx.cpp), merged into one mesh::Mesh with its base colour texture when the file has one.
 //
-// Why our own readers. Mesh files come from the internet, so a reader may only ever return a Status:
-// every count, index, offset, stride and length is checked before use, allocations are bounded by
-// what the file's bytes can hold, and each reader has a libFuzzer target (tests/fuzz/*_import_fuzz).
+// Why our own readers. Mesh files come from the internet, so a reader may only ever return a
+// Status: every count, index, offset, stride and length is checked before use, allocations are
+// bounded by what the file's bytes can hold, and each reader has a libFuzzer target
+// (tests/fuzz/*_import_fuzz).
 //  - FBX and glTF text used to go through Assimp; Debian builds it with assertions on and some of
 //    its importers abort() on odd input (and Debian's 5.2.5 cannot even read its own binary FBX),
 //    so Assimp is not in the import path any more.
@@ -18,7 +19,8 @@
 //    below are ours either way; our reader reports each of these with the file and line.
 //
 // What is read:
-//  - OBJ: `v` positions, `vt` texture coordinates and `f` faces (polygons fan-triangulated; 1-based,
+//  - OBJ: `v` positions, `vt` texture coordinates and `f` faces (polygons fan-triangulated;
+//  1-based,
 //    negative = relative indices; normal indices ignored: normals are recomputed by the renderer).
 //  - GLB / glTF: every triangle primitive (mode 4, the default) of the meshes reached from the
 //    default scene (node matrices / TRS applied; nodes must form a tree), POSITION as float VEC3,
@@ -31,13 +33,14 @@
 //    few times, a thousandfold stream is a bomb whose millions of triangles are not worth waiting
 //    for): every Objects/Geometry of class "Mesh": Vertices (d or f) and PolygonVertexIndex (i or
 //    l, a negative index ends a polygon and is stored as ~index), polygons fan-triangulated,
-//    polygons of fewer than 3 corners skipped. Each geometry is placed by the Model(s) it is connected to (OO
-//    Connections) and their parent Models: Lcl Translation, Lcl Rotation (degrees, XYZ order:
-//    R = Rz * Ry * Rx) and Lcl Scaling, as T * R * S. IGNORED: RotationOrder, Pre/PostRotation,
-//    rotation/scaling pivots and offsets, Geometric* transforms, UnitScaleFactor (positions stay in
-//    file units), deformers, blend shapes, animation. GlobalSettings UpAxis/UpAxisSign is honoured:
-//    the data is rotated so that the file's up becomes +Y (the engine's frame); Front/Coord axes
-//    are not read. ASCII FBX is kUnsupported (the message says to export binary).
+//    polygons of fewer than 3 corners skipped. Each geometry is placed by the Model(s) it is
+//    connected to (OO Connections) and their parent Models: Lcl Translation, Lcl Rotation (degrees,
+//    XYZ order: R = Rz * Ry * Rx) and Lcl Scaling, as T * R * S. IGNORED: RotationOrder,
+//    Pre/PostRotation, rotation/scaling pivots and offsets, Geometric* transforms, UnitScaleFactor
+//    (positions stay in file units), deformers, blend shapes, animation. GlobalSettings
+//    UpAxis/UpAxisSign is honoured: the data is rotated so that the file's up becomes +Y (the
+//    engine's frame); Front/Coord axes are not read. ASCII FBX is kUnsupported (the message says to
+//    export binary).
 //  Everything merges into one mesh::Mesh without normals.
 //
 // Textures (Mesh::uvs + Mesh::texture, the surface the renderer's textured mode draws). A vertex
@@ -95,7 +98,8 @@ inline constexpr const char* kImportFilter =
 // named .glb) is read as what it is. Sidecar files (MTL, textures, .bin buffers) are looked up in
 // the file's directory. Errors and warnings as above; `warnings` is appended to and nullable. The
 // mesh comes back without normals.
-Expected<Mesh> import_mesh_file(const std::string& path, std::vector<std::string>* warnings = nullptr);
+Expected<Mesh> import_mesh_file(const std::string& path,
+                                std::vector<std::string>* warnings = nullptr);
 
 // The readers on bytes already in memory (tests, fuzzers, callers with their own I/O). `name` is
 // used in every error and warning message. `directory` is where sidecar files are looked up; empty

@@ -113,8 +113,8 @@ class FbxReader {
       if (head.find('\0') == std::string_view::npos &&
           (head.find("FBXHeaderExtension") != std::string_view::npos ||
            head.find("; FBX") != std::string_view::npos)) {
-        return unsupported(name_ +
-                           ": an ASCII FBX file; only binary FBX is read (export it as binary FBX)");
+        return unsupported(
+            name_ + ": an ASCII FBX file; only binary FBX is read (export it as binary FBX)");
       }
       if (d_.substr(0, std::min<size_t>(d_.size(), 18)) == kMagic.substr(0, 18) &&
           d_.size() < kMagic.size() + 4) {
@@ -139,8 +139,10 @@ class FbxReader {
     uint64_t pos = kMagic.size() + 4;
     for (;;) {
       if (d_.size() - pos < header_bytes_) {
-        return fail("truncated: the top-level node list has no closing NULL record (file ends at "
-                    "byte " + std::to_string(d_.size()) + ")");
+        return fail(
+            "truncated: the top-level node list has no closing NULL record (file ends at "
+            "byte " +
+            std::to_string(d_.size()) + ")");
       }
       Node node;
       bool is_null = false;
@@ -153,7 +155,8 @@ class FbxReader {
 
   // Reads the record at `pos` (which must end by `limit`), advancing `pos` past it.
   Status read_node(uint64_t& pos, uint64_t limit, int depth, Node* node, bool* is_null) {
-    if (depth > kMaxDepth) return fail("nodes nested deeper than 64 at byte " + std::to_string(pos));
+    if (depth > kMaxDepth)
+      return fail("nodes nested deeper than 64 at byte " + std::to_string(pos));
     const uint64_t start = pos;
     if (limit < pos || limit - pos < header_bytes_) {
       return fail("truncated node header at byte " + std::to_string(pos));
@@ -234,15 +237,31 @@ class FbxReader {
     const uint64_t avail = limit - pos - 1;
     uint64_t size = 0;
     switch (p->type) {
-      case 'Y': size = 2; break;
-      case 'C': size = 1; break;
-      case 'I': case 'F': size = 4; break;
-      case 'D': case 'L': size = 8; break;
-      case 'S': case 'R':
+      case 'Y':
+        size = 2;
+        break;
+      case 'C':
+        size = 1;
+        break;
+      case 'I':
+      case 'F':
+        size = 4;
+        break;
+      case 'D':
+      case 'L':
+        size = 8;
+        break;
+      case 'S':
+      case 'R':
         if (avail < 4) return fail(what + ": string property truncated");
         size = 4 + le(p->offset, 4);
         break;
-      case 'f': case 'd': case 'l': case 'i': case 'b': case 'c':
+      case 'f':
+      case 'd':
+      case 'l':
+      case 'i':
+      case 'b':
+      case 'c':
         if (avail < 12) return fail(what + ": array property header truncated");
         size = 12 + le(p->offset + 8, 4);
         break;
@@ -265,11 +284,16 @@ class FbxReader {
 
   std::optional<int64_t> as_int(const Property& p) const {
     switch (p.type) {
-      case 'Y': return static_cast<int16_t>(le(p.offset, 2));
-      case 'C': return static_cast<int64_t>(le(p.offset, 1));
-      case 'I': return static_cast<int32_t>(le(p.offset, 4));
-      case 'L': return static_cast<int64_t>(le(p.offset, 8));
-      default: return std::nullopt;
+      case 'Y':
+        return static_cast<int16_t>(le(p.offset, 2));
+      case 'C':
+        return static_cast<int64_t>(le(p.offset, 1));
+      case 'I':
+        return static_cast<int32_t>(le(p.offset, 4));
+      case 'L':
+        return static_cast<int64_t>(le(p.offset, 8));
+      default:
+        return std::nullopt;
     }
   }
   std::optional<double> as_number(const Property& p) const {
@@ -302,17 +326,27 @@ class FbxReader {
   }
 
   // Decodes an array property into raw little-endian bytes (checked as described at the top).
-  Status array_bytes(const Property& p, const std::string& what, std::string* out,
-                     uint64_t* count, size_t* element) {
+  Status array_bytes(const Property& p, const std::string& what, std::string* out, uint64_t* count,
+                     size_t* element) {
     size_t elem = 0;
     switch (p.type) {
-      case 'f': case 'i': elem = 4; break;
-      case 'd': case 'l': elem = 8; break;
-      case 'b': case 'c': elem = 1; break;
+      case 'f':
+      case 'i':
+        elem = 4;
+        break;
+      case 'd':
+      case 'l':
+        elem = 8;
+        break;
+      case 'b':
+      case 'c':
+        elem = 1;
+        break;
       default:
         return fail(what + " is not an array (property type '" + std::string(1, p.type) + "')");
     }
-    const uint64_t n = le(p.offset, 4), encoding = le(p.offset + 4, 4), stored = le(p.offset + 8, 4);
+    const uint64_t n = le(p.offset, 4), encoding = le(p.offset + 4, 4),
+                   stored = le(p.offset + 8, 4);
     const uint64_t raw = n * elem;  // n < 2^32: no overflow
     const std::string_view data = d_.substr(p.offset + 12, stored);
     if (encoding == 0) {
@@ -456,9 +490,18 @@ class FbxReader {
     const double cy = std::cos(r[1] * kDeg), sy = std::sin(r[1] * kDeg);
     const double cz = std::cos(r[2] * kDeg), sz = std::sin(r[2] * kDeg);
     Mat rx = identity(), ry = identity(), rz = identity();
-    rx[5] = cx; rx[6] = sx; rx[9] = -sx; rx[10] = cx;
-    ry[0] = cy; ry[2] = -sy; ry[8] = sy; ry[10] = cy;
-    rz[0] = cz; rz[1] = sz; rz[4] = -sz; rz[5] = cz;
+    rx[5] = cx;
+    rx[6] = sx;
+    rx[9] = -sx;
+    rx[10] = cx;
+    ry[0] = cy;
+    ry[2] = -sy;
+    ry[8] = sy;
+    ry[10] = cy;
+    rz[0] = cz;
+    rz[1] = sz;
+    rz[4] = -sz;
+    rz[5] = cz;
     Mat m = mul(rz, mul(ry, rx));
     for (int c = 0; c < 3; ++c) {
       for (int row = 0; row < 3; ++row) m[c * 4 + row] *= s[c];
@@ -560,9 +603,9 @@ class FbxReader {
       const int64_t raw = pvi[k];
       const int64_t index = raw < 0 ? ~raw : raw;
       if (static_cast<uint64_t>(index) >= vertex_count) {
-        return fail(what + ": PolygonVertexIndex[" + std::to_string(k) + "] = " +
-                    std::to_string(raw) + " names vertex " + std::to_string(index) + " of " +
-                    std::to_string(vertex_count));
+        return fail(what + ": PolygonVertexIndex[" + std::to_string(k) +
+                    "] = " + std::to_string(raw) + " names vertex " + std::to_string(index) +
+                    " of " + std::to_string(vertex_count));
       }
       if (raw < 0) {
         for (uint64_t c = polygon_start + 1; c + 1 <= k; ++c) {
@@ -574,7 +617,8 @@ class FbxReader {
       }
     }
     if (polygon_start != pvi.size()) {
-      return fail(what + ": the last polygon of PolygonVertexIndex is not closed (no negative "
+      return fail(what +
+                  ": the last polygon of PolygonVertexIndex is not closed (no negative "
                   "index ends it)");
     }
     if (vertex_count > 0xFFFFFFFFull) return fail(what + ": more than 2^32 vertices");
@@ -597,8 +641,8 @@ class FbxReader {
       std::vector<import_detail::UvCorner> uv_corners(tri_k.size());
       for (size_t i = 0; i < tri_k.size(); ++i) uv_corners[i].vertex = vertex_at(tri_k[i]);
       std::vector<float> uv_table;
-      const std::string problem =
-          read_uv_layer(*layer, what, tri_k, pvi, vertex_count, polygon_count, uv_table, uv_corners);
+      const std::string problem = read_uv_layer(*layer, what, tri_k, pvi, vertex_count,
+                                                polygon_count, uv_table, uv_corners);
       if (problem.empty()) {
         piece->had_uv_layer = true;
         tri_k = {};
@@ -748,8 +792,9 @@ class FbxReader {
           instanced += piece.mesh.triangles.size() / 3;
           if (instanced > kMaxInstancedTriangles) {
             if (!dropped) {
-              warn("geometries instanced by several Models add more than 2^22 triangles; further "
-                   "instances are not shown");
+              warn(
+                  "geometries instanced by several Models add more than 2^22 triangles; further "
+                  "instances are not shown");
             }
             dropped = true;
             break;
@@ -767,7 +812,8 @@ class FbxReader {
         out.positions.reserve(out.positions.size() + local.size());
         for (size_t v = 0; v + 2 < local.size(); v += 3) {
           float world[3];
-          if (!import_detail::transform_point(transform, local[v], local[v + 1], local[v + 2], world)) {
+          if (!import_detail::transform_point(transform, local[v], local[v + 1], local[v + 2],
+                                              world)) {
             return fail(what + ": vertex " + std::to_string(v / 3) +
                         " is not finite once its Model's transform is applied");
           }
@@ -791,8 +837,9 @@ class FbxReader {
       if (any_uvs) warn("only some geometries have texture coordinates; the texture is not shown");
       out.uvs.clear();
     } else if (!import_detail::uvs_in_unit_range(out.uvs)) {
-      warn("texture coordinates outside [0, 1] (tiling) are not supported; the mesh is shown "
-           "without its texture");
+      warn(
+          "texture coordinates outside [0, 1] (tiling) are not supported; the mesh is shown "
+          "without its texture");
       out.uvs.clear();
     }
     apply_up_axis(out);
@@ -861,12 +908,13 @@ class FbxReader {
       return;
     }
     std::string path;
-    Expected<std::string> bytes = relative.empty() ? Expected<std::string>(not_found("none"))
-                                                   : import_detail::read_sidecar(directory_, relative,
-                                                                                 false, &path);
+    Expected<std::string> bytes =
+        relative.empty() ? Expected<std::string>(not_found("none"))
+                         : import_detail::read_sidecar(directory_, relative, false, &path);
     if (!bytes.ok() && !absolute.empty()) {
       std::string second;
-      Expected<std::string> other = import_detail::read_sidecar(directory_, absolute, false, &second);
+      Expected<std::string> other =
+          import_detail::read_sidecar(directory_, absolute, false, &second);
       if (other.ok() || path.empty()) {
         bytes = std::move(other);
         path = second;
@@ -907,8 +955,8 @@ class FbxReader {
 }  // namespace
 
 Expected<std::optional<std::string>> fbx_model_string_property(std::string_view bytes,
-                                                              const std::string& name,
-                                                              std::string_view property) {
+                                                               const std::string& name,
+                                                               std::string_view property) {
   static const std::string kNoDirectory;  // FbxReader keeps a reference
   return FbxReader(bytes, name, nullptr, kNoDirectory).model_string_property(property);
 }

@@ -71,13 +71,20 @@ std::optional<std::string> decode_base64(std::string_view text) {
   int bits = 0;
   for (char c : text) {
     int v;
-    if (c >= 'A' && c <= 'Z') v = c - 'A';
-    else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
-    else if (c >= '0' && c <= '9') v = c - '0' + 52;
-    else if (c == '+') v = 62;
-    else if (c == '/') v = 63;
-    else if (c == '=') break;
-    else return std::nullopt;
+    if (c >= 'A' && c <= 'Z')
+      v = c - 'A';
+    else if (c >= 'a' && c <= 'z')
+      v = c - 'a' + 26;
+    else if (c >= '0' && c <= '9')
+      v = c - '0' + 52;
+    else if (c == '+')
+      v = 62;
+    else if (c == '/')
+      v = 63;
+    else if (c == '=')
+      break;
+    else
+      return std::nullopt;
     acc = (acc << 6) | static_cast<uint32_t>(v);
     bits += 6;
     if (bits >= 8) {
@@ -304,8 +311,9 @@ class GltfReader {
       return;
     }
     if (!import_detail::uvs_in_unit_range(uvs_)) {
-      warn("texture coordinates outside [0, 1] (tiling) are not supported; the mesh is shown "
-           "without its texture");
+      warn(
+          "texture coordinates outside [0, 1] (tiling) are not supported; the mesh is shown "
+          "without its texture");
       return;
     }
     out.uvs = std::move(uvs_);
@@ -366,22 +374,34 @@ class GltfReader {
     Mat local = mat_identity();
     if (node.contains("matrix")) {
       const auto m = node["matrix"].get<std::vector<double>>();
-      if (m.size() != 16) return fail("node " + std::to_string(index) + " matrix is not 16 numbers");
+      if (m.size() != 16)
+        return fail("node " + std::to_string(index) + " matrix is not 16 numbers");
       std::copy(m.begin(), m.end(), local.begin());
     } else {
       const auto t = node.value("translation", std::vector<double>{0, 0, 0});
       const auto r = node.value("rotation", std::vector<double>{0, 0, 0, 1});
       const auto s = node.value("scale", std::vector<double>{1, 1, 1});
       if (t.size() != 3 || r.size() != 4 || s.size() != 3) {
-        return fail("node " + std::to_string(index) + " has a malformed translation/rotation/scale");
+        return fail("node " + std::to_string(index) +
+                    " has a malformed translation/rotation/scale");
       }
       const double x = r[0], y = r[1], z = r[2], w = r[3];
       // Rotation matrix of a unit quaternion, columns scaled by s, then the translation.
-      const Mat rot = {1 - 2 * (y * y + z * z), 2 * (x * y + z * w),     2 * (x * z - y * w),
-                       0,                       2 * (x * y - z * w),     1 - 2 * (x * x + z * z),
-                       2 * (y * z + x * w),     0,                       2 * (x * z + y * w),
-                       2 * (y * z - x * w),     1 - 2 * (x * x + y * y), 0,
-                       0,                       0,                       0,
+      const Mat rot = {1 - 2 * (y * y + z * z),
+                       2 * (x * y + z * w),
+                       2 * (x * z - y * w),
+                       0,
+                       2 * (x * y - z * w),
+                       1 - 2 * (x * x + z * z),
+                       2 * (y * z + x * w),
+                       0,
+                       2 * (x * z + y * w),
+                       2 * (y * z - x * w),
+                       1 - 2 * (x * x + y * y),
+                       0,
+                       0,
+                       0,
+                       0,
                        1};
       for (int c = 0; c < 3; ++c) {
         for (int row = 0; row < 3; ++row) local[c * 4 + row] = rot[c * 4 + row] * s[c];
@@ -437,7 +457,8 @@ class GltfReader {
     if (!index_json.is_number_unsigned()) return fail("accessor index is not an unsigned integer");
     const size_t index = uint_value(index_json);
     const Json& accessors = array_member(doc_, "accessors");
-    if (index >= accessors.size()) return fail("accessor " + std::to_string(index) + " does not exist");
+    if (index >= accessors.size())
+      return fail("accessor " + std::to_string(index) + " does not exist");
     const Json& a = accessors[index];
     const std::string what = "accessor " + std::to_string(index);
     if (!a.is_object()) return fail(what + " is not an object");
@@ -500,7 +521,8 @@ class GltfReader {
     for (const Json& primitive : primitives) {
       if (!primitive.is_object())
         return fail("mesh " + std::to_string(mesh_index) + " has a malformed primitive");
-      if (uint_member(primitive, "mode", 4) != 4) continue;  // points/lines/strips: nothing to shade
+      if (uint_member(primitive, "mode", 4) != 4)
+        continue;  // points/lines/strips: nothing to shade
       const Json& attributes = primitive.value("attributes", Json::object());
       if (!attributes.is_object() || !attributes.contains("POSITION")) continue;
       TESSERA_ASSIGN_OR_RETURN(AccessorData positions, accessor(attributes["POSITION"], "VEC3"));
@@ -509,8 +531,9 @@ class GltfReader {
         instanced_vertices_ += positions.count;
         if (instanced_vertices_ > kMaxInstancedVertices) {
           if (!instances_dropped_) {
-            warn("meshes instanced by several nodes add more than 2^22 vertices; further "
-                 "instances are not shown");
+            warn(
+                "meshes instanced by several nodes add more than 2^22 vertices; further "
+                "instances are not shown");
           }
           instances_dropped_ = true;
           return Status();
@@ -586,8 +609,8 @@ class GltfReader {
   Json doc_;
   bool glb_ = false;
   std::string_view glb_bin_;
-  std::vector<std::string> owned_;          // decoded data: URIs / files, per buffer
-  std::vector<std::string_view> buffers_;   // per buffer, byteLength long
+  std::vector<std::string> owned_;         // decoded data: URIs / files, per buffer
+  std::vector<std::string_view> buffers_;  // per buffer, byteLength long
   std::vector<bool> node_seen_;
   std::vector<bool> mesh_used_;
   uint64_t instanced_vertices_ = 0;

@@ -91,12 +91,15 @@ Status assign_corner_uvs(const std::vector<UvCorner>& corners, const std::vector
     const UvCorner& c = corners[i];
     if (c.uv < 0 || c.uv == first_uv[c.vertex]) continue;
     const size_t v = c.vertex, u = static_cast<size_t>(c.uv);
-    if (mesh->uvs[2 * v] == uv_values[2 * u] && mesh->uvs[2 * v + 1] == uv_values[2 * u + 1]) continue;
+    if (mesh->uvs[2 * v] == uv_values[2 * u] && mesh->uvs[2 * v + 1] == uv_values[2 * u + 1])
+      continue;
     splits.push_back({c.vertex, 0, c.uv, i});
   }
   if (splits.empty()) return Status();
   std::sort(splits.begin(), splits.end(), [](const Split& a, const Split& b) {
-    return a.vertex != b.vertex ? a.vertex < b.vertex : a.uv != b.uv ? a.uv < b.uv : a.corner < b.corner;
+    return a.vertex != b.vertex ? a.vertex < b.vertex
+           : a.uv != b.uv       ? a.uv < b.uv
+                                : a.corner < b.corner;
   });
   // Groups of equal (vertex, uv): the first corner of each decides the copies' order.
   std::vector<std::pair<size_t, size_t>> groups;  // (first corner, first index in splits)
@@ -145,8 +148,13 @@ Expected<TextureImage> decode_import_png(std::string_view bytes, const std::stri
   const uint64_t width = be32(bytes, 16), height = be32(bytes, 20);
   const unsigned depth = static_cast<unsigned char>(bytes[24]);
   const unsigned colour = static_cast<unsigned char>(bytes[25]);
-  const unsigned channels = colour == 0 ? 1 : colour == 2 ? 3 : colour == 3 ? 1 : colour == 4 ? 2 : 4;
-  if (width == 0 || height == 0 || width * height > static_cast<uint64_t>(kMaxImportTexturePixels)) {
+  const unsigned channels = colour == 0   ? 1
+                            : colour == 2 ? 3
+                            : colour == 3 ? 1
+                            : colour == 4 ? 2
+                                          : 4;
+  if (width == 0 || height == 0 ||
+      width * height > static_cast<uint64_t>(kMaxImportTexturePixels)) {
     return invalid_argument(what + ": a " + std::to_string(width) + "x" + std::to_string(height) +
                             " image is outside what is read (1 to 8192 x 8192 pixels)");
   }
@@ -178,7 +186,8 @@ Expected<std::string> read_sidecar(const std::string& directory, const std::stri
     const char c = reference[i];
     if (uri && c == '%' && i + 2 < reference.size() && hex_value(reference[i + 1]) >= 0 &&
         hex_value(reference[i + 2]) >= 0) {
-      rel.push_back(static_cast<char>(hex_value(reference[i + 1]) * 16 + hex_value(reference[i + 2])));
+      rel.push_back(
+          static_cast<char>(hex_value(reference[i + 1]) * 16 + hex_value(reference[i + 2])));
       i += 2;
     } else {
       rel.push_back(c == '\\' ? '/' : c);

@@ -24,8 +24,8 @@ namespace tessera::mesh {
 // The string value of the Properties70 entry `property` of the first FBX Model that has one
 // (nullopt when none does); the file's parse errors (binary FBX only) as parse_fbx gives them.
 Expected<std::optional<std::string>> fbx_model_string_property(std::string_view bytes,
-                                                              const std::string& name,
-                                                              std::string_view property);
+                                                               const std::string& name,
+                                                               std::string_view property);
 
 }  // namespace tessera::mesh
 

@@ -229,12 +229,12 @@ void attach_obj_texture(const std::string& name, const std::string& directory,
   }
   std::string image_path;
   Expected<std::string> bytes = import_detail::read_sidecar(directory, image, false, &image_path);
-  Expected<TextureImage> texture =
-      bytes.ok() ? import_detail::decode_import_png(*bytes, image_path)
-                 : Expected<TextureImage>(bytes.status());
+  Expected<TextureImage> texture = bytes.ok() ? import_detail::decode_import_png(*bytes, image_path)
+                                              : Expected<TextureImage>(bytes.status());
   if (!texture.ok()) {
-    warn(warnings, name + ": texture " + image_path + " not loaded, the mesh is shown without it (" +
-                       texture.status().message() + ")");
+    warn(warnings, name + ": texture " + image_path +
+                       " not loaded, the mesh is shown without it (" + texture.status().message() +
+                       ")");
     return;
   }
   mesh->texture = std::move(*texture);
@@ -245,8 +245,8 @@ void attach_obj_texture(const std::string& name, const std::string& directory,
 Expected<Mesh> parse_obj(std::string_view text, const std::string& name,
                          std::vector<std::string>* warnings, const std::string& directory) {
   ObjMaterialRefs refs;
-  TESSERA_ASSIGN_OR_RETURN(Mesh mesh,
-                           parse_obj_geometry(text, name, warnings, directory.empty() ? nullptr : &refs));
+  TESSERA_ASSIGN_OR_RETURN(
+      Mesh mesh, parse_obj_geometry(text, name, warnings, directory.empty() ? nullptr : &refs));
   if (!directory.empty()) attach_obj_texture(name, directory, refs, warnings, &mesh);
   return mesh;
 }

@@ -42,7 +42,8 @@ void polygonize_cell(const Lattice& lattice, float iso, int64_t i, int64_t j, in
     for (int s = 0; s < 3 * tc.count; ++s) {
       const int a = tc.edge[s] >> 3, b = tc.edge[s] & 7;
       uint32_t& cached = slot(point[a], a ^ b);
-      if (cached == kNoVertex) cached = emit_vertex(mesh, iso, corner[a], corner[b], pos[a], pos[b]);
+      if (cached == kNoVertex)
+        cached = emit_vertex(mesh, iso, corner[a], corner[b], pos[a], pos[b]);
       mesh.triangles.push_back(cached);
     }
   }

@@ -7,13 +7,13 @@
 // 1991). Why the tetrahedral split: the classic 256-case cube table has ambiguous faces whose
 // resolution can differ between neighbouring cubes and leave cracks; the Kuhn split cuts every cube
 // face along the same diagonal as its neighbour does, and a tetrahedron has no ambiguous case, so
-// the output is consistent by construction: for a field that is "outside" on the lattice boundary the
-// surface is closed and every edge is shared by exactly two triangles. Vertices lie on lattice edges
-// (axis, face-diagonal and body-diagonal edges), linearly interpolated, and are welded by edge id, so
-// neighbouring cells share them without any position comparison.
+// the output is consistent by construction: for a field that is "outside" on the lattice boundary
+// the surface is closed and every edge is shared by exactly two triangles. Vertices lie on lattice
+// edges (axis, face-diagonal and body-diagonal edges), linearly interpolated, and are welded by
+// edge id, so neighbouring cells share them without any position comparison.
 //
-// Convention: a value > iso is inside (occupancy logits: inside > 0). Triangles are counter-clockwise
-// seen from outside (their normals point from inside to outside).
+// Convention: a value > iso is inside (occupancy logits: inside > 0). Triangles are
+// counter-clockwise seen from outside (their normals point from inside to outside).
 #pragma once
 
 #include <array>

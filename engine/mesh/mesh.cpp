@@ -41,7 +41,8 @@ Status validate(const Mesh& mesh) {
   }
   for (size_t i = 0; i < mesh.positions.size(); ++i) {
     if (!std::isfinite(mesh.positions[i])) {
-      return invalid_argument("mesh: vertex " + std::to_string(i / 3) + " has a non-finite position");
+      return invalid_argument("mesh: vertex " + std::to_string(i / 3) +
+                              " has a non-finite position");
     }
   }
   if (!mesh.uvs.empty() && mesh.uvs.size() != 2 * n) {
@@ -97,7 +98,9 @@ struct Vec3d {
 Vec3d vertex(const Mesh& m, uint32_t i) {
   return {m.positions[3 * i], m.positions[3 * i + 1], m.positions[3 * i + 2]};
 }
-Vec3d sub(Vec3d a, Vec3d b) { return {a.x - b.x, a.y - b.y, a.z - b.z}; }
+Vec3d sub(Vec3d a, Vec3d b) {
+  return {a.x - b.x, a.y - b.y, a.z - b.z};
+}
 Vec3d cross(Vec3d a, Vec3d b) {
   return {a.y * b.z - a.z * b.y, a.z * b.x - a.x * b.z, a.x * b.y - a.y * b.x};
 }

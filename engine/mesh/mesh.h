@@ -32,8 +32,8 @@ struct Mesh {
   std::vector<float> positions;     // 3 * vertex_count()
   std::vector<float> normals;       // empty or 3 * vertex_count()
   std::vector<uint32_t> triangles;  // 3 * triangle_count()
-  std::vector<float> uvs;  // empty or 2 * vertex_count(): u right, v up, in [0, 1]
-  TextureImage texture;    // empty (width == 0) when untextured
+  std::vector<float> uvs;           // empty or 2 * vertex_count(): u right, v up, in [0, 1]
+  TextureImage texture;             // empty (width == 0) when untextured
 
   int64_t vertex_count() const { return static_cast<int64_t>(positions.size() / 3); }
   int64_t triangle_count() const { return static_cast<int64_t>(triangles.size() / 3); }
@@ -62,13 +62,13 @@ double signed_volume(const Mesh& mesh);
 
 // Topology summary: edges counted once per unordered vertex pair.
 struct Topology {
-  int64_t vertices_used = 0;       // vertices referenced by at least one triangle
+  int64_t vertices_used = 0;  // vertices referenced by at least one triangle
   int64_t edges = 0;
-  int64_t boundary_edges = 0;      // edges used by one triangle
-  int64_t non_manifold_edges = 0;  // edges used by more than two triangles
+  int64_t boundary_edges = 0;        // edges used by one triangle
+  int64_t non_manifold_edges = 0;    // edges used by more than two triangles
   int64_t euler_characteristic = 0;  // V - E + F over referenced vertices
-  int64_t components = 0;          // connected through shared vertices
-  int64_t misoriented_edges = 0;   // two-triangle edges both triangles walk the same way
+  int64_t components = 0;            // connected through shared vertices
+  int64_t misoriented_edges = 0;     // two-triangle edges both triangles walk the same way
   bool watertight() const { return boundary_edges == 0 && non_manifold_edges == 0; }
 };
 Topology compute_topology(const Mesh& mesh);

@@ -31,8 +31,9 @@ Expected<nlohmann::json> parse_object(const std::string& text, const std::string
 }
 
 Status none(const std::string& path) {
-  return not_found(path + " has no Tessera metadata (written by another program, or with the "
-                          "metadata switched off)");
+  return not_found(path +
+                   " has no Tessera metadata (written by another program, or with the "
+                   "metadata switched off)");
 }
 
 }  // namespace
@@ -45,7 +46,8 @@ std::string obj_metadata_line(const std::string& json_text) {
 }
 
 nlohmann::json glb_asset(const std::string& json_text) {
-  nlohmann::json asset = {{"version", "2.0"}, {"generator", std::string("Tessera ") + TESSERA_VERSION}};
+  nlohmann::json asset = {{"version", "2.0"},
+                          {"generator", std::string("Tessera ") + TESSERA_VERSION}};
   if (!json_text.empty()) {
     nlohmann::json extras = nlohmann::json::parse(json_text, nullptr, false);
     if (!extras.is_discarded() && extras.is_object()) asset["extras"] = std::move(extras);
@@ -93,7 +95,8 @@ Expected<nlohmann::json> read_metadata(const std::string& path) {
   std::memcpy(&length, bytes.data() + 12, 4);
   if (length > bytes.size() - 20) return corrupt_data(path + ": the JSON chunk overruns the file");
   nlohmann::json doc = nlohmann::json::parse(bytes.substr(20, length), nullptr, false);
-  if (doc.is_discarded() || !doc.is_object()) return corrupt_data(path + ": the glTF JSON is invalid");
+  if (doc.is_discarded() || !doc.is_object())
+    return corrupt_data(path + ": the glTF JSON is invalid");
   const auto asset = doc.find("asset");
   if (asset == doc.end() || !asset->is_object()) return none(path);
   const auto extras = asset->find("extras");

@@ -3,9 +3,10 @@
 // generate --from FILE` can make it again. The mesh layer only carries the text; the
 // front ends decide what goes in it.
 //
-// Where it lives (ExportOptions::metadata_json): GLB asset.extras (the object itself; asset.generator
-// is "Tessera <version>" always), FBX Model user properties (export_fbx.h), OBJ a comment line "# tessera {json}" after the header line, 3MF the
-// metadata entry kThreeMfMetadataName (its JSON object must have a "tessera" member to count).
+// Where it lives (ExportOptions::metadata_json): GLB asset.extras (the object itself;
+// asset.generator is "Tessera <version>" always), FBX Model user properties (export_fbx.h), OBJ a
+// comment line "# tessera {json}" after the header line, 3MF the metadata entry
+// kThreeMfMetadataName (its JSON object must have a "tessera" member to count).
 #pragma once
 
 #include <string>
@@ -28,9 +29,10 @@ std::string obj_metadata_line(const std::string& json_text);
 // non-empty and a JSON object).
 nlohmann::json glb_asset(const std::string& json_text);
 
-// The metadata object a file carries (.glb, .fbx, .obj, .3mf). kNotFound "FILE has no Tessera metadata"
-// when it has none (another program's file, or written with the metadata off); kCorruptData naming
-// the file when the metadata is there but not a JSON object; the file's read errors as they are.
+// The metadata object a file carries (.glb, .fbx, .obj, .3mf). kNotFound "FILE has no Tessera
+// metadata" when it has none (another program's file, or written with the metadata off);
+// kCorruptData naming the file when the metadata is there but not a JSON object; the file's read
+// errors as they are.
 Expected<nlohmann::json> read_metadata(const std::string& path);
 
 }  // namespace tessera::mesh

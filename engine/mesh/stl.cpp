@@ -96,8 +96,9 @@ Expected<Mesh> parse_ascii(std::string_view text, const std::string& name) {
     const std::string_view word = next_word(text, pos, line);
     if (word.empty()) return fail("the file ends before \"endsolid\"");
     if (word == "endsolid") break;
-    if (word != "facet") return fail("expected \"facet\" or \"endsolid\", found \"" +
-                                      std::string(word.substr(0, 32)) + "\"");
+    if (word != "facet")
+      return fail("expected \"facet\" or \"endsolid\", found \"" + std::string(word.substr(0, 32)) +
+                  "\"");
     // "normal nx ny nz" (ignored), "outer loop", 3 vertices, "endloop", "endfacet".
     if (next_word(text, pos, line) != "normal") return fail("expected \"normal\" after \"facet\"");
     for (int c = 0; c < 3; ++c) next_word(text, pos, line);
@@ -119,7 +120,8 @@ Expected<Mesh> parse_ascii(std::string_view text, const std::string& name) {
       TESSERA_RETURN_IF_ERROR(check_corner(p, name, "line " + std::to_string(line)));
       ids[v] = w.add(p);
     }
-    if (next_word(text, pos, line) != "endloop") return fail("expected \"endloop\" (triangles only)");
+    if (next_word(text, pos, line) != "endloop")
+      return fail("expected \"endloop\" (triangles only)");
     if (next_word(text, pos, line) != "endfacet") return fail("expected \"endfacet\"");
     w.mesh.triangles.insert(w.mesh.triangles.end(), ids, ids + 3);
   }
@@ -175,11 +177,10 @@ Expected<Mesh> parse_stl(std::string_view bytes, const std::string& name) {
     if (bytes.size() == kHeaderBytes + 4 + static_cast<size_t>(count) * kTriangleBytes) {
       mesh = parse_binary(bytes, name);
     } else if (bytes.substr(0, 5) != "solid") {
-      return corrupt_data(name + ": binary STL of " + std::to_string(bytes.size()) +
-                          " bytes cannot hold the " + std::to_string(count) +
-                          " triangles its header counts (" +
-                          std::to_string(kHeaderBytes + 4 + size_t{count} * kTriangleBytes) +
-                          " bytes)");
+      return corrupt_data(
+          name + ": binary STL of " + std::to_string(bytes.size()) + " bytes cannot hold the " +
+          std::to_string(count) + " triangles its header counts (" +
+          std::to_string(kHeaderBytes + 4 + size_t{count} * kTriangleBytes) + " bytes)");
     }
   }
   if (!mesh.ok() && mesh.status().code() == ErrorCode::kNotFound) {

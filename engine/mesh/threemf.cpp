@@ -52,7 +52,9 @@ const double kUnitMetres[] = {1e-6, 1e-3, 1e-2, 0.0254, 0.3048, 1.0};
 
 }  // namespace
 
-bool have_3mf() { return true; }
+bool have_3mf() {
+  return true;
+}
 
 Expected<std::string> to_3mf(const Mesh& mesh, const ExportOptions& options,
                              const Metadata& metadata) {
@@ -63,9 +65,15 @@ Expected<std::string> to_3mf(const Mesh& mesh, const ExportOptions& options,
   }
   auto unit = MODELUNIT_METER;
   switch (options.unit) {
-    case LengthUnit::kMetre: unit = MODELUNIT_METER; break;
-    case LengthUnit::kCentimetre: unit = MODELUNIT_CENTIMETER; break;
-    case LengthUnit::kMillimetre: unit = MODELUNIT_MILLIMETER; break;
+    case LengthUnit::kMetre:
+      unit = MODELUNIT_METER;
+      break;
+    case LengthUnit::kCentimetre:
+      unit = MODELUNIT_CENTIMETER;
+      break;
+    case LengthUnit::kMillimetre:
+      unit = MODELUNIT_MILLIMETER;
+      break;
     case LengthUnit::kStud:
       return invalid_argument("3MF: the format's units are metric or imperial, not studs");
   }
@@ -108,8 +116,7 @@ Expected<std::string> to_3mf(const Mesh& mesh, const ExportOptions& options,
     return fail(model.get(), "adding metadata Application");
   }
   for (const auto& [key, value] : metadata) {
-    if ((r = lib3mf_model_addmetadatautf8(model.get(), key.c_str(), value.c_str())) !=
-        LIB3MF_OK) {
+    if ((r = lib3mf_model_addmetadatautf8(model.get(), key.c_str(), value.c_str())) != LIB3MF_OK) {
       return invalid_argument("3MF: metadata '" + key + "': " + last_error(model.get(), r));
     }
   }
@@ -156,8 +163,7 @@ Expected<ThreeMfFile> parse_3mf(std::string_view bytes, const std::string& name)
     for (DWORD i = 0; i < count; ++i) {
       ULONG key_len = 0, value_len = 0;
       if (lib3mf_model_getmetadatakeyutf8(model.get(), i, nullptr, 0, &key_len) != LIB3MF_OK ||
-          lib3mf_model_getmetadatavalueutf8(model.get(), i, nullptr, 0, &value_len) !=
-              LIB3MF_OK) {
+          lib3mf_model_getmetadatavalueutf8(model.get(), i, nullptr, 0, &value_len) != LIB3MF_OK) {
         continue;
       }
       std::string key(key_len + 1, '\0'), value(value_len + 1, '\0');
@@ -193,10 +199,10 @@ Expected<ThreeMfFile> parse_3mf(std::string_view bytes, const std::string& name)
     std::vector<MODELMESHVERTEX> vertices(nv);
     std::vector<MODELMESHTRIANGLE> triangles(nt);
     DWORD got = 0;
-    if ((nv > 0 && lib3mf_meshobject_getvertices(object.get(), vertices.data(), nv, &got) !=
-                       LIB3MF_OK) ||
-        (nt > 0 && lib3mf_meshobject_gettriangleindices(object.get(), triangles.data(), nt,
-                                                        &got) != LIB3MF_OK)) {
+    if ((nv > 0 &&
+         lib3mf_meshobject_getvertices(object.get(), vertices.data(), nv, &got) != LIB3MF_OK) ||
+        (nt > 0 && lib3mf_meshobject_gettriangleindices(object.get(), triangles.data(), nt, &got) !=
+                       LIB3MF_OK)) {
       return corrupt_data(name + ": unreadable mesh object");
     }
     const auto base = static_cast<uint32_t>(file.mesh.vertex_count());
@@ -232,13 +238,16 @@ Expected<ThreeMfFile> parse_3mf(std::string_view bytes, const std::string& name)
 
 #else  // !TESSERA_HAVE_LIB3MF
 
-bool have_3mf() { return false; }
+bool have_3mf() {
+  return false;
+}
 Expected<std::string> to_3mf(const Mesh&, const ExportOptions&, const Metadata&) {
   return unsupported("3MF: this build of Tessera has no lib3mf (install lib3mf-dev and rebuild)");
 }
 Expected<ThreeMfFile> parse_3mf(std::string_view, const std::string& name) {
-  return unsupported(name + ": this build of Tessera has no lib3mf (install lib3mf-dev and "
-                            "rebuild)");
+  return unsupported(name +
+                     ": this build of Tessera has no lib3mf (install lib3mf-dev and "
+                     "rebuild)");
 }
 
 #endif

@@ -13,7 +13,9 @@ Expected<DeviceChoice> parse_device(std::string_view text) {
   return kernels::parse_device_choice(text);
 }
 
-const char* device_name(DeviceChoice choice) { return kernels::device_choice_name(choice); }
+const char* device_name(DeviceChoice choice) {
+  return kernels::device_choice_name(choice);
+}
 
 namespace {
 
@@ -33,7 +35,8 @@ Capabilities probe_capabilities() {
   c.cpu.usable = true;
   c.cpu.name = kernels::make_cpu_backend()->name();
   if (!c.built_with_cuda) {
-    c.cuda.reason = "this build has no CUDA backend (configured with TESSERA_WITH_CUDA=OFF or no nvcc)";
+    c.cuda.reason =
+        "this build has no CUDA backend (configured with TESSERA_WITH_CUDA=OFF or no nvcc)";
   } else if (auto device = kernels::cuda::probe_device(); !device.ok()) {
     c.cuda.reason = device.status().message();
   } else {
@@ -54,8 +57,8 @@ Capabilities probe_capabilities() {
   }
   c.decode_graphs_available = c.cuda.usable;
   if (!c.decode_graphs_available) {
-    c.decode_graphs_reason = "decode graphs are recorded by the CUDA backend, which is not usable: " +
-                             c.cuda.reason;
+    c.decode_graphs_reason =
+        "decode graphs are recorded by the CUDA backend, which is not usable: " + c.cuda.reason;
   }
   c.auto_device = c.cuda.usable ? DeviceChoice::kCuda : DeviceChoice::kCpu;
   return c;

@@ -3,8 +3,8 @@
 // default models are. Every answer is plain data (a snapshot), safe to show in a UI.
 //
 // Threads: every function may be called from any thread. probe_capabilities() asks the CUDA driver
-// (tens of milliseconds the first time): call it once at start-up or when a settings page opens, not
-// per frame.
+// (tens of milliseconds the first time): call it once at start-up or when a settings page opens,
+// not per frame.
 #pragma once
 
 #include <cstdint>

@@ -57,9 +57,9 @@ inline constexpr const char* kStageVae = "vae";
 
 // Whether a shape job replays a recorded decode step (CUDA graphs).
 enum class GraphMode : uint8_t {
-  kOn,            // recorded once, replayed for every token
-  kOff,           // the backend can record, but this job runs eagerly (switched off, or no KV cache)
-  kUnavailable,   // the backend cannot record (the CPU backend: the loop runs eagerly there)
+  kOn,           // recorded once, replayed for every token
+  kOff,          // the backend can record, but this job runs eagerly (switched off, or no KV cache)
+  kUnavailable,  // the backend cannot record (the CPU backend: the loop runs eagerly there)
 };
 const char* graph_mode_name(GraphMode mode);  // "on", "off", "n/a"
 
@@ -121,7 +121,7 @@ struct ImageEvent {
 
 // Texture projection jobs.
 struct TexturedMeshEvent {
-  std::shared_ptr<const mesh::Mesh> mesh;  // never null: uvs + texture atlas
+  std::shared_ptr<const mesh::Mesh> mesh;        // never null: uvs + texture atlas
   std::optional<mesh::ImageRect> fitted_object;  // the object rectangle the fit used, if any
 };
 
@@ -129,9 +129,9 @@ struct TexturedMeshEvent {
 struct ModelLoadedEvent {
   Lane lane = Lane::kShape;
   std::string path;
-  std::string description;  // one line for a status bar ("tessera-tiny, 512 tokens, cpu (...)")
-  std::string backend;      // where it runs
-  std::string backend_note; // DeviceChoice::kAuto that ended on the CPU: why (else empty)
+  std::string description;   // one line for a status bar ("tessera-tiny, 512 tokens, cpu (...)")
+  std::string backend;       // where it runs
+  std::string backend_note;  // DeviceChoice::kAuto that ended on the CPU: why (else empty)
 };
 
 struct ErrorEvent {

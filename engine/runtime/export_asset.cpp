@@ -53,8 +53,8 @@ Expected<mesh::AssetReport> export_asset(const mesh::Mesh& mesh, const std::stri
                                          const AssetExport& request) {
   const std::string shown = display_path(path);
   if (!mesh::is_supported_mesh_extension(path)) {
-    return invalid_argument(shown + ": unknown extension (write " +
-                            mesh::kSupportedMeshExtensions + ")");
+    return invalid_argument(shown + ": unknown extension (write " + mesh::kSupportedMeshExtensions +
+                            ")");
   }
   if (!request.settings.is_null() && !request.settings.is_object()) {
     return invalid_argument(shown + ": the settings to record are not a JSON object");

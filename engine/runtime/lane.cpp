@@ -6,7 +6,8 @@
 
 namespace tessera::runtime {
 
-LaneWorker::LaneWorker(Dropped on_dropped, std::function<void(uint64_t, std::exception_ptr)> on_exception)
+LaneWorker::LaneWorker(Dropped on_dropped,
+                       std::function<void(uint64_t, std::exception_ptr)> on_exception)
     : on_dropped_(std::move(on_dropped)), on_exception_(std::move(on_exception)) {
   worker_ = std::thread([this] { worker_loop(); });
 }

@@ -31,7 +31,8 @@ namespace tessera::runtime {
 
 class LaneWorker {
  public:
-  // `cancel` is the job's own flag: the job may set it too (to stop a loop that only listens to it).
+  // `cancel` is the job's own flag: the job may set it too (to stop a loop that only listens to
+  // it).
   using Run = std::function<void(uint64_t id, std::atomic<bool>& cancel)>;
   using Dropped = std::function<void(uint64_t id, const std::string& reason)>;
 
@@ -62,12 +63,12 @@ class LaneWorker {
   std::function<void(uint64_t, std::exception_ptr)> on_exception_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<Item> queue_;                                // guarded by mutex_
+  std::deque<Item> queue_;                                 // guarded by mutex_
   std::vector<std::pair<uint64_t, std::string>> dropped_;  // guarded by mutex_
-  std::shared_ptr<std::atomic<bool>> running_cancel_;     // guarded by mutex_; null when idle
-  bool busy_ = false;                                     // guarded by mutex_
-  bool stop_ = false;                                     // guarded by mutex_
-  std::thread worker_;                                    // last: started once the rest exists
+  std::shared_ptr<std::atomic<bool>> running_cancel_;      // guarded by mutex_; null when idle
+  bool busy_ = false;                                      // guarded by mutex_
+  bool stop_ = false;                                      // guarded by mutex_
+  std::thread worker_;                                     // last: started once the rest exists
 };
 
 // The policy between the shape lane and the image lane when both engines share a machine: the

@@ -44,9 +44,9 @@ std::map<int, std::vector<int32_t>>::iterator PreviewMesher::next_candidate() {
 
 // When the next preview fits the budget: (busy + estimate) / budget after the start.
 std::chrono::steady_clock::time_point PreviewMesher::fits_at() const {
-  return start_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                      std::chrono::duration<double, std::milli>((busy_ms_ + estimate_ms_) /
-                                                                budget_));
+  return start_ +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+             std::chrono::duration<double, std::milli>((busy_ms_ + estimate_ms_) / budget_));
 }
 
 void PreviewMesher::loop() {

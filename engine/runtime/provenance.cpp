@@ -42,10 +42,10 @@ Expected<RestoredSettings> restored_settings(const nlohmann::json& m, const std:
   };
   RestoredSettings r;
   if (!m.is_object()) return bad("(root)", "is not an object");
-  if (!m.contains("prompt") || !m["prompt"].is_string()) return bad("prompt", "is missing or not text");
-  TESSERA_ASSIGN_OR_RETURN(
-      CheckedText prompt,
-      check_user_text(file + ": metadata field 'prompt'", m["prompt"].get<std::string>()));
+  if (!m.contains("prompt") || !m["prompt"].is_string())
+    return bad("prompt", "is missing or not text");
+  TESSERA_ASSIGN_OR_RETURN(CheckedText prompt, check_user_text(file + ": metadata field 'prompt'",
+                                                               m["prompt"].get<std::string>()));
   r.prompt = std::move(prompt.text);
   if (prompt.changed()) r.notes.push_back("metadata field 'prompt': " + prompt.repairs);
   if (const auto s = m.find("sampling"); s != m.end()) {
@@ -69,7 +69,8 @@ Expected<RestoredSettings> restored_settings(const nlohmann::json& m, const std:
       r.top_p = v->get<float>();
     }
     if (const auto v = s->find("top_k"); v != s->end()) {
-      if (!v->is_number_integer() || v->get<int64_t>() < 0) return bad("sampling.top_k", "is not a count");
+      if (!v->is_number_integer() || v->get<int64_t>() < 0)
+        return bad("sampling.top_k", "is not a count");
       r.top_k = v->get<int64_t>();
     }
   }

@@ -25,18 +25,24 @@ namespace tessera::runtime {
 
 const char* lane_name(Lane lane) {
   switch (lane) {
-    case Lane::kShape: return "shape";
-    case Lane::kImage: return "image";
-    case Lane::kTexture: return "texture";
+    case Lane::kShape:
+      return "shape";
+    case Lane::kImage:
+      return "image";
+    case Lane::kTexture:
+      return "texture";
   }
   return "?";
 }
 
 const char* graph_mode_name(GraphMode mode) {
   switch (mode) {
-    case GraphMode::kOn: return "on";
-    case GraphMode::kOff: return "off";
-    case GraphMode::kUnavailable: return "n/a";
+    case GraphMode::kOn:
+      return "on";
+    case GraphMode::kOff:
+      return "off";
+    case GraphMode::kUnavailable:
+      return "n/a";
   }
   return "?";
 }
@@ -72,7 +78,8 @@ std::string short_name(const std::string& path) {
 
 }  // namespace
 
-// ---- construction --------------------------------------------------------------------------------
+// ---- construction
+// --------------------------------------------------------------------------------
 
 Session::Session(SessionOptions options) : options_(std::move(options)) {
   auto lane_for = [this](Lane lane) {
@@ -156,8 +163,8 @@ Expected<std::unique_ptr<shape::ShapePipeline>> load_shape(const ShapeModelOptio
 }  // namespace
 
 Expected<ShapeWeights> parse_shape_weights(const std::string& name) {
-  for (ShapeWeights w : {ShapeWeights::kAuto, ShapeWeights::kF32, ShapeWeights::kBF16,
-                         ShapeWeights::kInt8}) {
+  for (ShapeWeights w :
+       {ShapeWeights::kAuto, ShapeWeights::kF32, ShapeWeights::kBF16, ShapeWeights::kInt8}) {
     if (name == shape_weights_name(w)) return w;
   }
   return invalid_argument("weights '" + name + "': expected auto, f32, bf16 or int8");
@@ -165,10 +172,14 @@ Expected<ShapeWeights> parse_shape_weights(const std::string& name) {
 
 const char* shape_weights_name(ShapeWeights weights) {
   switch (weights) {
-    case ShapeWeights::kAuto: return "auto";
-    case ShapeWeights::kF32: return "f32";
-    case ShapeWeights::kBF16: return "bf16";
-    case ShapeWeights::kInt8: return "int8";
+    case ShapeWeights::kAuto:
+      return "auto";
+    case ShapeWeights::kF32:
+      return "f32";
+    case ShapeWeights::kBF16:
+      return "bf16";
+    case ShapeWeights::kInt8:
+      return "int8";
   }
   return "?";
 }
@@ -232,7 +243,8 @@ void Session::update_sharing() {
   scheduler_.set_exclusive(!both || shape_info_->on_gpu == image_info_->on_gpu);
 }
 
-// ---- queries -------------------------------------------------------------------------------------
+// ---- queries
+// -------------------------------------------------------------------------------------
 
 std::optional<ShapeModelInfo> Session::shape_model() const {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -279,21 +291,20 @@ MemoryUse Session::memory() const {
   return memory_use(gpu);
 }
 
-// ---- submission ----------------------------------------------------------------------------------
+// ---- submission
+// ----------------------------------------------------------------------------------
 
 uint64_t Session::load_shape_model(ShapeModelOptions options) {
   const uint64_t id = next_id_++;
-  shape_lane_->submit_load(id, [this, o = std::move(options)](uint64_t job, auto&) {
-    run_shape_load(job, o);
-  });
+  shape_lane_->submit_load(
+      id, [this, o = std::move(options)](uint64_t job, auto&) { run_shape_load(job, o); });
   return id;
 }
 
 uint64_t Session::load_image_model(ImageModelOptions options) {
   const uint64_t id = next_id_++;
-  image_lane_->submit_load(id, [this, o = std::move(options)](uint64_t job, auto&) {
-    run_image_load(job, o);
-  });
+  image_lane_->submit_load(
+      id, [this, o = std::move(options)](uint64_t job, auto&) { run_image_load(job, o); });
   return id;
 }
 
@@ -304,30 +315,29 @@ uint64_t Session::submit(JobOptions job) {
   const uint64_t id = next_id_++;
   scheduler_.shape_submitted(id);
   Expected<TextNotes> text = accept_job_text(&job);
-  shape_lane_->submit_job(id, [this, o = std::move(job), refused = text.status()](
-                                  uint64_t j, auto& cancel) {
-    if (!refused.ok()) return emit(j, Lane::kShape, ErrorEvent{refused});
-    run_shape_job(j, o, cancel);
-  });
+  shape_lane_->submit_job(
+      id, [this, o = std::move(job), refused = text.status()](uint64_t j, auto& cancel) {
+        if (!refused.ok()) return emit(j, Lane::kShape, ErrorEvent{refused});
+        run_shape_job(j, o, cancel);
+      });
   return id;
 }
 
 uint64_t Session::submit_image(ImageJobOptions job) {
   const uint64_t id = next_id_++;
   Expected<TextNotes> text = accept_job_text(&job);
-  image_lane_->submit_job(id, [this, o = std::move(job), refused = text.status()](
-                                  uint64_t j, auto& cancel) {
-    if (!refused.ok()) return emit(j, Lane::kImage, ErrorEvent{refused});
-    run_image_job(j, o, cancel);
-  });
+  image_lane_->submit_job(
+      id, [this, o = std::move(job), refused = text.status()](uint64_t j, auto& cancel) {
+        if (!refused.ok()) return emit(j, Lane::kImage, ErrorEvent{refused});
+        run_image_job(j, o, cancel);
+      });
   return id;
 }
 
 uint64_t Session::submit_texture(TextureJobOptions job) {
   const uint64_t id = next_id_++;
-  texture_lane_->submit_job(id, [this, o = std::move(job)](uint64_t j, auto& cancel) {
-    run_texture_job(j, o, cancel);
-  });
+  texture_lane_->submit_job(
+      id, [this, o = std::move(job)](uint64_t j, auto& cancel) { run_texture_job(j, o, cancel); });
   return id;
 }
 
@@ -339,9 +349,15 @@ void Session::cancel() {
 
 void Session::cancel(Lane lane) {
   switch (lane) {
-    case Lane::kShape: shape_lane_->cancel(); break;
-    case Lane::kImage: image_lane_->cancel(); break;
-    case Lane::kTexture: texture_lane_->cancel(); break;
+    case Lane::kShape:
+      shape_lane_->cancel();
+      break;
+    case Lane::kImage:
+      image_lane_->cancel();
+      break;
+    case Lane::kTexture:
+      texture_lane_->cancel();
+      break;
   }
 }
 
@@ -349,7 +365,8 @@ bool Session::idle() const {
   return shape_lane_->idle() && image_lane_->idle() && texture_lane_->idle();
 }
 
-// ---- events --------------------------------------------------------------------------------------
+// ---- events
+// --------------------------------------------------------------------------------------
 
 std::optional<Event> Session::poll() {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -405,7 +422,8 @@ void Session::on_exception(uint64_t job, Lane lane, std::exception_ptr error) {
   }
 }
 
-// ---- loads ---------------------------------------------------------------------------------------
+// ---- loads
+// ---------------------------------------------------------------------------------------
 
 void Session::run_shape_load(uint64_t id, const ShapeModelOptions& options) {
   Stopwatch total;
@@ -456,7 +474,8 @@ void Session::run_image_load(uint64_t id, const ImageModelOptions& options) {
   info.precision = image_->compute_precision_label();
   info.default_size = image_->default_image_size();
   info.size_multiple = image_->size_multiple();
-  info.summary = "UNet " + image_->unet_config().summary() + ", VAE " + image_->vae_config().summary();
+  info.summary =
+      "UNet " + image_->unet_config().summary() + ", VAE " + image_->vae_config().summary();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     image_info_ = info;
@@ -474,7 +493,8 @@ void Session::run_image_load(uint64_t id, const ImageModelOptions& options) {
   emit(id, Lane::kImage, DoneEvent{total.elapsed_ms()});
 }
 
-// ---- shape jobs ----------------------------------------------------------------------------------
+// ---- shape jobs
+// ----------------------------------------------------------------------------------
 
 namespace {
 
@@ -522,9 +542,10 @@ ModeEvent shape_job_mode(const JobOptions& o, shape::ShapePipeline& pipeline) {
   mode.kv_cache = o.generation.use_kv_cache;
   if (!pipeline.backend().can_record()) {
     mode.graphs = GraphMode::kUnavailable;
-    mode.graphs_reason = "the " + std::string(pipeline.backend().device() == Device::kCpu
-                                                  ? "CPU backend runs the decode step eagerly"
-                                                  : "backend cannot record") +
+    mode.graphs_reason = "the " +
+                         std::string(pipeline.backend().device() == Device::kCpu
+                                         ? "CPU backend runs the decode step eagerly"
+                                         : "backend cannot record") +
                          " (CUDA graphs need the CUDA backend)";
   } else if (o.tokens) {
     mode.graphs = GraphMode::kOff;
@@ -597,16 +618,16 @@ Status Session::generate_shape_tokens(uint64_t id, const JobOptions& o, int64_t 
   }
   std::unique_ptr<PreviewMesher> mesher;
   if (o.preview_every > 0 && pipeline.backend().device() == Device::kCpu) {
-    mesher = std::make_unique<PreviewMesher>(mesh_preview, &cancel, o.preview_budget,
-                                             estimate_ms);
+    mesher = std::make_unique<PreviewMesher>(mesh_preview, &cancel, o.preview_budget, estimate_ms);
   }
   Stopwatch inline_clock;
   double inline_busy_ms = 0.0;
   auto on_token = [&](int64_t candidate, int64_t index, int32_t token, double ms) {
     const int cand = static_cast<int>(candidate);
     if (index == 0 && cand == 0) {
-      emit(id, lane, StageEvent{kStagePrefill, trace_total(trace, "gpt.condition") +
-                                                   trace_total(trace, "gpt.prefill")});
+      emit(id, lane,
+           StageEvent{kStagePrefill,
+                      trace_total(trace, "gpt.condition") + trace_total(trace, "gpt.prefill")});
     }
     emit(id, lane, TokenEvent{index, token, ms, cand});
     std::vector<int32_t>& prefix = prefixes[static_cast<size_t>(cand)];
@@ -669,7 +690,7 @@ bool Session::mesh_shape_candidates(uint64_t id, const JobOptions& o, int resolu
     int candidate = 0;
     mesh::Mesh mesh;
     mesh::ExtractionStats stats;
-    Status status;   // of the clean-up
+    Status status;  // of the clean-up
     double cleanup_ms = 0.0;
   };
   auto clean = [&o](Extracted e) {
@@ -714,8 +735,8 @@ bool Session::mesh_shape_candidates(uint64_t id, const JobOptions& o, int resolu
       finish_with(st);
       return false;
     }
-    const StageEvent latent{kStageLatentDecode,
-                            trace_total(mesh_trace, shape::kTraceLatentDecode), cand};
+    const StageEvent latent{kStageLatentDecode, trace_total(mesh_trace, shape::kTraceLatentDecode),
+                            cand};
     const bool hold = cleaning.valid();  // the previous candidate's FinalMesh is not out yet
     if (!hold) emit(id, lane, latent);
     Extracted e;
@@ -772,7 +793,8 @@ void Session::run_shape_job(uint64_t id, const JobOptions& o, std::atomic<bool>&
   emit(id, lane, DoneEvent{total.elapsed_ms()});
 }
 
-// ---- image jobs ----------------------------------------------------------------------------------
+// ---- image jobs
+// ----------------------------------------------------------------------------------
 
 void Session::run_image_job(uint64_t id, const ImageJobOptions& o, std::atomic<bool>& cancel) {
   const Lane lane = Lane::kImage;
@@ -834,18 +856,20 @@ void Session::run_image_job(uint64_t id, const ImageJobOptions& o, std::atomic<b
   rgb->width = image->width;
   rgb->height = image->height;
   rgb->rgb = std::move(image->rgb);
-  emit(id, lane, ImageEvent{std::move(rgb), o.seed, image->text_ms, image->denoise_ms, image->vae_ms});
+  emit(id, lane,
+       ImageEvent{std::move(rgb), o.seed, image->text_ms, image->denoise_ms, image->vae_ms});
   emit(id, lane, DoneEvent{total.elapsed_ms()});
 }
 
-// ---- texture jobs --------------------------------------------------------------------------------
+// ---- texture jobs
+// --------------------------------------------------------------------------------
 
-void Session::run_texture_job(uint64_t id, const TextureJobOptions& o,
-                              std::atomic<bool>& cancel) {
+void Session::run_texture_job(uint64_t id, const TextureJobOptions& o, std::atomic<bool>& cancel) {
   const Lane lane = Lane::kTexture;
   Stopwatch total;
   if (o.mesh == nullptr) return emit(id, lane, ErrorEvent{invalid_argument("no mesh to texture")});
-  if (o.image == nullptr) return emit(id, lane, ErrorEvent{invalid_argument("no image to project")});
+  if (o.image == nullptr)
+    return emit(id, lane, ErrorEvent{invalid_argument("no image to project")});
   if (cancel.load()) return emit(id, lane, CancelledEvent{"cancelled before it started"});
   auto textured = std::make_shared<mesh::Mesh>(*o.mesh);
   std::optional<mesh::ImageRect> object;

@@ -13,9 +13,9 @@
 // start with a shape model already loaded (the CLI and tests).
 //
 // Jobs: submit() (shape generation or, with JobOptions::tokens, decoding given tokens),
-// submit_image(), submit_texture(). Options are checked when the job runs (a bad option arrives as an
-// Error event: a bad resolution fails before any token is generated). A job needing a model that is
-// not loaded ends with an Error saying so.
+// submit_image(), submit_texture(). Options are checked when the job runs (a bad option arrives as
+// an Error event: a bad resolution fails before any token is generated). A job needing a model that
+// is not loaded ends with an Error saying so.
 //
 // Cancellation and replacement, per lane: a new job cancels the lane's running job and replaces its
 // queued one (which reports Cancelled without running); cancel(lane) cancels the lane's running job
@@ -25,10 +25,11 @@
 // token step, one query batch or one denoising step. Every job reports exactly one terminal event.
 // An exception (out of memory included) ends its job with an Error; the next job runs.
 //
-// Threads: every method may be called from any thread. With SessionOptions::on_event set, events are
-// delivered by calling it on the lanes' worker threads (possibly concurrently from different lanes:
-// it must be thread-safe, and must not wait on this Session) and nothing is queued; otherwise they
-// are queued for poll()/wait_event(). The destructor cancels everything and joins the workers.
+// Threads: every method may be called from any thread. With SessionOptions::on_event set, events
+// are delivered by calling it on the lanes' worker threads (possibly concurrently from different
+// lanes: it must be thread-safe, and must not wait on this Session) and nothing is queued;
+// otherwise they are queued for poll()/wait_event(). The destructor cancels everything and joins
+// the workers.
 #pragma once
 
 #include <array>
@@ -66,13 +67,14 @@ namespace tessera::runtime {
 using GenerationOptions = shape::GenerationOptions;  // seed, sampling, guidance, bbox, KV, graphs
 using MeshOptions = shape::MeshOptions;              // resolution (2^k + 1), clean-up
 using SamplerKind = diffusion::SamplerKind;          // image samplers
-using shape::resolution_base;  // checks R = 2^k + 1, k in [1, 10]; returns k
+using shape::resolution_base;                        // checks R = 2^k + 1, k in [1, 10]; returns k
 inline constexpr SamplerKind kImageSamplers[] = {SamplerKind::kEuler, SamplerKind::kEulerAncestral,
                                                  SamplerKind::kDpmpp2m};
 using diffusion::sampler_kind_name;  // "euler", "euler_a", "dpmpp_2m"
 Expected<SamplerKind> parse_sampler(const std::string& name);
 
-// `tessera quantize`: a shape model directory with its GPT stored in int8 (engine/shape/quantize.h).
+// `tessera quantize`: a shape model directory with its GPT stored in int8
+// (engine/shape/quantize.h).
 using QuantizeReport = shape::QuantizeReport;
 // shape::quantize_model_dir with the bundled CLIP vocabulary as the fallback.
 Status quantize_model_dir(const std::string& src, const std::string& dst, QuantizeReport* report);
@@ -80,21 +82,22 @@ Status quantize_model_dir(const std::string& src, const std::string& dst, Quanti
 // The number of tokens a shape job generates: `requested` when > 0, else the model's num_latents.
 using shape::tokens_to_generate;
 
-
 struct JobOptions {
   std::string prompt;            // UTF-8; "" is valid (the unconditional shape)
   GenerationOptions generation;  // seed, sampling, guidance, bbox, KV cache, graphs, num_tokens
   MeshOptions mesh;              // final mesh: resolution (2^k + 1, 0: the model's), clean-up
   int64_t preview_every = 0;     // K: a PartialMesh every K tokens; 0: none
-  int preview_resolution = kDefaultPreviewResolution;  // 2^k + 1, usually small (a preview costs a latent decode)
+  int preview_resolution =
+      kDefaultPreviewResolution;  // 2^k + 1, usually small (a preview costs a latent decode)
   // At most this fraction of the job's wall time goes to meshing previews, in (0, 1]; 1: no
   // limit. A preview starts only when the time previews took so far plus what the last one took
   // fits in it; a due preview that does not fit waits (CPU: previews are meshed beside the
   // decode, the newest prefix wins) or is skipped (device backends: meshed in the token loop).
   // No preview outlives the decode. 10 %: the bound on what previews may cost an object.
   double preview_budget = kDefaultPreviewBudget;
-  // Decode these shape tokens instead of generating (1..num_latents ids in [0, codebook_size); fewer
-  // are filled with the model's fill token). The prompt and generation options are then unused.
+  // Decode these shape tokens instead of generating (1..num_latents ids in [0, codebook_size);
+  // fewer are filled with the model's fill token). The prompt and generation options are then
+  // unused.
   std::optional<std::vector<int32_t>> tokens;
   // Candidates decoded together (1..kMaxVariations): candidate j samples with seed
   // generation.sampler.seed + j, so candidate j alone (variations 1, that seed) gives the same
@@ -146,7 +149,7 @@ Expected<diffusion::ComputePrecision> parse_precision(const std::string& name);
 
 struct ImageJobOptions {
   std::string prompt;
-  std::string negative_prompt;  // "" = unconditional
+  std::string negative_prompt;    // "" = unconditional
   int64_t width = 0, height = 0;  // pixels; 0: the model's default side
   int steps = kDefaultImageSteps;
   float guidance = kDefaultImageGuidance;
@@ -155,8 +158,8 @@ struct ImageJobOptions {
 };
 
 struct TextureJobOptions {
-  std::shared_ptr<const mesh::Mesh> mesh;            // not null, valid, with triangles
-  std::shared_ptr<const mesh::TextureImage> image;   // not null
+  std::shared_ptr<const mesh::Mesh> mesh;           // not null, valid, with triangles
+  std::shared_ptr<const mesh::TextureImage> image;  // not null
   mesh::ProjectionOptions projection;
 };
 
@@ -169,15 +172,15 @@ struct ShapeModelInfo {
   bool can_record_graphs = false;  // the backend records decode steps (CUDA graphs)
   int64_t num_latents = 0;         // tokens per shape
   int64_t codebook_size = 0;
-  bool uses_bbox = false;       // v0.5: a bounding-box condition
-  int default_resolution = 0;   // the final mesh lattice for resolution 0
+  bool uses_bbox = false;      // v0.5: a bounding-box condition
+  int default_resolution = 0;  // the final mesh lattice for resolution 0
   // The shape GPT's matrices as loaded: "f32", "bf16", or "int8" (quantized at load or stored so
   // by tessera quantize; the token table stays f32/bf16).
   std::string weights;
   int64_t gpt_weight_bytes = 0;  // bytes of weights one decode step reads (CubeGpt)
   int64_t resident_bytes = 0;    // the process's resident memory right after the load
-  int32_t fill_token_id = 0;    // what completes a token prefix to num_latents
-  int64_t decoder_codes = 0;    // ids a token file may hold: [0, decoder_codes)
+  int32_t fill_token_id = 0;     // what completes a token prefix to num_latents
+  int64_t decoder_codes = 0;     // ids a token file may hold: [0, decoder_codes)
   // Prompts the model is known to answer (from its model.json; empty when it has none): what a
   // front end offers a newcomer as examples.
   std::vector<std::string> example_prompts;
@@ -186,14 +189,14 @@ struct ShapeModelInfo {
 };
 struct ImageModelInfo {
   std::string path;
-  std::string layout;     // "compvis" / "diffusers"
+  std::string layout;  // "compvis" / "diffusers"
   std::string backend;
   std::string backend_note;
   bool on_gpu = false;
-  std::string precision;  // "f32", "bf16", "tf32"
+  std::string precision;     // "f32", "bf16", "tf32"
   int64_t default_size = 0;  // pixels per side
   int64_t size_multiple = 0;
-  std::string summary;    // UNet and VAE in one line
+  std::string summary;  // UNet and VAE in one line
 };
 
 struct SessionOptions {
@@ -223,11 +226,11 @@ class Session {
   uint64_t load_shape_model(ShapeModelOptions options);
   uint64_t load_image_model(ImageModelOptions options);
 
-  uint64_t submit(JobOptions job);                // shape lane
-  uint64_t submit_image(ImageJobOptions job);     // image lane
-  uint64_t submit_texture(TextureJobOptions job); // texture lane
-  void cancel();           // every lane
-  void cancel(Lane lane);  // one lane
+  uint64_t submit(JobOptions job);                 // shape lane
+  uint64_t submit_image(ImageJobOptions job);      // image lane
+  uint64_t submit_texture(TextureJobOptions job);  // texture lane
+  void cancel();                                   // every lane
+  void cancel(Lane lane);                          // one lane
 
   std::optional<Event> poll();  // next queued event, if any (never blocks)
   std::optional<Event> wait_event(std::chrono::milliseconds timeout);
@@ -292,7 +295,7 @@ class Session {
 
   mutable std::mutex mutex_;
   std::condition_variable event_cv_;
-  std::deque<Event> events_;                 // guarded by mutex_
+  std::deque<Event> events_;                  // guarded by mutex_
   std::optional<ShapeModelInfo> shape_info_;  // guarded by mutex_
   std::optional<ImageModelInfo> image_info_;  // guarded by mutex_
   ImageStepHook image_step_hook_;             // guarded by mutex_

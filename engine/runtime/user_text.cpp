@@ -48,7 +48,9 @@ size_t sequence_length(std::string_view bytes, size_t i, size_t* subpart) {
   return need;
 }
 
-bool is_line_space(uint8_t c) { return c == '\t' || c == '\n' || c == '\r'; }
+bool is_line_space(uint8_t c) {
+  return c == '\t' || c == '\n' || c == '\r';
+}
 
 // The repaired text and what was done; `keep_controls` leaves control characters alone.
 CheckedText repair(std::string_view bytes, bool keep_controls) {

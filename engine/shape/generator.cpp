@@ -37,15 +37,15 @@ Expected<std::vector<int32_t>> ShapeGenerator::generate(const ConditionInputs& i
                                                         const TokenCallback& on_token) {
   CandidateTokenCallback each;
   if (on_token) each = [&](int64_t, int64_t i, int32_t id, double ms) { on_token(i, id, ms); };
-  TESSERA_ASSIGN_OR_RETURN(auto tokens,
-                           generate_candidates({inputs}, {CandidateSpec{0, options.sampler.seed}},
-                                               options, each));
+  TESSERA_ASSIGN_OR_RETURN(
+      auto tokens,
+      generate_candidates({inputs}, {CandidateSpec{0, options.sampler.seed}}, options, each));
   return std::move(tokens[0]);
 }
 
 Status ShapeGenerator::prefill_candidates(const std::vector<ConditionInputs>& prompts,
-                                          const std::vector<CandidateSpec>& candidates,
-                                          bool guided, const GenerateOptions& options) {
+                                          const std::vector<CandidateSpec>& candidates, bool guided,
+                                          const GenerateOptions& options) {
   const GptConfig& c = model_->config();
   const int64_t r = guided ? 2 : 1, v = c.vocab_size;
   const size_t hidden_n = static_cast<size_t>(c.text_len * c.text_embed_dim);
@@ -104,9 +104,8 @@ Expected<std::vector<std::vector<int32_t>>> ShapeGenerator::generate_candidates(
   if (options.sampler.sample) TESSERA_RETURN_IF_ERROR(validate_sampler_options(options.sampler));
   const int64_t count = static_cast<int64_t>(candidates.size());
   if (count < 1 || count > max_candidates_) {
-    return invalid_argument("generate: " + std::to_string(count) +
-                            " candidates outside [1, " + std::to_string(max_candidates_) +
-                            "] (the generator's max_candidates)");
+    return invalid_argument("generate: " + std::to_string(count) + " candidates outside [1, " +
+                            std::to_string(max_candidates_) + "] (the generator's max_candidates)");
   }
   const bool guided = options.guidance_scale > 0.0f;
   for (int64_t j = 0; j < count; ++j) {
@@ -144,9 +143,11 @@ Expected<std::vector<std::vector<int32_t>>> ShapeGenerator::generate_candidates(
     const size_t hidden_n = static_cast<size_t>(c.text_len * c.text_embed_dim);
     std::vector<float> bbox(static_cast<size_t>(3 * rows), 0.0f);
     for (int64_t j = 0; j < count; ++j) {
-      const ConditionInputs& in = prompts[static_cast<size_t>(candidates[static_cast<size_t>(j)].prompt)];
-      std::copy(in.cond_hidden, in.cond_hidden + hidden_n,
-                hidden_.begin() + static_cast<std::ptrdiff_t>(hidden_n * static_cast<size_t>(j * r)));
+      const ConditionInputs& in =
+          prompts[static_cast<size_t>(candidates[static_cast<size_t>(j)].prompt)];
+      std::copy(
+          in.cond_hidden, in.cond_hidden + hidden_n,
+          hidden_.begin() + static_cast<std::ptrdiff_t>(hidden_n * static_cast<size_t>(j * r)));
       if (guided) {
         std::copy(in.uncond_hidden, in.uncond_hidden + hidden_n,
                   hidden_.begin() +
@@ -205,8 +206,7 @@ Expected<std::vector<std::vector<int32_t>>> ShapeGenerator::generate_candidates(
         std::copy(cond, cond + k, guided_.begin());
       }
       if (options.guided_logits && j == 0) {
-        options.guided_logits->insert(options.guided_logits->end(), guided_.begin(),
-                                      guided_.end());
+        options.guided_logits->insert(options.guided_logits->end(), guided_.begin(), guided_.end());
       }
       auto next = samplers[static_cast<size_t>(j)].next(guided_.data(), k);
       if (!next.ok()) {
@@ -265,7 +265,8 @@ Expected<std::vector<std::vector<int32_t>>> ShapeGenerator::generate_resident(
     return {};
   };
   TESSERA_RETURN_IF_ERROR(ensure(&step_buf_, sizeof(int64_t), false));
-  TESSERA_RETURN_IF_ERROR(ensure(&rng_buf_, static_cast<size_t>(4 * count) * sizeof(uint64_t), false));
+  TESSERA_RETURN_IF_ERROR(
+      ensure(&rng_buf_, static_cast<size_t>(4 * count) * sizeof(uint64_t), false));
   TESSERA_RETURN_IF_ERROR(ensure(&ring_buf_, ring_bytes, true));
   std::vector<uint64_t> words(static_cast<size_t>(4 * count));
   for (int64_t j = 0; j < count; ++j) {
@@ -274,10 +275,12 @@ Expected<std::vector<std::vector<int32_t>>> ShapeGenerator::generate_resident(
   }
   const int64_t first = 0;
   TESSERA_RETURN_IF_ERROR(be.upload(step_buf_.data(), &first, sizeof(first)));
-  TESSERA_RETURN_IF_ERROR(be.upload(rng_buf_.data(), words.data(), words.size() * sizeof(uint64_t)));
+  TESSERA_RETURN_IF_ERROR(
+      be.upload(rng_buf_.data(), words.data(), words.size() * sizeof(uint64_t)));
   // The prefill's logits of every row (prefill_candidates left them in logits_).
   TESSERA_RETURN_IF_ERROR(session_->load_logits(logits_.data(), rows));
-  kernels::TokenChoice choice = make_token_choice(c, guided, options.guidance_scale, n, options.sampler);
+  kernels::TokenChoice choice =
+      make_token_choice(c, guided, options.guidance_scale, n, options.sampler);
   choice.candidates = count;
   choice.candidate_stride = (guided ? 2 : 1) * c.vocab_size;
   int64_t* step = step_buf_.as<int64_t>();

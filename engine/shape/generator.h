@@ -43,8 +43,8 @@ struct ConditionInputs {
   std::optional<std::array<float, 3>> bbox;
 };
 
-// The number of tokens a generation makes: `requested` when > 0, else the model's num_latents (the one
-// place that spells the "0 means all" rule; the runtime re-exports it).
+// The number of tokens a generation makes: `requested` when > 0, else the model's num_latents (the
+// one place that spells the "0 means all" rule; the runtime re-exports it).
 inline int64_t tokens_to_generate(int64_t requested, int64_t num_latents) {
   return requested > 0 ? requested : num_latents;
 }

@@ -137,11 +137,11 @@ class GptLoader {
     for (size_t i = 0; i < scales.size(); ++i) {
       if (!(std::isfinite(scales[i]) && scales[i] > 0.0f)) {
         const int64_t r = static_cast<int64_t>(i) / groups, g = static_cast<int64_t>(i) % groups;
-        return corrupt_data(file_.path() + ": tensor '" + scale_name + "' holds " +
-                            (std::isnan(scales[i]) ? std::string("NaN")
-                                                   : std::to_string(scales[i])) +
-                            " at [" + std::to_string(r) + ", " + std::to_string(g) +
-                            "]; int8 scales must be finite and positive");
+        return corrupt_data(
+            file_.path() + ": tensor '" + scale_name + "' holds " +
+            (std::isnan(scales[i]) ? std::string("NaN") : std::to_string(scales[i])) + " at [" +
+            std::to_string(r) + ", " + std::to_string(g) +
+            "]; int8 scales must be finite and positive");
       }
     }
     // The mapped bytes are the weights (zero-copy on the CPU backend; a device backend copies).
@@ -486,8 +486,8 @@ Expected<std::unique_ptr<GptSession>> GptSession::create(const CubeGpt& model, i
   }
   s->stack_condition_rows_ = options.stack_condition_rows;
   for (const detail::GptDualBlock& blk : model.weights().dual) {
-    const detail::GptLinear* ws[] = {&blk.pre_c.q,        &blk.pre_c.k,     &blk.pre_c.v,
-                                     &blk.post_2.c_proj,  &blk.post_2.gate, &blk.post_2.up,
+    const detail::GptLinear* ws[] = {&blk.pre_c.q,       &blk.pre_c.k,     &blk.pre_c.v,
+                                     &blk.post_2.c_proj, &blk.post_2.gate, &blk.post_2.up,
                                      &blk.post_2.down};
     for (const detail::GptLinear* l : ws) {
       if (l->w.data == nullptr) continue;  // absent (no query, or post_2 of cond_pre_only)
@@ -677,8 +677,8 @@ Status GptSession::dual_full(size_t i, int64_t len, int64_t cond_rows) {
         be_->copy(y_ + b * s * d, oj_ + b * t * d, static_cast<size_t>(s) * row_bytes));
   }
   for (int64_t b = 0; b < cond_rows; b += cond_step) {  // as above
-    TESSERA_RETURN_IF_ERROR(post(blk.post_2, c_ + b * s * d, y_ + b * s * d,
-                                 std::min(cond_step, cond_rows - b) * s));
+    TESSERA_RETURN_IF_ERROR(
+        post(blk.post_2, c_ + b * s * d, y_ + b * s * d, std::min(cond_step, cond_rows - b) * s));
   }
   return {};
 }
@@ -983,11 +983,11 @@ Status GptSession::copy_row(int64_t src, int64_t dst) {
         be_->copy(static_cast<char*>(vc) + to, static_cast<const char*>(vc) + from, bytes));
   }
   const size_t n = condition_scratch_.size();
-  TESSERA_RETURN_IF_ERROR(
-      be_->copy(cond_ + dst * s * d, cond_ + src * s * d, n * sizeof(float)));
-  std::copy(cache_condition_.begin() + static_cast<std::ptrdiff_t>(n * static_cast<size_t>(src)),
-            cache_condition_.begin() + static_cast<std::ptrdiff_t>(n * static_cast<size_t>(src + 1)),
-            cache_condition_.begin() + static_cast<std::ptrdiff_t>(n * static_cast<size_t>(dst)));
+  TESSERA_RETURN_IF_ERROR(be_->copy(cond_ + dst * s * d, cond_ + src * s * d, n * sizeof(float)));
+  std::copy(
+      cache_condition_.begin() + static_cast<std::ptrdiff_t>(n * static_cast<size_t>(src)),
+      cache_condition_.begin() + static_cast<std::ptrdiff_t>(n * static_cast<size_t>(src + 1)),
+      cache_condition_.begin() + static_cast<std::ptrdiff_t>(n * static_cast<size_t>(dst)));
   cache_condition_valid_[static_cast<size_t>(dst)] =
       cache_condition_valid_[static_cast<size_t>(src)];
   return {};

@@ -139,7 +139,7 @@ class CubeGpt {
   kernels::Backend* backend_ = nullptr;
   DType weight_dtype_ = DType::kF32;
   bool int8_weights_ = false;  // linear matrices int8 (+ scales): quantized at load or stored so
-  const SafeTensors* file_ = nullptr;          // the checkpoint (outlives the model)
+  const SafeTensors* file_ = nullptr;            // the checkpoint (outlives the model)
   std::vector<std::string> condition_matrices_;  // tensors only the prefill reads
   detail::GptWeights weights_;
   // Host memory the model owns (converted weights, the token table) and backend copies.

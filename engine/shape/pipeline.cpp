@@ -23,8 +23,8 @@ bool is_cancelled(const std::atomic<bool>* cancel) {
 struct ModelCard {
   std::optional<int32_t> fill_token_id;
   std::optional<int> default_resolution;
-  std::optional<int> coarse_base;             // from defaults.coarse_resolution (2^k + 1)
-  std::optional<float> near_surface_logit;    // defaults.near_surface_logit
+  std::optional<int> coarse_base;           // from defaults.coarse_resolution (2^k + 1)
+  std::optional<float> near_surface_logit;  // defaults.near_surface_logit
   std::vector<std::string> example_prompts;
 };
 
@@ -35,14 +35,19 @@ std::string with_article(const std::string& noun) {
   return (vowel ? "an " : "a ") + noun;
 }
 
-// A JSON array of non-empty strings (at most 256 of at most 200 bytes each: a card is not a corpus).
-Expected<std::vector<std::string>> read_string_list(const nlohmann::json& v, const std::string& what) {
+// A JSON array of non-empty strings (at most 256 of at most 200 bytes each: a card is not a
+// corpus).
+Expected<std::vector<std::string>> read_string_list(const nlohmann::json& v,
+                                                    const std::string& what) {
   if (!v.is_array()) return corrupt_data(what + " is not an array of strings");
-  if (v.size() > 256) return corrupt_data(what + " has " + std::to_string(v.size()) + " entries (256 at most)");
+  if (v.size() > 256)
+    return corrupt_data(what + " has " + std::to_string(v.size()) + " entries (256 at most)");
   std::vector<std::string> out;
   for (size_t i = 0; i < v.size(); ++i) {
-    if (!v[i].is_string() || v[i].get<std::string>().empty() || v[i].get<std::string>().size() > 200) {
-      return corrupt_data(what + "[" + std::to_string(i) + "] is not a non-empty string of at most 200 bytes");
+    if (!v[i].is_string() || v[i].get<std::string>().empty() ||
+        v[i].get<std::string>().size() > 200) {
+      return corrupt_data(what + "[" + std::to_string(i) +
+                          "] is not a non-empty string of at most 200 bytes");
     }
     out.push_back(v[i].get<std::string>());
   }
@@ -63,7 +68,8 @@ Expected<std::optional<nlohmann::json>> read_optional_json_object(const std::str
 Expected<ModelCard> read_model_card(const std::string& dir, int64_t codebook_size) {
   ModelCard out;
   const std::string path = (std::filesystem::path(dir) / "model.json").string();
-  TESSERA_ASSIGN_OR_RETURN(const std::optional<nlohmann::json> doc, read_optional_json_object(path));
+  TESSERA_ASSIGN_OR_RETURN(const std::optional<nlohmann::json> doc,
+                           read_optional_json_object(path));
   if (!doc) return out;
   const nlohmann::json& card = *doc;
   if (const auto tokens = card.find("tokens"); tokens != card.end() && tokens->is_object()) {
@@ -80,7 +86,8 @@ Expected<ModelCard> read_model_card(const std::string& dir, int64_t codebook_siz
       out.fill_token_id = static_cast<int32_t>(id);
     }
   }
-  if (const auto defaults = card.find("defaults"); defaults != card.end() && defaults->is_object()) {
+  if (const auto defaults = card.find("defaults");
+      defaults != card.end() && defaults->is_object()) {
     const auto res = defaults->find("resolution");
     if (res != defaults->end() && !res->is_null()) {
       if (!res->is_number_integer()) {
@@ -99,8 +106,9 @@ Expected<ModelCard> read_model_card(const std::string& dir, int64_t codebook_siz
       const auto k = r >= 0 && r <= 1025 ? resolution_base(static_cast<int>(r))
                                          : Expected<int>(invalid_argument(""));
       if (!k.ok()) {
-        return corrupt_data(path + ": defaults.coarse_resolution is not 2^k + 1 with k in "
-                                   "[1, 10]");
+        return corrupt_data(path +
+                            ": defaults.coarse_resolution is not 2^k + 1 with k in "
+                            "[1, 10]");
       }
       out.coarse_base = *k;
     }
@@ -113,9 +121,11 @@ Expected<ModelCard> read_model_card(const std::string& dir, int64_t codebook_siz
     }
   }
   if (const auto ex = card.find("example_prompts"); ex != card.end() && !ex->is_null()) {
-    TESSERA_ASSIGN_OR_RETURN(out.example_prompts, read_string_list(*ex, path + ": example_prompts"));
+    TESSERA_ASSIGN_OR_RETURN(out.example_prompts,
+                             read_string_list(*ex, path + ": example_prompts"));
   } else if (const auto fam = card.find("families"); fam != card.end() && !fam->is_null()) {
-    TESSERA_ASSIGN_OR_RETURN(std::vector<std::string> families, read_string_list(*fam, path + ": families"));
+    TESSERA_ASSIGN_OR_RETURN(std::vector<std::string> families,
+                             read_string_list(*fam, path + ": families"));
     for (const std::string& f : families) out.example_prompts.push_back(with_article(f));
   }
   return out;
@@ -130,7 +140,8 @@ Expected<std::vector<int32_t>> read_image_only_token_ids(const std::string& text
   std::vector<int32_t> ids;
   const std::string path =
       (std::filesystem::path(text_encoder_file).parent_path() / "extension.json").string();
-  TESSERA_ASSIGN_OR_RETURN(const std::optional<nlohmann::json> doc, read_optional_json_object(path));
+  TESSERA_ASSIGN_OR_RETURN(const std::optional<nlohmann::json> doc,
+                           read_optional_json_object(path));
   if (!doc) return ids;
   const nlohmann::json& ext = *doc;
   const auto words = ext.find("words");
@@ -203,8 +214,9 @@ Expected<std::unique_ptr<ShapePipeline>> ShapePipeline::load_on(
 
   TESSERA_ASSIGN_OR_RETURN(text::ClipTokenizer tokenizer, text::ClipTokenizer::load(m.paths.vocab));
   p->tokenizer_.emplace(std::move(tokenizer));
-  TESSERA_ASSIGN_OR_RETURN(p->image_only_ids_,
-                           read_image_only_token_ids(m.paths.text_encoder, p->tokenizer_->vocab_size()));
+  TESSERA_ASSIGN_OR_RETURN(
+      p->image_only_ids_,
+      read_image_only_token_ids(m.paths.text_encoder, p->tokenizer_->vocab_size()));
   for (const char* article : {"a</w>", "an</w>", "the</w>"}) {
     const int32_t id = p->tokenizer_->token_to_id(article);
     if (id >= 0) p->article_ids_.push_back(id);
@@ -260,7 +272,8 @@ Expected<std::unique_ptr<ShapePipeline>> ShapePipeline::load_on(
   p->clip_lengths_.resize(1);
   p->filled_ids_.resize(static_cast<size_t>(dc.num_latents));
   p->latents_.resize(static_cast<size_t>(dc.num_latents * dc.width));
-  if (p->release_idle_pages_) {  // the load's checks touched every mapped weight: none is in use yet
+  if (p->release_idle_pages_) {  // the load's checks touched every mapped weight: none is in use
+                                 // yet
     p->text_encoder_->release_weight_pages();
     m.shape_tokenizer.file().drop_all_pages();
     p->gpt_->release_weight_pages();
@@ -333,8 +346,8 @@ Expected<std::vector<int32_t>> ShapePipeline::generate(const EncodedPrompt& prom
   CandidateTokenCallback each;
   if (on_token) each = [&](int64_t, int64_t i, int32_t id, double ms) { on_token(i, id, ms); };
   TESSERA_ASSIGN_OR_RETURN(
-      auto tokens, generate_candidates({&prompt}, {CandidateSpec{0, options.sampler.seed}},
-                                       options, each, trace, cancel));
+      auto tokens, generate_candidates({&prompt}, {CandidateSpec{0, options.sampler.seed}}, options,
+                                       each, trace, cancel));
   return std::move(tokens[0]);
 }
 
@@ -347,9 +360,8 @@ Expected<std::vector<std::vector<int32_t>>> ShapePipeline::generate_candidates(
   for (const EncodedPrompt* prompt : prompts) {
     if (prompt == nullptr || prompt->cond.size() != hidden || prompt->uncond.size() != hidden) {
       return invalid_argument(
-          "generate: the encoded prompt holds " +
-          std::to_string(prompt ? prompt->cond.size() : 0) + " / " +
-          std::to_string(prompt ? prompt->uncond.size() : 0) + " values, expected " +
+          "generate: the encoded prompt holds " + std::to_string(prompt ? prompt->cond.size() : 0) +
+          " / " + std::to_string(prompt ? prompt->uncond.size() : 0) + " values, expected " +
           std::to_string(hidden) + " (77 x CLIP width) each");
     }
   }
@@ -459,8 +471,8 @@ Expected<mesh::Mesh> ShapePipeline::extract_surface(const MeshOptions& options, 
   ex.resolution_base = k;
   ex.coarse_base =
       std::min(options.coarse_base > 0 ? options.coarse_base : default_coarse_base_, k);
-  ex.near_surface_logit = options.near_surface_logit >= 0.0f ? options.near_surface_logit
-                                                             : default_near_surface_logit_;
+  ex.near_surface_logit =
+      options.near_surface_logit >= 0.0f ? options.near_surface_logit : default_near_surface_logit_;
   mesh::OccupancyFn occupancy = [&](const float* points, int64_t n, float* logits) -> Status {
     if (is_cancelled(cancel)) return cancelled("cancelled during surface extraction");
     return decoder_->query(points, n, logits);

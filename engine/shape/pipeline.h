@@ -100,9 +100,10 @@ struct EncodedPrompt {
   std::vector<float> uncond;
   int prompt_tokens = 0;   // CLIP tokens of the prompt, BOS and EOS included, before truncation
   bool truncated = false;  // prompt_tokens > 77
-  // Tokens left out of the shape condition: the diffusion vocabulary extension's colour / material /
-  // background words (text_encoder/extension.json), which the shape GPT never trained on, and the
-  // articles they leave dangling. They still reach the image model. prompt_tokens counts after this.
+  // Tokens left out of the shape condition: the diffusion vocabulary extension's colour / material
+  // / background words (text_encoder/extension.json), which the shape GPT never trained on, and the
+  // articles they leave dangling. They still reach the image model. prompt_tokens counts after
+  // this.
   int image_only_tokens = 0;
 };
 
@@ -115,7 +116,7 @@ struct GenerationOptions {
   bool use_kv_cache = true;  // false: recompute the whole sequence per step (the baseline)
   // CUDA: replay the recorded decode step (GenerateOptions::use_graphs); false: eager launches.
   bool use_graphs = true;
-  int64_t num_tokens = 0;    // 0: the model's num_latents; fewer gives a prefix
+  int64_t num_tokens = 0;  // 0: the model's num_latents; fewer gives a prefix
 };
 
 struct MeshOptions {
@@ -144,8 +145,9 @@ inline constexpr int kReferenceResolution = 257;
 // The coarse-to-fine search's first lattice for models without a card: 2^5 + 1.
 inline constexpr int kDefaultCoarseBase = 5;
 
-// Shape token ids a decoder with `num_codes` codes and `num_latents` positions accepts: 1..num_latents
-// ids, each in [0, num_codes); kInvalidArgument naming the first bad position otherwise.
+// Shape token ids a decoder with `num_codes` codes and `num_latents` positions
+// accepts: 1..num_latents ids, each in [0, num_codes); kInvalidArgument naming the first bad
+// position otherwise.
 Status validate_token_ids(const std::vector<int32_t>& ids, int64_t num_latents, int64_t num_codes);
 
 // Checks that `resolution` is 2^k + 1 with k in [1, 10] and returns k; the message names the value.

@@ -125,7 +125,8 @@ Status quantize_gpt_file(const SafeTensors& in, const std::string& out_path,
     ++r.int8_matrices;
   }
   if (r.int8_matrices == 0) {
-    return invalid_argument(in.path() + ": no linear matrix to quantize (none has rows a multiple "
+    return invalid_argument(in.path() +
+                            ": no linear matrix to quantize (none has rows a multiple "
                             "of 32 long)");
   }
   // Wider dtypes first keeps every tensor aligned (safetensors.h).
@@ -166,8 +167,9 @@ Expected<Bf16Names> bf16_names(const std::string& src, const std::string& clip_v
   return names;
 }
 
-// `in` written to out_path with the F32/F16 tensors among `names` stored as BF16 (convert_f32_to_bf16,
-// as WeightStore converts them), the others as they are. Counts into the report.
+// `in` written to out_path with the F32/F16 tensors among `names` stored as BF16
+// (convert_f32_to_bf16, as WeightStore converts them), the others as they are. Counts into the
+// report.
 Status write_bf16_matrices(const SafeTensors& in, const std::vector<std::string>& names,
                            const std::string& out_path, QuantizeReport* r) {
   const std::set<std::string> convert(names.begin(), names.end());
@@ -242,7 +244,8 @@ Status quantize_model_dir(const std::string& src, const std::string& dst, Quanti
   const fs::path src_plain = fs::absolute(src, ec).lexically_normal();
   const auto place = [&](const fs::path& file) {
     std::error_code e;
-    const fs::path rel_path = fs::absolute(file, e).lexically_normal().lexically_relative(src_plain);
+    const fs::path rel_path =
+        fs::absolute(file, e).lexically_normal().lexically_relative(src_plain);
     if (rel_path.empty() || *rel_path.begin() == "..") return fs::path(partial) / file.filename();
     return fs::path(partial) / rel_path;
   };
@@ -273,7 +276,8 @@ Status quantize_model_dir(const std::string& src, const std::string& dst, Quanti
   if (!names.ok()) return fail(names.status());
   for (const auto& [store, list, file] :
        {std::tuple{&model.text_encoder, &names->text_encoder, &model.paths.text_encoder},
-        std::tuple{&model.shape_tokenizer, &names->shape_tokenizer, &model.paths.shape_tokenizer}}) {
+        std::tuple{&model.shape_tokenizer, &names->shape_tokenizer,
+                   &model.paths.shape_tokenizer}}) {
     const fs::path target = place(*file);
     fs::create_directories(target.parent_path(), ec);
     if (Status s = write_bf16_matrices(store->file(), *list, target.string(), &r); !s.ok()) {
@@ -291,15 +295,16 @@ Status quantize_model_dir(const std::string& src, const std::string& dst, Quanti
     }
     json["weights"] = "int8";
     const std::string out = json.dump(2) + "\n";
-    if (Status s = write_file_atomic((fs::path(partial) / "model.json").string(), out.data(),
-                                     out.size());
+    if (Status s =
+            write_file_atomic((fs::path(partial) / "model.json").string(), out.data(), out.size());
         !s.ok()) {
       return fail(s);
     }
     r.copied.push_back("model.json");
   }
   fs::rename(partial, dst_abs, ec);
-  if (ec) return fail(io_error(dst + ": cannot move the finished model into place: " + ec.message()));
+  if (ec)
+    return fail(io_error(dst + ": cannot move the finished model into place: " + ec.message()));
   return {};
 }
 

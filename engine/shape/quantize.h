@@ -25,11 +25,11 @@
 namespace tessera::shape {
 
 struct QuantizeReport {
-  int64_t int8_matrices = 0;    // matrices written as I8 (+ scales)
-  int64_t unchanged = 0;        // tensors written as they were
-  int64_t int8_group = 0;       // the largest group used
-  uint64_t gpt_bytes_in = 0;    // data bytes of the input GPT file
-  uint64_t gpt_bytes_out = 0;   // of the output (int8 + scales + the unchanged tensors)
+  int64_t int8_matrices = 0;   // matrices written as I8 (+ scales)
+  int64_t unchanged = 0;       // tensors written as they were
+  int64_t int8_group = 0;      // the largest group used
+  uint64_t gpt_bytes_in = 0;   // data bytes of the input GPT file
+  uint64_t gpt_bytes_out = 0;  // of the output (int8 + scales + the unchanged tensors)
   // Largest |w - dequantized w| / max |w| of its group over all matrices: the rounding (at most
   // 1/254 by construction; reported as a check).
   double max_group_rel_error = 0;

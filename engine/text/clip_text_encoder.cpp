@@ -204,8 +204,12 @@ ClipTextEncoder::ClipTextEncoder(ClipTextEncoder&&) noexcept = default;
 ClipTextEncoder& ClipTextEncoder::operator=(ClipTextEncoder&&) noexcept = default;
 ClipTextEncoder::~ClipTextEncoder() = default;
 
-void ClipTextEncoder::release_weight_pages() const { impl_->store.file().drop_all_pages(); }
-const WeightStore& ClipTextEncoder::weights() const { return impl_->store; }
+void ClipTextEncoder::release_weight_pages() const {
+  impl_->store.file().drop_all_pages();
+}
+const WeightStore& ClipTextEncoder::weights() const {
+  return impl_->store;
+}
 
 Expected<ClipTextEncoder> ClipTextEncoder::create(WeightStore store, kernels::Backend& backend,
                                                   const Options& options) {

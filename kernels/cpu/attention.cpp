@@ -23,9 +23,9 @@
 // A query that sees no key (causal with q_len > kv_len) gets zeros. The micro-kernels (qk_tile,
 // softmax_tile, pv_tile, dot_scores) exist as scalar versions (below) and SIMD ones, written once
 // in attention_kernels.inc and compiled for AVX-512 and AVX2; the tiling, masking and merging
-// above are shared by all three, so the scalar path (SIMD off) tests the same algorithm. Scratch is on the stack: ~160 KiB per task (tile sizes shrink as head_dim grows;
-// beyond head_dim ~1200 each query row streams over the keys on its own, accumulating in its output
-// row).
+// above are shared by all three, so the scalar path (SIMD off) tests the same algorithm. Scratch is
+// on the stack: ~160 KiB per task (tile sizes shrink as head_dim grows; beyond head_dim ~1200 each
+// query row streams over the keys on its own, accumulating in its output row).
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -374,9 +374,8 @@ void decode_impl(const Fold& fold, const float* q, const T* k, const T* v, float
   // reads one head's slice (256 bytes of bf16 at head_dim 128) of every 3 KB row, a page-strided
   // stream the hardware prefetchers do not follow (~11 GB/s at 1100 keys, v0.5's shape, against
   // ~35 GB/s of plain reads on the same machine).
-  const int64_t row_chunks = std::min<int64_t>(
-      (2 * pool.num_threads() + s.batch - 1) / s.batch,
-      std::max<int64_t>(1, s.kv_len / kMinRowChunk));
+  const int64_t row_chunks = std::min<int64_t>((2 * pool.num_threads() + s.batch - 1) / s.batch,
+                                               std::max<int64_t>(1, s.kv_len / kMinRowChunk));
   if (s.heads > 1 && s.kv_len >= kRowMajorMinKeys &&
       s.batch * s.heads * row_chunks * (dim + 2) <= kDecodeScratch) {
     alignas(64) float partials[kDecodeScratch];

@@ -77,19 +77,17 @@ bool attention_bf16(const float* q, const float* k, const float* v, float* o,
     const float* qt = q + b * s.q_batch_stride + q0 * s.q_token_stride + h * d;
     g::avx512bf16::convert_a(qt, s.q_token_stride, rows, d, qbuf.data(), dpad);
     for (int64_t p = 0; p < key_panels; ++p) {
-      g::avx512bf16::panel_rows(qbuf.data(), rows, dpad,
-                                kpack.data() + bh * k_words + p * (dpad / 2) * kNr,
-                                std::min(kNr, kv - p * kNr), nullptr, scores.data() + p * kNr, kv,
-                                false);
+      g::avx512bf16::panel_rows(
+          qbuf.data(), rows, dpad, kpack.data() + bh * k_words + p * (dpad / 2) * kNr,
+          std::min(kNr, kv - p * kNr), nullptr, scores.data() + p * kNr, kv, false);
     }
     g::avx512bf16::softmax_rows(scores.data(), kv, rows, kv, s.scale, sums.data());
     g::avx512bf16::convert_a(scores.data(), kv, rows, kv, pbuf.data(), kvpad);
     float* ot = o + b * s.o_batch_stride + q0 * s.o_token_stride + h * d;
     for (int64_t p = 0; p < dim_panels; ++p) {
-      g::avx512bf16::panel_rows(pbuf.data(), rows, kvpad,
-                                vpack.data() + bh * v_words + p * (kvpad / 2) * kNr,
-                                std::min(kNr, d - p * kNr), nullptr, ot + p * kNr,
-                                s.o_token_stride, false);
+      g::avx512bf16::panel_rows(
+          pbuf.data(), rows, kvpad, vpack.data() + bh * v_words + p * (kvpad / 2) * kNr,
+          std::min(kNr, d - p * kNr), nullptr, ot + p * kNr, s.o_token_stride, false);
     }
     for (int64_t r = 0; r < rows; ++r) {
       const float inv = sums[r] > 0.0f ? 1.0f / sums[r] : 0.0f;

@@ -5,9 +5,9 @@
 // lane, twice the f32 FMA rate, and halves the bytes of every operand. The large-m layers of bf16
 // models (the occupancy decoder's query MLPs, prefill, the diffusion convolutions in bf16 compute
 // mode) are compute-bound, so this is ~2x their f32 speed. The price is bf16 rounding of the
-// activations (8 significant bits, as PyTorch's bf16 matmul does); callers that need f32 inputs keep
-// the f32 paths (cpu::linear uses this only for bf16 weights, where the weights already carry bf16
-// error, and only where LinearConfig allows it).
+// activations (8 significant bits, as PyTorch's bf16 matmul does); callers that need f32 inputs
+// keep the f32 paths (cpu::linear uses this only for bf16 weights, where the weights already carry
+// bf16 error, and only where LinearConfig allows it).
 //
 // Plan: tasks over column chunks of C (whole 32-column panels). A task packs its panels of B once
 // into the vdpbf16ps pair layout (pairs of consecutive k for 32 columns: [k/2][32] x 32 bits, zero
@@ -36,7 +36,7 @@ enum class BLayout {
 struct BMatrix {
   const void* data = nullptr;
   BLayout layout = BLayout::kBf16NK;
-  int64_t ld = 0;  // elements between consecutive rows of the stored matrix
+  int64_t ld = 0;                 // elements between consecutive rows of the stored matrix
   const float* scales = nullptr;  // kI8NK only
   int64_t group = 0;              // kI8NK only: weights per scale along a row (divides ld)
 };
@@ -55,13 +55,13 @@ void set_enabled(bool enabled);
 void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const BMatrix& b,
           const float* bias, float* c, int64_t ldc, bool accumulate);
 
-// ---- B packed once (weights) ---------------------------------------------------------------------
-// Packing B costs a pass over it per call (a conversion for f32 B): for weights used many times
-// (the diffusion convolutions and linear layers in bf16 compute mode) pack once at load and
-// multiply with gemm_packed / gemm_packed_bf16a. These calls block k as well (kKcPairs pairs of k at
-// a time, the 32-column slice of B then stays in L1 across a block of A rows; C is accumulated
-// across the k blocks in f32), so long k (a 3x3 convolution's 9 * in_c) no longer streams B from
-// L2 in the micro-kernel.
+// ---- B packed once (weights)
+// --------------------------------------------------------------------- Packing B costs a pass over
+// it per call (a conversion for f32 B): for weights used many times (the diffusion convolutions and
+// linear layers in bf16 compute mode) pack once at load and multiply with gemm_packed /
+// gemm_packed_bf16a. These calls block k as well (kKcPairs pairs of k at a time, the 32-column
+// slice of B then stays in L1 across a block of A rows; C is accumulated across the k blocks in
+// f32), so long k (a 3x3 convolution's 9 * in_c) no longer streams B from L2 in the micro-kernel.
 struct PackedB {
   int64_t n = 0, k = 0;
   // (n + 31) / 32 panels of kpad / 2 pairs x 32 columns (kpad = k rounded up to even), each in

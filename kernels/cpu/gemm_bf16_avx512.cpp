@@ -78,9 +78,9 @@ void micro(const uint16_t* a, int64_t lda, const uint32_t* panel, int64_t kp, __
 
 using MicroFn = void (*)(const uint16_t*, int64_t, const uint32_t*, int64_t, __mmask16, __mmask16,
                          const float*, float*, int64_t, bool);
-constexpr MicroFn kMicro[kMr + 1] = {nullptr,    micro<1>,  micro<2>, micro<3>, micro<4>,
-                                     micro<5>,   micro<6>,  micro<7>, micro<8>, micro<9>,
-                                     micro<10>,  micro<11>, micro<12>};
+constexpr MicroFn kMicro[kMr + 1] = {nullptr,   micro<1>,  micro<2>, micro<3>, micro<4>,
+                                     micro<5>,  micro<6>,  micro<7>, micro<8>, micro<9>,
+                                     micro<10>, micro<11>, micro<12>};
 
 }  // namespace
 
@@ -161,17 +161,16 @@ void panel_rows_k(const uint16_t* a, int64_t lda, int64_t rows, int64_t kp, cons
                   int64_t cols, const float* bias, float* c, int64_t ldc, bool accumulate) {
   const __mmask16 mask0 =
       cols >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << cols) - 1u);
-  const __mmask16 mask1 =
-      cols >= 32 ? static_cast<__mmask16>(0xffff)
-                 : (cols <= 16 ? static_cast<__mmask16>(0)
-                               : static_cast<__mmask16>((1u << (cols - 16)) - 1u));
+  const __mmask16 mask1 = cols >= 32
+                              ? static_cast<__mmask16>(0xffff)
+                              : (cols <= 16 ? static_cast<__mmask16>(0)
+                                            : static_cast<__mmask16>((1u << (cols - 16)) - 1u));
   int64_t r = 0;
   for (; r + kMr <= rows; r += kMr) {
     micro<kMr>(a + r * lda, lda, panel, kp, mask0, mask1, bias, c + r * ldc, ldc, accumulate);
   }
   if (r < rows) {
-    kMicro[rows - r](a + r * lda, lda, panel, kp, mask0, mask1, bias, c + r * ldc, ldc,
-                     accumulate);
+    kMicro[rows - r](a + r * lda, lda, panel, kp, mask0, mask1, bias, c + r * ldc, ldc, accumulate);
   }
 }
 

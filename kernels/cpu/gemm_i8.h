@@ -3,23 +3,25 @@
 // instruction, twice vdpbf16ps's and vpdpwssd's).
 //
 // Why: the occupancy queries of the shape decoder are compute-bound GEMMs (m = thousands of points,
-// k = n = 768 and 3072 on Cube 3D) that already run at the bf16 GEMM's peak; with --weights int8 they
-// may run at twice its multiply-add rate. 8-bit activations cost the GPT's tokens too much
+// k = n = 768 and 3072 on Cube 3D) that already run at the bf16 GEMM's peak; with --weights int8
+// they may run at twice its multiply-add rate. 8-bit activations cost the GPT's tokens too much
 // (kernels/int8.h), so this path is used for the occupancy queries only, whose error is measured on
 // meshes (bench/RESULTS.md).
 //
 // Quantization:
-//   weights  per output channel: s_w[n] = max_k |W[n, k]| / 127, q_w = round(W / s_w) in [-127, 127]
+//   weights  per output channel: s_w[n] = max_k |W[n, k]| / 127, q_w = round(W / s_w) in [-127,
+//   127]
 //            (a zero row: q 0, s_w 0), packed once at load (pack());
 //   A        per row at each call: s_x[i] = max_k |A[i, k]| / 127, q_x = round(A * (1 / s_x)) in
 //            [-127, 127] (round to nearest even; a zero row: q 0), stored as u8 = q_x + 128 for
 //            vpdpbusd (unsigned x signed);
-//   product  D[i, n] = sum_k u8[i, k] * q_w[n, k] - 128 * sum_k q_w[n, k] = sum_k q_x * q_w, exact in
+//   product  D[i, n] = sum_k u8[i, k] * q_w[n, k] - 128 * sum_k q_w[n, k] = sum_k q_x * q_w, exact
+//   in
 //            int32 (|D| <= 255 * 127 * k < 2^31 for k < 66000);
 //   output   C[i, n] = fma(float(D), s_x[i] * s_w[n], bias[n]).
-// The scalar reference (gemm_reference) computes the same integers and the same float operations, so
-// the AVX-512 path gives the same bits; every output row is computed the same way whatever m or the
-// task split (batch-invariant).
+// The scalar reference (gemm_reference) computes the same integers and the same float operations,
+// so the AVX-512 path gives the same bits; every output row is computed the same way whatever m or
+// the task split (batch-invariant).
 #pragma once
 
 #include <cstdint>
@@ -71,8 +73,8 @@ namespace vnni {
 void quantize_rows(const float* a, int64_t lda, int64_t rows, int64_t k, int64_t kpad, uint8_t* dst,
                    float* scale);
 // C rows [0, rows) x columns [0, cols) (cols <= 32) of one panel from quantized rows (stride kpad,
-// their scales sx) and the panel's quads, scales, offsets and bias (all at the panel's first column;
-// bias may be null).
+// their scales sx) and the panel's quads, scales, offsets and bias (all at the panel's first
+// column; bias may be null).
 void panel_rows(const uint8_t* a, const float* sx, int64_t rows, int64_t kpad, const int8_t* panel,
                 const float* sw, const int32_t* offset, const float* bias, int64_t cols, float* c,
                 int64_t ldc);

@@ -90,7 +90,8 @@ void quantize_rows(const float* a, int64_t lda, int64_t rows, int64_t k, int64_t
     const float* src = a + r * lda;
     __m512 amax = _mm512_setzero_ps();
     int64_t c = 0;
-    for (; c + 16 <= k; c += 16) amax = _mm512_max_ps(amax, _mm512_and_ps(_mm512_loadu_ps(src + c), abs_mask));
+    for (; c + 16 <= k; c += 16)
+      amax = _mm512_max_ps(amax, _mm512_and_ps(_mm512_loadu_ps(src + c), abs_mask));
     if (c < k) {
       const __mmask16 tail = static_cast<__mmask16>((1u << (k - c)) - 1u);
       amax = _mm512_max_ps(amax, _mm512_and_ps(_mm512_maskz_loadu_ps(tail, src + c), abs_mask));
@@ -122,10 +123,10 @@ void panel_rows(const uint8_t* a, const float* sx, int64_t rows, int64_t kpad, c
                 int64_t ldc) {
   const __mmask16 mask0 =
       cols >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << cols) - 1u);
-  const __mmask16 mask1 =
-      cols >= 32 ? static_cast<__mmask16>(0xffff)
-                 : (cols <= 16 ? static_cast<__mmask16>(0)
-                               : static_cast<__mmask16>((1u << (cols - 16)) - 1u));
+  const __mmask16 mask1 = cols >= 32
+                              ? static_cast<__mmask16>(0xffff)
+                              : (cols <= 16 ? static_cast<__mmask16>(0)
+                                            : static_cast<__mmask16>((1u << (cols - 16)) - 1u));
   const int64_t kq = kpad / 4;
   int64_t r = 0;
   for (; r + kMr <= rows; r += kMr) {

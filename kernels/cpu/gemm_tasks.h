@@ -1,8 +1,8 @@
-// The task split shared by the GEMMs whose B is packed in 32-column panels (gemm_bf16's packed path,
-// gemm_i8): tasks are blocks of rows of A, split further over column chunks when there are too few
-// row blocks to keep the threads busy (at least 4 tasks per thread where the panels allow). Each
-// task gets whole micro-kernel rows (multiples of `row_unit`) and whole panels, so a row's outputs
-// are computed the same way whatever the split.
+// The task split shared by the GEMMs whose B is packed in 32-column panels (gemm_bf16's packed
+// path, gemm_i8): tasks are blocks of rows of A, split further over column chunks when there are
+// too few row blocks to keep the threads busy (at least 4 tasks per thread where the panels allow).
+// Each task gets whole micro-kernel rows (multiples of `row_unit`) and whole panels, so a row's
+// outputs are computed the same way whatever the split.
 #pragma once
 
 #include <algorithm>
@@ -13,8 +13,8 @@
 namespace tessera::kernels::cpu {
 
 struct RowPanelTask {
-  int64_t i0 = 0, rows = 0;            // rows [i0, i0 + rows) of A and C
-  int64_t p_begin = 0, p_end = 0;      // panels [p_begin, p_end) of B
+  int64_t i0 = 0, rows = 0;        // rows [i0, i0 + rows) of A and C
+  int64_t p_begin = 0, p_end = 0;  // panels [p_begin, p_end) of B
 };
 
 // Runs task(const RowPanelTask&) over m rows x `panels` panels: row blocks of at most max_rows

@@ -212,7 +212,8 @@ void gemv_parts(Isa isa, bool bf16x, const float* x, int64_t m, const LinearPart
     const Weight& w = parts[p].w;
     const int64_t n_begin = (t - first_task[p]) * rows_per_task[p];
     const int64_t n_end = std::min(w.rows, n_begin + rows_per_task[p]);
-    // Passes of kMaxRowsPerPass rows of x over the task's weight rows (L2-resident after the first).
+    // Passes of kMaxRowsPerPass rows of x over the task's weight rows (L2-resident after the
+    // first).
     if (w.dtype == DType::kI8) {
       for (int64_t i = 0; i < m; i += kMaxRowsPerPass) {
         i8_kernel[p].dot(int8_rows_slice(i8_rows[p], i, std::min(kMaxRowsPerPass, m - i)), w,
@@ -230,8 +231,8 @@ void gemv_parts(Isa isa, bool bf16x, const float* x, int64_t m, const LinearPart
     }
     const DotRowsFn dot = gemv_rows_for(isa, bf16x, w.dtype);
     for (int64_t i = 0; i < m; i += kMaxRowsPerPass) {
-      dot(x + i * w.cols, std::min(kMaxRowsPerPass, m - i), w, parts[p].bias, parts[p].y + i * w.rows,
-          w.rows, n_begin, n_end);
+      dot(x + i * w.cols, std::min(kMaxRowsPerPass, m - i), w, parts[p].bias,
+          parts[p].y + i * w.rows, w.rows, n_begin, n_end);
     }
   };
   if (total_bytes <= kGemvTaskBytes) {  // small layers: inline, no hand-off
@@ -450,8 +451,8 @@ void linear_multi(const float* x, int64_t m, const LinearPart* parts, int64_t n_
 
 bool linear_rows_invariant(const Weight& w, int64_t min_rows) {
   const linear_detail::LinearConfig config = linear_detail::default_linear_config();
-  const bool gemm_from = min_rows > linear_detail::kBf16GemmMinRows &&
-                         min_rows > linear_detail::kMaxGemvRows;
+  const bool gemm_from =
+      min_rows > linear_detail::kBf16GemmMinRows && min_rows > linear_detail::kMaxGemvRows;
   // int8: the row-block dot kernels for every m without the bf16 GEMM, the bf16 GEMM above its
   // threshold with it (the two differ, so only m on one side of it).
   if (w.dtype == DType::kI8) return !config.bf16_gemm || gemm_from;

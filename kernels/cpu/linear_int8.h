@@ -5,10 +5,10 @@
 // Each call quantizes its rows of x once (symmetric int16, one scale per weight group: x16 =
 // round(x / s_x), s_x = max |x| / 32767 over the group), then for every weight row n and x row i:
 //   y[i, n] = sum_g s_w[n, g] * s_x[i, g] * D[i, n, g],   D = sum_{k in g} q_w[n, k] * x16[i, k]
-// with D exact in int32 (|D| <= 127 * 32767 * group < 2^31 for groups up to 512). The AVX-512 VNNI kernel computes D with vpdpwssd on the
-// sign-extended weights (vpmovsxbw), the AVX2 kernel with vpmaddwd; the scalar one in plain int32.
-// Every output row is computed the same way whatever m or the task split: batch-invariant like the
-// other GEMVs.
+// with D exact in int32 (|D| <= 127 * 32767 * group < 2^31 for groups up to 512). The AVX-512 VNNI
+// kernel computes D with vpdpwssd on the sign-extended weights (vpmovsxbw), the AVX2 kernel with
+// vpmaddwd; the scalar one in plain int32. Every output row is computed the same way whatever m or
+// the task split: batch-invariant like the other GEMVs.
 #pragma once
 
 #include <cstdint>
@@ -20,15 +20,16 @@ namespace tessera::kernels::cpu::linear_detail {
 // Rows of x prepared for the int8 kernels (each dot kernel call takes at most 4, kMaxRowsPerPass).
 struct Int8Rows {
   int64_t rows = 0;
-  int64_t cols = 0;             // K
-  int64_t group = 0;            // the weight's group
-  const int16_t* q = nullptr;   // rows * cols quantized x
-  const float* scale = nullptr; // rows * groups
+  int64_t cols = 0;              // K
+  int64_t group = 0;             // the weight's group
+  const int16_t* q = nullptr;    // rows * cols quantized x
+  const float* scale = nullptr;  // rows * groups
 };
 
 // Quantizes `rows` rows of x (each `w.cols` long) for `w`'s groups into q[rows * w.cols] and
 // scale[rows * (w.cols / w.group)].
-void prepare_int8_rows_into(const float* x, int64_t rows, const Weight& w, int16_t* q, float* scale);
+void prepare_int8_rows_into(const float* x, int64_t rows, const Weight& w, int16_t* q,
+                            float* scale);
 // The AVX-512 twin (the same values); call only on CPUs with AVX-512 F/BW.
 void prepare_int8_rows_into_avx512(const float* x, int64_t rows, const Weight& w, int16_t* q,
                                    float* scale);

@@ -31,8 +31,8 @@ void avx2_rows(const Int8Rows& p, const Weight& w, const float* bias, float* y, 
       __m256i acc[R];
       for (int i = 0; i < R; ++i) acc[i] = _mm256_setzero_si256();
       for (int64_t c = g * group; c < (g + 1) * group; c += 16) {
-        const __m256i wv = _mm256_cvtepi8_epi16(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(w_row + c)));
+        const __m256i wv =
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w_row + c)));
         for (int i = 0; i < R; ++i) {
           const __m256i xq =
               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.q + i * cols + c));
@@ -53,10 +53,14 @@ void avx2_rows(const Int8Rows& p, const Weight& w, const float* bias, float* y, 
 void dot_prepared_i8_avx2(const Int8Rows& p, const Weight& w, const float* bias, float* y,
                           int64_t ldy, int64_t n_begin, int64_t n_end) {
   switch (p.rows) {
-    case 1: return avx2_rows<1>(p, w, bias, y, ldy, n_begin, n_end);
-    case 2: return avx2_rows<2>(p, w, bias, y, ldy, n_begin, n_end);
-    case 3: return avx2_rows<3>(p, w, bias, y, ldy, n_begin, n_end);
-    default: return avx2_rows<4>(p, w, bias, y, ldy, n_begin, n_end);
+    case 1:
+      return avx2_rows<1>(p, w, bias, y, ldy, n_begin, n_end);
+    case 2:
+      return avx2_rows<2>(p, w, bias, y, ldy, n_begin, n_end);
+    case 3:
+      return avx2_rows<3>(p, w, bias, y, ldy, n_begin, n_end);
+    default:
+      return avx2_rows<4>(p, w, bias, y, ldy, n_begin, n_end);
   }
 }
 

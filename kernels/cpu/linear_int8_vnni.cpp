@@ -40,7 +40,6 @@ void prepare_int8_rows_into_avx512(const float* x, int64_t rows, const Weight& w
 
 namespace {
 
-
 // Weights are prefetched this far ahead of the loads, one line per 64 bytes: an int8 GEMV does ~3x
 // the instructions per byte of the bf16 one, so the out-of-order window alone reaches only ~2 KB
 // ahead, about one memory latency's worth at 20 GB/s per core (a 6144 x 1536 GEMV, 2 threads from
@@ -50,8 +49,8 @@ inline void prefetch_ahead(const int8_t* p) {
   _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T0);
 }
 
-// prod[i][gg] = sw[gg] * s_x[i, g0 + gg] for the groups in `mask` (at most 16 from g0): one vmulps per
-// row of x, the same IEEE products as a scalar multiply per group.
+// prod[i][gg] = sw[gg] * s_x[i, g0 + gg] for the groups in `mask` (at most 16 from g0): one vmulps
+// per row of x, the same IEEE products as a scalar multiply per group.
 template <int R>
 inline void scale_products(const Int8Rows& p, const float* sw, int64_t groups, int64_t g0,
                            __mmask16 mask, float (*prod)[16]) {
@@ -95,8 +94,8 @@ inline void vnni_row(const Int8Rows& p, const int8_t* w_row, const float* sw, in
         for (int a = 0; a < C; ++a) {
           const int64_t c = c0 + 32 * a;
           if (a % 2 == 0) prefetch_ahead(w_row + c);
-          const __m512i wv = _mm512_cvtepi8_epi16(
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w_row + c)));
+          const __m512i wv =
+              _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w_row + c)));
           for (int i = 0; i < R; ++i) {
             acc[a][i] = _mm512_dpwssd_epi32(acc[a][i], wv, _mm512_loadu_si512(p.q + i * cols + c));
           }
@@ -111,16 +110,16 @@ inline void vnni_row(const Int8Rows& p, const int8_t* w_row, const float* sw, in
         }
       } else {
         for (int64_t c = c0; c < c0 + group; c += 32) {
-          const __m512i wv = _mm512_cvtepi8_epi16(
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w_row + c)));
+          const __m512i wv =
+              _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w_row + c)));
           for (int i = 0; i < R; ++i) {
             acc[0][i] = _mm512_dpwssd_epi32(acc[0][i], wv, _mm512_loadu_si512(p.q + i * cols + c));
           }
         }
       }
       for (int i = 0; i < R; ++i) {
-        accf[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[0][i]), _mm512_set1_ps(prod[i][gg]),
-                                  accf[i]);
+        accf[i] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[0][i]), _mm512_set1_ps(prod[i][gg]), accf[i]);
       }
     }
   }
@@ -184,8 +183,8 @@ inline void vnni_block(const Int8Rows& p, const int8_t* wq, const float* scales,
 // (vnni_block), shorter ones one at a time (vnni_row). For 1-2 rows of x (one candidate, with or
 // without guidance) every row is read alone: there the NR interleaved streams per thread cost more
 // than the shared loads of x save (the 6144 -> 1536 GEMV at m = 2, 2 threads from memory,
-// alternated in one run: 265-286 us one row at a time against 343-404 us in blocks of 4, i.e. 66-78 %
-// of the read bandwidth against 91-103 %).
+// alternated in one run: 265-286 us one row at a time against 343-404 us in blocks of 4, i.e. 66-78
+// % of the read bandwidth against 91-103 %).
 constexpr int64_t kBlockMinCols = 4096;
 // Weight rows per vnni_block (3-4 rows of x): kBlockRows * R accumulator chains and as many float
 // sums within the 32 registers.
@@ -213,10 +212,14 @@ template <int R>
 void vnni_rows(const Int8Rows& p, const Weight& w, const float* bias, float* y, int64_t ldy,
                int64_t n_begin, int64_t n_end) {
   switch (w.group) {
-    case 128: return vnni_rows_c<R, 4>(p, w, bias, y, ldy, n_begin, n_end);
-    case 64: return vnni_rows_c<R, 2>(p, w, bias, y, ldy, n_begin, n_end);
-    case 32: return vnni_rows_c<R, 1>(p, w, bias, y, ldy, n_begin, n_end);
-    default: return vnni_rows_c<R, 0>(p, w, bias, y, ldy, n_begin, n_end);
+    case 128:
+      return vnni_rows_c<R, 4>(p, w, bias, y, ldy, n_begin, n_end);
+    case 64:
+      return vnni_rows_c<R, 2>(p, w, bias, y, ldy, n_begin, n_end);
+    case 32:
+      return vnni_rows_c<R, 1>(p, w, bias, y, ldy, n_begin, n_end);
+    default:
+      return vnni_rows_c<R, 0>(p, w, bias, y, ldy, n_begin, n_end);
   }
 }
 
@@ -225,10 +228,14 @@ void vnni_rows(const Int8Rows& p, const Weight& w, const float* bias, float* y, 
 void dot_prepared_i8_vnni(const Int8Rows& p, const Weight& w, const float* bias, float* y,
                           int64_t ldy, int64_t n_begin, int64_t n_end) {
   switch (p.rows) {
-    case 1: return vnni_rows<1>(p, w, bias, y, ldy, n_begin, n_end);
-    case 2: return vnni_rows<2>(p, w, bias, y, ldy, n_begin, n_end);
-    case 3: return vnni_rows<3>(p, w, bias, y, ldy, n_begin, n_end);
-    default: return vnni_rows<4>(p, w, bias, y, ldy, n_begin, n_end);
+    case 1:
+      return vnni_rows<1>(p, w, bias, y, ldy, n_begin, n_end);
+    case 2:
+      return vnni_rows<2>(p, w, bias, y, ldy, n_begin, n_end);
+    case 3:
+      return vnni_rows<3>(p, w, bias, y, ldy, n_begin, n_end);
+    default:
+      return vnni_rows<4>(p, w, bias, y, ldy, n_begin, n_end);
   }
 }
 

@@ -6,20 +6,20 @@
 
 namespace tessera::kernels::cpu {
 
-Status polygonize_cells(const CellGrid& grid, const int64_t* cells, const float* corners,
-                        int64_t n, std::vector<float>* positions,
-                        std::vector<uint32_t>* triangles) {
+Status polygonize_cells(const CellGrid& grid, const int64_t* cells, const float* corners, int64_t n,
+                        std::vector<float>* positions, std::vector<uint32_t>* triangles) {
   TESSERA_RETURN_IF_ERROR(check_cells(grid, cells, corners, n, "polygonize_cells"));
   // 1. count + exclusive scan
   std::vector<int64_t> first(static_cast<size_t>(n) + 1, 0);
   for (int64_t a = 0; a < n; ++a) {
     first[static_cast<size_t>(a) + 1] =
-        first[static_cast<size_t>(a)] + 3 * cell_triangle_count(kTetTable, corners + 8 * a, grid.iso);
+        first[static_cast<size_t>(a)] +
+        3 * cell_triangle_count(kTetTable, corners + 8 * a, grid.iso);
   }
   const int64_t slots = first.back();
   if (slots >= int64_t{0xffffffff}) {
-    return out_of_memory("polygonize_cells: " + std::to_string(slots / 3) + " triangles, more than " +
-                         "this polygonizer indexes");
+    return out_of_memory("polygonize_cells: " + std::to_string(slots / 3) +
+                         " triangles, more than " + "this polygonizer indexes");
   }
   // 2. emit
   std::vector<uint64_t> keys(static_cast<size_t>(slots));

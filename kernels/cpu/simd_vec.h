@@ -20,7 +20,10 @@
 #if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
 // GCC 12's avx512fintrin.h initialises the unused pass-through operand of unmasked intrinsics
 // (_mm512_max_ps, _mm512_scalef_ps, ...) from itself, which -W(maybe-)uninitialized reports once
-// inlined (GCC PR 105593, fixed in GCC 13). The code here is not affected.
+// inlined (GCC PR 105593, fixed in GCC 13). The code here is not affected. Scoped to this header
+// (push here, pop at its end): the includer's own code keeps the warnings.
+#define TESSERA_SIMD_GCC12_PRAGMAS 1
+#pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
@@ -85,8 +88,9 @@ inline float reduce_max(Vf v) {
   return _mm512_reduce_max_ps(v);
 }
 // Lane i = reduce_add(v[i]) for kLanes vectors, the same bits: the same pairwise tree per vector
-// (upper 256 + lower 256, upper 128 + lower 128, then lanes 0+2 / 1+3, then those two), done for all
-// of them at once with cross-vector shuffles (45 instructions for 16 sums against ~7 each alone).
+// (upper 256 + lower 256, upper 128 + lower 128, then lanes 0+2 / 1+3, then those two), done for
+// all of them at once with cross-vector shuffles (45 instructions for 16 sums against ~7 each
+// alone).
 inline Vf reduce_add_lanes(const Vf* v) {
   // Position p of the tree holds v[kOrder[p]], so that lane i ends with v[i]'s sum.
   static constexpr int kOrder[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
@@ -312,3 +316,8 @@ inline Vf bf16_odd(Vi bits) {
 
 }  // namespace
 }  // namespace tessera::kernels::cpu::simd
+
+#if defined(TESSERA_SIMD_GCC12_PRAGMAS)
+#pragma GCC diagnostic pop
+#undef TESSERA_SIMD_GCC12_PRAGMAS
+#endif

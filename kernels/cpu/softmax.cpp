@@ -1,6 +1,7 @@
 // CPU row softmax: rows over the default thread pool; each row is max, exp(x - max) with its sum,
 // then a scale by 1/sum. SIMD body in softmax_kernels.inc, compiled per ISA by
-// softmax_avx512.cpp / softmax_avx2.cpp (its exp is the shared one of activations_kernels.inc), scalar loop when SIMD is off.
+// softmax_avx512.cpp / softmax_avx2.cpp (its exp is the shared one of activations_kernels.inc),
+// scalar loop when SIMD is off.
 //
 // Stable for any finite input (the max is subtracted first); -inf entries become exactly 0; a row
 // of only -inf becomes all zeros, as in the reference.

@@ -362,16 +362,14 @@ void launch_flash(const float* q, const float* k, const float* v, float* o, cons
 template <int kDimsPerLane, typename KvT>
 void launch_decode_split(const float* q, const KvT* k, const KvT* v, const AttentionShape& s,
                          const DecodeSplits& geometry, const DecodeWorkspace& ws,
-                         const int64_t* device_step, int64_t len_offset,
-                         cudaStream_t stream) {
+                         const int64_t* device_step, int64_t len_offset, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(geometry.splits), static_cast<unsigned>(s.heads),
                   static_cast<unsigned>(s.batch));
   const size_t shared =
       (static_cast<size_t>(s.head_dim) + static_cast<size_t>(kKeyTile) * (s.head_dim + 1)) *
       sizeof(float);
-  attention_decode_split_kernel<kDimsPerLane, KvT>
-      <<<grid, kDecodeThreads, shared, stream>>>(q, k, v, s, geometry.keys_per_split, ws,
-                                                 device_step, len_offset);
+  attention_decode_split_kernel<kDimsPerLane, KvT><<<grid, kDecodeThreads, shared, stream>>>(
+      q, k, v, s, geometry.keys_per_split, ws, device_step, len_offset);
 }
 
 // attention_decode / attention_decode_bf16kv: checks, split kernel for KvT, combine kernel.

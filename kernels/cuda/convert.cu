@@ -172,12 +172,11 @@ Status store_kv_rows(void* cache, DType cache_dtype, const float* rows, int64_t 
   const unsigned blocks = detail::grid_stride_blocks(row_elems, kThreads);
   const dim3 grid(blocks < 64u ? blocks : 64u, static_cast<unsigned>(batch));
   if (cache_dtype == DType::kBF16) {
-    store_kv_rows_kernel<true><<<grid, kThreads, 0, stream>>>(cache, rows, row_elems,
-                                                              cache_batch_stride, slot_offset, slot);
+    store_kv_rows_kernel<true><<<grid, kThreads, 0, stream>>>(
+        cache, rows, row_elems, cache_batch_stride, slot_offset, slot);
   } else {
-    store_kv_rows_kernel<false><<<grid, kThreads, 0, stream>>>(cache, rows, row_elems,
-                                                               cache_batch_stride, slot_offset,
-                                                               slot);
+    store_kv_rows_kernel<false><<<grid, kThreads, 0, stream>>>(
+        cache, rows, row_elems, cache_batch_stride, slot_offset, slot);
   }
   TESSERA_CUDA_CHECK_LAUNCH("store_kv_rows: kernel launch");
   return Status();

@@ -130,9 +130,8 @@ class CudaBackend final : public Backend {
   bool can_record() const override { return true; }
   Status begin_recording() override {
     TESSERA_RETURN_IF_ERROR(bind());
-    TESSERA_CUDA_RETURN_IF_ERROR(
-        cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
-        "backend: begin recording (cudaStreamBeginCapture)");
+    TESSERA_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
+                                 "backend: begin recording (cudaStreamBeginCapture)");
     return Status();
   }
   Expected<int64_t> end_recording() override {
@@ -267,10 +266,11 @@ class CudaBackend final : public Backend {
     }
     if (storage == nullptr) return invalid_argument("cuda backend: upload_weight without storage");
     const size_t bytes = static_cast<size_t>(host.rows) * static_cast<size_t>(host.cols);
-    const size_t scale_count = static_cast<size_t>(host.rows) *
-                               static_cast<size_t>(host.cols / host.group);
+    const size_t scale_count =
+        static_cast<size_t>(host.rows) * static_cast<size_t>(host.cols / host.group);
     if (bytes > 0 && (host.data == nullptr || host.scales == nullptr)) {
-      return invalid_argument("cuda backend: upload_weight of an int8 weight without data or scales");
+      return invalid_argument(
+          "cuda backend: upload_weight of an int8 weight without data or scales");
     }
     const size_t scale_offset = (bytes + 255) / 256 * 256;
     TESSERA_ASSIGN_OR_RETURN(*storage, allocate(scale_offset + scale_count * sizeof(float)));
@@ -410,7 +410,8 @@ class CudaBackend final : public Backend {
     return on_stream(cuda::choose_token, logits, choice, step, rng, ids, ids_count, ring,
                      ring_size);
   }
-  // ---- diffusion ops: kernels::cuda (diffusion_cuda_ops.h) ---------------------------------------
+  // ---- diffusion ops: kernels::cuda (diffusion_cuda_ops.h)
+  // ---------------------------------------
   bool can_diffuse() const override { return true; }
   bool tf32_products_available() const override { return true; }  // sm_80+ (make_cuda_backend)
   void set_tf32_products(bool on) override { tf32_ = on; }
@@ -420,8 +421,7 @@ class CudaBackend final : public Backend {
     // im2col (tensor-core GEMMs; Winograd's transforms would amplify the TF32 rounding); else
     // Winograd where it applies and there are enough channels for its 36 batched products to
     // beat the transforms (the latent input's 4 channels stay im2col), im2col elsewhere.
-    const bool winograd =
-        !tf32_ && s.kernel == 3 && s.stride == 1 && s.in_c >= 32 && s.out_c >= 32;
+    const bool winograd = !tf32_ && s.kernel == 3 && s.stride == 1 && s.in_c >= 32 && s.out_c >= 32;
     return winograd ? ConvAlgo::kWinograd : ConvAlgo::kGemm;
   }
   Status group_norm(const float* x, const float* gamma, const float* beta, float* y,
@@ -437,8 +437,8 @@ class CudaBackend final : public Backend {
     // TF32 for this convolution's GEMM only (im2col), never for Winograd, attention or the
     // linear layers; the per-thread cuBLAS flag is off again before returning.
     cuda::set_tf32_products(tf32_ && algo == ConvAlgo::kGemm);
-    const Status st = cuda::conv2d(x, packed, bias, y, s, algo, conv_workspace_,
-                                   conv_workspace_bytes_, stream_);
+    const Status st =
+        cuda::conv2d(x, packed, bias, y, s, algo, conv_workspace_, conv_workspace_bytes_, stream_);
     cuda::set_tf32_products(false);
     return st;
   }
@@ -554,7 +554,7 @@ class CudaBackend final : public Backend {
   size_t workspace_bytes_ = 0;
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
-  bool tf32_ = false;                // Precision::kBf16 of the diffusion models (conv2d)
+  bool tf32_ = false;               // Precision::kBf16 of the diffusion models (conv2d)
   void* conv_workspace_ = nullptr;  // diffusion convolutions (im2col / Winograd blocks)
   size_t conv_workspace_bytes_ = 0;
   void* attention_scratch_ = nullptr;  // diffusion attention scores (kPartialFused, kNaive)

@@ -32,7 +32,7 @@
 #include "kernels/sampling.h"
 
 struct CUstream_st;
-typedef struct CUstream_st* cudaStream_t;  // NOLINT(modernize-use-using): mirrors driver_types.h
+typedef struct CUstream_st* cudaStream_t;  // as driver_types.h declares it
 
 namespace tessera::kernels::cuda {
 
@@ -83,9 +83,8 @@ Status rope_interleaved(float* x, int64_t tokens, int64_t heads, int64_t head_di
 // when positions is not null, rope_interleaved (token stride heads * head_dim), in one kernel:
 // Backend::rms_norm_rope. The row's sum of squares is a warp reduction (rms_norm's is a block
 // reduction: results agree to float rounding).
-Status rms_norm_rope(float* x, const float* weight, int64_t tokens, int64_t heads,
-                     int64_t head_dim, float eps, const int32_t* positions, float theta,
-                     cudaStream_t stream);
+Status rms_norm_rope(float* x, const float* weight, int64_t tokens, int64_t heads, int64_t head_dim,
+                     float eps, const int32_t* positions, float theta, cudaStream_t stream);
 
 // Row-wise softmax over cols; a row of only -inf (fully masked) becomes zeros. In place OK.
 Status softmax(const float* x, float* y, int64_t rows, int64_t cols, cudaStream_t stream);
@@ -197,15 +196,15 @@ Status choose_token(const float* logits, const TokenChoice& choice, int64_t* ste
                     int32_t* ids, int64_t ids_count, int32_t* ring, int64_t ring_size,
                     cudaStream_t stream);
 
-// ---- Marching tetrahedra over surface cells (kernels/cuda/marching.cu) ----------------------------
-// kernels::cpu::polygonize_cells' contract and result (same vertex order: edge keys; positions
-// may differ from the host's in the last bit where the compiler contracts to FMA), from and to
-// host memory: uploads the cells and corners, counts + scans, emits, welds (cub radix sort of the
-// corner slots by edge key, stable), downloads the mesh. Synchronises `stream` (twice for sizes,
-// once at the end). Device scratch: about 40 bytes per cell and 28 per triangle corner; an
-// allocation failure is kOutOfMemory naming the buffer.
-Status polygonize_cells(const CellGrid& grid, const int64_t* cells, const float* corners,
-                        int64_t n, std::vector<float>* positions, std::vector<uint32_t>* triangles,
+// ---- Marching tetrahedra over surface cells (kernels/cuda/marching.cu)
+// ---------------------------- kernels::cpu::polygonize_cells' contract and result (same vertex
+// order: edge keys; positions may differ from the host's in the last bit where the compiler
+// contracts to FMA), from and to host memory: uploads the cells and corners, counts + scans, emits,
+// welds (cub radix sort of the corner slots by edge key, stable), downloads the mesh. Synchronises
+// `stream` (twice for sizes, once at the end). Device scratch: about 40 bytes per cell and 28 per
+// triangle corner; an allocation failure is kOutOfMemory naming the buffer.
+Status polygonize_cells(const CellGrid& grid, const int64_t* cells, const float* corners, int64_t n,
+                        std::vector<float>* positions, std::vector<uint32_t>* triangles,
                         cudaStream_t stream);
 
 }  // namespace tessera::kernels::cuda

@@ -32,7 +32,7 @@
 #include "kernels/ops.h"
 
 struct CUstream_st;
-typedef struct CUstream_st* cudaStream_t;  // NOLINT(modernize-use-using): mirrors driver_types.h
+typedef struct CUstream_st* cudaStream_t;  // as driver_types.h declares it
 
 namespace tessera::kernels::cuda {
 

@@ -89,8 +89,7 @@ Status divide(const float* x, float divisor, float* y, int64_t n, cudaStream_t s
   if (n < 0) return invalid_argument("cuda divide: negative size " + std::to_string(n));
   if (n == 0) return Status();
   if (x == nullptr || y == nullptr) return invalid_argument("cuda divide: null x or y");
-  divide_kernel<<<detail::grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(x, divisor, y,
-                                                                                   n);
+  divide_kernel<<<detail::grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(x, divisor, y, n);
   TESSERA_CUDA_CHECK_LAUNCH("divide: kernel launch");
   return Status();
 }

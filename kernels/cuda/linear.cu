@@ -7,8 +7,8 @@
 //   matters for tokens/s. A row's order of additions does not depend on the other rows (batch
 //   invariance: CudaLinear.GemvIsBatchInvariant).
 // - larger m, f32 weights: cublasSgemm (default math mode: no TF32, so f32 accuracy, unless the
-//   thread set set_tf32_products: the diffusion im2col convolutions under Precision::kBf16), then a bias
-//   kernel.
+//   thread set set_tf32_products: the diffusion im2col convolutions under Precision::kBf16), then a
+//   bias kernel.
 // - larger m, bf16 weights: a shared-memory tiled GEMM that widens the bf16 tile to f32 while
 // loading
 //   it (cuBLAS has no f32 x bf16 mixed GEMM; converting x to bf16 would lose precision). Bias
@@ -213,11 +213,11 @@ Status launch_gemv_i8(const float* x, int64_t m, const Weight& w, const float* b
   const int rows = static_cast<int>(m);
   const auto* q = static_cast<const int8_t*>(w.data);
   if (vectorized) {
-    linear_gemv_i8_kernel<true><<<grid, block, 0, stream>>>(x, q, w.scales, w.group, bias, y, rows,
-                                                             n, k);
+    linear_gemv_i8_kernel<true>
+        <<<grid, block, 0, stream>>>(x, q, w.scales, w.group, bias, y, rows, n, k);
   } else {
-    linear_gemv_i8_kernel<false><<<grid, block, 0, stream>>>(x, q, w.scales, w.group, bias, y,
-                                                              rows, n, k);
+    linear_gemv_i8_kernel<false>
+        <<<grid, block, 0, stream>>>(x, q, w.scales, w.group, bias, y, rows, n, k);
   }
   TESSERA_CUDA_CHECK_LAUNCH("linear: int8 gemv kernel launch");
   return Status();
@@ -373,7 +373,8 @@ Status sgemm(const float* x, int64_t m, const float* w, int64_t n, int64_t k, fl
   TESSERA_ASSIGN_OR_RETURN(cublasHandle_t handle, thread_cublas_handle());
   cublasStatus_t st = cublasSetStream(handle, stream);
   if (st != CUBLAS_STATUS_SUCCESS) return internal_error(cublas_error(st, "cublasSetStream"));
-  st = cublasSetMathMode(handle, tf32_products() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+  st =
+      cublasSetMathMode(handle, tf32_products() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
   if (st != CUBLAS_STATUS_SUCCESS) return internal_error(cublas_error(st, "cublasSetMathMode"));
   // cuBLAS is column-major. Row-major y[m,n] is column-major C = y^T (n x m, ld n), and
   // y^T = w x^T: row-major w[n,k] is column-major k x n (ld k), used transposed (op T: n x k);

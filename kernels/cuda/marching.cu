@@ -17,11 +17,15 @@ __constant__ TetTable kDeviceTetTable = kTetTable;
 
 constexpr int kThreads = 256;
 
-unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+unsigned blocks_for(int64_t n) {
+  return static_cast<unsigned>((n + kThreads - 1) / kThreads);
+}
 
 __global__ void count_slots_kernel(const float* corners, int64_t n, float iso, uint32_t* slots) {
   const int64_t a = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (a < n) slots[a] = 3u * static_cast<uint32_t>(cell_triangle_count(kDeviceTetTable, corners + 8 * a, iso));
+  if (a < n)
+    slots[a] =
+        3u * static_cast<uint32_t>(cell_triangle_count(kDeviceTetTable, corners + 8 * a, iso));
 }
 
 __global__ void emit_kernel(CellGrid grid, const int64_t* cells, const float* corners,
@@ -29,7 +33,8 @@ __global__ void emit_kernel(CellGrid grid, const int64_t* cells, const float* co
   const int64_t a = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (a >= n) return;
   const uint32_t s = first[a];
-  cell_emit(kDeviceTetTable, grid, cells[a], corners + 8 * a, keys + s, xyz + 3 * static_cast<size_t>(s));
+  cell_emit(kDeviceTetTable, grid, cells[a], corners + 8 * a, keys + s,
+            xyz + 3 * static_cast<size_t>(s));
 }
 
 __global__ void iota_kernel(uint32_t* v, int64_t n) {
@@ -52,7 +57,8 @@ __global__ void scatter_kernel(const uint32_t* sorted_slots, const uint32_t* sta
   const uint32_t v = ids[r] - 1u;
   triangles[s] = v;
   if (starts[r] != 0u) {
-    for (int d = 0; d < 3; ++d) positions[3 * static_cast<size_t>(v) + d] = xyz[3 * static_cast<size_t>(s) + d];
+    for (int d = 0; d < 3; ++d)
+      positions[3 * static_cast<size_t>(v) + d] = xyz[3 * static_cast<size_t>(s) + d];
   }
 }
 
@@ -65,8 +71,8 @@ int key_bits(const CellGrid& g) {
 
 }  // namespace
 
-Status polygonize_cells(const CellGrid& grid, const int64_t* cells, const float* corners,
-                        int64_t n, std::vector<float>* positions, std::vector<uint32_t>* triangles,
+Status polygonize_cells(const CellGrid& grid, const int64_t* cells, const float* corners, int64_t n,
+                        std::vector<float>* positions, std::vector<uint32_t>* triangles,
                         cudaStream_t stream) {
   TESSERA_RETURN_IF_ERROR(cpu::check_cells(grid, cells, corners, n, "cuda::polygonize_cells"));
   positions->clear();
@@ -81,32 +87,40 @@ Status polygonize_cells(const CellGrid& grid, const int64_t* cells, const float*
   }
   const int count = static_cast<int>(n);
   const size_t nn = static_cast<size_t>(n);
-  TESSERA_ASSIGN_OR_RETURN(DeviceBuffer d_cells, DeviceBuffer::allocate(nn * 8, "polygonize_cells cells"));
-  TESSERA_ASSIGN_OR_RETURN(DeviceBuffer d_corners,
-                           DeviceBuffer::allocate(nn * 8 * sizeof(float), "polygonize_cells corners"));
-  TESSERA_ASSIGN_OR_RETURN(DeviceBuffer d_slots,
-                           DeviceBuffer::allocate((nn + 1) * sizeof(uint32_t), "polygonize_cells counts"));
-  TESSERA_ASSIGN_OR_RETURN(DeviceBuffer d_first,
-                           DeviceBuffer::allocate((nn + 1) * sizeof(uint32_t), "polygonize_cells offsets"));
-  TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_cells.data(), cells, nn * 8, cudaMemcpyHostToDevice, stream),
-                               "polygonize_cells upload");
+  TESSERA_ASSIGN_OR_RETURN(DeviceBuffer d_cells,
+                           DeviceBuffer::allocate(nn * 8, "polygonize_cells cells"));
+  TESSERA_ASSIGN_OR_RETURN(
+      DeviceBuffer d_corners,
+      DeviceBuffer::allocate(nn * 8 * sizeof(float), "polygonize_cells corners"));
+  TESSERA_ASSIGN_OR_RETURN(DeviceBuffer d_slots, DeviceBuffer::allocate((nn + 1) * sizeof(uint32_t),
+                                                                        "polygonize_cells counts"));
+  TESSERA_ASSIGN_OR_RETURN(
+      DeviceBuffer d_first,
+      DeviceBuffer::allocate((nn + 1) * sizeof(uint32_t), "polygonize_cells offsets"));
+  TESSERA_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(d_cells.data(), cells, nn * 8, cudaMemcpyHostToDevice, stream),
+      "polygonize_cells upload");
   TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_corners.data(), corners, nn * 8 * sizeof(float),
                                                cudaMemcpyHostToDevice, stream),
                                "polygonize_cells upload");
   // 1. slots per cell (the extra last entry is 0, so the exclusive scan's last entry is the total)
-  TESSERA_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_slots.as<uint32_t>() + n, 0, sizeof(uint32_t), stream),
-                               "polygonize_cells memset");
+  TESSERA_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(d_slots.as<uint32_t>() + n, 0, sizeof(uint32_t), stream),
+      "polygonize_cells memset");
   count_slots_kernel<<<blocks_for(n), kThreads, 0, stream>>>(d_corners.as<float>(), n, grid.iso,
-                                                              d_slots.as<uint32_t>());
+                                                             d_slots.as<uint32_t>());
   TESSERA_CUDA_CHECK_LAUNCH("polygonize_cells count");
   size_t temp_bytes = 0;
-  TESSERA_CUDA_RETURN_IF_ERROR(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, d_slots.as<uint32_t>(),
-                                                             d_first.as<uint32_t>(), count + 1, stream),
-                               "polygonize_cells scan");
-  TESSERA_ASSIGN_OR_RETURN(DeviceBuffer d_temp, DeviceBuffer::allocate(temp_bytes, "polygonize_cells scan"));
-  TESSERA_CUDA_RETURN_IF_ERROR(cub::DeviceScan::ExclusiveSum(d_temp.data(), temp_bytes, d_slots.as<uint32_t>(),
-                                                             d_first.as<uint32_t>(), count + 1, stream),
-                               "polygonize_cells scan");
+  TESSERA_CUDA_RETURN_IF_ERROR(
+      cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, d_slots.as<uint32_t>(),
+                                    d_first.as<uint32_t>(), count + 1, stream),
+      "polygonize_cells scan");
+  TESSERA_ASSIGN_OR_RETURN(DeviceBuffer d_temp,
+                           DeviceBuffer::allocate(temp_bytes, "polygonize_cells scan"));
+  TESSERA_CUDA_RETURN_IF_ERROR(
+      cub::DeviceScan::ExclusiveSum(d_temp.data(), temp_bytes, d_slots.as<uint32_t>(),
+                                    d_first.as<uint32_t>(), count + 1, stream),
+      "polygonize_cells scan");
   uint32_t total = 0;
   TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&total, d_first.as<uint32_t>() + n, sizeof(uint32_t),
                                                cudaMemcpyDeviceToHost, stream),
@@ -116,14 +130,19 @@ Status polygonize_cells(const CellGrid& grid, const int64_t* cells, const float*
   const int m = static_cast<int>(total);
   const size_t mm = total;
   // 2. emit
-  TESSERA_ASSIGN_OR_RETURN(DeviceBuffer d_keys, DeviceBuffer::allocate(mm * 8, "polygonize_cells keys"));
-  TESSERA_ASSIGN_OR_RETURN(DeviceBuffer d_keys_sorted, DeviceBuffer::allocate(mm * 8, "polygonize_cells keys"));
-  TESSERA_ASSIGN_OR_RETURN(DeviceBuffer d_xyz, DeviceBuffer::allocate(mm * 3 * sizeof(float), "polygonize_cells corners"));
-  TESSERA_ASSIGN_OR_RETURN(DeviceBuffer d_ids, DeviceBuffer::allocate(mm * sizeof(uint32_t), "polygonize_cells slots"));
-  TESSERA_ASSIGN_OR_RETURN(DeviceBuffer d_ids_sorted, DeviceBuffer::allocate(mm * sizeof(uint32_t), "polygonize_cells slots"));
-  emit_kernel<<<blocks_for(n), kThreads, 0, stream>>>(grid, d_cells.as<int64_t>(), d_corners.as<float>(),
-                                                       d_first.as<uint32_t>(), n, d_keys.as<uint64_t>(),
-                                                       d_xyz.as<float>());
+  TESSERA_ASSIGN_OR_RETURN(DeviceBuffer d_keys,
+                           DeviceBuffer::allocate(mm * 8, "polygonize_cells keys"));
+  TESSERA_ASSIGN_OR_RETURN(DeviceBuffer d_keys_sorted,
+                           DeviceBuffer::allocate(mm * 8, "polygonize_cells keys"));
+  TESSERA_ASSIGN_OR_RETURN(DeviceBuffer d_xyz, DeviceBuffer::allocate(mm * 3 * sizeof(float),
+                                                                      "polygonize_cells corners"));
+  TESSERA_ASSIGN_OR_RETURN(DeviceBuffer d_ids,
+                           DeviceBuffer::allocate(mm * sizeof(uint32_t), "polygonize_cells slots"));
+  TESSERA_ASSIGN_OR_RETURN(DeviceBuffer d_ids_sorted,
+                           DeviceBuffer::allocate(mm * sizeof(uint32_t), "polygonize_cells slots"));
+  emit_kernel<<<blocks_for(n), kThreads, 0, stream>>>(grid, d_cells.as<int64_t>(),
+                                                      d_corners.as<float>(), d_first.as<uint32_t>(),
+                                                      n, d_keys.as<uint64_t>(), d_xyz.as<float>());
   TESSERA_CUDA_CHECK_LAUNCH("polygonize_cells emit");
   iota_kernel<<<blocks_for(m), kThreads, 0, stream>>>(d_ids.as<uint32_t>(), m);
   TESSERA_CUDA_CHECK_LAUNCH("polygonize_cells iota");
@@ -131,10 +150,12 @@ Status polygonize_cells(const CellGrid& grid, const int64_t* cells, const float*
   const int bits = key_bits(grid);
   temp_bytes = 0;
   TESSERA_CUDA_RETURN_IF_ERROR(
-      cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, d_keys.as<uint64_t>(), d_keys_sorted.as<uint64_t>(),
-                                      d_ids.as<uint32_t>(), d_ids_sorted.as<uint32_t>(), m, 0, bits, stream),
+      cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, d_keys.as<uint64_t>(),
+                                      d_keys_sorted.as<uint64_t>(), d_ids.as<uint32_t>(),
+                                      d_ids_sorted.as<uint32_t>(), m, 0, bits, stream),
       "polygonize_cells sort");
-  TESSERA_ASSIGN_OR_RETURN(DeviceBuffer d_sort_temp, DeviceBuffer::allocate(temp_bytes, "polygonize_cells sort"));
+  TESSERA_ASSIGN_OR_RETURN(DeviceBuffer d_sort_temp,
+                           DeviceBuffer::allocate(temp_bytes, "polygonize_cells sort"));
   TESSERA_CUDA_RETURN_IF_ERROR(
       cub::DeviceRadixSort::SortPairs(d_sort_temp.data(), temp_bytes, d_keys.as<uint64_t>(),
                                       d_keys_sorted.as<uint64_t>(), d_ids.as<uint32_t>(),
@@ -146,9 +167,11 @@ Status polygonize_cells(const CellGrid& grid, const int64_t* cells, const float*
   run_start_kernel<<<blocks_for(m), kThreads, 0, stream>>>(d_keys_sorted.as<uint64_t>(), m, starts);
   TESSERA_CUDA_CHECK_LAUNCH("polygonize_cells runs");
   temp_bytes = 0;
-  TESSERA_CUDA_RETURN_IF_ERROR(cub::DeviceScan::InclusiveSum(nullptr, temp_bytes, starts, vertex_ids, m, stream),
-                               "polygonize_cells scan");
-  TESSERA_ASSIGN_OR_RETURN(DeviceBuffer d_temp2, DeviceBuffer::allocate(temp_bytes, "polygonize_cells scan"));
+  TESSERA_CUDA_RETURN_IF_ERROR(
+      cub::DeviceScan::InclusiveSum(nullptr, temp_bytes, starts, vertex_ids, m, stream),
+      "polygonize_cells scan");
+  TESSERA_ASSIGN_OR_RETURN(DeviceBuffer d_temp2,
+                           DeviceBuffer::allocate(temp_bytes, "polygonize_cells scan"));
   TESSERA_CUDA_RETURN_IF_ERROR(
       cub::DeviceScan::InclusiveSum(d_temp2.data(), temp_bytes, starts, vertex_ids, m, stream),
       "polygonize_cells scan");
@@ -157,22 +180,26 @@ Status polygonize_cells(const CellGrid& grid, const int64_t* cells, const float*
                                                cudaMemcpyDeviceToHost, stream),
                                "polygonize_cells download");
   TESSERA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream), "polygonize_cells weld");
-  TESSERA_ASSIGN_OR_RETURN(DeviceBuffer d_positions,
-                           DeviceBuffer::allocate(size_t{vertices} * 3 * sizeof(float), "polygonize_cells vertices"));
-  TESSERA_ASSIGN_OR_RETURN(DeviceBuffer d_triangles,
-                           DeviceBuffer::allocate(mm * sizeof(uint32_t), "polygonize_cells triangles"));
-  scatter_kernel<<<blocks_for(m), kThreads, 0, stream>>>(d_ids_sorted.as<uint32_t>(), starts, vertex_ids,
-                                                          d_xyz.as<float>(), m, d_positions.as<float>(),
-                                                          d_triangles.as<uint32_t>());
+  TESSERA_ASSIGN_OR_RETURN(
+      DeviceBuffer d_positions,
+      DeviceBuffer::allocate(size_t{vertices} * 3 * sizeof(float), "polygonize_cells vertices"));
+  TESSERA_ASSIGN_OR_RETURN(
+      DeviceBuffer d_triangles,
+      DeviceBuffer::allocate(mm * sizeof(uint32_t), "polygonize_cells triangles"));
+  scatter_kernel<<<blocks_for(m), kThreads, 0, stream>>>(
+      d_ids_sorted.as<uint32_t>(), starts, vertex_ids, d_xyz.as<float>(), m,
+      d_positions.as<float>(), d_triangles.as<uint32_t>());
   TESSERA_CUDA_CHECK_LAUNCH("polygonize_cells scatter");
   positions->resize(size_t{vertices} * 3);
   triangles->resize(mm);
-  TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(positions->data(), d_positions.data(),
-                                               positions->size() * sizeof(float), cudaMemcpyDeviceToHost, stream),
-                               "polygonize_cells download");
-  TESSERA_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(triangles->data(), d_triangles.data(), mm * sizeof(uint32_t),
-                                               cudaMemcpyDeviceToHost, stream),
-                               "polygonize_cells download");
+  TESSERA_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(positions->data(), d_positions.data(), positions->size() * sizeof(float),
+                      cudaMemcpyDeviceToHost, stream),
+      "polygonize_cells download");
+  TESSERA_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(triangles->data(), d_triangles.data(), mm * sizeof(uint32_t),
+                      cudaMemcpyDeviceToHost, stream),
+      "polygonize_cells download");
   TESSERA_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream), "polygonize_cells");
   return Status();
 }

@@ -106,9 +106,8 @@ Status rope_interleaved(float* x, int64_t tokens, int64_t heads, int64_t head_di
   return Status();
 }
 
-Status rms_norm_rope(float* x, const float* weight, int64_t tokens, int64_t heads,
-                     int64_t head_dim, float eps, const int32_t* positions, float theta,
-                     cudaStream_t stream) {
+Status rms_norm_rope(float* x, const float* weight, int64_t tokens, int64_t heads, int64_t head_dim,
+                     float eps, const int32_t* positions, float theta, cudaStream_t stream) {
   if (tokens < 0 || heads < 0 || head_dim < 0) {
     return invalid_argument("cuda rms_norm_rope: negative size (tokens " + std::to_string(tokens) +
                             ", heads " + std::to_string(heads) + ", head_dim " +

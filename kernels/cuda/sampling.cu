@@ -110,10 +110,10 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
 
   // 1. Mix, check, argmax (and the keys to sort).
-  const float g = c.guided ? __fdiv_rn(__fmul_rn(c.guidance_scale,
-                                                 static_cast<float>(c.total_steps - i)),
-                                       static_cast<float>(c.total_steps))
-                           : 0.0f;
+  const float g =
+      c.guided ? __fdiv_rn(__fmul_rn(c.guidance_scale, static_cast<float>(c.total_steps - i)),
+                           static_cast<float>(c.total_steps))
+               : 0.0f;
   int bad = INT_MAX, finite = 0;
   unsigned long long top = 0;
   for (int64_t j = tid; j < c.codes; j += kThreads) {
@@ -224,7 +224,9 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-__global__ void advance_step_kernel(int64_t* step) { *step += 1; }
+__global__ void advance_step_kernel(int64_t* step) {
+  *step += 1;
+}
 
 }  // namespace
 

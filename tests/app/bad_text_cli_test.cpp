@@ -80,7 +80,8 @@ TEST_F(BadTextCliTest, EmptyEmojiAndControlPromptsMakeTheirShapes) {
   } cases[] = {
       {"--prompt ''", ""},  // the unconditional shape
       {"--prompt " + shell_quote("\xf0\x9f\x90\xb1\xf0\x9f\x8d\xa9\xf0\x9f\xaa\x91"), ""},
-      {"--prompt-file " + shell_quote(file), "note: prompt: 4 control characters (the first at byte 1: U+0000)"},
+      {"--prompt-file " + shell_quote(file),
+       "note: prompt: 4 control characters (the first at byte 1: U+0000)"},
   };
   int i = 0;
   for (const Case& c : cases) {
@@ -104,14 +105,14 @@ TEST_F(BadTextCliTest, HundredKilobytePromptIsRefusedBeforeAnyWork) {
        {"--prompt-file " + shell_quote(file), "--prompt " + shell_quote(big)}) {
     const auto r = run_tessera("generate " + args + " -o " + shell_quote(path("big.glb")));
     EXPECT_EQ(r.exit_code, 1) << r.err;
-    EXPECT_NE(r.err.find("prompt: 102400 bytes of text; at most 4096"), std::string::npos)
-        << r.err;
+    EXPECT_NE(r.err.find("prompt: 102400 bytes of text; at most 4096"), std::string::npos) << r.err;
     EXPECT_EQ(r.err.find("tokens/s"), std::string::npos) << "no generation: " << r.err;
   }
   EXPECT_FALSE(std::filesystem::exists(path("big.glb")));
   // A file far too large is not even read.
-  const auto huge = run_tessera("generate --prompt-file " + shell_quote(write("huge.txt", std::string(2 << 20, 'b'))) +
-                                " -o " + shell_quote(path("huge.glb")));
+  const auto huge = run_tessera("generate --prompt-file " +
+                                shell_quote(write("huge.txt", std::string(2 << 20, 'b'))) + " -o " +
+                                shell_quote(path("huge.glb")));
   EXPECT_EQ(huge.exit_code, 1);
   EXPECT_NE(huge.err.find("--prompt-file"), std::string::npos) << huge.err;
 }
@@ -130,16 +131,16 @@ TEST_F(BadTextCliTest, InvalidBytesInPathsAndModelNames) {
 // batch: a bad line fails alone, the manifest says why, the others are made; a repaired prompt
 // runs and the note names its line.
 TEST_F(BadTextCliTest, BatchRunsEveryGoodLineAndRecordsWhyTheBadOnesFailed) {
-  std::string prompts = kIssuePrompt + "\n";                       // line 1: repaired
-  prompts += std::string(100 * 1024, 'x') + "\n";                  // line 2: refused
-  prompts += std::string("a\0cube\x01", 7) + "\n";                 // line 3: repaired
-  prompts += "\xf0\x9f\x90\xb1\n";                                 // line 4: emoji
-  prompts += "\x01\x02\n";                                         // line 5: empty once repaired
+  std::string prompts = kIssuePrompt + "\n";        // line 1: repaired
+  prompts += std::string(100 * 1024, 'x') + "\n";   // line 2: refused
+  prompts += std::string("a\0cube\x01", 7) + "\n";  // line 3: repaired
+  prompts += "\xf0\x9f\x90\xb1\n";                  // line 4: emoji
+  prompts += "\x01\x02\n";                          // line 5: empty once repaired
   prompts += "{\"prompt\": \"a cone\", \"name\": \"co\\u0001ne\"}\n";  // line 6: bad name
   const std::string file = write("prompts.txt", prompts);
   const std::string out = path("out");
-  const auto r = run_tessera("batch " + shell_quote(file) + " --out " + shell_quote(out) +
-                             " --resolution 17");
+  const auto r =
+      run_tessera("batch " + shell_quote(file) + " --out " + shell_quote(out) + " --resolution 17");
   EXPECT_EQ(r.exit_code, 1) << r.err;  // bad lines make the status 1; nothing crashed
   EXPECT_NE(r.err.find(":1: note: prompt: 2 invalid UTF-8 bytes"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(":2: prompt: 102400 bytes"), std::string::npos) << r.err;
@@ -165,8 +166,8 @@ TEST_F(BadTextCliTest, BatchRunsEveryGoodLineAndRecordsWhyTheBadOnesFailed) {
   EXPECT_EQ(made, 3);
   EXPECT_EQ(failures, 3);
   // Resuming: nothing made twice, the failures recorded once again (not duplicated).
-  const auto again = run_tessera("batch " + shell_quote(file) + " --out " + shell_quote(out) +
-                                 " --resolution 17");
+  const auto again =
+      run_tessera("batch " + shell_quote(file) + " --out " + shell_quote(out) + " --resolution 17");
   EXPECT_EQ(again.exit_code, 1) << again.err;
   EXPECT_NE(again.out.find("nothing to do"), std::string::npos) << again.out;
   std::ifstream second(out + "/manifest.jsonl");
@@ -177,9 +178,9 @@ TEST_F(BadTextCliTest, BatchRunsEveryGoodLineAndRecordsWhyTheBadOnesFailed) {
 
 TEST_F(BadTextCliTest, ImagePromptsPassTheSameRule) {
   const std::string out = path("i.png");
-  const auto r = run_tessera("image --steps 2 --prompt " + shell_quote(kIssuePrompt) +
-                             " --negative-prompt " + shell_quote("\x01") + " -o " +
-                             shell_quote(out));
+  const auto r =
+      run_tessera("image --steps 2 --prompt " + shell_quote(kIssuePrompt) + " --negative-prompt " +
+                  shell_quote("\x01") + " -o " + shell_quote(out));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("note: prompt: 2 invalid UTF-8 bytes"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("note: negative prompt: 1 control character"), std::string::npos) << r.err;

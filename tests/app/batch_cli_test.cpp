@@ -29,7 +29,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string slurp(const fs::path& p) { return testing::slurp(p.string()); }
+std::string slurp(const fs::path& p) {
+  return testing::slurp(p.string());
+}
 
 // The manifest's entries (one per file made); `failures` gets its failure lines ({"item", "line",
 // "error"}: why a bad line made nothing).
@@ -86,21 +88,21 @@ class BatchCliTest : public ::testing::Test {
 const std::string kSettings = " --resolution 17";
 
 TEST_F(BatchCliTest, TextAndJsonItemsBadLinesManifestAndResume) {
-  const std::string prompts = write(
-      "p.txt",
-      "a cube\n"
-      "\n"
-      "# a comment\n"
-      "{\"prompt\": \"a chair\", \"seed\": 5, \"variations\": 2}\n"
-      "{\"prompt\": \"a mug\", \"colour\": \"red\"}\n"
-      "{not json\n"
-      "a torus  \r\n"
-      "{\"prompt\": \"\"}\n"
-      "{\"prompt\": \"a cone\", \"top_p\": 1.5}\n"
-      "{\"prompt\": \"a ring\", \"name\": \"ring\", \"resolution\": 33}\n");
+  const std::string prompts =
+      write("p.txt",
+            "a cube\n"
+            "\n"
+            "# a comment\n"
+            "{\"prompt\": \"a chair\", \"seed\": 5, \"variations\": 2}\n"
+            "{\"prompt\": \"a mug\", \"colour\": \"red\"}\n"
+            "{not json\n"
+            "a torus  \r\n"
+            "{\"prompt\": \"\"}\n"
+            "{\"prompt\": \"a cone\", \"top_p\": 1.5}\n"
+            "{\"prompt\": \"a ring\", \"name\": \"ring\", \"resolution\": 33}\n");
   const fs::path out = path("out");
-  const auto r = run_tessera("batch " + shell_quote(prompts) + " --out " + shell_quote(out.string()) +
-                             kSettings);
+  const auto r = run_tessera("batch " + shell_quote(prompts) + " --out " +
+                             shell_quote(out.string()) + kSettings);
   EXPECT_EQ(r.exit_code, 1) << "bad lines make the exit status 1\n" << r.err;
   EXPECT_NE(r.err.find("p.txt:5: unknown key \"colour\""), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("p.txt:6: invalid JSON"), std::string::npos) << r.err;
@@ -108,7 +110,7 @@ TEST_F(BatchCliTest, TextAndJsonItemsBadLinesManifestAndResume) {
   EXPECT_NE(r.err.find("p.txt:9: \"top_p\""), std::string::npos) << r.err;
   std::vector<json> failures;
   const std::vector<json> entries = manifest_lines(out / "manifest.jsonl", &failures);
-  ASSERT_EQ(entries.size(), 5u);  // a cube, a chair x2, a torus, a ring
+  ASSERT_EQ(entries.size(), 5u);   // a cube, a chair x2, a torus, a ring
   ASSERT_EQ(failures.size(), 4u);  // lines 5, 6, 8 and 9, each saying why
   EXPECT_EQ(failures[0]["line"], 5);
   EXPECT_NE(failures[0]["error"].get<std::string>().find("unknown key"), std::string::npos);
@@ -155,10 +157,12 @@ TEST_F(BatchCliTest, TextAndJsonItemsBadLinesManifestAndResume) {
 
 TEST_F(BatchCliTest, ShardsMakeEveryItemOnceAndMergeChecksIt) {
   std::string text;
-  for (int i = 0; i < 7; ++i) text += "{\"prompt\": \"a box\", \"seed\": " + std::to_string(i) + "}\n";
+  for (int i = 0; i < 7; ++i)
+    text += "{\"prompt\": \"a box\", \"seed\": " + std::to_string(i) + "}\n";
   const std::string prompts = write("p.jsonl", text);
   const fs::path out = path("out");
-  const std::string base = "batch " + shell_quote(prompts) + " --out " + shell_quote(out.string()) + kSettings;
+  const std::string base =
+      "batch " + shell_quote(prompts) + " --out " + shell_quote(out.string()) + kSettings;
   // Merging before every shard ran fails and names what is missing.
   const auto s0 = run_tessera(base + " --shard 0/3");
   ASSERT_EQ(s0.exit_code, 0) << s0.err;
@@ -200,7 +204,8 @@ pid_t spawn(const std::string& args, const fs::path& log) {
 TEST_F(BatchCliTest, KillNineAtAnyMomentThenRerunCompletes) {
   std::string text;
   for (int i = 0; i < 10; ++i) {
-    text += "{\"prompt\": \"a cylinder\", \"seed\": " + std::to_string(i) + ", \"variations\": 2}\n";
+    text +=
+        "{\"prompt\": \"a cylinder\", \"seed\": " + std::to_string(i) + ", \"variations\": 2}\n";
   }
   const std::string prompts = write("p.jsonl", text);
   const std::string settings = " --resolution 33";
@@ -213,7 +218,8 @@ TEST_F(BatchCliTest, KillNineAtAnyMomentThenRerunCompletes) {
   ASSERT_EQ(expected.size(), 20u);
 
   const fs::path out = path("out");
-  const std::string args = "batch " + shell_quote(prompts) + " --out " + shell_quote(out.string()) + settings;
+  const std::string args =
+      "batch " + shell_quote(prompts) + " --out " + shell_quote(out.string()) + settings;
   // Kill at several moments of the run (some inside a write, by chance), each time resuming.
   int kills = 0;
   for (int delay_ms : {150, 400, 250, 600, 350}) {

@@ -95,7 +95,8 @@ TEST_F(BenchDiffusionCliTest, TinyQuickAblationWritesTheSection) {
 TEST_F(BenchDiffusionCliTest, EmbeddedTinyModelRuns) {
   const auto r = run_bench("diffusion --config tessera-tiny --quick --repeat 1");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("tessera-tiny/diffusion (shipped weights, f32)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tessera-tiny/diffusion (shipped weights, f32)"), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("| UNet step (batch 2, guidance) | all fusions on"), std::string::npos)
       << r.out;
 }

@@ -32,8 +32,9 @@ class CheckCliTest : public ::testing::Test {
 
 // The unit cube as an OBJ; `faces` of its 12 triangles.
 std::string cube_obj(int faces = 12) {
-  std::string s = "v -1 -1 -1\nv 1 -1 -1\nv -1 1 -1\nv 1 1 -1\nv -1 -1 1\nv 1 -1 1\nv -1 1 1\n"
-                  "v 1 1 1\n";
+  std::string s =
+      "v -1 -1 -1\nv 1 -1 -1\nv -1 1 -1\nv 1 1 -1\nv -1 -1 1\nv 1 -1 1\nv -1 1 1\n"
+      "v 1 1 1\n";
   const int quads[6][4] = {{5, 6, 8, 7}, {2, 1, 3, 4}, {1, 5, 7, 3},
                            {6, 2, 4, 8}, {7, 8, 4, 3}, {1, 2, 6, 5}};
   int written = 0;

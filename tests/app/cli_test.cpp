@@ -61,8 +61,8 @@ TEST_F(CliTest, InfoListsTensorsParametersAndMetadata) {
   const std::string file = write_checkpoint();
   const auto r = run_tessera("info " + shell_quote(file));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* expected : {"text_proj.weight", "text_proj.bias", "lm_head.weight", "BF16",
-                               "[3, 4]", "25", "format"}) {
+  for (const char* expected :
+       {"text_proj.weight", "text_proj.bias", "lm_head.weight", "BF16", "[3, 4]", "25", "format"}) {
     EXPECT_NE(r.out.find(expected), std::string::npos) << expected << "\n" << r.out;
   }
   const auto json = run_tessera("info --json " + shell_quote(file));
@@ -76,7 +76,8 @@ TEST_F(CliTest, InfoOnBadInputIsAClearErrorNotACrash) {
   std::ifstream in(file, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const std::string truncated = path("truncated.safetensors");
-  std::ofstream(truncated, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size() - 5));
+  std::ofstream(truncated, std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size() - 5));
   const std::string garbage = path("garbage.safetensors");
   std::ofstream(garbage, std::ios::binary) << "this is not a checkpoint at all";
   for (const std::string& bad : {truncated, garbage, path("missing.safetensors"), dir_.string()}) {
@@ -94,8 +95,8 @@ TEST_F(CliTest, TokenizeOddPromptsNeverCrash) {
   EXPECT_EQ(empty.out, "49406 49407\n");
   // 10,000 characters: works and is padded/truncated to 77 on request.
   const std::string long_prompt(10000, 'a');
-  const auto longest = run_tessera("tokenize --pad 77 " + shell_quote(std::string(5000, 'x') + " " +
-                                                              std::string(4999, 'y')));
+  const auto longest = run_tessera(
+      "tokenize --pad 77 " + shell_quote(std::string(5000, 'x') + " " + std::string(4999, 'y')));
   EXPECT_EQ(longest.exit_code, 0) << longest.err;
   int ids = 0;
   for (char c : longest.out) ids += (c == ' ');

@@ -135,8 +135,7 @@ TEST_F(DeviceCliTest, ImageAndBenchDiffusionTakeTheDevice) {
     EXPECT_NE(r.err.find("tessera image: diffusion model '"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("CUDA"), std::string::npos) << r.err;
     EXPECT_FALSE(std::filesystem::exists(png));
-    const auto b =
-        run_bench("diffusion --config tiny --no-ablation --repeat 1 --device cuda");
+    const auto b = run_bench("diffusion --config tiny --no-ablation --repeat 1 --device cuda");
     EXPECT_EQ(b.exit_code, 1) << b.err;
     EXPECT_NE(b.err.find("CUDA"), std::string::npos) << b.err;
   }

@@ -40,19 +40,22 @@ std::string obj_geometry(const std::string& file) {
 }
 
 TEST_F(FromCliTest, TheSameMeshAgainFromGlbObjAnd3mf) {
-  CliResult r = run_tessera("generate -p 'a mug' --seed 5 --scale 2 -o " + shell_quote(path("a.glb")));
+  CliResult r =
+      run_tessera("generate -p 'a mug' --seed 5 --scale 2 -o " + shell_quote(path("a.glb")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string glb = slurp(path("a.glb"));
   EXPECT_NE(glb.find("\"generator\":\"Tessera "), std::string::npos);
   EXPECT_NE(glb.find("\"prompt\":\"a mug\""), std::string::npos);
-  r = run_tessera("generate --from " + shell_quote(path("a.glb")) + " -o " + shell_quote(path("b.glb")));
+  r = run_tessera("generate --from " + shell_quote(path("a.glb")) + " -o " +
+                  shell_quote(path("b.glb")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
   EXPECT_EQ(slurp(path("b.glb")), glb) << "--from made a different file";
 
   r = run_tessera("generate -p 'a lamp' --up-axis z -o " + shell_quote(path("l.obj")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  r = run_tessera("generate --from " + shell_quote(path("l.obj")) + " -o " + shell_quote(path("l2.obj")));
+  r = run_tessera("generate --from " + shell_quote(path("l.obj")) + " -o " +
+                  shell_quote(path("l2.obj")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(obj_geometry(path("l2.obj")), obj_geometry(path("l.obj")));
 
@@ -72,7 +75,8 @@ TEST_F(FromCliTest, MissingOrBadMetadataFailsNamingFileAndField) {
   CliResult r = run_tessera("generate -p 'a ring' --no-metadata -o " + shell_quote(path("n.glb")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(slurp(path("n.glb")).find("\"extras\""), std::string::npos);
-  r = run_tessera("generate --from " + shell_quote(path("n.glb")) + " -o " + shell_quote(path("o.glb")));
+  r = run_tessera("generate --from " + shell_quote(path("n.glb")) + " -o " +
+                  shell_quote(path("o.glb")));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("n.glb has no Tessera metadata"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(path("o.glb")));
@@ -98,9 +102,9 @@ TEST_F(FromCliTest, MissingOrBadMetadataFailsNamingFileAndField) {
   }
 
   // Another model's file: a warning, and the shape is made with this one.
-  std::ofstream(path("other.obj"))
-      << "# tessera {\"prompt\": \"a box\", \"model\": {\"name\": \"big\", \"gpt_sha256\": \"00\"}}\n"
-      << cube;
+  std::ofstream(path("other.obj")) << "# tessera {\"prompt\": \"a box\", \"model\": {\"name\": "
+                                      "\"big\", \"gpt_sha256\": \"00\"}}\n"
+                                   << cube;
   r = run_tessera("generate --from " + shell_quote(path("other.obj")) + " -o " +
                   shell_quote(path("other2.obj")));
   EXPECT_EQ(r.exit_code, 0) << r.err;

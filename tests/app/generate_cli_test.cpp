@@ -302,10 +302,9 @@ TEST_F(GenerateCliTest, BadTokensFilesAreNamed) {
 
 TEST_F(GenerateCliTest, BenchGenerateTimesWholeJobsAndWritesItsSection) {
   const std::string results = write("RESULTS.md", "# Benchmark results\n\n## Other\n\nkept\n");
-  const auto r = run_bench("generate" + model_arg() + " --prompt " +
-                             shell_quote(testing::kParityPrompt) +
-                             " --repeat 2 --resolution 17 --write-results --results " +
-                             shell_quote(results));
+  const auto r =
+      run_bench("generate" + model_arg() + " --prompt " + shell_quote(testing::kParityPrompt) +
+                " --repeat 2 --resolution 17 --write-results --results " + shell_quote(results));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("## Generation end to end (CPU)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("resolution 17"), std::string::npos) << r.out;

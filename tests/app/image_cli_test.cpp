@@ -126,9 +126,9 @@ TEST_F(ImageCli, WritesPngWithProgress) {
   EXPECT_NE(settings.find("\"prompt\":\"a red torus\""), std::string::npos) << settings;
   EXPECT_NE(settings.find("\"seed\":5"), std::string::npos) << settings;
   EXPECT_NE(settings.find("\"negative_prompt\":\"blue\""), std::string::npos) << settings;
-  const auto quiet = run_tessera("image -p 'a red torus' -m " + model() +
-                                 " --steps 1 --no-metadata -W 32 -H 24 -o " +
-                                 shell_quote(out("quiet.png")));
+  const auto quiet =
+      run_tessera("image -p 'a red torus' -m " + model() +
+                  " --steps 1 --no-metadata -W 32 -H 24 -o " + shell_quote(out("quiet.png")));
   ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
   const auto quiet_png = slurp(out("quiet.png"));
   EXPECT_EQ(std::string(quiet_png.begin(), quiet_png.end()).find("a red torus"), std::string::npos);

@@ -66,7 +66,8 @@ TEST(Int8Cli, QuantizedDirectoryLoadsDirectlyWithTheSameTokens) {
   EXPECT_NE(r.out.find("int8 weights"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("tessera.weights = int8"), std::string::npos) << r.out;
 
-  const std::string at_load = (dir / "at_load.txt").string(), stored = (dir / "stored.txt").string();
+  const std::string at_load = (dir / "at_load.txt").string(),
+                    stored = (dir / "stored.txt").string();
   r = run_tessera("generate -p 'a table' --weights int8 --tokens-out " + shell_quote(at_load) +
                   " -o " + shell_quote((dir / "a.stl").string()));
   ASSERT_EQ(r.exit_code, 0) << r.err;

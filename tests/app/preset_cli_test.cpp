@@ -30,15 +30,17 @@ class PresetCliTest : public ::testing::Test {
 
 TEST_F(PresetCliTest, RobloxFbxIsClosedWithinBudgetAndMadeAgainFromItsSettings) {
   const std::string out = path("chair.fbx");
-  CliResult r = run_tessera("generate -p 'a chair' --seed 3 --preset roblox --size 2 --pivot base "
-                            "--max-faces 3000 -o " + shell_quote(out));
+  CliResult r = run_tessera(
+      "generate -p 'a chair' --seed 3 --preset roblox --size 2 --pivot base "
+      "--max-faces 3000 -o " +
+      shell_quote(out));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   CliResult check = run_tessera("check --json " + shell_quote(out));
   EXPECT_EQ(check.exit_code, 0) << check.out;  // closed and manifold
   EXPECT_NE(check.out.find("\"triangles\""), std::string::npos);
   const std::string fbx = slurp(out);
-  for (const char* text : {"tessera_prompt", "a chair", "tessera_preset", "roblox",
-                           "tessera_settings"}) {
+  for (const char* text :
+       {"tessera_prompt", "a chair", "tessera_preset", "roblox", "tessera_settings"}) {
     EXPECT_NE(fbx.find(text), std::string::npos) << text;
   }
   r = run_tessera("generate --from " + shell_quote(out) + " -o " + shell_quote(path("again.fbx")));
@@ -64,8 +66,8 @@ TEST_F(PresetCliTest, PrintClosesAnOpenMeshAndLodsAreReported) {
     std::fclose(f);
   }
   EXPECT_EQ(run_tessera("check " + shell_quote(path("open.obj"))).exit_code, 1);
-  CliResult r = run_tessera("convert " + shell_quote(path("open.obj")) + " --preset print --size 0.04 -o " +
-                            shell_quote(path("closed.stl")));
+  CliResult r = run_tessera("convert " + shell_quote(path("open.obj")) +
+                            " --preset print --size 0.04 -o " + shell_quote(path("closed.stl")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   CliResult check = run_tessera("check " + shell_quote(path("closed.stl")));
   EXPECT_EQ(check.exit_code, 0) << check.out;

@@ -1,7 +1,8 @@
 // Real-consumer check of the exporters: Blender 3.4 imports an FBX (Y-up, and Z-up at scale 2), an
-// OBJ and a binary STL (Z-up) of a marching-cubes ellipsoid (a few thousand triangles) in one headless run, and reports
-// the object count, vertex and face counts, material slots and world-space bounds it ended up
-// with. Skips when `blender` is not on PATH. One Blender start (~5-10 s) serves all four files.
+// OBJ and a binary STL (Z-up) of a marching-cubes ellipsoid (a few thousand triangles) in one
+// headless run, and reports the object count, vertex and face counts, material slots and
+// world-space bounds it ended up with. Skips when `blender` is not on PATH. One Blender start
+// (~5-10 s) serves all four files.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -104,9 +105,8 @@ TEST(BlenderImport, FbxAndObjImportWithTheRightCountsAndOrientation) {
   const std::string log = (dir / "blender.log").string();
   const std::string command = "timeout 120 blender -b --factory-startup --python-expr " +
                               shell_quote(kBlenderScript) + " -- " + shell_quote(fbx_y) + " " +
-                              shell_quote(fbx_z) + " " + shell_quote(obj) + " " +
-                              shell_quote(stl) + " >" +
-                              shell_quote(log) + " 2>&1";
+                              shell_quote(fbx_z) + " " + shell_quote(obj) + " " + shell_quote(stl) +
+                              " >" + shell_quote(log) + " 2>&1";
   const int rc = std::system(command.c_str());
   auto output = read_file(log);
   ASSERT_TRUE(output.ok());
@@ -151,7 +151,6 @@ TEST(BlenderImport, FbxAndObjImportWithTheRightCountsAndOrientation) {
   expect_upright(stl, 1.0, 0);  // Blender welds the STL's corners back into the same vertices
   fs::remove_all(dir);
 }
-
 
 // Textured exports: Blender finds a UV layer with a uv per corner and an image texture node whose
 // image is our PNG (by file name for OBJ/FBX, packed for GLB) at the atlas size. It also reads the
@@ -198,7 +197,8 @@ TEST(BlenderImport, TexturedObjFbxGlbHaveUvsAndTheImage) {
   image.height = 48;
   for (int64_t y = 0; y < image.height; ++y) {
     for (int64_t x = 0; x < image.width; ++x) {
-      image.rgb.insert(image.rgb.end(), {static_cast<uint8_t>(4 * x), static_cast<uint8_t>(5 * y), 90});
+      image.rgb.insert(image.rgb.end(),
+                       {static_cast<uint8_t>(4 * x), static_cast<uint8_t>(5 * y), 90});
     }
   }
   ASSERT_TRUE(project_texture_front(image, {}, &mesh).ok());

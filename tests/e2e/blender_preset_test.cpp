@@ -5,8 +5,8 @@
 // unreal) or in the preset's unit (an STL has none: millimetres for print), the up axis (the post
 // stands along Blender's Z), the front (where the foot points: Blender's -Y for Y-up presets and
 // blender, +X for unreal), the pivot (bottom centre at the origin), the custom properties an FBX
-// carries (tessera_prompt, tessera_seed), and the LOD objects of --lods. Skips when `blender` is not
-// on PATH.
+// carries (tessera_prompt, tessera_seed), and the LOD objects of --lods. Skips when `blender` is
+// not on PATH.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -70,7 +70,9 @@ for path in sys.argv[sys.argv.index("--") + 1:]:
           "hi": list(hi), "top": [tx, ty]}), flush=True)
 )PY";
 
-bool blender_on_path() { return std::system("command -v blender >/dev/null 2>&1") == 0; }
+bool blender_on_path() {
+  return std::system("command -v blender >/dev/null 2>&1") == 0;
+}
 
 // Appends an axis-aligned box (outward, counter-clockwise faces) to an OBJ text.
 void box(std::string& obj, int& base, double x0, double y0, double z0, double x1, double y1,

@@ -96,8 +96,8 @@ void run(const uint8_t* data, size_t size) {
     ++meshes;
     runtime::AssetExport request;
     if (metadata) {
-      request.settings = runtime::shape_settings_json(expected, f->seed, f->resolution,
-                                                      "tessera-tiny", "0");
+      request.settings =
+          runtime::shape_settings_json(expected, f->seed, f->resolution, "tessera-tiny", "0");
     }
     for (const char* ext : {".obj", ".glb", ".fbx", ".stl", ".3mf"}) {
       const std::string path = work_dir() + "/job" + std::to_string(f->candidate) + ext;

@@ -35,18 +35,30 @@ std::string describe(const Case& c) {
 }
 
 TEST(AttentionDecodeBf16Kv, MatchesReferenceOnAwkwardSizes) {
-  const Case cases[] = {{1, 1, 1, 64, 0},     {1, 1, 3, 40, 5},   {1, 1, 63, 80, 1},
-                        {1, 1, 65, 128, 0},   {1, 2, 129, 7, 3},  {2, 3, 78, 128, 11},
-                        {2, 12, 142, 128, 9}, {1, 1, 300, 33, 0}, {2, 1, 257, 200, 2},
+  const Case cases[] = {{1, 1, 1, 64, 0},
+                        {1, 1, 3, 40, 5},
+                        {1, 1, 63, 80, 1},
+                        {1, 1, 65, 128, 0},
+                        {1, 2, 129, 7, 3},
+                        {2, 3, 78, 128, 11},
+                        {2, 12, 142, 128, 9},
+                        {1, 1, 300, 33, 0},
+                        {2, 1, 257, 200, 2},
                         {1, 1, 20, 9000, 0},  // head_dim past the stack tile: heap scratch
                         // the fused AVX-512 fold's head dims (32, 64, 128, 256), tails of its
                         // 32-key tiles, one key, and the split-key path
-                        {1, 2, 70, 64, 1},    {1, 1, 33, 32, 0},  {2, 2, 100, 256, 0},
-                        {1, 1, 1, 128, 0},    {1, 1, 1500, 128, 5},
+                        {1, 2, 70, 64, 1},
+                        {1, 1, 33, 32, 0},
+                        {2, 2, 100, 256, 0},
+                        {1, 1, 1, 128, 0},
+                        {1, 1, 1500, 128, 5},
                         // the row-major walk (all heads per key tile, from 256 keys): v0.5's
                         // shape, chunk and tile tails, one batch row, dims without a fused fold
-                        {2, 12, 1100, 128, 7}, {1, 3, 256, 64, 0}, {1, 2, 301, 256, 1},
-                        {2, 4, 700, 32, 0},    {1, 5, 333, 40, 3}};
+                        {2, 12, 1100, 128, 7},
+                        {1, 3, 256, 64, 0},
+                        {1, 2, 301, 256, 1},
+                        {2, 4, 700, 32, 0},
+                        {1, 5, 333, 40, 3}};
   uint64_t seed = 900;
   for (const Case& c : cases) {
     SCOPED_TRACE(describe(c));

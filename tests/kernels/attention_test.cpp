@@ -159,9 +159,9 @@ TEST(AttentionDecode, MatchesReference) {
     int64_t batch, heads, kv_len, head_dim;
   };
   // batch * heads < threads exercises the split-key path (2 threads), >= threads the per-head one.
-  const Case cases[] = {{1, 1, 1, 64},    {1, 1, 3, 40},    {1, 1, 17, 80},  {1, 1, 77, 128},
-                        {1, 1, 130, 160}, {1, 1, 300, 64},  {2, 3, 78, 128}, {1, 12, 1024, 128},
-                        {1, 1, 1024, 7},  {2, 1, 257, 2000}, {2, 5, 600, 64},  {1, 2, 256, 33}};
+  const Case cases[] = {{1, 1, 1, 64},    {1, 1, 3, 40},     {1, 1, 17, 80},  {1, 1, 77, 128},
+                        {1, 1, 130, 160}, {1, 1, 300, 64},   {2, 3, 78, 128}, {1, 12, 1024, 128},
+                        {1, 1, 1024, 7},  {2, 1, 257, 2000}, {2, 5, 600, 64}, {1, 2, 256, 33}};
   uint64_t seed = 500;
   for (const Case& c : cases) {
     for (bool causal : {false, true}) {  // causal is a no-op for one query: it sees every key
@@ -199,10 +199,12 @@ TEST(AttentionDecode, EveryKeyScoredAlikeWhateverItsBlock) {
                                                            1.0f / std::sqrt(float(c.head_dim)));
     std::vector<float> o(static_cast<size_t>(c.head_dim));
     test::for_each_cpu_mode([&] {
-      SCOPED_TRACE("kv_len " + std::to_string(c.kv_len) + ", head_dim " + std::to_string(c.head_dim));
+      SCOPED_TRACE("kv_len " + std::to_string(c.kv_len) + ", head_dim " +
+                   std::to_string(c.head_dim));
       cpu::attention_decode(q.data(), k.data(), v.data(), o.data(), s);
       EXPECT_GT(o[0], 0.0f);
-      for (int64_t j = 1; j < c.kv_len; ++j) ASSERT_EQ(o[static_cast<size_t>(j)], o[0]) << "key " << j;
+      for (int64_t j = 1; j < c.kv_len; ++j)
+        ASSERT_EQ(o[static_cast<size_t>(j)], o[0]) << "key " << j;
     });
   }
 }
@@ -263,8 +265,10 @@ TEST(Attention, AllowBf16StaysCloseAndLeavesPaddingAlone) {
     int64_t batch, heads, q_len, kv_len, head_dim;
     bool packed;
   };
-  const Case cases[] = {{1, 12, 200, 1024, 64, false}, {2, 3, 97, 97, 40, true},
-                        {1, 2, 64, 300, 80, false},    {1, 1, 130, 77, 31, false},
+  const Case cases[] = {{1, 12, 200, 1024, 64, false},
+                        {2, 3, 97, 97, 40, true},
+                        {1, 2, 64, 300, 80, false},
+                        {1, 1, 130, 77, 31, false},
                         {1, 2, 20, 100, 64, false}};  // the last: too few queries, f32 path
   uint64_t seed = 100;
   for (const Case& c : cases) {

@@ -1,8 +1,8 @@
 // The CUDA kernels::Backend (kernels/cuda/cuda_backend.cu) through the Backend interface, against
 // the CPU backend: memory (allocate, upload, download, copy incl. overlapping ranges, fill_zero),
-// out-of-memory as a Status, weights (f32, bf16, int8), the ops the models use, the decode workspace
-// growing across shapes, the bf16 K/V cache methods, and launch errors as Status naming the op.
-// Skips (make_cuda_backend's reason) without a usable device or in a build without CUDA.
+// out-of-memory as a Status, weights (f32, bf16, int8), the ops the models use, the decode
+// workspace growing across shapes, the bf16 K/V cache methods, and launch errors as Status naming
+// the op. Skips (make_cuda_backend's reason) without a usable device or in a build without CUDA.
 #include <gtest/gtest.h>
 
 #include <algorithm>

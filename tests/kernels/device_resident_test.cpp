@@ -75,10 +75,9 @@ TEST(CpuDeviceResident, AttentionAtUsesTheKeysTheStepSays) {
     std::vector<float> want(q_n), got(q_n, NAN), want16(q_n), got16(q_n, NAN);
     cpu::attention_decode(q.data(), k.data(), v.data(), want.data(), r);
     cpu::attention_decode_bf16kv(q.data(), k16.data(), v16.data(), want16.data(), r);
-    ASSERT_TRUE(
-        be->attention_decode_at(q.data(), k.data(), v.data(), DType::kF32, got.data(), s, &step,
-                                offset)
-            .ok());
+    ASSERT_TRUE(be->attention_decode_at(q.data(), k.data(), v.data(), DType::kF32, got.data(), s,
+                                        &step, offset)
+                    .ok());
     ASSERT_TRUE(be->attention_decode_at(q.data(), k16.data(), v16.data(), DType::kBF16,
                                         got16.data(), s, &step, offset)
                     .ok());
@@ -93,11 +92,11 @@ TEST(CpuDeviceResident, ChooseTokenMatchesTheHostSamplerStepByStep) {
   auto be = make_cpu_backend();
   const int64_t codes = 64, vocab = 67, steps = 40;
   for (bool guided : {true, false}) {
-    for (const SamplingParams& p : {SamplingParams{}, SamplingParams{true, 1.0f, 0, 1.0f},
-                                    SamplingParams{true, 0.7f, 8, 0.9f},
-                                    SamplingParams{true, 2.0f, 0, 0.5f}}) {
-      SCOPED_TRACE(std::string(guided ? "guided" : "unguided") + (p.sample ? " sampled" : " greedy") +
-                   " T " + std::to_string(p.temperature));
+    for (const SamplingParams& p :
+         {SamplingParams{}, SamplingParams{true, 1.0f, 0, 1.0f},
+          SamplingParams{true, 0.7f, 8, 0.9f}, SamplingParams{true, 2.0f, 0, 0.5f}}) {
+      SCOPED_TRACE(std::string(guided ? "guided" : "unguided") +
+                   (p.sample ? " sampled" : " greedy") + " T " + std::to_string(p.temperature));
       TokenChoice c;
       c.codes = codes;
       c.row_stride = vocab;
@@ -120,10 +119,11 @@ TEST(CpuDeviceResident, ChooseTokenMatchesTheHostSamplerStepByStep) {
             mixed[size_t(j)] = (1.0f + g) * logits[size_t(j)] - g * logits[size_t(vocab + j)];
           }
         }
-        const int32_t want = pick_token(mixed.data(), codes, p, host_rng, order.data(), probs.data());
-        ASSERT_TRUE(be->choose_token(logits.data(), c, &step, rng.data(), ids.data(), 2,
-                                     ring.data(), steps)
-                        .ok());
+        const int32_t want =
+            pick_token(mixed.data(), codes, p, host_rng, order.data(), probs.data());
+        ASSERT_TRUE(
+            be->choose_token(logits.data(), c, &step, rng.data(), ids.data(), 2, ring.data(), steps)
+                .ok());
         ASSERT_EQ(step, i + 1);
         ASSERT_EQ(ring[size_t(i)], want) << "step " << i;
         ASSERT_EQ(ids[0], want);

@@ -61,8 +61,8 @@ class CudaDeviceStep : public test::GpuTest {
             d_len.as<int64_t>(), offset, ws.data(), ws.bytes(), stream_));
       } else {
         TESSERA_ASSERT_OK(cuda::attention_decode_device_len(
-            dq.as<float>(), dk.as<float>(), dv.as<float>(), d_o.as<float>(), s,
-            d_len.as<int64_t>(), offset, ws.data(), ws.bytes(), stream_));
+            dq.as<float>(), dk.as<float>(), dv.as<float>(), d_o.as<float>(), s, d_len.as<int64_t>(),
+            offset, ws.data(), ws.bytes(), stream_));
       }
       ASSERT_TRUE(sync());
       std::vector<float> expected(q_n, 0.f);

@@ -19,7 +19,9 @@
 namespace tessera::kernels::cpu {
 namespace {
 
-float rb(float f) { return bf16_to_f32(f32_to_bf16(f)); }
+float rb(float f) {
+  return bf16_to_f32(f32_to_bf16(f));
+}
 
 class GemmBf16Test : public ::testing::Test {
  protected:
@@ -112,14 +114,13 @@ void check(int64_t m, int64_t n, int64_t k, gemm_bf16::BLayout layout, bool with
         for (int64_t kk = 0; kk < packed.kpad(); ++kk)
           a16[i * lda16 + kk] = kk < k ? f32_to_bf16(a[i * lda + kk]) : 0;
       }
-      gemm_bf16::gemm_packed_bf16a(m, a16.data(), lda16, packed, bias_p, c.data(), ldc,
-                                   accumulate);
+      gemm_bf16::gemm_packed_bf16a(m, a16.data(), lda16, packed, bias_p, c.data(), ldc, accumulate);
     }
   }
   const std::string what = "m=" + std::to_string(m) + " n=" + std::to_string(n) +
-                           " k=" + std::to_string(k) + " layout=" +
-                           std::to_string(static_cast<int>(layout)) + (with_bias ? " bias" : "") +
-                           (accumulate ? " acc" : "");
+                           " k=" + std::to_string(k) +
+                           " layout=" + std::to_string(static_cast<int>(layout)) +
+                           (with_bias ? " bias" : "") + (accumulate ? " acc" : "");
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < ldc; ++j) {
       const float got = c[i * ldc + j];

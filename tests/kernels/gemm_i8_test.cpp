@@ -65,8 +65,10 @@ TEST(GemmI8Test, PackingIsPerChannelSymmetricInt8) {
     Problem p = make(1, 37, 771, bf16, rng);
     // a zero row packs to q 0, scale 0
     for (int64_t kk = 0; kk < p.k; ++kk) {
-      if (bf16) p.w16[static_cast<size_t>(5 * p.k + kk)] = 0;
-      else p.w32[static_cast<size_t>(5 * p.k + kk)] = 0.0f;
+      if (bf16)
+        p.w16[static_cast<size_t>(5 * p.k + kk)] = 0;
+      else
+        p.w32[static_cast<size_t>(5 * p.k + kk)] = 0.0f;
     }
     const gemm_i8::PackedI8 b = gemm_i8::pack(p.w);
     ASSERT_EQ(b.n, 37);
@@ -107,7 +109,8 @@ TEST(GemmI8Test, ActivationQuantizationMatchesItsDefinition) {
   gemm_i8::quantize_rows_reference(a.data(), lda, rows, k, kpad, q.data(), s.data());
   for (int64_t r = 0; r < rows; ++r) {
     float amax = 0.0f;
-    for (int64_t c = 0; c < k; ++c) amax = std::max(amax, std::fabs(a[static_cast<size_t>(r * lda + c)]));
+    for (int64_t c = 0; c < k; ++c)
+      amax = std::max(amax, std::fabs(a[static_cast<size_t>(r * lda + c)]));
     ASSERT_EQ(s[static_cast<size_t>(r)], amax / 127.0f);
     for (int64_t c = 0; c < k; ++c) {
       const int q8 = static_cast<int>(q[static_cast<size_t>(r * kpad + c)]) - 128;
@@ -193,10 +196,11 @@ class GemmI8SimdTest : public ::testing::Test {
 
 TEST_F(GemmI8SimdTest, SameBitsAsTheReference) {
   std::mt19937 rng(5);
-  struct Size { int64_t m, n, k; };
-  const Size sizes[] = {{1, 1, 1},     {1, 32, 4},    {12, 32, 64},  {13, 33, 771},
-                        {5, 17, 3},    {25, 65, 130}, {96, 64, 256}, {97, 100, 768},
-                        {200, 48, 96}, {300, 31, 5}};
+  struct Size {
+    int64_t m, n, k;
+  };
+  const Size sizes[] = {{1, 1, 1},     {1, 32, 4},    {12, 32, 64},   {13, 33, 771}, {5, 17, 3},
+                        {25, 65, 130}, {96, 64, 256}, {97, 100, 768}, {200, 48, 96}, {300, 31, 5}};
   for (int threads : {1, 2}) {
     set_default_threads(threads);
     for (const Size& z : sizes) {

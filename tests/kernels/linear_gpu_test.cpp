@@ -1,7 +1,7 @@
-// cuda::linear against ref::linear: the GEMV path (m <= kGemvMaxRows = 16; 16-byte vector loads and the
-// scalar fallback for misaligned or odd-K inputs), the cuBLAS path (f32 weights) and the tiled path
-// (bf16 weights), with and without bias, on awkward sizes; plus argument checks that run without a
-// device.
+// cuda::linear against ref::linear: the GEMV path (m <= kGemvMaxRows = 16; 16-byte vector loads and
+// the scalar fallback for misaligned or odd-K inputs), the cuBLAS path (f32 weights) and the tiled
+// path (bf16 weights), with and without bias, on awkward sizes; plus argument checks that run
+// without a device.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -112,7 +112,8 @@ TEST(Int8Linear, EveryIsaMatchesTheReferenceWithinTheActivationRounding) {
     const int64_t n_out = 70, k_dim = 384;
     const Int8Weight q = make_weight(n_out, k_dim, group, 11);
     std::vector<float> bias(n_out);
-    for (int64_t n = 0; n < n_out; ++n) bias[static_cast<size_t>(n)] = 0.01f * static_cast<float>(n);
+    for (int64_t n = 0; n < n_out; ++n)
+      bias[static_cast<size_t>(n)] = 0.01f * static_cast<float>(n);
     for (const int64_t m : {1, 2, 3, 4, 5, 8, 16, 33}) {
       const std::vector<float> x = random_x(m, k_dim, static_cast<uint32_t>(m));
       std::vector<float> want(static_cast<size_t>(m * n_out));
@@ -141,8 +142,8 @@ TEST(Int8Linear, EveryIsaMatchesTheReferenceWithinTheActivationRounding) {
               // (linear.cpp): each product carries up to two bf16 roundings (2^-8 each).
               double abs_sum = 0.0;
               for (int64_t k = 0; k < k_dim; ++k) {
-                abs_sum += std::fabs(x[static_cast<size_t>(i * k_dim + k)] *
-                                     int8_weight_at(q.w, n, k));
+                abs_sum +=
+                    std::fabs(x[static_cast<size_t>(i * k_dim + k)] * int8_weight_at(q.w, n, k));
               }
               bound = abs_sum * 2.0 * std::ldexp(1.0, -8);
             }
@@ -174,7 +175,8 @@ TEST(Int8Linear, KernelsAgreeAndAreBatchInvariant) {
     for (const int64_t m : {1, 2, 7}) {
       std::vector<float> part(static_cast<size_t>(m * n_out));
       cpu::linear_detail::linear_with_config(config, x.data(), m, q.w, nullptr, part.data());
-      for (size_t i = 0; i < part.size(); ++i) ASSERT_EQ(part[i], all[i]) << "m " << m << " at " << i;
+      for (size_t i = 0; i < part.size(); ++i)
+        ASSERT_EQ(part[i], all[i]) << "m " << m << " at " << i;
     }
   }
 }

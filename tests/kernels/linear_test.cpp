@@ -205,9 +205,9 @@ TEST_F(LinearTest, GemvIsBatchInvariant) {
             cpu::linear_detail::linear_with_config(config, p.x.data() + i * s.k, 1, p.weight(),
                                                    p.bias_ptr(), alone.data() + i * s.n);
           }
-          ASSERT_TRUE(test::all_within(alone.data(), p.expected.data(), p.bound.data(),
-                                       alone.size()) ||
-                      config.bf16_gemm)
+          ASSERT_TRUE(
+              test::all_within(alone.data(), p.expected.data(), p.bound.data(), alone.size()) ||
+              config.bf16_gemm)
               << what;
           for (int64_t m = 2; m <= max_m; ++m) {
             std::vector<float> y(static_cast<size_t>(m * s.n));
@@ -219,8 +219,8 @@ TEST_F(LinearTest, GemvIsBatchInvariant) {
             cpu::linear_detail::linear_multi_with_config(config, p.x.data(), m, parts, 2);
             for (size_t e = 0; e < y.size(); ++e) {
               ASSERT_EQ(std::memcmp(&y[e], &alone[e], 4), 0)
-                  << what << " linear, m=" << m << " row " << e / static_cast<size_t>(s.n)
-                  << ": " << y[e] << " alone " << alone[e];
+                  << what << " linear, m=" << m << " row " << e / static_cast<size_t>(s.n) << ": "
+                  << y[e] << " alone " << alone[e];
               ASSERT_EQ(std::memcmp(&y2[e], &alone[e], 4), 0) << what << " linear_multi, m=" << m;
             }
           }
@@ -318,10 +318,9 @@ TEST_F(LinearTest, PublicEntryFollowsSimdSwitch) {
       for (DType dtype : {DType::kF32, DType::kBF16}) {
         // The bf16 GEMM rounds x to bf16 (linear_internal.h): give it x that is bf16 already, so
         // the f32 reference and its bound still apply exactly.
-        const bool rounds_x =
-            cpu::linear_detail::rounds_x_to_bf16(config, dtype, m);
-        const Problem p = make_problem(m, 131, 300, dtype, true, 4242 + static_cast<uint64_t>(m),
-                                       rounds_x);
+        const bool rounds_x = cpu::linear_detail::rounds_x_to_bf16(config, dtype, m);
+        const Problem p =
+            make_problem(m, 131, 300, dtype, true, 4242 + static_cast<uint64_t>(m), rounds_x);
         std::vector<float> y(p.expected.size()), y_config(p.expected.size());
         cpu::linear(p.x.data(), m, p.weight(), p.bias_ptr(), y.data());
         cpu::linear_detail::linear_with_config(config, p.x.data(), m, p.weight(), p.bias_ptr(),

@@ -1,7 +1,7 @@
 // The CUDA polygonizer (kernels/cuda/marching.cu through Backend::polygonize_cells) against its
 // host reference kernels::cpu::polygonize_cells: the same vertices in the same (edge-key) order,
-// positions within 1e-6 relative (FMA contraction), identical triangles; on a noisy field (every case of the
-// table), on the surface cells of a torus extraction at 2^7 + 1 (through
+// positions within 1e-6 relative (FMA contraction), identical triangles; on a noisy field (every
+// case of the table), on the surface cells of a torus extraction at 2^7 + 1 (through
 // ExtractionOptions::polygonize, as the pipeline does on a GPU), and with no surface at all. The
 // argument checks run without a device.
 #include <gtest/gtest.h>
@@ -60,8 +60,8 @@ TEST(CudaPolygonize, NoisyFieldMatchesTheHostReference) {
       for (int64_t i = g.n[0] - 2; i >= 0; i -= 2) {
         cells.push_back(i + g.n[0] * (j + g.n[1] * k));
         for (int q = 0; q < 8; ++q) {
-          corners.push_back(v[static_cast<size_t>((i + (q & 1)) +
-                                                  g.n[0] * ((j + ((q >> 1) & 1)) + g.n[1] * (k + (q >> 2))))]);
+          corners.push_back(v[static_cast<size_t>(
+              (i + (q & 1)) + g.n[0] * ((j + ((q >> 1) & 1)) + g.n[1] * (k + (q >> 2))))]);
         }
       }
     }

@@ -60,8 +60,8 @@ TEST_F(CudaRope, ManyTokens) {
 }
 
 // cuda::rms_norm_rope (the fused per-head RMSNorm + RoPE of the GPT's q/k) against ref::rms_norm
-// then ref::rope_interleaved: head dims 2..256 (odd ones leave the last element unrotated), with and
-// without a weight, with and without positions (condition tokens: norm only), many rows.
+// then ref::rope_interleaved: head dims 2..256 (odd ones leave the last element unrotated), with
+// and without a weight, with and without positions (condition tokens: norm only), many rows.
 TEST_F(CudaRope, FusedRmsNormRopeMatchesTheTwoReferenceOps) {
   uint64_t seed = 300;
   for (int64_t head_dim : {2, 7, 64, 128, 256}) {
@@ -83,10 +83,9 @@ TEST_F(CudaRope, FusedRmsNormRopeMatchesTheTwoReferenceOps) {
                                 positions.data(), theta);
         }
         cuda::DeviceBuffer d_x = upload(x), d_w = upload(w), d_pos = upload(positions);
-        TESSERA_ASSERT_OK(cuda::rms_norm_rope(d_x.as<float>(), with_weight ? d_w.as<float>() : nullptr,
-                                              tokens, heads, head_dim, eps,
-                                              with_positions ? d_pos.as<int32_t>() : nullptr, theta,
-                                              stream_));
+        TESSERA_ASSERT_OK(cuda::rms_norm_rope(
+            d_x.as<float>(), with_weight ? d_w.as<float>() : nullptr, tokens, heads, head_dim, eps,
+            with_positions ? d_pos.as<int32_t>() : nullptr, theta, stream_));
         ASSERT_TRUE(sync());
         const std::vector<float> actual = download<float>(d_x, static_cast<size_t>(n));
         // The row's sum of squares in f32 (a warp reduction here, double in the reference).

@@ -32,8 +32,8 @@ std::string shell_quote(const std::string& text) {
 namespace {
 CliResult run_program(const char* program, const std::string& args, const std::string& env) {
   static std::atomic<int> counter{0};
-  const fs::path dir = fs::temp_directory_path() /
-                       ("tessera_cli_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  const fs::path dir = fs::temp_directory_path() / ("tessera_cli_" + std::to_string(::getpid()) +
+                                                    "_" + std::to_string(counter++));
   fs::create_directories(dir);
   const std::string cmd = env + " " + shell_quote(program) + " " + args + " >" +
                           shell_quote((dir / "out").string()) + " 2>" +

@@ -408,8 +408,8 @@ TEST_F(RendererTest, TexturedModeSamplesTheMeshTextureAtItsUvs) {
 }
 
 TEST(ShadingModeTest, NamesRoundTrip) {
-  for (ShadingMode m : {ShadingMode::kLit, ShadingMode::kNormals, ShadingMode::kMatcap,
-                        ShadingMode::kTextured}) {
+  for (ShadingMode m :
+       {ShadingMode::kLit, ShadingMode::kNormals, ShadingMode::kMatcap, ShadingMode::kTextured}) {
     auto parsed = parse_shading_mode(shading_mode_name(m));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, m);

@@ -8,7 +8,6 @@
 #include "engine/core/mapped_file.h"
 #include "engine/core/png.h"
 
-
 namespace tessera::render {
 
 namespace {

@@ -371,8 +371,8 @@ const char* shading_mode_name(ShadingMode mode) {
 
 Expected<ShadingMode> parse_shading_mode(const char* name) {
   const std::string s = name != nullptr ? name : "";
-  for (ShadingMode m : {ShadingMode::kLit, ShadingMode::kNormals, ShadingMode::kMatcap,
-                        ShadingMode::kTextured}) {
+  for (ShadingMode m :
+       {ShadingMode::kLit, ShadingMode::kNormals, ShadingMode::kMatcap, ShadingMode::kTextured}) {
     if (s == shading_mode_name(m)) return m;
   }
   return invalid_argument("shading mode '" + s + "' is not one of lit, normals, matcap, textured");

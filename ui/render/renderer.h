@@ -10,7 +10,8 @@
 // Frame contract: draw() renders into the framebuffer currently bound to GL_DRAW_FRAMEBUFFER (the
 // widget's FBO in Qt, 0 in GLFW, the offscreen FBO in EGL) and restores every piece of GL state it
 // changes (program, VAO, buffers, texture unit 0's 2D binding and the active unit, unpack
-// alignment, viewport, depth/blend/cull/polygon-offset enables and funcs, depth mask, clear colour), so ImGui or Qt painting before/after it is unaffected.
+// alignment, viewport, depth/blend/cull/polygon-offset enables and funcs, depth mask, clear
+// colour), so ImGui or Qt painting before/after it is unaffected.
 #pragma once
 
 #include <array>
@@ -24,10 +25,10 @@
 namespace tessera::render {
 
 enum class ShadingMode {
-  kLit,      // two-light Blinn-Phong on `base_color`, headlight-ish so shapes read from any angle
-  kNormals,  // world-space normal as colour: rgb = normal * 0.5 + 0.5 (+X red, +Y green, +Z blue)
-  kMatcap,   // procedural clay matcap indexed by the view-space normal (looks the same from
-             // anywhere)
+  kLit,       // two-light Blinn-Phong on `base_color`, headlight-ish so shapes read from any angle
+  kNormals,   // world-space normal as colour: rgb = normal * 0.5 + 0.5 (+X red, +Y green, +Z blue)
+  kMatcap,    // procedural clay matcap indexed by the view-space normal (looks the same from
+              // anywhere)
   kTextured,  // kLit with the mesh's texture (sampled at its uvs) as the surface colour; a mesh
               // without uvs or texture is drawn as kLit
 };

@@ -24,7 +24,8 @@ void DiffusionBridge::load_model(const QString& path, runtime::DeviceChoice devi
   runtime::ImageModelOptions options;
   options.path = path.toStdString();
   options.device = device;
-  model_path_ = path.isEmpty() ? QString::fromStdString(runtime::default_diffusion_model_dir()) : path;
+  model_path_ =
+      path.isEmpty() ? QString::fromStdString(runtime::default_diffusion_model_dir()) : path;
   model_state_ = DiffusionModelState::kLoading;
   model_message_ = QStringLiteral("loading %1 ...").arg(model_path_);
   load_job_ = engine_.session().load_image_model(std::move(options));
@@ -81,12 +82,14 @@ void DiffusionBridge::on_event(const runtime::Event& event) {
       const QString message = QString::fromStdString(e->status.message());
       if (e->status.code() == ErrorCode::kNotFound) {
         model_state_ = DiffusionModelState::kMissing;
-        model_message_ = QStringLiteral("%1. Start with --diffusion-model <diffusers folder or SD 1.x "
-                                        ".safetensors> to use another.")
+        model_message_ = QStringLiteral(
+                             "%1. Start with --diffusion-model <diffusers folder or SD 1.x "
+                             ".safetensors> to use another.")
                              .arg(message);
       } else {
         model_state_ = DiffusionModelState::kFailed;
-        model_message_ = QStringLiteral("Diffusion model %1 did not load: %2").arg(model_path_, message);
+        model_message_ =
+            QStringLiteral("Diffusion model %1 did not load: %2").arg(model_path_, message);
       }
       Q_EMIT modelStateChanged();
     }

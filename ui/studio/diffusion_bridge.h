@@ -1,9 +1,9 @@
-// DiffusionBridge: the studio's view of the runtime's image lane (engine/runtime/session.h). It owns
-// no thread, queue or cancel logic: loads and image jobs are jobs of the one runtime::Session that
-// EngineBridge owns; the runtime runs them on its image lane and schedules them against the shape
-// jobs (an image waits between its denoising steps while a shape job runs on the same device). This
-// class turns the image lane's events, drained on the UI thread by EngineBridge, into the
-// ImageJobState snapshot the Diffusion panel reads and into Qt signals.
+// DiffusionBridge: the studio's view of the runtime's image lane (engine/runtime/session.h). It
+// owns no thread, queue or cancel logic: loads and image jobs are jobs of the one runtime::Session
+// that EngineBridge owns; the runtime runs them on its image lane and schedules them against the
+// shape jobs (an image waits between its denoising steps while a shape job runs on the same
+// device). This class turns the image lane's events, drained on the UI thread by EngineBridge, into
+// the ImageJobState snapshot the Diffusion panel reads and into Qt signals.
 //
 // Jobs: submit() cancels the running image job and replaces a queued one (the runtime's lane
 // semantics); every job ends with exactly one imageFinished signal (done, cancelled or failed, with
@@ -28,8 +28,9 @@ class EngineBridge;
 
 // What the panel's controls edit (owned by the main window; read when a job is submitted).
 struct ImageSettings {
-  int steps = runtime::kDefaultImageSteps;         // 1..200
-  float guidance = runtime::kDefaultImageGuidance;  // classifier-free guidance scale (1: one UNet pass per step)
+  int steps = runtime::kDefaultImageSteps;  // 1..200
+  float guidance =
+      runtime::kDefaultImageGuidance;  // classifier-free guidance scale (1: one UNet pass per step)
   runtime::SamplerKind sampler = runtime::SamplerKind::kEuler;
   uint64_t seed = 0;  // used as is when lock_seed, else replaced by a random one per job
   bool lock_seed = false;

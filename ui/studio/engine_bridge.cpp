@@ -26,8 +26,11 @@ EngineBridge::~EngineBridge() {
 
 void EngineBridge::set_lane_listener(runtime::Lane lane,
                                      std::function<void(const runtime::Event&)> listener) {
-  if (lane == runtime::Lane::kImage) image_listener_ = std::move(listener);
-  if (lane == runtime::Lane::kTexture) texture_listener_ = std::move(listener);
+  if (lane == runtime::Lane::kImage) {
+    image_listener_ = std::move(listener);
+  } else if (lane == runtime::Lane::kTexture) {
+    texture_listener_ = std::move(listener);
+  }
 }
 
 void EngineBridge::load_model(const QString& dir) {
@@ -79,7 +82,9 @@ uint64_t EngineBridge::submit(const runtime::JobOptions& request) {
   return id;
 }
 
-void EngineBridge::cancel() { session_->cancel(runtime::Lane::kShape); }
+void EngineBridge::cancel() {
+  session_->cancel(runtime::Lane::kShape);
+}
 
 void EngineBridge::on_shape_event(const runtime::Event& event, bool* changed,
                                   const runtime::PartialMeshEvent** newest_partial) {
@@ -101,7 +106,8 @@ void EngineBridge::on_shape_event(const runtime::Event& event, bool* changed,
       can_record_graphs_ = info->can_record_graphs;
       model_identity_.reset();  // the new model's, on the next export
       example_prompts_.clear();
-      for (const std::string& e : info->example_prompts) example_prompts_ << QString::fromStdString(e);
+      for (const std::string& e : info->example_prompts)
+        example_prompts_ << QString::fromStdString(e);
       if (busy()) {
         // A job of the previous model that was cancelled by the load.
         stats_.state = JobState::kCancelled;

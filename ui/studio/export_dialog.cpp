@@ -75,8 +75,9 @@ ExportDialog::ExportDialog(QWidget* parent, int64_t triangles, BudgetPreview pre
                              mesh::LengthUnit::kMillimetre, mesh::LengthUnit::kStud}) {
     unit_->addItem(QString::fromUtf8(mesh::unit_name(u)), static_cast<int>(u));
   }
-  unit_->setToolTip(tr("Unit of the numbers in the file; FBX and 3MF declare it, so importers "
-                       "show the same size (GLB is always metres)"));
+  unit_->setToolTip(
+      tr("Unit of the numbers in the file; FBX and 3MF declare it, so importers "
+         "show the same size (GLB is always metres)"));
   form->addRow(tr("Unit"), unit_);
 
   auto* size_row = new QHBoxLayout;
@@ -89,7 +90,8 @@ ExportDialog::ExportDialog(QWidget* parent, int64_t triangles, BudgetPreview pre
   size_mode_ = new QComboBox(this);
   size_mode_->addItem(tr("largest extent"));
   size_mode_->addItem(tr("height"));
-  size_mode_->setCurrentIndex(s.value(QStringLiteral("export/size_is_height"), false).toBool() ? 1 : 0);
+  size_mode_->setCurrentIndex(s.value(QStringLiteral("export/size_is_height"), false).toBool() ? 1
+                                                                                               : 0);
   size_row->addWidget(size_, 1);
   size_row->addWidget(size_mode_);
   form->addRow(tr("Size"), size_row);
@@ -104,22 +106,25 @@ ExportDialog::ExportDialog(QWidget* parent, int64_t triangles, BudgetPreview pre
   budget_->setRange(0, 100000000);
   budget_->setSingleStep(1000);
   budget_->setSpecialValueText(tr("keep all"));
-  budget_->setToolTip(tr("Decimate to at most this many triangles (quadric error); the viewport "
-                         "shows the result while the dialog is open"));
+  budget_->setToolTip(
+      tr("Decimate to at most this many triangles (quadric error); the viewport "
+         "shows the result while the dialog is open"));
   form->addRow(tr("Triangle budget"), budget_);
   budget_note_ = new QLabel(this);
   form->addRow(QString(), budget_note_);
   lods_ = new QSpinBox(this);
   lods_->setRange(0, mesh::kMaxLods);
   lods_->setSpecialValueText(tr("none"));
-  lods_->setToolTip(tr("LOD1..LODn at halving budgets, as meshes named TesseraMesh_LOD0.. in one "
-                       ".glb or .fbx (Unity and Unreal group them)"));
+  lods_->setToolTip(
+      tr("LOD1..LODn at halving budgets, as meshes named TesseraMesh_LOD0.. in one "
+         ".glb or .fbx (Unity and Unreal group them)"));
   form->addRow(tr("Levels of detail"), lods_);
   closed_ = new QCheckBox(tr("Close small holes (closed, manifold mesh)"), this);
   form->addRow(tr("Closed"), closed_);
   write_settings_ = new QCheckBox(tr("Write the prompt, seed and settings into the file"), this);
-  write_settings_->setToolTip(tr("Off for privacy: the file then says nothing about how it was "
-                                 "made (and cannot be made again from it)"));
+  write_settings_->setToolTip(
+      tr("Off for privacy: the file then says nothing about how it was "
+         "made (and cannot be made again from it)"));
   write_settings_->setChecked(s.value(QStringLiteral("privacy/write_settings"), true).toBool());
   form->addRow(tr("Settings"), write_settings_);
 
@@ -184,8 +189,8 @@ void ExportDialog::apply_preset(const mesh::AssetPreset* p) {
   for (const std::string& f : p->formats) accepted = accepted || ext == QString::fromStdString(f);
   if (!accepted) {
     QFileInfo info(path_->text());
-    path_->setText(info.dir().filePath(info.completeBaseName() +
-                                       QString::fromStdString(p->formats.front())));
+    path_->setText(
+        info.dir().filePath(info.completeBaseName() + QString::fromStdString(p->formats.front())));
   }
   update_notes();
 }
@@ -196,9 +201,15 @@ void ExportDialog::select_preset(const QString& name) {
   apply_preset(mesh::find_preset(name.toStdString()));
 }
 
-void ExportDialog::set_path(const QString& path) { path_->setText(path); }
-void ExportDialog::set_budget(int64_t budget) { budget_->setValue(static_cast<int>(budget)); }
-QString ExportDialog::preview_text() const { return budget_note_->text(); }
+void ExportDialog::set_path(const QString& path) {
+  path_->setText(path);
+}
+void ExportDialog::set_budget(int64_t budget) {
+  budget_->setValue(static_cast<int>(budget));
+}
+QString ExportDialog::preview_text() const {
+  return budget_note_->text();
+}
 
 void ExportDialog::update_notes() {
   const mesh::AssetPreset* p = mesh::find_preset(preset_->currentData().toString().toStdString());
@@ -206,13 +217,15 @@ void ExportDialog::update_notes() {
   if (p != nullptr) {
     note = tr("Sets: %1").arg(QString::fromStdString(mesh::describe_preset(*p)));
     QStringList overrides;
-    const mesh::ExportOptions o = mesh::preset_export_options(*p, extension_of(path_->text()).toStdString());
+    const mesh::ExportOptions o =
+        mesh::preset_export_options(*p, extension_of(path_->text()).toStdString());
     if ((up_->currentIndex() == 1) != (o.up_axis == mesh::UpAxis::kZ)) overrides << tr("up axis");
     if (front_x_->isChecked() != o.front_x) overrides << tr("front");
     if (unit_->currentData().toInt() != static_cast<int>(o.unit)) overrides << tr("unit");
     if (budget_->value() != p->max_triangles) overrides << tr("budget");
     if (closed_->isChecked() != p->closed) overrides << tr("closing");
-    if (!overrides.isEmpty()) note += tr(" (overridden: %1)").arg(overrides.join(QStringLiteral(", ")));
+    if (!overrides.isEmpty())
+      note += tr(" (overridden: %1)").arg(overrides.join(QStringLiteral(", ")));
   }
   preset_note_->setText(note);
   preset_note_->setVisible(!note.isEmpty());
@@ -253,9 +266,8 @@ void ExportDialog::flush_preview() {
   } else if (reached < 0) {
     budget_note_->setText(tr("%1 triangles: the preview failed").arg(triangles_));
   } else {
-    budget_note_->setText(tr("%1 \u2192 %2 triangles (shown in the viewport)")
-                              .arg(triangles_)
-                              .arg(reached));
+    budget_note_->setText(
+        tr("%1 \u2192 %2 triangles (shown in the viewport)").arg(triangles_).arg(reached));
   }
 }
 
@@ -298,7 +310,8 @@ void remember_export_choice(const ExportChoice& c) {
   s.setValue(QStringLiteral("export/up_z"), c.options.up_axis == mesh::UpAxis::kZ);
   s.setValue(QStringLiteral("export/front_x"), c.options.front_x);
   s.setValue(QStringLiteral("export/unit"), static_cast<int>(c.options.unit));
-  s.setValue(QStringLiteral("export/size"), c.options.size_m > 0 ? c.options.size_m : c.options.height_m);
+  s.setValue(QStringLiteral("export/size"),
+             c.options.size_m > 0 ? c.options.size_m : c.options.height_m);
   s.setValue(QStringLiteral("export/size_is_height"), c.options.height_m > 0);
   s.setValue(QStringLiteral("export/pivot"), static_cast<int>(c.options.pivot));
   s.setValue(QStringLiteral("export/max_faces"), static_cast<qlonglong>(c.asset.max_triangles));

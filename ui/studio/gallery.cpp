@@ -40,9 +40,9 @@ void Gallery::add(const QString& prompt, std::shared_ptr<const mesh::Mesh> mesh,
       shot.copy((shot.width() - side) / 2, (shot.height() - side) / 2, side, side)
           .scaled(kThumbnailSize, kThumbnailSize, Qt::KeepAspectRatio, Qt::SmoothTransformation);
   results_.push_back({prompt, std::move(mesh)});
-  auto* item = new QListWidgetItem(
-      QIcon(QPixmap::fromImage(square)),
-      one_line(prompt.isEmpty() ? tr("(empty prompt)") : prompt, 24), this);
+  auto* item =
+      new QListWidgetItem(QIcon(QPixmap::fromImage(square)),
+                          one_line(prompt.isEmpty() ? tr("(empty prompt)") : prompt, 24), this);
   item->setData(Qt::UserRole, static_cast<int>(results_.size() - 1));
   item->setToolTip(prompt);
   scrollToItem(item);

@@ -1,6 +1,5 @@
 #include "ui/studio/generation_stats.h"
 
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -107,11 +106,16 @@ double percentile(std::vector<float> values, double p) {
 
 const char* job_state_name(JobState state) {
   switch (state) {
-    case JobState::kIdle: return "idle";
-    case JobState::kRunning: return "running";
-    case JobState::kDone: return "done";
-    case JobState::kCancelled: return "cancelled";
-    case JobState::kFailed: return "failed";
+    case JobState::kIdle:
+      return "idle";
+    case JobState::kRunning:
+      return "running";
+    case JobState::kDone:
+      return "done";
+    case JobState::kCancelled:
+      return "cancelled";
+    case JobState::kFailed:
+      return "failed";
   }
   return "?";
 }

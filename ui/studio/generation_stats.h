@@ -18,7 +18,7 @@ namespace tessera::studio {
 
 // The stages the overlay breaks a job into, in order (names of runtime::StageEvent).
 inline constexpr std::array<const char*, 6> kStageNames = {
-    runtime::kStageText,          runtime::kStagePrefill,    runtime::kStageDecode,
+    runtime::kStageText,         runtime::kStagePrefill,    runtime::kStageDecode,
     runtime::kStageLatentDecode, runtime::kStageExtraction, runtime::kStageCleanup};
 
 enum class JobState { kIdle, kRunning, kDone, kCancelled, kFailed };
@@ -28,9 +28,9 @@ struct GenerationStats {
   JobState state = JobState::kIdle;
   std::string message;  // error text (kFailed) or cancel reason (kCancelled)
 
-  int64_t expected_tokens = 0;    // tokens the job will generate (for progress)
-  int candidates = 1;             // variations decoded together (one step serves them all)
-  std::vector<float> token_ms;    // ms of each generation step, by token index
+  int64_t expected_tokens = 0;     // tokens the job will generate (for progress)
+  int candidates = 1;              // variations decoded together (one step serves them all)
+  std::vector<float> token_ms;     // ms of each generation step, by token index
   std::vector<int32_t> token_ids;  // candidate 0's (the token strip shows one sequence)
   std::array<double, kStageNames.size()> stage_ms{};  // -1: not reached yet
   int64_t partial_meshes = 0;
@@ -71,7 +71,6 @@ struct GenerationStats {
 
 // Nearest-rank percentile of `values` (copied; p in [0, 100]); 0 for an empty input.
 double percentile(std::vector<float> values, double p);
-
 
 const char* job_state_name(JobState state);
 

@@ -26,14 +26,16 @@ class ContextScope {
 };
 
 const char* stage_label(size_t i) {
-  static const char* const kLabels[] = {"text (CLIP)", "prefill",    "decode",
+  static const char* const kLabels[] = {"text (CLIP)",   "prefill",    "decode",
                                         "latent decode", "extraction", "cleanup"};
   return i < sizeof(kLabels) / sizeof(kLabels[0]) ? kLabels[i] : "?";
 }
 
 }  // namespace
 
-ImGuiOverlay::~ImGuiOverlay() { shutdown(); }
+ImGuiOverlay::~ImGuiOverlay() {
+  shutdown();
+}
 
 Status ImGuiOverlay::init() {
   if (context_ != nullptr) return Status();
@@ -44,18 +46,27 @@ Status ImGuiOverlay::init() {
   io.IniFilename = nullptr;  // panel layout is not persisted in a file next to the binary
   io.LogFilename = nullptr;
   io.BackendPlatformName = "tessera_qt";
-  const std::pair<ImGuiKey_, OverlayKey> keymap[] = {
-      {ImGuiKey_Tab, OverlayKey::kTab},           {ImGuiKey_LeftArrow, OverlayKey::kLeft},
-      {ImGuiKey_RightArrow, OverlayKey::kRight},  {ImGuiKey_UpArrow, OverlayKey::kUp},
-      {ImGuiKey_DownArrow, OverlayKey::kDown},    {ImGuiKey_PageUp, OverlayKey::kPageUp},
-      {ImGuiKey_PageDown, OverlayKey::kPageDown}, {ImGuiKey_Home, OverlayKey::kHome},
-      {ImGuiKey_End, OverlayKey::kEnd},           {ImGuiKey_Insert, OverlayKey::kInsert},
-      {ImGuiKey_Delete, OverlayKey::kDelete},     {ImGuiKey_Backspace, OverlayKey::kBackspace},
-      {ImGuiKey_Space, OverlayKey::kSpace},       {ImGuiKey_Enter, OverlayKey::kEnter},
-      {ImGuiKey_Escape, OverlayKey::kEscape},     {ImGuiKey_A, OverlayKey::kA},
-      {ImGuiKey_C, OverlayKey::kC},               {ImGuiKey_V, OverlayKey::kV},
-      {ImGuiKey_X, OverlayKey::kX},               {ImGuiKey_Y, OverlayKey::kY},
-      {ImGuiKey_Z, OverlayKey::kZ}};
+  const std::pair<ImGuiKey_, OverlayKey> keymap[] = {{ImGuiKey_Tab, OverlayKey::kTab},
+                                                     {ImGuiKey_LeftArrow, OverlayKey::kLeft},
+                                                     {ImGuiKey_RightArrow, OverlayKey::kRight},
+                                                     {ImGuiKey_UpArrow, OverlayKey::kUp},
+                                                     {ImGuiKey_DownArrow, OverlayKey::kDown},
+                                                     {ImGuiKey_PageUp, OverlayKey::kPageUp},
+                                                     {ImGuiKey_PageDown, OverlayKey::kPageDown},
+                                                     {ImGuiKey_Home, OverlayKey::kHome},
+                                                     {ImGuiKey_End, OverlayKey::kEnd},
+                                                     {ImGuiKey_Insert, OverlayKey::kInsert},
+                                                     {ImGuiKey_Delete, OverlayKey::kDelete},
+                                                     {ImGuiKey_Backspace, OverlayKey::kBackspace},
+                                                     {ImGuiKey_Space, OverlayKey::kSpace},
+                                                     {ImGuiKey_Enter, OverlayKey::kEnter},
+                                                     {ImGuiKey_Escape, OverlayKey::kEscape},
+                                                     {ImGuiKey_A, OverlayKey::kA},
+                                                     {ImGuiKey_C, OverlayKey::kC},
+                                                     {ImGuiKey_V, OverlayKey::kV},
+                                                     {ImGuiKey_X, OverlayKey::kX},
+                                                     {ImGuiKey_Y, OverlayKey::kY},
+                                                     {ImGuiKey_Z, OverlayKey::kZ}};
   for (const auto& [imgui_key, ours] : keymap) io.KeyMap[imgui_key] = static_cast<int>(ours);
   ImGui::StyleColorsDark();
   ImGui::GetStyle().WindowRounding = 4.0f;
@@ -146,8 +157,8 @@ void ImGuiOverlay::render(const GenerationStats& stats, const OverlayPanels& pan
   const auto now = std::chrono::steady_clock::now();
   io.DeltaTime = std::max(1e-4f, std::chrono::duration<float>(now - last_frame_).count());
   last_frame_ = now;
-  io.DisplaySize = ImVec2(static_cast<float>(std::max(width, 1)),
-                          static_cast<float>(std::max(height, 1)));
+  io.DisplaySize =
+      ImVec2(static_cast<float>(std::max(width, 1)), static_cast<float>(std::max(height, 1)));
   io.DisplayFramebufferScale = ImVec2(device_pixel_ratio, device_pixel_ratio);
   // /proc reads are cheap but not free: four times a second is plenty for a memory readout.
   if (now - last_memory_read_ > std::chrono::milliseconds(250)) {
@@ -157,7 +168,8 @@ void ImGuiOverlay::render(const GenerationStats& stats, const OverlayPanels& pan
 
   ImGui_ImplOpenGL3_NewFrame();
   ImGui::NewFrame();
-  const ImGuiWindowFlags flags = ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoFocusOnAppearing;
+  const ImGuiWindowFlags flags =
+      ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoFocusOnAppearing;
   const int64_t tokens = static_cast<int64_t>(stats.token_ms.size());
 
   if (panels.timing) {
@@ -168,9 +180,9 @@ void ImGuiOverlay::render(const GenerationStats& stats, const OverlayPanels& pan
       // Scale to the decode steps: token 0 includes the prefill, and the steps that also decode a
       // preview are spikes; either would flatten the rest. The scale is 1.5x the p95 of the decode
       // steps (spikes are clipped at the top), never below 1.15x their median.
-      std::vector<float> steps(stats.token_ms.size() > 1 ? stats.token_ms.begin() + 1
-                                                         : stats.token_ms.begin(),
-                               stats.token_ms.end());
+      std::vector<float> steps(
+          stats.token_ms.size() > 1 ? stats.token_ms.begin() + 1 : stats.token_ms.begin(),
+          stats.token_ms.end());
       const float p95 = static_cast<float>(percentile(steps, 95));
       const float p50 = static_cast<float>(percentile(steps, 50));
       // The previous job's curve stays as a faint line under this one (same scale), so the KV cache
@@ -241,7 +253,8 @@ void ImGuiOverlay::render(const GenerationStats& stats, const OverlayPanels& pan
           ImGui::TextDisabled("%-14s         -", stage_label(i));
         }
       }
-      if (stats.state == JobState::kDone) ImGui::Text("%-14s %9.1f ms", "job total", stats.total_ms);
+      if (stats.state == JobState::kDone)
+        ImGui::Text("%-14s %9.1f ms", "job total", stats.total_ms);
     }
     ImGui::End();
   }
@@ -254,17 +267,20 @@ void ImGuiOverlay::render(const GenerationStats& stats, const OverlayPanels& pan
     // Folded, the title line still says where and how the job runs (device, weights, KV cache,
     // graphs);
     // "###System" keeps the window's identity while the label changes.
-    const std::string device_line =
-        stats.backend.empty() ? (controls ? controls->device : std::string("(no model)"))
-                              : stats.backend;
+    const std::string device_line = stats.backend.empty()
+                                        ? (controls ? controls->device : std::string("(no model)"))
+                                        : stats.backend;
     const std::string weights_format = stats.weights.substr(0, stats.weights.find(','));
     const std::string title = "System: " + device_line.substr(0, device_line.find(" (")) +
-                              (weights_format.empty() ? "" : ", " + weights_format) + ", KV " + (stats.kv_cache ? "on" : "off") + ", graph " +
+                              (weights_format.empty() ? "" : ", " + weights_format) + ", KV " +
+                              (stats.kv_cache ? "on" : "off") + ", graph " +
                               runtime::graph_mode_name(stats.graphs) + "###System";
     if (ImGui::Begin(title.c_str(), nullptr, flags)) {
-      ImGui::Text("memory  %.1f MiB resident", static_cast<double>(memory_.resident_bytes) / (1 << 20));
+      ImGui::Text("memory  %.1f MiB resident",
+                  static_cast<double>(memory_.resident_bytes) / (1 << 20));
       if (memory_.device_used_bytes >= 0) {
-        ImGui::Text("GPU     %.0f / %.0f MiB", static_cast<double>(memory_.device_used_bytes) / (1 << 20),
+        ImGui::Text("GPU     %.0f / %.0f MiB",
+                    static_cast<double>(memory_.device_used_bytes) / (1 << 20),
                     static_cast<double>(memory_.device_total_bytes) / (1 << 20));
       }
       ImGui::TextWrapped("device  %s", stats.backend.empty()
@@ -304,9 +320,9 @@ void ImGuiOverlay::render(const GenerationStats& stats, const OverlayPanels& pan
     if (diffusion != nullptr) {
       diffusion_panel_.draw(*diffusion, width, height);
     } else {
-      ImGui::SetNextWindowPos(ImVec2(static_cast<float>(width - kDiffusionPanelRight),
-                                     kDiffusionPanelY),
-                              ImGuiCond_FirstUseEver);
+      ImGui::SetNextWindowPos(
+          ImVec2(static_cast<float>(width - kDiffusionPanelRight), kDiffusionPanelY),
+          ImGuiCond_FirstUseEver);
       ImGui::SetNextWindowSize(ImVec2(kDiffusionPanelWidth, 70), ImGuiCond_FirstUseEver);
       ImGui::SetNextWindowCollapsed(true, ImGuiCond_FirstUseEver);
       ImGui::SetNextWindowBgAlpha(0.85f);

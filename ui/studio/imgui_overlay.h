@@ -1,6 +1,7 @@
 // ImGuiOverlay: the Dear ImGui (1.86) panels drawn over the studio viewport: per-token latency
 // plot, TPOT mean/p50/p99 and tokens/s, the stage breakdown, memory in use, backend and mode, and
-// the diffusion image panel (ui/studio/diffusion_panel.h). Panels read a GenerationStats snapshot, never the engine.
+// the diffusion image panel (ui/studio/diffusion_panel.h). Panels read a GenerationStats snapshot,
+// never the engine.
 //
 // Context: init(), render() and shutdown() need the viewport's GL 3.3 core context current (the
 // renderer is imgui_impl_opengl3, which saves and restores the GL state it touches). Each overlay
@@ -37,12 +38,12 @@ struct OverlayPanels {
 // The overlay's live A/B switches and the device line (owned by the main window, which applies the
 // switches to the next job and keeps the Settings panel in step through on_change).
 struct OverlayControls {
-  bool kv_cache = true;           // next job: KV cache on
-  bool graphs = true;             // next job: replay the recorded decode step (CUDA graphs)
-  bool graphs_available = false;  // the loaded model's backend records graphs
-  std::string graphs_reason;      // why not, when unavailable (from the runtime)
-  std::string device;             // where the shape model runs, or "(no model)"
-  bool on_gpu = false;            // also read the device's memory
+  bool kv_cache = true;             // next job: KV cache on
+  bool graphs = true;               // next job: replay the recorded decode step (CUDA graphs)
+  bool graphs_available = false;    // the loaded model's backend records graphs
+  std::string graphs_reason;        // why not, when unavailable (from the runtime)
+  std::string device;               // where the shape model runs, or "(no model)"
+  bool on_gpu = false;              // also read the device's memory
   std::function<void()> on_change;  // called (during render) after a switch changed
 };
 
@@ -53,8 +54,28 @@ inline constexpr int kTimingPanelWidth = 330, kTimingPanelHeight = 196;
 
 // Keys the overlay understands (its own indices into io.KeysDown).
 enum class OverlayKey {
-  kTab = 1, kLeft, kRight, kUp, kDown, kPageUp, kPageDown, kHome, kEnd, kInsert, kDelete,
-  kBackspace, kSpace, kEnter, kEscape, kA, kC, kV, kX, kY, kZ, kCount
+  kTab = 1,
+  kLeft,
+  kRight,
+  kUp,
+  kDown,
+  kPageUp,
+  kPageDown,
+  kHome,
+  kEnd,
+  kInsert,
+  kDelete,
+  kBackspace,
+  kSpace,
+  kEnter,
+  kEscape,
+  kA,
+  kC,
+  kV,
+  kX,
+  kY,
+  kZ,
+  kCount
 };
 
 class ImGuiOverlay {

@@ -1,4 +1,5 @@
-// MainWindow, part: The window: construction, layout, status bar, device switch, About. The other parts: main_window_*.cpp.
+// MainWindow, part: The window: construction, layout, status bar, device switch, About. The other
+// parts: main_window_*.cpp.
 #include "ui/studio/main_window.h"
 
 #include "ui/studio/candidate_grid.h"
@@ -56,7 +57,6 @@
 
 namespace tessera::studio {
 
-
 MainWindow::MainWindow(LaunchOptions options, QWidget* parent)
     : QMainWindow(parent), launch_(std::move(options)) {
   setWindowTitle(tr("Tessera Studio"));
@@ -69,7 +69,8 @@ MainWindow::MainWindow(LaunchOptions options, QWidget* parent)
   settings_->set_device(launch_.device);
   connect(settings_, &SettingsPanel::deviceChanged, this, &MainWindow::on_device_changed);
   connect(settings_, &SettingsPanel::weightsChanged, this, &MainWindow::on_weights_changed);
-  connect(settings_, &SettingsPanel::engineSwitchesChanged, this, &MainWindow::sync_overlay_controls);
+  connect(settings_, &SettingsPanel::engineSwitchesChanged, this,
+          &MainWindow::sync_overlay_controls);
   overlay_controls_.on_change = [this] {
     // Called inside the viewport's paintGL: act after the frame.
     QTimer::singleShot(0, this, [this] {
@@ -351,15 +352,15 @@ void MainWindow::show_about() {
          "<tr><td>Dear ImGui</td><td>%8</td></tr>"
          "<tr><td>Decode graphs</td><td>%9</td></tr>"
          "</table>")
-          .arg(QStringLiteral(TESSERA_VERSION), QStringLiteral(TESSERA_BUILD_TYPE),
-               engine_->has_model() ? engine_->backend_name() : tr("(no model loaded)"),
-               caps.cuda.usable ? QString::fromStdString(caps.cuda.name)
-                                : tr("not usable: %1").arg(QString::fromStdString(caps.cuda.reason)),
-               engine_->has_model() ? engine_->model_dir() : tr("none"),
-               viewport_->gl_description(), QString::fromLatin1(qVersion()),
-               QStringLiteral(IMGUI_VERSION),
-               caps.decode_graphs_available ? tr("available (CUDA)")
-                                            : QString::fromStdString(caps.decode_graphs_reason)));
+          .arg(
+              QStringLiteral(TESSERA_VERSION), QStringLiteral(TESSERA_BUILD_TYPE),
+              engine_->has_model() ? engine_->backend_name() : tr("(no model loaded)"),
+              caps.cuda.usable ? QString::fromStdString(caps.cuda.name)
+                               : tr("not usable: %1").arg(QString::fromStdString(caps.cuda.reason)),
+              engine_->has_model() ? engine_->model_dir() : tr("none"), viewport_->gl_description(),
+              QString::fromLatin1(qVersion()), QStringLiteral(IMGUI_VERSION),
+              caps.decode_graphs_available ? tr("available (CUDA)")
+                                           : QString::fromStdString(caps.decode_graphs_reason)));
 }
 
 void MainWindow::on_device_changed(runtime::DeviceChoice device) {
@@ -393,8 +394,8 @@ void MainWindow::sync_overlay_controls() {
                                   : "; " + caps.decode_graphs_reason)
           : caps.decode_graphs_reason;
   overlay_controls_.on_gpu = engine_->model_on_gpu();
-  overlay_controls_.device = engine_->has_model() ? engine_->backend_name().toStdString()
-                                                  : std::string("(no model)");
+  overlay_controls_.device =
+      engine_->has_model() ? engine_->backend_name().toStdString() : std::string("(no model)");
 }
 
 }  // namespace tessera::studio

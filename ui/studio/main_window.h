@@ -8,10 +8,10 @@
 // job (shape, image, texture projection) streams its events. The device (Settings > Engine) and
 // the overlay's KV cache / CUDA graph switches come from and go to the runtime.
 //
-// The class is split by responsibility over main_window*.cpp: main_window.cpp (construction, layout,
-// device), _menus, _settings (QSettings), _shape (shape jobs), _image (concept image, texture),
-// _files (import, export, recording, gallery), _script (scripted mode). The export dialog and the
-// gallery are classes of their own (export_dialog.h, gallery.h).
+// The class is split by responsibility over main_window*.cpp: main_window.cpp (construction,
+// layout, device), _menus, _settings (QSettings), _shape (shape jobs), _image (concept image,
+// texture), _files (import, export, recording, gallery), _script (scripted mode). The export dialog
+// and the gallery are classes of their own (export_dialog.h, gallery.h).
 //
 // Scripted mode (LaunchOptions, from the command line of tessera-studio): load a model, generate
 // one prompt, save a screenshot / the recorded frames / an export, and quit with exit code 0 on
@@ -228,15 +228,15 @@ class MainWindow : public QMainWindow {
   QPushButton* generate_button_ = nullptr;
   QPushButton* cancel_button_ = nullptr;
   QToolButton* examples_button_ = nullptr;  // the loaded model's example prompts
-  QPushButton* more_button_ = nullptr;       // "More like this"
-  CandidateGrid* candidates_ = nullptr;      // the variations of the current job
-  runtime::JobOptions last_job_;             // what more_like_this() continues
+  QPushButton* more_button_ = nullptr;      // "More like this"
+  CandidateGrid* candidates_ = nullptr;     // the variations of the current job
+  runtime::JobOptions last_job_;            // what more_like_this() continues
   bool has_last_job_ = false;
-  int chosen_candidate_ = 0;                 // the candidate the main viewport shows
+  int chosen_candidate_ = 0;  // the candidate the main viewport shows
   // Tokens of each candidate's final mesh (index 0 also for single jobs) and of the shown mesh.
   std::vector<std::vector<int32_t>> candidate_tokens_;
   std::vector<int32_t> current_tokens_;
-  uint64_t remesh_job_ = 0;     // the running re-mesh job (0: none)
+  uint64_t remesh_job_ = 0;  // the running re-mesh job (0: none)
   int remesh_resolution_ = 0;
   std::vector<QAction*> remesh_actions_;
   SettingsPanel* settings_ = nullptr;

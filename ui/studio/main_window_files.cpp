@@ -54,7 +54,6 @@
 
 namespace tessera::studio {
 
-
 void MainWindow::set_record_dir(const QString& dir) {
   record_dir_ = dir;
   if (!dir.isEmpty() && !QDir().mkpath(dir)) {
@@ -129,7 +128,8 @@ bool MainWindow::open_mesh_file(const QString& path) {
   viewport_->set_mesh(std::move(mesh), true);
   shown_generated_ = false;
   // A file Tessera wrote carries its prompt and settings: offer them (not in scripted runs).
-  if (auto metadata = mesh::read_metadata(path.toStdString()); metadata.ok() && !launch_.scripted()) {
+  if (auto metadata = mesh::read_metadata(path.toStdString());
+      metadata.ok() && !launch_.scripted()) {
     auto restored = runtime::restored_settings(*metadata, path.toStdString());
     if (restored.ok()) {
       auto* box = new QMessageBox(QMessageBox::Question, tr("Restore settings?"),
@@ -246,7 +246,8 @@ bool MainWindow::restore_settings_from(const QString& path) {
   settings_->restore(*restored);
   QString text = tr("Restored the prompt and settings of %1").arg(QFileInfo(path).fileName());
   if (restored->has_seed) text += tr(" (seed %1, locked)").arg(restored->seed);
-  for (const std::string& note : restored->notes) text += tr("; %1").arg(QString::fromStdString(note));
+  for (const std::string& note : restored->notes)
+    text += tr("; %1").arg(QString::fromStdString(note));
   if (!restored->model_name.empty() &&
       QString::fromStdString(restored->model_name) != QFileInfo(engine_->model_dir()).fileName()) {
     text += tr("; it was made with %1, not the loaded model")

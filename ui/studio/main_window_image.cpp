@@ -1,4 +1,5 @@
-// MainWindow, part: The concept image and "apply as texture" (runtime image and texture lanes). (ui/studio/main_window.h).
+// MainWindow, part: The concept image and "apply as texture" (runtime image and texture lanes).
+// (ui/studio/main_window.h).
 #include "ui/studio/main_window.h"
 
 #include <imgui.h>
@@ -50,7 +51,6 @@
 #include "ui/studio/viewport.h"
 
 namespace tessera::studio {
-
 
 bool MainWindow::generate_image() {
   if (diffusion_->model_state() != DiffusionModelState::kReady) {

@@ -1,4 +1,5 @@
-// MainWindow, part: Menus: File, View (shading, toggles, overlay panels), Help. (ui/studio/main_window.h).
+// MainWindow, part: Menus: File, View (shading, toggles, overlay panels), Help.
+// (ui/studio/main_window.h).
 #include "ui/studio/main_window.h"
 
 #include <imgui.h>
@@ -52,7 +53,6 @@
 
 namespace tessera::studio {
 
-
 void MainWindow::build_menus() {
   QMenu* file = menuBar()->addMenu(tr("&File"));
   QAction* open = file->addAction(tr("&Open mesh..."));
@@ -69,7 +69,8 @@ void MainWindow::build_menus() {
   QMenu* export_for = file->addMenu(tr("Export &for"));
   for (const mesh::AssetPreset& p : mesh::asset_presets()) {
     const QString name = QString::fromStdString(p.name);
-    QAction* a = export_for->addAction(name.left(1).toUpper() + name.mid(1) + QStringLiteral("..."));
+    QAction* a =
+        export_for->addAction(name.left(1).toUpper() + name.mid(1) + QStringLiteral("..."));
     a->setToolTip(QString::fromStdString(mesh::describe_preset(p)));
     a->setStatusTip(QString::fromStdString(mesh::describe_preset(p)));
     connect(a, &QAction::triggered, this, [this, name] { run_export_dialog(name); });

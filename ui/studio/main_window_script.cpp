@@ -1,4 +1,5 @@
-// MainWindow, part: Scripted mode (tessera-studio --generate --screenshot ... --quit-when-done). (ui/studio/main_window.h).
+// MainWindow, part: Scripted mode (tessera-studio --generate --screenshot ... --quit-when-done).
+// (ui/studio/main_window.h).
 #include "ui/studio/main_window.h"
 
 #include <imgui.h>
@@ -50,7 +51,6 @@
 #include "ui/studio/viewport.h"
 
 namespace tessera::studio {
-
 
 void MainWindow::advance_script_image() {
   if (!launch_.scripted() || script_done_ || !shape_done_for_script_) return;

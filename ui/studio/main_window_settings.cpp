@@ -1,4 +1,5 @@
-// MainWindow, part: QSettings persistence: window layout, prompt history, generation, view and image settings. (ui/studio/main_window.h).
+// MainWindow, part: QSettings persistence: window layout, prompt history, generation, view and
+// image settings. (ui/studio/main_window.h).
 #include "ui/studio/main_window.h"
 
 #include <imgui.h>
@@ -50,7 +51,6 @@
 #include "ui/studio/viewport.h"
 
 namespace tessera::studio {
-
 
 void MainWindow::load_settings() {
   QSettings s;

@@ -1,4 +1,5 @@
-// MainWindow, part: Shape jobs: the model, Generate / Cancel, partial and final meshes, the job's end. (ui/studio/main_window.h).
+// MainWindow, part: Shape jobs: the model, Generate / Cancel, partial and final meshes, the job's
+// end. (ui/studio/main_window.h).
 #include "ui/studio/main_window.h"
 
 #include <imgui.h>
@@ -55,7 +56,6 @@
 
 namespace tessera::studio {
 
-
 void MainWindow::choose_model_dir() {
   const QString dir =
       QFileDialog::getExistingDirectory(this, tr("Model directory"), model_path_->text());
@@ -97,10 +97,11 @@ void MainWindow::on_model_loaded(const QString& dir) {
   }
   examples_button_->setEnabled(!engine_->example_prompts().isEmpty());
   prompt_->set_example(engine_->example_prompts().isEmpty() ? QString()
-                                                             : engine_->example_prompts().front());
-  show_status(engine_->example_prompts().isEmpty()
-                  ? tr("Model ready. Type a prompt and press Ctrl+Enter.")
-                  : tr("Model ready. Type a prompt and press Ctrl+Enter, or pick one under Examples."));
+                                                            : engine_->example_prompts().front());
+  show_status(
+      engine_->example_prompts().isEmpty()
+          ? tr("Model ready. Type a prompt and press Ctrl+Enter.")
+          : tr("Model ready. Type a prompt and press Ctrl+Enter, or pick one under Examples."));
   update_buttons();
   if (launch_.generate && !script_started_) {
     script_started_ = true;
@@ -182,7 +183,8 @@ Status MainWindow::remesh_current(int resolution) {
 bool MainWindow::choose_candidate(int i) {
   if (candidates_->count() == 0 || !candidates_->mesh(i)) return false;
   chosen_candidate_ = i;
-  if (static_cast<size_t>(i) < candidate_tokens_.size()) current_tokens_ = candidate_tokens_[static_cast<size_t>(i)];
+  if (static_cast<size_t>(i) < candidate_tokens_.size())
+    current_tokens_ = candidate_tokens_[static_cast<size_t>(i)];
   candidates_->select(i);
   viewport_->set_mesh(candidates_->mesh(i), false);
   shown_generated_ = candidates_->is_final(i);
@@ -198,7 +200,8 @@ bool MainWindow::choose_candidate(int i) {
 void MainWindow::start_shape_job(runtime::JobOptions job) {
   const Expected<runtime::TextNotes> text_notes = runtime::accept_job_text(&job);
   if (!text_notes.ok()) {
-    show_status(tr("Not started: %1").arg(one_line(QString::fromStdString(text_notes.status().message()), 160)),
+    show_status(tr("Not started: %1")
+                    .arg(one_line(QString::fromStdString(text_notes.status().message()), 160)),
                 true);
     return;
   }
@@ -228,7 +231,8 @@ void MainWindow::start_shape_job(runtime::JobOptions job) {
   progress_->setVisible(true);
   token_strip_->set_tokens({}, engine_->stats().expected_tokens);
   QString status = tr("Generating \"%1\" ...").arg(one_line(current_prompt_));
-  for (const std::string& note : *text_notes) status += tr(" (%1)").arg(QString::fromStdString(note));
+  for (const std::string& note : *text_notes)
+    status += tr(" (%1)").arg(QString::fromStdString(note));
   show_status(status);
   update_buttons();
 }
@@ -260,15 +264,17 @@ void MainWindow::on_partial_mesh(std::shared_ptr<const mesh::Mesh> mesh, qint64 
   update_buttons();
 }
 
-void MainWindow::on_final_mesh(std::shared_ptr<const mesh::Mesh> mesh, std::vector<int32_t> tokens) {
+void MainWindow::on_final_mesh(std::shared_ptr<const mesh::Mesh> mesh,
+                               std::vector<int32_t> tokens) {
   if (remesh_job_ != 0 && engine_->stats().job == remesh_job_) {
     // A re-mesh: the shown shape at a finer lattice becomes the current mesh (and its tile's).
     remesh_job_ = 0;
     viewport_->set_mesh(mesh, false);
     shown_resolution_ = remesh_resolution_;
     if (candidates_->count() > 0) candidates_->set_mesh(chosen_candidate_, mesh, true);
-    add_to_gallery(tr("%1 (%2)").arg(current_prompt_, QString::number(remesh_resolution_) + QChar(0x00b3)), mesh,
-                   viewport_->grabFramebuffer());
+    add_to_gallery(
+        tr("%1 (%2)").arg(current_prompt_, QString::number(remesh_resolution_) + QChar(0x00b3)),
+        mesh, viewport_->grabFramebuffer());
     update_buttons();
     return;
   }

@@ -16,7 +16,6 @@
 #include <QVBoxLayout>
 #include <limits>
 
-
 namespace tessera::studio {
 
 namespace {
@@ -31,12 +30,13 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   seed_ = new QSpinBox(sampling);
   seed_->setRange(0, std::numeric_limits<int>::max());
   seed_lock_ = new QCheckBox(tr("Lock"), sampling);
-  seed_lock_->setToolTip(tr("Locked: every Generate reuses this seed. Unlocked: a new random seed "
-                            "each time."));
+  seed_lock_->setToolTip(
+      tr("Locked: every Generate reuses this seed. Unlocked: a new random seed "
+         "each time."));
   randomise_ = new QPushButton(tr("Randomise"), sampling);
   connect(randomise_, &QPushButton::clicked, this, [this] {
-    seed_->setValue(static_cast<int>(QRandomGenerator::global()->bounded(
-        std::numeric_limits<int>::max())));
+    seed_->setValue(
+        static_cast<int>(QRandomGenerator::global()->bounded(std::numeric_limits<int>::max())));
   });
   auto* seed_row = new QHBoxLayout;
   seed_row->addWidget(seed_, 1);
@@ -148,8 +148,7 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   device_->addItem(tr("CPU"), static_cast<int>(runtime::DeviceChoice::kCpu));
   device_->addItem(tr("GPU (CUDA)"), static_cast<int>(runtime::DeviceChoice::kCuda));
   device_->addItem(tr("Auto (GPU when usable)"), static_cast<int>(runtime::DeviceChoice::kAuto));
-  connect(device_, &QComboBox::activated, this,
-          [this] { Q_EMIT deviceChanged(device()); });
+  connect(device_, &QComboBox::activated, this, [this] { Q_EMIT deviceChanged(device()); });
   device_note_ = new QLabel(engine);
   device_note_->setObjectName(QStringLiteral("device_note"));
   device_note_->setWordWrap(true);
@@ -215,7 +214,9 @@ runtime::JobOptions SettingsPanel::make_job(const QString& prompt) {
   return job;
 }
 
-int SettingsPanel::variations() const { return variations_->currentData().toInt(); }
+int SettingsPanel::variations() const {
+  return variations_->currentData().toInt();
+}
 
 void SettingsPanel::set_variations(int count) {
   const int index = variations_->findData(count);
@@ -239,16 +240,19 @@ void SettingsPanel::load(QSettings& s) {
   seed_->setValue(s.value("seed", 0).toInt());
   seed_lock_->setChecked(s.value("seed_locked", false).toBool());
   sample_->setChecked(s.value("sample", false).toBool());
-  temperature_->setValue(s.value("temperature", static_cast<double>(runtime::kDefaultTemperature)).toDouble());
+  temperature_->setValue(
+      s.value("temperature", static_cast<double>(runtime::kDefaultTemperature)).toDouble());
   top_k_->setValue(s.value("top_k", 0).toInt());
   top_p_->setValue(s.value("top_p", static_cast<double>(runtime::kDefaultTopP)).toDouble());
   set_variations(std::clamp(s.value("variations", 1).toInt(), 1, runtime::kMaxVariations));
-  guidance_->setValue(s.value("guidance", static_cast<double>(runtime::kDefaultGuidance)).toDouble());
+  guidance_->setValue(
+      s.value("guidance", static_cast<double>(runtime::kDefaultGuidance)).toDouble());
   preview_every_->setValue(s.value("preview_every", 16).toInt());
   select_resolution(preview_resolution_, s.value("preview_resolution", 33).toInt());
   select_resolution(final_resolution_, s.value("final_resolution", 129).toInt());
   bbox_enabled_->setChecked(s.value("bbox_enabled", false).toBool());
-  for (int i = 0; i < 3; ++i) bbox_[i]->setValue(s.value(QStringLiteral("bbox%1").arg(i), 1.0).toDouble());
+  for (int i = 0; i < 3; ++i)
+    bbox_[i]->setValue(s.value(QStringLiteral("bbox%1").arg(i), 1.0).toDouble());
   kv_cache_->setChecked(s.value("kv_cache", true).toBool());
   graphs_->setChecked(s.value("graphs", true).toBool());
   set_weights(s.value("weights", "auto").toString());
@@ -283,8 +287,9 @@ void SettingsPanel::set_capabilities(const runtime::Capabilities& c) {
     model->item(gpu)->setEnabled(c.cuda.usable);
   }
   device_->setItemData(gpu,
-                       c.cuda.usable ? QString::fromStdString(c.cuda.name)
-                                     : tr("Unavailable: %1").arg(QString::fromStdString(c.cuda.reason)),
+                       c.cuda.usable
+                           ? QString::fromStdString(c.cuda.name)
+                           : tr("Unavailable: %1").arg(QString::fromStdString(c.cuda.reason)),
                        Qt::ToolTipRole);
   graphs_->setEnabled(c.decode_graphs_available);
   graphs_->setToolTip(c.decode_graphs_available
@@ -311,26 +316,44 @@ QString SettingsPanel::device_note() const {
   return note;
 }
 
-QString SettingsPanel::weights() const { return weights_->currentData().toString(); }
+QString SettingsPanel::weights() const {
+  return weights_->currentData().toString();
+}
 
 void SettingsPanel::set_weights(const QString& weights) {
   const QSignalBlocker block(weights_);
   weights_->setCurrentIndex(std::max(0, weights_->findData(weights)));
 }
 
-bool SettingsPanel::kv_cache() const { return kv_cache_->isChecked(); }
-void SettingsPanel::set_kv_cache(bool on) { kv_cache_->setChecked(on); }
-bool SettingsPanel::graphs() const { return graphs_->isChecked(); }
-void SettingsPanel::set_graphs(bool on) { graphs_->setChecked(on); }
+bool SettingsPanel::kv_cache() const {
+  return kv_cache_->isChecked();
+}
+void SettingsPanel::set_kv_cache(bool on) {
+  kv_cache_->setChecked(on);
+}
+bool SettingsPanel::graphs() const {
+  return graphs_->isChecked();
+}
+void SettingsPanel::set_graphs(bool on) {
+  graphs_->setChecked(on);
+}
 
-void SettingsPanel::set_final_resolution(int r) { select_resolution(final_resolution_, r); }
-void SettingsPanel::set_preview_resolution(int r) { select_resolution(preview_resolution_, r); }
-void SettingsPanel::set_preview_every(int tokens) { preview_every_->setValue(tokens); }
+void SettingsPanel::set_final_resolution(int r) {
+  select_resolution(final_resolution_, r);
+}
+void SettingsPanel::set_preview_resolution(int r) {
+  select_resolution(preview_resolution_, r);
+}
+void SettingsPanel::set_preview_every(int tokens) {
+  preview_every_->setValue(tokens);
+}
 void SettingsPanel::set_seed(uint64_t seed, bool locked) {
   seed_->setValue(static_cast<int>(std::min<uint64_t>(seed, std::numeric_limits<int>::max())));
   seed_lock_->setChecked(locked);
 }
-void SettingsPanel::set_sampling(bool sample) { sample_->setChecked(sample); }
+void SettingsPanel::set_sampling(bool sample) {
+  sample_->setChecked(sample);
+}
 
 void SettingsPanel::restore(const runtime::RestoredSettings& r) {
   if (r.has_sampling) {

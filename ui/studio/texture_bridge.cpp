@@ -13,7 +13,9 @@ TextureBridge::TextureBridge(EngineBridge& engine, QObject* parent)
                             [this](const runtime::Event& event) { on_event(event); });
 }
 
-TextureBridge::~TextureBridge() { engine_.set_lane_listener(runtime::Lane::kTexture, {}); }
+TextureBridge::~TextureBridge() {
+  engine_.set_lane_listener(runtime::Lane::kTexture, {});
+}
 
 uint64_t TextureBridge::apply(std::shared_ptr<const mesh::Mesh> mesh, mesh::TextureImage image,
                               const mesh::ProjectionOptions& projection) {

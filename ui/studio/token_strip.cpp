@@ -40,8 +40,8 @@ void TokenStrip::paintEvent(QPaintEvent*) {
     const int x = 2 + static_cast<int>(i % cols) * tile;
     const int y = 2 + static_cast<int>(i / cols) * tile;
     if (y + tile > height()) break;
-    const QColor c = i < static_cast<int64_t>(ids_.size()) ? token_color(ids_[static_cast<size_t>(i)])
-                                                          : empty;
+    const QColor c =
+        i < static_cast<int64_t>(ids_.size()) ? token_color(ids_[static_cast<size_t>(i)]) : empty;
     painter.fillRect(x, y, tile - gap, tile - gap, c);
   }
 }

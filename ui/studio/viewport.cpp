@@ -45,7 +45,9 @@ Viewport::Viewport(QWidget* parent) : QOpenGLWidget(parent) {
   clock_.start();
 }
 
-Viewport::~Viewport() { release_gl(); }
+Viewport::~Viewport() {
+  release_gl();
+}
 
 void Viewport::set_tile_mode(bool on) {
   tile_mode_ = on;
@@ -121,7 +123,9 @@ void Viewport::initializeGL() {
   }
 }
 
-void Viewport::resizeGL(int, int h) { camera_.viewport_height = std::max(h, 1); }
+void Viewport::resizeGL(int, int h) {
+  camera_.viewport_height = std::max(h, 1);
+}
 
 void Viewport::paintGL() {
   const qint64 now_ns = clock_.nsecsElapsed();
@@ -183,8 +187,8 @@ void Viewport::mousePressEvent(QMouseEvent* event) {
     }
   }
   if (drag_ == Drag::kImGui) {
-    const int button = event->button() == Qt::LeftButton    ? 0
-                       : event->button() == Qt::RightButton ? 1
+    const int button = event->button() == Qt::LeftButton     ? 0
+                       : event->button() == Qt::RightButton  ? 1
                        : event->button() == Qt::MiddleButton ? 2
                                                              : -1;
     overlay_.mouse_button(button, true);
@@ -196,8 +200,8 @@ void Viewport::mousePressEvent(QMouseEvent* event) {
 
 void Viewport::mouseReleaseEvent(QMouseEvent* event) {
   if (drag_ == Drag::kImGui) {
-    const int button = event->button() == Qt::LeftButton    ? 0
-                       : event->button() == Qt::RightButton ? 1
+    const int button = event->button() == Qt::LeftButton     ? 0
+                       : event->button() == Qt::RightButton  ? 1
                        : event->button() == Qt::MiddleButton ? 2
                                                              : -1;
     overlay_.mouse_button(button, false);
@@ -241,18 +245,28 @@ bool Viewport::forward_key(QKeyEvent* event, bool down) {
   overlay_.modifiers(event->modifiers() & Qt::ControlModifier,
                      event->modifiers() & Qt::ShiftModifier, event->modifiers() & Qt::AltModifier);
   if (!overlay_visible_ || !overlay_.wants_keyboard()) return false;
-  static const std::pair<int, OverlayKey> kKeys[] = {
-      {Qt::Key_Tab, OverlayKey::kTab},         {Qt::Key_Left, OverlayKey::kLeft},
-      {Qt::Key_Right, OverlayKey::kRight},     {Qt::Key_Up, OverlayKey::kUp},
-      {Qt::Key_Down, OverlayKey::kDown},       {Qt::Key_PageUp, OverlayKey::kPageUp},
-      {Qt::Key_PageDown, OverlayKey::kPageDown}, {Qt::Key_Home, OverlayKey::kHome},
-      {Qt::Key_End, OverlayKey::kEnd},         {Qt::Key_Insert, OverlayKey::kInsert},
-      {Qt::Key_Delete, OverlayKey::kDelete},   {Qt::Key_Backspace, OverlayKey::kBackspace},
-      {Qt::Key_Space, OverlayKey::kSpace},     {Qt::Key_Return, OverlayKey::kEnter},
-      {Qt::Key_Enter, OverlayKey::kEnter},     {Qt::Key_Escape, OverlayKey::kEscape},
-      {Qt::Key_A, OverlayKey::kA},             {Qt::Key_C, OverlayKey::kC},
-      {Qt::Key_V, OverlayKey::kV},             {Qt::Key_X, OverlayKey::kX},
-      {Qt::Key_Y, OverlayKey::kY},             {Qt::Key_Z, OverlayKey::kZ}};
+  static const std::pair<int, OverlayKey> kKeys[] = {{Qt::Key_Tab, OverlayKey::kTab},
+                                                     {Qt::Key_Left, OverlayKey::kLeft},
+                                                     {Qt::Key_Right, OverlayKey::kRight},
+                                                     {Qt::Key_Up, OverlayKey::kUp},
+                                                     {Qt::Key_Down, OverlayKey::kDown},
+                                                     {Qt::Key_PageUp, OverlayKey::kPageUp},
+                                                     {Qt::Key_PageDown, OverlayKey::kPageDown},
+                                                     {Qt::Key_Home, OverlayKey::kHome},
+                                                     {Qt::Key_End, OverlayKey::kEnd},
+                                                     {Qt::Key_Insert, OverlayKey::kInsert},
+                                                     {Qt::Key_Delete, OverlayKey::kDelete},
+                                                     {Qt::Key_Backspace, OverlayKey::kBackspace},
+                                                     {Qt::Key_Space, OverlayKey::kSpace},
+                                                     {Qt::Key_Return, OverlayKey::kEnter},
+                                                     {Qt::Key_Enter, OverlayKey::kEnter},
+                                                     {Qt::Key_Escape, OverlayKey::kEscape},
+                                                     {Qt::Key_A, OverlayKey::kA},
+                                                     {Qt::Key_C, OverlayKey::kC},
+                                                     {Qt::Key_V, OverlayKey::kV},
+                                                     {Qt::Key_X, OverlayKey::kX},
+                                                     {Qt::Key_Y, OverlayKey::kY},
+                                                     {Qt::Key_Z, OverlayKey::kZ}};
   for (const auto& [qt_key, ours] : kKeys) {
     if (event->key() == qt_key) overlay_.key(ours, down);
   }
@@ -279,7 +293,7 @@ void Viewport::dropEvent(QDropEvent* event) {
   if (urls.isEmpty()) return;
   event->acceptProposedAction();
   Q_EMIT meshDropped(urls.first().isLocalFile() ? urls.first().toLocalFile()
-                                              : urls.first().toString());
+                                                : urls.first().toString());
 }
 
 }  // namespace tessera::studio

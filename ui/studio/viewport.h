@@ -33,8 +33,8 @@ class QAction;
 
 namespace tessera::studio {
 
-// GL 3.3 core, 24-bit depth, no MSAA unless $TESSERA_STUDIO_MSAA says how many samples: call QSurfaceFormat::setDefaultFormat() with it before
-// constructing QApplication.
+// GL 3.3 core, 24-bit depth, no MSAA unless $TESSERA_STUDIO_MSAA says how many samples: call
+// QSurfaceFormat::setDefaultFormat() with it before constructing QApplication.
 QSurfaceFormat make_default_surface_format();
 
 class Viewport : public QOpenGLWidget {

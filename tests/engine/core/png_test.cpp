@@ -22,7 +22,8 @@ std::vector<uint8_t> random_pixels(int w, int h, int channels, uint32_t seed) {
 size_t find_chunk(const std::string& png, const char* type) {
   size_t at = 8;
   while (at + 12 <= png.size()) {
-    const uint32_t len = (uint32_t(uint8_t(png[at])) << 24) | (uint32_t(uint8_t(png[at + 1])) << 16) |
+    const uint32_t len = (uint32_t(uint8_t(png[at])) << 24) |
+                         (uint32_t(uint8_t(png[at + 1])) << 16) |
                          (uint32_t(uint8_t(png[at + 2])) << 8) | uint32_t(uint8_t(png[at + 3]));
     if (png.compare(at + 4, 4, type) == 0) return at;
     at += 12 + len;
@@ -57,7 +58,7 @@ TEST(PngTest, EmptyIdatChunksAreIgnored) {
   const size_t iend = find_chunk(*png, "IEND");
   ASSERT_NE(iend, std::string::npos);
   std::string edited = *png;
-  edited.insert(iend, kEmptyIdat);         // after the data
+  edited.insert(iend, kEmptyIdat);               // after the data
   edited.insert(idat, kEmptyIdat + kEmptyIdat);  // two before it
   auto back = decode_png(edited.data(), edited.size(), 3, "empty-idat.png");
   ASSERT_TRUE(back.ok()) << back.status().message();
@@ -96,7 +97,8 @@ TEST(PngTextTest, ITxtChunksRoundTripWithValidCrcs) {
   auto png = encode_png(px.data(), 7, 5, 3);
   ASSERT_TRUE(png.ok());
   const std::string json = R"({"prompt":"a caf\u00e9 chair","seed":7})";
-  auto with = add_png_text(*png, {{"Software", "Tessera test"}, {"tessera", json},
+  auto with = add_png_text(*png, {{"Software", "Tessera test"},
+                                  {"tessera", json},
                                   {"Comment", "p\xc3\xa9tanque \xe2\x9c\x93"}});
   ASSERT_TRUE(with.ok()) << with.status().message();
   auto text = read_png_text(*with, "t.png");

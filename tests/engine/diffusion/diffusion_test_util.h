@@ -25,7 +25,6 @@ inline std::string fixture_dir() {
   return std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/diffusion/";
 }
 
-
 inline std::vector<float> to_nhwc(const std::vector<float>& nchw, int64_t b, int64_t c, int64_t h,
                                   int64_t w) {
   std::vector<float> out(nchw.size());

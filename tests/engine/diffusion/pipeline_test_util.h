@@ -239,7 +239,6 @@ inline bool write_diffusers_model(const fs::path& dir, const Tensors& tensors,
   return true;
 }
 
-
 // The pipeline fixture written once per process as a diffusers folder in a temporary directory
 // (its path; the folder lives until the process ends). For tests that need a loadable model dir.
 inline const std::string& fixture_diffusers_model_dir() {

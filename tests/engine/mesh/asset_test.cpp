@@ -203,7 +203,8 @@ TEST(HoleClosingTest, SmallHolesCloseOrientedAndLargeOnesAreReported) {
   seam.uvs.assign(static_cast<size_t>(seam.vertex_count()) * 2, 0.5f);
   // Split vertex 0's use in the first triangle onto a copy at the same position.
   const uint32_t copy = static_cast<uint32_t>(seam.vertex_count());
-  seam.positions.insert(seam.positions.end(), {seam.positions[0], seam.positions[1], seam.positions[2]});
+  seam.positions.insert(seam.positions.end(),
+                        {seam.positions[0], seam.positions[1], seam.positions[2]});
   seam.uvs.insert(seam.uvs.end(), {0.25f, 0.25f});
   if (!seam.normals.empty()) seam.normals.insert(seam.normals.end(), {0, 1, 0});
   for (size_t i = 0; i < 3; ++i) {
@@ -342,7 +343,8 @@ TEST(LodFileTest, TheTextureBesideAnObjCarriesTheSettings) {
   m.texture.rgb.assign(12, 200);
   ExportOptions e;
   e.metadata_json = R"({"tessera":"t","prompt":"a crate"})";
-  const std::string path = (std::filesystem::temp_directory_path() / "tessera_asset_tex.obj").string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "tessera_asset_tex.obj").string();
   ASSERT_TRUE(write_mesh(m, path, e).ok());
   auto png = read_file(texture_path_for(path));
   ASSERT_TRUE(png.ok());

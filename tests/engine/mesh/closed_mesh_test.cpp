@@ -24,7 +24,8 @@ namespace {
 std::string describe(const Topology& t) {
   return std::to_string(t.boundary_edges) + " boundary, " + std::to_string(t.non_manifold_edges) +
          " non-manifold, " + std::to_string(t.misoriented_edges) + " misoriented edges, " +
-         std::to_string(t.components) + " components, euler " + std::to_string(t.euler_characteristic);
+         std::to_string(t.components) + " components, euler " +
+         std::to_string(t.euler_characteristic);
 }
 
 void expect_closed(const Mesh& m, const std::string& what) {
@@ -83,9 +84,9 @@ OccupancyFn blobs(uint32_t seed) {
 TEST(ClosedMesh, SolidReachingTheBoxIsCappedThere) {
   ExtractionOptions o;
   o.resolution_base = 6;
-  for (const auto& [name, field] :
-       std::vector<std::pair<std::string, OccupancyFn>>{{"ball r 1.4", ball(1.4f, 0, 0, 0)},
-                                                        {"ball through a corner", ball(0.8f, 0.9f, 0.9f, 0.9f)}}) {
+  for (const auto& [name, field] : std::vector<std::pair<std::string, OccupancyFn>>{
+           {"ball r 1.4", ball(1.4f, 0, 0, 0)},
+           {"ball through a corner", ball(0.8f, 0.9f, 0.9f, 0.9f)}}) {
     auto dense = extract_dense(field, o);
     ASSERT_TRUE(dense.ok()) << name << ": " << dense.status().to_string();
     expect_closed(*dense, name + " dense");

@@ -34,7 +34,8 @@ void expect_error(const std::string& bytes, ErrorCode code, const std::string& s
 // A unit quad (0,0,0)-(1,1,0) and a pentagon beside it: 2 + 3 triangles.
 FbxScene quad_and_pentagon() {
   FbxScene s;
-  s.vertices = {0, 0, 0, 1, 0, 0, 1, 1, 0, 0, 1, 0, 2, 0, 0, 3, 0, 0, 3.5, 1, 0, 2.5, 2, 0, 1.5, 1, 0};
+  s.vertices = {0, 0, 0, 1, 0,   0, 1, 1,   0, 0, 1,   0, 2, 0,
+                0, 3, 0, 0, 3.5, 1, 0, 2.5, 2, 0, 1.5, 1, 0};
   s.polygon_vertex_index = {0, 1, 2, ~3, 4, 5, 6, 7, ~8};
   return s;
 }
@@ -46,16 +47,17 @@ TEST(MeshImportFbx, ExporterRoundTripKeepsTrianglesAndPositions) {
   for (int r = 0; r <= rings; ++r) {
     for (int s = 0; s < segments; ++s) {
       const double theta = M_PI * r / rings, phi = 2 * M_PI * s / segments;
-      sphere.positions.insert(sphere.positions.end(),
-                              {static_cast<float>(std::sin(theta) * std::cos(phi)),
-                               static_cast<float>(std::cos(theta)),
-                               static_cast<float>(std::sin(theta) * std::sin(phi))});
+      sphere.positions.insert(
+          sphere.positions.end(),
+          {static_cast<float>(std::sin(theta) * std::cos(phi)), static_cast<float>(std::cos(theta)),
+           static_cast<float>(std::sin(theta) * std::sin(phi))});
     }
   }
   for (int r = 0; r < rings; ++r) {
     for (int s = 0; s < segments; ++s) {
       const uint32_t a = r * segments + s, b = r * segments + (s + 1) % segments;
-      sphere.triangles.insert(sphere.triangles.end(), {a, b + segments, b, a, a + segments, b + segments});
+      sphere.triangles.insert(sphere.triangles.end(),
+                              {a, b + segments, b, a, a + segments, b + segments});
     }
   }
   for (const Mesh& original : {tetrahedron(), sphere}) {
@@ -108,7 +110,8 @@ TEST(MeshImportFbx, TexturedExportRoundTripsUvsAndTextureAndWarnsWhenThePngIsMis
   // The FileName is absolute, the RelativeFilename bare: moving the pair elsewhere still works.
   std::filesystem::create_directories(dir.path() / "moved");
   std::filesystem::rename(dir.path() / "quad.fbx", dir.path() / "moved" / "quad.fbx");
-  std::filesystem::rename(dir.path() / "quad_texture.png", dir.path() / "moved" / "quad_texture.png");
+  std::filesystem::rename(dir.path() / "quad_texture.png",
+                          dir.path() / "moved" / "quad_texture.png");
   m = import_mesh_file(dir.file("moved/quad.fbx"), &warnings);
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->texture.rgb, original.texture.rgb);
@@ -239,7 +242,8 @@ TEST(MeshImportFbx, BrokenFilesAreErrorsNamingTheFault) {
     const size_t count_at = vertices + 8 + 1;  // name, then the 'd' type code
     const uint32_t claim = 0x7FFFFFFF;
     std::memcpy(bytes.data() + count_at, &claim, 4);
-    expect_error(bytes, ErrorCode::kCorruptData, compress ? "compressed bytes can hold" : "are stored");
+    expect_error(bytes, ErrorCode::kCorruptData,
+                 compress ? "compressed bytes can hold" : "are stored");
     // Smaller lie: the zlib stream inflates to fewer bytes than claimed.
     if (compress) {
       const uint32_t small_lie = 28;

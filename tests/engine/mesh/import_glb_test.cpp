@@ -120,7 +120,8 @@ TEST(MeshImportGlb, BrokenContentIsAnErrorNamingTheFault) {
   auto glb = to_glb(tetrahedron());
   ASSERT_TRUE(glb.ok());
   const Glb parts = Glb::split(*glb);
-  const size_t position_accessor = parts.json["meshes"][0]["primitives"][0]["attributes"]["POSITION"];
+  const size_t position_accessor =
+      parts.json["meshes"][0]["primitives"][0]["attributes"]["POSITION"];
   const size_t index_accessor = parts.json["meshes"][0]["primitives"][0]["indices"];
   {
     Glb g = parts;  // an accessor claiming more elements than its view holds
@@ -230,7 +231,8 @@ TEST(MeshImportGltf, TextWithDataUriOrBinBesideIt) {
   // 2. A .bin beside it (with a space in its name, percent-encoded in the URI).
   doc["buffers"][0]["uri"] = "mesh%20data.bin";
   text = doc.dump();
-  ASSERT_TRUE(write_file_atomic(dir.file("mesh data.bin"), parts.bin.data(), parts.bin.size()).ok());
+  ASSERT_TRUE(
+      write_file_atomic(dir.file("mesh data.bin"), parts.bin.data(), parts.bin.size()).ok());
   ASSERT_TRUE(write_file_atomic(dir.file("beside.gltf"), text.data(), text.size()).ok());
   m = import_mesh_file(dir.file("beside.gltf"), &warnings);
   ASSERT_TRUE(m.ok()) << m.status().to_string();
@@ -238,7 +240,8 @@ TEST(MeshImportGltf, TextWithDataUriOrBinBesideIt) {
   // 3. Bytes only (no directory): the external file is not read, and says so.
   auto r = parse_gltf(text, "bytes.gltf");
   EXPECT_EQ(r.status().code(), ErrorCode::kCorruptData);
-  EXPECT_NE(r.status().message().find("mesh%20data.bin"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("mesh%20data.bin"), std::string::npos)
+      << r.status().message();
   // 4. The .bin missing, shorter than byteLength, an http: URI, bad base64: errors.
   std::filesystem::remove(dir.path() / "mesh data.bin");
   r = import_mesh_file(dir.file("beside.gltf"));

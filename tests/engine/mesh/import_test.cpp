@@ -89,7 +89,6 @@ TEST(MeshImport, EmptyAndGarbageFilesNameTheFileAndTheFault) {
   }
 }
 
-
 // Every format the studio exports comes back with its uvs and texture when opened again (moved
 // from the studio's GUI tests): each imported vertex must carry the uv of the original vertex at
 // its position (files may reorder or split vertices), and the texture must be the same pixels.
@@ -154,8 +153,8 @@ TEST(MeshImport, EveryFuzzCorpusSeedParsesOrFailsCleanly) {
       std::vector<std::string> warnings;
       // As each fuzzer reads its input (glb_import_fuzz: GLB by magic, else glTF text).
       const std::string kind = fuzzer;
-      Expected<Mesh> m = kind == "obj_import_fuzz" ? parse_obj(*bytes, name, &warnings)
-                         : kind == "fbx_import_fuzz" ? parse_fbx(*bytes, name, &warnings)
+      Expected<Mesh> m = kind == "obj_import_fuzz"       ? parse_obj(*bytes, name, &warnings)
+                         : kind == "fbx_import_fuzz"     ? parse_fbx(*bytes, name, &warnings)
                          : bytes->substr(0, 4) == "glTF" ? parse_glb(*bytes, name, &warnings)
                                                          : parse_gltf(*bytes, name, &warnings);
       if (m.ok()) {
@@ -167,7 +166,8 @@ TEST(MeshImport, EveryFuzzCorpusSeedParsesOrFailsCleanly) {
     }
   }
   EXPECT_GE(files, 15);
-  auto regression = read_file((corpora / "fbx_import_fuzz" / "regression-png-without-failure-reason").string());
+  auto regression =
+      read_file((corpora / "fbx_import_fuzz" / "regression-png-without-failure-reason").string());
   ASSERT_TRUE(regression.ok());
   std::vector<std::string> warnings;
   auto m = parse_fbx(*regression, "regression.fbx", &warnings);

@@ -27,9 +27,9 @@ inline Mesh textured_test_mesh() {
   m.texture.width = 4;
   m.texture.height = 2;
   for (int i = 0; i < 8; ++i) {
-    m.texture.rgb.insert(m.texture.rgb.end(), {static_cast<uint8_t>(30 * i),
-                                               static_cast<uint8_t>(255 - 20 * i),
-                                               static_cast<uint8_t>(i % 2 ? 200 : 10)});
+    m.texture.rgb.insert(m.texture.rgb.end(),
+                         {static_cast<uint8_t>(30 * i), static_cast<uint8_t>(255 - 20 * i),
+                          static_cast<uint8_t>(i % 2 ? 200 : 10)});
   }
   return m;
 }
@@ -71,7 +71,8 @@ class ScratchDir {
   std::filesystem::path path_;
 };
 
-// ---- FbxBuilder ----------------------------------------------------------------------------------
+// ---- FbxBuilder
+// ----------------------------------------------------------------------------------
 
 struct FbxProp {
   char type = 0;
@@ -91,9 +92,15 @@ std::string fbx_raw(const T& v) {
   return s;
 }
 
-inline FbxProp fbx_i(int32_t v) { return {'I', fbx_raw(v)}; }
-inline FbxProp fbx_l(int64_t v) { return {'L', fbx_raw(v)}; }
-inline FbxProp fbx_d(double v) { return {'D', fbx_raw(v)}; }
+inline FbxProp fbx_i(int32_t v) {
+  return {'I', fbx_raw(v)};
+}
+inline FbxProp fbx_l(int64_t v) {
+  return {'L', fbx_raw(v)};
+}
+inline FbxProp fbx_d(double v) {
+  return {'D', fbx_raw(v)};
+}
 inline FbxProp fbx_s(const std::string& v) {
   return {'S', fbx_raw(static_cast<uint32_t>(v.size())) + v};
 }
@@ -127,8 +134,8 @@ inline FbxNode fbx_node(std::string name, std::vector<FbxProp> props,
 
 // A Properties70 "P" record with three numbers (Lcl Translation style) or one int.
 inline FbxNode fbx_p3(const std::string& name, double x, double y, double z) {
-  return fbx_node("P", {fbx_s(name), fbx_s(name), fbx_s(""), fbx_s("A"), fbx_d(x), fbx_d(y),
-                        fbx_d(z)});
+  return fbx_node("P",
+                  {fbx_s(name), fbx_s(name), fbx_s(""), fbx_s("A"), fbx_d(x), fbx_d(y), fbx_d(z)});
 }
 inline FbxNode fbx_pint(const std::string& name, int32_t v) {
   return fbx_node("P", {fbx_s(name), fbx_s("int"), fbx_s("Integer"), fbx_s(""), fbx_i(v)});
@@ -193,7 +200,7 @@ class FbxBuilder {
 struct FbxScene {
   std::vector<double> vertices;
   std::vector<int32_t> polygon_vertex_index;
-  std::vector<double> uv;        // empty: no uv layer
+  std::vector<double> uv;         // empty: no uv layer
   std::vector<int32_t> uv_index;  // empty: Direct
   std::string uv_mapping = "ByPolygonVertex";
   double translation[3] = {0, 0, 0};
@@ -213,7 +220,8 @@ struct FbxScene {
           fbx_node("ReferenceInformationType",
                    {fbx_s(uv_index.empty() ? "Direct" : "IndexToDirect")}),
           fbx_node("UV", {fbx_array('d', uv, compress)})};
-      if (!uv_index.empty()) layer.push_back(fbx_node("UVIndex", {fbx_array('i', uv_index, compress)}));
+      if (!uv_index.empty())
+        layer.push_back(fbx_node("UVIndex", {fbx_array('i', uv_index, compress)}));
       geometry_children.push_back(fbx_node("LayerElementUV", {fbx_i(0)}, layer));
     }
     return {
@@ -221,20 +229,24 @@ struct FbxScene {
                  {fbx_node("Version", {fbx_i(1000)}),
                   fbx_node("Properties70", {},
                            {fbx_pint("UpAxis", up_axis), fbx_pint("UpAxisSign", 1)})}),
-        fbx_node("Objects", {},
-                 {fbx_node("Geometry", {fbx_l(11), fbx_s(std::string("g\0\1Geometry", 11)), fbx_s("Mesh")},
-                           geometry_children),
-                  fbx_node("Model", {fbx_l(22), fbx_s(std::string("m\0\1Model", 8)), fbx_s("Mesh")},
-                           {fbx_node("Properties70", {},
-                                     {fbx_p3("Lcl Translation", translation[0], translation[1],
-                                             translation[2]),
-                                      fbx_p3("Lcl Rotation", rotation[0], rotation[1], rotation[2]),
-                                      fbx_p3("Lcl Scaling", scaling[0], scaling[1], scaling[2])})})}),
+        fbx_node(
+            "Objects", {},
+            {fbx_node("Geometry",
+                      {fbx_l(11), fbx_s(std::string("g\0\1Geometry", 11)), fbx_s("Mesh")},
+                      geometry_children),
+             fbx_node("Model", {fbx_l(22), fbx_s(std::string("m\0\1Model", 8)), fbx_s("Mesh")},
+                      {fbx_node("Properties70", {},
+                                {fbx_p3("Lcl Translation", translation[0], translation[1],
+                                        translation[2]),
+                                 fbx_p3("Lcl Rotation", rotation[0], rotation[1], rotation[2]),
+                                 fbx_p3("Lcl Scaling", scaling[0], scaling[1], scaling[2])})})}),
         fbx_node("Connections", {},
                  {fbx_node("C", {fbx_s("OO"), fbx_l(22), fbx_l(0)}),
                   fbx_node("C", {fbx_s("OO"), fbx_l(11), fbx_l(22)})})};
   }
-  std::string bytes(uint32_t version = 7400) const { return FbxBuilder::serialize(nodes(), version); }
+  std::string bytes(uint32_t version = 7400) const {
+    return FbxBuilder::serialize(nodes(), version);
+  }
 };
 
 }  // namespace tessera::mesh::testing

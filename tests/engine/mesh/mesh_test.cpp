@@ -72,7 +72,8 @@ TEST(MarchingCubes, TorusHasGenusOne) {
   const Topology t = compute_topology(*mesh);
   EXPECT_TRUE(t.watertight());
   EXPECT_EQ(t.euler_characteristic, 0);
-  EXPECT_NEAR(signed_volume(*mesh), 2 * kPi * kPi * 0.6 * 0.25 * 0.25, 0.02 * 2 * kPi * kPi * 0.6 * 0.0625);
+  EXPECT_NEAR(signed_volume(*mesh), 2 * kPi * kPi * 0.6 * 0.25 * 0.25,
+              0.02 * 2 * kPi * kPi * 0.6 * 0.0625);
 }
 
 TEST(MarchingCubes, RandomFieldIsConsistent) {
@@ -86,8 +87,10 @@ TEST(MarchingCubes, RandomFieldIsConsistent) {
     for (int64_t j = 0; j < l.n[1]; ++j) {
       for (int64_t i = 0; i < l.n[0]; ++i) {
         s = s * 1664525u + 1013904223u;
-        const bool border = i == 0 || j == 0 || k == 0 || i == l.n[0] - 1 || j == l.n[1] - 1 || k == l.n[2] - 1;
-        v[static_cast<size_t>(l.index(i, j, k))] = border ? -1.0f : static_cast<float>(s >> 8) / 16777216.0f - 0.5f;
+        const bool border =
+            i == 0 || j == 0 || k == 0 || i == l.n[0] - 1 || j == l.n[1] - 1 || k == l.n[2] - 1;
+        v[static_cast<size_t>(l.index(i, j, k))] =
+            border ? -1.0f : static_cast<float>(s >> 8) / 16777216.0f - 0.5f;
       }
     }
   }
@@ -106,7 +109,8 @@ TEST(MarchingCubes, RejectsDegenerateLattice) {
 }
 
 TEST(Extraction, CoarseToFineMatchesDenseWithFarFewerQueries) {
-  for (const auto& [name, field] : {std::pair{"sphere", sphere(0.8f)}, std::pair{"torus", torus(0.6f, 0.25f)}}) {
+  for (const auto& [name, field] :
+       {std::pair{"sphere", sphere(0.8f)}, std::pair{"torus", torus(0.6f, 0.25f)}}) {
     ExtractionOptions o;
     o.resolution_base = 6;
     ExtractionStats dense_stats, c2f_stats;
@@ -123,7 +127,8 @@ TEST(Extraction, CoarseToFineMatchesDenseWithFarFewerQueries) {
     o.resolution_base = 8;
     auto fine = extract_coarse_to_fine(field, o, &c2f_stats);
     ASSERT_TRUE(fine.ok()) << name;
-    EXPECT_LE(c2f_stats.queries * 20, int64_t{257} * 257 * 257) << name << ": " << c2f_stats.queries;
+    EXPECT_LE(c2f_stats.queries * 20, int64_t{257} * 257 * 257)
+        << name << ": " << c2f_stats.queries;
     EXPECT_EQ(c2f_stats.levels, 4);
     EXPECT_TRUE(compute_topology(*fine).watertight()) << name;
   }
@@ -138,8 +143,9 @@ std::vector<std::array<std::array<int64_t, 3>, 3>> canonical_triangles(const Mes
     std::array<std::array<int64_t, 3>, 3> tri;
     for (int v = 0; v < 3; ++v) {
       for (int d = 0; d < 3; ++d) {
-        tri[static_cast<size_t>(v)][static_cast<size_t>(d)] =
-            std::llround(1e5 * m.positions[3 * m.triangles[t + static_cast<size_t>(v)] + static_cast<size_t>(d)]);
+        tri[static_cast<size_t>(v)][static_cast<size_t>(d)] = std::llround(
+            1e5 *
+            m.positions[3 * m.triangles[t + static_cast<size_t>(v)] + static_cast<size_t>(d)]);
       }
     }
     const auto first = std::min_element(tri.begin(), tri.end()) - tri.begin();
@@ -213,8 +219,8 @@ TEST(Extraction, DataParallelPolygonizerMatchesOnANoisyFieldInAnyCellOrder) {
   const Mesh host = poly.take_mesh();
   Mesh parallel;
   ASSERT_TRUE(kernels::cpu::polygonize_cells(g, cells.data(), corners.data(),
-                                             static_cast<int64_t>(cells.size()), &parallel.positions,
-                                             &parallel.triangles)
+                                             static_cast<int64_t>(cells.size()),
+                                             &parallel.positions, &parallel.triangles)
                   .ok());
   ASSERT_GT(host.triangle_count(), 200);
   EXPECT_EQ(parallel.vertex_count(), host.vertex_count());
@@ -230,8 +236,9 @@ TEST(Extraction, DataParallelPolygonizerMatchesOnANoisyFieldInAnyCellOrder) {
   EXPECT_NE(st.message().find("cell 0"), std::string::npos) << st.message();
   kernels::CellGrid flat = g;
   flat.n[2] = 1;
-  EXPECT_EQ(kernels::cpu::polygonize_cells(flat, cells.data(), corners.data(), 1, &pos, &tri).code(),
-            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(
+      kernels::cpu::polygonize_cells(flat, cells.data(), corners.data(), 1, &pos, &tri).code(),
+      ErrorCode::kInvalidArgument);
   EXPECT_EQ(kernels::cpu::polygonize_cells(g, nullptr, nullptr, 3, &pos, &tri).code(),
             ErrorCode::kInvalidArgument);
   EXPECT_TRUE(kernels::cpu::polygonize_cells(g, nullptr, nullptr, 0, &pos, &tri).ok());
@@ -379,7 +386,8 @@ TEST(Cleanup, RemovesSmallFloatingBlobAndComputesNormals) {
   ASSERT_EQ(mesh->normals.size(), mesh->positions.size());
   // Outward normals on a sphere: n . p > 0.
   for (int64_t v = 0; v < mesh->vertex_count(); v += 97) {
-    const float d = mesh->normals[3 * v] * mesh->positions[3 * v] + mesh->normals[3 * v + 1] * mesh->positions[3 * v + 1] +
+    const float d = mesh->normals[3 * v] * mesh->positions[3 * v] +
+                    mesh->normals[3 * v + 1] * mesh->positions[3 * v + 1] +
                     mesh->normals[3 * v + 2] * mesh->positions[3 * v + 2];
     EXPECT_GT(d, 0.0f);
   }
@@ -466,7 +474,8 @@ TEST(Cleanup, SmoothTaubinMatchesItsReferenceBitForBit) {
     std::uniform_real_distribution<float> pos(-1.0f, 1.0f);
     for (int i = 0; i < 3 * nv; ++i) m.positions.push_back(pos(rng));
     std::uniform_int_distribution<int> vert(0, nv - 1 - (k % 3 == 0 ? 2 : 0));
-    for (int i = 0; i < 3 * (2 + 2 * k); ++i) m.triangles.push_back(static_cast<uint32_t>(vert(rng)));
+    for (int i = 0; i < 3 * (2 + 2 * k); ++i)
+      m.triangles.push_back(static_cast<uint32_t>(vert(rng)));
     meshes.push_back(m);
   }
   for (size_t i = 0; i < meshes.size(); ++i) {
@@ -484,9 +493,10 @@ TEST(Cleanup, SmoothTaubinMatchesItsReferenceBitForBit) {
 class ExportTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("tessera_mesh_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ =
+        std::filesystem::temp_directory_path() /
+        ("tessera_mesh_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+         "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
     ExtractionOptions o;
     o.resolution_base = 4;

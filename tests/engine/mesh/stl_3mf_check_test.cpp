@@ -29,7 +29,8 @@ Mesh cube(float offset = 0.0f, float half = 1.0f) {
   }
   const uint32_t quads[6][4] = {{4, 5, 7, 6}, {1, 0, 2, 3}, {0, 4, 6, 2},
                                 {5, 1, 3, 7}, {6, 7, 3, 2}, {0, 1, 5, 4}};
-  for (const auto& q : quads) m.triangles.insert(m.triangles.end(), {q[0], q[1], q[2], q[0], q[2], q[3]});
+  for (const auto& q : quads)
+    m.triangles.insert(m.triangles.end(), {q[0], q[1], q[2], q[0], q[2], q[3]});
   return m;
 }
 

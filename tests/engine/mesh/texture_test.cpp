@@ -269,7 +269,8 @@ TEST(TextureProjection, ObjectFitStretchesTheRendersObjectOntoTheMesh) {
   EXPECT_EQ(colour_at(m, {-0.9f, 0.9f, 1.0f}), (Rgb{220, 20, 20}));  // corners stay on the object
   EXPECT_EQ(colour_at(m, {0.9f, -0.9f, 1.0f}), (Rgb{20, 200, 40}));
   // The front corners' uvs are the rectangle's corners (per axis, no aspect kept).
-  const double aw = static_cast<double>(m.texture.width), ah = static_cast<double>(m.texture.height);
+  const double aw = static_cast<double>(m.texture.width),
+               ah = static_cast<double>(m.texture.height);
   const double g = static_cast<double>(kTextureGutter);
   double lo[2] = {1, 1}, hi[2] = {0, 0};
   for (uint32_t v : {4u, 5u, 6u, 7u}) {

@@ -1,8 +1,9 @@
-// The first prompts a newcomer types (tools/train/first_prompts.tsv, issue 22) through the runtime on
-// the embedded model, with the defaults every front end starts from (JobOptions{}: greedy, guidance
-// 3, the model's default resolution, default clean-up): every mesh is closed and manifold, by index,
-// after welding coincident vertices, and as written to OBJ / GLB / FBX and read back. Whether each
-// shape is the family asked for is the recogniser's job (tools/train/first_prompts.py).
+// The first prompts a newcomer types (tools/train/first_prompts.tsv, issue 22) through the runtime
+// on the embedded model, with the defaults every front end starts from (JobOptions{}: greedy,
+// guidance 3, the model's default resolution, default clean-up): every mesh is closed and manifold,
+// by index, after welding coincident vertices, and as written to OBJ / GLB / FBX and read back.
+// Whether each shape is the family asked for is the recogniser's job
+// (tools/train/first_prompts.py).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -42,8 +43,8 @@ std::vector<FirstPrompt> read_first_prompts() {
 }
 
 std::string describe(const mesh::Topology& t) {
-  return std::to_string(t.boundary_edges) + " boundary and " + std::to_string(t.non_manifold_edges) +
-         " non-manifold edges";
+  return std::to_string(t.boundary_edges) + " boundary and " +
+         std::to_string(t.non_manifold_edges) + " non-manifold edges";
 }
 
 TEST(FirstPrompts, TheSetCoversEveryFamilyOfTheEmbeddedModel) {

@@ -20,7 +20,9 @@ namespace {
 
 namespace pt = diffusion::pipeline_test;
 
-const std::string& fixture_diffusion_dir() { return pt::fixture_diffusers_model_dir(); }
+const std::string& fixture_diffusion_dir() {
+  return pt::fixture_diffusers_model_dir();
+}
 
 std::unique_ptr<Session> session_with_image_model() {
   auto session = Session::create();
@@ -99,7 +101,8 @@ TEST(RuntimeImageLane, CancelBetweenStepsAndBadOptions) {
   const auto* e = std::get_if<ErrorEvent>(&failed.payload);
   ASSERT_NE(e, nullptr);
   EXPECT_NE(e->status.message().find("width"), std::string::npos) << e->status.message();
-  EXPECT_TRUE(std::holds_alternative<DoneEvent>(session->wait_for(session->submit_image(small_image(2))).payload));
+  EXPECT_TRUE(std::holds_alternative<DoneEvent>(
+      session->wait_for(session->submit_image(small_image(2))).payload));
 }
 
 TEST(RuntimeImageLane, AnImageWaitsForTheShapeJobOnTheSameDeviceAndResumes) {
@@ -107,7 +110,8 @@ TEST(RuntimeImageLane, AnImageWaitsForTheShapeJobOnTheSameDeviceAndResumes) {
   auto session = session_with_image_model();
   ShapeModelOptions model;
   model.path = shape.path();
-  ASSERT_TRUE(std::holds_alternative<DoneEvent>(session->wait_for(session->load_shape_model(model)).payload));
+  ASSERT_TRUE(std::holds_alternative<DoneEvent>(
+      session->wait_for(session->load_shape_model(model)).payload));
   EXPECT_TRUE(session->engines_share_device());  // both on the CPU
   JobOptions job;
   job.prompt = testing::kParityPrompt;

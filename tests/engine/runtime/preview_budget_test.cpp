@@ -78,9 +78,9 @@ class PreviewBudget : public ::testing::Test {
         if (e.terminal()) done = true;
       }
       if (done) {
-        r.job_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                             start)
-                       .count();
+        r.job_ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                .count();
       }
     }
     return r;

@@ -28,8 +28,7 @@ struct Recorder {
   bool started = false;
 
   PreviewMesher::Work work(double ms = 5.0) {
-    return [this, ms](int candidate, const std::vector<int32_t>& prefix,
-                      const std::atomic<bool>*) {
+    return [this, ms](int candidate, const std::vector<int32_t>& prefix, const std::atomic<bool>*) {
       std::unique_lock<std::mutex> lock(mutex);
       started = true;
       cv.notify_all();
@@ -49,7 +48,9 @@ struct Recorder {
   }
 };
 
-std::vector<int32_t> prefix(size_t n) { return std::vector<int32_t>(n, 7); }
+std::vector<int32_t> prefix(size_t n) {
+  return std::vector<int32_t>(n, 7);
+}
 
 TEST(PreviewMesher, WithoutBudgetEveryDuePreviewIsMeshedNewestFirstCandidatesTakingTurns) {
   Recorder r;
@@ -129,11 +130,9 @@ TEST(PreviewMesher, TheBudgetHoldsPreviewsBack) {
 
 TEST(PreviewMesher, AFailureOfWorkCancelsTheJobAndReachesTheWorker) {
   std::atomic<bool> cancel{false};
-  PreviewMesher mesher(
-      [](int, const std::vector<int32_t>&, const std::atomic<bool>*) -> double {
-        throw std::bad_alloc();
-      },
-      &cancel, 1.0, 0.0);
+  PreviewMesher mesher([](int, const std::vector<int32_t>&,
+                          const std::atomic<bool>*) -> double { throw std::bad_alloc(); },
+                       &cancel, 1.0, 0.0);
   mesher.submit(0, prefix(4));
   const auto until = std::chrono::steady_clock::now() + 10s;
   while (!cancel.load() && std::chrono::steady_clock::now() < until) {

@@ -284,7 +284,8 @@ TEST_F(SessionTest, ANewSubmitReplacesTheRunningJob) {
 TEST_F(SessionTest, QueuedJobsAreReplacedAndEveryJobEndsOnce) {
   // Jobs 2-4 are submitted from job 1's first token event: the worker is inside that callback, so
   // job 1 cannot finish first (submitting them from the test thread raced with a fast worker, which
-  // could legitimately complete job 1 before job 2 arrived) and 2 and 3 must be queued when 4 comes.
+  // could legitimately complete job 1 before job 2 arrived) and 2 and 3 must be queued when 4
+  // comes.
   Recorder recorder;
   Session* self = nullptr;
   std::mutex ids_mutex;
@@ -514,7 +515,8 @@ TEST_F(SessionTest, SubmitCancelStormsDoNotCrashOrLoseJobs) {
   session.reset();
 }
 
-// ---- the runtime's other doors: decode jobs, loads, texture jobs, capabilities -------------------
+// ---- the runtime's other doors: decode jobs, loads, texture jobs, capabilities
+// -------------------
 
 TEST_F(SessionTest, DecodeJobTurnsGivenTokensIntoTheSameMesh) {
   auto session = open_session(*dir_);
@@ -544,7 +546,8 @@ TEST_F(SessionTest, DecodeJobTurnsGivenTokensIntoTheSameMesh) {
     if (const auto* f = std::get_if<FinalMeshEvent>(&e.payload)) decoded = f->mesh;
   });
   ASSERT_TRUE(std::holds_alternative<DoneEvent>(end.payload));
-  EXPECT_EQ(stages, (std::vector<std::string>{kStageLatentDecode, kStageExtraction, kStageCleanup}));
+  EXPECT_EQ(stages,
+            (std::vector<std::string>{kStageLatentDecode, kStageExtraction, kStageCleanup}));
   ASSERT_NE(decoded, nullptr);
   EXPECT_EQ(decoded->positions, from_generation->positions);
   EXPECT_EQ(decoded->triangles, from_generation->triangles);
@@ -630,7 +633,8 @@ TEST_F(SessionTest, TextureJobsProjectAnImageOntoTheMesh) {
   EXPECT_TRUE(shape->uvs.empty());  // the input mesh is not touched
   // Bad input: an error, not a crash.
   job.image = nullptr;
-  EXPECT_TRUE(std::holds_alternative<ErrorEvent>(session->wait_for(session->submit_texture(job)).payload));
+  EXPECT_TRUE(
+      std::holds_alternative<ErrorEvent>(session->wait_for(session->submit_texture(job)).payload));
 }
 
 TEST(SchedulerTest, ImageWorkWaitsWhileShapeJobsAreQueuedOrRunning) {

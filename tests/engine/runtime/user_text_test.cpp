@@ -34,8 +34,7 @@ TEST(UserText, ValidTextIsUnchanged) {
 }
 
 TEST(UserText, TheIssuesPromptIsRepairedAndSaysWhere) {
-  auto checked =
-      check_user_text("--prompt", "a torus \xff\xfe caf\xc3\xa9 \xf0\x9f\x90\xb1");
+  auto checked = check_user_text("--prompt", "a torus \xff\xfe caf\xc3\xa9 \xf0\x9f\x90\xb1");
   ASSERT_TRUE(checked.ok());
   EXPECT_EQ(checked->text, "a torus " + kFffd + kFffd + " caf\xc3\xa9 \xf0\x9f\x90\xb1");
   EXPECT_EQ(checked->repairs, "2 invalid UTF-8 bytes (the first at byte 8) replaced with U+FFFD");
@@ -44,14 +43,14 @@ TEST(UserText, TheIssuesPromptIsRepairedAndSaysWhere) {
 
 // Unicode's "substitution of maximal subparts" (the examples of Unicode 15 section 3.9).
 TEST(UserText, MaximalSubpartsEachBecomeOneReplacement) {
-  EXPECT_EQ(repaired("\xc0\xaf"), kFffd + kFffd);                  // overlong: C0 never leads
-  EXPECT_EQ(repaired("\xe0\x80\xaf"), kFffd + kFffd + kFffd);      // E0 needs A0..BF next
-  EXPECT_EQ(repaired("\xed\xa0\x80"), kFffd + kFffd + kFffd);      // a surrogate
+  EXPECT_EQ(repaired("\xc0\xaf"), kFffd + kFffd);              // overlong: C0 never leads
+  EXPECT_EQ(repaired("\xe0\x80\xaf"), kFffd + kFffd + kFffd);  // E0 needs A0..BF next
+  EXPECT_EQ(repaired("\xed\xa0\x80"), kFffd + kFffd + kFffd);  // a surrogate
   EXPECT_EQ(repaired("\xf4\x90\x80\x80"), kFffd + kFffd + kFffd + kFffd);  // past U+10FFFF
-  EXPECT_EQ(repaired("\xe2\x82"), kFffd);                          // truncated: one subpart
+  EXPECT_EQ(repaired("\xe2\x82"), kFffd);                                  // truncated: one subpart
   EXPECT_EQ(repaired("\xf0\x9f\x90"), kFffd);
   EXPECT_EQ(repaired("\xe2\x82x"), kFffd + "x");
-  EXPECT_EQ(repaired("\x80\xbf"), kFffd + kFffd);                  // stray continuations
+  EXPECT_EQ(repaired("\x80\xbf"), kFffd + kFffd);  // stray continuations
   EXPECT_EQ(repaired("a\xf8\x88\x80\x80\x80z"), "a" + kFffd + kFffd + kFffd + kFffd + kFffd + "z");
   EXPECT_EQ(repaired("\x61\xF1\x80\x80\xE1\x80\xC2\x62\x80\x63\x80\xBF\x64"),
             "a" + kFffd + kFffd + kFffd + "b" + kFffd + "c" + kFffd + kFffd + "d");
@@ -130,8 +129,7 @@ TEST(UserText, JobTextAndMetadataPassTheRule) {
   ASSERT_TRUE(restored.ok());
   EXPECT_EQ(restored->prompt, "a mug");
   EXPECT_EQ(restored->notes.size(), 1u);
-  auto too_long =
-      restored_settings(nlohmann::json{{"prompt", std::string(9000, 'a')}}, "f.glb");
+  auto too_long = restored_settings(nlohmann::json{{"prompt", std::string(9000, 'a')}}, "f.glb");
   ASSERT_FALSE(too_long.ok());
   EXPECT_NE(too_long.status().message().find("f.glb"), std::string::npos);
 }

@@ -68,15 +68,16 @@ TEST(Variations, EachCandidateIsALoneJobWithItsSeed) {
     EXPECT_EQ(four.tokens[e].id, four.meshes[e % 4].tokens[e / 4]);
   }
   const std::vector<std::string> want_stages = {
-      "text/0",       "prefill/0",       "decode/0",       "latent_decode/0", "extraction/0",
-      "cleanup/0",    "latent_decode/1", "extraction/1",   "cleanup/1",       "latent_decode/2",
-      "extraction/2", "cleanup/2",       "latent_decode/3", "extraction/3",   "cleanup/3"};
+      "text/0",       "prefill/0",       "decode/0",        "latent_decode/0", "extraction/0",
+      "cleanup/0",    "latent_decode/1", "extraction/1",    "cleanup/1",       "latent_decode/2",
+      "extraction/2", "cleanup/2",       "latent_decode/3", "extraction/3",    "cleanup/3"};
   EXPECT_EQ(four.stages, want_stages);
   // Each candidate alone, and inside a batch of two in another order of seeds: the same tokens.
   for (int j = 0; j < 4; ++j) {
     const JobResult lone = run(s, sampled(prompt, 500 + static_cast<uint64_t>(j), 1));
     ASSERT_EQ(lone.meshes.size(), 1u) << lone.error;
-    EXPECT_EQ(lone.meshes[0].tokens, four.meshes[static_cast<size_t>(j)].tokens) << "seed " << 500 + j;
+    EXPECT_EQ(lone.meshes[0].tokens, four.meshes[static_cast<size_t>(j)].tokens)
+        << "seed " << 500 + j;
     EXPECT_EQ(lone.meshes[0].mesh->positions, four.meshes[static_cast<size_t>(j)].mesh->positions);
   }
   const JobResult two = run(s, sampled(prompt, 502, 2));

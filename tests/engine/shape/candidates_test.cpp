@@ -19,7 +19,9 @@ namespace tessera::shape {
 namespace {
 
 using Models = test::ParityGpts;
-Models& models() { return test::parity_gpts(); }
+Models& models() {
+  return test::parity_gpts();
+}
 
 // Two different prompts from the fixture: its condition row and its unconditional row (as a
 // "prompt" too), both guided against the unconditional row, with different boxes.
@@ -81,7 +83,8 @@ void expect_invariant(const CubeGpt& model, const std::string& what, GenerateOpt
   auto got = gen->generate_candidates(p.inputs, mixed, options);
   ASSERT_TRUE(got.ok()) << what << ": " << got.status().to_string();
   for (size_t j = 0; j < mixed.size(); ++j) {
-    const auto& expected = mixed[j].prompt == 0 ? ref0[mixed[j].seed - 100] : ref1[mixed[j].seed - 200];
+    const auto& expected =
+        mixed[j].prompt == 0 ? ref0[mixed[j].seed - 100] : ref1[mixed[j].seed - 200];
     EXPECT_EQ((*got)[j], expected) << what << ": mixed candidate " << j;
   }
 }
@@ -141,13 +144,12 @@ TEST(Candidates, CallbackOrderAndBadRequests) {
   Prompts p = two_prompts();
   auto gen = ShapeGenerator::create(*m.v05, 0, 3).value();
   std::vector<std::pair<int64_t, int64_t>> order;  // (candidate, index)
-  auto got = gen->generate_candidates(
-      {p.inputs[0]}, {{0, 1}, {0, 2}, {0, 3}}, sampled(),
-      [&](int64_t candidate, int64_t index, int32_t id, double ms) {
-        EXPECT_GE(id, 0);
-        EXPECT_GE(ms, 0.0);
-        order.emplace_back(candidate, index);
-      });
+  auto got = gen->generate_candidates({p.inputs[0]}, {{0, 1}, {0, 2}, {0, 3}}, sampled(),
+                                      [&](int64_t candidate, int64_t index, int32_t id, double ms) {
+                                        EXPECT_GE(id, 0);
+                                        EXPECT_GE(ms, 0.0);
+                                        order.emplace_back(candidate, index);
+                                      });
   ASSERT_TRUE(got.ok()) << got.status().to_string();
   ASSERT_EQ(order.size(), 48u);
   for (size_t e = 0; e < order.size(); ++e) {
@@ -156,7 +158,8 @@ TEST(Candidates, CallbackOrderAndBadRequests) {
   }
   auto none = gen->generate_candidates({p.inputs[0]}, {}, sampled());
   EXPECT_FALSE(none.ok());
-  auto too_many = gen->generate_candidates({p.inputs[0]}, {{0, 1}, {0, 2}, {0, 3}, {0, 4}}, sampled());
+  auto too_many =
+      gen->generate_candidates({p.inputs[0]}, {{0, 1}, {0, 2}, {0, 3}, {0, 4}}, sampled());
   ASSERT_FALSE(too_many.ok());
   EXPECT_NE(too_many.status().message().find("max_candidates"), std::string::npos)
       << too_many.status().message();

@@ -86,7 +86,8 @@ class ChooseTokenTest : public test::GpuTest {
                                      d_ring.as<int32_t>(), ring_size, stream_)
                       .ok());
       ASSERT_TRUE(sync());
-      const std::vector<float> mixed = host_mix(logits, c.codes, c.vocab, c.guided, scale, i, steps);
+      const std::vector<float> mixed =
+          host_mix(logits, c.codes, c.vocab, c.guided, scale, i, steps);
       const Expected<int32_t> token = host.next(mixed.data(), c.codes);
       ASSERT_TRUE(token.ok()) << token.status().to_string();
       want.push_back(*token);

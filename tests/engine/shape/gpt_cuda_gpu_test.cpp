@@ -6,7 +6,6 @@
 // backend's bf16 cache. Skips without a usable CUDA device.
 #include <gtest/gtest.h>
 
-
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -32,7 +31,6 @@ using test::close_rel;  // the fixture's f32 tolerance (tests/support/kernel_tes
 
 const std::string kParity = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/parity/";
 constexpr int kVocab = 67;
-
 
 // The fixture's files and the models loaded on the CUDA and the CPU backends (f32 weights, plus
 // bf16 weights on both for the bf16 K/V cache). Built once, never freed (see shared_cuda_backend).

@@ -23,7 +23,9 @@ namespace {
 constexpr int kVocab = 67;
 
 using Models = test::ParityGpts;
-Models& models() { return test::parity_gpts(); }
+Models& models() {
+  return test::parity_gpts();
+}
 
 // |a - e| <= rel * max|e| elementwise: bf16 K/V move logits by ~2^-9 of their scale.
 ::testing::AssertionResult close_to_scale(const std::vector<float>& a, const std::vector<float>& e,
@@ -151,8 +153,8 @@ TEST(GptKvCacheTest, StackedConditionRowsGiveEachRowItsLoneBits) {
     const int32_t next[2] = {3, 5};
     auto both = GptSession::create(*model, 2, 4).value();
     const bool expect_stacked =
-        model == v05_int8->get() || m.backend->linear_rows_invariant(
-                                        model->weights().dual[0].post_2.up.w, 78);
+        model == v05_int8->get() ||
+        m.backend->linear_rows_invariant(model->weights().dual[0].post_2.up.w, 78);
     EXPECT_EQ(both->stacks_condition_rows(), expect_stacked);
     std::vector<float> p(2 * kVocab), d(2 * kVocab);
     std::vector<float> bbox2(bbox.begin(), bbox.end());

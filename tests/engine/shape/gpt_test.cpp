@@ -33,7 +33,6 @@ using test::close_rel;  // the fixture's f32 tolerance (tests/support/kernel_tes
 
 const std::string kParity = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/parity/";
 
-
 struct Fixture : test::ParityTensors {
   SafeTensors gpt05, gpt01, tokenizer;
   std::unique_ptr<kernels::Backend> backend;
@@ -558,8 +557,8 @@ TEST(CubeGptTest, Bf16WeightsStayClose) {
   EXPECT_TRUE(close_rel(logits, f.f32("gpt.full_logits"), 3e-2));
 }
 
-// Logits of the fixture's teacher-forced pass with `model`, against the f32 reference's: max |error|
-// relative to the largest |logit|, and the relative RMS error.
+// Logits of the fixture's teacher-forced pass with `model`, against the f32 reference's: max
+// |error| relative to the largest |logit|, and the relative RMS error.
 struct LogitError {
   double rel_max = 0, rel_rms = 0;
 };
@@ -599,9 +598,10 @@ TEST(CubeGptTest, Int8WeightsStayClose) {
   EXPECT_TRUE(model->int8_weights());
   EXPECT_LT(model->decode_weight_bytes() * 3, f.model05->decode_weight_bytes());
   const LogitError e8 = fixture_logit_error(*model), e16 = fixture_logit_error(*half);
-  std::printf("logits vs the f32 reference (parity fixture): int8 max %.2f %% of max |logit|, "
-              "RMS %.2f %%; bf16 max %.2f %%, RMS %.2f %%\n",
-              100 * e8.rel_max, 100 * e8.rel_rms, 100 * e16.rel_max, 100 * e16.rel_rms);
+  std::printf(
+      "logits vs the f32 reference (parity fixture): int8 max %.2f %% of max |logit|, "
+      "RMS %.2f %%; bf16 max %.2f %%, RMS %.2f %%\n",
+      100 * e8.rel_max, 100 * e8.rel_rms, 100 * e16.rel_max, 100 * e16.rel_rms);
   ::testing::Test::RecordProperty("int8_logit_rel_max_error", std::to_string(e8.rel_max));
   ::testing::Test::RecordProperty("int8_logit_rel_rms_error", std::to_string(e8.rel_rms));
   ::testing::Test::RecordProperty("bf16_logit_rel_max_error", std::to_string(e16.rel_max));

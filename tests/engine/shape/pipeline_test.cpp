@@ -236,11 +236,14 @@ TEST(PipelineLoadTest, DefaultResolutionComesFromModelJson) {
   ASSERT_TRUE((*q)->decode_latents({1, 2, 3}).ok());
   mesh::ExtractionStats stats;
   auto m = (*q)->extract_mesh(MeshOptions(), nullptr, nullptr, &stats);
-  if (m.ok()) EXPECT_LE(stats.queries, 17 * 17 * 17);
-  else EXPECT_EQ(m.status().code(), ErrorCode::kNotFound) << m.status().to_string();
+  if (m.ok())
+    EXPECT_LE(stats.queries, 17 * 17 * 17);
+  else
+    EXPECT_EQ(m.status().code(), ErrorCode::kNotFound) << m.status().to_string();
 
-  for (const char* bad : {R"({"defaults": {"resolution": 100}})", R"({"defaults": {"resolution": "65"}})",
-                          R"({"defaults": {"resolution": -1}})"}) {
+  for (const char* bad :
+       {R"({"defaults": {"resolution": 100}})", R"({"defaults": {"resolution": "65"}})",
+        R"({"defaults": {"resolution": -1}})"}) {
     FixtureModelDir dir("pipeline-defres-bad");
     std::ofstream(dir.path() + "/model.json") << bad;
     auto r = ShapePipeline::load(dir.path());
@@ -297,10 +300,10 @@ TEST(PipelineLoadTest, ExtractionSearchComesFromModelJson) {
   EXPECT_GT(every_cell, from_card);
   EXPECT_LE(every_cell, 33 * 33 * 33);
 
-  for (const char* bad :
-       {R"({"defaults": {"coarse_resolution": 10}})", R"({"defaults": {"coarse_resolution": "17"}})",
-        R"({"defaults": {"near_surface_logit": -1}})",
-        R"({"defaults": {"near_surface_logit": "1"}})"}) {
+  for (const char* bad : {R"({"defaults": {"coarse_resolution": 10}})",
+                          R"({"defaults": {"coarse_resolution": "17"}})",
+                          R"({"defaults": {"near_surface_logit": -1}})",
+                          R"({"defaults": {"near_surface_logit": "1"}})"}) {
     FixtureModelDir dir("pipeline-coarse-bad");
     std::ofstream(dir.path() + "/model.json") << bad;
     auto r = ShapePipeline::load(dir.path());
@@ -334,7 +337,6 @@ TEST(PipelineLoadTest, ResolutionMustBeAPowerOfTwoPlusOne) {
   EXPECT_FALSE(resolution_base(0).ok());
 }
 
-
 // The diffusion vocabulary extension (text_encoder/extension.json): its words reach the image model
 // only; the shape GPT is conditioned as if they were not in the prompt.
 namespace image_only {
@@ -362,7 +364,7 @@ TEST(ShapePromptImageOnlyWords, AreLeftOutOfTheShapeConditionWithTheirDanglingAr
   ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
   ShapePipeline& p = **loaded;
   using Ids = std::vector<int32_t>;
-  EXPECT_EQ(p.shape_prompt_ids("b c a d"), (Ids{998, 17, 999}));  // "a" would dangle
+  EXPECT_EQ(p.shape_prompt_ids("b c a d"), (Ids{998, 17, 999}));   // "a" would dangle
   EXPECT_EQ(p.shape_prompt_ids("a c b"), (Ids{998, 5, 17, 999}));  // "a" still has its word
   EXPECT_EQ(p.shape_prompt_ids("c d"), (Ids{998, 999}));           // nothing left: unconditional
   EXPECT_EQ(p.shape_prompt_ids("b a"), (Ids{998, 17, 5, 999}));    // nothing dropped: untouched
@@ -390,9 +392,9 @@ TEST(ShapePromptImageOnlyWords, WithoutAnExtensionEveryTokenIsKept) {
 }
 
 TEST(ShapePromptImageOnlyWords, AMalformedExtensionIsAnErrorNamingTheFile) {
-  for (const std::string& bad : {std::string("{not json"), std::string(R"({"words": [1, 2]})"),
-                                 std::string(R"({"words": {"c": "42"}})"),
-                                 std::string(R"({"words": {"c": 5000}})")}) {
+  for (const std::string& bad :
+       {std::string("{not json"), std::string(R"({"words": [1, 2]})"),
+        std::string(R"({"words": {"c": "42"}})"), std::string(R"({"words": {"c": 5000}})")}) {
     ExtendedDir ext("image-only-bad", bad);
     auto loaded = ShapePipeline::load(ext.dir.path());
     ASSERT_FALSE(loaded.ok()) << bad;

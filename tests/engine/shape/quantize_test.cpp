@@ -320,7 +320,8 @@ TEST_F(QuantizeTest, ModelDirectoryIsWrittenWholeOrNotAtAll) {
   EXPECT_NE(inside.message().find("inside"), std::string::npos) << inside.message();
   EXPECT_FALSE(fs::exists(out / "sub"));
   // Not a model directory: its own error, and nothing at the output.
-  const Status missing = quantize_model_dir((dir_ / "nope").string(), (dir_ / "o2").string(), nullptr);
+  const Status missing =
+      quantize_model_dir((dir_ / "nope").string(), (dir_ / "o2").string(), nullptr);
   EXPECT_EQ(missing.code(), ErrorCode::kNotFound);
   EXPECT_FALSE(fs::exists(dir_ / "o2"));
   // An already quantized directory: refused, nothing left behind.

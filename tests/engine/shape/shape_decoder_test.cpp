@@ -21,7 +21,8 @@ void expect_close(const float* got, const std::vector<float>& want, const std::s
     max_ref = std::max(max_ref, std::fabs(static_cast<double>(want[i])));
     max_err = std::max(max_err, std::fabs(static_cast<double>(got[i]) - want[i]));
   }
-  EXPECT_LE(max_err, 1e-4 * std::max(max_ref, 1e-3)) << what << ": max error " << max_err << " (max |ref| " << max_ref << ")";
+  EXPECT_LE(max_err, 1e-4 * std::max(max_ref, 1e-3))
+      << what << ": max error " << max_err << " (max |ref| " << max_ref << ")";
 }
 
 class ShapeDecoderParity : public ::testing::Test {
@@ -54,7 +55,8 @@ TEST_F(ShapeDecoderParity, ConfigCodebookLatentsAndOccupancy) {
   EXPECT_EQ(c.num_codes, 64);
   EXPECT_EQ(c.embed_dim, 8);
   EXPECT_EQ(c.layers, 2);
-  expect_close(decoder_->normalized_codebook().data(), want("shape.codebook_normalized"), "codebook");
+  expect_close(decoder_->normalized_codebook().data(), want("shape.codebook_normalized"),
+               "codebook");
 
   auto ids_view = expected_->view("shape.ids");
   ASSERT_TRUE(ids_view.ok());
@@ -83,7 +85,8 @@ TEST_F(ShapeDecoderParity, ConfigCodebookLatentsAndOccupancy) {
     set_simd_enabled(on);
     std::vector<float> logits(256);
     ASSERT_TRUE(decoder_->occupancy(latents.data(), 16, points.data(), 256, logits.data()).ok());
-    expect_close(logits.data(), want("shape.occupancy_logits"), on ? "occupancy simd" : "occupancy scalar");
+    expect_close(logits.data(), want("shape.occupancy_logits"),
+                 on ? "occupancy simd" : "occupancy scalar");
   }
   set_simd_enabled(simd);
 }
@@ -112,7 +115,8 @@ TEST(FourierEmbedder, MatchesReferenceOnAwkwardSizes) {
       set_simd_enabled(on);
       FourierEmbedder(w.data(), F).embed(p.data(), n, got.data());
       double max_err = 0;
-      for (size_t i = 0; i < ref.size(); ++i) max_err = std::max(max_err, std::fabs(static_cast<double>(got[i]) - ref[i]));
+      for (size_t i = 0; i < ref.size(); ++i)
+        max_err = std::max(max_err, std::fabs(static_cast<double>(got[i]) - ref[i]));
       EXPECT_LE(max_err, 2e-5) << "F " << F << (on ? " simd" : " scalar");
     }
   }

@@ -22,7 +22,6 @@ namespace {
 
 const std::string kParityDir = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/parity";
 
-
 TEST(ClipTextEncoderCuda, MatchesReferenceWithAndWithoutMask) {
   TESSERA_SKIP_WITHOUT_CUDA_BACKEND();
   kernels::Backend& cuda = *test::shared_cuda_backend();
@@ -45,8 +44,8 @@ TEST(ClipTextEncoderCuda, MatchesReferenceWithAndWithoutMask) {
   ASSERT_TRUE(out.ok()) << out.status().to_string();
   ASSERT_EQ(hidden.size(), 3u);
   for (size_t n = 0; n < hidden.size(); ++n) {
-    EXPECT_TRUE(
-        test::close_rel(hidden[n], expected->to_f32("clip.hidden_states." + std::to_string(n)).value()))
+    EXPECT_TRUE(test::close_rel(
+        hidden[n], expected->to_f32("clip.hidden_states." + std::to_string(n)).value()))
         << "hidden state " << n;
   }
   std::vector<float> last;

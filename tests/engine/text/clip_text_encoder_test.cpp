@@ -81,7 +81,6 @@ const Fixture& fixture() {
   return f;
 }
 
-
 TEST(ClipTextEncoder, InfersConfigFromShapesAndConfigJson) {
   auto backend = kernels::make_cpu_backend();
   auto encoder = ClipTextEncoder::load(kTextEncoderDir, *backend);
@@ -164,7 +163,8 @@ TEST(ClipTextEncoder, ReusesActivationsAcrossCalls) {
   EXPECT_EQ(*first, *second);
   std::vector<float> row(77 * 32);
   ASSERT_TRUE(backend->download(row.data(), *second, row.size() * sizeof(float)).ok());
-  EXPECT_TRUE(test::close_rel(row, std::vector<float>(f.last.begin() + 77 * 32, f.last.end()), 1e-4));
+  EXPECT_TRUE(
+      test::close_rel(row, std::vector<float>(f.last.begin() + 77 * 32, f.last.end()), 1e-4));
 }
 
 TEST(ClipTextEncoder, RejectsBadInputs) {

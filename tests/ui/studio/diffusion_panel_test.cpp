@@ -51,7 +51,9 @@ bool wait_for(const std::function<bool()>& condition, int timeout_ms = 60000) {
 }
 
 // The fixture diffusion model, written once per process.
-const std::string& fixture_diffusion_dir() { return pt::fixture_diffusers_model_dir(); }
+const std::string& fixture_diffusion_dir() {
+  return pt::fixture_diffusers_model_dir();
+}
 
 LaunchOptions launch_for(const FixtureModelDir& shape, const QString& diffusion_model) {
   LaunchOptions o;

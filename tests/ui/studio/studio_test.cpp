@@ -118,7 +118,8 @@ TEST(GenerationStats, PercentilesAndRates) {
   EXPECT_DOUBLE_EQ(s.tpot_percentile_ms(50), 4.0);
   EXPECT_DOUBLE_EQ(s.tokens_per_second(), 1000.0 * 4 / 22);
   EXPECT_EQ(s.token_ids, (std::vector<int32_t>{100, 101, 102, 103}));
-  EXPECT_TRUE(s.apply({7, runtime::Lane::kShape, runtime::StageEvent{runtime::kStageDecode, 12.5}}, t0));
+  EXPECT_TRUE(
+      s.apply({7, runtime::Lane::kShape, runtime::StageEvent{runtime::kStageDecode, 12.5}}, t0));
   EXPECT_DOUBLE_EQ(s.stage_ms[2], 12.5);
   EXPECT_TRUE(s.apply({7, runtime::Lane::kShape, runtime::DoneEvent{40}}, t0));
   EXPECT_EQ(s.state, JobState::kDone);
@@ -164,8 +165,10 @@ TEST(GenerationStats, VariationsCountStepsOnceAndRatesOverAll) {
 TEST(GenerationStats, IgnoresOtherJobs) {
   GenerationStats s;
   s.start(2, 16, std::chrono::steady_clock::now());
-  EXPECT_FALSE(s.apply({1, runtime::Lane::kShape, runtime::TokenEvent{0, 5, 1.0}}, std::chrono::steady_clock::now()));
-  EXPECT_FALSE(s.apply({1, runtime::Lane::kShape, runtime::DoneEvent{1}}, std::chrono::steady_clock::now()));
+  EXPECT_FALSE(s.apply({1, runtime::Lane::kShape, runtime::TokenEvent{0, 5, 1.0}},
+                       std::chrono::steady_clock::now()));
+  EXPECT_FALSE(
+      s.apply({1, runtime::Lane::kShape, runtime::DoneEvent{1}}, std::chrono::steady_clock::now()));
   EXPECT_TRUE(s.token_ms.empty());
   EXPECT_EQ(s.state, JobState::kRunning);
 }
@@ -260,8 +263,8 @@ TEST(Studio, WeightsSettingReloadsAndTheOverlaySaysWhich) {
 
 TEST(Studio, ScriptedRunWithBadModelFails) {
   QProcess studio;
-  studio.start(TESSERA_STUDIO_PATH, {"--model", "/nonexistent/model", "--prompt", "x",
-                                     "--generate", "--quit-when-done"});
+  studio.start(TESSERA_STUDIO_PATH, {"--model", "/nonexistent/model", "--prompt", "x", "--generate",
+                                     "--quit-when-done"});
   ASSERT_TRUE(studio.waitForFinished(30000));
   EXPECT_EQ(studio.exitCode(), 1);
   EXPECT_TRUE(QString::fromLocal8Bit(studio.readAllStandardError()).contains("/nonexistent/model"));
@@ -311,8 +314,7 @@ TEST(Studio, InvalidModelDirShowsErrorAndStaysUsable) {
   window->prompt_edit()->setPlainText(testing::kParityPrompt);
   window->generate();
   ASSERT_TRUE(wait_job(*window));
-  EXPECT_EQ(window->engine().stats().state, JobState::kDone)
-      << window->engine().stats().message;
+  EXPECT_EQ(window->engine().stats().state, JobState::kDone) << window->engine().stats().message;
   EXPECT_EQ(window->gallery()->count(), 1);
 }
 
@@ -370,7 +372,8 @@ TEST(Studio, BadPromptTextIsRefusedOrRepairedAndTheWindowStaysUsable) {
   window->prompt_edit()->setPlainText(QString(100 * 1024, QChar('a')));
   window->generate();
   EXPECT_FALSE(window->engine().busy());
-  EXPECT_TRUE(window->status_text().contains("102400 bytes")) << window->status_text().toStdString();
+  EXPECT_TRUE(window->status_text().contains("102400 bytes"))
+      << window->status_text().toStdString();
 
   QString controls = QStringLiteral("a mug");
   controls.insert(1, QChar(0));
@@ -482,7 +485,10 @@ TEST(Studio, StartsWithoutDefaultModel) {
   struct RestoreAssets {
     QByteArray value;
     ~RestoreAssets() {
-      if (value.isEmpty()) qunsetenv("TESSERA_ASSETS"); else qputenv("TESSERA_ASSETS", value);
+      if (value.isEmpty())
+        qunsetenv("TESSERA_ASSETS");
+      else
+        qputenv("TESSERA_ASSETS", value);
     }
   } restore{saved_assets};
   LaunchOptions launch;
@@ -582,7 +588,8 @@ TEST(Studio, ImportAndExport) {
   const QString text = out.filePath("notes.txt");
   std::ofstream(text.toStdString()) << "not a mesh\n";
   EXPECT_FALSE(window->open_mesh_file(text));
-  EXPECT_TRUE(window->status_text().contains("not a mesh file")) << window->status_text().toStdString();
+  EXPECT_TRUE(window->status_text().contains("not a mesh file"))
+      << window->status_text().toStdString();
   const QString fake_glb = out.filePath("fake.glb");
   std::ofstream(fake_glb.toStdString()) << "hello, this is text";
   EXPECT_FALSE(window->open_mesh_file(fake_glb));
@@ -592,7 +599,6 @@ TEST(Studio, ImportAndExport) {
   EXPECT_FALSE(window->open_mesh_file(binary_obj));
   EXPECT_NE(window->viewport()->mesh(), nullptr);
 }
-
 
 // Issue 24 in the studio: the Export dialog's presets (what they set, overridable), the live
 // triangle-budget preview in the viewport, an asset export with LODs and the settings, the
@@ -626,7 +632,8 @@ TEST(Studio, ExportPresetsBudgetPreviewAndRestore) {
     dialog.set_path(out.filePath("asset.obj"));
     dialog.select_preset(QStringLiteral("unreal"));
     ExportChoice c = dialog.choice();
-    EXPECT_TRUE(c.path.endsWith(QStringLiteral("asset.fbx"))) << c.path.toStdString();  // its format
+    EXPECT_TRUE(c.path.endsWith(QStringLiteral("asset.fbx")))
+        << c.path.toStdString();  // its format
     EXPECT_EQ(c.preset, QStringLiteral("unreal"));
     EXPECT_EQ(c.options.up_axis, mesh::UpAxis::kZ);
     EXPECT_TRUE(c.options.front_x);
@@ -693,7 +700,8 @@ TEST(Studio, ExportPresetsBudgetPreviewAndRestore) {
   ASSERT_TRUE(window->restore_settings_from(out.filePath("asset.fbx")))
       << window->status_text().toStdString();
   EXPECT_EQ(window->prompt_edit()->toPlainText().toStdString(), testing::kParityPrompt);
-  EXPECT_TRUE(window->status_text().contains(QStringLiteral("seed 21"))) << window->status_text().toStdString();
+  EXPECT_TRUE(window->status_text().contains(QStringLiteral("seed 21")))
+      << window->status_text().toStdString();
   window->generate();
   ASSERT_TRUE(wait_job(*window));
   ASSERT_NE(window->viewport()->mesh(), nullptr);
