@@ -500,7 +500,7 @@ int run_batch(BatchCliOptions o) {
   std::set<std::pair<int64_t, int64_t>> done_keys;
   std::vector<json> kept;
   std::vector<const Item*> todo;
-  int64_t mine = 0, candidates_done = 0;
+  int64_t mine = 0;
   for (const Item& item : *items) {
     if (item.index % shard_n != shard_i || !item.error.empty()) continue;
     ++mine;
@@ -538,11 +538,7 @@ int run_batch(BatchCliOptions o) {
     bool complete = true;
     for (int c = 0; c < item.variations; ++c)
       complete = complete && done_keys.count({item.index, c});
-    if (complete) {
-      candidates_done += item.variations;
-    } else {
-      todo.push_back(&item);
-    }
+    if (!complete) todo.push_back(&item);
   }
   const int64_t already = mine - static_cast<int64_t>(todo.size());
   std::fprintf(stderr,
