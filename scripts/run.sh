@@ -9,8 +9,12 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 "$root/scripts/setup.sh" >/dev/null
+# The same configuration as scripts/test.sh (Release, warnings as errors, CUDA when nvcc exists), so
+# that the test command reuses this build instead of compiling everything again.
 if [[ ! -f build/build.ninja ]]; then
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >build-configure.log 2>&1 || { cat build-configure.log; exit 1; }
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_WERROR=ON \
+    -DTESSERA_WITH_CUDA="${TESSERA_WITH_CUDA:-AUTO}" >build-configure.log 2>&1 \
+    || { cat build-configure.log; exit 1; }
 fi
 if [[ "${1:-}" == "cli" ]]; then
   shift
