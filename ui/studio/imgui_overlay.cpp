@@ -230,8 +230,11 @@ void ImGuiOverlay::render(const GenerationStats& stats, const OverlayPanels& pan
       if (stats.first_partial_ms >= 0) {
         ImGui::Text("first preview %.0f ms after Generate (%lld previews)", stats.first_partial_ms,
                     static_cast<long long>(stats.partial_meshes));
-      } else {
+      } else if (stats.state == JobState::kRunning) {
         ImGui::TextDisabled("no preview mesh yet");
+      } else {
+        // Previews share the job's time (10 % by default): a short job is done before one fits.
+        ImGui::TextDisabled("no preview mesh: the job ended before one fitted its budget");
       }
     }
     ImGui::End();

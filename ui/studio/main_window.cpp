@@ -84,10 +84,7 @@ MainWindow::MainWindow(LaunchOptions options, QWidget* parent)
   connect(texture_, &TextureBridge::failed, this, [this](const QString& message) {
     show_status(tr("Apply as texture failed: %1").arg(one_line(message, 160)), true);
   });
-  connect(texture_, &TextureBridge::finished, this, [this] {
-    update_buttons();
-    advance_script_image();
-  });
+  connect(texture_, &TextureBridge::finished, this, &MainWindow::update_buttons);
   connect(engine_, &EngineBridge::modelLoading, this, &MainWindow::on_model_loading);
   connect(engine_, &EngineBridge::modelLoaded, this, &MainWindow::on_model_loaded);
   connect(engine_, &EngineBridge::modelFailed, this, &MainWindow::on_model_failed);
@@ -100,10 +97,8 @@ MainWindow::MainWindow(LaunchOptions options, QWidget* parent)
 
   // Concept image: its own worker and model; the panel reads panel_data_ at every paint.
   diffusion_ = new DiffusionBridge(*engine_, this);
-  connect(diffusion_, &DiffusionBridge::modelStateChanged, this, [this] {
-    refresh_diffusion_panel();
-    advance_script_image();
-  });
+  connect(diffusion_, &DiffusionBridge::modelStateChanged, this,
+          &MainWindow::refresh_diffusion_panel);
   connect(diffusion_, &DiffusionBridge::imageChanged, this, &MainWindow::refresh_diffusion_panel);
   connect(diffusion_, &DiffusionBridge::imageFinished, this, &MainWindow::on_image_finished);
   panel_data_.on_action = [this](DiffusionAction action) {
@@ -112,6 +107,12 @@ MainWindow::MainWindow(LaunchOptions options, QWidget* parent)
   };
   viewport_->set_diffusion_panel(&panel_data_);
   if (launch_.scripted()) {
+    // After every connection above, so that its slots see the window's state updated.
+    script_ = new ScriptRunner(*this, launch_);
+    connect(script_, &ScriptRunner::finished, this, [this](int code) {
+      exit_code_ = code;
+      Q_EMIT scriptFinished(code);
+    });
     // Reproducible scripted runs (the interactive ones load image settings with the others below):
     // a fixed seed, and an image only when asked for.
     image_settings_.auto_after_shape = launch_.image || launch_.apply_texture;
@@ -157,8 +158,8 @@ MainWindow::MainWindow(LaunchOptions options, QWidget* parent)
       model_status_->setText(message);
       model_status_->setStyleSheet(QStringLiteral("color: #d05050;"));
       show_status(message, true);
-      if (launch_.scripted()) {
-        QTimer::singleShot(0, this, [this, message] { finish_script(1, message); });
+      if (script_ != nullptr) {
+        QTimer::singleShot(0, script_, [this, message] { script_->fail(message); });
       }
       update_buttons();
       return;
@@ -168,6 +169,11 @@ MainWindow::MainWindow(LaunchOptions options, QWidget* parent)
   engine_->set_weights(settings_->weights());
   load_model(dir);
   update_buttons();
+}
+
+QImage MainWindow::screenshot_image() {
+  if (launch_.screenshot_window) return grab().toImage();
+  return viewport_->grabFramebuffer();
 }
 
 MainWindow::~MainWindow() {

@@ -10,10 +10,12 @@
 //
 // The class is split by responsibility over main_window*.cpp: main_window.cpp (construction,
 // layout, device), _menus, _settings (QSettings), _shape (shape jobs), _image (concept image,
-// texture), _files (import, export, recording, gallery), _script (scripted mode). The export dialog
-// and the gallery are classes of their own (export_dialog.h, gallery.h).
+// texture), _files (import, export, recording, gallery). The export dialog, the gallery, the lanes'
+// bridges (engine_bridge.h, diffusion_bridge.h, texture_bridge.h) and scripted mode
+// (script_runner.h) are classes of their own.
 //
-// Scripted mode (LaunchOptions, from the command line of tessera-studio): load a model, generate
+// Scripted mode (LaunchOptions, from the command line of tessera-studio; run by ScriptRunner): load
+// a model, generate
 // one prompt, save a screenshot / the recorded frames / an export, and quit with exit code 0 on
 // success or 1 when the model or the job failed (the reason goes to stderr). Scripted runs neither
 // read nor write QSettings, so they are reproducible. With `image` the concept image is generated
@@ -41,6 +43,7 @@
 #include "ui/studio/diffusion_panel.h"
 #include "ui/studio/engine_bridge.h"
 #include "ui/studio/imgui_overlay.h"
+#include "ui/studio/script_runner.h"
 #include "ui/studio/texture_bridge.h"
 
 class QAction;
@@ -141,6 +144,7 @@ class MainWindow : public QMainWindow {
 
   EngineBridge& engine() { return *engine_; }
   DiffusionBridge& diffusion() { return *diffusion_; }
+  TextureBridge& texture() { return *texture_; }
   ImageSettings& image_settings() { return image_settings_; }
   Viewport* viewport() const { return viewport_; }
   PromptEdit* prompt_edit() const { return prompt_; }
@@ -157,6 +161,8 @@ class MainWindow : public QMainWindow {
   int64_t last_job_frames() const { return last_job_frames_; }
   double last_job_max_frame_gap_ms() const { return last_job_max_gap_ms_; }
   int exit_code() const { return exit_code_; }
+  // What a scripted --screenshot saves: the viewport, or the whole window (--screenshot-window).
+  QImage screenshot_image();
 
  Q_SIGNALS:
   // Scripted mode finished (also emitted before quitting when quit_when_done).
@@ -194,8 +200,6 @@ class MainWindow : public QMainWindow {
   void on_diffusion_action(DiffusionAction action);
   void on_image_finished(quint64 job, int state, const QString& message);
   void refresh_diffusion_panel();
-  // Scripted --image / --apply-texture: moves on once the shape, the model and the image allow.
-  void advance_script_image();
   void record_frame();
   void add_to_gallery(std::shared_ptr<const mesh::Mesh> mesh);
   // With a label and a thumbnail shot of its own (a candidate tile's).
@@ -211,17 +215,14 @@ class MainWindow : public QMainWindow {
   void sync_overlay_controls();
   void choose_model_dir();
   void show_about();
-  void finish_script(int code, const QString& message);
-  QImage screenshot_image();
 
   LaunchOptions launch_;
   EngineBridge* engine_ = nullptr;
   DiffusionBridge* diffusion_ = nullptr;
   TextureBridge* texture_ = nullptr;  // the texture lane
+  ScriptRunner* script_ = nullptr;    // scripted mode (null when interactive)
   ImageSettings image_settings_;
   DiffusionPanelData panel_data_;
-  bool image_submitted_for_script_ = false;
-  bool shape_done_for_script_ = false;
   Viewport* viewport_ = nullptr;
   TokenStrip* token_strip_ = nullptr;
   PromptEdit* prompt_ = nullptr;
@@ -250,7 +251,6 @@ class MainWindow : public QMainWindow {
   QAction* export_action_ = nullptr;
 
   OverlayControls overlay_controls_;
-  bool texture_submitted_for_script_ = false;
   QString current_prompt_;
   // What the viewport shows: a shape of last_job_ (candidate chosen_candidate_) at this final
   // resolution (0: the model's), or something else (an opened file).
@@ -259,8 +259,6 @@ class MainWindow : public QMainWindow {
   bool mesh_framed_for_job_ = false;
   QString record_dir_;
   int record_frame_ = 0;
-  bool script_started_ = false;
-  bool script_done_ = false;
   int exit_code_ = 0;
   int64_t last_job_frames_ = 0;
   double last_job_max_gap_ms_ = 0;

@@ -61,7 +61,6 @@ bool MainWindow::generate_image() {
   if (!image_settings_.lock_seed) image_settings_.seed = next_random_seed();
   image_settings_.steps = std::clamp(image_settings_.steps, 1, 200);
   diffusion_->submit(prompt_->prompt(), image_settings_);
-  if (launch_.scripted()) image_submitted_for_script_ = true;
   refresh_diffusion_panel();
   return true;
 }
@@ -100,7 +99,6 @@ void MainWindow::on_image_finished(quint64, int state, const QString& message) {
     show_status(tr("Concept image failed: %1").arg(one_line(message, 160)), true);
   }
   refresh_diffusion_panel();
-  advance_script_image();
 }
 
 void MainWindow::select_textured_shading() {

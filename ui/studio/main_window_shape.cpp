@@ -103,21 +103,6 @@ void MainWindow::on_model_loaded(const QString& dir) {
           ? tr("Model ready. Type a prompt and press Ctrl+Enter.")
           : tr("Model ready. Type a prompt and press Ctrl+Enter, or pick one under Examples."));
   update_buttons();
-  if (launch_.generate && !script_started_) {
-    script_started_ = true;
-    // Start once the window is up and the viewport has drawn a few frames (GL set-up and the
-    // first composition are slow on software GL and are not the generation's cost).
-    auto* waiter = new QObject(this);
-    connect(viewport_, &Viewport::frameRendered, waiter, [this, waiter] {
-      if (viewport_->frames() < 3 || waiter->property("fired").toBool()) return;
-      waiter->setProperty("fired", true);
-      waiter->deleteLater();
-      QTimer::singleShot(0, this, &MainWindow::generate);
-    });
-  } else if (launch_.scripted() && !launch_.generate && !script_started_) {
-    script_started_ = true;
-    QTimer::singleShot(100, this, [this] { finish_script(0, QString()); });
-  }
 }
 
 void MainWindow::on_model_failed(const QString& dir, const QString& message) {
@@ -129,10 +114,6 @@ void MainWindow::on_model_failed(const QString& dir, const QString& message) {
                                             : QString()),
               true);
   update_buttons();
-  if (launch_.scripted() && !script_started_) {
-    script_started_ = true;
-    finish_script(1, tr("model %1: %2").arg(dir, message));
-  }
 }
 
 void MainWindow::generate() {
@@ -338,15 +319,6 @@ void MainWindow::on_job_finished(quint64, int state, const QString& message) {
     show_status(tr("Generation failed: %1").arg(one_line(message, 160)), true);
   }
   update_buttons();
-  if (launch_.scripted() && script_started_ && !script_done_ && !engine_->busy()) {
-    if (job_state == JobState::kDone && (launch_.image || launch_.apply_texture)) {
-      shape_done_for_script_ = true;
-      advance_script_image();
-    } else {
-      finish_script(job_state == JobState::kDone ? 0 : 1,
-                    job_state == JobState::kDone ? QString() : message);
-    }
-  }
 }
 
 }  // namespace tessera::studio
