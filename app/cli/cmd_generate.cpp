@@ -255,45 +255,128 @@ Status apply_metadata(const nlohmann::json& m, const std::string& file, Generate
   return Status();
 }
 
+// The prompt: from --from FILE's metadata (with the rest of its settings, applied to `o`; its
+// metadata comes back for the model check), --prompt-file or --prompt; then the text rule every
+// front end shares (repaired and said so on stderr, or refused). Errors as the message to print.
+Expected<std::optional<nlohmann::json>> read_prompt(GenerateCliOptions* o) {
+  std::optional<nlohmann::json> from;
+  if (!o->from.empty()) {
+    auto m = mesh::read_metadata(o->from);
+    if (!m.ok()) return invalid_argument("--from: " + m.status().message());
+    if (Status st = apply_metadata(*m, o->from, o); !st.ok()) return st;
+    from = std::move(*m);
+  } else if (!o->prompt_file.empty()) {
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(o->prompt_file, ec);
+    if (!ec && bytes > (size_t{1} << 20)) {  // not even read: surely not a prompt
+      return invalid_argument("--prompt-file " + runtime::display_path(o->prompt_file) + ": " +
+                              std::to_string(bytes) + " bytes; a prompt is at most " +
+                              std::to_string(runtime::kMaxPromptBytes));
+    }
+    auto text = read_file(o->prompt_file);
+    if (!text.ok()) return invalid_argument("--prompt-file: " + text.status().message());
+    o->prompt = std::move(*text);
+    if (!o->prompt.empty() && o->prompt.back() == '\n') o->prompt.pop_back();
+    if (!o->prompt.empty() && o->prompt.back() == '\r') o->prompt.pop_back();
+  } else if (!o->prompt_given) {
+    return invalid_argument(
+        "give --prompt TEXT (or --prompt-file FILE, or --from FILE to make a Tessera "
+        "mesh again)");
+  }
+  runtime::JobOptions text;
+  text.prompt = o->prompt;
+  auto notes = runtime::accept_job_text(&text);
+  if (!notes.ok()) return notes.status();
+  for (const std::string& note : *notes) std::fprintf(stderr, "note: %s\n", note.c_str());
+  o->prompt = std::move(text.prompt);
+  return from;
+}
+
+// What one generate run produced and how long each part took (run_generate fills it).
+struct JobRun {
+  double load_ms = 0, write_ms = 0, job_ms = 0;
+  int64_t previews = 0;
+  std::vector<std::pair<std::string, double>> stages;
+  std::vector<std::vector<int32_t>> tokens;  // per candidate
+  std::vector<std::shared_ptr<const runtime::FinalMeshEvent>> final_meshes;
+  std::map<int, std::pair<int64_t, int64_t>> written_counts;  // per candidate: LOD0's V, T
+};
+
+// The timing summary (mesh stages summed over the candidates) and the prompt's notes on stderr,
+// a "wrote" line per file on stdout.
+void print_summary(const GenerateCliOptions& o, JobRun& r) {
+  const runtime::FinalMeshEvent* final_mesh = r.final_meshes[0].get();
+
+  // Timing summary (mesh r.stages summed over the candidates).
+  auto stage_ms = [&](const char* name) {
+    double sum = 0.0;
+    for (const auto& [n, ms] : r.stages) {
+      if (n == name) sum += ms;
+    }
+    return sum;
+  };
+  const double prefill = stage_ms(runtime::kStagePrefill), decode = stage_ms(runtime::kStageDecode);
+  const int64_t per_candidate = static_cast<int64_t>(r.tokens[0].size());
+  const int64_t steps = per_candidate - 1;
+  const double tpot = steps > 0 ? decode / static_cast<double>(steps) : 0.0;
+  const double rate = prefill + decode > 0 ? 1000.0 * static_cast<double>(per_candidate) *
+                                                 o.variations / (prefill + decode)
+                                           : 0.0;
+  std::fprintf(stderr, "timings (ms):\n");
+  std::fprintf(stderr, "  load           %9.1f\n", r.load_ms);
+  std::fprintf(stderr, "  text           %9.1f\n", stage_ms(runtime::kStageText));
+  std::fprintf(stderr, "  prefill        %9.1f\n", prefill);
+  std::fprintf(
+      stderr, "  decode         %9.1f  (%lld steps, TPOT %.2f ms, %.1f r.tokens/s%s%s)\n", decode,
+      static_cast<long long>(std::max<int64_t>(steps, 0)), tpot, rate,
+      o.variations > 1 ? (" over " + std::to_string(o.variations) + " candidates").c_str() : "",
+      o.no_kv_cache ? ", no KV cache" : "");
+  std::fprintf(stderr, "  latent decode  %9.1f\n", stage_ms(runtime::kStageLatentDecode));
+  std::fprintf(
+      stderr, "  extraction     %9.1f  (resolution %d, %lld occupancy queries, %d levels)\n",
+      stage_ms(runtime::kStageExtraction), final_mesh->resolution,
+      static_cast<long long>(final_mesh->extraction.queries), final_mesh->extraction.levels);
+  std::fprintf(stderr, "  cleanup        %9.1f\n", stage_ms(runtime::kStageCleanup));
+  std::fprintf(stderr, "  write          %9.1f\n", r.write_ms);
+  std::fprintf(
+      stderr, "  job total      %9.1f%s\n", r.job_ms,
+      r.previews > 0 ? ("  (" + std::to_string(r.previews) + " preview meshes)").c_str() : "");
+  if (final_mesh->prompt_truncated) {
+    std::fprintf(
+        stderr,
+        "note: the prompt has %d CLIP r.tokens; only the first 77 (BOS + 75 + EOS) were used\n",
+        final_mesh->prompt_tokens);
+  }
+  if (final_mesh->image_only_tokens > 0) {
+    std::fprintf(stderr,
+                 "note: %d colour / material / background token(s) of the prompt go to the image "
+                 "model only (the shape model never learned them)\n",
+                 final_mesh->image_only_tokens);
+  }
+  for (const auto& f : r.final_meshes) {
+    const int i = f->candidate + 1;
+    std::printf("wrote %s (%lld vertices, %lld triangles",
+                numbered_path(o.output, i, o.variations).c_str(),
+                static_cast<long long>(r.written_counts[f->candidate].first),
+                static_cast<long long>(r.written_counts[f->candidate].second));
+    if (o.sample) std::printf(", seed %llu", static_cast<unsigned long long>(f->seed));
+    std::printf(")\n");
+    if (!o.tokens_out.empty()) {
+      std::printf("wrote %s (%zu shape r.tokens)\n",
+                  numbered_path(o.tokens_out, i, o.variations).c_str(), f->tokens.size());
+    }
+  }
+}
+
 int run_generate(GenerateCliOptions o) {
   auto fail = [](const std::string& message) {
     std::fprintf(stderr, "tessera generate: %s\n", message.c_str());
     return 1;
   };
-  std::optional<nlohmann::json> from;
-  if (!o.from.empty()) {
-    auto m = mesh::read_metadata(o.from);
-    if (!m.ok()) return fail("--from: " + m.status().message());
-    if (Status st = apply_metadata(*m, o.from, &o); !st.ok()) return fail(st.message());
-    from = std::move(*m);
-  } else if (!o.prompt_file.empty()) {
-    std::error_code ec;
-    const auto bytes = std::filesystem::file_size(o.prompt_file, ec);
-    if (!ec && bytes > (size_t{1} << 20)) {  // not even read: surely not a prompt
-      return fail("--prompt-file " + runtime::display_path(o.prompt_file) + ": " +
-                  std::to_string(bytes) + " bytes; a prompt is at most " +
-                  std::to_string(runtime::kMaxPromptBytes));
-    }
-    auto text = read_file(o.prompt_file);
-    if (!text.ok()) return fail("--prompt-file: " + text.status().message());
-    o.prompt = std::move(*text);
-    if (!o.prompt.empty() && o.prompt.back() == '\n') o.prompt.pop_back();
-    if (!o.prompt.empty() && o.prompt.back() == '\r') o.prompt.pop_back();
-  } else if (!o.prompt_given) {
-    return fail(
-        "give --prompt TEXT (or --prompt-file FILE, or --from FILE to make a Tessera "
-        "mesh again)");
-  }
-  // Everything that can be checked before loading and generating: the text first (the rule every
-  // front end shares: repaired and said so, or refused).
-  {
-    runtime::JobOptions text;
-    text.prompt = o.prompt;
-    auto notes = runtime::accept_job_text(&text);
-    if (!notes.ok()) return fail(notes.status().message());
-    for (const std::string& note : *notes) std::fprintf(stderr, "note: %s\n", note.c_str());
-    o.prompt = std::move(text.prompt);
-  }
+  // Everything that can be checked before loading and generating, the text first.
+  auto read = read_prompt(&o);
+  if (!read.ok()) return fail(read.status().message());
+  const std::optional<nlohmann::json> from = std::move(*read);
   if (o.variations < 1 || o.variations > runtime::kMaxVariations) {
     return fail("--variations " + std::to_string(o.variations) + " outside [1, " +
                 std::to_string(runtime::kMaxVariations) + "]");
@@ -397,12 +480,13 @@ int run_generate(GenerateCliOptions o) {
   const int64_t total = runtime::tokens_to_generate(o.tokens, (*session)->num_latents());
   ProgressBar progress(total);
   Stopwatch generation_watch;
-  std::vector<std::vector<int32_t>> tokens(static_cast<size_t>(o.variations));
-  std::vector<std::pair<std::string, double>> stages;
-  int64_t previews = 0;
-  std::vector<std::shared_ptr<const runtime::FinalMeshEvent>> final_meshes;
-  std::map<int, std::pair<int64_t, int64_t>> written_counts;  // per candidate: LOD0's V, T
-  double job_ms = 0, write_ms = 0;
+  JobRun run;
+  run.load_ms = load_ms;
+  run.tokens.resize(static_cast<size_t>(o.variations));
+  auto& tokens = run.tokens;
+  auto& stages = run.stages;
+  auto& final_meshes = run.final_meshes;
+  auto& written_counts = run.written_counts;
   const uint64_t id = (*session)->submit(job);
   for (bool done = false; !done;) {
     auto event = (*session)->wait_event(std::chrono::milliseconds(200));
@@ -426,7 +510,7 @@ int run_generate(GenerateCliOptions o) {
         }
       }
     } else if (std::holds_alternative<runtime::PartialMeshEvent>(event->payload)) {
-      ++previews;
+      ++run.previews;
     } else if (auto* f = std::get_if<runtime::FinalMeshEvent>(&event->payload)) {
       // Written as each candidate is done: a later candidate's failure keeps the earlier files.
       const std::string path = numbered_path(o.output, f->candidate + 1, o.variations);
@@ -444,7 +528,7 @@ int run_generate(GenerateCliOptions o) {
       if (!written.lod_triangles.empty()) {
         written_counts[f->candidate] = {written.lod_vertices[0], written.lod_triangles[0]};
       }
-      write_ms += write_watch.elapsed_ms();
+      run.write_ms += write_watch.elapsed_ms();
       final_meshes.push_back(std::make_shared<const runtime::FinalMeshEvent>(std::move(*f)));
     } else if (const auto* e = std::get_if<runtime::ErrorEvent>(&event->payload)) {
       progress.finish();
@@ -453,7 +537,7 @@ int run_generate(GenerateCliOptions o) {
       progress.finish();
       return fail("cancelled: " + c->reason);
     } else if (const auto* d = std::get_if<runtime::DoneEvent>(&event->payload)) {
-      job_ms = d->total_ms;
+      run.job_ms = d->total_ms;
       done = true;
     }
   }
@@ -461,66 +545,7 @@ int run_generate(GenerateCliOptions o) {
     return fail("internal error: the job ended with " + std::to_string(final_meshes.size()) +
                 " of " + std::to_string(o.variations) + " meshes");
   }
-  const runtime::FinalMeshEvent* final_mesh = final_meshes[0].get();
-
-  // Timing summary (mesh stages summed over the candidates).
-  auto stage_ms = [&](const char* name) {
-    double sum = 0.0;
-    for (const auto& [n, ms] : stages) {
-      if (n == name) sum += ms;
-    }
-    return sum;
-  };
-  const double prefill = stage_ms(runtime::kStagePrefill), decode = stage_ms(runtime::kStageDecode);
-  const int64_t per_candidate = static_cast<int64_t>(tokens[0].size());
-  const int64_t steps = per_candidate - 1;
-  const double tpot = steps > 0 ? decode / static_cast<double>(steps) : 0.0;
-  const double rate = prefill + decode > 0 ? 1000.0 * static_cast<double>(per_candidate) *
-                                                 o.variations / (prefill + decode)
-                                           : 0.0;
-  std::fprintf(stderr, "timings (ms):\n");
-  std::fprintf(stderr, "  load           %9.1f\n", load_ms);
-  std::fprintf(stderr, "  text           %9.1f\n", stage_ms(runtime::kStageText));
-  std::fprintf(stderr, "  prefill        %9.1f\n", prefill);
-  std::fprintf(
-      stderr, "  decode         %9.1f  (%lld steps, TPOT %.2f ms, %.1f tokens/s%s%s)\n", decode,
-      static_cast<long long>(std::max<int64_t>(steps, 0)), tpot, rate,
-      o.variations > 1 ? (" over " + std::to_string(o.variations) + " candidates").c_str() : "",
-      o.no_kv_cache ? ", no KV cache" : "");
-  std::fprintf(stderr, "  latent decode  %9.1f\n", stage_ms(runtime::kStageLatentDecode));
-  std::fprintf(
-      stderr, "  extraction     %9.1f  (resolution %d, %lld occupancy queries, %d levels)\n",
-      stage_ms(runtime::kStageExtraction), final_mesh->resolution,
-      static_cast<long long>(final_mesh->extraction.queries), final_mesh->extraction.levels);
-  std::fprintf(stderr, "  cleanup        %9.1f\n", stage_ms(runtime::kStageCleanup));
-  std::fprintf(stderr, "  write          %9.1f\n", write_ms);
-  std::fprintf(stderr, "  job total      %9.1f%s\n", job_ms,
-               previews > 0 ? ("  (" + std::to_string(previews) + " preview meshes)").c_str() : "");
-  if (final_mesh->prompt_truncated) {
-    std::fprintf(
-        stderr,
-        "note: the prompt has %d CLIP tokens; only the first 77 (BOS + 75 + EOS) were used\n",
-        final_mesh->prompt_tokens);
-  }
-  if (final_mesh->image_only_tokens > 0) {
-    std::fprintf(stderr,
-                 "note: %d colour / material / background token(s) of the prompt go to the image "
-                 "model only (the shape model never learned them)\n",
-                 final_mesh->image_only_tokens);
-  }
-  for (const auto& f : final_meshes) {
-    const int i = f->candidate + 1;
-    std::printf("wrote %s (%lld vertices, %lld triangles",
-                numbered_path(o.output, i, o.variations).c_str(),
-                static_cast<long long>(written_counts[f->candidate].first),
-                static_cast<long long>(written_counts[f->candidate].second));
-    if (o.sample) std::printf(", seed %llu", static_cast<unsigned long long>(f->seed));
-    std::printf(")\n");
-    if (!o.tokens_out.empty()) {
-      std::printf("wrote %s (%zu shape tokens)\n",
-                  numbered_path(o.tokens_out, i, o.variations).c_str(), f->tokens.size());
-    }
-  }
+  print_summary(o, run);
   return 0;
 }
 
