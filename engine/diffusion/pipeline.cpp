@@ -1,4 +1,5 @@
 #include "engine/diffusion/pipeline.h"
+#include "engine/diffusion/model_dir.h"
 
 #include <algorithm>
 #include <chrono>
@@ -25,7 +26,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kCompVisText = "cond_stage_model.transformer.";
-constexpr const char* kDiffusersWeights = "diffusion_pytorch_model.safetensors";
 constexpr int64_t kClipVocab = 49408;
 
 using Clock = std::chrono::steady_clock;
@@ -535,46 +535,10 @@ Expected<std::unique_ptr<DiffusionModel>> DiffusionModel::load(
     impl->device_note = std::move(selected->note);
     impl->dev = Workspace(impl->backend.get());
   }
-  DiffusionModelFiles files;
+  TESSERA_ASSIGN_OR_RETURN(DiffusionModelLocation location, locate_diffusion_model(path));
+  DiffusionModelFiles files = std::move(location.files);
+  const fs::path dir = location.dir;
   std::error_code ec;
-  fs::path dir;  // where the companion files (text encoder, tokenizer) are looked for
-  if (fs::is_directory(path, ec)) {
-    dir = path;
-    if (fs::exists(dir / "unet", ec) || fs::exists(dir / "vae", ec)) {
-      files.layout = ModelLayout::kDiffusers;
-      files.unet = (dir / "unet" / kDiffusersWeights).string();
-      files.vae = (dir / "vae" / kDiffusersWeights).string();
-    } else {
-      std::vector<std::string> found;
-      for (const auto& entry : fs::directory_iterator(dir, ec)) {
-        if (entry.is_regular_file(ec) && entry.path().extension() == ".safetensors") {
-          found.push_back(entry.path().string());
-        }
-      }
-      if (found.empty()) {
-        return not_found("diffusion model directory '" + path + "': no unet/" + kDiffusersWeights +
-                         " (diffusers layout) and no .safetensors file "
-                         "(CompVis single-file layout)");
-      }
-      if (found.size() > 1) {
-        std::sort(found.begin(), found.end());
-        return invalid_argument("diffusion model directory '" + path +
-                                "': " + std::to_string(found.size()) + " .safetensors files (" +
-                                found[0] + ", " + found[1] +
-                                ", ...): pass the CompVis checkpoint file itself");
-      }
-      files.unet = files.vae = found[0];
-    }
-  } else if (is_file(path)) {
-    files.unet = files.vae = path;
-    dir = fs::path(path).parent_path();
-    if (dir.empty()) dir = ".";
-  } else {
-    return not_found("diffusion model '" + path + "' does not exist");
-  }
-  // Absolute, so that DIR/.. exists for a relative DIR.
-  dir = fs::absolute(dir, ec).lexically_normal();
-  if (!dir.has_filename()) dir = dir.parent_path();
 
   int64_t unet_heads = options.unet_heads;
   std::string text_weights, text_config;
