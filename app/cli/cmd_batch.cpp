@@ -441,6 +441,67 @@ int run_merge(const BatchCliOptions& o, const std::vector<Item>& items) {
   return 0;
 }
 
+// What a shard has to make: its manifest (torn, stale and old failure lines dropped, this run's bad
+// lines recorded), the candidates already there, and the items still to make.
+struct ShardPlan {
+  std::string manifest;
+  std::set<std::pair<int64_t, int64_t>> done;  // (item, candidate) already made
+  std::vector<const Item*> todo;               // items with a candidate still missing
+  int64_t mine = 0;                            // the shard's valid items
+};
+
+Expected<ShardPlan> plan_shard(const BatchCliOptions& o, const std::vector<Item>& items,
+                               int64_t shard_i, int64_t shard_n) {
+  ShardPlan plan;
+  plan.manifest = manifest_path(o.out, shard_i, shard_n);
+  const std::string& manifest = plan.manifest;
+  Manifest done = read_manifest(manifest, o.out);
+  std::set<std::pair<int64_t, int64_t>>& done_keys = plan.done;
+  std::vector<json> kept;
+  std::vector<const Item*>& todo = plan.todo;
+  int64_t& mine = plan.mine;
+  for (const Item& item : items) {
+    if (item.index % shard_n != shard_i || !item.error.empty()) continue;
+    ++mine;
+  }
+  for (json& e : done.entries) {
+    const int64_t index = e["item"].get<int64_t>(), cand = e["candidate"].get<int64_t>();
+    const bool current = index >= 0 && index < static_cast<int64_t>(items.size()) &&
+                         (items)[static_cast<size_t>(index)].error.empty() &&
+                         index % shard_n == shard_i;
+    const Item* item = current ? &(items)[static_cast<size_t>(index)] : nullptr;
+    const bool matches =
+        item != nullptr && cand >= 0 && cand < item->variations &&
+        e.value("prompt", "") == item->prompt &&
+        e.value("seed", uint64_t{0}) == item->base_seed() + static_cast<uint64_t>(cand) &&
+        e.value("file", "") == item_file(*item, static_cast<int>(cand), o.format);
+    if (!matches) {
+      done.rewrite = true;
+      continue;
+    }
+    done_keys.insert({index, cand});
+    kept.push_back(std::move(e));
+  }
+  if (done.rewrite || done.failures > 0) {
+    if (Status st = write_manifest(manifest, kept); !st.ok()) return st;
+  }
+  // The manifest says why each of this shard's bad lines made nothing.
+  for (const Item& item : items) {
+    if (item.index % shard_n != shard_i || item.error.empty()) continue;
+    if (Status a = append_line(manifest, failure_line(item, item.error)); !a.ok()) {
+      return a;
+    }
+  }
+  for (const Item& item : items) {
+    if (item.index % shard_n != shard_i || !item.error.empty()) continue;
+    bool complete = true;
+    for (int c = 0; c < item.variations; ++c)
+      complete = complete && done_keys.count({item.index, c});
+    if (!complete) todo.push_back(&item);
+  }
+  return plan;
+}
+
 int run_batch(BatchCliOptions o) {
   auto fail = [](const std::string& message, int code = 1) {
     std::fprintf(stderr, "tessera batch: %s\n", message.c_str());
@@ -494,52 +555,12 @@ int run_batch(BatchCliOptions o) {
   if (o.merge > 0) return run_merge(o, *items);
   const auto [shard_i, shard_n] = *shard;
 
-  // This shard's items and what is done already.
-  const std::string manifest = manifest_path(o.out, shard_i, shard_n);
-  Manifest done = read_manifest(manifest, o.out);
-  std::set<std::pair<int64_t, int64_t>> done_keys;
-  std::vector<json> kept;
-  std::vector<const Item*> todo;
-  int64_t mine = 0;
-  for (const Item& item : *items) {
-    if (item.index % shard_n != shard_i || !item.error.empty()) continue;
-    ++mine;
-  }
-  for (json& e : done.entries) {
-    const int64_t index = e["item"].get<int64_t>(), cand = e["candidate"].get<int64_t>();
-    const bool current = index >= 0 && index < static_cast<int64_t>(items->size()) &&
-                         (*items)[static_cast<size_t>(index)].error.empty() &&
-                         index % shard_n == shard_i;
-    const Item* item = current ? &(*items)[static_cast<size_t>(index)] : nullptr;
-    const bool matches =
-        item != nullptr && cand >= 0 && cand < item->variations &&
-        e.value("prompt", "") == item->prompt &&
-        e.value("seed", uint64_t{0}) == item->base_seed() + static_cast<uint64_t>(cand) &&
-        e.value("file", "") == item_file(*item, static_cast<int>(cand), o.format);
-    if (!matches) {
-      done.rewrite = true;
-      continue;
-    }
-    done_keys.insert({index, cand});
-    kept.push_back(std::move(e));
-  }
-  if (done.rewrite || done.failures > 0) {
-    if (Status st = write_manifest(manifest, kept); !st.ok()) return fail(st.message());
-  }
-  // The manifest says why each of this shard's bad lines made nothing.
-  for (const Item& item : *items) {
-    if (item.index % shard_n != shard_i || item.error.empty()) continue;
-    if (Status a = append_line(manifest, failure_line(item, item.error)); !a.ok()) {
-      return fail(a.message());
-    }
-  }
-  for (const Item& item : *items) {
-    if (item.index % shard_n != shard_i || !item.error.empty()) continue;
-    bool complete = true;
-    for (int c = 0; c < item.variations; ++c)
-      complete = complete && done_keys.count({item.index, c});
-    if (!complete) todo.push_back(&item);
-  }
+  auto planned = plan_shard(o, *items, shard_i, shard_n);
+  if (!planned.ok()) return fail(planned.status().message());
+  const std::string& manifest = planned->manifest;
+  const std::set<std::pair<int64_t, int64_t>>& done_keys = planned->done;
+  const std::vector<const Item*>& todo = planned->todo;
+  const int64_t mine = planned->mine;
   const int64_t already = mine - static_cast<int64_t>(todo.size());
   std::fprintf(stderr,
                "batch: shard %lld/%lld: %lld items (of %zu in %s), %lld done already, %zu to "
