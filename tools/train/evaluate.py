@@ -141,13 +141,28 @@ def gt_grids(split, families, per_family, seed, res=REC_RES, start=0):
     return grids, np.array(labels)
 
 
+def save_recogniser(path, rec, families, accuracy, per_family):
+    """The recogniser as safetensors (its weights; families and accuracies in the metadata): no
+    pickle, the product's rule for every stored model."""
+    st_io.save_torch_state_dict(path, rec.state_dict(), metadata={
+        "families": json.dumps(list(families)), "val_accuracy": repr(float(accuracy)),
+        "val_accuracy_family": json.dumps(per_family)})
+
+
+def load_recogniser(path):
+    """(recogniser in eval mode, its families, its held-out accuracy) from save_recogniser's file."""
+    tensors, meta = st_io.load(path)
+    families = json.loads(meta["families"])
+    rec = Recogniser(len(families))
+    rec.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in tensors.items()})
+    return rec.eval(), families, float(meta["val_accuracy"])
+
+
 def train_recogniser(families, path, logger, per_family=60, epochs=40, seed=0):
     if os.path.exists(path):
-        st = torch.load(path)
-        if st.get("families") == list(families):
-            rec = Recogniser(len(families))
-            rec.load_state_dict(st["model"])
-            return rec.eval(), st["val_accuracy"]
+        rec, known, accuracy = load_recogniser(path)
+        if known == list(families):
+            return rec, accuracy
     logger.log(f"training the recogniser on {per_family} ground-truth shapes per family")
     grids, labels = gt_grids("train", families, per_family, seed=1)
     rng = np.random.default_rng(seed)
@@ -184,8 +199,7 @@ def train_recogniser(families, path, logger, per_family=60, epochs=40, seed=0):
     acc = float(np.mean(pred == vl))
     per_fam = {f: float(np.mean(pred[vl == i] == i)) for i, f in enumerate(families)}
     logger.log(f"recogniser accuracy on held-out ground-truth shapes: {acc:.3f} {per_fam}")
-    torch.save({"model": rec.state_dict(), "families": list(families), "val_accuracy": acc,
-                "val_accuracy_family": per_fam}, path)
+    save_recogniser(path, rec, families, acc, per_fam)
     return rec, acc
 
 
@@ -323,7 +337,7 @@ def main(argv=None):
         fill_id = int(card["tokens"]["fill_token_id"])
     val = common.load_split(os.path.join(a.data, "val"))
     families = val["family_names"]
-    rec, rec_acc = train_recogniser(families, os.path.join(a.run_dir, "recogniser.pt"), logger)
+    rec, rec_acc = train_recogniser(families, os.path.join(a.run_dir, "recogniser.safetensors"), logger)
     metrics = {"recogniser_accuracy_ground_truth": round(rec_acc, 4), "iou_grid_resolution": a.res}
 
     # -- autoencoder reconstruction IoU and prefix decodes --

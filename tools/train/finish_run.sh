@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.."
 RUN=$1
 STAGE=$RUN/export
 [ -d "$RUN" ] || { echo "$0: $RUN: no such run folder" >&2; exit 2; }
-cp train_runs/tessera-tiny-p4/recogniser.pt "$RUN/recogniser.pt"
+cp train_runs/tessera-tiny-p4/recogniser.safetensors "$RUN/recogniser.safetensors"
 rm -rf "$STAGE"
 /usr/bin/python3 tools/train/export_tiny.py --run-dir "$RUN" --out "$STAGE"
 /usr/bin/python3 tools/train/evaluate.py --run-dir "$RUN" --model-dir "$STAGE" --threads 1 >> "$RUN/eval.log" 2>&1
