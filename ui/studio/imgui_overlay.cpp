@@ -234,7 +234,7 @@ void ImGuiOverlay::render(const GenerationStats& stats, const OverlayPanels& pan
         ImGui::TextDisabled("no preview mesh yet");
       } else {
         // Previews share the job's time (10 % by default): a short job is done before one fits.
-        ImGui::TextDisabled("no preview mesh: the job ended before one fitted its budget");
+        ImGui::TextDisabled("no preview: the job was too short");
       }
     }
     ImGui::End();
