@@ -53,10 +53,9 @@ Expected<JobResult> run_job(runtime::Session& session, const std::string& prompt
   runtime::JobOptions job;
   job.prompt = prompt;
   job.mesh.resolution = resolution;
-  if (variations > 0) {  // sampled (tessera generate --variations' defaults), seeds 1..variations
+  if (variations > 0) {  // sampled with the product's defaults, seeds 1..variations
     job.variations = variations;
     job.generation.sampler.sample = true;
-    job.generation.sampler.top_p = runtime::kDefaultTopP;
     job.generation.sampler.seed = 1;
   }
   const auto start = std::chrono::steady_clock::now();

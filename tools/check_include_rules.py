@@ -9,6 +9,9 @@ Dependencies point downwards only:
   kernels/       include nothing of engine/ but engine/core.
   engine/core    includes nothing of kernels/ and no model or other engine layer.
   everyone       a `*_internal.h` is included only from its own directory (tests aside).
+Reach: the headers an app/ or ui/ source reaches through the repository's includes, transitively,
+                 are runtime, mesh and core headers only (plus ui/, app/ and third-party ones): a
+                 runtime header that includes a model or kernel header is a door left open.
 Docs and headers name no path outside the repository (/work/..., ../shared/...).
 Every document a source file or a document cites (a path ending in .md, e.g. `docs/cube3d.md`)
 exists in the repository, relative to the root or to the citing file.
@@ -110,8 +113,41 @@ def document_names(root):
     return names
 
 
+FRONT_END_REACH = ('engine/runtime', 'engine/mesh', 'engine/core', 'ui', 'app')
+
+
+def reach_violations(includes):
+    """Violations of the reach rule, given `includes`: repository-relative source path -> the
+    repository headers it includes directly. One line per front-end file and forbidden header,
+    with the chain of includes that gets there."""
+    out = []
+    for src in sorted(includes):
+        if layer_of(src) not in ('app', 'ui'):
+            continue
+        parent = {src: None}
+        queue = [src]
+        while queue:
+            cur = queue.pop(0)
+            for inc in includes.get(cur, ()):
+                if inc in parent:
+                    continue
+                parent[inc] = cur
+                if layer_of(inc) not in FRONT_END_REACH:
+                    chain = [inc]
+                    while parent[chain[-1]] is not None:
+                        chain.append(parent[chain[-1]])
+                    # A direct include is the include rule's to report.
+                    if len(chain) > 2:
+                        out.append(f'{src}:0: reaches {inc} (not a runtime, mesh or core header) '
+                                   f'through ' + ' -> '.join(reversed(chain)))
+                    continue
+                queue.append(inc)
+    return out
+
+
 def scan(root):
     violations = []
+    includes = {}
     names = document_names(root)
     for top in ('app', 'ui', 'bench', 'kernels', 'engine', 'tools', 'tests', 'installer', 'scripts',
                 'docs', 'assets', '.'):
@@ -146,6 +182,8 @@ def scan(root):
                 for number, line in enumerate(lines, 1):
                     if is_source and top != '.':
                         m = INCLUDE.match(line)
+                        if m and os.path.isfile(os.path.join(root, m.group(1))):
+                            includes.setdefault(rel, []).append(m.group(1))
                         if m:
                             rule = check_include(rel, m.group(1))
                             if rule:
@@ -159,6 +197,7 @@ def scan(root):
                         if m:
                             violations.append(
                                 f'{rel}:{number}: names a path outside the repository: {m.group(1)}')
+    violations.extend(reach_violations(includes))
     return violations
 
 

@@ -30,6 +30,7 @@
 #include "app/cli/commands.h"
 #include "app/cli/shape_cli.h"
 #include "engine/core/sha256.h"
+#include "engine/core/trace.h"
 #include "engine/mesh/export.h"
 #include "engine/mesh/metadata.h"
 #include "engine/runtime/provenance.h"
@@ -131,124 +132,47 @@ std::string numbered_path(const std::string& path, int i, int count) {
 // prompt, sampling, guidance, box, resolution, token count and export settings; one variation).
 // Errors name the file and the field.
 Status apply_metadata(const nlohmann::json& m, const std::string& file, GenerateCliOptions* o) {
-  auto bad = [&](const std::string& field, const std::string& what) {
-    return invalid_argument("--from " + file + ": metadata field '" + field + "' " + what);
-  };
-  auto number = [&](const nlohmann::json& j, const std::string& field, double* out) -> Status {
-    if (!j.is_number()) return bad(field, "is not a number");
-    *out = j.get<double>();
-    return Status();
-  };
-  auto count = [&](const nlohmann::json& j, const std::string& field, int64_t* out) -> Status {
-    if (!j.is_number_integer() || j.get<int64_t>() < 0) return bad(field, "is not a count");
-    *out = j.get<int64_t>();
-    return Status();
-  };
-  if (!m.contains("prompt") || !m["prompt"].is_string()) {
-    return bad("prompt", "is missing or not text");
-  }
-  o->prompt = m["prompt"].get<std::string>();
-  double x = 0;
-  if (const auto s = m.find("sampling"); s != m.end()) {
-    if (!s->is_object()) return bad("sampling", "is not an object");
-    if (const auto v = s->find("sample"); v != s->end()) {
-      if (!v->is_boolean()) return bad("sampling.sample", "is not true or false");
-      o->sample = v->get<bool>();
-    }
-    if (const auto v = s->find("seed"); v != s->end()) {
-      if (!v->is_number_unsigned()) return bad("sampling.seed", "is not a non-negative integer");
-      o->seed = v->get<uint64_t>();
+  auto restored = runtime::restored_settings(m, file);
+  if (!restored.ok()) return invalid_argument("--from " + restored.status().message());
+  const runtime::RestoredSettings& r = *restored;
+  for (const std::string& note : r.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
+  o->prompt = r.prompt;
+  if (r.has_sampling) {
+    o->sample = r.sample;
+    o->temperature = r.temperature;
+    o->top_k = r.top_k;
+    o->top_p = r.top_p;
+    if (r.has_seed) {
+      o->seed = r.seed;
       o->seed_given = true;
     }
-    if (const auto v = s->find("temperature"); v != s->end()) {
-      TESSERA_RETURN_IF_ERROR(number(*v, "sampling.temperature", &x));
-      o->temperature = static_cast<float>(x);
-    }
-    if (const auto v = s->find("top_k"); v != s->end()) {
-      TESSERA_RETURN_IF_ERROR(count(*v, "sampling.top_k", &o->top_k));
-    }
-    if (const auto v = s->find("top_p"); v != s->end()) {
-      TESSERA_RETURN_IF_ERROR(number(*v, "sampling.top_p", &x));
-      o->top_p = static_cast<float>(x);
-    }
   }
-  if (const auto v = m.find("guidance"); v != m.end()) {
-    TESSERA_RETURN_IF_ERROR(number(*v, "guidance", &x));
-    o->guidance = static_cast<float>(x);
-  }
-  if (const auto v = m.find("bbox"); v != m.end() && !v->is_null()) {
-    if (!v->is_array() || v->size() != 3) return bad("bbox", "is not 3 numbers");
-    o->bbox.clear();
-    for (const auto& e : *v) {
-      TESSERA_RETURN_IF_ERROR(number(e, "bbox", &x));
-      o->bbox.push_back(static_cast<float>(x));
+  if (r.has_guidance) o->guidance = r.guidance;
+  if (r.bbox) o->bbox.assign(r.bbox->begin(), r.bbox->end());
+  if (r.resolution > 0) o->resolution = r.resolution;
+  if (r.tokens > 0) o->tokens = r.tokens;
+  if (r.exporting) {
+    const runtime::RestoredExport& e = *r.exporting;
+    MeshExportCli& x = o->exporting;
+    if (!e.up_axis.empty()) x.up_axis = e.up_axis;
+    if (!e.preset.empty()) x.preset = e.preset;
+    if (!e.forward.empty()) x.forward = e.forward;
+    if (!e.unit.empty()) x.unit = e.unit;
+    x.pivot = e.pivot;
+    if (e.scale) x.scale = *e.scale;
+    if (e.size) {
+      x.size = *e.size;
+      x.size_given = true;
     }
-  }
-  if (const auto v = m.find("resolution"); v != m.end()) {
-    int64_t r = 0;
-    TESSERA_RETURN_IF_ERROR(count(*v, "resolution", &r));
-    if (r > 1025) return bad("resolution", "is out of range");
-    o->resolution = static_cast<int>(r);
-  }
-  if (const auto v = m.find("tokens"); v != m.end()) {
-    TESSERA_RETURN_IF_ERROR(count(*v, "tokens", &o->tokens));
-  }
-  if (const auto e = m.find("export"); e != m.end()) {
-    if (!e->is_object()) return bad("export", "is not an object");
-    auto text = [&](const char* key, const std::string& field, std::string* out) -> Status {
-      if (const auto v = e->find(key); v != e->end()) {
-        if (!v->is_string()) return bad(field, "is not text");
-        *out = v->get<std::string>();
-      }
-      return Status();
-    };
-    TESSERA_RETURN_IF_ERROR(text("up_axis", "export.up_axis", &o->exporting.up_axis));
-    if (!o->exporting.up_axis.empty() && o->exporting.up_axis != "y" &&
-        o->exporting.up_axis != "z") {
-      return bad("export.up_axis", "is not \"y\" or \"z\"");
+    if (e.height) {
+      x.height = *e.height;
+      x.height_given = true;
     }
-    TESSERA_RETURN_IF_ERROR(text("preset", "export.preset", &o->exporting.preset));
-    if (!o->exporting.preset.empty() && mesh::find_preset(o->exporting.preset) == nullptr) {
-      return bad("export.preset", "is not a preset (" + mesh::preset_names() + ")");
-    }
-    TESSERA_RETURN_IF_ERROR(text("forward", "export.forward", &o->exporting.forward));
-    if (!o->exporting.forward.empty() && o->exporting.forward != "x" &&
-        o->exporting.forward != "default") {
-      return bad("export.forward", "is not \"x\" or \"default\"");
-    }
-    TESSERA_RETURN_IF_ERROR(text("unit", "export.unit", &o->exporting.unit));
-    if (!o->exporting.unit.empty() && !mesh::parse_unit(o->exporting.unit)) {
-      return bad("export.unit", "is not m, cm, mm or studs");
-    }
-    TESSERA_RETURN_IF_ERROR(text("pivot", "export.pivot", &o->exporting.pivot));
-    if (!mesh::parse_pivot(o->exporting.pivot)) {
-      return bad("export.pivot", "is not origin, base or center");
-    }
-    if (const auto v = e->find("scale"); v != e->end()) {
-      TESSERA_RETURN_IF_ERROR(number(*v, "export.scale", &x));
-      o->exporting.scale = static_cast<float>(x);
-    }
-    if (const auto v = e->find("size"); v != e->end()) {
-      TESSERA_RETURN_IF_ERROR(number(*v, "export.size", &o->exporting.size));
-      o->exporting.size_given = true;
-    }
-    if (const auto v = e->find("height"); v != e->end()) {
-      TESSERA_RETURN_IF_ERROR(number(*v, "export.height", &o->exporting.height));
-      o->exporting.height_given = true;
-    }
-    if (const auto v = e->find("max_faces"); v != e->end()) {
-      TESSERA_RETURN_IF_ERROR(count(*v, "export.max_faces", &o->exporting.max_faces));
-    }
-    if (const auto v = e->find("lods"); v != e->end()) {
-      int64_t lods = 0;
-      TESSERA_RETURN_IF_ERROR(count(*v, "export.lods", &lods));
-      if (lods > mesh::kMaxLods) return bad("export.lods", "is out of range");
-      o->exporting.lods = static_cast<int>(lods);
-    }
-    if (const auto v = e->find("closed_asked"); v != e->end()) {
-      if (!v->is_boolean()) return bad("export.closed_asked", "is not true or false");
-      o->exporting.closed = v->get<bool>();
-      o->exporting.open = !v->get<bool>();
+    if (e.max_faces) x.max_faces = *e.max_faces;
+    if (e.lods) x.lods = *e.lods;
+    if (e.closed) {
+      x.closed = *e.closed;
+      x.open = !*e.closed;
     }
   }
   o->variations = 1;

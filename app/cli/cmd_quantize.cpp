@@ -14,7 +14,7 @@
 
 #include "app/cli/commands.h"
 #include "engine/runtime/capabilities.h"
-#include "engine/runtime/session.h"
+#include "engine/runtime/quantize.h"
 
 namespace tessera::cli {
 namespace {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/mesh/marching_cubes.h"
+#include "kernels/marching_tets.h"
 
 namespace tessera::mesh {
 namespace {

@@ -26,7 +26,10 @@
 
 #include "engine/core/status.h"
 #include "engine/mesh/mesh.h"
-#include "kernels/marching_tets.h"
+
+namespace tessera::kernels {
+struct CellGrid;  // kernels/marching_tets.h
+}  // namespace tessera::kernels
 
 namespace tessera::mesh {
 

@@ -5,16 +5,19 @@
 #include <cstdio>
 #include <string>
 
+#include "engine/runtime/engine_types_internal.h"
+#include "kernels/backend.h"
 #include "kernels/cuda/device.h"
 
 namespace tessera::runtime {
 
 Expected<DeviceChoice> parse_device(std::string_view text) {
-  return kernels::parse_device_choice(text);
+  TESSERA_ASSIGN_OR_RETURN(const kernels::DeviceChoice choice, kernels::parse_device_choice(text));
+  return from_kernels(choice);
 }
 
 const char* device_name(DeviceChoice choice) {
-  return kernels::device_choice_name(choice);
+  return kernels::device_choice_name(to_kernels(choice));
 }
 
 namespace {

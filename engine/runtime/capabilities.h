@@ -13,12 +13,15 @@
 
 #include "engine/core/assets.h"
 #include "engine/core/status.h"
-#include "kernels/backend.h"
 
 namespace tessera::runtime {
 
-// Where a model runs (--device): auto (CUDA when usable, else the CPU), cpu, cuda.
-using DeviceChoice = kernels::DeviceChoice;
+// Where a model runs (--device).
+enum class DeviceChoice : uint8_t {
+  kAuto,  // CUDA when a usable device exists, else the CPU (the reason goes to backend_note)
+  kCpu,
+  kCuda,  // CUDA or an error saying why not
+};
 // "auto", "cpu" or "cuda"; kInvalidArgument naming the text otherwise.
 Expected<DeviceChoice> parse_device(std::string_view text);
 const char* device_name(DeviceChoice choice);

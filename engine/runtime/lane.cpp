@@ -1,4 +1,4 @@
-#include "engine/runtime/lane.h"
+#include "engine/runtime/lane_internal.h"
 
 #include <chrono>
 #include <exception>

@@ -1,8 +1,12 @@
 #include "engine/runtime/provenance.h"
 
 #include <filesystem>
+#include <functional>
+#include <type_traits>
 
 #include "engine/core/sha256.h"
+#include "engine/mesh/asset.h"
+#include "engine/mesh/export_options.h"
 #include "engine/runtime/user_text.h"
 
 namespace tessera::runtime {
@@ -35,6 +39,69 @@ Expected<ModelIdentity> model_identity(const ShapeModelInfo& model) {
   TESSERA_ASSIGN_OR_RETURN(id.gpt_sha256, sha256_file(model.shape_gpt_file));
   return id;
 }
+
+namespace {
+
+using Bad = std::function<Status(const std::string& field, const std::string& what)>;
+
+Expected<RestoredExport> restored_export(const nlohmann::json& e, const Bad& bad) {
+  if (!e.is_object()) return bad("export", "is not an object");
+  RestoredExport x;
+  auto text = [&](const char* key, std::string* out) -> Status {
+    if (const auto v = e.find(key); v != e.end()) {
+      if (!v->is_string()) return bad(std::string("export.") + key, "is not text");
+      *out = v->get<std::string>();
+    }
+    return Status();
+  };
+  auto number = [&](const char* key, auto* out) -> Status {
+    if (const auto v = e.find(key); v != e.end()) {
+      if (!v->is_number()) return bad(std::string("export.") + key, "is not a number");
+      *out = v->get<typename std::decay_t<decltype(*out)>::value_type>();
+    }
+    return Status();
+  };
+  TESSERA_RETURN_IF_ERROR(text("up_axis", &x.up_axis));
+  if (!x.up_axis.empty() && x.up_axis != "y" && x.up_axis != "z") {
+    return bad("export.up_axis", "is not \"y\" or \"z\"");
+  }
+  TESSERA_RETURN_IF_ERROR(text("preset", &x.preset));
+  if (!x.preset.empty() && mesh::find_preset(x.preset) == nullptr) {
+    return bad("export.preset", "is not a preset (" + mesh::preset_names() + ")");
+  }
+  TESSERA_RETURN_IF_ERROR(text("forward", &x.forward));
+  if (!x.forward.empty() && x.forward != "x" && x.forward != "default") {
+    return bad("export.forward", "is not \"x\" or \"default\"");
+  }
+  TESSERA_RETURN_IF_ERROR(text("unit", &x.unit));
+  if (!x.unit.empty() && !mesh::parse_unit(x.unit)) {
+    return bad("export.unit", "is not m, cm, mm or studs");
+  }
+  TESSERA_RETURN_IF_ERROR(text("pivot", &x.pivot));
+  if (!mesh::parse_pivot(x.pivot)) return bad("export.pivot", "is not origin, base or center");
+  TESSERA_RETURN_IF_ERROR(number("scale", &x.scale));
+  TESSERA_RETURN_IF_ERROR(number("size", &x.size));
+  TESSERA_RETURN_IF_ERROR(number("height", &x.height));
+  if (const auto v = e.find("max_faces"); v != e.end()) {
+    if (!v->is_number_integer() || v->get<int64_t>() < 0) {
+      return bad("export.max_faces", "is not a count");
+    }
+    x.max_faces = v->get<int64_t>();
+  }
+  if (const auto v = e.find("lods"); v != e.end()) {
+    if (!v->is_number_integer() || v->get<int64_t>() < 0)
+      return bad("export.lods", "is not a count");
+    if (v->get<int64_t>() > mesh::kMaxLods) return bad("export.lods", "is out of range");
+    x.lods = v->get<int>();
+  }
+  if (const auto v = e.find("closed_asked"); v != e.end()) {
+    if (!v->is_boolean()) return bad("export.closed_asked", "is not true or false");
+    x.closed = v->get<bool>();
+  }
+  return x;
+}
+
+}  // namespace
 
 Expected<RestoredSettings> restored_settings(const nlohmann::json& m, const std::string& file) {
   auto bad = [&](const std::string& field, const std::string& what) {
@@ -79,11 +146,27 @@ Expected<RestoredSettings> restored_settings(const nlohmann::json& m, const std:
     r.guidance = v->get<float>();
     r.has_guidance = true;
   }
+  if (const auto v = m.find("bbox"); v != m.end() && !v->is_null()) {
+    if (!v->is_array() || v->size() != 3) return bad("bbox", "is not 3 numbers");
+    std::array<float, 3> box{};
+    for (size_t i = 0; i < 3; ++i) {
+      if (!(*v)[i].is_number()) return bad("bbox", "is not 3 numbers");
+      box[i] = (*v)[i].get<float>();
+    }
+    r.bbox = box;
+  }
   if (const auto v = m.find("resolution"); v != m.end()) {
     if (!v->is_number_integer() || v->get<int64_t>() < 0 || v->get<int64_t>() > 1025) {
       return bad("resolution", "is out of range");
     }
     r.resolution = v->get<int>();
+  }
+  if (const auto v = m.find("tokens"); v != m.end()) {
+    if (!v->is_number_integer() || v->get<int64_t>() < 0) return bad("tokens", "is not a count");
+    r.tokens = v->get<int64_t>();
+  }
+  if (const auto e = m.find("export"); e != m.end()) {
+    TESSERA_ASSIGN_OR_RETURN(r.exporting, restored_export(*e, bad));
   }
   if (const auto v = m.find("model"); v != m.end() && v->is_object()) {
     if (const auto n = v->find("name"); n != v->end() && n->is_string()) {

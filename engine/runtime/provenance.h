@@ -3,7 +3,9 @@
 // read back the same way (`tessera generate --from`, the studio's Open).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,7 +31,19 @@ struct ModelIdentity {
 };
 Expected<ModelIdentity> model_identity(const ShapeModelInfo& model);
 
-// What the studio restores from a file's metadata (the fields present; the rest keep theirs).
+// The "export" record read back (export_asset.h's export_record): the fields present, checked.
+struct RestoredExport {
+  std::string preset, up_axis, forward, unit;  // "": not given
+  std::string pivot = "origin";
+  std::optional<float> scale;
+  std::optional<double> size, height;
+  std::optional<int64_t> max_faces;
+  std::optional<int> lods;
+  std::optional<bool> closed;  // what was asked: close small holes or not
+};
+
+// What a front end restores from a file's metadata (the fields present; the rest keep theirs):
+// the studio's Open, `tessera generate --from`.
 struct RestoredSettings {
   std::string prompt;
   bool has_sampling = false;
@@ -40,13 +54,17 @@ struct RestoredSettings {
   int64_t top_k = kDefaultTopK;
   bool has_guidance = false;
   float guidance = kDefaultGuidance;
+  std::optional<std::array<float, 3>> bbox;
   int resolution = 0;  // 0: not given
+  int64_t tokens = 0;  // 0: not given (the model's)
+  std::optional<RestoredExport> exporting;
   std::string model_name;
   // What the text rule repaired in the file's text (engine/runtime/user_text.h), one line each.
   std::vector<std::string> notes;
 };
-// kInvalidArgument naming `file` and the field for a missing prompt, a field of the wrong type or a
-// prompt the text rule refuses; the prompt comes back repaired by the rule.
+// kInvalidArgument naming `file` and the field for a missing prompt, a field of the wrong type or
+// value (an unknown preset, unit or axis included), or a prompt the text rule refuses; the prompt
+// comes back repaired by the rule.
 Expected<RestoredSettings> restored_settings(const nlohmann::json& metadata,
                                              const std::string& file);
 

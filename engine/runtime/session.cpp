@@ -1,5 +1,6 @@
 #include "engine/runtime/session.h"
-#include "engine/runtime/preview_mesher.h"
+#include "engine/runtime/engine_types_internal.h"
+#include "engine/runtime/session_internal.h"
 #include "engine/runtime/user_text.h"
 
 #include <sys/resource.h>
@@ -47,6 +48,18 @@ const char* graph_mode_name(GraphMode mode) {
   return "?";
 }
 
+const char* sampler_kind_name(SamplerKind kind) {
+  return diffusion::sampler_kind_name(to_diffusion(kind));
+}
+
+Expected<int> resolution_base(int resolution) {
+  return shape::resolution_base(resolution);
+}
+
+int64_t tokens_to_generate(int64_t requested, int64_t num_latents) {
+  return shape::tokens_to_generate(requested, num_latents);
+}
+
 Expected<SamplerKind> parse_sampler(const std::string& name) {
   for (SamplerKind kind : kImageSamplers) {
     if (name == sampler_kind_name(kind)) return kind;
@@ -54,19 +67,14 @@ Expected<SamplerKind> parse_sampler(const std::string& name) {
   return invalid_argument("sampler '" + name + "': expected euler, euler_a or dpmpp_2m");
 }
 
-Expected<diffusion::ComputePrecision> parse_precision(const std::string& name) {
-  if (name == "auto") return diffusion::ComputePrecision::kAuto;
-  if (name == "f32") return diffusion::ComputePrecision::kF32;
-  if (name == "bf16") return diffusion::ComputePrecision::kBf16;
+Expected<ImagePrecision> parse_precision(const std::string& name) {
+  if (name == "auto") return ImagePrecision::kAuto;
+  if (name == "f32") return ImagePrecision::kF32;
+  if (name == "bf16") return ImagePrecision::kBf16;
   return invalid_argument("precision '" + name + "': expected auto, f32 or bf16");
 }
 
 namespace {
-
-double trace_total(const Trace& trace, const char* name) {
-  const TraceStats* s = trace.find(name);
-  return s != nullptr ? s->total_ms : 0.0;
-}
 
 // "parent/name" of a model path (e.g. tessera-tiny/diffusion), short enough for a status line.
 std::string short_name(const std::string& path) {
@@ -81,7 +89,7 @@ std::string short_name(const std::string& path) {
 // ---- construction
 // --------------------------------------------------------------------------------
 
-Session::Session(SessionOptions options) : options_(std::move(options)) {
+Session::Impl::Impl(SessionOptions options) : options_(std::move(options)) {
   auto lane_for = [this](Lane lane) {
     return std::make_unique<LaneWorker>(
         [this, lane](uint64_t id, const std::string& reason) {
@@ -94,12 +102,16 @@ Session::Session(SessionOptions options) : options_(std::move(options)) {
   shape_lane_ = lane_for(Lane::kShape);
 }
 
-Session::~Session() {
+Session::Impl::~Impl() {
   // Shape first: a shape job ending releases an image job held by the scheduler.
   shape_lane_.reset();
   image_lane_.reset();
   texture_lane_.reset();
 }
+
+Session::Session(SessionOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+Session::~Session() = default;
 
 std::unique_ptr<Session> Session::create(SessionOptions options) {
   return std::unique_ptr<Session>(new Session(std::move(options)));
@@ -108,16 +120,7 @@ std::unique_ptr<Session> Session::create(SessionOptions options) {
 std::unique_ptr<Session> Session::create(std::unique_ptr<shape::ShapePipeline> pipeline,
                                          SessionOptions options) {
   auto session = create(std::move(options));
-  session->install_shape(std::move(pipeline), "");
-  return session;
-}
-
-Expected<std::unique_ptr<Session>> Session::open(const std::string& model_dir,
-                                                 const shape::PipelineOptions& pipeline_options,
-                                                 SessionOptions options) {
-  TESSERA_ASSIGN_OR_RETURN(auto pipeline, shape::ShapePipeline::load(model_dir, pipeline_options));
-  auto session = create(std::move(options));
-  session->install_shape(std::move(pipeline), model_dir);
+  session->impl_->install_shape(std::move(pipeline), "");
   return session;
 }
 
@@ -141,7 +144,7 @@ shape::PipelineOptions pipeline_options(const ShapeModelOptions& o, ShapeWeights
   shape::PipelineOptions p;
   p.weights = resolved == ShapeWeights::kF32 ? WeightFormat::kF32 : WeightFormat::kBF16;
   p.gpt_int8 = resolved == ShapeWeights::kInt8;
-  p.device = o.device;
+  p.device = to_kernels(o.device);
   p.release_idle_pages = o.release_idle_pages;
   // Real CLIP checkpoints usually come without the vocabulary: use the bundled one.
   p.clip_vocab_fallback =
@@ -196,21 +199,17 @@ Expected<ShapeWeights> resolve_shape_weights(const std::string& dir, ShapeWeight
                                                                              : ShapeWeights::kF32;
 }
 
-Status quantize_model_dir(const std::string& src, const std::string& dst, QuantizeReport* report) {
-  return shape::quantize_model_dir(src, dst, report, default_clip_vocab_file());
-}
-
 Expected<std::unique_ptr<Session>> Session::open(const ShapeModelOptions& model,
                                                  SessionOptions options) {
   std::string path;
   TESSERA_ASSIGN_OR_RETURN(auto pipeline, load_shape(model, &path));
   auto session = create(std::move(options));
-  session->install_shape(std::move(pipeline), path);
+  session->impl_->install_shape(std::move(pipeline), path);
   return session;
 }
 
-void Session::install_shape(std::unique_ptr<shape::ShapePipeline> pipeline,
-                            const std::string& path) {
+void Session::Impl::install_shape(std::unique_ptr<shape::ShapePipeline> pipeline,
+                                  const std::string& path) {
   ShapeModelInfo info;
   info.path = path;
   info.backend = pipeline->backend().name();
@@ -237,7 +236,7 @@ void Session::install_shape(std::unique_ptr<shape::ShapePipeline> pipeline,
   update_sharing();
 }
 
-void Session::update_sharing() {
+void Session::Impl::update_sharing() {
   // Exclusive unless the two engines are known to run on different devices.
   const bool both = shape_info_ && image_info_;
   scheduler_.set_exclusive(!both || shape_info_->on_gpu == image_info_->on_gpu);
@@ -246,29 +245,29 @@ void Session::update_sharing() {
 // ---- queries
 // -------------------------------------------------------------------------------------
 
-std::optional<ShapeModelInfo> Session::shape_model() const {
+std::optional<ShapeModelInfo> Session::Impl::shape_model() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return shape_info_;
 }
 
-std::optional<ImageModelInfo> Session::image_model() const {
+std::optional<ImageModelInfo> Session::Impl::image_model() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return image_info_;
 }
 
 int64_t Session::num_latents() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return shape_info_ ? shape_info_->num_latents : 0;
+  const std::optional<ShapeModelInfo> info = shape_model();
+  return info ? info->num_latents : 0;
 }
 
 int64_t Session::codebook_size() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return shape_info_ ? shape_info_->codebook_size : 0;
+  const std::optional<ShapeModelInfo> info = shape_model();
+  return info ? info->codebook_size : 0;
 }
 
 int Session::default_resolution() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return shape_info_ ? shape_info_->default_resolution : 0;
+  const std::optional<ShapeModelInfo> info = shape_model();
+  return info ? info->default_resolution : 0;
 }
 
 Status Session::check_tokens(const std::vector<int32_t>& ids) const {
@@ -277,12 +276,12 @@ Status Session::check_tokens(const std::vector<int32_t>& ids) const {
   return shape::validate_token_ids(ids, info->num_latents, info->decoder_codes);
 }
 
-void Session::set_image_step_hook(ImageStepHook hook) {
+void Session::Impl::set_image_step_hook(ImageStepHook hook) {
   std::lock_guard<std::mutex> lock(mutex_);
   image_step_hook_ = std::move(hook);
 }
 
-MemoryUse Session::memory() const {
+MemoryUse Session::Impl::memory() const {
   bool gpu = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -294,14 +293,14 @@ MemoryUse Session::memory() const {
 // ---- submission
 // ----------------------------------------------------------------------------------
 
-uint64_t Session::load_shape_model(ShapeModelOptions options) {
+uint64_t Session::Impl::load_shape_model(ShapeModelOptions options) {
   const uint64_t id = next_id_++;
   shape_lane_->submit_load(
       id, [this, o = std::move(options)](uint64_t job, auto&) { run_shape_load(job, o); });
   return id;
 }
 
-uint64_t Session::load_image_model(ImageModelOptions options) {
+uint64_t Session::Impl::load_image_model(ImageModelOptions options) {
   const uint64_t id = next_id_++;
   image_lane_->submit_load(
       id, [this, o = std::move(options)](uint64_t job, auto&) { run_image_load(job, o); });
@@ -311,7 +310,7 @@ uint64_t Session::load_image_model(ImageModelOptions options) {
 // Every job's text passes the product's rule (user_text.h) here, whatever front end built it: the
 // engine and the files only ever see repaired text, and a refused job ends with its Error before
 // any work.
-uint64_t Session::submit(JobOptions job) {
+uint64_t Session::Impl::submit(JobOptions job) {
   const uint64_t id = next_id_++;
   scheduler_.shape_submitted(id);
   Expected<TextNotes> text = accept_job_text(&job);
@@ -323,7 +322,7 @@ uint64_t Session::submit(JobOptions job) {
   return id;
 }
 
-uint64_t Session::submit_image(ImageJobOptions job) {
+uint64_t Session::Impl::submit_image(ImageJobOptions job) {
   const uint64_t id = next_id_++;
   Expected<TextNotes> text = accept_job_text(&job);
   image_lane_->submit_job(
@@ -334,20 +333,20 @@ uint64_t Session::submit_image(ImageJobOptions job) {
   return id;
 }
 
-uint64_t Session::submit_texture(TextureJobOptions job) {
+uint64_t Session::Impl::submit_texture(TextureJobOptions job) {
   const uint64_t id = next_id_++;
   texture_lane_->submit_job(
       id, [this, o = std::move(job)](uint64_t j, auto& cancel) { run_texture_job(j, o, cancel); });
   return id;
 }
 
-void Session::cancel() {
+void Session::Impl::cancel() {
   shape_lane_->cancel();
   image_lane_->cancel();
   texture_lane_->cancel();
 }
 
-void Session::cancel(Lane lane) {
+void Session::Impl::cancel(Lane lane) {
   switch (lane) {
     case Lane::kShape:
       shape_lane_->cancel();
@@ -361,14 +360,14 @@ void Session::cancel(Lane lane) {
   }
 }
 
-bool Session::idle() const {
+bool Session::Impl::idle() const {
   return shape_lane_->idle() && image_lane_->idle() && texture_lane_->idle();
 }
 
 // ---- events
 // --------------------------------------------------------------------------------------
 
-std::optional<Event> Session::poll() {
+std::optional<Event> Session::Impl::poll() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (events_.empty()) return std::nullopt;
   Event e = std::move(events_.front());
@@ -376,7 +375,7 @@ std::optional<Event> Session::poll() {
   return e;
 }
 
-std::optional<Event> Session::wait_event(std::chrono::milliseconds timeout) {
+std::optional<Event> Session::Impl::wait_event(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (!event_cv_.wait_for(lock, timeout, [this] { return !events_.empty(); })) return std::nullopt;
   Event e = std::move(events_.front());
@@ -393,7 +392,7 @@ Event Session::wait_for(uint64_t id, const std::function<void(const Event&)>& on
   }
 }
 
-void Session::emit(uint64_t job, Lane lane, EventPayload payload) {
+void Session::Impl::emit(uint64_t job, Lane lane, EventPayload payload) {
   Event event{job, lane, std::move(payload)};
   // A shape job's end releases held image work only after its terminal event is out, so a front end
   // sees the shape end before the image resumes.
@@ -410,7 +409,7 @@ void Session::emit(uint64_t job, Lane lane, EventPayload payload) {
   if (shape_ended) scheduler_.shape_finished(job);
 }
 
-void Session::on_exception(uint64_t job, Lane lane, std::exception_ptr error) {
+void Session::Impl::on_exception(uint64_t job, Lane lane, std::exception_ptr error) {
   try {
     std::rethrow_exception(error);
   } catch (const std::bad_alloc&) {
@@ -425,7 +424,7 @@ void Session::on_exception(uint64_t job, Lane lane, std::exception_ptr error) {
 // ---- loads
 // ---------------------------------------------------------------------------------------
 
-void Session::run_shape_load(uint64_t id, const ShapeModelOptions& options) {
+void Session::Impl::run_shape_load(uint64_t id, const ShapeModelOptions& options) {
   Stopwatch total;
   std::string path;
   auto pipeline = load_shape(options, &path);
@@ -443,7 +442,7 @@ void Session::run_shape_load(uint64_t id, const ShapeModelOptions& options) {
   emit(id, Lane::kShape, DoneEvent{total.elapsed_ms()});
 }
 
-void Session::run_image_load(uint64_t id, const ImageModelOptions& options) {
+void Session::Impl::run_image_load(uint64_t id, const ImageModelOptions& options) {
   Stopwatch total;
   std::string path = options.path.empty() ? default_diffusion_model_dir() : options.path;
   std::error_code ec;
@@ -458,8 +457,8 @@ void Session::run_image_load(uint64_t id, const ImageModelOptions& options) {
   }
   diffusion::DiffusionLoadOptions o;
   o.weights = options.bf16 ? WeightFormat::kBF16 : WeightFormat::kF32;
-  o.precision = options.precision;
-  o.device = options.device;
+  o.precision = to_diffusion(options.precision);
+  o.device = to_kernels(options.device);
   o.clip_vocab_fallback =
       options.clip_vocab_fallback.empty() ? default_clip_vocab_file() : options.clip_vocab_fallback;
   auto loaded = diffusion::DiffusionModel::load(path, o);
@@ -493,310 +492,11 @@ void Session::run_image_load(uint64_t id, const ImageModelOptions& options) {
   emit(id, Lane::kImage, DoneEvent{total.elapsed_ms()});
 }
 
-// ---- shape jobs
-// ----------------------------------------------------------------------------------
-
-namespace {
-
-// A shape job's options, checked before any work (a bad resolution should not cost a
-// generation): the final lattice and the number of tokens to generate, or what is wrong.
-Status check_shape_job(const JobOptions& o, shape::ShapePipeline& pipeline, int* resolution,
-                       int64_t* n) {
-  *resolution = pipeline.resolve_resolution(o.mesh.resolution);
-  if (Status st = shape::resolution_base(*resolution).status(); !st.ok()) {
-    return st.with_context("mesh");
-  }
-  if (o.preview_every < 0) {
-    return invalid_argument("preview_every " + std::to_string(o.preview_every) + " must be >= 0");
-  }
-  if (o.preview_every > 0) {
-    if (Status st = shape::resolution_base(o.preview_resolution).status(); !st.ok()) {
-      return st.with_context("preview");
-    }
-    if (!(o.preview_budget > 0.0 && o.preview_budget <= 1.0)) {
-      return invalid_argument("preview_budget " + std::to_string(o.preview_budget) +
-                              " must be in (0, 1] (a fraction of the job's time)");
-    }
-  }
-  const int64_t num_latents = pipeline.num_latents();
-  *n = tokens_to_generate(o.generation.num_tokens, num_latents);
-  if (!o.tokens && *n > num_latents) {
-    return invalid_argument("num_tokens " + std::to_string(*n) + " exceeds the model's " +
-                            std::to_string(num_latents) + " tokens per shape");
-  }
-  if (!o.tokens && (o.variations < 1 || o.variations > kMaxVariations)) {
-    return invalid_argument("variations " + std::to_string(o.variations) + " outside [1, " +
-                            std::to_string(kMaxVariations) + "]");
-  }
-  if (!o.tokens && o.variations > 1 && !o.generation.sampler.sample) {
-    return invalid_argument("variations " + std::to_string(o.variations) +
-                            " need sampling on (greedy decoding would give identical candidates)");
-  }
-  return Status();
-}
-
-// How the job runs (its first event): backend, KV cache, whether decode steps are recorded.
-ModeEvent shape_job_mode(const JobOptions& o, shape::ShapePipeline& pipeline) {
-  ModeEvent mode;
-  mode.backend = pipeline.backend().name();
-  mode.kv_cache = o.generation.use_kv_cache;
-  if (!pipeline.backend().can_record()) {
-    mode.graphs = GraphMode::kUnavailable;
-    mode.graphs_reason = "the " +
-                         std::string(pipeline.backend().device() == Device::kCpu
-                                         ? "CPU backend runs the decode step eagerly"
-                                         : "backend cannot record") +
-                         " (CUDA graphs need the CUDA backend)";
-  } else if (o.tokens) {
-    mode.graphs = GraphMode::kOff;
-    mode.graphs_reason = "decoding given tokens: no decode steps";
-  } else if (!o.generation.use_kv_cache) {
-    mode.graphs = GraphMode::kOff;
-    mode.graphs_reason = "the recorded step needs the KV cache, which is off";
-  } else if (!o.generation.use_graphs) {
-    mode.graphs = GraphMode::kOff;
-    mode.graphs_reason = "switched off (eager launches)";
-  } else {
-    mode.graphs = GraphMode::kOn;
-  }
-  return mode;
-}
-
-}  // namespace
-
-// The decode: the prompt encoded, every candidate's tokens generated together, live previews
-// meshed beside (CPU) or within (device) the token loop under the job's budget. Fills `out`;
-// errors as the job's terminal status. `*preview_failed`: the status is a preview's failure,
-// reported as an Error although it set the cancel flag to stop the decode.
-Status Session::generate_shape_tokens(uint64_t id, const JobOptions& o, int64_t n,
-                                      std::atomic<bool>& cancel, Trace& trace, ShapeTokens* out,
-                                      bool* preview_failed) {
-  const Lane lane = Lane::kShape;
-  shape::ShapePipeline& pipeline = *shape_;
-  const int variations = o.variations;
-  const uint64_t base_seed = o.generation.sampler.seed;
-  auto prompt = pipeline.encode_prompt(o.prompt, &trace, &cancel);
-  if (!prompt.ok()) return prompt.status();
-  emit(id, lane, StageEvent{kStageText, trace_total(trace, shape::kTraceText)});
-
-  std::vector<std::vector<int32_t>> prefixes(static_cast<size_t>(variations));
-  for (auto& prefix : prefixes) prefix.reserve(static_cast<size_t>(std::max<int64_t>(n, 0)));
-  std::mutex preview_mutex;
-  Status preview_error;  // guarded by preview_mutex while the mesher runs
-  auto mesh_preview = [&](int cand, const std::vector<int32_t>& prefix,
-                          const std::atomic<bool>* stop) -> double {
-    Stopwatch watch;
-    shape::MeshOptions preview = o.mesh;
-    preview.resolution = o.preview_resolution;
-    const int64_t done = static_cast<int64_t>(prefix.size());
-    auto partial = pipeline.tokens_to_mesh(prefix, preview, nullptr, stop);
-    const double ms = watch.elapsed_ms();
-    if (partial.ok()) {
-      emit(id, lane,
-           PartialMeshEvent{done, std::make_shared<const mesh::Mesh>(std::move(partial).value()),
-                            cand, ms});
-    } else if (partial.status().code() != ErrorCode::kNotFound &&
-               partial.status().code() != ErrorCode::kCancelled) {
-      // A prefix without surface is normal early on (no preview, not an error); anything else
-      // stops the job: the generator only listens to the cancel flag.
-      std::lock_guard<std::mutex> lock(preview_mutex);
-      if (preview_error.ok()) {
-        preview_error =
-            partial.status().with_context("preview after " + std::to_string(done) + " tokens");
-      }
-      cancel.store(true);
-    }
-    return ms;
-  };
-  // On the CPU backend previews overlap the decode (PreviewMesher); a device backend runs them in
-  // the token loop (one stream: a recorded decode step must not capture a preview's work), with
-  // the same budget: a preview due while over it is skipped (a candidate's first never is).
-  double estimate_ms = 0.0;  // what a preview at this resolution took last (0: not known)
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (preview_cost_.resolution == o.preview_resolution) estimate_ms = preview_cost_.ms;
-  }
-  std::unique_ptr<PreviewMesher> mesher;
-  if (o.preview_every > 0 && pipeline.backend().device() == Device::kCpu) {
-    mesher = std::make_unique<PreviewMesher>(mesh_preview, &cancel, o.preview_budget, estimate_ms);
-  }
-  Stopwatch inline_clock;
-  double inline_busy_ms = 0.0;
-  auto on_token = [&](int64_t candidate, int64_t index, int32_t token, double ms) {
-    const int cand = static_cast<int>(candidate);
-    if (index == 0 && cand == 0) {
-      emit(id, lane,
-           StageEvent{kStagePrefill,
-                      trace_total(trace, "gpt.condition") + trace_total(trace, "gpt.prefill")});
-    }
-    emit(id, lane, TokenEvent{index, token, ms, cand});
-    std::vector<int32_t>& prefix = prefixes[static_cast<size_t>(cand)];
-    prefix.push_back(token);
-    const int64_t done = index + 1;
-    if (o.preview_every <= 0 || done % o.preview_every != 0 || done >= n) return;
-    if (mesher) {
-      mesher->submit(cand, prefix);
-    } else if (o.preview_budget >= 1.0 ||
-               inline_busy_ms + estimate_ms <= o.preview_budget * inline_clock.elapsed_ms()) {
-      estimate_ms = mesh_preview(cand, prefix, &cancel);
-      inline_busy_ms += estimate_ms;
-    }
-  };
-  std::vector<shape::CandidateSpec> specs;
-  for (int j = 0; j < variations; ++j) {
-    specs.push_back({0, base_seed + static_cast<uint64_t>(j)});
-  }
-  const shape::EncodedPrompt& encoded = *prompt;
-  auto generated =
-      pipeline.generate_candidates({&encoded}, specs, o.generation, on_token, &trace, &cancel);
-  // Every preview event is out before the decode stage; none is meshed after it.
-  if (mesher) {
-    mesher->finish(generated.ok() && !cancel.load());
-    mesher->rethrow_failure();  // a preview's exception is the job's (the lane reports it)
-    estimate_ms = mesher->estimate_ms();
-  }
-  if (o.preview_every > 0 && estimate_ms > 0.0) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    preview_cost_ = {o.preview_resolution, estimate_ms};
-  }
-  if (!preview_error.ok()) {
-    *preview_failed = true;
-    return preview_error;
-  }
-  if (!generated.ok()) return generated.status();
-  emit(id, lane, StageEvent{kStageDecode, trace_total(trace, "gpt.decode")});
-  out->tokens = std::move(generated).value();
-  out->prompt = std::move(prompt).value();
-  return Status();
-}
-
-// The final meshes, candidate by candidate, each ending with its FinalMesh event; false after
-// the job's terminal event (an error or a cancel) when one failed.
-bool Session::mesh_shape_candidates(uint64_t id, const JobOptions& o, int resolution,
-                                    ShapeTokens& generated, std::atomic<bool>& cancel,
-                                    const std::function<void(const Status&)>& finish_with) {
-  const Lane lane = Lane::kShape;
-  shape::ShapePipeline& pipeline = *shape_;
-  const int variations = static_cast<int>(generated.tokens.size());
-  const uint64_t base_seed = o.generation.sampler.seed;
-  std::vector<std::vector<int32_t>>& tokens = generated.tokens;
-  const shape::EncodedPrompt& prompt_info = generated.prompt;
-  // Final meshes, candidate by candidate. With several, a candidate's clean-up (single-threaded)
-  // runs on a helper thread while the decoder decodes and extracts the next candidate
-  // (extraction of finished candidates overlaps the next work where the cores allow); the next
-  // candidate's stage events are held until the previous FinalMesh is out, so the events keep
-  // their documented order.
-  struct Extracted {
-    int candidate = 0;
-    mesh::Mesh mesh;
-    mesh::ExtractionStats stats;
-    Status status;  // of the clean-up
-    double cleanup_ms = 0.0;
-  };
-  auto clean = [&o](Extracted e) {
-    Stopwatch watch;
-    e.status = mesh::cleanup(e.mesh, o.mesh.cleanup);
-    e.cleanup_ms = watch.elapsed_ms();
-    return e;
-  };
-  auto with_candidate = [variations](const Status& st, int cand) {
-    return variations > 1 ? st.with_context("candidate " + std::to_string(cand + 1)) : st;
-  };
-  // Emits a cleaned candidate's last stage and its FinalMesh; false (after the job's error event)
-  // when its clean-up failed.
-  auto publish = [&](Extracted e) {
-    if (!e.status.ok()) {
-      finish_with(with_candidate(e.status, e.candidate));
-      return false;
-    }
-    emit(id, lane, StageEvent{kStageCleanup, e.cleanup_ms, e.candidate});
-    FinalMeshEvent final_event;
-    final_event.candidate = e.candidate;
-    final_event.seed = base_seed + static_cast<uint64_t>(e.candidate);
-    final_event.mesh = std::make_shared<const mesh::Mesh>(std::move(e.mesh));
-    final_event.tokens = std::move(tokens[static_cast<size_t>(e.candidate)]);
-    final_event.extraction = e.stats;
-    final_event.resolution = resolution;
-    final_event.prompt_tokens = prompt_info.prompt_tokens;
-    final_event.prompt_truncated = prompt_info.truncated;
-    final_event.image_only_tokens = prompt_info.image_only_tokens;
-    emit(id, lane, std::move(final_event));
-    return true;
-  };
-  std::future<Extracted> cleaning;  // the previous candidate's clean-up (its destructor waits)
-  for (int cand = 0; cand < variations; ++cand) {
-    Trace mesh_trace;
-    if (cancel.load()) {
-      finish_with(cancelled("cancelled before latent decoding"));
-      return false;
-    }
-    const std::vector<int32_t>& ids = tokens[static_cast<size_t>(cand)];
-    if (Status st = pipeline.decode_latents(ids, &mesh_trace); !st.ok()) {
-      finish_with(st);
-      return false;
-    }
-    const StageEvent latent{kStageLatentDecode, trace_total(mesh_trace, shape::kTraceLatentDecode),
-                            cand};
-    const bool hold = cleaning.valid();  // the previous candidate's FinalMesh is not out yet
-    if (!hold) emit(id, lane, latent);
-    Extracted e;
-    e.candidate = cand;
-    auto surface = pipeline.extract_surface(o.mesh, &mesh_trace, &cancel, &e.stats);
-    if (!surface.ok()) {
-      finish_with(with_candidate(surface.status(), cand));
-      return false;
-    }
-    e.mesh = std::move(surface).value();
-    if (hold) {
-      if (!publish(cleaning.get())) return false;
-      emit(id, lane, latent);
-    }
-    emit(id, lane,
-         StageEvent{kStageExtraction, trace_total(mesh_trace, shape::kTraceExtraction), cand});
-    if (cand + 1 < variations) {
-      cleaning = std::async(std::launch::async, clean, std::move(e));
-    } else if (!publish(clean(std::move(e)))) {
-      return false;
-    }
-  }
-  return true;
-}
-
-void Session::run_shape_job(uint64_t id, const JobOptions& o, std::atomic<bool>& cancel) {
-  const Lane lane = Lane::kShape;
-  Stopwatch total;
-  Trace trace;
-  // The terminal event of a failed job: Cancelled when the job was cancelled (whatever stage
-  // noticed it), else Error.
-  auto finish_with = [&](const Status& status) {
-    if (status.code() == ErrorCode::kCancelled || cancel.load()) {
-      emit(id, lane, CancelledEvent{status.message()});
-    } else {
-      emit(id, lane, ErrorEvent{status});
-    }
-  };
-  if (shape_ == nullptr) return finish_with(not_found("no shape model is loaded"));
-  int resolution = 0;
-  int64_t n = 0;
-  if (Status st = check_shape_job(o, *shape_, &resolution, &n); !st.ok()) return finish_with(st);
-  emit(id, lane, shape_job_mode(o, *shape_));
-  ShapeTokens generated;
-  if (o.tokens) {
-    generated.tokens.push_back(*o.tokens);
-  } else {
-    bool preview_failed = false;
-    Status st = generate_shape_tokens(id, o, n, cancel, trace, &generated, &preview_failed);
-    if (preview_failed) return emit(id, lane, ErrorEvent{st});
-    if (!st.ok()) return finish_with(st);
-  }
-  if (!mesh_shape_candidates(id, o, resolution, generated, cancel, finish_with)) return;
-  emit(id, lane, DoneEvent{total.elapsed_ms()});
-}
-
 // ---- image jobs
 // ----------------------------------------------------------------------------------
 
-void Session::run_image_job(uint64_t id, const ImageJobOptions& o, std::atomic<bool>& cancel) {
+void Session::Impl::run_image_job(uint64_t id, const ImageJobOptions& o,
+                                  std::atomic<bool>& cancel) {
   const Lane lane = Lane::kImage;
   Stopwatch total;
   if (image_ == nullptr) {
@@ -815,7 +515,7 @@ void Session::run_image_job(uint64_t id, const ImageJobOptions& o, std::atomic<b
   request.height = o.height > 0 ? o.height : image_->default_image_size();
   request.steps = o.steps;
   request.guidance_scale = o.guidance;
-  request.sampler = o.sampler;
+  request.sampler = to_diffusion(o.sampler);
   request.seed = o.seed;
   diffusion::GenerateCallbacks callbacks;
   callbacks.cancel = &cancel;
@@ -864,7 +564,8 @@ void Session::run_image_job(uint64_t id, const ImageJobOptions& o, std::atomic<b
 // ---- texture jobs
 // --------------------------------------------------------------------------------
 
-void Session::run_texture_job(uint64_t id, const TextureJobOptions& o, std::atomic<bool>& cancel) {
+void Session::Impl::run_texture_job(uint64_t id, const TextureJobOptions& o,
+                                    std::atomic<bool>& cancel) {
   const Lane lane = Lane::kTexture;
   Stopwatch total;
   if (o.mesh == nullptr) return emit(id, lane, ErrorEvent{invalid_argument("no mesh to texture")});
@@ -879,6 +580,55 @@ void Session::run_texture_job(uint64_t id, const TextureJobOptions& o, std::atom
   }
   emit(id, lane, TexturedMeshEvent{std::move(textured), object});
   emit(id, lane, DoneEvent{total.elapsed_ms()});
+}
+
+// ---- the interface
+// --------------------------------------------------------------------------------
+
+uint64_t Session::load_shape_model(ShapeModelOptions options) {
+  return impl_->load_shape_model(std::move(options));
+}
+uint64_t Session::load_image_model(ImageModelOptions options) {
+  return impl_->load_image_model(std::move(options));
+}
+uint64_t Session::submit(JobOptions job) {
+  return impl_->submit(std::move(job));
+}
+uint64_t Session::submit_image(ImageJobOptions job) {
+  return impl_->submit_image(std::move(job));
+}
+uint64_t Session::submit_texture(TextureJobOptions job) {
+  return impl_->submit_texture(std::move(job));
+}
+void Session::cancel() {
+  impl_->cancel();
+}
+void Session::cancel(Lane lane) {
+  impl_->cancel(lane);
+}
+std::optional<Event> Session::poll() {
+  return impl_->poll();
+}
+std::optional<Event> Session::wait_event(std::chrono::milliseconds timeout) {
+  return impl_->wait_event(timeout);
+}
+bool Session::idle() const {
+  return impl_->idle();
+}
+std::optional<ShapeModelInfo> Session::shape_model() const {
+  return impl_->shape_model();
+}
+std::optional<ImageModelInfo> Session::image_model() const {
+  return impl_->image_model();
+}
+void Session::set_image_step_hook(ImageStepHook hook) {
+  impl_->set_image_step_hook(std::move(hook));
+}
+bool Session::engines_share_device() const {
+  return impl_->scheduler_.exclusive();
+}
+MemoryUse Session::memory() const {
+  return impl_->memory();
 }
 
 }  // namespace tessera::runtime

@@ -46,41 +46,68 @@
 #include <vector>
 
 #include "engine/core/status.h"
-#include "engine/diffusion/pipeline.h"
 #include "engine/mesh/cleanup.h"
 #include "engine/mesh/mesh.h"
 #include "engine/mesh/texture.h"
 #include "engine/runtime/capabilities.h"
 #include "engine/runtime/defaults.h"
 #include "engine/runtime/events.h"
-#include "engine/runtime/lane.h"
-#include "engine/shape/pipeline.h"
-#include "engine/shape/quantize.h"
 
-namespace tessera {
-class Trace;
-}  // namespace tessera
+namespace tessera::shape {
+class ShapePipeline;
+}  // namespace tessera::shape
 
 namespace tessera::runtime {
 
-// The engines' option types, named through the runtime so front ends need no model header.
-using GenerationOptions = shape::GenerationOptions;  // seed, sampling, guidance, bbox, KV, graphs
-using MeshOptions = shape::MeshOptions;              // resolution (2^k + 1), clean-up
-using SamplerKind = diffusion::SamplerKind;          // image samplers
-using shape::resolution_base;                        // checks R = 2^k + 1, k in [1, 10]; returns k
+// The runtime's own option types, so a front end sees no model header. Their defaults are the
+// product's (runtime/defaults.h): a default-constructed job is what every front end runs when
+// the user gives no option. The Session hands them to the engines (engine_types_internal.h).
+
+// Shape token sampling: greedy unless `sample`; the rest applies when sampling.
+struct SamplingOptions {
+  bool sample = false;
+  float temperature = kDefaultTemperature;  // > 0
+  int64_t top_k = kDefaultTopK;             // 0: no top-k filter
+  float top_p = kDefaultTopP;               // in (0, 1]; 1: no nucleus filter
+  uint64_t seed = kDefaultSeed;
+};
+
+struct GenerationOptions {
+  SamplingOptions sampler;
+  float guidance_scale = kDefaultGuidance;  // >= 0; 0: the conditional row only
+  // v0.5 bounding box (x, y, z; proportions); none = (0, 0, 0). Ignored on v0.1 checkpoints,
+  // which have no box token.
+  std::optional<std::array<float, 3>> bbox;
+  bool use_kv_cache = true;  // false: recompute the whole sequence per step (the baseline)
+  bool use_graphs = true;    // CUDA: replay the recorded decode step; false: eager launches
+  int64_t num_tokens = 0;    // 0: the model's num_latents; fewer gives a prefix
+};
+
+struct MeshOptions {
+  // Lattice points per axis of the finest level, R = 2^k + 1 with k in [1, 10]; 0: the model's.
+  int resolution = 0;
+  // The coarse-to-fine search: its first lattice, 2^coarse_base + 1 per axis (0: the model's),
+  // and the logit margin within which agreeing coarse cells are refined too (< 0: the model's).
+  int coarse_base = 0;
+  float near_surface_logit = -1.0f;
+  mesh::CleanupOptions cleanup;
+};
+
+// Checks R = 2^k + 1 with k in [1, 10] and returns k; kInvalidArgument naming R otherwise.
+Expected<int> resolution_base(int resolution);
+// The number of tokens a shape job generates: `requested` when > 0, else the model's num_latents.
+int64_t tokens_to_generate(int64_t requested, int64_t num_latents);
+
+// The image engine's samplers.
+enum class SamplerKind { kEuler, kEulerAncestral, kDpmpp2m };
 inline constexpr SamplerKind kImageSamplers[] = {SamplerKind::kEuler, SamplerKind::kEulerAncestral,
                                                  SamplerKind::kDpmpp2m};
-using diffusion::sampler_kind_name;  // "euler", "euler_a", "dpmpp_2m"
+const char* sampler_kind_name(SamplerKind kind);  // "euler", "euler_a", "dpmpp_2m"
 Expected<SamplerKind> parse_sampler(const std::string& name);
 
-// `tessera quantize`: a shape model directory with its GPT stored in int8
-// (engine/shape/quantize.h).
-using QuantizeReport = shape::QuantizeReport;
-// shape::quantize_model_dir with the bundled CLIP vocabulary as the fallback.
-Status quantize_model_dir(const std::string& src, const std::string& dst, QuantizeReport* report);
-
-// The number of tokens a shape job generates: `requested` when > 0, else the model's num_latents.
-using shape::tokens_to_generate;
+// The image engine's arithmetic. kAuto: bf16 for SD-size UNets where the CPU computes in bf16,
+// f32 for small models; kBf16: bf16 where the CPU can, else f32.
+enum class ImagePrecision { kAuto, kF32, kBf16 };
 
 struct JobOptions {
   std::string prompt;            // UTF-8; "" is valid (the unconditional shape)
@@ -129,9 +156,8 @@ struct ShapeModelOptions {
   std::string path;  // a Cube 3D layout directory; "": the embedded default
   DeviceChoice device = DeviceChoice::kCpu;
   ShapeWeights weights = ShapeWeights::kAuto;
-  // shape::PipelineOptions::release_idle_pages: weights used in place from their files leave
-  // resident memory between the phases that read them (false keeps them; `bench generate
-  // --keep-pages` measures both).
+  // Weights used in place from their files leave resident memory between the phases that read
+  // them (false keeps them; `bench generate --keep-pages` measures both).
   bool release_idle_pages = true;
   // The CLIP vocabulary for checkpoints that ship none ("": the bundled one).
   std::string clip_vocab_fallback;
@@ -141,11 +167,11 @@ struct ImageModelOptions {
   std::string path;  // diffusers folder, CompVis .safetensors, or a folder with one; "": embedded
   DeviceChoice device = DeviceChoice::kCpu;
   bool bf16 = false;  // linear layers in bf16
-  diffusion::ComputePrecision precision = diffusion::ComputePrecision::kAuto;
+  ImagePrecision precision = ImagePrecision::kAuto;
   std::string clip_vocab_fallback;  // "": the bundled CLIP vocabulary
 };
-// "auto", "f32", "bf16" -> ComputePrecision; kInvalidArgument naming the text otherwise.
-Expected<diffusion::ComputePrecision> parse_precision(const std::string& name);
+// "auto", "f32", "bf16" -> ImagePrecision; kInvalidArgument naming the text otherwise.
+Expected<ImagePrecision> parse_precision(const std::string& name);
 
 struct ImageJobOptions {
   std::string prompt;
@@ -208,13 +234,9 @@ class Session {
  public:
   // No model loaded yet (load them with load_*_model()).
   static std::unique_ptr<Session> create(SessionOptions options = {});
-  // With a loaded shape pipeline (not null).
+  // With a loaded shape pipeline (not null): for tests and benchmarks that build one themselves.
   static std::unique_ptr<Session> create(std::unique_ptr<shape::ShapePipeline> pipeline,
                                          SessionOptions options = {});
-  // ShapePipeline::load() on the calling thread, then create().
-  static Expected<std::unique_ptr<Session>> open(
-      const std::string& model_dir, const shape::PipelineOptions& pipeline_options = {},
-      SessionOptions options = {});
   // Loads the shape model synchronously (what the CLI wants: the error is the return value).
   static Expected<std::unique_ptr<Session>> open(const ShapeModelOptions& model,
                                                  SessionOptions options = {});
@@ -259,57 +281,14 @@ class Session {
   using ImageStepHook = std::function<void(int step, const std::atomic<bool>& cancel)>;
   void set_image_step_hook(ImageStepHook hook);
   // Whether image work waits for shape work now (both models on the same device).
-  bool engines_share_device() const { return scheduler_.exclusive(); }
+  bool engines_share_device() const;
   // Memory in use (the device's when a model runs on the GPU).
   MemoryUse memory() const;
 
  private:
+  struct Impl;  // engine/runtime/session_internal.h
   explicit Session(SessionOptions options);
-  void emit(uint64_t job, Lane lane, EventPayload payload);
-  void on_exception(uint64_t job, Lane lane, std::exception_ptr error);
-  void install_shape(std::unique_ptr<shape::ShapePipeline> pipeline, const std::string& path);
-  void update_sharing();  // mutex_ held
-  void run_shape_job(uint64_t id, const JobOptions& job, std::atomic<bool>& cancel);
-  // run_shape_job's steps (session.cpp).
-  struct ShapeTokens {
-    std::vector<std::vector<int32_t>> tokens;  // per candidate
-    shape::EncodedPrompt prompt;               // empty when decoding given tokens
-  };
-  Status generate_shape_tokens(uint64_t id, const JobOptions& job, int64_t n,
-                               std::atomic<bool>& cancel, Trace& trace, ShapeTokens* out,
-                               bool* preview_failed);
-  bool mesh_shape_candidates(uint64_t id, const JobOptions& job, int resolution,
-                             ShapeTokens& generated, std::atomic<bool>& cancel,
-                             const std::function<void(const Status&)>& finish_with);
-  void run_image_job(uint64_t id, const ImageJobOptions& job, std::atomic<bool>& cancel);
-  void run_texture_job(uint64_t id, const TextureJobOptions& job, std::atomic<bool>& cancel);
-  void run_shape_load(uint64_t id, const ShapeModelOptions& options);
-  void run_image_load(uint64_t id, const ImageModelOptions& options);
-
-  SessionOptions options_;
-  std::atomic<uint64_t> next_id_{1};
-  Scheduler scheduler_;
-  // Models: each used by its lane's worker only; replaced by that worker after a load.
-  std::unique_ptr<shape::ShapePipeline> shape_;
-  std::unique_ptr<diffusion::DiffusionModel> image_;
-
-  mutable std::mutex mutex_;
-  std::condition_variable event_cv_;
-  std::deque<Event> events_;                  // guarded by mutex_
-  std::optional<ShapeModelInfo> shape_info_;  // guarded by mutex_
-  std::optional<ImageModelInfo> image_info_;  // guarded by mutex_
-  ImageStepHook image_step_hook_;             // guarded by mutex_
-  // What the last whole preview took at that preview resolution on the shape model (the next
-  // job's first estimate for JobOptions::preview_budget; reset when a shape model is installed).
-  struct PreviewCost {
-    int resolution = 0;
-    double ms = 0.0;
-  } preview_cost_;  // guarded by mutex_
-
-  // Last: the lanes' workers start once everything above exists, and are joined first.
-  std::unique_ptr<LaneWorker> texture_lane_;
-  std::unique_ptr<LaneWorker> image_lane_;
-  std::unique_ptr<LaneWorker> shape_lane_;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace tessera::runtime

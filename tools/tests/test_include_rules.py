@@ -57,6 +57,28 @@ class IncludeRulesTest(unittest.TestCase):
                 f.write('see /work/shared/spec/fbx.md\n')
             self.assertEqual(len(rules.scan(root)), 2)
 
+    def test_a_front_end_reaches_no_model_or_kernel_header(self):
+        with tempfile.TemporaryDirectory() as root:
+            def write(rel, text):
+                os.makedirs(os.path.join(root, os.path.dirname(rel)), exist_ok=True)
+                with open(os.path.join(root, rel), 'w') as f:
+                    f.write(text)
+            write('engine/runtime/session.h', '#include "engine/mesh/mesh.h"\n')
+            write('engine/mesh/mesh.h', '#include "engine/core/status.h"\n')
+            write('engine/core/status.h', '')
+            write('engine/shape/pipeline.h', '#include "kernels/ops.h"\n')
+            write('kernels/ops.h', '')
+            write('app/cli/x.cpp', '#include "engine/runtime/session.h"\n')
+            self.assertEqual(rules.scan(root), [])
+            # A runtime header that includes a model header opens the door two levels down.
+            write('engine/mesh/mesh.h', '#include "engine/core/status.h"\n'
+                                        '#include "engine/shape/pipeline.h"\n')
+            found = rules.scan(root)
+            self.assertEqual(len(found), 1, found)
+            self.assertIn('app/cli/x.cpp', found[0])
+            self.assertIn('engine/shape/pipeline.h', found[0])
+            self.assertIn('engine/runtime/session.h -> engine/mesh/mesh.h', found[0])
+
     def test_cited_documents_must_be_in_the_repository(self):
         with tempfile.TemporaryDirectory() as root:
             os.makedirs(os.path.join(root, 'engine', 'shape'))

@@ -202,12 +202,9 @@ void DiffusionPanel::draw(DiffusionPanelData& data, int viewport_width, int view
     ImGui::PushItemWidth(-70.0f);
     ImGui::SliderInt("steps", &s.steps, 1, 100, "%d", ImGuiSliderFlags_AlwaysClamp);
     ImGui::SliderFloat("guidance", &s.guidance, 1.0f, 15.0f, "%.1f", ImGuiSliderFlags_AlwaysClamp);
-    const diffusion::SamplerKind kinds[] = {diffusion::SamplerKind::kEuler,
-                                            diffusion::SamplerKind::kEulerAncestral,
-                                            diffusion::SamplerKind::kDpmpp2m};
-    if (ImGui::BeginCombo("sampler", diffusion::sampler_kind_name(s.sampler))) {
-      for (diffusion::SamplerKind k : kinds) {
-        if (ImGui::Selectable(diffusion::sampler_kind_name(k), k == s.sampler)) s.sampler = k;
+    if (ImGui::BeginCombo("sampler", runtime::sampler_kind_name(s.sampler))) {
+      for (runtime::SamplerKind k : runtime::kImageSamplers) {
+        if (ImGui::Selectable(runtime::sampler_kind_name(k), k == s.sampler)) s.sampler = k;
       }
       ImGui::EndCombo();
     }

@@ -79,11 +79,9 @@ void MainWindow::load_settings() {
   im.steps = std::clamp(s.value("steps", im.steps).toInt(), 1, 200);
   im.guidance =
       std::clamp(s.value("guidance", static_cast<double>(im.guidance)).toFloat(), 1.0f, 30.0f);
-  const QString sampler = s.value("sampler", diffusion::sampler_kind_name(im.sampler)).toString();
-  for (auto kind : {diffusion::SamplerKind::kEuler, diffusion::SamplerKind::kEulerAncestral,
-                    diffusion::SamplerKind::kDpmpp2m}) {
-    if (sampler == QLatin1String(diffusion::sampler_kind_name(kind))) im.sampler = kind;
-  }
+  const auto sampler = runtime::parse_sampler(
+      s.value("sampler", runtime::sampler_kind_name(im.sampler)).toString().toStdString());
+  if (sampler.ok()) im.sampler = *sampler;
   im.seed = s.value("seed", static_cast<qulonglong>(im.seed)).toULongLong();
   im.lock_seed = s.value("lock_seed", im.lock_seed).toBool();
   im.auto_after_shape = s.value("auto_after_shape", im.auto_after_shape).toBool();
@@ -127,7 +125,7 @@ void MainWindow::save_settings() {
   const ImageSettings& im = image_settings_;
   s.setValue("steps", im.steps);
   s.setValue("guidance", static_cast<double>(im.guidance));
-  s.setValue("sampler", diffusion::sampler_kind_name(im.sampler));
+  s.setValue("sampler", runtime::sampler_kind_name(im.sampler));
   s.setValue("seed", static_cast<qulonglong>(im.seed));
   s.setValue("lock_seed", im.lock_seed);
   s.setValue("auto_after_shape", im.auto_after_shape);

@@ -132,11 +132,11 @@ void MainWindow::more_like_this() {
   if (!has_last_job_ || !engine_->has_model()) return;
   runtime::JobOptions job = last_job_;
   auto& sampler = job.generation.sampler;
-  if (!sampler.sample) {  // after a greedy job: sample around it, as variations do
+  if (!sampler.sample) {  // after a greedy job: sample around it with the product's defaults
+    const uint64_t seed = sampler.seed;
+    sampler = runtime::SamplingOptions{};
     sampler.sample = true;
-    sampler.temperature = runtime::kDefaultTemperature;
-    sampler.top_k = runtime::kDefaultTopK;
-    sampler.top_p = runtime::kDefaultTopP;
+    sampler.seed = seed;
   }
   sampler.seed += static_cast<uint64_t>(std::max(job.variations, 1));
   start_shape_job(std::move(job));

@@ -195,10 +195,11 @@ runtime::JobOptions SettingsPanel::make_job(const QString& prompt) {
     sampler.temperature = static_cast<float>(temperature_->value());
     sampler.top_k = top_k_->value();
     sampler.top_p = static_cast<float>(top_p_->value());
-  } else if (job.variations > 1) {  // tessera generate --variations' defaults
-    sampler.temperature = runtime::kDefaultTemperature;
-    sampler.top_k = runtime::kDefaultTopK;
-    sampler.top_p = runtime::kDefaultTopP;
+  } else if (job.variations > 1) {  // sampled with the product's defaults
+    const uint64_t seed = sampler.seed;
+    sampler = runtime::SamplingOptions{};
+    sampler.sample = true;
+    sampler.seed = seed;
   }
   job.generation.guidance_scale = static_cast<float>(guidance_->value());
   if (model_uses_bbox_ && bbox_enabled_->isChecked()) {

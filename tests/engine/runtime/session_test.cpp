@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "engine/core/safetensors.h"
+#include "engine/runtime/lane_internal.h"
+#include "engine/shape/pipeline.h"
 #include "kernels/forwarding_backend.h"
 #include "tests/support/fixture_model_dir.h"
 
@@ -42,7 +44,9 @@ JobOptions small_job(const std::string& prompt = testing::kParityPrompt) {
 }
 
 std::unique_ptr<Session> open_session(const FixtureModelDir& dir, SessionOptions options = {}) {
-  auto session = Session::open(dir.path(), {}, std::move(options));
+  ShapeModelOptions model;
+  model.path = dir.path();
+  auto session = Session::open(model, std::move(options));
   EXPECT_TRUE(session.ok()) << session.status().to_string();
   return session.ok() ? std::move(session).value() : nullptr;
 }

@@ -1,0 +1,98 @@
+// Session's insides (engine/runtime internal): the models, the lanes' workers, the event queue and
+// the scheduler behind session.h's interface. Defined in session.cpp (construction, queries,
+// submission, events, loads, image and texture jobs) and session_shape_job.cpp (shape jobs).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/diffusion/pipeline.h"
+#include "engine/runtime/lane_internal.h"
+#include "engine/runtime/session.h"
+#include "engine/shape/pipeline.h"
+
+namespace tessera {
+class Trace;
+}  // namespace tessera
+
+namespace tessera::runtime {
+
+struct Session::Impl {
+  explicit Impl(SessionOptions options);
+  ~Impl();
+
+  uint64_t load_shape_model(ShapeModelOptions options);
+  uint64_t load_image_model(ImageModelOptions options);
+  uint64_t submit(JobOptions job);
+  uint64_t submit_image(ImageJobOptions job);
+  uint64_t submit_texture(TextureJobOptions job);
+  void cancel();
+  void cancel(Lane lane);
+  std::optional<Event> poll();
+  std::optional<Event> wait_event(std::chrono::milliseconds timeout);
+  bool idle() const;
+  std::optional<ShapeModelInfo> shape_model() const;
+  std::optional<ImageModelInfo> image_model() const;
+  void set_image_step_hook(ImageStepHook hook);
+  MemoryUse memory() const;
+
+  void emit(uint64_t job, Lane lane, EventPayload payload);
+  void on_exception(uint64_t job, Lane lane, std::exception_ptr error);
+  void install_shape(std::unique_ptr<shape::ShapePipeline> pipeline, const std::string& path);
+  void update_sharing();  // mutex_ held
+  void run_shape_load(uint64_t id, const ShapeModelOptions& options);
+  void run_image_load(uint64_t id, const ImageModelOptions& options);
+  void run_image_job(uint64_t id, const ImageJobOptions& job, std::atomic<bool>& cancel);
+  void run_texture_job(uint64_t id, const TextureJobOptions& job, std::atomic<bool>& cancel);
+
+  // Shape jobs (session_shape_job.cpp): checked, then the tokens generated (or given), then the
+  // candidates meshed.
+  struct ShapeTokens {
+    std::vector<std::vector<int32_t>> tokens;  // per candidate
+    shape::EncodedPrompt prompt;               // empty when decoding given tokens
+  };
+  void run_shape_job(uint64_t id, const JobOptions& job, std::atomic<bool>& cancel);
+  Status generate_shape_tokens(uint64_t id, const JobOptions& job, int64_t n,
+                               std::atomic<bool>& cancel, Trace& trace, ShapeTokens* out,
+                               bool* preview_failed);
+  bool mesh_shape_candidates(uint64_t id, const JobOptions& job, int resolution,
+                             ShapeTokens& generated, std::atomic<bool>& cancel,
+                             const std::function<void(const Status&)>& finish_with);
+
+  SessionOptions options_;
+  std::atomic<uint64_t> next_id_{1};
+  Scheduler scheduler_;
+  // Models: each used by its lane's worker only; replaced by that worker after a load.
+  std::unique_ptr<shape::ShapePipeline> shape_;
+  std::unique_ptr<diffusion::DiffusionModel> image_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable event_cv_;
+  std::deque<Event> events_;                  // guarded by mutex_
+  std::optional<ShapeModelInfo> shape_info_;  // guarded by mutex_
+  std::optional<ImageModelInfo> image_info_;  // guarded by mutex_
+  ImageStepHook image_step_hook_;             // guarded by mutex_
+  // What the last whole preview took at that preview resolution on the shape model (the next
+  // job's first estimate for JobOptions::preview_budget; reset when a shape model is installed).
+  struct PreviewCost {
+    int resolution = 0;
+    double ms = 0.0;
+  } preview_cost_;  // guarded by mutex_
+
+  // Last: the lanes' workers start once everything above exists, and are joined first.
+  std::unique_ptr<LaneWorker> texture_lane_;
+  std::unique_ptr<LaneWorker> image_lane_;
+  std::unique_ptr<LaneWorker> shape_lane_;
+};
+
+}  // namespace tessera::runtime

@@ -1,0 +1,102 @@
+// The settings a file carries are read back by one reader (restored_settings) for every front end:
+// what shape_settings_json and export_record write comes back field for field, and a bad field is
+// refused naming the file and the field.
+#include "engine/runtime/provenance.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "engine/runtime/export_asset.h"
+
+namespace tessera::runtime {
+namespace {
+
+TEST(Provenance, WhatIsWrittenIsReadBack) {
+  JobOptions job;
+  job.prompt = "a chair";
+  job.generation.sampler.sample = true;
+  job.generation.sampler.temperature = 0.8f;
+  job.generation.sampler.top_k = 40;
+  job.generation.sampler.top_p = 0.75f;
+  job.generation.guidance_scale = 4.5f;
+  job.generation.bbox = std::array<float, 3>{1.0f, 2.0f, 0.5f};
+  job.generation.num_tokens = 48;
+  nlohmann::json settings = shape_settings_json(job, 12, 65, "tessera-tiny", "ab");
+  AssetExport request;
+  request.preset = "roblox";
+  request.options.up_axis = mesh::UpAxis::kZ;
+  request.options.scale = 2.0f;
+  request.asset.max_triangles = 5000;
+  request.asset.lods = 2;
+  request.asset.closed = true;
+  settings["export"] = export_record(request, nullptr);
+
+  auto r = restored_settings(settings, "chair.glb");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->prompt, "a chair");
+  EXPECT_TRUE(r->has_sampling && r->sample && r->has_seed);
+  EXPECT_EQ(r->seed, 12u);
+  EXPECT_FLOAT_EQ(r->temperature, 0.8f);
+  EXPECT_EQ(r->top_k, 40);
+  EXPECT_FLOAT_EQ(r->top_p, 0.75f);
+  EXPECT_TRUE(r->has_guidance);
+  EXPECT_FLOAT_EQ(r->guidance, 4.5f);
+  ASSERT_TRUE(r->bbox.has_value());
+  EXPECT_FLOAT_EQ((*r->bbox)[1], 2.0f);
+  EXPECT_EQ(r->resolution, 65);
+  EXPECT_EQ(r->tokens, 48);
+  EXPECT_EQ(r->model_name, "tessera-tiny");
+  ASSERT_TRUE(r->exporting.has_value());
+  EXPECT_EQ(r->exporting->preset, "roblox");
+  EXPECT_EQ(r->exporting->up_axis, "z");
+  ASSERT_TRUE(r->exporting->scale.has_value());
+  EXPECT_FLOAT_EQ(*r->exporting->scale, 2.0f);
+  EXPECT_EQ(r->exporting->max_faces, 5000);
+  EXPECT_EQ(r->exporting->lods, 2);
+  EXPECT_EQ(r->exporting->closed, true);
+}
+
+TEST(Provenance, AbsentFieldsKeepTheProductDefaults) {
+  auto r = restored_settings(nlohmann::json{{"prompt", "a ball"}}, "ball.obj");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_FALSE(r->has_sampling || r->has_seed || r->has_guidance);
+  EXPECT_FLOAT_EQ(r->top_p, kDefaultTopP);
+  EXPECT_FLOAT_EQ(r->guidance, kDefaultGuidance);
+  EXPECT_FALSE(r->bbox || r->exporting);
+  EXPECT_EQ(r->resolution, 0);
+  EXPECT_EQ(r->tokens, 0);
+}
+
+TEST(Provenance, ABadFieldIsRefusedNamingFileAndField) {
+  struct Case {
+    const char* json;
+    const char* field;
+  };
+  for (const Case& c : {
+           Case{R"({"seed": 3})", "'prompt'"},
+           Case{R"({"prompt": "a", "sampling": {"seed": "x"}})", "'sampling.seed'"},
+           Case{R"({"prompt": "a", "sampling": {"top_k": -1}})", "'sampling.top_k'"},
+           Case{R"({"prompt": "a", "bbox": [1, 2]})", "'bbox'"},
+           Case{R"({"prompt": "a", "bbox": [1, 2, "x"]})", "'bbox'"},
+           Case{R"({"prompt": "a", "resolution": 4000})", "'resolution'"},
+           Case{R"({"prompt": "a", "tokens": -2})", "'tokens'"},
+           Case{R"({"prompt": "a", "export": 3})", "'export'"},
+           Case{R"({"prompt": "a", "export": {"up_axis": "x"}})", "'export.up_axis'"},
+           Case{R"({"prompt": "a", "export": {"preset": "nope"}})", "'export.preset'"},
+           Case{R"({"prompt": "a", "export": {"unit": "ft"}})", "'export.unit'"},
+           Case{R"({"prompt": "a", "export": {"pivot": "top"}})", "'export.pivot'"},
+           Case{R"({"prompt": "a", "export": {"scale": "big"}})", "'export.scale'"},
+           Case{R"({"prompt": "a", "export": {"lods": 99}})", "'export.lods'"},
+           Case{R"({"prompt": "a", "export": {"closed_asked": 1}})", "'export.closed_asked'"},
+       }) {
+    auto r = restored_settings(nlohmann::json::parse(c.json), "m.fbx");
+    ASSERT_FALSE(r.ok()) << c.json;
+    EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument) << c.json;
+    EXPECT_NE(r.status().message().find("m.fbx"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find(c.field), std::string::npos) << r.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace tessera::runtime
