@@ -525,6 +525,176 @@ kernels::Precision resolve_precision(ComputePrecision p, int64_t model_channels,
   return want ? kernels::Precision::kBf16 : kernels::Precision::kF32;
 }
 
+namespace {
+
+// A model's UNet and VAE weights, opened, with the configurations their tensors imply.
+struct DenoiserWeights {
+  std::vector<std::unique_ptr<uint8_t[]>> renamed_bytes;  // diffusers tensors under CompVis names
+  std::unique_ptr<WeightStore> unet_store, vae_store;     // vae_store null: in unet_store
+  UNetConfig unet;
+  VaeDecoderConfig vae;
+  bool text_in_checkpoint = false;  // a CompVis checkpoint carrying its CLIP text encoder
+};
+
+// The UNet's attention head count, not visible in tensor shapes: the option, else `config`'s,
+// else 8 (SD 1.x).
+Expected<int64_t> unet_head_count(int64_t given, const std::vector<fs::path>& configs,
+                                  const fs::path& card_dir) {
+  int64_t heads = given;
+  if (heads == 0 && !card_dir.empty()) {
+    // A Tessera model card next to the checkpoint (tools/train/diffusion/export.py writes
+    // "unet": {"num_heads": N}).
+    TESSERA_ASSIGN_OR_RETURN(heads, model_card_unet_heads(card_dir.string()));
+  }
+  for (const fs::path& config : configs) {
+    if (heads != 0) break;
+    TESSERA_ASSIGN_OR_RETURN(heads, read_unet_heads(config.string()));
+  }
+  return heads != 0 ? heads : 8;
+}
+
+// diffusers: unet/ and vae/ folders, their tensors renamed to CompVis names.
+Expected<DenoiserWeights> open_diffusers_weights(const std::string& path, const fs::path& dir,
+                                                 const DiffusionModelFiles& files,
+                                                 const DiffusionLoadOptions& options) {
+  if (!is_file(files.unet)) {
+    return not_found("diffusers model '" + path + "': missing unet/" + kDiffusersWeights +
+                     " (the UNet)");
+  }
+  if (!is_file(files.vae)) {
+    return not_found("diffusers model '" + path + "': missing vae/" + kDiffusersWeights +
+                     " (the VAE decoder)");
+  }
+  TESSERA_ASSIGN_OR_RETURN(const int64_t heads,
+                           unet_head_count(options.unet_heads, {dir / "unet" / "config.json"}, {}));
+  DenoiserWeights w;
+  TESSERA_ASSIGN_OR_RETURN(RenamedFile unet_file, open_diffusers_unet(files.unet));
+  TESSERA_ASSIGN_OR_RETURN(w.unet, infer_unet_config(unet_file.file, heads));
+  TESSERA_ASSIGN_OR_RETURN(RenamedFile vae_file, open_diffusers_vae(files.vae));
+  auto vae_inferred = infer_vae_decoder_config(vae_file.file);
+  if (!vae_inferred.ok()) return with_prefix(vae_inferred.status(), "VAE decoder: ");
+  w.vae = *vae_inferred;
+  w.unet_store = std::make_unique<WeightStore>(std::move(unet_file.file), options.weights);
+  w.vae_store = std::make_unique<WeightStore>(std::move(vae_file.file), options.weights);
+  w.renamed_bytes.push_back(std::move(unet_file.bytes));
+  w.renamed_bytes.push_back(std::move(vae_file.bytes));
+  return w;
+}
+
+// CompVis: one SD 1.x checkpoint with the UNet, the VAE and usually the text encoder.
+Expected<DenoiserWeights> open_compvis_weights(const fs::path& dir,
+                                               const DiffusionModelFiles& files,
+                                               const DiffusionLoadOptions& options) {
+  TESSERA_ASSIGN_OR_RETURN(SafeTensors file, SafeTensors::open(files.unet));
+  for (const TensorInfo& info : file.tensors()) {
+    if (info.name.rfind("conditioner.", 0) == 0) {
+      return unsupported(files.unet + ": tensor '" + info.name +
+                         "' is SDXL's conditioner; only SD 1.x checkpoints are supported");
+    }
+    if (info.name.rfind("cond_stage_model.model.", 0) == 0) {
+      return unsupported(files.unet + ": tensor '" + info.name +
+                         "' is an OpenCLIP text encoder (SD 2.x); only SD 1.x checkpoints "
+                         "(CLIP ViT-L under cond_stage_model.transformer.) are supported");
+    }
+  }
+  if (!file.contains(std::string(kUNetPrefix) + "input_blocks.0.0.weight")) {
+    return not_found(files.unet + ": no UNet (missing tensor '" + kUNetPrefix +
+                     "input_blocks.0.0.weight')");
+  }
+  if (!file.contains(std::string(kVaePrefix) + "post_quant_conv.weight") &&
+      !file.contains(std::string(kVaePrefix) + "decoder.conv_in.weight")) {
+    return not_found(files.unet + ": no VAE decoder (missing tensors '" + kVaePrefix +
+                     "post_quant_conv.weight' and '" + kVaePrefix + "decoder.*')");
+  }
+  TESSERA_ASSIGN_OR_RETURN(const int64_t heads,
+                           unet_head_count(options.unet_heads, {dir / "config.json"}, dir));
+  DenoiserWeights w;
+  TESSERA_ASSIGN_OR_RETURN(w.unet, infer_unet_config(file, heads));
+  auto vae_inferred = infer_vae_decoder_config(file);
+  if (!vae_inferred.ok()) return with_prefix(vae_inferred.status(), "VAE decoder: ");
+  w.vae = *vae_inferred;
+  w.text_in_checkpoint =
+      file.contains(std::string(kCompVisText) + "text_model.embeddings.token_embedding.weight");
+  w.unet_store = std::make_unique<WeightStore>(std::move(file), options.weights);
+  return w;
+}
+
+// The UNet and the VAE belong together: an RGB decoder whose latent channels are the UNet's.
+Status check_denoiser_fit(const DiffusionModelFiles& files, const UNetConfig& unet,
+                          const VaeDecoderConfig& vae) {
+  if (vae.out_channels != 3) {
+    return unsupported(files.vae + ": the VAE decoder has " + std::to_string(vae.out_channels) +
+                       " output channels (tensor '" + kVaePrefix +
+                       "decoder.conv_out.weight'); an RGB image needs 3");
+  }
+  if (unet.in_channels != vae.z_channels || unet.out_channels != unet.in_channels) {
+    return invalid_argument(
+        files.unet + ": UNet in/out channels " + std::to_string(unet.in_channels) + "/" +
+        std::to_string(unet.out_channels) + " do not match the VAE's " +
+        std::to_string(vae.z_channels) + " latent channels (" + files.vae + ")");
+  }
+  return Status();
+}
+
+struct TextEncoderFiles {
+  std::string weights, config;  // config "": inferred from the tensors
+};
+
+// The CLIP text encoder: the option, else the checkpoint's own, else a text_encoder/ folder beside
+// (or, for CompVis, one level up).
+Expected<TextEncoderFiles> locate_text_encoder(const std::string& path, const fs::path& dir,
+                                               const DiffusionModelFiles& files,
+                                               bool text_in_checkpoint,
+                                               const DiffusionLoadOptions& options) {
+  TextEncoderFiles t;
+  if (!options.text_encoder.empty()) {
+    if (!find_hf_text_encoder(options.text_encoder, &t.weights, &t.config)) {
+      return not_found("text encoder '" + options.text_encoder +
+                       "': no such .safetensors file or directory with model.safetensors");
+    }
+  } else if (text_in_checkpoint) {
+    t.weights = files.unet;
+  } else if (!find_hf_text_encoder(dir / "text_encoder", &t.weights, &t.config) &&
+             (files.layout == ModelLayout::kDiffusers ||
+              !find_hf_text_encoder(dir.parent_path() / "text_encoder", &t.weights, &t.config))) {
+    return not_found(
+        "diffusion model '" + path + "': no CLIP text encoder (looked for " +
+        (files.layout == ModelLayout::kDiffusers
+             ? (dir / "text_encoder" / "model.safetensors").string()
+             : "tensors '" + std::string(kCompVisText) + "text_model.*' in " + files.unet + ", " +
+                   (dir / "text_encoder" / "model.safetensors").string() + ", " +
+                   (dir.parent_path() / "text_encoder" / "model.safetensors").string()) +
+        ")");
+  }
+  return t;
+}
+
+// The CLIP tokenizer's vocabulary: the option, else vocab.json + merges.txt in the usual folders,
+// else the bundled vocabulary file beside, else the fallback for CLIP-sized vocabularies.
+Expected<std::string> locate_vocab(const std::string& path, const fs::path& dir, int64_t vocab_size,
+                                   const DiffusionLoadOptions& options) {
+  if (!options.vocab.empty()) return options.vocab;
+  std::vector<std::string> looked;
+  for (const fs::path& d : {dir / "tokenizer", dir, dir / "text_encoder", dir.parent_path()}) {
+    looked.push_back((d / "vocab.json").string());
+    if (is_file(d / "vocab.json") && is_file(d / "merges.txt")) return d.string();
+  }
+  const fs::path gz = dir / text::ClipTokenizer::kDefaultVocabFile;
+  looked.push_back(gz.string());
+  if (is_file(gz)) return gz.string();
+  if (vocab_size == kClipVocab && !options.clip_vocab_fallback.empty()) {
+    return options.clip_vocab_fallback;
+  }
+  std::string list;
+  for (const std::string& l : looked) list += (list.empty() ? "" : ", ") + l;
+  return not_found("diffusion model '" + path + "': no CLIP tokenizer vocabulary (looked for " +
+                   list + ")");
+}
+
+}  // namespace
+
+// Load in named steps: the backend, the files (locate_diffusion_model), the UNet and VAE weights
+// and their fit, the networks, the text encoder, the tokenizer.
 Expected<std::unique_ptr<DiffusionModel>> DiffusionModel::load(
     const std::string& path, const DiffusionLoadOptions& options) {
   auto impl = std::make_unique<Impl>();
@@ -538,164 +708,46 @@ Expected<std::unique_ptr<DiffusionModel>> DiffusionModel::load(
   TESSERA_ASSIGN_OR_RETURN(DiffusionModelLocation location, locate_diffusion_model(path));
   DiffusionModelFiles files = std::move(location.files);
   const fs::path dir = location.dir;
-  std::error_code ec;
 
-  int64_t unet_heads = options.unet_heads;
-  std::string text_weights, text_config;
-  bool text_in_checkpoint = false;
-  UNetConfig unet_cfg;
-  VaeDecoderConfig vae_cfg;
-  if (files.layout == ModelLayout::kDiffusers) {
-    if (!is_file(files.unet)) {
-      return not_found("diffusers model '" + path + "': missing unet/" + kDiffusersWeights +
-                       " (the UNet)");
-    }
-    if (!is_file(files.vae)) {
-      return not_found("diffusers model '" + path + "': missing vae/" + kDiffusersWeights +
-                       " (the VAE decoder)");
-    }
-    if (unet_heads == 0) {
-      TESSERA_ASSIGN_OR_RETURN(unet_heads,
-                               read_unet_heads((dir / "unet" / "config.json").string()));
-    }
-    if (unet_heads == 0) unet_heads = 8;
-    TESSERA_ASSIGN_OR_RETURN(RenamedFile unet_file, open_diffusers_unet(files.unet));
-    TESSERA_ASSIGN_OR_RETURN(unet_cfg, infer_unet_config(unet_file.file, unet_heads));
-    TESSERA_ASSIGN_OR_RETURN(RenamedFile vae_file, open_diffusers_vae(files.vae));
-    auto vae_inferred = infer_vae_decoder_config(vae_file.file);
-    if (!vae_inferred.ok()) return with_prefix(vae_inferred.status(), "VAE decoder: ");
-    vae_cfg = *vae_inferred;
-    impl->unet_store = std::make_unique<WeightStore>(std::move(unet_file.file), options.weights);
-    impl->vae_store = std::make_unique<WeightStore>(std::move(vae_file.file), options.weights);
-    impl->renamed_bytes.push_back(std::move(unet_file.bytes));
-    impl->renamed_bytes.push_back(std::move(vae_file.bytes));
-  } else {
-    TESSERA_ASSIGN_OR_RETURN(SafeTensors file, SafeTensors::open(files.unet));
-    for (const TensorInfo& info : file.tensors()) {
-      if (info.name.rfind("conditioner.", 0) == 0) {
-        return unsupported(files.unet + ": tensor '" + info.name +
-                           "' is SDXL's conditioner; only SD 1.x checkpoints are supported");
-      }
-      if (info.name.rfind("cond_stage_model.model.", 0) == 0) {
-        return unsupported(files.unet + ": tensor '" + info.name +
-                           "' is an OpenCLIP text encoder (SD 2.x); only SD 1.x checkpoints "
-                           "(CLIP ViT-L under cond_stage_model.transformer.) are supported");
-      }
-    }
-    if (!file.contains(std::string(kUNetPrefix) + "input_blocks.0.0.weight")) {
-      return not_found(files.unet + ": no UNet (missing tensor '" + kUNetPrefix +
-                       "input_blocks.0.0.weight')");
-    }
-    if (!file.contains(std::string(kVaePrefix) + "post_quant_conv.weight") &&
-        !file.contains(std::string(kVaePrefix) + "decoder.conv_in.weight")) {
-      return not_found(files.unet + ": no VAE decoder (missing tensors '" + kVaePrefix +
-                       "post_quant_conv.weight' and '" + kVaePrefix + "decoder.*')");
-    }
-    if (unet_heads == 0) {
-      // A Tessera model card next to the checkpoint (tools/train/diffusion/export.py writes
-      // "unet": {"num_heads": N}) or a diffusers-style config.json: the head count is not
-      // visible in the tensor shapes.
-      TESSERA_ASSIGN_OR_RETURN(unet_heads, model_card_unet_heads(dir.string()));
-    }
-    if (unet_heads == 0) {
-      TESSERA_ASSIGN_OR_RETURN(unet_heads, read_unet_heads((dir / "config.json").string()));
-    }
-    if (unet_heads == 0) unet_heads = 8;
-    TESSERA_ASSIGN_OR_RETURN(unet_cfg, infer_unet_config(file, unet_heads));
-    auto vae_inferred = infer_vae_decoder_config(file);
-    if (!vae_inferred.ok()) return with_prefix(vae_inferred.status(), "VAE decoder: ");
-    vae_cfg = *vae_inferred;
-    text_in_checkpoint =
-        file.contains(std::string(kCompVisText) + "text_model.embeddings.token_embedding.weight");
-    impl->unet_store = std::make_unique<WeightStore>(std::move(file), options.weights);
-  }
-  if (vae_cfg.out_channels != 3) {
-    return unsupported(files.vae + ": the VAE decoder has " + std::to_string(vae_cfg.out_channels) +
-                       " output channels (tensor '" + kVaePrefix +
-                       "decoder.conv_out.weight'); an RGB image needs 3");
-  }
-  if (unet_cfg.in_channels != vae_cfg.z_channels || unet_cfg.out_channels != unet_cfg.in_channels) {
-    return invalid_argument(
-        files.unet + ": UNet in/out channels " + std::to_string(unet_cfg.in_channels) + "/" +
-        std::to_string(unet_cfg.out_channels) + " do not match the VAE's " +
-        std::to_string(vae_cfg.z_channels) + " latent channels (" + files.vae + ")");
-  }
+  TESSERA_ASSIGN_OR_RETURN(DenoiserWeights weights,
+                           files.layout == ModelLayout::kDiffusers
+                               ? open_diffusers_weights(path, dir, files, options)
+                               : open_compvis_weights(dir, files, options));
+  TESSERA_RETURN_IF_ERROR(check_denoiser_fit(files, weights.unet, weights.vae));
+  impl->renamed_bytes = std::move(weights.renamed_bytes);
+  impl->unet_store = std::move(weights.unet_store);
+  impl->vae_store = std::move(weights.vae_store);
   TESSERA_ASSIGN_OR_RETURN(
-      impl->unet, UNet::load(*impl->unet_store, unet_cfg, kUNetPrefix, impl->backend.get()));
+      impl->unet, UNet::load(*impl->unet_store, weights.unet, kUNetPrefix, impl->backend.get()));
   WeightStore& vae_store = impl->vae_store ? *impl->vae_store : *impl->unet_store;
-  auto vae = VaeDecoder::load(vae_store, vae_cfg, kVaePrefix, impl->backend.get());
+  auto vae = VaeDecoder::load(vae_store, weights.vae, kVaePrefix, impl->backend.get());
   if (!vae.ok()) return with_prefix(vae.status(), "VAE decoder: ");
   impl->vae = std::move(*vae);
   KernelOptions kernel_options;
   kernel_options.precision =
-      resolve_precision(options.precision, unet_cfg.model_channels, *impl->backend);
+      resolve_precision(options.precision, weights.unet.model_channels, *impl->backend);
   impl->unet->set_options(kernel_options);
   impl->vae->set_options(kernel_options);
 
-  // Text encoder.
-  if (!options.text_encoder.empty()) {
-    if (!find_hf_text_encoder(options.text_encoder, &text_weights, &text_config)) {
-      return not_found("text encoder '" + options.text_encoder +
-                       "': no such .safetensors file or directory with model.safetensors");
-    }
-  } else if (text_in_checkpoint) {
-    text_weights = files.unet;
-  } else if (!find_hf_text_encoder(dir / "text_encoder", &text_weights, &text_config) &&
-             (files.layout == ModelLayout::kDiffusers ||
-              !find_hf_text_encoder(dir.parent_path() / "text_encoder", &text_weights,
-                                    &text_config))) {
-    return not_found(
-        "diffusion model '" + path + "': no CLIP text encoder (looked for " +
-        (files.layout == ModelLayout::kDiffusers
-             ? (dir / "text_encoder" / "model.safetensors").string()
-             : "tensors '" + std::string(kCompVisText) + "text_model.*' in " + files.unet + ", " +
-                   (dir / "text_encoder" / "model.safetensors").string() + ", " +
-                   (dir.parent_path() / "text_encoder" / "model.safetensors").string()) +
-        ")");
-  }
-  files.text_encoder = text_weights;
-  auto encoder = load_text_encoder(text_weights, text_config, options.text_heads, options.weights,
-                                   *impl->backend);
+  TESSERA_ASSIGN_OR_RETURN(
+      const TextEncoderFiles text_files,
+      locate_text_encoder(path, dir, files, weights.text_in_checkpoint, options));
+  files.text_encoder = text_files.weights;
+  auto encoder = load_text_encoder(text_files.weights, text_files.config, options.text_heads,
+                                   options.weights, *impl->backend);
   if (!encoder.ok()) return with_prefix(encoder.status(), "text encoder: ");
   impl->text.emplace(std::move(*encoder));
   const text::ClipTextConfig& tc = impl->text->config();
-  if (tc.width != unet_cfg.context_dim) {
-    return invalid_argument("text encoder " + text_weights + " has width " +
+  if (tc.width != weights.unet.context_dim) {
+    return invalid_argument("text encoder " + text_files.weights + " has width " +
                             std::to_string(tc.width) + " but the UNet in " + files.unet +
                             " cross-attends to context dim " +
-                            std::to_string(unet_cfg.context_dim) + " (tensor '" + kUNetPrefix +
+                            std::to_string(weights.unet.context_dim) + " (tensor '" + kUNetPrefix +
                             "...attn2.to_k.weight'): the two do not belong together");
   }
 
-  // Tokenizer.
-  std::string vocab = options.vocab;
-  std::vector<std::string> looked;
-  if (vocab.empty()) {
-    for (const fs::path& d : {dir / "tokenizer", dir, dir / "text_encoder", dir.parent_path()}) {
-      looked.push_back((d / "vocab.json").string());
-      if (is_file(d / "vocab.json") && is_file(d / "merges.txt")) {
-        vocab = d.string();
-        break;
-      }
-    }
-  }
-  if (vocab.empty()) {
-    const fs::path gz = dir / text::ClipTokenizer::kDefaultVocabFile;
-    looked.push_back(gz.string());
-    if (is_file(gz)) {
-      vocab = gz.string();
-    } else if (tc.vocab_size == kClipVocab && !options.clip_vocab_fallback.empty()) {
-      vocab = options.clip_vocab_fallback;
-    }
-  }
-  if (vocab.empty()) {
-    std::string list;
-    for (const std::string& l : looked) list += (list.empty() ? "" : ", ") + l;
-    return not_found("diffusion model '" + path + "': no CLIP tokenizer vocabulary (looked for " +
-                     list + ")");
-  }
-  files.vocab = vocab;
-  auto tokenizer = text::ClipTokenizer::load(vocab);
+  TESSERA_ASSIGN_OR_RETURN(files.vocab, locate_vocab(path, dir, tc.vocab_size, options));
+  auto tokenizer = text::ClipTokenizer::load(files.vocab);
   if (!tokenizer.ok()) return with_prefix(tokenizer.status(), "tokenizer: ");
   impl->tokenizer.emplace(std::move(*tokenizer));
 
