@@ -1,7 +1,7 @@
 // Session: THE door into the engine for every front end (studio, CLI, viewer, scripts). One Session
 // serves both engines: the shape engine (Cube 3D-compatible text -> shape tokens -> mesh) and the
 // image engine (SD 1.x-compatible text -> concept image), plus texture projection, each on its own
-// lane (worker thread, queue, cancel; engine/runtime/lane.h), all reporting into ONE event stream
+// lane (worker thread, queue, cancel; engine/runtime/lane_internal.h), all reporting into ONE event stream
 // (engine/runtime/events.h) and scheduled together: while a shape job runs, image work on the same
 // device waits between its steps (Scheduler). Decision: one Session over both engines rather than
 // two sessions sharing a scheduler, because a front end then has one queue to poll, one id space,

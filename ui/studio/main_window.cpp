@@ -52,6 +52,7 @@
 #include "engine/mesh/import.h"
 #include "ui/studio/prompt_edit.h"
 #include "ui/studio/settings_panel.h"
+#include "ui/studio/shape_controller.h"
 #include "ui/studio/token_strip.h"
 #include "ui/studio/viewport.h"
 
@@ -88,10 +89,19 @@ MainWindow::MainWindow(LaunchOptions options, QWidget* parent)
   connect(engine_, &EngineBridge::modelLoading, this, &MainWindow::on_model_loading);
   connect(engine_, &EngineBridge::modelLoaded, this, &MainWindow::on_model_loaded);
   connect(engine_, &EngineBridge::modelFailed, this, &MainWindow::on_model_failed);
-  connect(engine_, &EngineBridge::partialMesh, this, &MainWindow::on_partial_mesh);
-  connect(engine_, &EngineBridge::finalMesh, this, &MainWindow::on_final_mesh);
-  connect(engine_, &EngineBridge::candidatePartialMesh, this, &MainWindow::on_candidate_partial);
-  connect(engine_, &EngineBridge::candidateFinalMesh, this, &MainWindow::on_candidate_final);
+  // The shape lane's controller decides what a shape job's events mean; the window draws them.
+  shape_ = new ShapeController(*engine_, this);
+  connect(shape_, &ShapeController::started, this, &MainWindow::on_shape_started);
+  connect(shape_, &ShapeController::showMesh, this, [this](std::shared_ptr<const mesh::Mesh> mesh) {
+    viewport_->set_mesh(std::move(mesh), false);
+  });
+  connect(shape_, &ShapeController::previewed, this, &MainWindow::on_shape_previewed);
+  connect(shape_, &ShapeController::candidateMesh, this,
+          [this](int i, std::shared_ptr<const mesh::Mesh> mesh, bool final) {
+            candidates_->set_mesh(i, std::move(mesh), final);
+          });
+  connect(shape_, &ShapeController::result, this, &MainWindow::on_shape_result);
+  connect(shape_, &ShapeController::changed, this, &MainWindow::update_buttons);
   connect(engine_, &EngineBridge::jobFinished, this, &MainWindow::on_job_finished);
   connect(engine_, &EngineBridge::statsChanged, this, &MainWindow::on_stats_changed);
 
@@ -336,9 +346,9 @@ void MainWindow::update_buttons() {
   generate_button_->setToolTip(model ? tr("Generate the prompt (Ctrl+Enter)")
                                      : tr("Load a model first (Settings > Model)"));
   cancel_button_->setEnabled(engine_->busy());
-  more_button_->setEnabled(model && has_last_job_);
+  more_button_->setEnabled(model && shape_->has_last_job());
   export_action_->setEnabled(viewport_->mesh() != nullptr);
-  for (QAction* a : remesh_actions_) a->setEnabled(model && !current_tokens_.empty());
+  for (QAction* a : remesh_actions_) a->setEnabled(model && !shape_->current_tokens().empty());
   refresh_diffusion_panel();
 }
 

@@ -8,11 +8,13 @@
 // job (shape, image, texture projection) streams its events. The device (Settings > Engine) and
 // the overlay's KV cache / CUDA graph switches come from and go to the runtime.
 //
-// The class is split by responsibility over main_window*.cpp: main_window.cpp (construction,
-// layout, device), _menus, _settings (QSettings), _shape (shape jobs), _image (concept image,
-// texture), _files (import, export, recording, gallery). The export dialog, the gallery, the lanes'
-// bridges (engine_bridge.h, diffusion_bridge.h, texture_bridge.h) and scripted mode
-// (script_runner.h) are classes of their own.
+// The window lays out the parts and draws what they say; each lane has its controller: shapes
+// (shape_controller.h: jobs, candidates, More like this, re-mesh, the shown shape's settings),
+// the concept image (diffusion_bridge.h) and projection (texture_bridge.h), all through
+// EngineBridge. Scripted mode is ScriptRunner's (script_runner.h). The window's own code is split
+// over main_window*.cpp: main_window.cpp (construction, layout, device), _menus, _settings
+// (QSettings), _shape (the shape controller's view), _image (concept image, texture), _files
+// (import, export, recording, gallery).
 //
 // Scripted mode (LaunchOptions, from the command line of tessera-studio; run by ScriptRunner): load
 // a model, generate
@@ -56,6 +58,7 @@ class QToolButton;
 namespace tessera::studio {
 
 class Gallery;
+class ShapeController;
 class PromptEdit;
 class SettingsPanel;
 class TokenStrip;
@@ -120,9 +123,6 @@ class MainWindow : public QMainWindow {
   // (engine/mesh/asset.h), placement and axes, and, with the privacy switch on, the settings of
   // the shown shape when it was generated in this session. The message says what was written.
   Status export_asset(const ExportChoice& choice, QString* summary = nullptr);
-  // The settings the shown mesh's files carry (runtime/provenance.h); null when the shown mesh
-  // was not generated in this session (an opened file, a gallery item).
-  nlohmann::json shown_settings_json();
   // Applies the prompt and settings a Tessera file carries to the prompt bar and the Settings
   // panel (the seed locked, so Generate makes that shape again). False, with the reason in the
   // status bar, when the file carries none or they are malformed.
@@ -143,6 +143,7 @@ class MainWindow : public QMainWindow {
   Status apply_image_as_texture();
 
   EngineBridge& engine() { return *engine_; }
+  ShapeController& shape() { return *shape_; }
   DiffusionBridge& diffusion() { return *diffusion_; }
   TextureBridge& texture() { return *texture_; }
   ImageSettings& image_settings() { return image_settings_; }
@@ -186,25 +187,20 @@ class MainWindow : public QMainWindow {
   void on_model_loading(const QString& dir);
   void on_model_loaded(const QString& dir);
   void on_model_failed(const QString& dir, const QString& message);
-  void on_partial_mesh(std::shared_ptr<const mesh::Mesh> mesh, qint64 tokens);
-  void on_final_mesh(std::shared_ptr<const mesh::Mesh> mesh, std::vector<int32_t> tokens);
-  void on_candidate_partial(int candidate, std::shared_ptr<const mesh::Mesh> mesh, qint64 tokens);
-  void on_candidate_final(int candidate, quint64 seed, std::shared_ptr<const mesh::Mesh> mesh,
-                          std::vector<int32_t> tokens);
-  // Submits `job` for `prompt` and resets the job's view state (generate, more_like_this).
-  // Starts `job` after the product's text rule (runtime/user_text.h): a refused prompt is an
-  // error in the status bar and nothing starts; a repaired one runs and the status says so.
+  // Submits `job` through the shape controller (the text rule first: a refused prompt is an
+  // error in the status bar and nothing starts).
   void start_shape_job(runtime::JobOptions job);
+  // The shape controller's signals: a job started (grid, progress, image after the shape),
+  // candidate 0 moved on (framing, status, recording), a finished result (the gallery).
+  void on_shape_started(int variations, quint64 first_seed, const QStringList& notes);
+  void on_shape_previewed(qint64 tokens, bool final);
+  void on_shape_result(const QString& label, std::shared_ptr<const mesh::Mesh> mesh, int candidate);
   void on_job_finished(quint64 job, int state, const QString& message);
   void on_stats_changed();
   void on_diffusion_action(DiffusionAction action);
   void on_image_finished(quint64 job, int state, const QString& message);
   void refresh_diffusion_panel();
   void record_frame();
-  void add_to_gallery(std::shared_ptr<const mesh::Mesh> mesh);
-  // With a label and a thumbnail shot of its own (a candidate tile's).
-  void add_to_gallery(const QString& label, std::shared_ptr<const mesh::Mesh> mesh,
-                      const QImage& shot);
   void show_gallery_item(const QString& prompt, std::shared_ptr<const mesh::Mesh> mesh);
   void on_textured(const std::shared_ptr<const mesh::Mesh>& source,
                    const std::shared_ptr<const mesh::Mesh>& textured,
@@ -218,6 +214,7 @@ class MainWindow : public QMainWindow {
 
   LaunchOptions launch_;
   EngineBridge* engine_ = nullptr;
+  ShapeController* shape_ = nullptr;  // the shape lane
   DiffusionBridge* diffusion_ = nullptr;
   TextureBridge* texture_ = nullptr;  // the texture lane
   ScriptRunner* script_ = nullptr;    // scripted mode (null when interactive)
@@ -231,14 +228,6 @@ class MainWindow : public QMainWindow {
   QToolButton* examples_button_ = nullptr;  // the loaded model's example prompts
   QPushButton* more_button_ = nullptr;      // "More like this"
   CandidateGrid* candidates_ = nullptr;     // the variations of the current job
-  runtime::JobOptions last_job_;            // what more_like_this() continues
-  bool has_last_job_ = false;
-  int chosen_candidate_ = 0;  // the candidate the main viewport shows
-  // Tokens of each candidate's final mesh (index 0 also for single jobs) and of the shown mesh.
-  std::vector<std::vector<int32_t>> candidate_tokens_;
-  std::vector<int32_t> current_tokens_;
-  uint64_t remesh_job_ = 0;  // the running re-mesh job (0: none)
-  int remesh_resolution_ = 0;
   std::vector<QAction*> remesh_actions_;
   SettingsPanel* settings_ = nullptr;
   QLineEdit* model_path_ = nullptr;
@@ -251,11 +240,6 @@ class MainWindow : public QMainWindow {
   QAction* export_action_ = nullptr;
 
   OverlayControls overlay_controls_;
-  QString current_prompt_;
-  // What the viewport shows: a shape of last_job_ (candidate chosen_candidate_) at this final
-  // resolution (0: the model's), or something else (an opened file).
-  bool shown_generated_ = false;
-  int shown_resolution_ = 0;
   bool mesh_framed_for_job_ = false;
   QString record_dir_;
   int record_frame_ = 0;

@@ -49,6 +49,7 @@
 #include "engine/runtime/export_asset.h"
 #include "ui/studio/prompt_edit.h"
 #include "ui/studio/settings_panel.h"
+#include "ui/studio/shape_controller.h"
 #include "ui/studio/token_strip.h"
 #include "ui/studio/viewport.h"
 
@@ -80,23 +81,8 @@ void MainWindow::record_frame() {
   }
 }
 
-void MainWindow::add_to_gallery(std::shared_ptr<const mesh::Mesh> mesh) {
-  // Thumbnail: the viewport without the overlay, framed on this mesh.
-  const bool overlay = viewport_->overlay_visible();
-  viewport_->set_overlay_visible(false);
-  const QImage shot = viewport_->grabFramebuffer();
-  viewport_->set_overlay_visible(overlay);
-  gallery_->add(current_prompt_, std::move(mesh), shot);
-}
-
-void MainWindow::add_to_gallery(const QString& label, std::shared_ptr<const mesh::Mesh> mesh,
-                                const QImage& shot) {
-  gallery_->add(label, std::move(mesh), shot);
-}
-
 void MainWindow::show_gallery_item(const QString& prompt, std::shared_ptr<const mesh::Mesh> mesh) {
-  current_tokens_.clear();  // the gallery keeps meshes, not tokens: nothing to re-mesh
-  shown_generated_ = false;
+  shape_->show_other();  // the gallery keeps meshes, not tokens: nothing to re-mesh
   viewport_->set_mesh(std::move(mesh), true);
   show_status(tr("Showing \"%1\"").arg(one_line(prompt)));
   update_buttons();
@@ -111,7 +97,6 @@ bool MainWindow::open_mesh_file(const QString& path) {
     if (!launch_.scripted()) show_message(QMessageBox::Warning, tr("Not a mesh"), message);
     return false;
   }
-  current_tokens_.clear();  // a file has no shape tokens
   auto mesh = std::make_shared<const mesh::Mesh>(std::move(imported).value());
   QString status = tr("Opened %1: %2 vertices, %3 triangles")
                        .arg(QFileInfo(path).fileName())
@@ -126,7 +111,7 @@ bool MainWindow::open_mesh_file(const QString& path) {
     status += QStringLiteral(" (") + QString::fromStdString(warnings.front()) + QStringLiteral(")");
   show_status(status, !warnings.empty());
   viewport_->set_mesh(std::move(mesh), true);
-  shown_generated_ = false;
+  shape_->show_other();  // a file has no shape tokens
   // A file Tessera wrote carries its prompt and settings: offer them (not in scripted runs).
   if (auto metadata = mesh::read_metadata(path.toStdString());
       metadata.ok() && !launch_.scripted()) {
@@ -163,16 +148,6 @@ Status MainWindow::export_mesh(const QString& path, const mesh::ExportOptions& o
   return runtime::export_asset(*mesh, path.toStdString(), request).status();
 }
 
-nlohmann::json MainWindow::shown_settings_json() {
-  if (!shown_generated_ || !has_last_job_) return nullptr;
-  const std::optional<runtime::ModelIdentity> identity = engine_->model_identity();
-  if (!identity) return nullptr;
-  const uint64_t seed =
-      last_job_.generation.sampler.seed + static_cast<uint64_t>(std::max(chosen_candidate_, 0));
-  return runtime::shape_settings_json(last_job_, seed, shown_resolution_, identity->name,
-                                      identity->gpt_sha256);
-}
-
 Status MainWindow::export_asset(const ExportChoice& choice, QString* summary) {
   const auto shown = viewport_->mesh();
   if (!shown) return invalid_argument("there is no mesh to export yet");
@@ -180,7 +155,7 @@ Status MainWindow::export_asset(const ExportChoice& choice, QString* summary) {
   request.options = choice.options;
   request.asset = choice.asset;
   request.preset = choice.preset.toStdString();
-  if (choice.write_settings) request.settings = shown_settings_json();
+  if (choice.write_settings) request.settings = shape_->shown_settings_json();
   TESSERA_ASSIGN_OR_RETURN(const mesh::AssetReport report,
                            runtime::export_asset(*shown, choice.path.toStdString(), request));
   if (summary != nullptr) {

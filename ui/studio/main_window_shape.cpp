@@ -51,6 +51,7 @@
 #include "engine/mesh/import.h"
 #include "ui/studio/prompt_edit.h"
 #include "ui/studio/settings_panel.h"
+#include "ui/studio/shape_controller.h"
 #include "ui/studio/token_strip.h"
 #include "ui/studio/viewport.h"
 
@@ -129,73 +130,43 @@ void MainWindow::generate() {
 }
 
 void MainWindow::more_like_this() {
-  if (!has_last_job_ || !engine_->has_model()) return;
-  runtime::JobOptions job = last_job_;
-  auto& sampler = job.generation.sampler;
-  if (!sampler.sample) {  // after a greedy job: sample around it with the product's defaults
-    const uint64_t seed = sampler.seed;
-    sampler = runtime::SamplingOptions{};
-    sampler.sample = true;
-    sampler.seed = seed;
+  if (!shape_->has_last_job() || !engine_->has_model()) return;
+  if (auto started = shape_->more_like_this(); !started.ok()) {
+    show_status(tr("Not started: %1")
+                    .arg(one_line(QString::fromStdString(started.status().message()), 160)),
+                true);
   }
-  sampler.seed += static_cast<uint64_t>(std::max(job.variations, 1));
-  start_shape_job(std::move(job));
 }
 
 Status MainWindow::remesh_current(int resolution) {
-  if (!engine_->has_model()) return not_found("no model loaded");
-  if (current_tokens_.empty()) {
-    return invalid_argument(
-        "the current mesh has no shape tokens (re-mesh works on shapes generated in this session)");
-  }
-  if (auto k = runtime::resolution_base(resolution); !k.ok()) return k.status();
-  runtime::JobOptions job = settings_->make_job(current_prompt_);
-  job.tokens = current_tokens_;
-  job.variations = 1;
-  job.mesh.resolution = resolution;
-  job.preview_every = 0;
-  remesh_resolution_ = resolution;
-  remesh_job_ = engine_->submit(job);
+  TESSERA_RETURN_IF_ERROR(shape_->remesh(resolution, settings_->make_job(shape_->prompt())));
   show_status(tr("Re-meshing at %1 ...").arg(QString::number(resolution) + QChar(0x00b3)));
   update_buttons();
   return Status();
 }
 
 bool MainWindow::choose_candidate(int i) {
-  if (candidates_->count() == 0 || !candidates_->mesh(i)) return false;
-  chosen_candidate_ = i;
-  if (static_cast<size_t>(i) < candidate_tokens_.size())
-    current_tokens_ = candidate_tokens_[static_cast<size_t>(i)];
+  if (!shape_->choose(i)) return false;
   candidates_->select(i);
-  viewport_->set_mesh(candidates_->mesh(i), false);
-  shown_generated_ = candidates_->is_final(i);
-  shown_resolution_ = last_job_.mesh.resolution;
+  const ShapeController::Candidate& c = shape_->candidate(i);
   show_status(tr("Candidate %1 (seed %2) is the current mesh%3")
                   .arg(i + 1)
-                  .arg(candidates_->seed(i))
-                  .arg(candidates_->is_final(i) ? QString() : tr(" (still forming)")));
+                  .arg(c.seed)
+                  .arg(c.final ? QString() : tr(" (still forming)")));
   update_buttons();
   return true;
 }
 
 void MainWindow::start_shape_job(runtime::JobOptions job) {
-  const Expected<runtime::TextNotes> text_notes = runtime::accept_job_text(&job);
-  if (!text_notes.ok()) {
+  if (auto started = shape_->start(std::move(job)); !started.ok()) {
     show_status(tr("Not started: %1")
-                    .arg(one_line(QString::fromStdString(text_notes.status().message()), 160)),
+                    .arg(one_line(QString::fromStdString(started.status().message()), 160)),
                 true);
-    return;
   }
-  current_prompt_ = QString::fromStdString(job.prompt);
-  last_job_ = job;
-  has_last_job_ = true;
-  chosen_candidate_ = 0;
-  candidates_->reset(job.variations, job.generation.sampler.seed);
-  candidate_tokens_.assign(static_cast<size_t>(std::max(job.variations, 1)), {});
-  current_tokens_.clear();
-  shown_generated_ = false;
-  remesh_job_ = 0;
-  engine_->submit(job);
+}
+
+void MainWindow::on_shape_started(int variations, quint64 first_seed, const QStringList& notes) {
+  candidates_->reset(variations, first_seed);
   // The new prompt's image (the runtime holds it until the shape job ends); the old prompt's
   // image goes.
   if (image_settings_.auto_after_shape &&
@@ -211,9 +182,8 @@ void MainWindow::start_shape_job(runtime::JobOptions job) {
   progress_->setValue(0);
   progress_->setVisible(true);
   token_strip_->set_tokens({}, engine_->stats().expected_tokens);
-  QString status = tr("Generating \"%1\" ...").arg(one_line(current_prompt_));
-  for (const std::string& note : *text_notes)
-    status += tr(" (%1)").arg(QString::fromStdString(note));
+  QString status = tr("Generating \"%1\" ...").arg(one_line(shape_->prompt()));
+  for (const QString& note : notes) status += tr(" (%1)").arg(note);
   show_status(status);
   update_buttons();
 }
@@ -232,71 +202,33 @@ void MainWindow::on_stats_changed() {
   token_strip_->set_tokens(s.token_ids, s.expected_tokens);
 }
 
-void MainWindow::on_partial_mesh(std::shared_ptr<const mesh::Mesh> mesh, qint64 tokens) {
+void MainWindow::on_shape_previewed(qint64 tokens, bool final) {
   // Generated shapes live in the decoder's cube: frame that once per job, so the camera stays
-  // still while previews grow into the final shape. With variations, the viewport follows the
-  // chosen candidate (this is candidate 0's).
-  if (chosen_candidate_ == 0) viewport_->set_mesh(std::move(mesh), false);
+  // still while previews grow into the final shape.
   if (!mesh_framed_for_job_) viewport_->frame_bounds(kDecoderCube);
   mesh_framed_for_job_ = true;
-  show_status(
-      tr("Generating \"%1\": preview from %2 tokens").arg(one_line(current_prompt_)).arg(tokens));
+  if (!final) {
+    show_status(tr("Generating \"%1\": preview from %2 tokens")
+                    .arg(one_line(shape_->prompt()))
+                    .arg(tokens));
+  }
   record_frame();
   update_buttons();
 }
 
-void MainWindow::on_final_mesh(std::shared_ptr<const mesh::Mesh> mesh,
-                               std::vector<int32_t> tokens) {
-  if (remesh_job_ != 0 && engine_->stats().job == remesh_job_) {
-    // A re-mesh: the shown shape at a finer lattice becomes the current mesh (and its tile's).
-    remesh_job_ = 0;
-    viewport_->set_mesh(mesh, false);
-    shown_resolution_ = remesh_resolution_;
-    if (candidates_->count() > 0) candidates_->set_mesh(chosen_candidate_, mesh, true);
-    add_to_gallery(
-        tr("%1 (%2)").arg(current_prompt_, QString::number(remesh_resolution_) + QChar(0x00b3)),
-        mesh, viewport_->grabFramebuffer());
-    update_buttons();
-    return;
-  }
-  if (candidate_tokens_.empty()) candidate_tokens_.resize(1);
-  candidate_tokens_[0] = tokens;
-  if (chosen_candidate_ == 0) {
-    viewport_->set_mesh(mesh, false);
-    current_tokens_ = std::move(tokens);
-    shown_generated_ = true;
-    shown_resolution_ = last_job_.mesh.resolution;
-  }
-  if (!mesh_framed_for_job_) viewport_->frame_bounds(kDecoderCube);
-  mesh_framed_for_job_ = true;
-  record_frame();
-  // Variations go to the gallery from their tiles (on_candidate_final), candidate 0 included.
-  if (candidates_->count() == 0) add_to_gallery(std::move(mesh));
-  update_buttons();
-}
-
-void MainWindow::on_candidate_partial(int candidate, std::shared_ptr<const mesh::Mesh> mesh,
-                                      qint64) {
-  if (candidate == chosen_candidate_ && candidate != 0) viewport_->set_mesh(mesh, false);
-  candidates_->set_mesh(candidate, std::move(mesh), false);
-}
-
-void MainWindow::on_candidate_final(int candidate, quint64 seed,
-                                    std::shared_ptr<const mesh::Mesh> mesh,
-                                    std::vector<int32_t> tokens) {
-  if (candidate >= 0 && static_cast<size_t>(candidate) < candidate_tokens_.size()) {
-    candidate_tokens_[static_cast<size_t>(candidate)] = tokens;
-  }
-  if (candidate == chosen_candidate_) current_tokens_ = std::move(tokens);
-  if (candidate == chosen_candidate_ && candidate != 0) viewport_->set_mesh(mesh, false);
-  if (candidate == chosen_candidate_) {
-    shown_generated_ = true;
-    shown_resolution_ = last_job_.mesh.resolution;
-  }
-  candidates_->set_mesh(candidate, mesh, true);
+void MainWindow::on_shape_result(const QString& label, std::shared_ptr<const mesh::Mesh> mesh,
+                                 int candidate) {
   QImage shot;
-  if (Viewport* tile = candidates_->view(candidate)) shot = tile->grabFramebuffer();
-  add_to_gallery(tr("%1 (seed %2)").arg(current_prompt_).arg(seed), std::move(mesh), shot);
+  if (candidate >= 0) {
+    if (Viewport* tile = candidates_->view(candidate)) shot = tile->grabFramebuffer();
+  } else {
+    // The viewport without the overlay, showing this mesh.
+    const bool overlay = viewport_->overlay_visible();
+    viewport_->set_overlay_visible(false);
+    shot = viewport_->grabFramebuffer();
+    viewport_->set_overlay_visible(overlay);
+  }
+  gallery_->add(label, std::move(mesh), shot);
   update_buttons();
 }
 
@@ -308,7 +240,7 @@ void MainWindow::on_job_finished(quint64, int state, const QString& message) {
   const auto job_state = static_cast<JobState>(state);
   if (job_state == JobState::kDone) {
     show_status(tr("Done: \"%1\", %2 vertices, %3 triangles in %4 s (%5 tokens/s)")
-                    .arg(one_line(current_prompt_))
+                    .arg(one_line(shape_->prompt()))
                     .arg(s.final_vertices)
                     .arg(s.final_triangles)
                     .arg(s.total_ms / 1000.0, 0, 'f', 2)
