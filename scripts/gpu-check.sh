@@ -5,9 +5,9 @@
 #   scripts/gpu-check.sh            # THERE, from anywhere; builds in <repo>/build-gpu
 #
 # The device runner sends at most 64 MiB of working tree and the tracked training checkpoints alone
-# are more: before the `run` call, take train_runs/ out of what travels (and restore it after):
-#   git rm -r -q --cached train_runs && echo /train_runs/ >> .git/info/exclude     # before
-#   git reset -q && sed -i '\#^/train_runs/$#d' .git/info/exclude                 # after
+# are more: before the `run` call, take tools/train/records/ out of what travels (and restore it after):
+#   git rm -r -q --cached tools/train/records && echo /tools/train/records/ >> .git/info/exclude     # before
+#   git reset -q && sed -i '\#^/tools/train/records/$#d' .git/info/exclude                 # after
 # and call run with carry [".deps"] and a command such as
 #   GPU_CHECK_REV=<sha> bash scripts/gpu-check.sh; echo rc=$?
 #

@@ -10,7 +10,7 @@
    samples' encodings.
 
   /usr/bin/python3 tools/train/code_stability.py [--model-dir assets/models/tessera-tiny] [--shapes 50]
-  /usr/bin/python3 tools/train/code_stability.py --ae-ckpt train_runs/RUN/ae_ckpt.pt   (no export needed)
+  /usr/bin/python3 tools/train/code_stability.py --ae-ckpt tools/train/records/RUN/ae_ckpt.pt   (no export needed)
 
 Session 9 on the shipped phase-5 model (--shapes 30, 1024 points): token agreement 0.253 (0.80 / 0.77
 at positions 0 / 1, 0.22 from position 8 on); IoU 0.813 clean, 0.811 with half the positions from the

@@ -46,7 +46,7 @@ from tessera_ref.clip_text import ClipTextModel  # noqa: E402
 from tessera_ref.cube_gpt import CubeGPT, layer_norm  # noqa: E402
 from tessera_ref.shape_tokenizer import ShapeTokenizer  # noqa: E402
 
-RUN_DIR = os.path.join(REPO, "train_runs", "tessera-tiny")
+RUN_DIR = os.path.join(REPO, "tools/train/records", "tessera-tiny")
 DATA_DIR = os.path.join(REPO, ".cache", "tessera-data")   # regenerated from the seed, never committed
 BOUND = 1.05
 

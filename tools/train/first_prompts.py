@@ -9,7 +9,7 @@ Tokens come from the defaults of `tessera generate` (greedy decoding, guidance 3
   for probes during training), or
 - --engine both: the two, compared token for token (the figures are the CLI's).
 Decoding and judging are evaluate.py's: the exported shape tokenizer decodes the tokens to a 32^3 grid
-over [-1.05, 1.05]^3, the recogniser of phase 4 (train_runs/tessera-tiny-p4/recogniser.safetensors, the judge of
+over [-1.05, 1.05]^3, the recogniser of phase 4 (tools/train/records/tessera-tiny-p4/recogniser.safetensors, the judge of
 every shipped model; never retrained here) names the family, and the checks are
   hole  Euler characteristic <= 0          tall  height / max(width, depth) >= 1.6
   flat  height / max(width, depth) <= 0.4  cube  largest / smallest extent <= 1.5
@@ -35,7 +35,7 @@ from train import common  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TSV = os.path.join(HERE, "first_prompts.tsv")
-JUDGE = os.path.join(common.REPO, "train_runs", "tessera-tiny-p4", "recogniser.safetensors")
+JUDGE = os.path.join(common.REPO, "tools/train/records", "tessera-tiny-p4", "recogniser.safetensors")
 # the CLI of the build tree (build/app/cli/tessera in the CMake layout; build/app/tessera accepted too)
 CLI = next((c for c in (os.path.join(common.REPO, "build", "app", "cli", "tessera"),
                         os.path.join(common.REPO, "build", "app", "tessera")) if os.path.exists(c)),

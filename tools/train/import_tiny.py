@@ -19,7 +19,7 @@ encoder kept the base weights (a GPT trained with --freeze-text).
 --check (default on) verifies the round trip: export_tiny of the imported checkpoints, with the extension
 carried back, gives every tensor of the source folder bit for bit, and the same vocab.json / merges.txt.
 
-  /usr/bin/python3 tools/train/import_tiny.py --run-dir train_runs/tessera-tiny-shipped \\
+  /usr/bin/python3 tools/train/import_tiny.py --run-dir tools/train/records/tessera-tiny-shipped \\
       [--model-dir assets/models/tessera-tiny] [--no-check]
 """
 

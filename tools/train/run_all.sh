@@ -2,16 +2,16 @@
 # tessera-tiny pipeline, one command: dataset -> autoencoder -> (encode dataset +) GPT -> export ->
 # evaluate. Every stage skips itself when its output exists and resumes from its checkpoint otherwise,
 # so this script can be re-run after an interruption (the dataset is regenerated from its seed, the
-# checkpoints an earlier session left in train_runs/tessera-tiny/ are resumed; they are not in git).
+# checkpoints an earlier session left in tools/train/records/tessera-tiny/ are resumed; they are not in git).
 #
 #   tools/train/run_all.sh [--threads N]      (default 1: the machine is shared with C++ builds)
-#   nohup tools/train/run_all.sh > train_runs/tessera-tiny/run_all.log 2>&1 &
+#   nohup tools/train/run_all.sh > tools/train/records/tessera-tiny/run_all.log 2>&1 &
 set -eu
 cd "$(dirname "$0")/../.."
 PY=/usr/bin/python3
 THREADS=1
 if [ "${1:-}" = "--threads" ]; then THREADS="$2"; fi
-RUN=train_runs/tessera-tiny
+RUN=tools/train/records/tessera-tiny
 DATA=.cache/tessera-data
 mkdir -p "$RUN" "$DATA"
 

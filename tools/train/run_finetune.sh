@@ -11,17 +11,17 @@
 # (re-run the same command after an interruption).
 #
 # Phase 2 (the defaults):
-#   setsid nohup tools/train/run_finetune.sh --threads 1 >> train_runs/tessera-tiny-p2/run.log 2>&1 &
+#   setsid nohup tools/train/run_finetune.sh --threads 1 >> tools/train/records/tessera-tiny-p2/run.log 2>&1 &
 # Phase 3 (from phase 2, text encoder frozen):
-#   setsid nohup tools/train/run_finetune.sh --threads 1 --prev train_runs/tessera-tiny-p2 \
-#     --run train_runs/tessera-tiny-p3 --ae-steps 6000 --ae-lr 3e-4 --gpt-steps 2000 --gpt-lr 4e-4 \
-#     --freeze-text >> train_runs/tessera-tiny-p3/run.log 2>&1 &
+#   setsid nohup tools/train/run_finetune.sh --threads 1 --prev tools/train/records/tessera-tiny-p2 \
+#     --run tools/train/records/tessera-tiny-p3 --ae-steps 6000 --ae-lr 3e-4 --gpt-steps 2000 --gpt-lr 4e-4 \
+#     --freeze-text >> tools/train/records/tessera-tiny-p3/run.log 2>&1 &
 set -eu
 cd "$(dirname "$0")/../.."
 PY=/usr/bin/python3
 THREADS=1
-P1=train_runs/tessera-tiny
-RUN=train_runs/tessera-tiny-p2
+P1=tools/train/records/tessera-tiny
+RUN=tools/train/records/tessera-tiny-p2
 AE_STEPS=4000
 AE_LR=4e-4
 GPT_STEPS=1500

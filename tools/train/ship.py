@@ -6,7 +6,7 @@ model's, and one of the three strictly better. The embedded diffusion model live
 shape model's folder and is carried over. Exit status 0 = shipped, 1 = kept the shipped model, 2 = bad
 arguments (a folder without evaluated metrics).
 
-  /usr/bin/python3 tools/train/ship.py --stage train_runs/RUN/export [--shipped assets/models/tessera-tiny]
+  /usr/bin/python3 tools/train/ship.py --stage tools/train/records/RUN/export [--shipped assets/models/tessera-tiny]
 """
 
 import argparse

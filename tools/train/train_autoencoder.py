@@ -15,7 +15,7 @@ continues from the checkpoint; a finished run exits at once.
   /usr/bin/python3 tools/train/train_autoencoder.py [--threads 1] [--steps 6000] [--max-minutes M]
 
 The v2 recipe (issue 38, tools/train/README.md "tessera-tiny v2 recipe"): --encoder-queries lattice
---num-freqs 64 --fourier-max 96 --online-occupancy --consistency 0.5 (train_runs/tessera-tiny-v2-pilot/).
+--num-freqs 64 --fourier-max 96 --online-occupancy --consistency 0.5 (tools/train/records/tessera-tiny-v2-pilot/).
 The defaults are the phase 1-13 recipe, so older start scripts replay as they ran.
 """
 

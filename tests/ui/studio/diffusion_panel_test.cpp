@@ -5,6 +5,7 @@
 // texture" gives the mesh uvs and a texture (in-process and through the scripted --apply-texture,
 // whose export carries the texture). Shares main() with studio_test.cpp.
 #include "ui/studio/diffusion_panel.h"
+#include "tests/ui/studio/event_loop.h"
 
 #include <gtest/gtest.h>
 
@@ -39,17 +40,6 @@ namespace {
 namespace pt = diffusion::pipeline_test;
 using testing::FixtureModelDir;
 
-bool wait_for(const std::function<bool()>& condition, int timeout_ms = 60000) {
-  QElapsedTimer timer;
-  timer.start();
-  while (!condition()) {
-    if (timer.elapsed() > timeout_ms) return false;
-    QCoreApplication::processEvents(QEventLoop::AllEvents, 5);
-    QThread::msleep(1);
-  }
-  return true;
-}
-
 // The fixture diffusion model, written once per process.
 const std::string& fixture_diffusion_dir() {
   return pt::fixture_diffusers_model_dir();
@@ -68,10 +58,10 @@ LaunchOptions launch_for(const FixtureModelDir& shape, const QString& diffusion_
 std::unique_ptr<MainWindow> open(const LaunchOptions& launch) {
   auto window = std::make_unique<MainWindow>(launch);
   window->show();
-  EXPECT_TRUE(wait_for([&] { return window->engine().has_model(); }));
-  EXPECT_TRUE(
-      wait_for([&] { return window->diffusion().model_state() != DiffusionModelState::kLoading; }));
-  EXPECT_TRUE(wait_for([&] { return window->viewport()->frames() >= 2; }));
+  EXPECT_TRUE(wait_until([&] { return window->engine().has_model(); }));
+  EXPECT_TRUE(wait_until(
+      [&] { return window->diffusion().model_state() != DiffusionModelState::kLoading; }));
+  EXPECT_TRUE(wait_until([&] { return window->viewport()->frames() >= 2; }));
   return window;
 }
 
@@ -108,8 +98,8 @@ TEST(StudioDiffusion, PanelShowsStepsThenImageAndAppliesTexture) {
   window->prompt_edit()->setPlainText(testing::kParityPrompt);
   window->generate();  // the shape; the image follows it (auto)
   EXPECT_TRUE(bridge.state().state == JobState::kRunning);
-  ASSERT_TRUE(wait_for([&] { return !window->engine().busy(); }));
-  ASSERT_TRUE(wait_for([&] { return !bridge.busy(); }));
+  ASSERT_TRUE(wait_until([&] { return !window->engine().busy(); }));
+  ASSERT_TRUE(wait_until([&] { return !bridge.busy(); }));
   const ImageJobState& s = bridge.state();
   ASSERT_EQ(s.state, JobState::kDone) << s.message.toStdString();
   EXPECT_TRUE(waited_for_shape) << "the image should wait for the shape job";
@@ -147,7 +137,7 @@ TEST(StudioDiffusion, PanelShowsStepsThenImageAndAppliesTexture) {
   const Status st = window->apply_image_as_texture();
   ASSERT_TRUE(st.ok()) << st.message();
   // A job of the runtime's texture lane: the textured copy arrives with its event.
-  ASSERT_TRUE(wait_for([&] { return window->texture_job() == 0; }));
+  ASSERT_TRUE(wait_until([&] { return window->texture_job() == 0; }));
   const auto textured = window->viewport()->mesh();
   ASSERT_TRUE(textured);
   EXPECT_GE(textured->vertex_count(), before_vertices);
@@ -155,7 +145,7 @@ TEST(StudioDiffusion, PanelShowsStepsThenImageAndAppliesTexture) {
   EXPECT_FALSE(textured->texture.empty());
   EXPECT_EQ(window->viewport()->render_options().shading, render::ShadingMode::kTextured);
   const int64_t frames = window->viewport()->frames();
-  ASSERT_TRUE(wait_for([&] { return window->viewport()->frames() > frames + 2; }));
+  ASSERT_TRUE(wait_until([&] { return window->viewport()->frames() > frames + 2; }));
   EXPECT_TRUE(window->viewport()->render_error().isEmpty())
       << window->viewport()->render_error().toStdString();
   window->viewport()->panels().timing = true;
@@ -190,9 +180,9 @@ TEST(StudioDiffusion, CancelAndNewPromptStopTheImage) {
   ASSERT_TRUE(window->generate_image());
   const uint64_t first = bridge.state().job;
   EXPECT_NE(window->image_settings().seed, 0u);  // unlocked: a random seed was drawn
-  ASSERT_TRUE(wait_for([&] { return bridge.state().step_ms.size() >= 2; }));
+  ASSERT_TRUE(wait_until([&] { return bridge.state().step_ms.size() >= 2; }));
   window->cancel_image();
-  ASSERT_TRUE(wait_for([&] { return !bridge.busy(); }, 20000));
+  ASSERT_TRUE(wait_until([&] { return !bridge.busy(); }, 20000));
   EXPECT_EQ(bridge.state().state, JobState::kCancelled);
   EXPECT_LT(bridge.state().step_ms.size(), 200u);
   ASSERT_EQ(finished.size(), 1u);
@@ -203,18 +193,18 @@ TEST(StudioDiffusion, CancelAndNewPromptStopTheImage) {
   settings.auto_after_shape = false;
   ASSERT_TRUE(window->generate_image());
   const uint64_t second = bridge.state().job;
-  ASSERT_TRUE(wait_for([&] { return bridge.state().step_ms.size() >= 1; }));
+  ASSERT_TRUE(wait_until([&] { return bridge.state().step_ms.size() >= 1; }));
   window->generate();
-  ASSERT_TRUE(wait_for([&] { return !bridge.busy(); }, 20000));
+  ASSERT_TRUE(wait_until([&] { return !bridge.busy(); }, 20000));
   EXPECT_EQ(bridge.state().job, second);
   EXPECT_EQ(bridge.state().state, JobState::kCancelled);
-  ASSERT_TRUE(wait_for([&] { return !window->engine().busy(); }));
+  ASSERT_TRUE(wait_until([&] { return !window->engine().busy(); }));
 
   // Still usable: a short image completes.
   bridge.set_worker_step_hook({});
   settings.steps = 2;
   ASSERT_TRUE(window->generate_image());
-  ASSERT_TRUE(wait_for([&] { return !bridge.busy(); }));
+  ASSERT_TRUE(wait_until([&] { return !bridge.busy(); }));
   EXPECT_EQ(bridge.state().state, JobState::kDone) << bridge.state().message.toStdString();
   EXPECT_EQ(bridge.state().step_ms.size(), 2u);
 }
@@ -233,7 +223,7 @@ TEST(StudioDiffusion, MissingModelIsReportedInThePanel) {
   // The shape side is unaffected (auto image on, but no model: the shape job runs alone).
   window->prompt_edit()->setPlainText(testing::kParityPrompt);
   window->generate();
-  ASSERT_TRUE(wait_for([&] { return !window->engine().busy(); }));
+  ASSERT_TRUE(wait_until([&] { return !window->engine().busy(); }));
   EXPECT_EQ(window->engine().stats().state, JobState::kDone);
   EXPECT_EQ(bridge.state().job, 0u);
   EXPECT_FALSE(window->apply_image_as_texture().ok());
@@ -248,7 +238,7 @@ TEST(StudioDiffusion, MissingModelIsReportedInThePanel) {
   f.write("not a safetensors file");
   f.close();
   window->diffusion().load_model(junk);
-  ASSERT_TRUE(wait_for([&] { return bridge.model_state() != DiffusionModelState::kLoading; }));
+  ASSERT_TRUE(wait_until([&] { return bridge.model_state() != DiffusionModelState::kLoading; }));
   EXPECT_EQ(bridge.model_state(), DiffusionModelState::kFailed);
   EXPECT_TRUE(bridge.model_message().contains("junk.safetensors"))
       << bridge.model_message().toStdString();

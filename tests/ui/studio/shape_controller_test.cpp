@@ -14,21 +14,11 @@
 #include <vector>
 
 #include "engine/runtime/capabilities.h"
+#include "tests/ui/studio/event_loop.h"
 #include "ui/studio/engine_bridge.h"
 
 namespace tessera::studio {
 namespace {
-
-bool pump_until(const std::function<bool()>& condition, int timeout_ms = 60000) {
-  QElapsedTimer timer;
-  timer.start();
-  while (!condition()) {
-    if (timer.elapsed() > timeout_ms) return false;
-    QCoreApplication::processEvents(QEventLoop::AllEvents, 5);
-    QThread::msleep(1);
-  }
-  return true;
-}
 
 // What the controller told the window, in order.
 struct Seen {
@@ -82,14 +72,14 @@ TEST(ShapeController, GenerateChooseMoreLikeThisAndRemesh) {
   EXPECT_EQ(shape.more_like_this().status().code(), ErrorCode::kNotFound);
   EXPECT_EQ(seen.started, 0);
   engine.load_model(QString::fromStdString(runtime::default_shape_model_dir()));
-  ASSERT_TRUE(pump_until([&] { return engine.has_model() || !engine.loading(); }));
+  ASSERT_TRUE(wait_until([&] { return engine.has_model() || !engine.loading(); }));
   ASSERT_TRUE(engine.has_model());
 
   // A single greedy job: the viewport follows candidate 0, the final mesh goes to the gallery.
   ASSERT_TRUE(shape.start(small_job("a cube")).ok());
   EXPECT_EQ(seen.started, 1);
   EXPECT_EQ(seen.started_variations, 1);
-  ASSERT_TRUE(pump_until([&] { return !engine.busy(); }));
+  ASSERT_TRUE(wait_until([&] { return !engine.busy(); }));
   ASSERT_EQ(engine.stats().state, JobState::kDone) << engine.stats().message;
   EXPECT_EQ(seen.finals, 1);
   ASSERT_EQ(seen.results.size(), 1u);
@@ -110,7 +100,7 @@ TEST(ShapeController, GenerateChooseMoreLikeThisAndRemesh) {
   EXPECT_TRUE(shape.last_job().generation.sampler.sample);
   EXPECT_FLOAT_EQ(shape.last_job().generation.sampler.top_p, runtime::kDefaultTopP);
   EXPECT_EQ(seen.started_seed, 1u);
-  ASSERT_TRUE(pump_until([&] { return !engine.busy(); }));
+  ASSERT_TRUE(wait_until([&] { return !engine.busy(); }));
 
   // Three variations: a tile per candidate, each finished one in the gallery with its seed.
   runtime::JobOptions job = small_job("a chair");
@@ -122,8 +112,8 @@ TEST(ShapeController, GenerateChooseMoreLikeThisAndRemesh) {
   ASSERT_TRUE(shape.start(job).ok());
   EXPECT_EQ(shape.variations(), 3);
   EXPECT_FALSE(shape.choose(1));  // no mesh yet
-  ASSERT_TRUE(pump_until([&] { return !engine.busy(); }));
-  ASSERT_TRUE(pump_until([&] { return seen.results.size() == 3; }));
+  ASSERT_TRUE(wait_until([&] { return !engine.busy(); }));
+  ASSERT_TRUE(wait_until([&] { return seen.results.size() == 3; }));
   for (int i = 0; i < 3; ++i) {
     EXPECT_TRUE(shape.candidate(i).final) << i;
     EXPECT_EQ(shape.candidate(i).seed, 40u + static_cast<uint64_t>(i));
@@ -148,8 +138,8 @@ TEST(ShapeController, GenerateChooseMoreLikeThisAndRemesh) {
   EXPECT_EQ(shape.remesh(64, small_job("")).code(), ErrorCode::kInvalidArgument);
   ASSERT_TRUE(shape.remesh(33, small_job("")).ok());
   EXPECT_TRUE(shape.remeshing());
-  ASSERT_TRUE(pump_until([&] { return !engine.busy(); }));
-  ASSERT_TRUE(pump_until([&] { return !shape.remeshing(); }));
+  ASSERT_TRUE(wait_until([&] { return !engine.busy(); }));
+  ASSERT_TRUE(wait_until([&] { return !shape.remeshing(); }));
   EXPECT_NE(shape.candidate(2).mesh, before);
   EXPECT_GT(shape.candidate(2).mesh->triangle_count(), before->triangle_count());
   EXPECT_EQ(seen.shown.back(), shape.candidate(2).mesh);
@@ -168,7 +158,7 @@ TEST(ShapeController, ARefusedPromptStartsNothingAndARepairedOneSaysSo) {
   ShapeController shape(engine);
   Seen seen(shape);
   engine.load_model(QString::fromStdString(runtime::default_shape_model_dir()));
-  ASSERT_TRUE(pump_until([&] { return engine.has_model() || !engine.loading(); }));
+  ASSERT_TRUE(wait_until([&] { return engine.has_model() || !engine.loading(); }));
   ASSERT_TRUE(engine.has_model());
   auto refused = shape.start(small_job(std::string(9000, 'a')));
   EXPECT_EQ(refused.status().code(), ErrorCode::kInvalidArgument);
@@ -183,7 +173,7 @@ TEST(ShapeController, ARefusedPromptStartsNothingAndARepairedOneSaysSo) {
   EXPECT_EQ(seen.notes.size(), 1);
   EXPECT_EQ(shape.prompt(), QString::fromUtf8("a \xef\xbf\xbd"
                                               "ball"));
-  ASSERT_TRUE(pump_until([&] { return !engine.busy(); }));
+  ASSERT_TRUE(wait_until([&] { return !engine.busy(); }));
   EXPECT_EQ(engine.stats().state, JobState::kDone);
 }
 

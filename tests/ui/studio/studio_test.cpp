@@ -32,6 +32,7 @@
 #include "engine/mesh/mesh.h"
 #include "tests/engine/mesh/import_test_util.h"
 #include "tests/support/fixture_model_dir.h"
+#include "tests/ui/studio/event_loop.h"
 #include "ui/studio/engine_bridge.h"
 #include "ui/studio/generation_stats.h"
 #include "ui/studio/imgui_overlay.h"
@@ -49,18 +50,6 @@ namespace tessera::studio {
 namespace {
 
 using testing::FixtureModelDir;
-
-// Processes events until `condition` holds or `timeout_ms` passes; returns the condition.
-bool wait_until(const std::function<bool()>& condition, int timeout_ms = 30000) {
-  QElapsedTimer timer;
-  timer.start();
-  while (!condition()) {
-    if (timer.elapsed() > timeout_ms) return false;
-    QCoreApplication::processEvents(QEventLoop::AllEvents, 5);
-    QThread::msleep(1);
-  }
-  return true;
-}
 
 // Small lattices: the parity fixture's decoder is slow per query and the shape does not matter.
 LaunchOptions fixture_launch(const FixtureModelDir& dir) {

@@ -33,7 +33,7 @@ from tessera_ref import sd_unet, sd_vae, st_io  # noqa: E402
 from tessera_ref.clip_text import ClipTextModel  # noqa: E402
 from tessera_ref.config import ClipTextConfig  # noqa: E402
 
-RUN_DIR = os.path.join(REPO, "train_runs", "tessera-diffusion")
+RUN_DIR = os.path.join(REPO, "tools/train/records", "tessera-diffusion")
 MODEL_DIR = os.path.join(REPO, "assets", "models", "tessera-tiny")
 CONTEXT_LEN = 77
 
@@ -42,7 +42,7 @@ CONTEXT_LEN = 77
 # constant), and the decoder's last GroupNorm (norm_out) with 32 channels is a per-channel instance
 # norm that erases every channel's per-image amplitude; a first VAE with 32 channels there learned the
 # backgrounds but lost object colours (green -> black, pink -> white, yellow -> orange; see
-# train_runs/tessera-diffusion/discarded_vae_v1). With 2 channels per group, ratios survive.
+# tools/train/records/tessera-diffusion/discarded_vae_v1). With 2 channels per group, ratios survive.
 VAE_CONFIG = sd_vae.VaeConfig(z_channels=4, out_channels=3, ch=32, ch_mult=[2, 1, 2], num_res_blocks=0,
                               groups=32)
 UNET_HEADS = 4

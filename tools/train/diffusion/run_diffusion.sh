@@ -6,16 +6,16 @@
 # 60 minutes), train the UNet, export to assets/models/tessera-tiny/diffusion (+ samples.png).
 # Sized for ~60-70 minutes of one CPU core (--budget-minutes per stage measure the speed early).
 #
-#   mkdir -p train_runs/tessera-diffusion
-#   setsid nohup tools/train/diffusion/run_diffusion.sh --threads 1 >> train_runs/tessera-diffusion/run.log 2>&1 < /dev/null &
+#   mkdir -p tools/train/records/tessera-diffusion
+#   setsid nohup tools/train/diffusion/run_diffusion.sh --threads 1 >> tools/train/records/tessera-diffusion/run.log 2>&1 < /dev/null &
 set -eu
 cd "$(dirname "$0")/../../.."
 PY=/usr/bin/python3
 THREADS=1
 if [ "${1:-}" = "--threads" ]; then THREADS="$2"; fi
 D=tools/train/diffusion
-RUN=train_runs/tessera-diffusion
-P2LOG=train_runs/tessera-tiny-p2/run.log
+RUN=tools/train/records/tessera-diffusion
+P2LOG=tools/train/records/tessera-tiny-p2/run.log
 mkdir -p "$RUN"
 stamp() { echo "$(date '+%Y-%m-%d %H:%M:%S') run_diffusion: $*"; }
 stamp "pid $$, threads $THREADS"

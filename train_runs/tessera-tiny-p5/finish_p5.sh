@@ -1,6 +1,0 @@
-#!/bin/sh
-# Phase 5, after start_p5.sh: export, evaluation with phase 4's recogniser, ship rule
-# (tools/train/finish_run.sh). Re-runnable.
-set -eu
-cd "$(dirname "$0")/../.."
-exec sh tools/train/finish_run.sh train_runs/tessera-tiny-p5
