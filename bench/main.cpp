@@ -3,18 +3,16 @@
 #include <exception>
 
 #include "bench/bench.h"
-#include "engine/core/thread_pool.h"
+#include "kernels/cpu/threads.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"tessera-bench: Tessera's benchmarks (developer tool; never fails on a timing)"};
   int threads = 0;
-  app.add_option("--threads", threads, "CPU threads (default: all cores, or $TESSERA_THREADS)")
+  app.add_option("--threads", threads, "CPU threads (default: all cores)")
       ->check(CLI::Range(0, 256));
   int exit_code = 0;
   tessera::bench::register_bench_commands(app, &exit_code);
-  app.parse_complete_callback([&] {
-    if (threads > 0) tessera::set_default_threads(threads);
-  });
+  app.parse_complete_callback([&] { tessera::kernels::cpu::configure_cpu_threads(threads); });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

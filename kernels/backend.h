@@ -338,7 +338,7 @@ inline DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   return *this;
 }
 
-// The CPU backend (kernels/cpu, default_thread_pool()).
+// The CPU backend (kernels/cpu, cpu_pool()).
 std::unique_ptr<Backend> make_cpu_backend();
 
 // ---- the CUDA backend and backend selection ---------------------------------------------------

@@ -2,7 +2,7 @@
 // attention with a per-shape algorithm, 3x3 / 1x1 convolution (im2col+GEMM or Winograd
 // F(4x4,3x3)), nearest x2 upsampling. Like kernels/ops.h, each op exists as a plain reference
 // (tessera::kernels::ref, kernels/ref/diffusion_*.cpp, double accumulation, tests only) and a fast
-// version (tessera::kernels::cpu, kernels/cpu/diffusion_*.cpp, SIMD + default_thread_pool()).
+// version (tessera::kernels::cpu, kernels/cpu/diffusion_*.cpp, SIMD + cpu_pool()).
 // The techniques are those of Chen et al. 2023, "Speed Is All You Need: On-Device Acceleration of
 // Large Diffusion Models via GPU-Aware Optimizations"; Winograd after Lavin & Gray 2016, "Fast
 // Algorithms for Convolutional Neural Networks".

@@ -9,7 +9,6 @@
 #include "app/cli/commands.h"
 #include "engine/core/cpu_features.h"
 #include "engine/core/assets.h"
-#include "engine/core/thread_pool.h"
 #include "engine/runtime/capabilities.h"
 
 namespace tessera::cli {
@@ -25,8 +24,7 @@ void print_version() {
   } else {
     std::printf("cuda: built in, no usable device (%s); CPU backend\n", caps.cuda.reason.c_str());
   }
-  std::printf("cpu: %s, %d threads\n", cpu_model_name().c_str(),
-              default_thread_pool().num_threads());
+  std::printf("cpu: %s, %d threads\n", cpu_model_name().c_str(), runtime::cpu_threads());
   std::printf("cpu features: %s%s\n", cpu_features_string(cpu_features_detected()).c_str(),
               simd_enabled() ? "" : " (SIMD disabled by TESSERA_NO_SIMD)");
 }
@@ -39,7 +37,7 @@ int main(int argc, char** argv) {
   bool version = false;
   int threads = 0;
   app.add_flag("--version", version, "Print version, build type, CUDA and CPU features");
-  app.add_option("--threads", threads, "CPU threads (default: all cores, or $TESSERA_THREADS)")
+  app.add_option("--threads", threads, "CPU threads (default: all cores)")
       ->check(CLI::Range(0, 256));
   int exit_code = 0;
   tessera::cli::register_tokenize(app, &exit_code);
@@ -52,9 +50,7 @@ int main(int argc, char** argv) {
   tessera::cli::register_check(app, &exit_code);
   tessera::cli::register_convert(app, &exit_code);
   tessera::cli::register_quantize(app, &exit_code);
-  app.parse_complete_callback([&] {
-    if (threads > 0) tessera::set_default_threads(threads);
-  });
+  app.parse_complete_callback([&] { tessera::runtime::set_cpu_threads(threads); });
   // The commands run inside parse(). No exception leaves the program as a crash: one that
   // escapes a command is a bug, reported as such with a non-zero status (files already written
   // stay: every write is atomic).

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "engine/core/assets.h"
-#include "engine/core/thread_pool.h"
+#include "engine/runtime/capabilities.h"
 #include "engine/runtime/session.h"
 #include "ui/studio/main_window.h"
 #include "ui/studio/viewport.h"
@@ -52,12 +52,6 @@ bool parse_integer(const QString& text, const char* option, long long lo, long l
 int main(int argc, char** argv) {
   // GL 3.3 core for the viewport: must be the default before the QApplication exists.
   QSurfaceFormat::setDefaultFormat(tessera::studio::make_default_surface_format());
-  // Leave one core to the UI thread and the (often software) GL rasterizer, so the viewport stays
-  // smooth while tokens stream; $TESSERA_THREADS overrides.
-  if (std::getenv("TESSERA_THREADS") == nullptr) {
-    const int cores = static_cast<int>(std::thread::hardware_concurrency());
-    tessera::set_default_threads(cores > 1 ? cores - 1 : 1);
-  }
   QApplication app(argc, argv);
   QCoreApplication::setOrganizationName(QStringLiteral("Tessera"));
   QCoreApplication::setApplicationName(QStringLiteral("tessera-studio"));
@@ -114,12 +108,17 @@ int main(int argc, char** argv) {
                                    "or int8 (quantized at load: half of bf16's memory; CPU). "
                                    "Default: the Settings' choice, auto at first.",
                                    "auto|f32|bf16|int8");
+  const QCommandLineOption threads("threads",
+                                   "CPU threads for the engines (default: all cores but one, left "
+                                   "to the UI and the often software GL rasterizer so the viewport "
+                                   "stays smooth while tokens stream).",
+                                   "n");
   parser.addOptions(
       {prompt,        generate,      screenshot,  screenshot_window, quit,
        model,         record,        export_path, resolution,        preview_resolution,
        preview_every, variations,    seed_option, no_grid,           diffusion_model,
        image,         apply_texture, image_steps, image_seed,        device,
-       weights});
+       weights,       threads});
   parser.process(app);
 
   tessera::studio::LaunchOptions options;
@@ -189,6 +188,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (options.generate && options.prompt.isNull()) options.prompt = QString("");
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  int cpu_threads = cores > 1 ? cores - 1 : 1;
+  if (parser.isSet(threads) &&
+      !parse_integer(parser.value(threads), "--threads", 1, 256, &cpu_threads)) {
+    return 2;
+  }
+  tessera::runtime::set_cpu_threads(cpu_threads);
 
   tessera::studio::MainWindow window(options);
   window.show();

@@ -138,11 +138,7 @@ std::unique_ptr<ThreadPool>& pool_slot() {
   return pool;
 }
 int automatic_threads() {
-  if (const char* env = std::getenv("TESSERA_THREADS")) {
-    const int n = std::atoi(env);
-    if (n > 0) return std::min(n, 256);
-  }
-  return std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 std::mutex g_pool_mutex;
 }  // namespace

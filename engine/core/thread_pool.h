@@ -52,10 +52,11 @@ class ThreadPool {
   bool stop_ = false;
 };
 
-// The process-wide pool used by the CPU kernels. Its size comes from set_default_threads(), else
-// the TESSERA_THREADS environment variable, else std::thread::hardware_concurrency().
+// The process-wide pool the CPU kernels use (through kernels/cpu/threads.h, which also keeps
+// OpenBLAS to one thread): std::thread::hardware_concurrency() threads unless sized by
+// set_default_threads(), which the front ends reach through runtime::set_cpu_threads().
 ThreadPool& default_thread_pool();
-// Recreates the default pool with n threads (n <= 0: automatic). Not safe while kernels run.
+// Recreates the default pool with n threads (n <= 0: every core). Not safe while kernels run.
 void set_default_threads(int n);
 
 }  // namespace tessera

@@ -7,6 +7,7 @@
 
 #include "engine/runtime/engine_types_internal.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/threads.h"
 #include "kernels/cuda/device.h"
 
 namespace tessera::runtime {
@@ -65,6 +66,14 @@ Capabilities probe_capabilities() {
   }
   c.auto_device = c.cuda.usable ? DeviceChoice::kCuda : DeviceChoice::kCpu;
   return c;
+}
+
+void set_cpu_threads(int n) {
+  kernels::cpu::configure_cpu_threads(n);
+}
+
+int cpu_threads() {
+  return kernels::cpu::cpu_pool().num_threads();
 }
 
 MemoryUse memory_use(bool with_device) {

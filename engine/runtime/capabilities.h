@@ -47,6 +47,12 @@ struct Capabilities {
 // Probes the build and the machine (never fails: what is missing is said in the reasons).
 Capabilities probe_capabilities();
 
+// The threads the CPU kernels use in this process (n <= 0: every core). Each front end passes its
+// own choice once at start-up, before any job (tessera --threads, tessera-studio --threads: all
+// cores but one for the UI); not safe while jobs run. cpu_threads(): the current count.
+void set_cpu_threads(int n);
+int cpu_threads();
+
 // Memory in use, in bytes; -1 where unknown.
 struct MemoryUse {
   int64_t resident_bytes = -1;     // this process's resident set (/proc/self/statm)

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/threads.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/simd_internal.h"
 #include "kernels/ops.h"
@@ -74,7 +75,7 @@ float quick_gelu_scalar(float x) {
 template <class Avx512Fn, class Avx2Fn, class ScalarFn>
 void elementwise(int64_t n, Avx512Fn avx512_fn, Avx2Fn avx2_fn, ScalarFn scalar_fn) {
   const Isa isa = active_isa();
-  default_thread_pool().parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
+  kernels::cpu::cpu_pool().parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
     switch (isa) {
       case Isa::kAvx512:
         avx512_fn(begin, end);
@@ -150,7 +151,7 @@ void geglu(const float* x, float* y, int64_t rows, int64_t hidden) {
   if (rows <= 0 || hidden <= 0) return;
   const Isa isa = active_isa();
   const int64_t grain = hidden >= kGrain ? 1 : kGrain / hidden;
-  default_thread_pool().parallel_for(rows, grain, [&](int64_t begin, int64_t end) {
+  kernels::cpu::cpu_pool().parallel_for(rows, grain, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float* value = x + r * 2 * hidden;
       const float* gate = value + hidden;

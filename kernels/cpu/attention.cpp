@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "engine/core/dtype.h"
+#include "kernels/cpu/threads.h"
 #include "engine/core/thread_pool.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/isa.h"
@@ -308,7 +309,7 @@ void attention_rows(const Kernels& kr, const float* q, const float* k, const flo
                     const AttentionShape& s) {
   const int64_t dim = s.head_dim;
   const int64_t offset = s.kv_len - s.q_len;
-  default_thread_pool().run(s.batch * s.heads * s.q_len, [&](int64_t task) {
+  kernels::cpu::cpu_pool().run(s.batch * s.heads * s.q_len, [&](int64_t task) {
     const int64_t i = task % s.q_len;
     const int64_t h = (task / s.q_len) % s.heads;
     const int64_t b = task / (s.q_len * s.heads);
@@ -333,7 +334,7 @@ void decode_impl(const Fold& fold, const float* q, const T* k, const T* v, float
   assert(s.q_len == 1);
   const int64_t dim = s.head_dim;
   const int64_t pairs = s.batch * s.heads;
-  ThreadPool& pool = default_thread_pool();
+  ThreadPool& pool = kernels::cpu::cpu_pool();
   auto q_of = [&](int64_t bh) {
     return q + (bh / s.heads) * s.q_batch_stride + (bh % s.heads) * dim;
   };
@@ -532,7 +533,7 @@ void attention(const float* q, const float* k, const float* v, float* o, const A
     return;
   }
   const int64_t tiles = (s.q_len + bq - 1) / bq;
-  default_thread_pool().run(s.batch * s.heads * tiles, [&](int64_t task) {
+  kernels::cpu::cpu_pool().run(s.batch * s.heads * tiles, [&](int64_t task) {
     // Last query tiles first: under a causal mask they see the most keys, so the long tasks
     // start early and the short ones fill in at the end.
     const int64_t tile = tiles - 1 - task % tiles;

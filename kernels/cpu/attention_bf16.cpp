@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/threads.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/ops.h"
 
@@ -47,7 +48,7 @@ bool attention_bf16(const float* q, const float* k, const float* v, float* o,
   const int64_t pairs = s.batch * s.heads;
   std::vector<uint32_t> kpack(static_cast<size_t>(pairs * k_words));
   std::vector<uint32_t> vpack(static_cast<size_t>(pairs * v_words));
-  ThreadPool& pool = default_thread_pool();
+  ThreadPool& pool = kernels::cpu::cpu_pool();
   pool.run(pairs, [&](int64_t bh) {
     const int64_t b = bh / s.heads, h = bh % s.heads;
     const g::BMatrix kb{k + b * s.k_batch_stride + h * d, g::BLayout::kF32NK, s.k_token_stride};

@@ -1,4 +1,4 @@
-// The CPU backend: kernels::Backend over tessera::kernels::cpu::* (SIMD + default_thread_pool()).
+// The CPU backend: kernels::Backend over tessera::kernels::cpu::* (SIMD + cpu_pool()).
 //
 // Memory is plain host memory (64-byte aligned: one cache line, one AVX-512 vector), copies are
 // memcpy, weights are used where they lie (zero-copy from a memory-mapped checkpoint). Ops run
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/core/dtype.h"
+#include "kernels/cpu/threads.h"
 #include "engine/core/thread_pool.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/isa.h"
@@ -27,7 +28,7 @@ class CpuBackend final : public Backend {
   Device device() const override { return Device::kCpu; }
 
   std::string name() const override {
-    const int threads = default_thread_pool().num_threads();
+    const int threads = kernels::cpu::cpu_pool().num_threads();
     return std::string("cpu (") + cpu::isa_name(cpu::active_isa()) + ", " +
            std::to_string(threads) + (threads == 1 ? " thread)" : " threads)");
   }

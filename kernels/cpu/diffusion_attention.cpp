@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/threads.h"
 #include "kernels/cpu/diffusion_internal.h"
 #include "kernels/diffusion_ops.h"
 
@@ -44,7 +45,7 @@ void partial_fused(const float* q, const float* k, const float* v, float* o,
   const int64_t d = s.head_dim, kv = s.kv_len;
   const int64_t rb = query_block(s);
   const int64_t blocks = (s.q_len + rb - 1) / rb;
-  default_thread_pool().run(s.batch * s.heads * blocks, [&](int64_t task) {
+  kernels::cpu::cpu_pool().run(s.batch * s.heads * blocks, [&](int64_t task) {
     const int64_t blk = task % blocks;
     const int64_t h = (task / blocks) % s.heads;
     const int64_t b = task / (blocks * s.heads);
@@ -88,7 +89,7 @@ void partial_fused(const float* q, const float* k, const float* v, float* o,
 void naive(const float* q, const float* k, const float* v, float* o, const AttentionShape& s,
            float* scores) {
   const int64_t d = s.head_dim, kv = s.kv_len, n = s.q_len;
-  ThreadPool& pool = default_thread_pool();
+  ThreadPool& pool = kernels::cpu::cpu_pool();
   constexpr int64_t kRows = 64;  // rows per GEMM task
   const int64_t tasks = (n + kRows - 1) / kRows;
   for (int64_t b = 0; b < s.batch; ++b) {

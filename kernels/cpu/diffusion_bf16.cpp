@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/threads.h"
 #include "kernels/cpu/diffusion_internal.h"
 #include "kernels/diffusion_ops.h"
 
@@ -66,7 +67,7 @@ void conv2d_bf16(const float* x, const g::PackedB& packed, const float* bias, fl
   const int64_t pixels = s.batch * s.out_h() * s.out_w();
   const int64_t block = std::clamp<int64_t>(kBlockElems / kpad, 16, pixels);
   uint16_t* col = col_scratch(block * kpad + 1);
-  ThreadPool& pool = default_thread_pool();
+  ThreadPool& pool = kernels::cpu::cpu_pool();
   for (int64_t p0 = 0; p0 < pixels; p0 += block) {
     const int64_t np = std::min(block, pixels - p0);
     pool.parallel_for(np, 16, [&](int64_t begin, int64_t end) {

@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/threads.h"
 #include "kernels/cpu/diffusion_internal.h"
 #include "kernels/diffusion_ops.h"
 
@@ -38,12 +39,12 @@ int64_t round_up16(int64_t x) {
   return (x + 15) / 16 * 16;
 }
 
-// Splits c[rows, cols] = a . b over default_thread_pool(): bands of columns (one sgemm each, so
+// Splits c[rows, cols] = a . b over cpu_pool(): bands of columns (one sgemm each, so
 // each task reads its band of the weights once), or bands of rows when there are too few columns
 // to share. gemm(r0, r1, c0, c1) computes c[r0:r1, c0:c1].
 template <class Gemm>
 void parallel_gemm(int64_t rows, int64_t cols, const Gemm& gemm) {
-  ThreadPool& pool = default_thread_pool();
+  ThreadPool& pool = kernels::cpu::cpu_pool();
   const int64_t threads = pool.num_threads();
   if (cols >= 32 * threads || rows < 64 * threads) {
     const int64_t per = std::max<int64_t>(16, round_up16((cols + threads - 1) / threads));
@@ -67,7 +68,7 @@ void conv3x3_gemm(const float* x, const float* packed, const float* bias, float*
   const int64_t pixels = s.batch * s.out_h() * s.out_w();
   const int64_t block = std::clamp<int64_t>(kBlockFloats / kdim, 16, pixels);
   float* col = diffusion_detail::thread_scratch(0, block * kdim);
-  ThreadPool& pool = default_thread_pool();
+  ThreadPool& pool = kernels::cpu::cpu_pool();
   for (int64_t p0 = 0; p0 < pixels; p0 += block) {
     const int64_t np = std::min(block, pixels - p0);
     pool.parallel_for(np, 16, [&](int64_t begin, int64_t end) {
@@ -105,7 +106,7 @@ void conv3x3_winograd(const float* x, const float* packed, const float* bias, fl
   const int64_t block = std::clamp<int64_t>(kBlockFloats / (36 * (ci + co)), 16, tiles);
   float* vbuf = diffusion_detail::thread_scratch(0, 36 * block * ci);
   float* mbuf = diffusion_detail::thread_scratch(1, 36 * block * co);
-  ThreadPool& pool = default_thread_pool();
+  ThreadPool& pool = kernels::cpu::cpu_pool();
   for (int64_t t0 = 0; t0 < tiles; t0 += block) {
     const int64_t nt = std::min(block, tiles - t0);
     pool.parallel_for(nt, 4, [&](int64_t begin, int64_t end) {
@@ -229,7 +230,7 @@ void conv2d(const float* x, const float* packed, const float* bias, float* y, co
 void upsample_nearest2x(const float* x, float* y, const ImageShape& s) {
   const int64_t c = s.channels, w2 = 2 * s.width;
   const size_t row_bytes = sizeof(float) * static_cast<size_t>(c);
-  default_thread_pool().parallel_for(s.batch * s.height, 8, [&](int64_t begin, int64_t end) {
+  kernels::cpu::cpu_pool().parallel_for(s.batch * s.height, 8, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {  // r = n * height + i: source row i of image n
       float* out = y + 2 * r * w2 * c;       // output rows 2i and 2i + 1 of image n
       const float* in = x + r * s.width * c;

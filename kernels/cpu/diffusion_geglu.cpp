@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/threads.h"
 #include "kernels/cpu/diffusion_internal.h"
 #include "kernels/diffusion_ops.h"
 
@@ -19,7 +20,7 @@ void geglu_ff(const float* x, float* y, int64_t rows, int64_t hidden, Fusion fus
   const diffusion_detail::IsaKernels& kr = diffusion_detail::isa_kernels(active_isa());
   // Same task grain as the elementwise activations (~32K floats per task).
   const int64_t grain = std::max<int64_t>(1, (int64_t{32} * 1024) / hidden);
-  ThreadPool& pool = default_thread_pool();
+  ThreadPool& pool = kernels::cpu::cpu_pool();
   pool.parallel_for(rows, grain, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r)
       kr.gelu_erf(x + (2 * r + 1) * hidden, y + r * hidden, hidden);

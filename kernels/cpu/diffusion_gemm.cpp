@@ -64,10 +64,8 @@ void sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t
     sgemm_scalar(m, n, k, alpha, a, lda, b, ldb, b_trans, beta, c, ldc);
     return;
   }
-  // OpenBLAS's own threads would compete with default_thread_pool()'s (linear.cpp says why);
-  // every caller here already splits its work over the pool.
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
+  // OpenBLAS runs single-threaded inside the pool's tasks (kernels/cpu/threads.h): every caller
+  // here already splits its work over the pool.
   cblas_sgemm(CblasRowMajor, CblasNoTrans, b_trans ? CblasTrans : CblasNoTrans,
               static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
               static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,

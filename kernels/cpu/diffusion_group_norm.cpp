@@ -1,6 +1,6 @@
 // cpu::group_norm over NHWC activations (the paper's one-kernel GroupNorm + SiLU).
 //
-// Per image: (1) statistics. The pixels are split into chunks over default_thread_pool(); a chunk
+// Per image: (1) statistics. The pixels are split into chunks over cpu_pool(); a chunk
 // accumulates per-channel sums of (x - shift) and (x - shift)^2, where shift is the chunk's first
 // pixel (so a large common offset does not cancel the variance), in f32 over blocks of
 // kStatBlock pixels (vector-wide across channels) and in double across blocks; it then reduces its
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/threads.h"
 #include "kernels/cpu/diffusion_internal.h"
 #include "kernels/diffusion_ops.h"
 
@@ -96,7 +97,7 @@ void group_norm(const float* x, const float* gamma, const float* beta, float* y,
   if (s.batch <= 0 || hw <= 0 || channels <= 0) return;
   const IsaKernels& kr = diffusion_detail::isa_kernels(active_isa());
   const bool fused_silu = silu && fusion == Fusion::kOn;
-  ThreadPool& pool = default_thread_pool();
+  ThreadPool& pool = kernels::cpu::cpu_pool();
   const int64_t chunks =
       std::clamp<int64_t>(hw / kMinChunkPixels, 1, 4 * static_cast<int64_t>(pool.num_threads()));
   const int64_t chunk_len = (hw + chunks - 1) / chunks;

@@ -78,7 +78,7 @@ const IsaKernels& isa_kernels(Isa isa);
 
 // c[m, n] = alpha * a[m, k] . op(b) + beta * c, row-major with leading dimensions; op(b) = b
 // ([k, n]) or, with b_trans, b^T (b is [n, k]). beta == 0 ignores c's old contents. Single
-// threaded: callers split the work across default_thread_pool() themselves. OpenBLAS sgemm
+// threaded: callers split the work across cpu_pool() themselves. OpenBLAS sgemm
 // (single-threaded, as cpu::linear sets it) while SIMD is enabled; a plain loop nest otherwise
 // (the all-scalar path, TESSERA_NO_SIMD=1, uses no vector code of OpenBLAS's either).
 void sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,

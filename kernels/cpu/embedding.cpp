@@ -1,10 +1,11 @@
 // cpu::embedding_gather: row copies (f32) or exact bf16 -> f32 row expansion with the SIMD
-// conversion kernels of cpu::linear, split over default_thread_pool() when there is enough to copy.
+// conversion kernels of cpu::linear, split over cpu_pool() when there is enough to copy.
 #include <algorithm>
 #include <cassert>
 #include <cstring>
 
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/threads.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/linear_internal.h"
 #include "kernels/ops.h"
@@ -36,7 +37,7 @@ void embedding_gather(const Weight& table, const int32_t* ids, int64_t n, float*
   if (n <= grain) {
     gather_range(0, n);
   } else {
-    default_thread_pool().parallel_for(n, grain, gather_range);
+    kernels::cpu::cpu_pool().parallel_for(n, grain, gather_range);
   }
 }
 

@@ -1,5 +1,6 @@
 // bf16 GEMM driver (gemm_bf16.h): task split, scratch, and the calls into the AVX-512 BF16 pieces.
 #include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/threads.h"
 
 #include <algorithm>
 #include <atomic>
@@ -70,7 +71,7 @@ void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const BM
   const int64_t kpad = (k + 1) & ~int64_t{1};
   const int64_t kp = kpad / 2;
   const int64_t panels = (n + kNr - 1) / kNr;
-  ThreadPool& pool = default_thread_pool();
+  ThreadPool& pool = kernels::cpu::cpu_pool();
   const int64_t threads = pool.num_threads();
   // Column chunks: about two per thread (B is packed once per chunk); when there are too few
   // panels for that, the rows are split as well (each row chunk packs its own copy of B).
@@ -174,7 +175,7 @@ PackedB pack(const BMatrix& b, int64_t n, int64_t k) {
   const int64_t panels = (n + kNr - 1) / kNr;
   out.panels.resize(static_cast<size_t>(panels * kp * kNr));
   uint32_t* dst = out.panels.data();
-  default_thread_pool().run(
+  kernels::cpu::cpu_pool().run(
       panels, [&](int64_t p) { avx512bf16::pack_b(b, p * kNr, n, k, kpad, dst + p * kp * kNr); });
   return out;
 }

@@ -15,7 +15,7 @@
 // scratch), and for each panel runs a 12 x 32 register-blocked micro-kernel (24 accumulators) over
 // all of k. B panels stay in L2 across the row blocks, the A block in L2 across the panels.
 //
-// Threads: default_thread_pool(). Scratch: thread-local, grown on demand and kept.
+// Threads: cpu_pool(). Scratch: thread-local, grown on demand and kept.
 #pragma once
 
 #include <cstdint>
@@ -70,7 +70,7 @@ struct PackedB {
   bool empty() const { return panels.empty(); }
   int64_t kpad() const { return (k + 1) & ~int64_t{1}; }
 };
-// Packs B(k, j) (k x n, any BMatrix layout) over default_thread_pool(). Requires available();
+// Packs B(k, j) (k x n, any BMatrix layout) over cpu_pool(). Requires available();
 // n, k >= 1.
 PackedB pack(const BMatrix& b, int64_t n, int64_t k);
 // gemm() with a packed B: C[i, j] = sum_k bf16(A[i, k]) * B(k, j) (+ bias[j]) (+ C when

@@ -63,7 +63,7 @@ void quantize_rows_reference(const float* a, int64_t lda, int64_t rows, int64_t 
 void gemm_reference(int64_t m, const float* a, int64_t lda, const PackedI8& b, const float* bias,
                     float* c, int64_t ldc);
 
-// The same on AVX-512 VNNI over default_thread_pool(). Requires available() and !b.empty().
+// The same on AVX-512 VNNI over cpu_pool(). Requires available() and !b.empty().
 void gemm(int64_t m, const float* a, int64_t lda, const PackedI8& b, const float* bias, float* c,
           int64_t ldc);
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/threads.h"
 
 namespace tessera::kernels::cpu {
 
@@ -18,12 +19,12 @@ struct RowPanelTask {
 };
 
 // Runs task(const RowPanelTask&) over m rows x `panels` panels: row blocks of at most max_rows
-// (rounded to row_unit), on default_thread_pool() unless there is one task or the product is small
+// (rounded to row_unit), on cpu_pool() unless there is one task or the product is small
 // (`work` multiply-adds below 2^18), then on this thread.
 template <typename Task>
 void run_row_panel_tasks(int64_t m, int64_t panels, int64_t row_unit, int64_t max_rows,
                          int64_t work, const Task& task) {
-  ThreadPool& pool = default_thread_pool();
+  ThreadPool& pool = kernels::cpu::cpu_pool();
   const int64_t threads = pool.num_threads();
   const int64_t mr = std::min(max_rows, (m + row_unit - 1) / row_unit * row_unit);
   const int64_t row_blocks = (m + mr - 1) / mr;

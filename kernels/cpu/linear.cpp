@@ -2,9 +2,9 @@
 // The plan is described in linear_internal.h, with the measurements behind its constants.
 //
 // Threads and OpenBLAS: OpenBLAS has its own thread pool, whose threads busy-wait for a while after
-// each call. Next to default_thread_pool() (whose workers also spin between kernels) that would put
+// each call. Next to cpu_pool() (whose workers also spin between kernels) that would put
 // up to twice as many busy threads as cores on the machine. So all parallelism is ours: OpenBLAS is
-// set to one thread (openblas_set_num_threads(1), process-wide, on the first sgemm-path call) and
+// set to one thread (by cpu_pool(), kernels/cpu/threads.h, before any kernel runs) and
 // each pool task runs its own sgemm on a column block of y. Measured on 2 cores (Zen 4, busy
 // machine) this is within 5% of one 2-thread OpenBLAS call on the prefill shapes (69-95 vs 66-101
 // GFLOP/s, either way round), without the extra spinning threads, and it lets the bf16 expansion of
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/core/cpu_features.h"
+#include "kernels/cpu/threads.h"
 #include "engine/core/dtype.h"
 #include "engine/core/thread_pool.h"
 #include "kernels/cpu/gemm_bf16.h"
@@ -239,7 +240,7 @@ void gemv_parts(Isa isa, bool bf16x, const float* x, int64_t m, const LinearPart
     for (int64_t t = 0; t < first_task[n_parts]; ++t) run_task(t);
     return;
   }
-  default_thread_pool().run(first_task[n_parts], run_task);
+  kernels::cpu::cpu_pool().run(first_task[n_parts], run_task);
 }
 
 void row_block_path(Isa isa, bool bf16x, const float* x, int64_t m, const Weight& w,
@@ -257,7 +258,7 @@ void row_block_path(Isa isa, bool bf16x, const float* x, int64_t m, const Weight
     std::vector<float> scale(static_cast<size_t>(m * (w.cols / w.group)));
     kernel.prepare(x, m, w, q.data(), scale.data());
     const Int8Rows all{m, w.cols, w.group, q.data(), scale.data()};
-    default_thread_pool().parallel_for(w.rows, 128, [&](int64_t n_begin, int64_t n_end) {
+    kernels::cpu::cpu_pool().parallel_for(w.rows, 128, [&](int64_t n_begin, int64_t n_end) {
       for (int64_t i = 0; i < m; i += kMaxRowsPerPass) {
         kernel.dot(int8_rows_slice(all, i, std::min(kMaxRowsPerPass, m - i)), w, bias,
                    y + i * w.rows, w.rows, n_begin, n_end);
@@ -268,14 +269,9 @@ void row_block_path(Isa isa, bool bf16x, const float* x, int64_t m, const Weight
   const DotRowsFn dot = dot_rows_for(isa);
   const int64_t macs_per_row = std::max<int64_t>(1, m * w.cols);
   const int64_t grain = std::max<int64_t>(kRowBlock, kMinTaskMacs / macs_per_row);
-  default_thread_pool().parallel_for(w.rows, grain, [&](int64_t n_begin, int64_t n_end) {
+  kernels::cpu::cpu_pool().parallel_for(w.rows, grain, [&](int64_t n_begin, int64_t n_end) {
     row_block_range(dot, x, m, w, bias, y, n_begin, n_end);
   });
-}
-
-void ensure_openblas_single_threaded() {
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
 }
 
 // Per-thread f32 panel for expanded bf16 weights; allocated on a thread's first sgemm-path call and
@@ -295,10 +291,9 @@ float init_block(const float* bias, int64_t m, int64_t n_out, float* y, int64_t 
 }
 
 void blas_path(Isa isa, const float* x, int64_t m, const Weight& w, const float* bias, float* y) {
-  ensure_openblas_single_threaded();
   const int64_t n_out = w.rows;
   const int64_t k_dim = w.cols;
-  ThreadPool& pool = default_thread_pool();
+  ThreadPool& pool = kernels::cpu::cpu_pool();
   if (w.dtype == DType::kF32) {
     // One column block per thread (rounded to 16 columns): the fewer, larger sgemm calls, the less
     // packing of x is repeated; measured faster than smaller blocks on the prefill shapes.

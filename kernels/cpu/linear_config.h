@@ -11,7 +11,7 @@
 // Threads: default_linear_config() may be called from any thread; it reads the process-wide
 // switches (active_isa(), simd_enabled(), gemm_bf16::available()) each time, so a config taken
 // before limit_isa() / set_simd_enabled() / gemm_bf16::set_enabled() keeps the old choice.
-// linear_with_config() is as thread-safe as cpu::linear: it runs on default_thread_pool(), and
+// linear_with_config() is as thread-safe as cpu::linear: it runs on cpu_pool(), and
 // calls from several threads are fine (they share the pool) as long as each has its own y.
 // A LinearConfig is a plain value: copy it, change a field, pass it.
 #pragma once

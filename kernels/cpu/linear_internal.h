@@ -8,7 +8,7 @@
 //   of x over its rows (linear.cpp, gemv_parts); cpu::linear_multi runs several layers over the
 //   same x as one such pass.
 // - Small m (m <= kBlockedMaxRowsF32 / kBlockedMaxRowsBf16), or BLAS not in use: the "row-block"
-//   path. Output rows n are split across default_thread_pool(); each task walks its weight rows in
+//   path. Output rows n are split across cpu_pool(); each task walks its weight rows in
 //   blocks of kRowBlock rows and, for every block, runs the dot kernel over all m rows of x,
 //   kMaxRowsPerPass at a time. The block is read from memory once and re-read from L1/L2 by later
 //   passes, so for the decode GEMV (m == 1) and small m the weights stream through exactly once:

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/threads.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/ops.h"
 
@@ -73,7 +74,7 @@ void layer_norm(const float* x, const float* weight, const float* bias, float* y
                 int64_t dim, float eps) {
   if (rows <= 0 || dim <= 0) return;
   const Isa isa = active_isa();
-  default_thread_pool().parallel_for(rows, row_grain(dim), [&](int64_t begin, int64_t end) {
+  kernels::cpu::cpu_pool().parallel_for(rows, row_grain(dim), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float* xr = x + r * dim;
       float* yr = y + r * dim;
@@ -95,7 +96,7 @@ void layer_norm(const float* x, const float* weight, const float* bias, float* y
 void rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps) {
   if (rows <= 0 || dim <= 0) return;
   const Isa isa = active_isa();
-  default_thread_pool().parallel_for(rows, row_grain(dim), [&](int64_t begin, int64_t end) {
+  kernels::cpu::cpu_pool().parallel_for(rows, row_grain(dim), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float* xr = x + r * dim;
       float* yr = y + r * dim;

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/threads.h"
 #include "kernels/ops.h"
 
 namespace tessera::kernels::cpu {
@@ -25,7 +26,7 @@ void rope_interleaved(float* x, int64_t tokens, int64_t heads, int64_t head_dim,
   const int64_t pairs = head_dim / 2;
   if (tokens <= 0 || heads <= 0 || pairs <= 0) return;
   const int64_t grain = std::max<int64_t>(1, 4096 / (heads * head_dim));
-  default_thread_pool().parallel_for(tokens, grain, [&](int64_t begin, int64_t end) {
+  kernels::cpu::cpu_pool().parallel_for(tokens, grain, [&](int64_t begin, int64_t end) {
     double inv_freq[kPairChunk];
     float cos_t[kPairChunk], sin_t[kPairChunk];
     for (int64_t p0 = 0; p0 < pairs; p0 += kPairChunk) {

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "engine/core/thread_pool.h"
+#include "kernels/cpu/threads.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/simd_internal.h"
 #include "kernels/ops.h"
@@ -44,7 +45,7 @@ void softmax(const float* x, float* y, int64_t rows, int64_t cols) {
   if (rows <= 0 || cols <= 0) return;
   const Isa isa = active_isa();
   const int64_t grain = std::max<int64_t>(1, (16 * 1024) / cols);
-  default_thread_pool().parallel_for(rows, grain, [&](int64_t begin, int64_t end) {
+  kernels::cpu::cpu_pool().parallel_for(rows, grain, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       switch (isa) {
         case Isa::kAvx512:

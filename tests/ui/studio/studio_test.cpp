@@ -26,7 +26,7 @@
 #include <memory>
 #include <thread>
 
-#include "engine/core/thread_pool.h"
+#include "engine/runtime/capabilities.h"
 #include "engine/mesh/export.h"
 #include "engine/mesh/import.h"
 #include "engine/mesh/mesh.h"
@@ -744,7 +744,7 @@ int main(int argc, char** argv) {
   qputenv("XDG_CONFIG_HOME", config.path().toLocal8Bit());
   // As tessera-studio does: a core for the UI.
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  tessera::set_default_threads(cores > 1 ? cores - 1 : 1);
+  tessera::runtime::set_cpu_threads(cores > 1 ? cores - 1 : 1);
   QSurfaceFormat::setDefaultFormat(tessera::studio::make_default_surface_format());
   QApplication app(argc, argv);
   QCoreApplication::setOrganizationName("TesseraTests");
