@@ -730,7 +730,9 @@ void register_batch(CLI::App& app, int* exit_code) {
                   "manifests once, with their files, and write DIR/manifest.jsonl")
       ->check(CLI::PositiveNumber);
   add_mesh_export_options(cmd, &o->exporting);
-  cmd->add_option("--model,-m", o->model, "Model directory (default: the embedded tessera-tiny)");
+  cmd->add_option("--model,-m", o->model,
+                  "Model directory, or a name from the Hugging Face cache (Roblox/cube3d-v0.5; "
+                  "tessera models list); default: the embedded tessera-tiny");
   auto* seed =
       cmd->add_option("--seed", o->seed, "Base seed of items without one (switches to sampling)");
   auto* temperature =

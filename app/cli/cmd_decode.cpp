@@ -109,7 +109,9 @@ void register_decode(CLI::App& app, int* exit_code) {
   CLI::App* cmd =
       app.add_subcommand("decode", "Turn saved shape tokens into a mesh (no generation)");
   cmd->add_option("--tokens,-t", o->tokens, "Tokens file (from generate --tokens-out)")->required();
-  cmd->add_option("--model,-m", o->model, "Model directory (default: the embedded tessera-tiny)");
+  cmd->add_option("--model,-m", o->model,
+                  "Model directory, or a name from the Hugging Face cache (Roblox/cube3d-v0.5; "
+                  "tessera models list); default: the embedded tessera-tiny");
   cmd->add_option("--output,-o", o->output, "Mesh to write: .obj (+ .mtl), .glb or .fbx")
       ->required();
   add_mesh_export_options(cmd, &o->exporting);

@@ -493,7 +493,9 @@ void register_generate(CLI::App& app, int* exit_code) {
   prompt_file->excludes("--from");
   cmd->add_flag("--no-metadata", o->no_metadata,
                 "Write no settings (prompt, seed, model...) into the files");
-  cmd->add_option("--model,-m", o->model, "Model directory (default: the embedded tessera-tiny)");
+  cmd->add_option("--model,-m", o->model,
+                  "Model directory, or a name from the Hugging Face cache (Roblox/cube3d-v0.5; "
+                  "tessera models list); default: the embedded tessera-tiny");
   cmd->add_option("--output,-o", o->output, "Mesh to write: .obj (+ .mtl), .glb or .fbx")
       ->required();
   add_mesh_export_options(cmd, &o->exporting);

@@ -174,7 +174,8 @@ void register_image(CLI::App& app, int* exit_code) {
   cmd->add_option("--negative-prompt,-n", o->negative_prompt,
                   "What to steer away from (default: \"\", unconditional)");
   cmd->add_option("--model,-m", o->model,
-                  "Diffusers folder or CompVis .safetensors (default: the embedded "
+                  "Diffusers folder, CompVis .safetensors, or a name from the Hugging Face cache "
+                  "(stable-diffusion-v1-5/stable-diffusion-v1-5); default: the embedded "
                   "tessera-tiny/diffusion)");
   cmd->add_option("--output,-o", o->output, "PNG file to write")->required();
   cmd->add_option("--steps", o->steps, "Denoising steps (default 20)");

@@ -1,5 +1,6 @@
 #include "engine/runtime/session.h"
 #include "engine/runtime/engine_types_internal.h"
+#include "engine/runtime/models.h"
 #include "engine/runtime/session_internal.h"
 #include "engine/runtime/user_text.h"
 
@@ -127,7 +128,7 @@ std::unique_ptr<Session> Session::create(std::unique_ptr<shape::ShapePipeline> p
 namespace {
 
 Expected<std::string> shape_model_path(const std::string& given) {
-  if (!given.empty()) return given;
+  if (!given.empty()) return resolve_model_path(given, ModelKind::kShape);
   const std::string dir = default_shape_model_dir();
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) {
@@ -444,7 +445,12 @@ void Session::Impl::run_shape_load(uint64_t id, const ShapeModelOptions& options
 
 void Session::Impl::run_image_load(uint64_t id, const ImageModelOptions& options) {
   Stopwatch total;
-  std::string path = options.path.empty() ? default_diffusion_model_dir() : options.path;
+  std::string path = default_diffusion_model_dir();
+  if (!options.path.empty()) {
+    auto resolved = resolve_model_path(options.path, ModelKind::kImage);
+    if (!resolved.ok()) return emit(id, Lane::kImage, ErrorEvent{resolved.status()});
+    path = std::move(resolved).value();
+  }
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
     return emit(id, Lane::kImage,

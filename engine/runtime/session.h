@@ -1,11 +1,11 @@
 // Session: THE door into the engine for every front end (studio, CLI, viewer, scripts). One Session
 // serves both engines: the shape engine (Cube 3D-compatible text -> shape tokens -> mesh) and the
 // image engine (SD 1.x-compatible text -> concept image), plus texture projection, each on its own
-// lane (worker thread, queue, cancel; engine/runtime/lane_internal.h), all reporting into ONE event stream
-// (engine/runtime/events.h) and scheduled together: while a shape job runs, image work on the same
-// device waits between its steps (Scheduler). Decision: one Session over both engines rather than
-// two sessions sharing a scheduler, because a front end then has one queue to poll, one id space,
-// one place that knows where both models run, and nothing to wire up.
+// lane (worker thread, queue, cancel; engine/runtime/lane_internal.h), all reporting into ONE event
+// stream (engine/runtime/events.h) and scheduled together: while a shape job runs, image work on
+// the same device waits between its steps (Scheduler). Decision: one Session over both engines
+// rather than two sessions sharing a scheduler, because a front end then has one queue to poll, one
+// id space, one place that knows where both models run, and nothing to wire up.
 //
 // Models: load_shape_model() / load_image_model() are jobs of their lane (ModelLoaded, then Done or
 // Error naming the file and the fault); the previous model stays in use until the new one has
