@@ -88,9 +88,8 @@ bool is_commit(std::string_view s) {
   return true;
 }
 
-// How to fetch a model into the cache today: the Hub's own command line writes the same cache.
 std::string pull_command(const KnownModel& m) {
-  return "huggingface-cli download " + m.name;
+  return "tessera models pull " + m.name;
 }
 
 }  // namespace
@@ -204,7 +203,8 @@ Status make_link(const fs::path& target, const fs::path& link) {
   return Status();
 }
 
-std::string missing_message(const CachedModel& c, const KnownModel& m) {
+// `fetch`: the model whose pull brings the missing files (a shape model's pull brings its CLIP).
+std::string missing_message(const CachedModel& c, const KnownModel& m, const KnownModel& fetch) {
   std::string list;
   for (const std::string& f : c.missing) {
     if (!list.empty()) list += ", ";
@@ -212,10 +212,10 @@ std::string missing_message(const CachedModel& c, const KnownModel& m) {
   }
   if (c.commit.empty()) {
     return "model " + m.name + " is not in the Hugging Face cache (" + c.repo_dir +
-           " has no snapshot for '" + c.revision + "'); fetch it with: " + pull_command(m);
+           " has no snapshot for '" + c.revision + "'); fetch it with: " + pull_command(fetch);
   }
   return "model " + m.name + " is incomplete in the Hugging Face cache (" + c.snapshot_dir +
-         " lacks " + list + "); fetch it with: " + pull_command(m);
+         " lacks " + list + "); fetch it with: " + pull_command(fetch);
 }
 
 // The shape model's view: its two checkpoints and its CLIP folder as links, in
@@ -280,12 +280,13 @@ Expected<std::string> resolve_model_path(const std::string& name_or_path, ModelK
                             " model, not a " + model_kind_name(kind) + " model");
   }
   TESSERA_ASSIGN_OR_RETURN(const CachedModel cached, find_cached_model(model->name));
-  if (!cached.complete()) return not_found(missing_message(cached, *model));
+  if (!cached.complete()) return not_found(missing_message(cached, *model, *model));
   if (kind != ModelKind::kShape) return cached.snapshot_dir;
   const KnownModel* clip = find_known_model(model->text_encoder);
   TESSERA_ASSIGN_OR_RETURN(const CachedModel text, find_cached_model(clip->name));
   if (!text.complete()) {
-    return not_found(model->name + " needs its text encoder: " + missing_message(text, *clip));
+    return not_found(model->name +
+                     " needs its text encoder: " + missing_message(text, *clip, *model));
   }
   return shape_view(cached, text);
 }

@@ -131,7 +131,7 @@ TEST_F(ModelsByName, ADamagedCacheIsReportedNamingWhatIsMissing) {
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("openai/clip-vit-large-patch14"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("model.safetensors"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("huggingface-cli download"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tessera models pull Roblox/cube3d-v0.5"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(root_ / "x.obj"));
   auto list = run_tessera("models list", env_);
   EXPECT_NE(list.out.find("partial: main -> 89abcdef0123 lacks model.safetensors"),

@@ -1,0 +1,481 @@
+#include "engine/runtime/model_pull.h"
+
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <string_view>
+
+#include "engine/core/sha256.h"
+#include "engine/runtime/models.h"
+
+namespace tessera::runtime {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::string(v) : std::string();
+}
+
+bool offline() {
+  const std::string v = env("HF_HUB_OFFLINE");
+  return !v.empty() && v != "0" && v != "false";
+}
+
+std::string endpoint() {
+  std::string e = env("HF_ENDPOINT");
+  if (e.empty()) e = "https://huggingface.co";
+  while (!e.empty() && e.back() == '/') e.pop_back();
+  return e;
+}
+
+void init_curl() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+struct CurlDeleter {
+  void operator()(CURL* c) const { curl_easy_cleanup(c); }
+};
+struct ListDeleter {
+  void operator()(curl_slist* l) const { curl_slist_free_all(l); }
+};
+using Curl = std::unique_ptr<CURL, CurlDeleter>;
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+// What the Hub says of one file.
+struct Remote {
+  std::string commit;
+  std::string hash;  // the blob's name: SHA-256 (LFS) or Git blob SHA-1
+  int64_t size = -1;
+  bool lfs = false;
+};
+
+size_t collect_header(char* data, size_t size, size_t n, void* user) {
+  auto* headers = static_cast<std::vector<std::pair<std::string, std::string>>*>(user);
+  std::string line(data, size * n);
+  const size_t colon = line.find(':');
+  if (colon != std::string::npos) {
+    std::string value = line.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.erase(0, 1);
+    while (!value.empty() && (value.back() == '\r' || value.back() == '\n')) value.pop_back();
+    headers->emplace_back(lower(line.substr(0, colon)), value);
+  }
+  return size * n;
+}
+
+std::string unquote(std::string v) {
+  if (v.rfind("W/", 0) == 0) v.erase(0, 2);
+  if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+  return v;
+}
+
+curl_slist* auth_headers() {
+  curl_slist* list = nullptr;
+  const std::string token = env("HF_TOKEN");
+  if (!token.empty()) list = curl_slist_append(list, ("Authorization: Bearer " + token).c_str());
+  list = curl_slist_append(list, "User-Agent: tessera/" TESSERA_VERSION);
+  return list;
+}
+
+Expected<Remote> ask_hub(const std::string& name, const std::string& revision,
+                         const std::string& path, bool required) {
+  const std::string url = endpoint() + "/" + name + "/resolve/" + revision + "/" + path;
+  Curl curl(curl_easy_init());
+  if (!curl) return internal_error("cannot start a transfer (libcurl)");
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::unique_ptr<curl_slist, ListDeleter> list(auth_headers());
+  curl_easy_setopt(curl.get(), CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl.get(), CURLOPT_NOBODY, 1L);
+  curl_easy_setopt(curl.get(), CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(curl.get(), CURLOPT_HTTPHEADER, list.get());
+  curl_easy_setopt(curl.get(), CURLOPT_HEADERFUNCTION, collect_header);
+  curl_easy_setopt(curl.get(), CURLOPT_HEADERDATA, &headers);
+  curl_easy_setopt(curl.get(), CURLOPT_CONNECTTIMEOUT, 20L);
+  curl_easy_setopt(curl.get(), CURLOPT_TIMEOUT, 60L);
+  const CURLcode rc = curl_easy_perform(curl.get());
+  if (rc != CURLE_OK) {
+    return io_error("cannot reach " + url + ": " + curl_easy_strerror(rc) +
+                    " (offline? HF_HUB_OFFLINE=1 uses the cache only)");
+  }
+  long code = 0;
+  curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &code);
+  std::string error_code;
+  Remote r;
+  for (const auto& [key, value] : headers) {
+    if (key == "x-error-code") error_code = value;
+    if (key == "x-repo-commit") r.commit = value;
+    if (key == "x-linked-etag") {
+      r.hash = unquote(value);
+      r.lfs = true;
+    }
+    if (key == "etag" && !r.lfs) r.hash = unquote(value);
+    if (key == "x-linked-size") r.size = std::atoll(value.c_str());
+    if (key == "content-length" && !r.lfs && code == 200) r.size = std::atoll(value.c_str());
+  }
+  if (code == 401 || code == 403) {
+    return io_error(
+        name + " is gated or private (" + url + " answered " + std::to_string(code) + "): " +
+        (env("HF_TOKEN").empty()
+             ? "accept its terms on the Hub, then set HF_TOKEN to an access token of yours"
+             : "HF_TOKEN is set but not allowed to read it; accept its terms on the Hub with that "
+               "account"));
+  }
+  if (code == 404) {
+    if (!required && error_code == "EntryNotFound") return not_found("");
+    const std::string what = error_code == "RepoNotFound"       ? "no repository " + name
+                             : error_code == "RevisionNotFound" ? "no revision " + revision
+                                                                : "no file " + path;
+    return not_found(url + ": " + what + " on " + endpoint());
+  }
+  if (code != 200 && code != 301 && code != 302 && code != 307 && code != 308) {
+    return io_error(url + " answered HTTP " + std::to_string(code));
+  }
+  if (r.commit.empty() || r.hash.empty() || r.size < 0) {
+    return io_error(url + " did not say which commit, hash or size the file has (is " + endpoint() +
+                    " a Hugging Face Hub?)");
+  }
+  return r;
+}
+
+struct Transfer {
+  std::FILE* out = nullptr;
+  int64_t offset = 0;  // bytes on disk before this attempt
+  int64_t written = 0;
+  bool checked_status = false;
+  CURL* curl = nullptr;
+  const PullOptions* options = nullptr;
+  PullProgress progress;
+  std::chrono::steady_clock::time_point start, last_report;
+};
+
+size_t write_body(char* data, size_t size, size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  if (!t->checked_status) {
+    t->checked_status = true;
+    long code = 0;
+    curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &code);
+    if (code == 200 && t->offset > 0) {
+      // The server ignored the Range: start the file again.
+      if (std::fflush(t->out) != 0 || ftruncate(fileno(t->out), 0) != 0) return 0;
+      std::rewind(t->out);
+      t->offset = 0;
+    }
+  }
+  const size_t bytes = size * n;
+  if (std::fwrite(data, 1, bytes, t->out) != bytes) return 0;
+  t->written += static_cast<int64_t>(bytes);
+  return bytes;
+}
+
+int on_transfer(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* t = static_cast<Transfer*>(user);
+  if (t->options->cancel != nullptr && t->options->cancel->load()) return 1;
+  const auto now = std::chrono::steady_clock::now();
+  if (t->options->on_progress && now - t->last_report > std::chrono::milliseconds(200)) {
+    t->last_report = now;
+    const double seconds = std::chrono::duration<double>(now - t->start).count();
+    t->progress.done = t->offset + t->written;
+    t->progress.bytes_per_second = seconds > 0 ? static_cast<double>(t->written) / seconds : 0;
+    t->options->on_progress(t->progress);
+  }
+  return 0;
+}
+
+// Downloads `url` into `part`, appending to what is there; a few attempts, each resuming.
+Status download(const std::string& url, const fs::path& part, int64_t size,
+                const PullOptions& options, PullProgress progress, int64_t* transferred) {
+  constexpr int kAttempts = 5;
+  std::string last_error;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    std::error_code ec;
+    int64_t have = fs::exists(part, ec) ? static_cast<int64_t>(fs::file_size(part, ec)) : 0;
+    if (have >= size) return Status();
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> out(std::fopen(part.c_str(), "ab"),
+                                                        &std::fclose);
+    if (!out) return io_error("cannot write " + part.string() + ": " + std::strerror(errno));
+    Curl curl(curl_easy_init());
+    if (!curl) return internal_error("cannot start a transfer (libcurl)");
+    std::unique_ptr<curl_slist, ListDeleter> list(auth_headers());
+    Transfer t;
+    t.out = out.get();
+    t.offset = have;
+    t.curl = curl.get();
+    t.options = &options;
+    t.progress = progress;
+    t.progress.total = size;
+    t.start = t.last_report = std::chrono::steady_clock::now();
+    curl_easy_setopt(curl.get(), CURLOPT_URL, url.c_str());
+    curl_easy_setopt(curl.get(), CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(curl.get(), CURLOPT_HTTPHEADER, list.get());
+    curl_easy_setopt(curl.get(), CURLOPT_RESUME_FROM_LARGE, static_cast<curl_off_t>(have));
+    curl_easy_setopt(curl.get(), CURLOPT_WRITEFUNCTION, write_body);
+    curl_easy_setopt(curl.get(), CURLOPT_WRITEDATA, &t);
+    curl_easy_setopt(curl.get(), CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(curl.get(), CURLOPT_XFERINFOFUNCTION, on_transfer);
+    curl_easy_setopt(curl.get(), CURLOPT_XFERINFODATA, &t);
+    curl_easy_setopt(curl.get(), CURLOPT_CONNECTTIMEOUT, 20L);
+    // A transfer that stalls (under 1 kB/s for 30 s) is dropped and resumed.
+    curl_easy_setopt(curl.get(), CURLOPT_LOW_SPEED_LIMIT, 1024L);
+    curl_easy_setopt(curl.get(), CURLOPT_LOW_SPEED_TIME, 30L);
+    curl_easy_setopt(curl.get(), CURLOPT_FAILONERROR, 1L);
+    const CURLcode rc = curl_easy_perform(curl.get());
+    std::fflush(out.get());
+    *transferred += t.written;
+    if (rc == CURLE_OK) {
+      have = static_cast<int64_t>(fs::file_size(part, ec));
+      if (have == size) return Status();
+      if (have > size) {
+        fs::remove(part, ec);
+        return io_error(url + " sent " + std::to_string(have) + " bytes, more than the " +
+                        std::to_string(size) + " it stated; the partial file was deleted");
+      }
+      last_error = "the transfer ended early";
+      continue;
+    }
+    if (rc == CURLE_ABORTED_BY_CALLBACK)
+      return cancelled("download cancelled; run it again to resume");
+    if (rc == CURLE_HTTP_RETURNED_ERROR) {
+      long code = 0;
+      curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &code);
+      if (code == 416) {  // the part file is larger than the blob: start again
+        fs::remove(part, ec);
+        continue;
+      }
+      return io_error(url + " answered HTTP " + std::to_string(code));
+    }
+    last_error = curl_easy_strerror(rc);
+  }
+  return io_error("could not download " + url + " after " + std::to_string(kAttempts) +
+                  " attempts (" + last_error + "); run the pull again to resume");
+}
+
+// Holds an exclusive lock on `path` (created) for the object's life.
+class FileLock {
+ public:
+  explicit FileLock(const fs::path& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT, 0644)) {
+    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
+  }
+  ~FileLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+  bool ok() const { return fd_ >= 0; }
+
+ private:
+  int fd_;
+};
+
+Expected<std::string> blob_hash_of(const fs::path& file, bool lfs) {
+  return lfs ? sha256_file(file.string()) : git_blob_sha1_file(file.string());
+}
+
+// Links snapshots/<commit>/<path> to blobs/<hash> (relative, as the Hub's tools do).
+Status link_snapshot(const fs::path& repo, const std::string& commit, const std::string& path,
+                     const std::string& hash) {
+  const fs::path link = repo / "snapshots" / commit / path;
+  std::error_code ec;
+  fs::create_directories(link.parent_path(), ec);
+  if (ec) return io_error("cannot create " + link.parent_path().string() + ": " + ec.message());
+  fs::path target = "..";
+  for (size_t depth = static_cast<size_t>(std::count(path.begin(), path.end(), '/')); depth > 0;
+       --depth) {
+    target /= "..";
+  }
+  target = target / ".." / "blobs" / hash;
+  const fs::path tmp = link.string() + ".tmp-" + std::to_string(::getpid());
+  fs::remove(tmp, ec);
+  fs::create_symlink(target, tmp, ec);
+  if (!ec) fs::rename(tmp, link, ec);
+  if (ec) return io_error("cannot link " + link.string() + ": " + ec.message());
+  return Status();
+}
+
+Status write_ref(const fs::path& repo, const std::string& revision, const std::string& commit) {
+  if (revision == commit) return Status();
+  std::error_code ec;
+  fs::create_directories(repo / "refs", ec);
+  const fs::path ref = repo / "refs" / revision;
+  const fs::path tmp = ref.string() + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp);
+    out << commit;
+    if (!out) return io_error("cannot write " + tmp.string());
+  }
+  fs::rename(tmp, ref, ec);
+  if (ec) return io_error("cannot write " + ref.string() + ": " + ec.message());
+  return Status();
+}
+
+int64_t free_bytes(fs::path dir) {
+  std::error_code ec;
+  while (!dir.empty() && !fs::exists(dir, ec)) dir = dir.parent_path();
+  struct statvfs s {};
+  if (dir.empty() || ::statvfs(dir.c_str(), &s) != 0) return -1;
+  return static_cast<int64_t>(s.f_bavail) * static_cast<int64_t>(s.f_frsize);
+}
+
+Status pull_one(const KnownModel& model, const PullOptions& options, PullReport* report) {
+  TESSERA_ASSIGN_OR_RETURN(const CachedModel cached,
+                           find_cached_model(model.name, options.revision));
+  if (offline()) {
+    if (cached.complete()) {
+      report->models.push_back(model.name);
+      return Status();
+    }
+    std::string list;
+    for (const std::string& f : cached.missing) {
+      if (!list.empty()) list += ", ";
+      list += f;
+    }
+    return io_error("HF_HUB_OFFLINE is set and " + model.name + " lacks " +
+                    (list.empty() ? std::string("a snapshot") : list) + " in " + cached.repo_dir);
+  }
+  const fs::path repo(cached.repo_dir);
+  // Where every file is, first (so a missing file or a gated repository fails before any byte).
+  std::vector<std::pair<const ModelFile*, Remote>> remote;
+  for (const ModelFile& f : model.files) {
+    auto r = ask_hub(model.name, options.revision, f.path, f.required);
+    if (!r.ok()) {
+      if (!f.required && r.status().code() == ErrorCode::kNotFound) continue;
+      return r.status();
+    }
+    remote.emplace_back(&f, std::move(r).value());
+  }
+  int64_t needed = 0;
+  std::error_code ec;
+  for (const auto& [file, r] : remote) {
+    const fs::path blob = repo / "blobs" / r.hash;
+    if (fs::exists(blob, ec)) continue;
+    const fs::path part = blob.string() + ".incomplete";
+    const int64_t have = fs::exists(part, ec) ? static_cast<int64_t>(fs::file_size(part, ec)) : 0;
+    needed += std::max<int64_t>(0, r.size - have);
+  }
+  fs::create_directories(repo / "blobs", ec);
+  if (ec) return io_error("cannot create " + (repo / "blobs").string() + ": " + ec.message());
+  const int64_t free = free_bytes(repo);
+  if (free >= 0 && needed > free) {
+    return io_error("not enough disk space for " + model.name + ": " +
+                    std::to_string(needed / 1000000) + " MB to download, " +
+                    std::to_string(free / 1000000) + " MB free in " + repo.string());
+  }
+  for (const auto& [file, r] : remote) {
+    const fs::path blob = repo / "blobs" / r.hash;
+    FileLock lock(blob.string() + ".lock");
+    if (!lock.ok()) return io_error("cannot write in " + (repo / "blobs").string());
+    if (fs::exists(blob, ec)) {
+      report->reused_bytes += r.size;
+    } else {
+      const fs::path part = blob.string() + ".incomplete";
+      if (fs::exists(part, ec))
+        report->reused_bytes += static_cast<int64_t>(fs::file_size(part, ec));
+      PullProgress progress;
+      progress.model = model.name;
+      progress.file = file->path;
+      const std::string url =
+          endpoint() + "/" + model.name + "/resolve/" + r.commit + "/" + file->path;
+      TESSERA_RETURN_IF_ERROR(
+          download(url, part, r.size, options, progress, &report->downloaded_bytes));
+      TESSERA_ASSIGN_OR_RETURN(const std::string hash, blob_hash_of(part, r.lfs));
+      if (hash != r.hash) {
+        fs::remove(part, ec);
+        return corrupt_data(model.name + "/" + file->path + ": the downloaded file's hash " + hash +
+                            " is not the " + r.hash +
+                            " the Hub stated; it was deleted (run the "
+                            "pull again)");
+      }
+      fs::rename(part, blob, ec);
+      if (ec) return io_error("cannot move " + part.string() + " into place: " + ec.message());
+      if (options.on_progress) {
+        progress.done = progress.total = r.size;
+        options.on_progress(progress);
+      }
+    }
+    TESSERA_RETURN_IF_ERROR(link_snapshot(repo, r.commit, file->path, r.hash));
+  }
+  if (!remote.empty()) {
+    TESSERA_RETURN_IF_ERROR(write_ref(repo, options.revision, remote.front().second.commit));
+  }
+  report->models.push_back(model.name);
+  return Status();
+}
+
+}  // namespace
+
+Expected<PullReport> pull_model(const std::string& name, const PullOptions& options) {
+  const KnownModel* model = find_known_model(name);
+  if (model == nullptr) {
+    std::string names;
+    for (const KnownModel& m : known_models()) {
+      if (!names.empty()) names += ", ";
+      names += m.name;
+    }
+    return not_found(name + " is not a model Tessera knows (" + names + ")");
+  }
+  init_curl();
+  PullReport report;
+  TESSERA_RETURN_IF_ERROR(pull_one(*model, options, &report));
+  if (!model->text_encoder.empty()) {
+    PullOptions text = options;
+    text.revision = "main";  // the revision names the shape model's commit, not CLIP's
+    TESSERA_RETURN_IF_ERROR(pull_one(*find_known_model(model->text_encoder), text, &report));
+  }
+  return report;
+}
+
+Expected<VerifyReport> verify_model(const std::string& name, const std::string& revision) {
+  const KnownModel* model = find_known_model(name);
+  if (model == nullptr) return not_found(name + " is not a model Tessera knows");
+  VerifyReport report;
+  std::vector<std::pair<const KnownModel*, std::string>> todo = {{model, revision}};
+  if (!model->text_encoder.empty())
+    todo.emplace_back(find_known_model(model->text_encoder), "main");
+  for (const auto& [m, rev] : todo) {
+    TESSERA_ASSIGN_OR_RETURN(const CachedModel cached, find_cached_model(m->name, rev));
+    if (cached.commit.empty()) {
+      return not_found(m->name + " is not in the Hugging Face cache (" + cached.repo_dir + ")");
+    }
+    for (const std::string& missing : cached.missing) {
+      report.bad.push_back(m->name + "/" + missing + ": missing");
+    }
+    for (const std::string& path : cached.present) {
+      const fs::path link = fs::path(cached.snapshot_dir) / path;
+      std::error_code ec;
+      const fs::path blob = fs::canonical(link, ec);
+      const std::string stated = blob.filename().string();
+      const bool lfs = stated.size() == 64;
+      auto hash = blob_hash_of(blob, lfs);
+      if (!hash.ok()) {
+        report.bad.push_back(m->name + "/" + path + ": " + hash.status().message());
+      } else if (*hash != stated) {
+        report.bad.push_back(m->name + "/" + path + ": hash " + *hash + ", the Hub stated " +
+                             stated);
+      } else {
+        report.good.push_back(m->name + "/" + path);
+      }
+    }
+  }
+  return report;
+}
+
+}  // namespace tessera::runtime
