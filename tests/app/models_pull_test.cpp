@@ -21,66 +21,18 @@
 
 #include "tests/support/cli_runner.h"
 #include "tests/support/fixture_model_dir.h"
+#include "tests/support/hub_server.h"
 
 namespace tessera {
 namespace {
 
 namespace fs = std::filesystem;
 using testing::FixtureModelDir;
+using testing::HubServer;
 using testing::run_tessera;
 using testing::shell_quote;
 
 constexpr const char* kToken = "hf_test_token";
-
-class HubServer {
- public:
-  HubServer(const fs::path& dir, const nlohmann::json& spec) : port_file_(dir / "port") {
-    const fs::path spec_file = dir / "spec.json";
-    std::ofstream(spec_file) << spec.dump();
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const std::string script =
-          (fs::path(TESSERA_SOURCE_DIR) / "tests" / "support" / "hub_server.py").string();
-      ::execlp("python3", "python3", script.c_str(), "--spec", spec_file.c_str(), "--port-file",
-               port_file_.c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    for (int i = 0; i < 200 && !fs::exists(port_file_); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    std::ifstream(port_file_) >> port_;
-  }
-  ~HubServer() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  int port() const { return port_; }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  // POST /_fault and GET /_stats through curl's command line.
-  void fault(const std::string& json) const {
-    const std::string cmd =
-        "curl -s -X POST --data " + shell_quote(json) + " " + url() + "/_fault > /dev/null";
-    EXPECT_EQ(std::system(cmd.c_str()), 0);
-  }
-  int64_t cdn_bytes() const {
-    const std::string cmd = "curl -s " + url() + "/_stats";
-    std::string out;
-    if (std::FILE* p = ::popen(cmd.c_str(), "r")) {
-      char buffer[4096];
-      size_t n = 0;
-      while ((n = std::fread(buffer, 1, sizeof(buffer), p)) > 0) out.append(buffer, n);
-      ::pclose(p);
-    }
-    return nlohmann::json::parse(out, nullptr, false).value("cdn_bytes", int64_t{-1});
-  }
-
- private:
-  fs::path port_file_;
-  pid_t pid_ = -1;
-  int port_ = 0;
-};
 
 class ModelsPull : public ::testing::Test {
  protected:
@@ -89,23 +41,7 @@ class ModelsPull : public ::testing::Test {
     fs::remove_all(root_);
     fs::create_directories(root_);
     const fs::path parity = fs::path(TESSERA_SOURCE_DIR) / "tests" / "fixtures" / "parity";
-    auto file = [](const fs::path& p, bool lfs) {
-      return nlohmann::json{{"source", fs::canonical(p).string()}, {"lfs", lfs}};
-    };
-    nlohmann::json spec;
-    spec["Roblox/cube3d-v0.5"] = {
-        {"commit", "1111111111111111111111111111111111111111"},
-        {"files",
-         {{"shape_gpt.safetensors", file(parity / "gpt_v05" / "shape_gpt.safetensors", true)},
-          {"shape_tokenizer.safetensors", file(parity / "shape_tokenizer.safetensors", true)}}}};
-    spec["openai/clip-vit-large-patch14"] = {
-        {"commit", "2222222222222222222222222222222222222222"},
-        {"gated_token", kToken},
-        {"files",
-         {{"model.safetensors", file(parity / "text_encoder" / "model.safetensors", true)},
-          {"config.json", file(parity / "text_encoder" / "config.json", false)},
-          {"vocab.json", file(fs::path(fixture_.path()) / "vocab.json", false)},
-          {"merges.txt", file(fs::path(fixture_.path()) / "merges.txt", false)}}}};
+    const nlohmann::json spec = testing::parity_hub_spec(fixture_.path(), kToken);
     server_ = std::make_unique<HubServer>(root_, spec);
     ASSERT_GT(server_->port(), 0) << "the hub stand-in did not start";
     hub_ = root_ / "hub";

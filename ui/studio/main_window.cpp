@@ -52,6 +52,7 @@
 #include "engine/mesh/import.h"
 #include "ui/studio/prompt_edit.h"
 #include "ui/studio/settings_panel.h"
+#include "ui/studio/models_dialog.h"
 #include "ui/studio/shape_controller.h"
 #include "ui/studio/token_strip.h"
 #include "ui/studio/viewport.h"
@@ -268,10 +269,11 @@ void MainWindow::build_ui() {
   auto* ml = new QVBoxLayout(model_box);
   auto* model_row = new QHBoxLayout;
   model_path_ = new QLineEdit(model_box);
-  model_path_->setPlaceholderText(tr("Model directory"));
+  model_path_->setPlaceholderText(tr("Model directory or name"));
   model_path_->setToolTip(
       tr("A Cube 3D compatible model directory (shape_gpt.safetensors, "
-         "shape_tokenizer.safetensors, text_encoder/); Enter loads it"));
+         "shape_tokenizer.safetensors, text_encoder/), or a model's name from File > Models "
+         "(Roblox/cube3d-v0.5); Enter loads it"));
   auto* browse = new QPushButton(tr("Browse..."), model_box);
   model_row->addWidget(model_path_, 1);
   model_row->addWidget(browse);
@@ -412,6 +414,20 @@ void MainWindow::sync_overlay_controls() {
   overlay_controls_.on_gpu = engine_->model_on_gpu();
   overlay_controls_.device =
       engine_->has_model() ? engine_->backend_name().toStdString() : std::string("(no model)");
+}
+
+ModelsDialog& MainWindow::models_dialog() {
+  if (models_ == nullptr) {
+    models_ = new ModelsDialog(this);
+    connect(models_, &ModelsDialog::useModel, this, [this](const QString& name) {
+      load_model(name);
+      models_->hide();
+    });
+    connect(models_, &ModelsDialog::downloadFinished, this,
+            [this](const QString&, bool ok, const QString& message) { show_status(message, !ok); });
+  }
+  models_->refresh();
+  return *models_;
 }
 
 }  // namespace tessera::studio

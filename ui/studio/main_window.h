@@ -59,6 +59,7 @@ namespace tessera::studio {
 
 class Gallery;
 class ShapeController;
+class ModelsDialog;
 class PromptEdit;
 class SettingsPanel;
 class TokenStrip;
@@ -144,6 +145,8 @@ class MainWindow : public QMainWindow {
 
   EngineBridge& engine() { return *engine_; }
   ShapeController& shape() { return *shape_; }
+  // File > Models: the models by name (created on first use).
+  ModelsDialog& models_dialog();
   DiffusionBridge& diffusion() { return *diffusion_; }
   TextureBridge& texture() { return *texture_; }
   ImageSettings& image_settings() { return image_settings_; }
@@ -215,6 +218,7 @@ class MainWindow : public QMainWindow {
   LaunchOptions launch_;
   EngineBridge* engine_ = nullptr;
   ShapeController* shape_ = nullptr;  // the shape lane
+  ModelsDialog* models_ = nullptr;    // File > Models, once opened
   DiffusionBridge* diffusion_ = nullptr;
   TextureBridge* texture_ = nullptr;  // the texture lane
   ScriptRunner* script_ = nullptr;    // scripted mode (null when interactive)

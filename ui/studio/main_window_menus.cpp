@@ -45,6 +45,7 @@
 #include "ui/studio/export_dialog.h"
 #include "ui/studio/gallery.h"
 #include "ui/studio/main_window_text.h"
+#include "ui/studio/models_dialog.h"
 #include "engine/mesh/import.h"
 #include "ui/studio/prompt_edit.h"
 #include "ui/studio/settings_panel.h"
@@ -76,6 +77,8 @@ void MainWindow::build_menus() {
     connect(a, &QAction::triggered, this, [this, name] { run_export_dialog(name); });
   }
   export_for->setToolTipsVisible(true);
+  QAction* models = file->addAction(tr("&Models..."));
+  connect(models, &QAction::triggered, this, [this] { models_dialog().show(); });
   QAction* model = file->addAction(tr("Choose &model directory..."));
   connect(model, &QAction::triggered, this, &MainWindow::choose_model_dir);
   record_action_ = file->addAction(tr("&Record generation..."));

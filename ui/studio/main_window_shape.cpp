@@ -42,6 +42,7 @@
 
 #include "engine/mesh/cleanup.h"
 #include "engine/mesh/texture.h"
+#include "engine/runtime/models.h"
 #include "engine/runtime/user_text.h"
 #include "ui/render/renderer.h"
 #include "ui/studio/candidate_grid.h"
@@ -99,10 +100,20 @@ void MainWindow::on_model_loaded(const QString& dir) {
   examples_button_->setEnabled(!engine_->example_prompts().isEmpty());
   prompt_->set_example(engine_->example_prompts().isEmpty() ? QString()
                                                             : engine_->example_prompts().front());
-  show_status(
+  QString ready =
       engine_->example_prompts().isEmpty()
           ? tr("Model ready. Type a prompt and press Ctrl+Enter.")
-          : tr("Model ready. Type a prompt and press Ctrl+Enter, or pick one under Examples."));
+          : tr("Model ready. Type a prompt and press Ctrl+Enter, or pick one under Examples.");
+  // First run with the embedded model only: say where the real ones are.
+  if (QFileInfo(dir) == QFileInfo(QString::fromStdString(runtime::default_shape_model_dir()))) {
+    bool real_here = false;
+    for (const runtime::KnownModel& m : runtime::known_models()) {
+      auto cached = runtime::find_cached_model(m.name);
+      real_here |= m.kind == runtime::ModelKind::kShape && cached.ok() && cached->complete();
+    }
+    if (!real_here) ready += tr(" The real Cube 3D models: File > Models.");
+  }
+  show_status(ready);
   update_buttons();
 }
 
