@@ -291,6 +291,27 @@ Expected<std::string> resolve_model_path(const std::string& name_or_path, ModelK
   return shape_view(cached, text);
 }
 
+std::string describe_model_path(const std::string& path) {
+  const fs::path given = fs::path(path).lexically_normal();
+  for (const KnownModel& m : known_models()) {
+    const fs::path view = (fs::path(tessera_cache_dir()) / "models" / m.name).lexically_normal();
+    const fs::path snapshots = (fs::path(hf_repo_dir(m.name)) / "snapshots").lexically_normal();
+    std::string commit;
+    if (given == view) {
+      auto cached = find_cached_model(m.name);
+      if (cached.ok()) commit = cached->commit;
+    } else if (given.parent_path() == snapshots) {
+      commit = given.filename().string();
+    } else {
+      continue;
+    }
+    return commit.empty() ? m.name : m.name + " @ " + commit.substr(0, 7);
+  }
+  fs::path p = given;
+  if (!p.has_filename()) p = p.parent_path();
+  return p.filename().string();
+}
+
 Status remove_cached_model(std::string_view name) {
   const KnownModel* model = find_known_model(name);
   if (model == nullptr) {

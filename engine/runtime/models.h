@@ -83,6 +83,10 @@ Expected<CachedModel> find_cached_model(std::string_view name, std::string_view 
 // that fetches them; kInvalidArgument when the name is a model of another kind.
 Expected<std::string> resolve_model_path(const std::string& name_or_path, ModelKind kind);
 
+// What a model folder is, for a front end to show: "ORG/NAME @ <commit, 7 characters>" when it is
+// a known model's view or snapshot (the commit the cache holds), else the folder's own name.
+std::string describe_model_path(const std::string& path);
+
 // Deletes the repository `name` from the hub cache (and a shape model's view). kNotFound when it
 // is not there; the error of the first file that cannot be removed otherwise.
 Status remove_cached_model(std::string_view name);

@@ -87,6 +87,10 @@ TEST_F(ModelsByName, ANameResolvesThroughTheCacheAndGeneratesLikeTheFolder) {
             *view);
   EXPECT_EQ(runtime::resolve_model_path(fixture_.path(), runtime::ModelKind::kShape).value(),
             fixture_.path());
+  // What a front end shows for it: the name and the commit.
+  EXPECT_EQ(runtime::describe_model_path(*view), "Roblox/cube3d-v0.5 @ 0123456");
+  EXPECT_EQ(runtime::describe_model_path(cached->snapshot_dir), "Roblox/cube3d-v0.5 @ 0123456");
+  EXPECT_EQ(runtime::describe_model_path("/x/tessera-tiny/"), "tessera-tiny");
   // A shape model is not an image model; an unknown ORG/NAME is refused naming the known ones.
   EXPECT_EQ(
       runtime::resolve_model_path("Roblox/cube3d-v0.5", runtime::ModelKind::kImage).status().code(),

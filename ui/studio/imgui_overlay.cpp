@@ -286,6 +286,8 @@ void ImGuiOverlay::render(const GenerationStats& stats, const OverlayPanels& pan
                     static_cast<double>(memory_.device_used_bytes) / (1 << 20),
                     static_cast<double>(memory_.device_total_bytes) / (1 << 20));
       }
+      if (controls && !controls->model.empty())
+        ImGui::TextWrapped("model   %s", controls->model.c_str());
       ImGui::TextWrapped("device  %s", stats.backend.empty()
                                            ? (controls ? controls->device.c_str() : "(no model)")
                                            : stats.backend.c_str());

@@ -43,6 +43,7 @@ struct OverlayControls {
   bool graphs_available = false;    // the loaded model's backend records graphs
   std::string graphs_reason;        // why not, when unavailable (from the runtime)
   std::string device;               // where the shape model runs, or "(no model)"
+  std::string model;                // which: "Roblox/cube3d-v0.5 @ 1111111", "tessera-tiny"
   bool on_gpu = false;              // also read the device's memory
   std::function<void()> on_change;  // called (during render) after a switch changed
 };

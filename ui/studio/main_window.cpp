@@ -52,6 +52,7 @@
 #include "engine/mesh/import.h"
 #include "ui/studio/prompt_edit.h"
 #include "ui/studio/settings_panel.h"
+#include "engine/runtime/models.h"
 #include "ui/studio/models_dialog.h"
 #include "ui/studio/shape_controller.h"
 #include "ui/studio/token_strip.h"
@@ -414,6 +415,9 @@ void MainWindow::sync_overlay_controls() {
   overlay_controls_.on_gpu = engine_->model_on_gpu();
   overlay_controls_.device =
       engine_->has_model() ? engine_->backend_name().toStdString() : std::string("(no model)");
+  overlay_controls_.model = engine_->has_model()
+                                ? runtime::describe_model_path(engine_->model_dir().toStdString())
+                                : std::string();
 }
 
 ModelsDialog& MainWindow::models_dialog() {
