@@ -162,6 +162,7 @@ struct Transfer {
   int64_t offset = 0;  // bytes on disk before this attempt
   int64_t written = 0;
   bool checked_status = false;
+  bool overflow = false;  // the server sent more than the stated size
   CURL* curl = nullptr;
   const PullOptions* options = nullptr;
   PullProgress progress;
@@ -182,6 +183,11 @@ size_t write_body(char* data, size_t size, size_t n, void* user) {
     }
   }
   const size_t bytes = size * n;
+  // More than the Hub stated: stop at once rather than fill the disk.
+  if (t->offset + t->written + static_cast<int64_t>(bytes) > t->progress.total) {
+    t->overflow = true;
+    return 0;
+  }
   if (std::fwrite(data, 1, bytes, t->out) != bytes) return 0;
   t->written += static_cast<int64_t>(bytes);
   return bytes;
@@ -252,8 +258,15 @@ Status download(const std::string& url, const fs::path& part, int64_t size,
       last_error = "the transfer ended early";
       continue;
     }
-    if (rc == CURLE_ABORTED_BY_CALLBACK)
+    if (t.overflow) {
+      out.reset();
+      fs::remove(part, ec);
+      return io_error(url + " sent more than the " + std::to_string(size) +
+                      " bytes it stated; the partial file was deleted");
+    }
+    if (rc == CURLE_ABORTED_BY_CALLBACK) {
       return cancelled("download cancelled; run it again to resume");
+    }
     if (rc == CURLE_HTTP_RETURNED_ERROR) {
       long code = 0;
       curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &code);

@@ -182,6 +182,21 @@ TEST_F(ModelsPull, DroppedCorruptedAndMissingAreHandled) {
   EXPECT_EQ(incomplete_bytes(), 0);
   server_->fault("{}");
 
+  // A Hub that states more than the disk holds: refused before any byte, naming both sizes.
+  const int64_t sent_before = server_->cdn_bytes();
+  server_->fault(R"({"claim_size": 1000000000000000})");
+  auto full = run_tessera("models pull Roblox/cube3d-v0.5", with_token());
+  EXPECT_EQ(full.exit_code, 1);
+  EXPECT_NE(full.err.find("not enough disk space"), std::string::npos) << full.err;
+  EXPECT_EQ(server_->cdn_bytes(), sent_before);
+  // One that states less than it sends: the surplus is refused, nothing kept.
+  server_->fault(R"({"claim_size": 1000})");
+  auto lies = run_tessera("models pull Roblox/cube3d-v0.5", with_token());
+  EXPECT_EQ(lies.exit_code, 1);
+  EXPECT_NE(lies.err.find("more than the 1000"), std::string::npos) << lies.err;
+  EXPECT_EQ(incomplete_bytes(), 0);
+  server_->fault("{}");
+
   // A revision the Hub does not have; offline with nothing cached; no server at all.
   auto revision = run_tessera("models pull Roblox/cube3d-v0.5 --revision v9", with_token());
   EXPECT_EQ(revision.exit_code, 1);

@@ -12,6 +12,7 @@ Faults, set by POST /_fault with a JSON object (each applies to the next CDN tra
   {"drop_after": N}    close the connection after N bytes of the next transfer (once)
   {"corrupt": true}    flip a byte in every transfer (the hash no longer matches)
   {"trickle_ms": M}    sleep M ms per 16 kB chunk
+  {"claim_size": N}    state N as every LFS file's size (a Hub that lies, or a file too big for the disk)
   {}                   clear every fault
 GET /_stats: {"cdn_bytes": bytes of blobs sent, "requests": [...paths]}.
 
@@ -110,11 +111,13 @@ def make_handler(repos, blobs):
             if f is None:
                 return self.send_plain(404, "EntryNotFound")
             if f["lfs"]:
+                with LOCK:
+                    claimed = STATE["faults"].get("claim_size")
                 self.send_response(302)
                 self.send_header("Location", "/cdn/" + f["sha256"])
                 self.send_header("X-Repo-Commit", repo.commit)
                 self.send_header("X-Linked-Etag", '"%s"' % f["sha256"])
-                self.send_header("X-Linked-Size", str(len(f["data"])))
+                self.send_header("X-Linked-Size", str(claimed if claimed is not None else len(f["data"])))
                 self.send_header("ETag", '"%s"' % f["sha1"])
                 self.send_header("Content-Length", "0")
                 self.end_headers()
