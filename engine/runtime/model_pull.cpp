@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <string_view>
+#include <thread>
 
 #include "engine/core/sha256.h"
 #include "engine/runtime/models.h"
@@ -31,9 +32,16 @@ std::string env(const char* name) {
   return v != nullptr ? std::string(v) : std::string();
 }
 
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+// As the Hub's own tools read it: 1, ON, YES or TRUE (any case).
 bool offline() {
-  const std::string v = env("HF_HUB_OFFLINE");
-  return !v.empty() && v != "0" && v != "false";
+  const std::string v = lower(env("HF_HUB_OFFLINE"));
+  return v == "1" || v == "on" || v == "yes" || v == "true";
 }
 
 std::string endpoint() {
@@ -55,12 +63,6 @@ struct ListDeleter {
   void operator()(curl_slist* l) const { curl_slist_free_all(l); }
 };
 using Curl = std::unique_ptr<CURL, CurlDeleter>;
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
 
 // What the Hub says of one file.
 struct Remote {
@@ -97,19 +99,29 @@ curl_slist* auth_headers() {
   return list;
 }
 
-Expected<Remote> ask_hub(const std::string& name, const std::string& revision,
-                         const std::string& path, bool required) {
-  const std::string url = endpoint() + "/" + name + "/resolve/" + revision + "/" + path;
+// One HEAD request, redirects not followed: its status and headers (lower-case names).
+struct Head {
+  long code = 0;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string header(const std::string& key) const {
+    for (const auto& [k, v] : headers) {
+      if (k == key) return v;
+    }
+    return std::string();
+  }
+};
+
+Expected<Head> head(const std::string& url) {
   Curl curl(curl_easy_init());
   if (!curl) return internal_error("cannot start a transfer (libcurl)");
-  std::vector<std::pair<std::string, std::string>> headers;
   std::unique_ptr<curl_slist, ListDeleter> list(auth_headers());
+  Head h;
   curl_easy_setopt(curl.get(), CURLOPT_URL, url.c_str());
   curl_easy_setopt(curl.get(), CURLOPT_NOBODY, 1L);
   curl_easy_setopt(curl.get(), CURLOPT_FOLLOWLOCATION, 0L);
   curl_easy_setopt(curl.get(), CURLOPT_HTTPHEADER, list.get());
   curl_easy_setopt(curl.get(), CURLOPT_HEADERFUNCTION, collect_header);
-  curl_easy_setopt(curl.get(), CURLOPT_HEADERDATA, &headers);
+  curl_easy_setopt(curl.get(), CURLOPT_HEADERDATA, &h.headers);
   curl_easy_setopt(curl.get(), CURLOPT_CONNECTTIMEOUT, 20L);
   curl_easy_setopt(curl.get(), CURLOPT_TIMEOUT, 60L);
   const CURLcode rc = curl_easy_perform(curl.get());
@@ -117,38 +129,59 @@ Expected<Remote> ask_hub(const std::string& name, const std::string& revision,
     return io_error("cannot reach " + url + ": " + curl_easy_strerror(rc) +
                     " (offline? HF_HUB_OFFLINE=1 uses the cache only)");
   }
-  long code = 0;
-  curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &code);
-  std::string error_code;
+  curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &h.code);
+  return h;
+}
+
+// Where `path` of `name` at `revision` is. As the Hub's own client does: redirects to the Hub
+// itself (a relative Location: a renamed repository, the resolve cache of small files) are
+// followed and the file's headers read from the final answer; a redirect elsewhere (an LFS file's
+// CDN) carries them itself (X-Linked-Etag, X-Linked-Size).
+Expected<Remote> ask_hub(const std::string& name, const std::string& revision,
+                         const std::string& path, bool required) {
+  const std::string url = endpoint() + "/" + name + "/resolve/" + revision + "/" + path;
+  std::string at = url;
+  Head h;
   Remote r;
-  for (const auto& [key, value] : headers) {
-    if (key == "x-error-code") error_code = value;
-    if (key == "x-repo-commit") r.commit = value;
-    if (key == "x-linked-etag") {
-      r.hash = unquote(value);
-      r.lfs = true;
+  for (int hop = 0;; ++hop) {
+    TESSERA_ASSIGN_OR_RETURN(h, head(at));
+    if (const std::string commit = h.header("x-repo-commit"); !commit.empty()) r.commit = commit;
+    const std::string location = h.header("location");
+    const bool redirect = h.code == 301 || h.code == 302 || h.code == 307 || h.code == 308;
+    if (!redirect || !h.header("x-linked-etag").empty() || location.empty() ||
+        location.front() != '/' || hop == 5) {
+      break;
     }
-    if (key == "etag" && !r.lfs) r.hash = unquote(value);
-    if (key == "x-linked-size") r.size = std::atoll(value.c_str());
-    if (key == "content-length" && !r.lfs && code == 200) r.size = std::atoll(value.c_str());
+    at = endpoint() + location;
   }
-  if (code == 401 || code == 403) {
+  const std::string error_code = h.header("x-error-code");
+  if ((h.code == 401 || h.code == 403) && error_code != "RepoNotFound") {
     return io_error(
-        name + " is gated or private (" + url + " answered " + std::to_string(code) + "): " +
+        name + " is gated or private (" + url + " answered " + std::to_string(h.code) + "): " +
         (env("HF_TOKEN").empty()
              ? "accept its terms on the Hub, then set HF_TOKEN to an access token of yours"
              : "HF_TOKEN is set but not allowed to read it; accept its terms on the Hub with that "
                "account"));
   }
-  if (code == 404) {
+  if (h.code == 404 || h.code == 401) {
     if (!required && error_code == "EntryNotFound") return not_found("");
     const std::string what = error_code == "RepoNotFound"       ? "no repository " + name
                              : error_code == "RevisionNotFound" ? "no revision " + revision
                                                                 : "no file " + path;
     return not_found(url + ": " + what + " on " + endpoint());
   }
-  if (code != 200 && code != 301 && code != 302 && code != 307 && code != 308) {
-    return io_error(url + " answered HTTP " + std::to_string(code));
+  if (h.code != 200 && h.code != 301 && h.code != 302 && h.code != 307 && h.code != 308) {
+    return io_error(url + " answered HTTP " + std::to_string(h.code));
+  }
+  if (const std::string linked = h.header("x-linked-etag"); !linked.empty()) {
+    r.hash = unquote(linked);
+    r.lfs = true;
+    const std::string size = h.header("x-linked-size");
+    r.size = size.empty() ? -1 : std::atoll(size.c_str());
+  } else if (h.code == 200) {
+    r.hash = unquote(h.header("etag"));
+    const std::string size = h.header("content-length");
+    r.size = size.empty() ? -1 : std::atoll(size.c_str());
   }
   if (r.commit.empty() || r.hash.empty() || r.size < 0) {
     return io_error(url + " did not say which commit, hash or size the file has (is " + endpoint() +
@@ -247,6 +280,15 @@ Status download(const std::string& url, const fs::path& part, int64_t size,
     const CURLcode rc = curl_easy_perform(curl.get());
     std::fflush(out.get());
     *transferred += t.written;
+    long code = 0;
+    curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &code);
+    // A server that cannot resume (no ranges), or a part larger than the file: start it again.
+    if (rc == CURLE_RANGE_ERROR || code == 416) {
+      out.reset();
+      fs::remove(part, ec);
+      last_error = rc == CURLE_RANGE_ERROR ? "the server does not resume" : "HTTP 416";
+      continue;
+    }
     if (rc == CURLE_OK) {
       have = static_cast<int64_t>(fs::file_size(part, ec));
       if (have == size) return Status();
@@ -268,12 +310,6 @@ Status download(const std::string& url, const fs::path& part, int64_t size,
       return cancelled("download cancelled; run it again to resume");
     }
     if (rc == CURLE_HTTP_RETURNED_ERROR) {
-      long code = 0;
-      curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &code);
-      if (code == 416) {  // the part file is larger than the blob: start again
-        fs::remove(part, ec);
-        continue;
-      }
       return io_error(url + " answered HTTP " + std::to_string(code));
     }
     last_error = curl_easy_strerror(rc);
@@ -282,21 +318,36 @@ Status download(const std::string& url, const fs::path& part, int64_t size,
                   " attempts (" + last_error + "); run the pull again to resume");
 }
 
-// Holds an exclusive lock on `path` (created) for the object's life.
+// Holds an exclusive lock on `path` (created, with its folder) for the object's life: the path
+// the Hub's own client locks, <cache>/.locks/models--ORG--NAME/<hash>.lock, so a pull and a
+// `huggingface-cli download` of the same blob exclude each other too. Waiting polls `cancel`.
 class FileLock {
  public:
-  explicit FileLock(const fs::path& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT, 0644)) {
-    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
+  FileLock(const fs::path& path, const std::atomic<bool>* cancel) {
+    std::error_code ec;
+    fs::create_directories(path.parent_path(), ec);
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
+    if (fd_ < 0) return;
+    while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      if (cancel != nullptr && cancel->load()) {
+        cancelled_ = true;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    held_ = true;
   }
   ~FileLock() {
     if (fd_ >= 0) ::close(fd_);
   }
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
-  bool ok() const { return fd_ >= 0; }
+  bool held() const { return held_; }
+  bool cancelled() const { return cancelled_; }
 
  private:
-  int fd_;
+  int fd_ = -1;
+  bool held_ = false, cancelled_ = false;
 };
 
 Expected<std::string> blob_hash_of(const fs::path& file, bool lfs) {
@@ -367,12 +418,19 @@ Status pull_one(const KnownModel& model, const PullOptions& options, PullReport*
   const fs::path repo(cached.repo_dir);
   // Where every file is, first (so a missing file or a gated repository fails before any byte).
   std::vector<std::pair<const ModelFile*, Remote>> remote;
+  // The first answer fixes the commit: the rest are asked at it, so a branch that moves
+  // meanwhile cannot mix two commits in one snapshot.
+  std::string at = options.revision;
   for (const ModelFile& f : model.files) {
-    auto r = ask_hub(model.name, options.revision, f.path, f.required);
+    if (options.cancel != nullptr && options.cancel->load()) {
+      return cancelled("download cancelled; run it again to resume");
+    }
+    auto r = ask_hub(model.name, at, f.path, f.required);
     if (!r.ok()) {
       if (!f.required && r.status().code() == ErrorCode::kNotFound) continue;
       return r.status();
     }
+    at = r->commit;
     remote.emplace_back(&f, std::move(r).value());
   }
   int64_t needed = 0;
@@ -394,8 +452,13 @@ Status pull_one(const KnownModel& model, const PullOptions& options, PullReport*
   }
   for (const auto& [file, r] : remote) {
     const fs::path blob = repo / "blobs" / r.hash;
-    FileLock lock(blob.string() + ".lock");
-    if (!lock.ok()) return io_error("cannot write in " + (repo / "blobs").string());
+    if (options.cancel != nullptr && options.cancel->load()) {
+      return cancelled("download cancelled; run it again to resume");
+    }
+    FileLock lock(fs::path(hf_hub_cache_dir()) / ".locks" / repo.filename() / (r.hash + ".lock"),
+                  options.cancel);
+    if (lock.cancelled()) return cancelled("download cancelled while another pull held the file");
+    if (!lock.held()) return io_error("cannot write in " + hf_hub_cache_dir());
     if (fs::exists(blob, ec)) {
       report->reused_bytes += r.size;
     } else {

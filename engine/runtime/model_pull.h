@@ -8,8 +8,9 @@
 // into blobs/<hash>.incomplete, resuming with Range after a dropped connection (a few retries in
 // the same call) or from a previous interrupted call, verifies it (SHA-256 for LFS files, the Git
 // blob id for the others) and only then renames it into place, links snapshots/<commit>/<path>
-// to it and writes refs/<revision>. A lock file per blob makes a second process wait for the
-// first and reuse its blob. Nothing half-written is ever a model file.
+// to it and writes refs/<revision>. A lock file per blob, where the Hub's own client puts it
+// (.locks/models--ORG--NAME/<hash>.lock), makes a second process wait for the first and reuse its
+// blob. Nothing half-written is ever a model file.
 //
 // Environment: HF_ENDPOINT (default https://huggingface.co), HF_TOKEN (gated repositories answer
 // 401/403 without it: the error says so), HF_HUB_OFFLINE=1 (never touches the network: the cache

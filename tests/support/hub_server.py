@@ -3,7 +3,9 @@
 
 It answers the requests Tessera's downloader makes, the way the Hub does:
   HEAD/GET /ORG/NAME/resolve/REVISION/PATH
-      small files: 200, ETag "<git blob sha1>", X-Repo-Commit, Content-Length, the bytes on GET;
+      small files: 307 to /api/resolve-cache/models/ORG/NAME/COMMIT/PATH (relative, as the Hub
+          answers today), which gives 200, ETag "<git blob sha1>", X-Repo-Commit, Content-Length and
+          the bytes on GET;
       LFS files: 302 to /cdn/<sha256>, X-Linked-Etag "<sha256>", X-Linked-Size, X-Repo-Commit;
       404 (X-Error-Code RepoNotFound / EntryNotFound / RevisionNotFound) when unknown;
       401 for a gated repository without "Authorization: Bearer <its token>".
@@ -96,7 +98,9 @@ def make_handler(repos, blobs):
             m = re.match(r"^/cdn/([0-9a-f]{64})$", self.path)
             if m:
                 return self.send_blob(m.group(1))
-            m = re.match(r"^/([^/]+/[^/]+)/resolve/([^/]+)/(.+)$", self.path)
+            cache = re.match(r"^/api/resolve-cache/models/([^/]+/[^/]+)/([0-9a-f]{40})/(.+)$",
+                             self.path)
+            m = cache or re.match(r"^/([^/]+/[^/]+)/resolve/([^/]+)/(.+)$", self.path)
             if not m:
                 return self.send_plain(404)
             name, revision, path = m.group(1), m.group(2), m.group(3)
@@ -119,6 +123,14 @@ def make_handler(repos, blobs):
                 self.send_header("X-Linked-Etag", '"%s"' % f["sha256"])
                 self.send_header("X-Linked-Size", str(claimed if claimed is not None else len(f["data"])))
                 self.send_header("ETag", '"%s"' % f["sha1"])
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            if not cache:
+                self.send_response(307)
+                self.send_header("Location", "/api/resolve-cache/models/%s/%s/%s"
+                                 % (name, repo.commit, path))
+                self.send_header("X-Repo-Commit", repo.commit)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return

@@ -4,7 +4,7 @@
 
 Tokens come from the defaults of `tessera generate` (greedy decoding, guidance 3, no bbox), either
 - --engine cli (default): the C++ engine, `build/app/cli/tessera generate --prompt P --tokens-out F -o F.obj
-  -r 17` once per prompt (the lattice only affects the mesh, not the tokens; TESSERA_THREADS=--threads), or
+  -r 17` once per prompt (the lattice only affects the mesh, not the tokens; --threads as given), or
 - --engine python: the plain PyTorch reference loader of evaluate.py (all prompts in one batch; fast,
   for probes during training), or
 - --engine both: the two, compared token for token (the figures are the CLI's).
@@ -110,7 +110,7 @@ def tokens_python(model_dir, prompts, guidance=GUIDANCE):
 def tokens_cli(model_dir, prompts, cli=CLI, threads=1, log=print, extra_args=()):
     if not os.path.exists(cli):
         raise SystemExit(f"{cli}: not built (build the CLI, or use --engine python)")
-    env = dict(os.environ, TESSERA_THREADS=str(threads))
+    env = dict(os.environ)
     out = []
     with tempfile.TemporaryDirectory(prefix="tessera-first-") as tmp:
         # a private copy: a build relinking the CLI meanwhile neither breaks nor mixes the run
@@ -118,7 +118,7 @@ def tokens_cli(model_dir, prompts, cli=CLI, threads=1, log=print, extra_args=())
         shutil.copy2(cli, exe)
         for i, p in enumerate(prompts):
             tf, mesh = os.path.join(tmp, f"{i}.tokens"), os.path.join(tmp, f"{i}.obj")
-            cmd = [exe, "generate", "--prompt", p, "--tokens-out", tf, "-o", mesh,
+            cmd = [exe, "--threads", str(threads), "generate", "--prompt", p, "--tokens-out", tf, "-o", mesh,
                    "-r", str(CLI_RESOLUTION), "--model", model_dir, *extra_args]
             r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             if r.returncode != 0:

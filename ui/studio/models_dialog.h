@@ -4,7 +4,8 @@
 // (loads it: no path to type) and Remove. A download runs runtime::pull_model on a thread of its
 // own; its progress reaches the dialog through queued calls, so the window never waits. One
 // download at a time. Closing the dialog hides it; the download goes on; destroying it cancels and
-// waits for the download to stop (within one transfer callback).
+// waits for the download to stop (at the next transfer callback, lock poll or file boundary; a
+// metadata request in flight can take up to its 60 s timeout).
 #pragma once
 
 #include <QDialog>
