@@ -33,6 +33,7 @@
 #include "engine/core/trace.h"
 #include "engine/mesh/export.h"
 #include "engine/mesh/metadata.h"
+#include "engine/runtime/library.h"
 #include "engine/runtime/provenance.h"
 #include "engine/runtime/session.h"
 #include "engine/runtime/user_text.h"
@@ -69,6 +70,7 @@ struct GenerateCliOptions {
   std::string prompt_file;  // --prompt-file FILE: the prompt's bytes
   bool prompt_given = false;
   bool no_metadata = false;  // --no-metadata: write no settings into the files
+  bool library = false;      // --library: also keep every result in the library
   std::string weights;       // --weights auto|f32|bf16|int8 ("": auto, or bf16 with --bf16)
 };
 
@@ -411,7 +413,17 @@ int run_generate(GenerateCliOptions o) {
   auto& stages = run.stages;
   auto& final_meshes = run.final_meshes;
   auto& written_counts = run.written_counts;
+  // --library: opened before the job, so a library that cannot be written fails before any work.
+  std::unique_ptr<runtime::Library> library;
+  std::string library_group;
+  if (o.library) {
+    auto opened = runtime::Library::open(runtime::default_library_dir());
+    if (!opened.ok()) return fail(opened.status().message());
+    library = std::move(opened).value();
+  }
   const uint64_t id = (*session)->submit(job);
+  library_group = "job-" + std::to_string(id) + "-" + std::to_string(::getpid()) + "-" +
+                  std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
   for (bool done = false; !done;) {
     auto event = (*session)->wait_event(std::chrono::milliseconds(200));
     if (!event || event->job != id) continue;
@@ -451,6 +463,21 @@ int run_generate(GenerateCliOptions o) {
         return fail(st.message());
       if (!written.lod_triangles.empty()) {
         written_counts[f->candidate] = {written.lod_vertices[0], written.lod_triangles[0]};
+      }
+      if (library) {
+        runtime::NewResult kept;
+        kept.prompt = job.prompt;
+        kept.model = model_name;
+        kept.settings =
+            runtime::shape_settings_json(job, f->seed, f->resolution, model_name, gpt_sha256);
+        kept.group = library_group;
+        kept.candidate = f->candidate;
+        kept.seed = f->seed;
+        kept.mesh = f->mesh.get();
+        kept.tokens = f->tokens;
+        auto kept_id = library->add(kept);
+        if (!kept_id.ok()) return fail(kept_id.status().message());
+        std::printf("kept in the library as %lld\n", static_cast<long long>(*kept_id));
       }
       run.write_ms += write_watch.elapsed_ms();
       final_meshes.push_back(std::make_shared<const runtime::FinalMeshEvent>(std::move(*f)));
@@ -500,6 +527,9 @@ void register_generate(CLI::App& app, int* exit_code) {
       ->required();
   add_mesh_export_options(cmd, &o->exporting);
   cmd->add_option("--tokens-out", o->tokens_out, "Also save the shape tokens (one line of ids)");
+  cmd->add_flag("--library", o->library,
+                "Also keep every result in the library (tessera library list; off by default for "
+                "scripts)");
   auto* seed = cmd->add_option("--seed", o->seed, "Sampling seed (switches to sampling)");
   auto* temperature = cmd->add_option("--temperature", o->temperature,
                                       "Sampling temperature > 0 (switches to sampling)");

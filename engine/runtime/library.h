@@ -1,0 +1,104 @@
+// The library: every result kept as it is made, with what made it (docs/library.md).
+//
+// A folder (default_library_dir()) holding a SQLite catalogue, library.sqlite3 (WAL: readers never
+// block the writer, and several processes, studios and CLIs, share it under SQLite's locking), and
+// a folder per result, items/<dir>/: mesh.glb (the final mesh, the settings in its metadata) and
+// tokens.txt (the shape tokens, one line). A result's files are written under a temporary name and
+// renamed into place before its row is inserted, so every row's files exist; a crash between the
+// two leaves a folder without a row, which open() removes once it is a minute old (younger ones
+// may be another process's, about to get their row).
+//
+// Results go to the trash (trash(), restore()) and leave it only by empty_trash(), which deletes
+// their files. Ids are the catalogue's row ids (stable, never reused).
+//
+// Threads: one Library per thread (or guard it); any number of Library objects, in any processes,
+// may use the same folder at once (a busy catalogue is waited for, up to 10 s).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/core/status.h"
+#include "engine/mesh/mesh.h"
+
+struct sqlite3;
+
+namespace tessera::runtime {
+
+// TESSERA_LIBRARY, else XDG_DATA_HOME/tessera/library, else ~/.local/share/tessera/library.
+std::string default_library_dir();
+
+struct LibraryEntry {
+  int64_t id = 0;
+  std::string folder;      // absolute: items/<dir>
+  int64_t created_ms = 0;  // Unix time
+  std::string prompt;
+  std::string name;         // the artist's own title ("": none)
+  std::string model;        // the model's name as the metadata records it
+  nlohmann::json settings;  // runtime::shape_settings_json of the result
+  std::string group;        // results of one job (its variations) share it
+  int candidate = 0;
+  uint64_t seed = 0;
+  int64_t vertices = 0, triangles = 0;
+  bool favourite = false;
+  std::optional<int64_t> trashed_ms;
+  std::string mesh_file() const { return folder + "/mesh.glb"; }
+  std::string tokens_file() const { return folder + "/tokens.txt"; }
+};
+
+// A result to keep.
+struct NewResult {
+  std::string prompt;
+  std::string model;
+  nlohmann::json settings;  // shape_settings_json (the mesh file carries it too)
+  std::string group;        // "": a group of its own
+  int candidate = 0;
+  uint64_t seed = 0;
+  const mesh::Mesh* mesh = nullptr;  // not null, with triangles
+  std::vector<int32_t> tokens;
+};
+
+struct LibraryQuery {
+  std::string text;    // in the prompt or the name (case-insensitive); "": any
+  std::string model;   // exact; "": any
+  bool trash = false;  // the trash instead of the library
+  int64_t limit = 0;   // 0: all; newest first
+};
+
+class Library {
+ public:
+  // Opens (creating) the library in `dir`. Errors name the folder or the catalogue and the fault
+  // (read-only folder, a file that is not a catalogue, a full disk).
+  static Expected<std::unique_ptr<Library>> open(const std::string& dir);
+  ~Library();
+  Library(const Library&) = delete;
+  Library& operator=(const Library&) = delete;
+
+  const std::string& dir() const { return dir_; }
+  // Keeps a result (files first, then the row); its id.
+  Expected<int64_t> add(const NewResult& result);
+  Expected<std::vector<LibraryEntry>> list(const LibraryQuery& query = {});
+  Expected<LibraryEntry> get(int64_t id);
+  Status rename(int64_t id, const std::string& name);
+  Status set_favourite(int64_t id, bool favourite);
+  Status trash(int64_t id);
+  Status restore(int64_t id);
+  // Deletes what is in the trash (rows, then files); how many.
+  Expected<int64_t> empty_trash();
+  // PRAGMA integrity_check, and every row's files exist. The first fault found.
+  Status check();
+
+ private:
+  Library(std::string dir, sqlite3* db) : dir_(std::move(dir)), db_(db) {}
+  Status exec(const std::string& sql);
+  Status set_trashed(int64_t id, bool trashed);
+  std::string dir_;
+  sqlite3* db_ = nullptr;
+};
+
+}  // namespace tessera::runtime
