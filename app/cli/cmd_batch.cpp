@@ -55,6 +55,8 @@
 #include "engine/core/mapped_file.h"
 #include "engine/core/sha256.h"
 #include "engine/mesh/export.h"
+#include "engine/runtime/library.h"
+#include "engine/runtime/provenance.h"
 #include "engine/runtime/session.h"
 #include "engine/runtime/user_text.h"
 
@@ -79,6 +81,7 @@ struct BatchCliOptions {
   float guidance = runtime::kDefaultGuidance;
   int resolution = 0;
   bool bf16 = false;
+  bool library = false;  // --library: also keep every result in the library
   std::string model;
   int merge = 0;  // --merge N
   DeviceCli device;
@@ -589,6 +592,13 @@ int run_batch(BatchCliOptions o) {
       {"gpt_sha256", *gpt_sha},
       {"tokenizer_sha256", *tok_sha}};
 
+  std::unique_ptr<runtime::Library> library;
+  if (o.library) {
+    auto opened = runtime::Library::open(runtime::default_library_dir());
+    if (!opened.ok()) return fail(opened.status().message());
+    library = std::move(opened).value();
+  }
+
   const bool tty = ::isatty(STDERR_FILENO) == 1;
   const auto start = std::chrono::steady_clock::now();
   int64_t made = 0, failed = 0;
@@ -660,6 +670,22 @@ int run_batch(BatchCliOptions o) {
                          {{"text", text_ms},
                           {"decode_all_candidates", decode_ms},
                           {"mesh", mesh_ms[f->candidate]}}}};
+          if (library) {
+            runtime::NewResult kept;
+            kept.prompt = item->prompt;
+            kept.model = model_json["name"].get<std::string>();
+            kept.settings =
+                runtime::shape_settings_json(job, f->seed, f->resolution, kept.model, *gpt_sha);
+            kept.group = manifest + "#" + std::to_string(item->index);
+            kept.candidate = f->candidate;
+            kept.seed = f->seed;
+            kept.mesh = f->mesh.get();
+            kept.tokens = f->tokens;
+            if (auto added = library->add(kept); !added.ok()) {
+              error = added.status().message();
+              return;
+            }
+          }
           if (Status a = append_line(manifest, entry.dump()); !a.ok()) error = a.message();
         } else if (const auto* e = std::get_if<runtime::ErrorEvent>(&event.payload)) {
           error = e->status.message();
@@ -730,6 +756,8 @@ void register_batch(CLI::App& app, int* exit_code) {
                   "manifests once, with their files, and write DIR/manifest.jsonl")
       ->check(CLI::PositiveNumber);
   add_mesh_export_options(cmd, &o->exporting);
+  cmd->add_flag("--library", o->library,
+                "Also keep every result in the library (tessera library list)");
   cmd->add_option("--model,-m", o->model,
                   "Model directory, or a name from the Hugging Face cache (Roblox/cube3d-v0.5; "
                   "tessera models list); default: the embedded tessera-tiny");

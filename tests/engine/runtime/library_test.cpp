@@ -194,6 +194,15 @@ TEST_F(LibraryTest, GenerateKeepsResultsAndTheCliListsShowsAndExportsThem) {
   EXPECT_NE(testing::run_tessera("library list --trash", env).out.find("a chair"),
             std::string::npos);
   EXPECT_EQ(testing::run_tessera("library show 999", env).exit_code, 1);
+  // batch --library keeps its results too, each item's variations as one group.
+  std::ofstream(out / "prompts.txt") << "a cube\na ball\n";
+  auto batch = testing::run_tessera(
+      "batch " + testing::shell_quote((out / "prompts.txt").string()) + " --out " +
+          testing::shell_quote((out / "b").string()) + " --library",
+      env);
+  ASSERT_EQ(batch.exit_code, 0) << batch.err;
+  auto cubes = testing::run_tessera("library list --query cube --json", env);
+  EXPECT_EQ(nlohmann::json::parse(cubes.out).size(), 1u) << cubes.out;
   auto path = testing::run_tessera("library path", env);
   EXPECT_EQ(path.out, dir_.string() + "\n");
   fs::remove_all(out);
