@@ -182,6 +182,13 @@ Expected<int64_t> Library::add(const NewResult& r) {
     tokens.close();
     if (!tokens) written = io_error("library " + dir_ + ": cannot write tokens.txt");
   }
+  if (written.ok() && !r.thumbnail_png.empty()) {
+    std::ofstream thumb(tmp / "thumbnail.png", std::ios::binary);
+    thumb.write(reinterpret_cast<const char*>(r.thumbnail_png.data()),
+                static_cast<std::streamsize>(r.thumbnail_png.size()));
+    thumb.close();
+    if (!thumb) written = io_error("library " + dir_ + ": cannot write thumbnail.png");
+  }
   if (written.ok()) {
     fs::rename(tmp, items / name, ec);
     if (ec)

@@ -2,11 +2,11 @@
 //
 // A folder (default_library_dir()) holding a SQLite catalogue, library.sqlite3 (WAL: readers never
 // block the writer, and several processes, studios and CLIs, share it under SQLite's locking), and
-// a folder per result, items/<dir>/: mesh.glb (the final mesh, the settings in its metadata) and
-// tokens.txt (the shape tokens, one line). A result's files are written under a temporary name and
-// renamed into place before its row is inserted, so every row's files exist; a crash between the
-// two leaves a folder without a row, which open() removes once it is a minute old (younger ones
-// may be another process's, about to get their row).
+// a folder per result, items/<dir>/: mesh.glb (the final mesh, the settings in its metadata),
+// tokens.txt (the shape tokens, one line) and, from the studio, thumbnail.png. A result's files are
+// written under a temporary name and renamed into place before its row is inserted, so every row's
+// files exist; a crash between the two leaves a folder without a row, which open() removes once it
+// is a minute old (younger ones may be another process's, about to get their row).
 //
 // Results go to the trash (trash(), restore()) and leave it only by empty_trash(), which deletes
 // their files. Ids are the catalogue's row ids (stable, never reused).
@@ -49,6 +49,7 @@ struct LibraryEntry {
   std::optional<int64_t> trashed_ms;
   std::string mesh_file() const { return folder + "/mesh.glb"; }
   std::string tokens_file() const { return folder + "/tokens.txt"; }
+  std::string thumbnail_file() const { return folder + "/thumbnail.png"; }  // may not exist
 };
 
 // A result to keep.
@@ -61,6 +62,7 @@ struct NewResult {
   uint64_t seed = 0;
   const mesh::Mesh* mesh = nullptr;  // not null, with triangles
   std::vector<int32_t> tokens;
+  std::vector<uint8_t> thumbnail_png;  // a PNG file's bytes (the studio's); empty: none
 };
 
 struct LibraryQuery {

@@ -7,6 +7,7 @@
 #include <imgui.h>
 
 #include <QActionGroup>
+#include <QBuffer>
 #include <QApplication>
 #include <QCloseEvent>
 #include <QComboBox>
@@ -52,6 +53,7 @@
 #include "engine/mesh/import.h"
 #include "ui/studio/prompt_edit.h"
 #include "ui/studio/settings_panel.h"
+#include "engine/runtime/library.h"
 #include "engine/runtime/models.h"
 #include "ui/studio/models_dialog.h"
 #include "ui/studio/shape_controller.h"
@@ -302,6 +304,9 @@ void MainWindow::build_ui() {
   gallery_dock->setWidget(gallery_);
   addDockWidget(Qt::BottomDockWidgetArea, gallery_dock);
   connect(gallery_, &Gallery::meshChosen, this, &MainWindow::show_gallery_item);
+  connect(gallery_, &Gallery::failed, this,
+          [this](const QString& message) { show_status(message, true); });
+  open_library();
 
   // Status bar.
   status_label_ = new QLabel(this);
@@ -432,6 +437,54 @@ ModelsDialog& MainWindow::models_dialog() {
   }
   models_->refresh();
   return *models_;
+}
+
+void MainWindow::open_library() {
+  auto opened = runtime::Library::open(runtime::default_library_dir());
+  if (!opened.ok()) {
+    library_status_ =
+        tr("Results are not kept: %1").arg(QString::fromStdString(opened.status().message()));
+    return;
+  }
+  library_ = std::move(opened).value();
+  // The gallery starts with what was kept, oldest to newest (the newest 500; thumbnails and
+  // meshes are read when shown and chosen).
+  runtime::LibraryQuery query;
+  query.limit = 500;
+  auto kept = library_->list(query);
+  if (!kept.ok()) {
+    library_status_ = QString::fromStdString(kept.status().message());
+    return;
+  }
+  for (auto it = kept->rbegin(); it != kept->rend(); ++it) {
+    gallery_->add_kept(QString::fromStdString(it->name.empty() ? it->prompt : it->name),
+                       QString::fromStdString(it->mesh_file()),
+                       QString::fromStdString(it->thumbnail_file()));
+  }
+}
+
+void MainWindow::keep_result(int candidate, const std::shared_ptr<const mesh::Mesh>& mesh,
+                             const QImage& shot) {
+  if (!library_) return;
+  const ShapeController::Candidate& c = shape_->candidate(candidate);
+  runtime::NewResult kept;
+  kept.prompt = shape_->prompt().toStdString();
+  kept.settings = shape_->candidate_settings_json(candidate);
+  if (kept.settings.is_object()) kept.model = kept.settings["model"].value("name", "");
+  kept.group = job_group_.toStdString();
+  kept.candidate = candidate;
+  kept.seed = c.seed;
+  kept.mesh = mesh.get();
+  kept.tokens = c.tokens;
+  QByteArray png;
+  QBuffer buffer(&png);
+  buffer.open(QIODevice::WriteOnly);
+  Gallery::thumbnail(shot).save(&buffer, "PNG");
+  kept.thumbnail_png.assign(png.begin(), png.end());
+  if (auto id = library_->add(kept); !id.ok()) {
+    show_status(
+        tr("Not kept in the library: %1").arg(QString::fromStdString(id.status().message())), true);
+  }
 }
 
 }  // namespace tessera::studio

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "engine/mesh/export.h"
+#include "engine/runtime/library.h"
 #include "engine/runtime/provenance.h"
 #include "ui/studio/export_dialog.h"
 #include "engine/mesh/mesh.h"
@@ -197,7 +198,14 @@ class MainWindow : public QMainWindow {
   // candidate 0 moved on (framing, status, recording), a finished result (the gallery).
   void on_shape_started(int variations, quint64 first_seed, const QStringList& notes);
   void on_shape_previewed(qint64 tokens, bool final);
-  void on_shape_result(const QString& label, std::shared_ptr<const mesh::Mesh> mesh, int candidate);
+  void on_shape_result(const QString& label, std::shared_ptr<const mesh::Mesh> mesh, int candidate,
+                       bool generated);
+  // The library (engine/runtime/library.h): opened at start (the gallery restored from it), and
+  // every generated candidate kept with its thumbnail. Without it (an unwritable folder) the
+  // studio works and says results are not kept.
+  void open_library();
+  void keep_result(int candidate, const std::shared_ptr<const mesh::Mesh>& mesh,
+                   const QImage& shot);
   void on_job_finished(quint64 job, int state, const QString& message);
   void on_stats_changed();
   void on_diffusion_action(DiffusionAction action);
@@ -217,8 +225,11 @@ class MainWindow : public QMainWindow {
 
   LaunchOptions launch_;
   EngineBridge* engine_ = nullptr;
-  ShapeController* shape_ = nullptr;  // the shape lane
-  ModelsDialog* models_ = nullptr;    // File > Models, once opened
+  ShapeController* shape_ = nullptr;           // the shape lane
+  ModelsDialog* models_ = nullptr;             // File > Models, once opened
+  std::unique_ptr<runtime::Library> library_;  // null: results are not kept
+  QString library_status_;                     // why not
+  QString job_group_;                          // the running job's library group
   DiffusionBridge* diffusion_ = nullptr;
   TextureBridge* texture_ = nullptr;  // the texture lane
   ScriptRunner* script_ = nullptr;    // scripted mode (null when interactive)

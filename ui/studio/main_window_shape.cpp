@@ -7,6 +7,7 @@
 #include <QActionGroup>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QDateTime>
 #include <QComboBox>
 #include <QDialog>
 #include <QDialogButtonBox>
@@ -113,7 +114,8 @@ void MainWindow::on_model_loaded(const QString& dir) {
     }
     if (!real_here) ready += tr(" The real Cube 3D models: File > Models.");
   }
-  show_status(ready);
+  if (!library_status_.isEmpty()) ready += QStringLiteral(" ") + library_status_;
+  show_status(ready, !library_status_.isEmpty());
   update_buttons();
 }
 
@@ -178,6 +180,9 @@ void MainWindow::start_shape_job(runtime::JobOptions job) {
 
 void MainWindow::on_shape_started(int variations, quint64 first_seed, const QStringList& notes) {
   candidates_->reset(variations, first_seed);
+  job_group_ = QStringLiteral("studio-%1-%2")
+                   .arg(QCoreApplication::applicationPid())
+                   .arg(QDateTime::currentMSecsSinceEpoch());
   // The new prompt's image (the runtime holds it until the shape job ends); the old prompt's
   // image goes.
   if (image_settings_.auto_after_shape &&
@@ -228,7 +233,7 @@ void MainWindow::on_shape_previewed(qint64 tokens, bool final) {
 }
 
 void MainWindow::on_shape_result(const QString& label, std::shared_ptr<const mesh::Mesh> mesh,
-                                 int candidate) {
+                                 int candidate, bool generated) {
   QImage shot;
   if (candidate >= 0) {
     if (Viewport* tile = candidates_->view(candidate)) shot = tile->grabFramebuffer();
@@ -239,6 +244,7 @@ void MainWindow::on_shape_result(const QString& label, std::shared_ptr<const mes
     shot = viewport_->grabFramebuffer();
     viewport_->set_overlay_visible(overlay);
   }
+  if (generated) keep_result(std::max(candidate, 0), mesh, shot);
   gallery_->add(label, std::move(mesh), shot);
   update_buttons();
 }

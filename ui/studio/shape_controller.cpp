@@ -110,6 +110,15 @@ nlohmann::json ShapeController::shown_settings_json() {
                                       identity->gpt_sha256);
 }
 
+nlohmann::json ShapeController::candidate_settings_json(int i) {
+  if (!has_last_job_) return nullptr;
+  const std::optional<runtime::ModelIdentity> identity = engine_.model_identity();
+  if (!identity) return nullptr;
+  const uint64_t seed = last_job_.generation.sampler.seed + static_cast<uint64_t>(std::max(i, 0));
+  return runtime::shape_settings_json(last_job_, seed, last_job_.mesh.resolution, identity->name,
+                                      identity->gpt_sha256);
+}
+
 ShapeController::Candidate* ShapeController::slot(int i) {
   if (i < 0 || i >= variations()) return nullptr;
   return &candidates_[static_cast<size_t>(i)];
@@ -132,7 +141,7 @@ void ShapeController::on_final(std::shared_ptr<const mesh::Mesh> mesh,
     if (variations() > 1) Q_EMIT candidateMesh(chosen_, mesh, true);
     Q_EMIT showMesh(mesh);
     Q_EMIT result(tr("%1 (%2)").arg(prompt_, QString::number(remesh_resolution_) + QChar(0x00b3)),
-                  std::move(mesh), -1);
+                  std::move(mesh), -1, false);
     Q_EMIT changed();
     return;
   }
@@ -151,7 +160,7 @@ void ShapeController::on_final(std::shared_ptr<const mesh::Mesh> mesh,
   }
   Q_EMIT previewed(0, true);
   // Variations go to the gallery from their tiles (on_candidate_final), candidate 0 included.
-  if (variations() == 1) Q_EMIT result(prompt_, std::move(mesh), -1);
+  if (variations() == 1) Q_EMIT result(prompt_, std::move(mesh), -1, true);
   Q_EMIT changed();
 }
 
@@ -180,7 +189,7 @@ void ShapeController::on_candidate_final(int candidate, quint64 seed,
     if (candidate != 0) Q_EMIT showMesh(mesh);
   }
   Q_EMIT candidateMesh(candidate, mesh, true);
-  Q_EMIT result(tr("%1 (seed %2)").arg(prompt_).arg(seed), std::move(mesh), candidate);
+  Q_EMIT result(tr("%1 (seed %2)").arg(prompt_).arg(seed), std::move(mesh), candidate, true);
   Q_EMIT changed();
 }
 

@@ -68,6 +68,9 @@ class ShapeController : public QObject {
   // chosen candidate's seed and the shown resolution; null when the shown mesh is not a finished
   // shape of this session or the model cannot be identified.
   nlohmann::json shown_settings_json();
+  // The settings candidate i's files carry (its seed, the job's final resolution); null when the
+  // model cannot be identified.
+  nlohmann::json candidate_settings_json(int i);
 
  Q_SIGNALS:
   // A job started: the window resets its grid (`variations` tiles from `first_seed`), progress
@@ -81,8 +84,10 @@ class ShapeController : public QObject {
   // Candidate i's newest mesh, for its tile (jobs of several variations).
   void candidateMesh(int candidate, std::shared_ptr<const tessera::mesh::Mesh> mesh, bool final);
   // A finished result for the gallery: `candidate` >= 0 is a tile's (its thumbnail), -1 the main
-  // viewport's (a single job or a re-mesh).
-  void result(const QString& label, std::shared_ptr<const tessera::mesh::Mesh> mesh, int candidate);
+  // viewport's (a single job or a re-mesh). `generated`: a candidate of a job (the library keeps
+  // it), not a re-mesh.
+  void result(const QString& label, std::shared_ptr<const tessera::mesh::Mesh> mesh, int candidate,
+              bool generated);
   // What the controller offers changed (More like this, re-mesh, the chosen candidate).
   void changed();
 

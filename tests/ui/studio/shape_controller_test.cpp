@@ -47,7 +47,7 @@ struct Seen {
                        candidate_meshes.emplace_back(i, final);
                      });
     QObject::connect(&c, &ShapeController::result,
-                     [this](const QString& label, std::shared_ptr<const mesh::Mesh>, int i) {
+                     [this](const QString& label, std::shared_ptr<const mesh::Mesh>, int i, bool) {
                        results.emplace_back(label, i);
                      });
   }

@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "engine/runtime/capabilities.h"
+#include "engine/runtime/library.h"
 #include "engine/mesh/export.h"
 #include "engine/mesh/import.h"
 #include "engine/mesh/mesh.h"
@@ -718,6 +719,40 @@ TEST(Studio, OpensTexturedMeshTextured) {
   EXPECT_TRUE(window->status_text().contains("texture 4x2")) << window->status_text().toStdString();
 }
 
+TEST(Studio, ResultsAreKeptAndTheNextStudioShowsThem) {
+  QTemporaryDir dir;
+  qputenv("TESSERA_LIBRARY", dir.path().toLocal8Bit());
+  {
+    LaunchOptions launch;  // the embedded model
+    auto window = open_window(launch);
+    window->settings_panel()->set_final_resolution(33);
+    window->prompt_edit()->setPlainText("a ball");
+    window->generate();
+    ASSERT_TRUE(wait_job(*window));
+    ASSERT_EQ(window->engine().stats().state, JobState::kDone);
+    EXPECT_EQ(window->gallery()->count(), 1);
+  }
+  auto kept = runtime::Library::open(dir.path().toStdString());
+  ASSERT_TRUE(kept.ok()) << kept.status().message();
+  auto entries = (*kept)->list();
+  ASSERT_TRUE(entries.ok());
+  ASSERT_EQ(entries->size(), 1u);
+  EXPECT_EQ(entries->front().prompt, "a ball");
+  EXPECT_EQ(entries->front().model, "tessera-tiny");
+  EXPECT_TRUE(QFile::exists(QString::fromStdString(entries->front().thumbnail_file())));
+  EXPECT_TRUE((*kept)->check().ok());
+  // The next studio starts with it in the gallery; choosing it reads its mesh.
+  LaunchOptions launch;
+  auto window = open_window(launch);
+  ASSERT_EQ(window->gallery()->count(), 1);
+  window->gallery()->setCurrentRow(0);
+  Q_EMIT window->gallery()->itemClicked(window->gallery()->item(0));
+  ASSERT_NE(window->viewport()->mesh(), nullptr);
+  EXPECT_EQ(window->viewport()->mesh()->triangle_count(), entries->front().triangles);
+  EXPECT_TRUE(window->status_text().contains("a ball")) << window->status_text().toStdString();
+  qunsetenv("TESSERA_LIBRARY");
+}
+
 TEST(Studio, TinyWindowKeepsWorking) {
   FixtureModelDir dir("studio-tiny");
   auto window = open_window(fixture_launch(dir));
@@ -742,6 +777,9 @@ int main(int argc, char** argv) {
   // Settings go to a throw-away directory, never to the user's.
   QTemporaryDir config;
   qputenv("XDG_CONFIG_HOME", config.path().toLocal8Bit());
+  // ... and the library too (each test process its own).
+  QTemporaryDir library;
+  qputenv("TESSERA_LIBRARY", library.path().toLocal8Bit());
   // As tessera-studio does: a core for the UI.
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   tessera::runtime::set_cpu_threads(cores > 1 ? cores - 1 : 1);
