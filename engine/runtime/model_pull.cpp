@@ -91,9 +91,29 @@ std::string unquote(std::string v) {
   return v;
 }
 
+// HF_TOKEN, else the token `huggingface-cli login` saved (HF_TOKEN_PATH, else HF_HOME/token, else
+// XDG_CACHE_HOME or ~/.cache /huggingface/token).
+std::string hub_token() {
+  if (std::string token = env("HF_TOKEN"); !token.empty()) return token;
+  std::string path = env("HF_TOKEN_PATH");
+  if (path.empty()) {
+    std::string home = env("HF_HOME");
+    if (home.empty()) {
+      const std::string xdg = env("XDG_CACHE_HOME");
+      home = ((xdg.empty() ? fs::path(env("HOME")) / ".cache" : fs::path(xdg)) / "huggingface")
+                 .string();
+    }
+    path = (fs::path(home) / "token").string();
+  }
+  std::ifstream in(path);
+  std::string token;
+  in >> token;
+  return token;
+}
+
 curl_slist* auth_headers() {
   curl_slist* list = nullptr;
-  const std::string token = env("HF_TOKEN");
+  const std::string token = hub_token();
   if (!token.empty()) list = curl_slist_append(list, ("Authorization: Bearer " + token).c_str());
   list = curl_slist_append(list, "User-Agent: tessera/" TESSERA_VERSION);
   return list;
@@ -158,10 +178,11 @@ Expected<Remote> ask_hub(const std::string& name, const std::string& revision,
   if ((h.code == 401 || h.code == 403) && error_code != "RepoNotFound") {
     return io_error(
         name + " is gated or private (" + url + " answered " + std::to_string(h.code) + "): " +
-        (env("HF_TOKEN").empty()
-             ? "accept its terms on the Hub, then set HF_TOKEN to an access token of yours"
-             : "HF_TOKEN is set but not allowed to read it; accept its terms on the Hub with that "
-               "account"));
+        (hub_token().empty()
+             ? "accept its terms on the Hub, then set HF_TOKEN to an access token of yours (or "
+               "log in with huggingface-cli login)"
+             : "the token in use (HF_TOKEN or huggingface-cli login's) is not allowed to read it; "
+               "accept its terms on the Hub with that account"));
   }
   if (h.code == 404 || h.code == 401) {
     if (!required && error_code == "EntryNotFound") return not_found("");

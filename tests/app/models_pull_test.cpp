@@ -79,7 +79,11 @@ TEST_F(ModelsPull, PullThenGenerateByNameOnlineAndOffline) {
   EXPECT_NE(gated.err.find("gated"), std::string::npos) << gated.err;
   EXPECT_NE(gated.err.find("HF_TOKEN"), std::string::npos) << gated.err;
 
-  auto pull = run_tessera("models pull Roblox/cube3d-v0.5", with_token());
+  // The token `huggingface-cli login` saves is used too (HF_HOME/token).
+  fs::create_directories(root_ / "hf-home");
+  std::ofstream(root_ / "hf-home" / "token") << kToken << "\n";
+  auto pull = run_tessera("models pull Roblox/cube3d-v0.5",
+                          env_ + "HF_HOME=" + shell_quote((root_ / "hf-home").string()) + " ");
   ASSERT_EQ(pull.exit_code, 0) << pull.err;
   EXPECT_NE(pull.out.find("openai/clip-vit-large-patch14"), std::string::npos) << pull.out;
   EXPECT_TRUE(fs::is_regular_file(hub_ / "models--Roblox--cube3d-v0.5" / "snapshots" /
