@@ -12,17 +12,13 @@
 #include <set>
 
 #include "engine/runtime/export_asset.h"
+#include "engine/runtime/environment_internal.h"
 
 namespace tessera::runtime {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr ? std::string(v) : std::string();
-}
 
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -97,10 +93,7 @@ LibraryEntry read_entry(Statement& s, const std::string& dir) {
 
 std::string default_library_dir() {
   if (std::string dir = env("TESSERA_LIBRARY"); !dir.empty()) return dir;
-  if (std::string data = env("XDG_DATA_HOME"); !data.empty()) {
-    return (fs::path(data) / "tessera" / "library").string();
-  }
-  return (fs::path(env("HOME")) / ".local" / "share" / "tessera" / "library").string();
+  return (fs::path(data_home()) / "tessera" / "library").string();
 }
 
 Expected<std::unique_ptr<Library>> Library::open(const std::string& dir) {

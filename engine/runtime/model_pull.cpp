@@ -20,17 +20,13 @@
 
 #include "engine/core/sha256.h"
 #include "engine/runtime/models.h"
+#include "engine/runtime/environment_internal.h"
 
 namespace tessera::runtime {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr ? std::string(v) : std::string();
-}
 
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(),
@@ -98,11 +94,7 @@ std::string hub_token() {
   std::string path = env("HF_TOKEN_PATH");
   if (path.empty()) {
     std::string home = env("HF_HOME");
-    if (home.empty()) {
-      const std::string xdg = env("XDG_CACHE_HOME");
-      home = ((xdg.empty() ? fs::path(env("HOME")) / ".cache" : fs::path(xdg)) / "huggingface")
-                 .string();
-    }
+    if (home.empty()) home = (fs::path(cache_home()) / "huggingface").string();
     path = (fs::path(home) / "token").string();
   }
   std::ifstream in(path);

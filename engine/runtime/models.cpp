@@ -7,6 +7,8 @@
 #include <fstream>
 #include <system_error>
 
+#include "engine/runtime/environment_internal.h"
+
 namespace tessera::runtime {
 
 namespace fs = std::filesystem;
@@ -61,16 +63,6 @@ std::string in_quotes(std::string_view text) {
   out.append(text);
   out.push_back('\'');
   return out;
-}
-
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr ? std::string(v) : std::string();
-}
-
-std::string home_cache() {
-  if (std::string xdg = env("XDG_CACHE_HOME"); !xdg.empty()) return xdg;
-  return (fs::path(env("HOME")) / ".cache").string();
 }
 
 std::string read_ref(const fs::path& file) {
@@ -136,11 +128,11 @@ bool looks_like_model_name(std::string_view text) {
 std::string hf_hub_cache_dir() {
   if (std::string dir = env("HF_HUB_CACHE"); !dir.empty()) return dir;
   if (std::string home = env("HF_HOME"); !home.empty()) return (fs::path(home) / "hub").string();
-  return (fs::path(home_cache()) / "huggingface" / "hub").string();
+  return (fs::path(cache_home()) / "huggingface" / "hub").string();
 }
 
 std::string tessera_cache_dir() {
-  return (fs::path(home_cache()) / "tessera").string();
+  return (fs::path(cache_home()) / "tessera").string();
 }
 
 std::string hf_repo_dir(std::string_view name) {
