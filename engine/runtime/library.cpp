@@ -1,5 +1,6 @@
 #include "engine/runtime/library.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <functional>
 #include <set>
 
+#include "engine/core/mapped_file.h"
 #include "engine/runtime/export_asset.h"
 #include "engine/runtime/environment_internal.h"
 
@@ -37,6 +39,58 @@ std::string random_name() {
     out += kHex[v & 15];
   }
   return out;
+}
+
+// fsync of a folder, so that a rename in it survives a power cut (best effort: some file systems
+// refuse it for folders).
+void sync_dir(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  (void)::fsync(fd);
+  ::close(fd);
+}
+
+std::string first_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// The process start time of `pid` in clock ticks since boot (field 22 of /proc/PID/stat); "" when
+// there is no such process.
+std::string process_start(int64_t pid) {
+  const std::string stat = first_line("/proc/" + std::to_string(pid) + "/stat");
+  const size_t paren = stat.rfind(')');  // the command name may hold spaces and parentheses
+  if (paren == std::string::npos) return "";
+  size_t pos = paren + 2;  // field 3 starts here
+  for (int field = 3; field < 22 && pos != std::string::npos; ++field)
+    pos = stat.find(' ', pos) + 1;
+  if (pos == std::string::npos || pos == 0) return "";
+  return stat.substr(pos, stat.find(' ', pos) - pos);
+}
+
+// Who runs a journal's job: this boot, this process id and its start time (ids are reused; a
+// process id with another start time, or another boot, is another process).
+std::string boot_id() {
+  return first_line("/proc/sys/kernel/random/boot_id");
+}
+std::string this_owner() {
+  return boot_id() + " " + std::to_string(::getpid()) + " " + process_start(::getpid());
+}
+bool owner_alive(const std::string& owner) {
+  const size_t a = owner.find(' ');
+  const size_t b = a == std::string::npos ? a : owner.find(' ', a + 1);
+  if (b == std::string::npos) return false;
+  if (owner.substr(0, a) != boot_id()) return false;
+  int64_t pid = 0;
+  try {
+    pid = std::stoll(owner.substr(a + 1, b - a - 1));
+  } catch (const std::exception&) {
+    return false;
+  }
+  const std::string start = process_start(pid);
+  return !start.empty() && start == owner.substr(b + 1);
 }
 
 class Statement {
@@ -121,7 +175,11 @@ Expected<std::unique_ptr<Library>> Library::open(const std::string& dir) {
         " triangles INTEGER NOT NULL, favourite INTEGER NOT NULL DEFAULT 0,"
         " trashed_ms INTEGER);"
         "CREATE INDEX IF NOT EXISTS results_created ON results(created_ms);"
-        "PRAGMA user_version = 1;");
+        "CREATE TABLE IF NOT EXISTS journal ("
+        " id INTEGER PRIMARY KEY AUTOINCREMENT, started_ms INTEGER NOT NULL,"
+        " prompt TEXT NOT NULL, settings TEXT NOT NULL, variations INTEGER NOT NULL,"
+        " owner TEXT NOT NULL);"
+        "PRAGMA user_version = 2;");
   }
   if (!st.ok()) return io_error("library catalogue " + catalogue + ": " + st.message());
   // Folders of results whose row never came (a crash between the two) are removed. Another
@@ -168,24 +226,31 @@ Expected<int64_t> Library::add(const NewResult& r) {
   AssetExport request;
   request.settings = r.settings;
   auto written = export_asset(*r.mesh, (tmp / "mesh.glb").string(), request);
-  if (written.ok()) {
-    std::ofstream tokens(tmp / "tokens.txt");
-    for (size_t i = 0; i < r.tokens.size(); ++i) tokens << (i ? " " : "") << r.tokens[i];
-    tokens << "\n";
-    tokens.close();
-    if (!tokens) written = io_error("library " + dir_ + ": cannot write tokens.txt");
+  // Each file atomically (temporary name, fsync, rename), then the folder itself.
+  auto write = [&](const char* file, const std::string& bytes) {
+    if (!written.ok()) return;
+    if (Status st = write_file_atomic((tmp / file).string(), bytes.data(), bytes.size());
+        !st.ok()) {
+      written = io_error("library " + dir_ + ": cannot write " + file + ": " + st.message());
+    }
+  };
+  std::string tokens;
+  for (size_t i = 0; i < r.tokens.size(); ++i) {
+    if (i > 0) tokens += ' ';
+    tokens += std::to_string(r.tokens[i]);
   }
-  if (written.ok() && !r.thumbnail_png.empty()) {
-    std::ofstream thumb(tmp / "thumbnail.png", std::ios::binary);
-    thumb.write(reinterpret_cast<const char*>(r.thumbnail_png.data()),
-                static_cast<std::streamsize>(r.thumbnail_png.size()));
-    thumb.close();
-    if (!thumb) written = io_error("library " + dir_ + ": cannot write thumbnail.png");
+  write("tokens.txt", tokens + "\n");
+  if (!r.timings.is_null()) write("timings.json", r.timings.dump() + "\n");
+  if (!r.thumbnail_png.empty()) {
+    write("thumbnail.png", std::string(r.thumbnail_png.begin(), r.thumbnail_png.end()));
   }
+  if (written.ok()) sync_dir(tmp);
   if (written.ok()) {
     fs::rename(tmp, items / name, ec);
     if (ec)
       written = io_error("library " + dir_ + ": cannot move a result into place: " + ec.message());
+    else
+      sync_dir(items);
   }
   if (!written.ok()) {
     fs::remove_all(tmp, ec);
@@ -318,6 +383,70 @@ Status Library::check() {
     }
   }
   return Status();
+}
+
+Expected<int64_t> Library::data_version() {
+  Statement s(db_, "PRAGMA data_version");
+  if (!s.ok() || sqlite3_step(s.get()) != SQLITE_ROW) {
+    return io_error("library catalogue: " + s.error());
+  }
+  return s.integer(0);
+}
+
+Expected<int64_t> Library::begin_job(const std::string& prompt, const nlohmann::json& settings,
+                                     int variations) {
+  Statement s(db_,
+              "INSERT INTO journal (started_ms, prompt, settings, variations, owner)"
+              " VALUES (?, ?, ?, ?, ?)");
+  if (!s.ok()) return io_error("library catalogue: " + s.error());
+  s.bind(1, now_ms());
+  s.bind(2, prompt);
+  s.bind(3, settings.dump());
+  s.bind(4, static_cast<int64_t>(variations));
+  s.bind(5, this_owner());
+  if (sqlite3_step(s.get()) != SQLITE_DONE) return io_error("library catalogue: " + s.error());
+  return sqlite3_last_insert_rowid(db_);
+}
+
+Status Library::end_job(int64_t id) {
+  Statement s(db_, "DELETE FROM journal WHERE id = ?");
+  if (!s.ok()) return io_error("library catalogue: " + s.error());
+  s.bind(1, id);
+  if (sqlite3_step(s.get()) != SQLITE_DONE) return io_error("library catalogue: " + s.error());
+  return Status();
+}
+
+Expected<std::vector<JournalJob>> Library::take_interrupted() {
+  // One transaction, so that two front ends starting at once cannot both take a job.
+  TESSERA_RETURN_IF_ERROR(exec("BEGIN IMMEDIATE"));
+  auto taken = take_interrupted_locked();
+  const Status end = exec(taken.ok() ? "COMMIT" : "ROLLBACK");
+  if (!end.ok() && taken.ok()) return end;
+  return taken;
+}
+
+Expected<std::vector<JournalJob>> Library::take_interrupted_locked() {
+  std::vector<JournalJob> gone;
+  {
+    Statement s(db_,
+                "SELECT id, started_ms, prompt, settings, variations, owner FROM journal"
+                " ORDER BY id");
+    if (!s.ok()) return io_error("library catalogue: " + s.error());
+    int rc = SQLITE_ROW;
+    while ((rc = sqlite3_step(s.get())) == SQLITE_ROW) {
+      if (owner_alive(s.text(5))) continue;
+      JournalJob job;
+      job.id = s.integer(0);
+      job.started_ms = s.integer(1);
+      job.prompt = s.text(2);
+      job.settings = nlohmann::json::parse(s.text(3), nullptr, false);
+      job.variations = static_cast<int>(s.integer(4));
+      gone.push_back(std::move(job));
+    }
+    if (rc != SQLITE_DONE) return io_error("library catalogue: " + s.error());
+  }
+  for (const JournalJob& job : gone) TESSERA_RETURN_IF_ERROR(end_job(job.id));
+  return gone;
 }
 
 }  // namespace tessera::runtime

@@ -3,10 +3,15 @@
 // A folder (default_library_dir()) holding a SQLite catalogue, library.sqlite3 (WAL: readers never
 // block the writer, and several processes, studios and CLIs, share it under SQLite's locking), and
 // a folder per result, items/<dir>/: mesh.glb (the final mesh, the settings in its metadata),
-// tokens.txt (the shape tokens, one line) and, from the studio, thumbnail.png. A result's files are
-// written under a temporary name and renamed into place before its row is inserted, so every row's
-// files exist; a crash between the two leaves a folder without a row, which open() removes once it
-// is a minute old (younger ones may be another process's, about to get their row).
+// tokens.txt (the shape tokens, one line), timings.json (when the maker measured them: per-token
+// and per-stage milliseconds) and, from the studio, thumbnail.png. A result's files are written
+// under a temporary name and renamed into place before its row is inserted, so every row's files
+// exist; a crash between the two leaves a folder without a row, which open() removes once it is a
+// minute old (younger ones may be another process's, about to get their row).
+//
+// The catalogue also journals the jobs that are running (begin_job / end_job): a job whose process
+// died (a kill, a crash, a power cut) stays in the journal, and the next start of a front end takes
+// it (take_interrupted) to say what was interrupted and offer it again.
 //
 // Results go to the trash (trash(), restore()) and leave it only by empty_trash(), which deletes
 // their files. Ids are the catalogue's row ids (stable, never reused).
@@ -50,6 +55,7 @@ struct LibraryEntry {
   std::string mesh_file() const { return folder + "/mesh.glb"; }
   std::string tokens_file() const { return folder + "/tokens.txt"; }
   std::string thumbnail_file() const { return folder + "/thumbnail.png"; }  // may not exist
+  std::string timings_file() const { return folder + "/timings.json"; }     // may not exist
 };
 
 // A result to keep.
@@ -63,6 +69,19 @@ struct NewResult {
   const mesh::Mesh* mesh = nullptr;  // not null, with triangles
   std::vector<int32_t> tokens;
   std::vector<uint8_t> thumbnail_png;  // a PNG file's bytes (the studio's); empty: none
+  // How it was made, for replays: {"token_ms": [...], "stage_ms": {...}, "total_ms": ...,
+  // "backend": ...}; null: not measured (no timings.json).
+  nlohmann::json timings;
+};
+
+// A job in the journal: begun by a front end and not ended.
+struct JournalJob {
+  int64_t id = 0;
+  int64_t started_ms = 0;  // Unix time
+  std::string prompt;
+  nlohmann::json
+      settings;  // shape_settings_json of its first candidate (restored_settings reads it)
+  int variations = 1;
 };
 
 struct LibraryQuery {
@@ -94,11 +113,24 @@ class Library {
   Expected<int64_t> empty_trash();
   // PRAGMA integrity_check, and every row's files exist. The first fault found.
   Status check();
+  // A number that changes whenever another connection (another studio, a CLI) changed the
+  // catalogue since the last call (SQLite's data_version): cheap enough to poll.
+  Expected<int64_t> data_version();
+
+  // The journal. begin_job records a job this process is running (its id); end_job removes it when
+  // the job ends in any way.
+  Expected<int64_t> begin_job(const std::string& prompt, const nlohmann::json& settings,
+                              int variations);
+  Status end_job(int64_t id);
+  // The journal's jobs whose process is gone (not running on this machine since its last boot),
+  // oldest first, removed from the journal: each is reported once.
+  Expected<std::vector<JournalJob>> take_interrupted();
 
  private:
   Library(std::string dir, sqlite3* db) : dir_(std::move(dir)), db_(db) {}
   Status exec(const std::string& sql);
   Status set_trashed(int64_t id, bool trashed);
+  Expected<std::vector<JournalJob>> take_interrupted_locked();
   std::string dir_;
   sqlite3* db_ = nullptr;
 };

@@ -5,7 +5,11 @@
 #include "engine/runtime/library.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <chrono>
 #include <filesystem>
@@ -155,6 +159,91 @@ TEST_F(LibraryTest, AnUnwritableFolderIsRefusedNamingIt) {
   auto fresh = Library::open(dir_.string());
   ASSERT_TRUE(fresh.ok());
   EXPECT_EQ((*fresh)->add(empty).status().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST_F(LibraryTest, AFullDiskIsAClearErrorAndNothingHalfWrittenStays) {
+  auto lib = Library::open(dir_.string());
+  ASSERT_TRUE(lib.ok());
+  ASSERT_TRUE((*lib)->add(result("before", 1)).ok());
+  // A file-size limit stands in for a full disk: writes past it fail (EFBIG, SIGXFSZ ignored)
+  // exactly where ENOSPC would.
+  NewResult big = result("too big", 2);
+  big.thumbnail_png.assign(64 * 1024, 7);
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto* previous = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = old;
+  small.rlim_cur = 16 * 1024;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  auto added = (*lib)->add(big);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old), 0);
+  std::signal(SIGXFSZ, previous);
+  ASSERT_FALSE(added.ok());
+  EXPECT_NE(added.status().message().find(dir_.string()), std::string::npos)
+      << added.status().message();
+  EXPECT_NE(added.status().message().find("thumbnail.png"), std::string::npos)
+      << added.status().message();
+  // No row, no folder left behind, and the library goes on working.
+  EXPECT_EQ((*lib)->list()->size(), 1u);
+  int folders = 0;
+  for ([[maybe_unused]] const auto& f : fs::directory_iterator(dir_ / "items")) ++folders;
+  EXPECT_EQ(folders, 1);
+  EXPECT_TRUE((*lib)->add(result("after", 3)).ok());
+  EXPECT_TRUE((*lib)->check().ok());
+}
+
+TEST_F(LibraryTest, TimingsAreKeptBesideTheMesh) {
+  auto lib = Library::open(dir_.string());
+  NewResult r = result("a cube", 4);
+  r.timings = {{"token_ms", {1.5, 0.5}}, {"total_ms", 40.0}};
+  auto id = (*lib)->add(r);
+  ASSERT_TRUE(id.ok());
+  auto entry = (*lib)->get(*id);
+  std::ifstream in(entry->timings_file());
+  const auto timings = nlohmann::json::parse(in, nullptr, false);
+  EXPECT_EQ(timings, r.timings);
+  auto bare = (*lib)->add(result("a ball", 5));
+  EXPECT_FALSE(fs::exists((*lib)->get(*bare)->timings_file()));
+}
+
+TEST_F(LibraryTest, JobsOfAProcessThatDiedAreTakenOnceAndRunningOnesStay) {
+  auto lib = Library::open(dir_.string());
+  ASSERT_TRUE(lib.ok());
+  const nlohmann::json settings = {{"prompt", "a chair"}, {"sampling", {{"seed", 7}}}};
+  // This process's job is running: not interrupted.
+  auto mine = (*lib)->begin_job("a lamp", settings, 1);
+  ASSERT_TRUE(mine.ok());
+  // A child process begins a job and dies without ending it (as a kill -9 would leave it).
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto theirs = Library::open(dir_.string());
+    const bool ok = theirs.ok() && (*theirs)->begin_job("a chair", settings, 4).ok();
+    ::_exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  auto other = Library::open(dir_.string());  // the next start
+  auto taken = (*other)->take_interrupted();
+  ASSERT_TRUE(taken.ok()) << taken.status().message();
+  ASSERT_EQ(taken->size(), 1u);
+  EXPECT_EQ(taken->front().prompt, "a chair");
+  EXPECT_EQ(taken->front().variations, 4);
+  EXPECT_EQ(taken->front().settings, settings);
+  EXPECT_GT(taken->front().started_ms, 0);
+  EXPECT_TRUE((*other)->take_interrupted()->empty());  // said once
+  ASSERT_TRUE((*lib)->end_job(*mine).ok());
+  EXPECT_TRUE((*other)->take_interrupted()->empty());
+}
+
+TEST_F(LibraryTest, DataVersionChangesWhenAnotherConnectionWrites) {
+  auto watcher = Library::open(dir_.string());
+  auto writer = Library::open(dir_.string());
+  const int64_t before = *(*watcher)->data_version();
+  EXPECT_EQ(*(*watcher)->data_version(), before);
+  ASSERT_TRUE((*writer)->add(result("a cube", 1)).ok());
+  EXPECT_NE(*(*watcher)->data_version(), before);
 }
 
 TEST_F(LibraryTest, GenerateKeepsResultsAndTheCliListsShowsAndExportsThem) {
