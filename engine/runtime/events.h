@@ -84,7 +84,7 @@ struct StageEvent {
 };
 struct PartialMeshEvent {
   int64_t tokens = 0;                      // prefix length it was decoded from
-  std::shared_ptr<const mesh::Mesh> mesh;  // never null
+  std::shared_ptr<const mesh::Mesh> mesh;  // never null; empty only in a replay (no surface yet)
   int candidate = 0;
   double ms = 0.0;  // what meshing this preview took (latent decode, extraction, clean-up)
 };

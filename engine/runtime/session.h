@@ -126,6 +126,11 @@ struct JobOptions {
   // fewer are filled with the model's fill token). The prompt and generation options are then
   // unused.
   std::optional<std::vector<int32_t>> tokens;
+  // With `tokens`: a replay of how they formed. Instead of the final mesh, the meshes of these
+  // prefix lengths (each in 1..tokens->size()), in this order, at preview_resolution, meshed as the
+  // live previews are: one PartialMeshEvent each (tokens = the prefix length; a prefix without
+  // surface yet gives an empty mesh), then Done. Cancelling stops between two prefixes.
+  std::vector<int64_t> replay_prefixes;
   // Candidates decoded together (1..kMaxVariations): candidate j samples with seed
   // generation.sampler.seed + j, so candidate j alone (variations 1, that seed) gives the same
   // tokens. More than one needs sampling on (greedy would give identical candidates). Events:

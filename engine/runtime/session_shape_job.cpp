@@ -47,6 +47,18 @@ Status check_shape_job(const JobOptions& o, shape::ShapePipeline& pipeline, int*
                               " must be in (0, 1] (a fraction of the job's time)");
     }
   }
+  if (!o.replay_prefixes.empty()) {
+    if (!o.tokens) return invalid_argument("replay_prefixes need the tokens to replay");
+    if (Status st = shape::resolution_base(o.preview_resolution).status(); !st.ok()) {
+      return st.with_context("replay");
+    }
+    for (const int64_t k : o.replay_prefixes) {
+      if (k < 1 || k > static_cast<int64_t>(o.tokens->size())) {
+        return invalid_argument("replay prefix " + std::to_string(k) + " outside [1, " +
+                                std::to_string(o.tokens->size()) + "]");
+      }
+    }
+  }
   const int64_t num_latents = pipeline.num_latents();
   *n = tokens_to_generate(o.generation.num_tokens, num_latents);
   if (!o.tokens && *n > num_latents) {
@@ -309,6 +321,26 @@ void Session::Impl::run_shape_job(uint64_t id, const JobOptions& o, std::atomic<
   int64_t n = 0;
   if (Status st = check_shape_job(o, *shape_, &resolution, &n); !st.ok()) return finish_with(st);
   emit(id, lane, shape_job_mode(o, *shape_));
+  if (!o.replay_prefixes.empty()) {
+    shape::MeshOptions preview = to_shape(o.mesh);
+    preview.resolution = o.preview_resolution;
+    for (const int64_t k : o.replay_prefixes) {
+      if (cancel.load()) return finish_with(cancelled("replay cancelled"));
+      Stopwatch watch;
+      const std::vector<int32_t> prefix(o.tokens->begin(), o.tokens->begin() + k);
+      auto meshed = shape_->tokens_to_mesh(prefix, preview, nullptr, &cancel);
+      if (!meshed.ok() && meshed.status().code() != ErrorCode::kNotFound) {
+        return finish_with(
+            meshed.status().with_context("replay of " + std::to_string(k) + " tokens"));
+      }
+      emit(id, lane,
+           PartialMeshEvent{k,
+                            std::make_shared<const mesh::Mesh>(
+                                meshed.ok() ? std::move(meshed).value() : mesh::Mesh()),
+                            0, watch.elapsed_ms()});
+    }
+    return emit(id, lane, DoneEvent{total.elapsed_ms()});
+  }
   ShapeTokens generated;
   if (o.tokens) {
     generated.tokens.push_back(*o.tokens);

@@ -568,6 +568,65 @@ TEST_F(SessionTest, DecodeJobTurnsGivenTokensIntoTheSameMesh) {
   EXPECT_NE(error->status.message().find("position 3"), std::string::npos);
 }
 
+TEST_F(SessionTest, ReplayMeshesTheAskedPrefixesAsThePreviewsDo) {
+  auto session = open_session(*dir_);
+  ASSERT_NE(session, nullptr);
+  JobOptions job = small_job();
+  job.preview_every = 1;
+  job.preview_budget = 1.0;  // every prefix meshed: the live previews to compare with
+  std::map<int64_t, std::shared_ptr<const mesh::Mesh>> live;
+  std::vector<int32_t> tokens;
+  const Event done = session->wait_for(session->submit(job), [&](const Event& e) {
+    if (const auto* p = std::get_if<PartialMeshEvent>(&e.payload)) live[p->tokens] = p->mesh;
+    if (const auto* f = std::get_if<FinalMeshEvent>(&e.payload)) tokens = f->tokens;
+  });
+  ASSERT_TRUE(std::holds_alternative<DoneEvent>(done.payload));
+  ASSERT_FALSE(live.empty());
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  // In the asked order, each once, the same meshes as the live previews of those prefixes.
+  JobOptions replay;
+  replay.tokens = tokens;
+  replay.preview_resolution = job.preview_resolution;
+  replay.replay_prefixes = {n, 1, live.begin()->first, n / 2};
+  std::vector<int64_t> order;
+  std::vector<std::shared_ptr<const mesh::Mesh>> meshes;
+  bool final_mesh = false;
+  const Event end = session->wait_for(session->submit(replay), [&](const Event& e) {
+    if (const auto* p = std::get_if<PartialMeshEvent>(&e.payload)) {
+      order.push_back(p->tokens);
+      meshes.push_back(p->mesh);
+    }
+    if (std::holds_alternative<FinalMeshEvent>(e.payload)) final_mesh = true;
+  });
+  ASSERT_TRUE(std::holds_alternative<DoneEvent>(end.payload));
+  EXPECT_FALSE(final_mesh);
+  ASSERT_EQ(order, replay.replay_prefixes);
+  int compared = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    ASSERT_NE(meshes[i], nullptr);
+    const auto it = live.find(order[i]);
+    // Not every prefix was previewed live (the CPU mesher skips to the newest one).
+    if (it == live.end()) continue;
+    EXPECT_EQ(meshes[i]->positions, it->second->positions) << order[i] << " tokens";
+    EXPECT_EQ(meshes[i]->triangles, it->second->triangles) << order[i] << " tokens";
+    ++compared;
+  }
+  EXPECT_GE(compared, 1);
+  // A prefix out of range, or a replay without tokens: an error naming it, before any work.
+  replay.replay_prefixes = {n + 1};
+  const Event rejected = session->wait_for(session->submit(replay));
+  const auto* bad = std::get_if<ErrorEvent>(&rejected.payload);
+  ASSERT_NE(bad, nullptr);
+  EXPECT_NE(bad->status.message().find("replay prefix " + std::to_string(n + 1)), std::string::npos)
+      << bad->status.message();
+  replay.tokens.reset();
+  replay.replay_prefixes = {1};
+  const Event tokenless = session->wait_for(session->submit(replay));
+  const auto* none = std::get_if<ErrorEvent>(&tokenless.payload);
+  ASSERT_NE(none, nullptr);
+  EXPECT_NE(none->status.message().find("tokens"), std::string::npos);
+}
+
 TEST_F(SessionTest, ModelLoadsAreJobsAndJobsWithoutAModelFailClearly) {
   SessionOptions options;
   auto session = Session::create(std::move(options));
