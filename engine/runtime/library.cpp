@@ -283,12 +283,15 @@ Expected<std::vector<LibraryEntry>> Library::list(const LibraryQuery& q) {
                     (q.trash ? "trashed_ms IS NOT NULL" : "trashed_ms IS NULL") +
                     " AND (?1 = '' OR instr(lower(prompt), lower(?1)) > 0 OR"
                     " instr(lower(name), lower(?1)) > 0) AND (?2 = '' OR model = ?2)"
+                    " AND created_ms >= ?3 AND (?4 = 0 OR favourite = 1)"
                     " ORDER BY created_ms DESC, id DESC";
   if (q.limit > 0) sql += " LIMIT " + std::to_string(q.limit);
   Statement s(db_, sql.c_str());
   if (!s.ok()) return io_error("library catalogue: " + s.error());
   s.bind(1, q.text);
   s.bind(2, q.model);
+  s.bind(3, q.since_ms);
+  s.bind(4, static_cast<int64_t>(q.favourites ? 1 : 0));
   std::vector<LibraryEntry> out;
   int rc = SQLITE_ROW;
   while ((rc = sqlite3_step(s.get())) == SQLITE_ROW) out.push_back(read_entry(s, dir_));

@@ -85,10 +85,12 @@ struct JournalJob {
 };
 
 struct LibraryQuery {
-  std::string text;    // in the prompt or the name (case-insensitive); "": any
-  std::string model;   // exact; "": any
-  bool trash = false;  // the trash instead of the library
-  int64_t limit = 0;   // 0: all; newest first
+  std::string text;         // in the prompt or the name (case-insensitive); "": any
+  std::string model;        // exact; "": any
+  bool trash = false;       // the trash instead of the library
+  int64_t limit = 0;        // 0: all; newest first
+  int64_t since_ms = 0;     // made at or after this Unix time; 0: any
+  bool favourites = false;  // favourites only
 };
 
 class Library {

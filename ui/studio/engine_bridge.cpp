@@ -68,6 +68,7 @@ uint64_t EngineBridge::submit(const runtime::JobOptions& request) {
   // A frame recording wants every step of the shape forming: the previews' time budget is lifted
   // while recording (the job takes longer; that is what a recording is for).
   if (emit_every_partial_) job.preview_budget = 1.0;
+  replay_job_ = 0;  // a generation replaces a replay
   const uint64_t id = session_->submit(job);
   if (busy()) {
     // The previous job is being cancelled by submit(); the UI moves on to the new one now.
@@ -83,6 +84,28 @@ uint64_t EngineBridge::submit(const runtime::JobOptions& request) {
 }
 
 void EngineBridge::cancel() {
+  session_->cancel(runtime::Lane::kShape);
+}
+
+uint64_t EngineBridge::submit_replay(const std::vector<int32_t>& tokens,
+                                     std::vector<int64_t> prefixes, int resolution) {
+  if (!has_model_) return 0;
+  runtime::JobOptions job;
+  job.tokens = tokens;
+  job.replay_prefixes = std::move(prefixes);
+  job.preview_resolution = resolution;
+  if (busy()) {
+    Q_EMIT jobFinished(stats_.job, static_cast<int>(JobState::kCancelled), "replaced by a replay");
+    stats_.state = JobState::kCancelled;
+    stats_.message = "replaced by a replay";
+  }
+  replay_job_ = session_->submit(job);
+  return replay_job_;
+}
+
+void EngineBridge::cancel_replay() {
+  if (replay_job_ == 0) return;
+  replay_job_ = 0;  // its remaining events are dropped
   session_->cancel(runtime::Lane::kShape);
 }
 
@@ -118,6 +141,18 @@ void EngineBridge::on_shape_event(const runtime::Event& event, bool* changed,
     } else if (const auto* e = std::get_if<runtime::ErrorEvent>(&event.payload)) {
       loading_ = false;
       Q_EMIT modelFailed(loading_dir_, QString::fromStdString(e->status.message()));
+    }
+    return;
+  }
+  if (event.job == replay_job_ && replay_job_ != 0) {
+    if (const auto* p = std::get_if<runtime::PartialMeshEvent>(&event.payload)) {
+      Q_EMIT replayMesh(event.job, p->tokens, p->mesh);
+    } else if (event.terminal()) {
+      replay_job_ = 0;
+      const auto* error = std::get_if<runtime::ErrorEvent>(&event.payload);
+      Q_EMIT replayEnded(
+          event.job, std::holds_alternative<runtime::DoneEvent>(event.payload),
+          error != nullptr ? QString::fromStdString(error->status.message()) : QString());
     }
     return;
   }

@@ -78,6 +78,14 @@ class EngineBridge : public QObject {
   uint64_t submit(const runtime::JobOptions& job);
   // Cancels the running job, if any.
   void cancel();
+  // Replays `tokens` (runtime JobOptions::replay_prefixes): the meshes of `prefixes`, in that
+  // order, at `resolution`, each as replayMesh, then replayEnded. It replaces the running shape job
+  // and any earlier replay (the studio replays only when no generation runs) and leaves stats()
+  // alone. Returns the job id (0: no model loaded).
+  uint64_t submit_replay(const std::vector<int32_t>& tokens, std::vector<int64_t> prefixes,
+                         int resolution);
+  void cancel_replay();
+  bool replaying() const { return replay_job_ != 0; }
   // True from submit() until the current job's terminal event has been drained.
   bool busy() const { return stats_.state == JobState::kRunning; }
   const GenerationStats& stats() const { return stats_; }
@@ -106,6 +114,9 @@ class EngineBridge : public QObject {
   void candidateFinalMesh(int candidate, quint64 seed,
                           std::shared_ptr<const tessera::mesh::Mesh> mesh,
                           std::vector<int32_t> tokens);
+  // A replay's mesh of its first `tokens` tokens (empty: no surface yet), and its end.
+  void replayMesh(quint64 job, qint64 tokens, std::shared_ptr<const tessera::mesh::Mesh> mesh);
+  void replayEnded(quint64 job, bool ok, const QString& message);
   // The current job ended: state is kDone, kCancelled or kFailed; message says why for the last
   // two.
   void jobFinished(quint64 job, int state, const QString& message);
@@ -141,6 +152,7 @@ class EngineBridge : public QObject {
   bool loading_ = false;
   bool emit_every_partial_ = false;
   uint64_t load_job_ = 0;
+  uint64_t replay_job_ = 0;  // the running replay (0: none)
   GenerationStats stats_;
   QTimer drain_timer_;
   std::unique_ptr<runtime::Session> session_;  // last: destroyed (workers joined) first

@@ -2,6 +2,7 @@
 
 #include "engine/mesh/import.h"
 
+#include <QDateTime>
 #include <QIcon>
 #include <QPixmap>
 #include <algorithm>
@@ -14,6 +15,8 @@ QString one_line(const QString& text, int max_chars) {
   QString s = text.simplified();
   return s.size() > max_chars ? s.left(max_chars - 1) + QChar(0x2026) : s;
 }
+
+constexpr int kCaptionChars = 24;
 
 }  // namespace
 
@@ -31,6 +34,7 @@ Gallery::Gallery(QWidget* parent) : QListWidget(parent) {
   setHorizontalScrollBarPolicy(Qt::ScrollBarAsNeeded);
   setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   setFixedHeight(kThumbnailSize + 48);
+  setUniformItemSizes(true);
   connect(this, &QListWidget::itemClicked, this, &Gallery::choose);
   connect(this, &QListWidget::itemActivated, this, &Gallery::choose);
 }
@@ -41,47 +45,162 @@ QImage Gallery::thumbnail(const QImage& shot) {
       .scaled(kThumbnailSize, kThumbnailSize, Qt::KeepAspectRatio, Qt::SmoothTransformation);
 }
 
-void Gallery::add_kept(const QString& prompt, const QString& mesh_file,
-                       const QString& thumbnail_file) {
-  results_.push_back({prompt, nullptr, mesh_file});
-  auto* item = new QListWidgetItem(
-      QIcon(thumbnail_file), one_line(prompt.isEmpty() ? tr("(empty prompt)") : prompt, 24), this);
-  item->setData(Qt::UserRole, static_cast<int>(results_.size() - 1));
-  item->setToolTip(prompt);
+void Gallery::set_kept(std::vector<GalleryEntry> kept, bool show_session) {
+  kept_ = std::move(kept);
+  show_session_ = show_session;
+  for (GalleryEntry& e : kept_) {
+    if (auto it = meshes_.find(e.id); it != meshes_.end()) e.mesh = it->second;
+  }
+  newest_group_.clear();
+  if (!kept_.empty() && !kept_.back().trashed) newest_group_ = kept_.back().group;
+  rebuild();
 }
 
-void Gallery::add(const QString& prompt, std::shared_ptr<const mesh::Mesh> mesh,
+void Gallery::add(const QString& label, std::shared_ptr<const mesh::Mesh> mesh,
                   const QImage& shot) {
-  results_.push_back({prompt, std::move(mesh), QString()});
-  auto* item =
-      new QListWidgetItem(QIcon(QPixmap::fromImage(thumbnail(shot))),
-                          one_line(prompt.isEmpty() ? tr("(empty prompt)") : prompt, 24), this);
-  item->setData(Qt::UserRole, static_cast<int>(results_.size() - 1));
-  item->setToolTip(prompt);
-  scrollToItem(item);
+  GalleryEntry e;
+  e.created_ms = QDateTime::currentMSecsSinceEpoch();
+  e.prompt = label;
+  e.label = label;
+  e.mesh = std::move(mesh);
+  e.thumbnail = thumbnail(shot);
+  session_.push_back(std::move(e));
+  rebuild();
+  show_newest();
+}
+
+void Gallery::attach_mesh(int64_t id, std::shared_ptr<const mesh::Mesh> mesh) {
+  meshes_[id] = mesh;
+  for (GalleryEntry& e : kept_) {
+    if (e.id == id) e.mesh = mesh;
+  }
 }
 
 void Gallery::replace_mesh(const std::shared_ptr<const mesh::Mesh>& before,
                            std::shared_ptr<const mesh::Mesh> after) {
-  for (Result& r : results_) {
-    if (r.mesh == before) r.mesh = after;
+  for (auto* list : {&kept_, &session_}) {
+    for (GalleryEntry& e : *list) {
+      if (e.mesh == before) e.mesh = after;
+    }
+  }
+  for (auto& [id, m] : meshes_) {
+    if (m == before) m = after;
+  }
+}
+
+const GalleryEntry* Gallery::entry(const QListWidgetItem* item) const {
+  if (item == nullptr) return nullptr;
+  const int index = item->data(Qt::UserRole).toInt();
+  if (index >= 0 && index < static_cast<int>(kept_.size())) {
+    return &kept_[static_cast<size_t>(index)];
+  }
+  const int session = -index - 1;
+  if (index < 0 && session < static_cast<int>(session_.size())) {
+    return &session_[static_cast<size_t>(session)];
+  }
+  return nullptr;
+}
+
+int Gallery::group_size(const QString& group) const {
+  if (group.isEmpty()) return 1;
+  return static_cast<int>(std::count_if(kept_.begin(), kept_.end(),
+                                        [&](const GalleryEntry& e) { return e.group == group; }));
+}
+
+bool Gallery::expanded(const QString& group) const {
+  return expanded_.contains(group) || group == newest_group_;
+}
+
+void Gallery::set_expanded(const QString& group, bool on) {
+  if (on) {
+    expanded_.insert(group);
+  } else {
+    expanded_.remove(group);
+    if (group == newest_group_) newest_group_.clear();
+  }
+  rebuild();
+}
+
+void Gallery::show_newest() {
+  if (count() > 0) scrollToItem(item(count() - 1));
+}
+
+void Gallery::rebuild() {
+  const int64_t current =
+      currentItem() != nullptr && entry(currentItem()) ? entry(currentItem())->id : -1;
+  clear();
+  // Kept and session entries merged by time; a collapsed group shows its first entry only.
+  std::vector<int> order;
+  for (int i = 0; i < static_cast<int>(kept_.size()); ++i) order.push_back(i);
+  if (show_session_) {
+    for (int i = 0; i < static_cast<int>(session_.size()); ++i) order.push_back(-i - 1);
+  }
+  auto at = [&](int index) -> const GalleryEntry& {
+    return index >= 0 ? kept_[static_cast<size_t>(index)]
+                      : session_[static_cast<size_t>(-index - 1)];
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return at(a).created_ms < at(b).created_ms; });
+  std::map<QString, int> sizes;
+  for (const GalleryEntry& e : kept_) {
+    if (!e.group.isEmpty()) ++sizes[e.group];
+  }
+  QSet<QString> shown_groups;
+  for (int index : order) {
+    const GalleryEntry& e = at(index);
+    const int size = e.id != 0 && !e.group.isEmpty() ? sizes[e.group] : 1;
+    QString caption;
+    if (size > 1 && !expanded(e.group)) {
+      if (shown_groups.contains(e.group)) continue;
+      shown_groups.insert(e.group);
+      caption = QStringLiteral("%1 ×%2").arg(one_line(e.title(), kCaptionChars - 3)).arg(size);
+    } else if (size > 1 && e.name.isEmpty()) {
+      caption = one_line(tr("%1 (seed %2)").arg(e.prompt).arg(e.seed), kCaptionChars);
+    } else {
+      caption =
+          one_line(e.name.isEmpty() && !e.label.isEmpty() ? e.label : e.title(), kCaptionChars);
+    }
+    if (caption.isEmpty()) caption = tr("(empty prompt)");
+    if (e.favourite) caption = QStringLiteral("★ ") + caption;
+    // A kept thumbnail is read from its file when the tile is first drawn.
+    const QIcon icon = e.id != 0 ? QIcon(e.thumbnail_file) : QIcon(QPixmap::fromImage(e.thumbnail));
+    auto* item = new QListWidgetItem(icon, caption, this);
+    item->setData(Qt::UserRole, index);
+    QString tip = e.title();
+    if (!e.model.isEmpty()) tip += QStringLiteral("\n") + tr("model %1").arg(e.model);
+    if (e.id != 0) {
+      tip += QStringLiteral("\n") + tr("seed %1, made %2")
+                                        .arg(e.seed)
+                                        .arg(QDateTime::fromMSecsSinceEpoch(e.created_ms)
+                                                 .toString(QStringLiteral("yyyy-MM-dd hh:mm")));
+      if (size > 1) tip += QStringLiteral("\n") + tr("one of %1 variations").arg(size);
+    }
+    item->setToolTip(tip);
+    if (e.id != 0 && e.id == current) setCurrentItem(item);
   }
 }
 
 void Gallery::choose(QListWidgetItem* item) {
   if (item == nullptr) return;
   const int index = item->data(Qt::UserRole).toInt();
-  if (index < 0 || index >= static_cast<int>(results_.size())) return;
-  Result& r = results_[static_cast<size_t>(index)];
-  if (!r.mesh) {
-    auto read = mesh::import_mesh_file(r.mesh_file.toStdString());
+  GalleryEntry* e =
+      index >= 0
+          ? (index < static_cast<int>(kept_.size()) ? &kept_[static_cast<size_t>(index)] : nullptr)
+          : (-index - 1 < static_cast<int>(session_.size())
+                 ? &session_[static_cast<size_t>(-index - 1)]
+                 : nullptr);
+  if (e == nullptr) return;
+  if (!e->mesh) {
+    auto read = mesh::import_mesh_file(e->mesh_file.toStdString());
     if (!read.ok()) {
       Q_EMIT failed(QString::fromStdString(read.status().message()));
       return;
     }
-    r.mesh = std::make_shared<const mesh::Mesh>(std::move(read).value());
+    e->mesh = std::make_shared<const mesh::Mesh>(std::move(read).value());
+    meshes_[e->id] = e->mesh;
   }
-  Q_EMIT meshChosen(r.prompt, r.mesh);
+  const GalleryEntry chosen_entry = *e;  // rebuilds in the slots must not pull it away
+  Q_EMIT chosen(chosen_entry);
 }
 
 }  // namespace tessera::studio

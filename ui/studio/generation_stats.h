@@ -54,6 +54,9 @@ struct GenerationStats {
 
   std::chrono::steady_clock::time_point submitted{};
 
+  // A replay's cursor: the token whose prefix is shown (the plot marks it); -1: no replay.
+  int64_t cursor = -1;
+
   // Clears the per-job fields for a new job `id` expecting `tokens` tokens; the finished job's
   // token curve (when it has one) becomes previous_token_ms.
   void start(uint64_t id, int64_t tokens, std::chrono::steady_clock::time_point now,

@@ -216,8 +216,22 @@ void ImGuiOverlay::render(const GenerationStats& stats, const OverlayPanels& pan
       ImGui::PlotLines("##latency", stats.token_ms.data(), static_cast<int>(tokens), 0, overlay,
                        0.0f, max_ms, ImVec2(plot_width * width_share, 80));
       if (!before.empty()) ImGui::PopStyleColor();
-      ImGui::Text("progress  %lld / %lld  (%s)", static_cast<long long>(tokens),
-                  static_cast<long long>(stats.expected_tokens), job_state_name(stats.state));
+      if (stats.cursor >= 0 && tokens > 1) {
+        // A replay's cursor: a line at the shown token over the plot just drawn.
+        const ImVec2 lo = ImGui::GetItemRectMin(), hi = ImGui::GetItemRectMax();
+        const float t = static_cast<float>(std::min<int64_t>(stats.cursor, tokens - 1)) /
+                        static_cast<float>(tokens - 1);
+        const float x = lo.x + t * (hi.x - lo.x);
+        ImGui::GetWindowDrawList()->AddLine(ImVec2(x, lo.y), ImVec2(x, hi.y),
+                                            IM_COL32(255, 200, 60, 255), 2.0f);
+      }
+      if (stats.cursor >= 0) {
+        ImGui::Text("replay  token %lld / %lld", static_cast<long long>(stats.cursor),
+                    static_cast<long long>(stats.expected_tokens));
+      } else {
+        ImGui::Text("progress  %lld / %lld  (%s)", static_cast<long long>(tokens),
+                    static_cast<long long>(stats.expected_tokens), job_state_name(stats.state));
+      }
       ImGui::Text("TPOT mean %.2f  p50 %.2f  p99 %.2f ms", stats.tpot_mean_ms(),
                   stats.tpot_percentile_ms(50), stats.tpot_percentile_ms(99));
       if (stats.candidates > 1) {

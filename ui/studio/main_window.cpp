@@ -49,6 +49,9 @@
 #include "ui/render/renderer.h"
 #include "ui/studio/export_dialog.h"
 #include "ui/studio/gallery.h"
+#include "ui/studio/library_panel.h"
+#include "ui/studio/replay_bar.h"
+#include "ui/studio/replay_controller.h"
 #include "ui/studio/main_window_text.h"
 #include "engine/mesh/import.h"
 #include "ui/studio/prompt_edit.h"
@@ -249,6 +252,13 @@ void MainWindow::build_ui() {
   candidates_->setMaximumHeight(170);  // a row of tiles; the viewport shows the chosen one large
   split->setChildrenCollapsible(false);
   layout->addWidget(split, 1);
+  replay_ = new ReplayController(*engine_, this);
+  replay_bar_ = new ReplayBar(*replay_, central);
+  layout->addWidget(replay_bar_);
+  connect(replay_, &ReplayController::frame, this, &MainWindow::on_replay_frame);
+  connect(replay_, &ReplayController::failed, this,
+          [this](const QString& message) { show_status(tr("Replay: %1").arg(message), true); });
+  connect(replay_bar_, &ReplayBar::closeRequested, this, &MainWindow::end_replay);
   token_strip_ = new TokenStrip(central);
   layout->addWidget(token_strip_);
   setCentralWidget(central);
@@ -297,15 +307,21 @@ void MainWindow::build_ui() {
   settings_dock->setWidget(scroll);
   addDockWidget(Qt::RightDockWidgetArea, settings_dock);
 
-  // Gallery dock.
-  auto* gallery_dock = new QDockWidget(tr("Gallery"), this);
-  gallery_dock->setObjectName(QStringLiteral("GalleryDock"));
-  gallery_ = new Gallery(gallery_dock);
-  gallery_dock->setWidget(gallery_);
-  addDockWidget(Qt::BottomDockWidgetArea, gallery_dock);
-  connect(gallery_, &Gallery::meshChosen, this, &MainWindow::show_gallery_item);
-  connect(gallery_, &Gallery::failed, this,
+  // Library dock: the gallery of kept results, searched and filtered.
+  auto* library_dock = new QDockWidget(tr("Library"), this);
+  library_dock->setObjectName(QStringLiteral("GalleryDock"));
+  library_panel_ = new LibraryPanel(library_dock);
+  library_dock->setWidget(library_panel_);
+  addDockWidget(Qt::BottomDockWidgetArea, library_dock);
+  connect(library_panel_, &LibraryPanel::chosen, this, &MainWindow::show_gallery_item);
+  connect(library_panel_, &LibraryPanel::replayRequested, this, [this](const GalleryEntry&) {
+    if (!replay_shown())
+      show_status(tr("This result cannot be replayed: %1").arg(status_text()), true);
+  });
+  connect(library_panel_, &LibraryPanel::failed, this,
           [this](const QString& message) { show_status(message, true); });
+  connect(library_panel_, &LibraryPanel::message, this,
+          [this](const QString& message) { show_status(message); });
   open_library();
 
   // Status bar.
@@ -357,6 +373,9 @@ void MainWindow::update_buttons() {
   more_button_->setEnabled(model && shape_->has_last_job());
   export_action_->setEnabled(viewport_->mesh() != nullptr);
   for (QAction* a : remesh_actions_) a->setEnabled(model && !shape_->current_tokens().empty());
+  if (replay_action_ != nullptr) {
+    replay_action_->setEnabled(model && !engine_->busy() && !shape_->current_tokens().empty());
+  }
   refresh_diffusion_panel();
 }
 
@@ -437,54 +456,6 @@ ModelsDialog& MainWindow::models_dialog() {
   }
   models_->refresh();
   return *models_;
-}
-
-void MainWindow::open_library() {
-  auto opened = runtime::Library::open(runtime::default_library_dir());
-  if (!opened.ok()) {
-    library_status_ =
-        tr("Results are not kept: %1").arg(QString::fromStdString(opened.status().message()));
-    return;
-  }
-  library_ = std::move(opened).value();
-  // The gallery starts with what was kept, oldest to newest (the newest 500; thumbnails and
-  // meshes are read when shown and chosen).
-  runtime::LibraryQuery query;
-  query.limit = 500;
-  auto kept = library_->list(query);
-  if (!kept.ok()) {
-    library_status_ = QString::fromStdString(kept.status().message());
-    return;
-  }
-  for (auto it = kept->rbegin(); it != kept->rend(); ++it) {
-    gallery_->add_kept(QString::fromStdString(it->name.empty() ? it->prompt : it->name),
-                       QString::fromStdString(it->mesh_file()),
-                       QString::fromStdString(it->thumbnail_file()));
-  }
-}
-
-void MainWindow::keep_result(int candidate, const std::shared_ptr<const mesh::Mesh>& mesh,
-                             const QImage& shot) {
-  if (!library_) return;
-  const ShapeController::Candidate& c = shape_->candidate(candidate);
-  runtime::NewResult kept;
-  kept.prompt = shape_->prompt().toStdString();
-  kept.settings = shape_->candidate_settings_json(candidate);
-  if (kept.settings.is_object()) kept.model = kept.settings["model"].value("name", "");
-  kept.group = job_group_.toStdString();
-  kept.candidate = candidate;
-  kept.seed = c.seed;
-  kept.mesh = mesh.get();
-  kept.tokens = c.tokens;
-  QByteArray png;
-  QBuffer buffer(&png);
-  buffer.open(QIODevice::WriteOnly);
-  Gallery::thumbnail(shot).save(&buffer, "PNG");
-  kept.thumbnail_png.assign(png.begin(), png.end());
-  if (auto id = library_->add(kept); !id.ok()) {
-    show_status(
-        tr("Not kept in the library: %1").arg(QString::fromStdString(id.status().message())), true);
-  }
 }
 
 }  // namespace tessera::studio

@@ -41,6 +41,7 @@
 #include "engine/runtime/library.h"
 #include "engine/runtime/provenance.h"
 #include "ui/studio/export_dialog.h"
+#include "ui/studio/generation_stats.h"
 #include "engine/mesh/mesh.h"
 #include "ui/studio/diffusion_bridge.h"
 #include "ui/studio/diffusion_panel.h"
@@ -59,6 +60,10 @@ class QToolButton;
 namespace tessera::studio {
 
 class Gallery;
+struct GalleryEntry;
+class LibraryPanel;
+class ReplayBar;
+class ReplayController;
 class ShapeController;
 class ModelsDialog;
 class PromptEdit;
@@ -157,7 +162,17 @@ class MainWindow : public QMainWindow {
   QPushButton* more_button() const { return more_button_; }
   CandidateGrid* candidate_grid() const { return candidates_; }
   SettingsPanel* settings_panel() const { return settings_; }
-  Gallery* gallery() const { return gallery_; }
+  Gallery* gallery() const;
+  LibraryPanel* library_panel() const { return library_panel_; }
+  ReplayController& replay() { return *replay_; }
+  ReplayBar* replay_bar() const { return replay_bar_; }
+  // Replays the shown shape (a result of this session or the library's): false when it has no
+  // tokens or no model is loaded.
+  bool replay_shown();
+  // The jobs a killed or crashed studio left unfinished, found at start (runtime::Library's
+  // journal); run_interrupted() runs the first again with its settings.
+  const std::vector<runtime::JournalJob>& interrupted() const { return interrupted_; }
+  bool run_interrupted();
   // The running texture job (0: none).
   uint64_t texture_job() const { return texture_->job(); }
   QString status_text() const;
@@ -200,19 +215,28 @@ class MainWindow : public QMainWindow {
   void on_shape_previewed(qint64 tokens, bool final);
   void on_shape_result(const QString& label, std::shared_ptr<const mesh::Mesh> mesh, int candidate,
                        bool generated);
-  // The library (engine/runtime/library.h): opened at start (the gallery restored from it), and
-  // every generated candidate kept with its thumbnail. Without it (an unwritable folder) the
-  // studio works and says results are not kept.
+  // The library (engine/runtime/library.h, main_window_library.cpp): opened at start (the gallery
+  // restored from it), every generated candidate kept with its thumbnail and timings, and each
+  // generation journalled while it runs, so that the next start can say what a kill interrupted.
+  // Without it (an unwritable folder) the studio works and says results are not kept.
   void open_library();
-  void keep_result(int candidate, const std::shared_ptr<const mesh::Mesh>& mesh,
-                   const QImage& shot);
+  void keep_result(const QString& label, int candidate,
+                   const std::shared_ptr<const mesh::Mesh>& mesh, const QImage& shot);
+  void journal_started();
+  void journal_ended();
+  void report_interrupted();
+  // Replays (ReplayController): of a library entry, of the shown shape; ended by a new job.
+  void start_replay(std::vector<int32_t> tokens, std::shared_ptr<const mesh::Mesh> result,
+                    const QString& timings_file, const QString& prompt);
+  void end_replay();
+  void on_replay_frame(qint64 k, std::shared_ptr<const mesh::Mesh> mesh);
   void on_job_finished(quint64 job, int state, const QString& message);
   void on_stats_changed();
   void on_diffusion_action(DiffusionAction action);
   void on_image_finished(quint64 job, int state, const QString& message);
   void refresh_diffusion_panel();
   void record_frame();
-  void show_gallery_item(const QString& prompt, std::shared_ptr<const mesh::Mesh> mesh);
+  void show_gallery_item(const GalleryEntry& entry);
   void on_textured(const std::shared_ptr<const mesh::Mesh>& source,
                    const std::shared_ptr<const mesh::Mesh>& textured,
                    const std::optional<mesh::ImageRect>& fitted);
@@ -225,11 +249,18 @@ class MainWindow : public QMainWindow {
 
   LaunchOptions launch_;
   EngineBridge* engine_ = nullptr;
-  ShapeController* shape_ = nullptr;           // the shape lane
-  ModelsDialog* models_ = nullptr;             // File > Models, once opened
-  std::unique_ptr<runtime::Library> library_;  // null: results are not kept
-  QString library_status_;                     // why not
-  QString job_group_;                          // the running job's library group
+  ShapeController* shape_ = nullptr;  // the shape lane
+  ModelsDialog* models_ = nullptr;    // File > Models, once opened
+  QString library_status_;            // why results are not kept ("": they are)
+  QString job_group_;                 // the running job's library group
+  int64_t journal_job_ = 0;           // the running generation's journal entry (0: none)
+  std::vector<runtime::JournalJob> interrupted_;
+  ReplayController* replay_ = nullptr;
+  ReplayBar* replay_bar_ = nullptr;
+  GenerationStats replay_stats_;                     // what the overlay shows during a replay
+  std::shared_ptr<const mesh::Mesh> replay_result_;  // the shown result (what a replay ends on)
+  QString replay_timings_;                           // its timings.json ("": none)
+  QAction* replay_action_ = nullptr;
   DiffusionBridge* diffusion_ = nullptr;
   TextureBridge* texture_ = nullptr;  // the texture lane
   ScriptRunner* script_ = nullptr;    // scripted mode (null when interactive)
@@ -247,7 +278,7 @@ class MainWindow : public QMainWindow {
   SettingsPanel* settings_ = nullptr;
   QLineEdit* model_path_ = nullptr;
   QLabel* model_status_ = nullptr;
-  Gallery* gallery_ = nullptr;
+  LibraryPanel* library_panel_ = nullptr;
   QLabel* status_label_ = nullptr;
   QLabel* model_label_ = nullptr;
   QProgressBar* progress_ = nullptr;

@@ -81,13 +81,6 @@ void MainWindow::record_frame() {
   }
 }
 
-void MainWindow::show_gallery_item(const QString& prompt, std::shared_ptr<const mesh::Mesh> mesh) {
-  shape_->show_other();  // the gallery keeps meshes, not tokens: nothing to re-mesh
-  viewport_->set_mesh(std::move(mesh), true);
-  show_status(tr("Showing \"%1\"").arg(one_line(prompt)));
-  update_buttons();
-}
-
 bool MainWindow::open_mesh_file(const QString& path) {
   std::vector<std::string> warnings;
   auto imported = mesh::import_mesh_file(path.toStdString(), &warnings);

@@ -139,7 +139,7 @@ void MainWindow::on_textured(const std::shared_ptr<const mesh::Mesh>& source,
   viewport_->set_mesh(textured, false);
   select_textured_shading();
   // The gallery entry of this prompt now holds the textured mesh too.
-  gallery_->replace_mesh(source, textured);
+  gallery()->replace_mesh(source, textured);
   const QString fit =
       object ? tr("the image's object (%1x%2 px at %3,%4) fitted to the mesh")
                    .arg(object->width())

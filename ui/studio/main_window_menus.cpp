@@ -178,6 +178,16 @@ void MainWindow::build_menus() {
     });
     remesh_actions_.push_back(a);
   }
+  mesh_menu->addSeparator();
+  replay_action_ = mesh_menu->addAction(tr("&Replay how it formed"));
+  replay_action_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
+  replay_action_->setToolTip(
+      tr("Watch the current shape form again, token by token (a timeline "
+         "under the viewport)"));
+  connect(replay_action_, &QAction::triggered, this, [this] {
+    if (!replay_shown())
+      show_status(tr("Nothing to replay: the shown mesh has no shape tokens"), true);
+  });
 
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   connect(help->addAction(tr("&About Tessera Studio")), &QAction::triggered, this,

@@ -179,10 +179,12 @@ void MainWindow::start_shape_job(runtime::JobOptions job) {
 }
 
 void MainWindow::on_shape_started(int variations, quint64 first_seed, const QStringList& notes) {
+  end_replay();
   candidates_->reset(variations, first_seed);
   job_group_ = QStringLiteral("studio-%1-%2")
                    .arg(QCoreApplication::applicationPid())
                    .arg(QDateTime::currentMSecsSinceEpoch());
+  journal_started();
   // The new prompt's image (the runtime holds it until the shape job ends); the old prompt's
   // image goes.
   if (image_settings_.auto_after_shape &&
@@ -244,12 +246,16 @@ void MainWindow::on_shape_result(const QString& label, std::shared_ptr<const mes
     shot = viewport_->grabFramebuffer();
     viewport_->set_overlay_visible(overlay);
   }
-  if (generated) keep_result(std::max(candidate, 0), mesh, shot);
-  gallery_->add(label, std::move(mesh), shot);
+  if (generated) {
+    keep_result(label, std::max(candidate, 0), mesh, shot);
+  } else {
+    gallery()->add(label, std::move(mesh), shot);  // a re-mesh: this session's only
+  }
   update_buttons();
 }
 
 void MainWindow::on_job_finished(quint64, int state, const QString& message) {
+  journal_ended();  // in every way a job ends: done, cancelled, failed
   last_job_frames_ = viewport_->frames();
   last_job_max_gap_ms_ = viewport_->max_frame_gap_ms();
   progress_->setVisible(false);

@@ -183,6 +183,10 @@ void SettingsPanel::select_resolution(QComboBox* box, int resolution) {
   box->setCurrentIndex(index);
 }
 
+int SettingsPanel::preview_resolution() const {
+  return preview_resolution_->currentData().toInt();
+}
+
 runtime::JobOptions SettingsPanel::make_job(const QString& prompt) {
   runtime::JobOptions job;
   job.prompt = prompt.toStdString();

@@ -41,6 +41,7 @@ class SettingsPanel : public QWidget {
   // Scripted-mode / test overrides. Resolutions must be 2^k + 1 (added to the lists if absent).
   void set_final_resolution(int resolution);
   void set_preview_resolution(int resolution);
+  int preview_resolution() const;
   void set_preview_every(int tokens);
   void set_seed(uint64_t seed, bool locked);
   void set_sampling(bool sample);

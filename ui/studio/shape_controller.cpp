@@ -41,6 +41,7 @@ Expected<runtime::TextNotes> ShapeController::start(runtime::JobOptions job) {
   }
   current_tokens_.clear();
   shown_generated_ = false;
+  kept_settings_ = nullptr;
   remesh_job_ = 0;
   engine_.submit(job);
   QStringList shown_notes;
@@ -71,6 +72,7 @@ bool ShapeController::choose(int i) {
   chosen_ = i;
   current_tokens_ = c.tokens;
   shown_generated_ = c.final;
+  kept_settings_ = nullptr;
   shown_resolution_ = last_job_.mesh.resolution;
   Q_EMIT showMesh(c.mesh);
   Q_EMIT changed();
@@ -98,10 +100,21 @@ Status ShapeController::remesh(int resolution, runtime::JobOptions settings) {
 void ShapeController::show_other() {
   current_tokens_.clear();
   shown_generated_ = false;
+  kept_settings_ = nullptr;
+  Q_EMIT changed();
+}
+
+void ShapeController::show_kept(const QString& prompt, std::vector<int32_t> tokens,
+                                nlohmann::json settings) {
+  prompt_ = prompt;
+  current_tokens_ = std::move(tokens);
+  shown_generated_ = false;
+  kept_settings_ = std::move(settings);
   Q_EMIT changed();
 }
 
 nlohmann::json ShapeController::shown_settings_json() {
+  if (!kept_settings_.is_null()) return kept_settings_;
   if (!shown_generated_ || !has_last_job_) return nullptr;
   const std::optional<runtime::ModelIdentity> identity = engine_.model_identity();
   if (!identity) return nullptr;
@@ -137,8 +150,10 @@ void ShapeController::on_final(std::shared_ptr<const mesh::Mesh> mesh,
     // A re-mesh: the shown shape at a finer lattice becomes the current mesh (and its tile's).
     remesh_job_ = 0;
     shown_resolution_ = remesh_resolution_;
-    if (Candidate* c = slot(chosen_)) c->mesh = mesh;
-    if (variations() > 1) Q_EMIT candidateMesh(chosen_, mesh, true);
+    if (kept_settings_.is_null()) {  // a kept result is no candidate of the last job
+      if (Candidate* c = slot(chosen_)) c->mesh = mesh;
+      if (variations() > 1) Q_EMIT candidateMesh(chosen_, mesh, true);
+    }
     Q_EMIT showMesh(mesh);
     Q_EMIT result(tr("%1 (%2)").arg(prompt_, QString::number(remesh_resolution_) + QChar(0x00b3)),
                   std::move(mesh), -1, false);

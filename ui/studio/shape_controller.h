@@ -48,6 +48,9 @@ class ShapeController : public QObject {
   // The viewport shows something this controller did not make (an opened file, a gallery item):
   // no tokens to re-mesh, no settings for its files.
   void show_other();
+  // The viewport shows a kept result (the library's): its tokens can be re-meshed (and replayed),
+  // and its files carry `settings`, the ones it was kept with.
+  void show_kept(const QString& prompt, std::vector<int32_t> tokens, nlohmann::json settings);
 
   bool has_last_job() const { return has_last_job_; }
   const runtime::JobOptions& last_job() const { return last_job_; }
@@ -111,6 +114,7 @@ class ShapeController : public QObject {
   // What the viewport shows: a finished shape of last_job_ (candidate chosen_) at this final
   // resolution (0: the model's), or something else.
   bool shown_generated_ = false;
+  nlohmann::json kept_settings_;  // a kept result's, while it is shown (null otherwise)
   int shown_resolution_ = 0;
 };
 

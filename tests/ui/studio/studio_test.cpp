@@ -450,6 +450,11 @@ TEST(Studio, VariationsGridChooseAndMoreLikeThis) {
   ASSERT_TRUE(wait_job(*window));
   ASSERT_NE(window->viewport()->mesh(), nullptr);
   EXPECT_EQ(window->viewport()->mesh()->positions, third->positions);
+  // The gallery groups variations: the first job's four fold into one tile once a newer job
+  // comes; the re-mesh and the lone job have a tile each.
+  ASSERT_EQ(window->gallery()->count(), 3);
+  EXPECT_TRUE(window->gallery()->item(0)->text().contains(QStringLiteral("×4")))
+      << window->gallery()->item(0)->text().toStdString();
   // More like this: the last job (1 candidate, seed 302) continues with seed 303.
   ASSERT_TRUE(window->more_button()->isEnabled());
   settings->set_variations(4);
@@ -462,7 +467,8 @@ TEST(Studio, VariationsGridChooseAndMoreLikeThis) {
   EXPECT_EQ(grid->seed(0), 304u);
   ASSERT_TRUE(wait_job(*window));
   EXPECT_EQ(window->engine().stats().state, JobState::kDone);
-  EXPECT_EQ(window->gallery()->count(), 4 + 1 + 1 + 4 + 4);
+  // Folded groups of 4 (first and third job), the re-mesh, the lone job, and the newest four.
+  EXPECT_EQ(window->gallery()->count(), 1 + 1 + 1 + 1 + 4);
   EXPECT_NE(grid->mesh(0), nullptr);
   EXPECT_NE(grid->mesh(0)->positions, fourth->positions);
 }

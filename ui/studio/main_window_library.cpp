@@ -1,0 +1,229 @@
+// MainWindow, part: the library (keeping results, the journal of running jobs, what a kill
+// interrupted) and replays (ui/studio/main_window.h).
+#include "ui/studio/main_window.h"
+
+#include <QBuffer>
+#include <QDateTime>
+#include <QFile>
+#include <QMessageBox>
+#include <QPushButton>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "ui/studio/gallery.h"
+#include "ui/studio/library_panel.h"
+#include "ui/studio/main_window_text.h"
+#include "ui/studio/prompt_edit.h"
+#include "ui/studio/settings_panel.h"
+#include "ui/studio/replay_controller.h"
+#include "ui/studio/shape_controller.h"
+#include "ui/studio/token_strip.h"
+#include "ui/studio/viewport.h"
+
+namespace tessera::studio {
+
+namespace {
+
+// Shape tokens from a tokens.txt (ids separated by spaces); empty when unreadable.
+std::vector<int32_t> read_tokens(const QString& path) {
+  std::ifstream in(path.toStdString());
+  std::vector<int32_t> ids;
+  long long id = 0;
+  while (in >> id) ids.push_back(static_cast<int32_t>(id));
+  return in.eof() ? ids : std::vector<int32_t>{};
+}
+
+nlohmann::json timings_json(const GenerationStats& s) {
+  nlohmann::json stages = nlohmann::json::object();
+  for (size_t i = 0; i < kStageNames.size(); ++i) {
+    if (s.stage_ms[i] >= 0) stages[kStageNames[i]] = s.stage_ms[i];
+  }
+  return {{"token_ms", s.token_ms}, {"stage_ms", stages},         {"backend", s.backend},
+          {"weights", s.weights},   {"candidates", s.candidates}, {"kv_cache", s.kv_cache}};
+}
+
+}  // namespace
+
+Gallery* MainWindow::gallery() const {
+  return library_panel_->gallery();
+}
+
+void MainWindow::open_library() {
+  if (Status st = library_panel_->open(runtime::default_library_dir()); !st.ok()) {
+    library_status_ = tr("Results are not kept: %1").arg(QString::fromStdString(st.message()));
+    return;
+  }
+  report_interrupted();
+}
+
+void MainWindow::keep_result(const QString& label, int candidate,
+                             const std::shared_ptr<const mesh::Mesh>& mesh, const QImage& shot) {
+  const ShapeController::Candidate& c = shape_->candidate(candidate);
+  runtime::NewResult kept;
+  kept.prompt = shape_->prompt().toStdString();
+  kept.settings = shape_->candidate_settings_json(candidate);
+  if (kept.settings.is_object()) kept.model = kept.settings["model"].value("name", "");
+  kept.group = job_group_.toStdString();
+  kept.candidate = candidate;
+  kept.seed = c.seed;
+  kept.mesh = mesh.get();
+  kept.tokens = c.tokens;
+  kept.timings = timings_json(engine_->stats());
+  QByteArray png;
+  QBuffer buffer(&png);
+  buffer.open(QIODevice::WriteOnly);
+  Gallery::thumbnail(shot).save(&buffer, "PNG");
+  kept.thumbnail_png.assign(png.begin(), png.end());
+  if (auto id = library_panel_->keep(kept, mesh, label, shot); !id.ok()) {
+    // A full disk, a folder gone read-only: say so once per job, and go on without keeping.
+    show_status(tr("Not kept in the library (the studio goes on; export to keep it): %1")
+                    .arg(one_line(QString::fromStdString(id.status().message()), 160)),
+                true);
+  }
+}
+
+void MainWindow::journal_started() {
+  journal_ended();
+  runtime::Library* library = library_panel_->library();
+  if (library == nullptr) return;
+  auto id = library->begin_job(shape_->prompt().toStdString(), shape_->candidate_settings_json(0),
+                               shape_->variations());
+  journal_job_ = id.ok() ? *id : 0;
+}
+
+void MainWindow::journal_ended() {
+  if (journal_job_ == 0) return;
+  if (runtime::Library* library = library_panel_->library()) (void)library->end_job(journal_job_);
+  journal_job_ = 0;
+}
+
+void MainWindow::report_interrupted() {
+  runtime::Library* library = library_panel_->library();
+  if (library == nullptr) return;
+  auto taken = library->take_interrupted();
+  if (!taken.ok() || taken->empty()) return;
+  interrupted_ = std::move(taken).value();
+  const runtime::JournalJob& job = interrupted_.front();
+  const QString when = QDateTime::fromMSecsSinceEpoch(job.started_ms)
+                           .toString(QStringLiteral("yyyy-MM-dd hh:mm:ss"));
+  const QString what = tr("\"%1\" (%n variation(s), started %2)", nullptr, job.variations)
+                           .arg(one_line(QString::fromStdString(job.prompt)), when);
+  if (launch_.scripted()) {
+    for (const runtime::JournalJob& j : interrupted_) {
+      std::printf("interrupted: \"%s\" (%d variations)\n", j.prompt.c_str(), j.variations);
+    }
+    std::fflush(stdout);
+  }
+  library_status_ = tr("The last session was interrupted while generating %1.").arg(what);
+  if (launch_.scripted()) return;
+  auto* box = new QMessageBox(QMessageBox::Information, tr("Interrupted"),
+                              tr("The studio was closed while it was generating %1. Results "
+                                 "finished before that are in the library. Run it again?")
+                                  .arg(what),
+                              QMessageBox::Yes | QMessageBox::No, this);
+  box->button(QMessageBox::Yes)->setText(tr("Run again"));
+  box->button(QMessageBox::No)->setText(tr("Dismiss"));
+  box->setAttribute(Qt::WA_DeleteOnClose);
+  connect(box, &QMessageBox::accepted, this, [this] {
+    if (!run_interrupted()) show_status(tr("Run again: the model is not loaded yet"), true);
+  });
+  box->open();
+}
+
+bool MainWindow::run_interrupted() {
+  if (interrupted_.empty() || !engine_->has_model()) return false;
+  const runtime::JournalJob job = interrupted_.front();
+  auto restored = runtime::restored_settings(job.settings, "the interrupted job");
+  prompt_->setPlainText(QString::fromStdString(job.prompt));
+  if (restored.ok()) settings_->restore(*restored);
+  settings_->set_variations(job.variations);
+  interrupted_.erase(interrupted_.begin());
+  generate();
+  return true;
+}
+
+void MainWindow::show_gallery_item(const GalleryEntry& entry) {
+  end_replay();
+  viewport_->set_mesh(entry.mesh, true);
+  // A kept result can be re-meshed and replayed from its tokens; a session-only one cannot.
+  std::vector<int32_t> tokens =
+      entry.id != 0 ? read_tokens(entry.tokens_file) : std::vector<int32_t>{};
+  if (!tokens.empty()) {
+    nlohmann::json settings;
+    if (runtime::Library* library = library_panel_->library()) {
+      if (auto kept = library->get(entry.id); kept.ok()) settings = kept->settings;
+    }
+    shape_->show_kept(entry.prompt, std::move(tokens), std::move(settings));
+  } else {
+    shape_->show_other();
+  }
+  replay_result_ = entry.mesh;
+  replay_timings_ = entry.timings_file;
+  show_status(tr("Showing \"%1\"").arg(one_line(entry.title())));
+  update_buttons();
+}
+
+bool MainWindow::replay_shown() {
+  const std::vector<int32_t>& tokens = shape_->current_tokens();
+  const auto shown = viewport_->mesh();
+  if (tokens.empty() || !shown || !engine_->has_model() || engine_->busy()) return false;
+  start_replay(tokens, shown, replay_result_ == shown ? replay_timings_ : QString(),
+               shape_->prompt());
+  return true;
+}
+
+void MainWindow::start_replay(std::vector<int32_t> tokens, std::shared_ptr<const mesh::Mesh> result,
+                              const QString& timings_file, const QString& prompt) {
+  // The overlay shows the result's own timings (kept beside it), the cursor on the shown token;
+  // a result of this session has its timings in the engine's snapshot.
+  replay_stats_ = GenerationStats{};
+  if (!timings_file.isEmpty()) {
+    std::ifstream in(timings_file.toStdString());
+    const nlohmann::json t = nlohmann::json::parse(in, nullptr, false);
+    if (t.is_object()) {
+      replay_stats_.token_ms = t.value("token_ms", std::vector<float>{});
+      replay_stats_.backend = t.value("backend", std::string());
+      replay_stats_.weights = t.value("weights", std::string());
+      replay_stats_.candidates = t.value("candidates", 1);
+      replay_stats_.kv_cache = t.value("kv_cache", true);
+      replay_stats_.stage_ms.fill(-1);
+      if (const auto s = t.find("stage_ms"); s != t.end() && s->is_object()) {
+        for (size_t i = 0; i < kStageNames.size(); ++i) {
+          if (const auto v = s->find(kStageNames[i]); v != s->end() && v->is_number())
+            replay_stats_.stage_ms[i] = v->get<double>();
+        }
+      }
+    }
+  } else if (engine_->stats().token_ids == tokens) {
+    replay_stats_ = engine_->stats();
+  }
+  replay_stats_.state = JobState::kDone;
+  replay_stats_.token_ids = tokens;
+  replay_stats_.expected_tokens = static_cast<int64_t>(tokens.size());
+  replay_stats_.cursor = static_cast<int64_t>(tokens.size());
+  viewport_->set_stats(&replay_stats_);
+  replay_result_ = result;
+  replay_->open(std::move(tokens), std::move(result), settings_->preview_resolution());
+  show_status(tr("Replaying \"%1\": drag the timeline, or press play").arg(one_line(prompt)));
+  update_buttons();
+}
+
+void MainWindow::end_replay() {
+  if (!replay_->active()) return;
+  replay_->close();
+  viewport_->set_stats(&engine_->stats());
+  if (replay_result_) viewport_->set_mesh(replay_result_, false);
+  token_strip_->set_tokens(shape_->current_tokens(), engine_->stats().expected_tokens);
+  update_buttons();
+}
+
+void MainWindow::on_replay_frame(qint64 k, std::shared_ptr<const mesh::Mesh> mesh) {
+  viewport_->set_mesh(std::move(mesh), false);  // null: nothing formed yet
+  const std::vector<int32_t>& all = replay_->tokens();
+  token_strip_->set_tokens(std::vector<int32_t>(all.begin(), all.begin() + k), replay_->length());
+  replay_stats_.cursor = k;
+  viewport_->update();
+}
+
+}  // namespace tessera::studio
