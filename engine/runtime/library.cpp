@@ -184,7 +184,7 @@ Expected<std::unique_ptr<Library>> Library::open(const std::string& dir) {
   if (!st.ok()) return io_error("library catalogue " + catalogue + ": " + st.message());
   // Folders of results whose row never came (a crash between the two) are removed. Another
   // process may be between its rename and its insert (milliseconds): only folders untouched for a
-  // minute count as left behind; a folder still being written has a ".tmp-" name.
+  // minute count as left behind; a folder still being written has a ".tmp-<pid>" name.
   std::set<std::string> known;
   {
     Statement s(db, "SELECT dir FROM results");
@@ -192,7 +192,12 @@ Expected<std::unique_ptr<Library>> Library::open(const std::string& dir) {
   }
   for (const auto& item : fs::directory_iterator(fs::path(dir) / "items", ec)) {
     const std::string name = item.path().filename().string();
-    if (name.find(".tmp-") != std::string::npos || known.count(name) != 0) continue;
+    if (const size_t tmp = name.find(".tmp-"); tmp != std::string::npos) {
+      // Being written by process <pid>: left behind when that process is gone.
+      if (!fs::exists("/proc/" + name.substr(tmp + 5), ec)) fs::remove_all(item.path(), ec);
+      continue;
+    }
+    if (known.count(name) != 0) continue;
     const auto age = fs::file_time_type::clock::now() - fs::last_write_time(item.path(), ec);
     if (!ec && age > std::chrono::minutes(1)) fs::remove_all(item.path(), ec);
   }
@@ -419,6 +424,10 @@ Status Library::end_job(int64_t id) {
   return Status();
 }
 
+Expected<std::vector<JournalJob>> Library::journal() {
+  return read_journal(false);
+}
+
 Expected<std::vector<JournalJob>> Library::take_interrupted() {
   // One transaction, so that two front ends starting at once cannot both take a job.
   TESSERA_RETURN_IF_ERROR(exec("BEGIN IMMEDIATE"));
@@ -429,6 +438,12 @@ Expected<std::vector<JournalJob>> Library::take_interrupted() {
 }
 
 Expected<std::vector<JournalJob>> Library::take_interrupted_locked() {
+  TESSERA_ASSIGN_OR_RETURN(std::vector<JournalJob> gone, read_journal(true));
+  for (const JournalJob& job : gone) TESSERA_RETURN_IF_ERROR(end_job(job.id));
+  return gone;
+}
+
+Expected<std::vector<JournalJob>> Library::read_journal(bool gone_only) {
   std::vector<JournalJob> gone;
   {
     Statement s(db_,
@@ -437,7 +452,7 @@ Expected<std::vector<JournalJob>> Library::take_interrupted_locked() {
     if (!s.ok()) return io_error("library catalogue: " + s.error());
     int rc = SQLITE_ROW;
     while ((rc = sqlite3_step(s.get())) == SQLITE_ROW) {
-      if (owner_alive(s.text(5))) continue;
+      if (gone_only && owner_alive(s.text(5))) continue;
       JournalJob job;
       job.id = s.integer(0);
       job.started_ms = s.integer(1);
@@ -448,7 +463,6 @@ Expected<std::vector<JournalJob>> Library::take_interrupted_locked() {
     }
     if (rc != SQLITE_DONE) return io_error("library catalogue: " + s.error());
   }
-  for (const JournalJob& job : gone) TESSERA_RETURN_IF_ERROR(end_job(job.id));
   return gone;
 }
 

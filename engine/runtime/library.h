@@ -7,7 +7,8 @@
 // and per-stage milliseconds) and, from the studio, thumbnail.png. A result's files are written
 // under a temporary name and renamed into place before its row is inserted, so every row's files
 // exist; a crash between the two leaves a folder without a row, which open() removes once it is a
-// minute old (younger ones may be another process's, about to get their row).
+// minute old (younger ones may be another process's, about to get their row); a crash while writing
+// leaves a temporary folder, which open() removes once its process is gone.
 //
 // The catalogue also journals the jobs that are running (begin_job / end_job): a job whose process
 // died (a kill, a crash, a power cut) stays in the journal, and the next start of a front end takes
@@ -124,6 +125,8 @@ class Library {
   Expected<int64_t> begin_job(const std::string& prompt, const nlohmann::json& settings,
                               int variations);
   Status end_job(int64_t id);
+  // Every job in the journal, running or not (oldest first).
+  Expected<std::vector<JournalJob>> journal();
   // The journal's jobs whose process is gone (not running on this machine since its last boot),
   // oldest first, removed from the journal: each is reported once.
   Expected<std::vector<JournalJob>> take_interrupted();
@@ -133,6 +136,7 @@ class Library {
   Status exec(const std::string& sql);
   Status set_trashed(int64_t id, bool trashed);
   Expected<std::vector<JournalJob>> take_interrupted_locked();
+  Expected<std::vector<JournalJob>> read_journal(bool gone_only);
   std::string dir_;
   sqlite3* db_ = nullptr;
 };

@@ -63,6 +63,8 @@ class Gallery : public QListWidget {
   int group_size(const QString& group) const;
   bool expanded(const QString& group) const;
   void set_expanded(const QString& group, bool expanded);
+  // The kept entries shown (oldest first), folded groups included.
+  const std::vector<GalleryEntry>& kept() const { return kept_; }
   // Scrolls to the newest tile.
   void show_newest();
 

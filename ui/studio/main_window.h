@@ -163,6 +163,9 @@ class MainWindow : public QMainWindow {
   CandidateGrid* candidate_grid() const { return candidates_; }
   SettingsPanel* settings_panel() const { return settings_; }
   Gallery* gallery() const;
+  TokenStrip* token_strip() const { return token_strip_; }
+  // What the overlay draws: the job's stats, or a replay's (the result's timings, its cursor).
+  const GenerationStats& overlay_stats() const;
   LibraryPanel* library_panel() const { return library_panel_; }
   ReplayController& replay() { return *replay_; }
   ReplayBar* replay_bar() const { return replay_bar_; }

@@ -49,6 +49,10 @@ Gallery* MainWindow::gallery() const {
   return library_panel_->gallery();
 }
 
+const GenerationStats& MainWindow::overlay_stats() const {
+  return replay_->active() ? replay_stats_ : engine_->stats();
+}
+
 void MainWindow::open_library() {
   if (Status st = library_panel_->open(runtime::default_library_dir()); !st.ok()) {
     library_status_ = tr("Results are not kept: %1").arg(QString::fromStdString(st.message()));

@@ -21,6 +21,7 @@ class TokenStrip : public QWidget {
   // Shows `ids` out of `total` expected tokens (total < ids.size() is treated as ids.size()).
   void set_tokens(const std::vector<int32_t>& ids, int64_t total);
   QSize sizeHint() const override { return {400, 40}; }
+  int64_t token_count() const { return static_cast<int64_t>(ids_.size()); }
 
  protected:
   void paintEvent(QPaintEvent* event) override;

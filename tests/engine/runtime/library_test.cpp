@@ -114,13 +114,21 @@ TEST_F(LibraryTest, AFolderWithoutItsRowIsRemovedAndAMissingFileIsFound) {
                       fs::file_time_type::clock::now() - std::chrono::minutes(5));
   // One just renamed by another process, its row about to come: left alone.
   fs::create_directories(dir_ / "items" / "11111111111111111111111111111111");
-  // Another process still writing: left alone.
-  fs::create_directories(dir_ / "items" / "fedcba.tmp-999999");
+  // A process still writing (this one): left alone; one that died while writing: removed.
+  const std::string writing = "fedcba.tmp-" + std::to_string(::getpid());
+  fs::create_directories(dir_ / "items" / writing);
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  const std::string dead = "abcdef.tmp-" + std::to_string(child);
+  fs::create_directories(dir_ / "items" / dead);
   lib->reset();
   lib = Library::open(dir_.string());
   ASSERT_TRUE(lib.ok());
   EXPECT_FALSE(fs::exists(dir_ / "items" / "0123456789abcdef0123456789abcdef"));
-  EXPECT_TRUE(fs::exists(dir_ / "items" / "fedcba.tmp-999999"));
+  EXPECT_TRUE(fs::exists(dir_ / "items" / writing));
+  EXPECT_FALSE(fs::exists(dir_ / "items" / dead));
   EXPECT_TRUE(fs::exists(dir_ / "items" / "11111111111111111111111111111111"));
   EXPECT_TRUE((*lib)->check().ok());
   fs::remove((*lib)->list()->front().mesh_file());

@@ -62,19 +62,6 @@ LaunchOptions fixture_launch(const FixtureModelDir& dir) {
   return o;
 }
 
-std::unique_ptr<MainWindow> open_window(const LaunchOptions& launch) {
-  auto window = std::make_unique<MainWindow>(launch);
-  window->show();
-  EXPECT_TRUE(wait_until([&] { return window->engine().has_model(); }))
-      << window->model_status_text().toStdString();
-  EXPECT_TRUE(wait_until([&] { return window->viewport()->frames() >= 2; }));
-  return window;
-}
-
-bool wait_job(MainWindow& window, int timeout_ms = 60000) {
-  return wait_until([&] { return !window.engine().busy(); }, timeout_ms);
-}
-
 // True when the machine is busy enough (load average above the core count) that a frame-time
 // measurement says more about the neighbours than about the studio.
 bool machine_busy(double* load) {
