@@ -345,6 +345,15 @@ Status Library::set_favourite(int64_t id, bool favourite) {
                     });
 }
 
+Status Library::set_thumbnail(int64_t id, const std::vector<uint8_t>& png) {
+  TESSERA_ASSIGN_OR_RETURN(const LibraryEntry entry, get(id));
+  if (Status st = write_file_atomic(entry.thumbnail_file(), png.data(), png.size()); !st.ok()) {
+    return io_error("library " + dir_ + ": cannot write " + entry.thumbnail_file() + ": " +
+                    st.message());
+  }
+  return Status();
+}
+
 Status Library::set_trashed(int64_t id, bool trashed) {
   return update_one(db_,
                     trashed ? "UPDATE results SET trashed_ms = ? WHERE id = ?2"

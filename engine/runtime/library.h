@@ -110,6 +110,9 @@ class Library {
   Expected<LibraryEntry> get(int64_t id);
   Status rename(int64_t id, const std::string& name);
   Status set_favourite(int64_t id, bool favourite);
+  // Writes (replaces) result `id`'s thumbnail.png: for results kept without one (the command line
+  // makes none), once a front end has drawn them.
+  Status set_thumbnail(int64_t id, const std::vector<uint8_t>& png);
   Status trash(int64_t id);
   Status restore(int64_t id);
   // Deletes what is in the trash (rows, then files); how many.

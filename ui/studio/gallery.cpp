@@ -3,6 +3,8 @@
 #include "engine/mesh/import.h"
 
 #include <QDateTime>
+#include <QFile>
+#include <QPainter>
 #include <QIcon>
 #include <QPixmap>
 #include <algorithm>
@@ -17,6 +19,19 @@ QString one_line(const QString& text, int max_chars) {
 }
 
 constexpr int kCaptionChars = 24;
+
+// The tile of a result kept without a thumbnail (until it is first shown): a plain square.
+QIcon placeholder() {
+  static const QIcon icon = [] {
+    QPixmap square(Gallery::kThumbnailSize, Gallery::kThumbnailSize);
+    square.fill(QColor(60, 62, 66));
+    QPainter p(&square);
+    p.setPen(QColor(150, 150, 150));
+    p.drawText(square.rect(), Qt::AlignCenter, Gallery::tr("no preview\nyet"));
+    return QIcon(square);
+  }();
+  return icon;
+}
 
 }  // namespace
 
@@ -34,7 +49,6 @@ Gallery::Gallery(QWidget* parent) : QListWidget(parent) {
   setHorizontalScrollBarPolicy(Qt::ScrollBarAsNeeded);
   setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   setFixedHeight(kThumbnailSize + 48);
-  setUniformItemSizes(true);
   connect(this, &QListWidget::itemClicked, this, &Gallery::choose);
   connect(this, &QListWidget::itemActivated, this, &Gallery::choose);
 }
@@ -163,7 +177,9 @@ void Gallery::rebuild() {
     if (caption.isEmpty()) caption = tr("(empty prompt)");
     if (e.favourite) caption = QStringLiteral("★ ") + caption;
     // A kept thumbnail is read from its file when the tile is first drawn.
-    const QIcon icon = e.id != 0 ? QIcon(e.thumbnail_file) : QIcon(QPixmap::fromImage(e.thumbnail));
+    const QIcon icon = e.id == 0                         ? QIcon(QPixmap::fromImage(e.thumbnail))
+                       : QFile::exists(e.thumbnail_file) ? QIcon(e.thumbnail_file)
+                                                         : placeholder();
     auto* item = new QListWidgetItem(icon, caption, this);
     item->setData(Qt::UserRole, index);
     QString tip = e.title();

@@ -241,7 +241,9 @@ void ImGuiOverlay::render(const GenerationStats& stats, const OverlayPanels& pan
       } else {
         ImGui::Text("tokens/s  %.1f", stats.tokens_per_second());
       }
-      if (stats.first_partial_ms >= 0) {
+      if (stats.cursor >= 0) {
+        ImGui::TextDisabled("timings as made; the line: shown token");
+      } else if (stats.first_partial_ms >= 0) {
         ImGui::Text("first preview %.0f ms after Generate (%lld previews)", stats.first_partial_ms,
                     static_cast<long long>(stats.partial_meshes));
       } else if (stats.state == JobState::kRunning) {

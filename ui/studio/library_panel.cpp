@@ -1,5 +1,6 @@
 #include "ui/studio/library_panel.h"
 
+#include <QBuffer>
 #include <QComboBox>
 #include <QDateTime>
 #include <QHBoxLayout>
@@ -233,6 +234,15 @@ Status LibraryPanel::move_to_trash(int64_t id) {
 Status LibraryPanel::restore(int64_t id) {
   if (!library_) return io_error("no library is open");
   return report(library_->restore(id));
+}
+
+Status LibraryPanel::set_thumbnail(int64_t id, const QImage& shot) {
+  if (!library_) return io_error("no library is open");
+  QByteArray png;
+  QBuffer buffer(&png);
+  buffer.open(QIODevice::WriteOnly);
+  Gallery::thumbnail(shot).save(&buffer, "PNG");
+  return report(library_->set_thumbnail(id, std::vector<uint8_t>(png.begin(), png.end())));
 }
 
 Status LibraryPanel::empty_trash() {

@@ -59,6 +59,8 @@ class LibraryPanel : public QWidget {
   Status move_to_trash(int64_t id);
   Status restore(int64_t id);
   Status empty_trash();
+  // Gives kept result `id` the thumbnail cut from `shot` (results kept without one).
+  Status set_thumbnail(int64_t id, const QImage& shot);
 
  Q_SIGNALS:
   // A result was chosen (its mesh read).

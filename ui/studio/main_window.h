@@ -257,6 +257,7 @@ class MainWindow : public QMainWindow {
   QString library_status_;            // why results are not kept ("": they are)
   QString job_group_;                 // the running job's library group
   int64_t journal_job_ = 0;           // the running generation's journal entry (0: none)
+  QString keep_failure_;              // why a result of the running job was not kept ("": all were)
   std::vector<runtime::JournalJob> interrupted_;
   ReplayController* replay_ = nullptr;
   ReplayBar* replay_bar_ = nullptr;

