@@ -146,8 +146,17 @@ LibraryEntry read_entry(Statement& s, const std::string& dir) {
 }  // namespace
 
 std::string default_library_dir() {
+  return library_dir("");
+}
+
+std::string library_dir(const std::string& chosen) {
   if (std::string dir = env("TESSERA_LIBRARY"); !dir.empty()) return dir;
+  if (!chosen.empty()) return chosen;
   return (fs::path(data_home()) / "tessera" / "library").string();
+}
+
+bool library_dir_from_environment() {
+  return !env("TESSERA_LIBRARY").empty();
 }
 
 Expected<std::unique_ptr<Library>> Library::open(const std::string& dir) {

@@ -38,6 +38,11 @@ namespace tessera::runtime {
 
 // TESSERA_LIBRARY, else XDG_DATA_HOME/tessera/library, else ~/.local/share/tessera/library.
 std::string default_library_dir();
+// The folder a front end uses when its user chose `chosen` (the studio's Settings; "": none):
+// TESSERA_LIBRARY still wins (scripts and tests), then `chosen`, then the default above.
+std::string library_dir(const std::string& chosen);
+// True when TESSERA_LIBRARY decides the folder (a front end's own choice is then not used).
+bool library_dir_from_environment();
 
 struct LibraryEntry {
   int64_t id = 0;

@@ -111,6 +111,10 @@ LibraryPanel::LibraryPanel(QWidget* parent) : QWidget(parent) {
 }
 
 Status LibraryPanel::open(const std::string& dir) {
+  poll_timer_.stop();
+  library_.reset();
+  gallery_->set_kept({});
+  setToolTip(QString::fromStdString(dir));
   auto opened = runtime::Library::open(dir);
   if (!opened.ok()) {
     unavailable_ = q(opened.status().message());
@@ -123,6 +127,8 @@ Status LibraryPanel::open(const std::string& dir) {
   library_ = std::move(opened).value();
   unavailable_.clear();
   note_->setVisible(false);
+  for (QWidget* w : std::initializer_list<QWidget*>{search_, model_, date_, favourites_, trash_})
+    w->setEnabled(true);
   refresh();
   gallery_->show_newest();
   poll_timer_.start();

@@ -301,6 +301,23 @@ void MainWindow::build_ui() {
           [this] { load_model(model_path_->text().trimmed()); });
   settings_ = new SettingsPanel(settings_widget);
   sl->addWidget(settings_);
+  auto* library_box = new QGroupBox(tr("Library"), settings_widget);
+  auto* library_row = new QHBoxLayout(library_box);
+  library_path_ = new QLineEdit(library_box);
+  library_path_->setObjectName(QStringLiteral("LibraryPath"));
+  auto* library_browse = new QPushButton(tr("Browse..."), library_box);
+  library_row->addWidget(library_path_, 1);
+  library_row->addWidget(library_browse);
+  sl->addWidget(library_box);
+  connect(library_path_, &QLineEdit::editingFinished, this, [this] {
+    if (library_path_->isModified()) set_library_dir(library_path_->text());
+    library_path_->setModified(false);
+  });
+  connect(library_browse, &QPushButton::clicked, this, [this] {
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Library folder"),
+                                                          library_path_->placeholderText());
+    if (!dir.isEmpty()) set_library_dir(dir);
+  });
   auto* scroll = new QScrollArea(settings_dock);
   scroll->setWidget(settings_widget);
   scroll->setWidgetResizable(true);

@@ -176,6 +176,9 @@ class MainWindow : public QMainWindow {
   // journal); run_interrupted() runs the first again with its settings.
   const std::vector<runtime::JournalJob>& interrupted() const { return interrupted_; }
   bool run_interrupted();
+  // Settings > Library: keep results in `dir` from now on ("": the default folder); the library
+  // there is opened and shown (TESSERA_LIBRARY, when set, still decides).
+  void set_library_dir(const QString& dir);
   // The running texture job (0: none).
   uint64_t texture_job() const { return texture_->job(); }
   QString status_text() const;
@@ -283,6 +286,7 @@ class MainWindow : public QMainWindow {
   QLineEdit* model_path_ = nullptr;
   QLabel* model_status_ = nullptr;
   LibraryPanel* library_panel_ = nullptr;
+  QLineEdit* library_path_ = nullptr;  // Settings > Library
   QLabel* status_label_ = nullptr;
   QLabel* model_label_ = nullptr;
   QProgressBar* progress_ = nullptr;

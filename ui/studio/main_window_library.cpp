@@ -6,7 +6,9 @@
 #include <QDateTime>
 #include <QFile>
 #include <QMessageBox>
+#include <QLineEdit>
 #include <QPushButton>
+#include <QSettings>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -54,11 +56,38 @@ const GenerationStats& MainWindow::overlay_stats() const {
 }
 
 void MainWindow::open_library() {
-  if (Status st = library_panel_->open(runtime::default_library_dir()); !st.ok()) {
+  const std::string chosen =
+      QSettings().value(QStringLiteral("library/dir")).toString().toStdString();
+  const std::string dir = runtime::library_dir(chosen);
+  if (library_path_ != nullptr) {
+    library_path_->setText(chosen.empty() || runtime::library_dir_from_environment()
+                               ? QString()
+                               : QString::fromStdString(chosen));
+    library_path_->setPlaceholderText(QString::fromStdString(dir));
+    library_path_->setEnabled(!runtime::library_dir_from_environment());
+    library_path_->setToolTip(
+        runtime::library_dir_from_environment()
+            ? tr("Set by TESSERA_LIBRARY")
+            : tr("Where results are kept (empty: %1)")
+                  .arg(QString::fromStdString(runtime::default_library_dir())));
+  }
+  library_status_.clear();
+  if (Status st = library_panel_->open(dir); !st.ok()) {
     library_status_ = tr("Results are not kept: %1").arg(QString::fromStdString(st.message()));
     return;
   }
   report_interrupted();
+}
+
+void MainWindow::set_library_dir(const QString& dir) {
+  QSettings().setValue(QStringLiteral("library/dir"), dir.trimmed());
+  open_library();
+  show_status(
+      library_status_.isEmpty()
+          ? tr("Library: %1")
+                .arg(QString::fromStdString(runtime::library_dir(dir.trimmed().toStdString())))
+          : library_status_,
+      !library_status_.isEmpty());
 }
 
 void MainWindow::keep_result(const QString& label, int candidate,

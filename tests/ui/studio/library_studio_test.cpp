@@ -265,6 +265,27 @@ TEST(LibraryStudio, SearchFavouritesRenameTrashAndWhatOthersAdd) {
   save_screenshot(*window, "library.png");
 }
 
+TEST(LibraryStudio, TheLibraryFolderIsASettingAndTheEnvironmentWins) {
+  QTemporaryDir tmp;
+  const QByteArray before = qgetenv("TESSERA_LIBRARY");
+  qunsetenv("TESSERA_LIBRARY");
+  auto window = open_window(LaunchOptions{});
+  const QString chosen = tmp.filePath("mine");
+  window->set_library_dir(chosen);
+  ASSERT_NE(window->library_panel()->library(), nullptr);
+  EXPECT_EQ(QString::fromStdString(window->library_panel()->library()->dir()), chosen);
+  window->settings_panel()->set_final_resolution(17);
+  window->prompt_edit()->setPlainText("a cube");
+  window->generate();
+  ASSERT_TRUE(wait_job(*window));
+  auto kept = runtime::Library::open(chosen.toStdString());
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ((*kept)->list()->size(), 1u);
+  window->set_library_dir(QString());  // back to the default (in the test's own XDG folders)
+  qputenv("TESSERA_LIBRARY", before);
+  EXPECT_EQ(runtime::library_dir(chosen.toStdString()), before.toStdString());
+}
+
 TEST(LibraryStudio, AFullDiskIsSaidAndTheStudioGoesOnWithoutKeeping) {
   QTemporaryDir tmp;
   LibraryEnv use(tmp.path());
@@ -346,6 +367,17 @@ TEST(LibraryStudio, ReplayScrubsPlaysAndTheStripAndPlotFollow) {
   EXPECT_EQ(replay.position(), n);
   EXPECT_EQ(window->viewport()->mesh(), result);
   EXPECT_EQ(window->token_strip()->token_count(), n);
+  // Closing the replay shows the result again; re-mesh and export work on a library entry.
+  Q_EMIT window->replay_bar()->closeRequested();
+  EXPECT_FALSE(replay.active());
+  EXPECT_EQ(window->viewport()->mesh(), result);
+  ASSERT_TRUE(window->remesh_current(65).ok());
+  ASSERT_TRUE(wait_job(*window));
+  ASSERT_NE(window->viewport()->mesh(), nullptr);
+  EXPECT_GT(window->viewport()->mesh()->triangle_count(), result->triangle_count());
+  ASSERT_TRUE(window->export_mesh(tmp.filePath("again.obj"), mesh::ExportOptions{}).ok());
+  EXPECT_TRUE(QFile::exists(tmp.filePath("again.obj")));
+  EXPECT_TRUE(window->replay_shown());  // the finer mesh replays too
   // A new job ends the replay.
   window->prompt_edit()->setPlainText("a mug");
   window->generate();

@@ -770,9 +770,10 @@ int main(int argc, char** argv) {
   // Settings go to a throw-away directory, never to the user's.
   QTemporaryDir config;
   qputenv("XDG_CONFIG_HOME", config.path().toLocal8Bit());
-  // ... and the library too (each test process its own).
-  QTemporaryDir library;
+  // ... and the library too (each test process its own), and any other data.
+  QTemporaryDir library, data;
   qputenv("TESSERA_LIBRARY", library.path().toLocal8Bit());
+  qputenv("XDG_DATA_HOME", data.path().toLocal8Bit());
   // As tessera-studio does: a core for the UI.
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   tessera::runtime::set_cpu_threads(cores > 1 ? cores - 1 : 1);
