@@ -5,11 +5,8 @@
 #include "engine/runtime/library.h"
 
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <csignal>
 
 #include <chrono>
 #include <filesystem>
@@ -20,6 +17,7 @@
 #include "engine/core/status.h"
 #include "engine/mesh/mesh.h"
 #include "tests/support/cli_runner.h"
+#include "tests/support/file_size_limit.h"
 
 namespace tessera::runtime {
 namespace {
@@ -173,19 +171,14 @@ TEST_F(LibraryTest, AFullDiskIsAClearErrorAndNothingHalfWrittenStays) {
   auto lib = Library::open(dir_.string());
   ASSERT_TRUE(lib.ok());
   ASSERT_TRUE((*lib)->add(result("before", 1)).ok());
-  // A file-size limit stands in for a full disk: writes past it fail (EFBIG, SIGXFSZ ignored)
-  // exactly where ENOSPC would.
   NewResult big = result("too big", 2);
   big.thumbnail_png.assign(64 * 1024, 7);
-  rlimit old{};
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
-  auto* previous = std::signal(SIGXFSZ, SIG_IGN);
-  rlimit small = old;
-  small.rlim_cur = 16 * 1024;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
-  auto added = (*lib)->add(big);
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old), 0);
-  std::signal(SIGXFSZ, previous);
+  Expected<int64_t> added = int64_t{0};
+  {
+    testing::FileSizeLimit full_disk(16 * 1024);  // a full disk
+    ASSERT_TRUE(full_disk.ok());
+    added = (*lib)->add(big);
+  }
   ASSERT_FALSE(added.ok());
   EXPECT_NE(added.status().message().find(dir_.string()), std::string::npos)
       << added.status().message();

@@ -5,9 +5,6 @@
 // replays scrubbed, played and followed by the token strip and the timing plot.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/resource.h>
-
-#include <csignal>
 
 #include <QDir>
 #include <QFile>
@@ -25,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/runtime/library.h"
+#include "tests/support/file_size_limit.h"
 #include "tests/ui/studio/event_loop.h"
 #include "ui/studio/gallery.h"
 #include "ui/studio/library_panel.h"
@@ -291,18 +289,14 @@ TEST(LibraryStudio, AFullDiskIsSaidAndTheStudioGoesOnWithoutKeeping) {
   LibraryEnv use(tmp.path());
   auto window = open_window(LaunchOptions{});
   window->settings_panel()->set_final_resolution(33);
-  // A file-size limit stands in for a full disk (writes past it fail as ENOSPC would).
-  rlimit old{};
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
-  auto* previous = std::signal(SIGXFSZ, SIG_IGN);
-  rlimit small = old;
-  small.rlim_cur = 8 * 1024;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
   window->prompt_edit()->setPlainText("a chair");
-  window->generate();
-  const bool finished = wait_job(*window);
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old), 0);
-  std::signal(SIGXFSZ, previous);
+  bool finished = false;
+  {
+    testing::FileSizeLimit full_disk(8 * 1024);  // a full disk
+    ASSERT_TRUE(full_disk.ok());
+    window->generate();
+    finished = wait_job(*window);
+  }
   ASSERT_TRUE(finished);
   EXPECT_EQ(window->engine().stats().state, JobState::kDone);
   EXPECT_TRUE(window->status_text().contains("Not kept in the library"))
