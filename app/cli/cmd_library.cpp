@@ -50,6 +50,13 @@ nlohmann::json entry_json(const runtime::LibraryEntry& e) {
                       {"tokens", e.tokens_file()},
                       {"settings", e.settings}};
   if (e.trashed_ms) j["trashed_ms"] = *e.trashed_ms;
+  // What came with it, when it is there: timings, the concept image, the textured mesh.
+  std::error_code ec;
+  for (const auto& [key, file] : {std::pair<const char*, std::string>{"timings", e.timings_file()},
+                                  {"concept_image", e.concept_file()},
+                                  {"textured_mesh", e.textured_file()}}) {
+    if (std::filesystem::is_regular_file(file, ec)) j[key] = file;
+  }
   return j;
 }
 
@@ -111,6 +118,12 @@ int run_show(const LibraryCliOptions& o) {
       e->model.c_str(), static_cast<unsigned long long>(e->seed), e->candidate + 1,
       e->group.c_str(), e->mesh_file().c_str(), static_cast<long long>(e->vertices),
       static_cast<long long>(e->triangles), e->tokens_file().c_str(), e->settings.dump().c_str());
+  const nlohmann::json extras = entry_json(*e);
+  for (const char* key : {"timings", "concept_image", "textured_mesh"}) {
+    if (extras.contains(key)) {
+      std::printf("%-8s %s\n", key, extras[key].get<std::string>().c_str());
+    }
+  }
   return 0;
 }
 

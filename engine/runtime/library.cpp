@@ -354,11 +354,31 @@ Status Library::set_favourite(int64_t id, bool favourite) {
                     });
 }
 
-Status Library::set_thumbnail(int64_t id, const std::vector<uint8_t>& png) {
+Status Library::write_beside(int64_t id, const char* file, const std::vector<uint8_t>& bytes) {
   TESSERA_ASSIGN_OR_RETURN(const LibraryEntry entry, get(id));
-  if (Status st = write_file_atomic(entry.thumbnail_file(), png.data(), png.size()); !st.ok()) {
-    return io_error("library " + dir_ + ": cannot write " + entry.thumbnail_file() + ": " +
-                    st.message());
+  const std::string path = entry.folder + "/" + file;
+  if (Status st = write_file_atomic(path, bytes.data(), bytes.size()); !st.ok()) {
+    return io_error("library " + dir_ + ": cannot write " + path + ": " + st.message());
+  }
+  return Status();
+}
+
+Status Library::set_thumbnail(int64_t id, const std::vector<uint8_t>& png) {
+  return write_beside(id, "thumbnail.png", png);
+}
+
+Status Library::set_concept(int64_t id, const std::vector<uint8_t>& png) {
+  return write_beside(id, "concept.png", png);
+}
+
+Status Library::set_textured(int64_t id, const mesh::Mesh& textured) {
+  TESSERA_ASSIGN_OR_RETURN(const LibraryEntry entry, get(id));
+  AssetExport request;
+  request.settings = entry.settings;
+  auto written = export_asset(textured, entry.textured_file(), request);
+  if (!written.ok()) {
+    return io_error("library " + dir_ + ": cannot write " + entry.textured_file() + ": " +
+                    written.status().message());
   }
   return Status();
 }

@@ -4,7 +4,8 @@
 // block the writer, and several processes, studios and CLIs, share it under SQLite's locking), and
 // a folder per result, items/<dir>/: mesh.glb (the final mesh, the settings in its metadata),
 // tokens.txt (the shape tokens, one line), timings.json (when the maker measured them: per-token
-// and per-stage milliseconds) and, from the studio, thumbnail.png. A result's files are written
+// and per-stage milliseconds), from the studio thumbnail.png, and concept.png and textured.glb once
+// a concept image was made and applied. A result's files are written
 // under a temporary name and renamed into place before its row is inserted, so every row's files
 // exist; a crash between the two leaves a folder without a row, which open() removes once it is a
 // minute old (younger ones may be another process's, about to get their row); a crash while writing
@@ -62,6 +63,8 @@ struct LibraryEntry {
   std::string tokens_file() const { return folder + "/tokens.txt"; }
   std::string thumbnail_file() const { return folder + "/thumbnail.png"; }  // may not exist
   std::string timings_file() const { return folder + "/timings.json"; }     // may not exist
+  std::string concept_file() const { return folder + "/concept.png"; }      // may not exist
+  std::string textured_file() const { return folder + "/textured.glb"; }    // may not exist
 };
 
 // A result to keep.
@@ -118,6 +121,10 @@ class Library {
   // Writes (replaces) result `id`'s thumbnail.png: for results kept without one (the command line
   // makes none), once a front end has drawn them.
   Status set_thumbnail(int64_t id, const std::vector<uint8_t>& png);
+  // What came after the shape: the prompt's concept image (concept.png, a PNG file's bytes) and the
+  // mesh textured with it (textured.glb, with the result's settings), each written atomically.
+  Status set_concept(int64_t id, const std::vector<uint8_t>& png);
+  Status set_textured(int64_t id, const mesh::Mesh& textured);
   Status trash(int64_t id);
   Status restore(int64_t id);
   // Deletes what is in the trash (rows, then files); how many.
@@ -143,6 +150,7 @@ class Library {
   Library(std::string dir, sqlite3* db) : dir_(std::move(dir)), db_(db) {}
   Status exec(const std::string& sql);
   Status set_trashed(int64_t id, bool trashed);
+  Status write_beside(int64_t id, const char* file, const std::vector<uint8_t>& bytes);
   Expected<std::vector<JournalJob>> take_interrupted_locked();
   Expected<std::vector<JournalJob>> read_journal(bool gone_only);
   std::string dir_;

@@ -229,6 +229,10 @@ class MainWindow : public QMainWindow {
   void keep_result(const QString& label, int candidate,
                    const std::shared_ptr<const mesh::Mesh>& mesh, const QImage& shot);
   void journal_started();
+  // The concept image of the last job's prompt and a textured result, kept beside the results.
+  void keep_concept_image();
+  void keep_textured(const std::shared_ptr<const mesh::Mesh>& source,
+                     const std::shared_ptr<const mesh::Mesh>& textured);
   void journal_ended();
   void report_interrupted();
   // Replays (ReplayController): of a library entry, of the shown shape; ended by a new job.
@@ -261,6 +265,7 @@ class MainWindow : public QMainWindow {
   QString job_group_;                 // the running job's library group
   int64_t journal_job_ = 0;           // the running generation's journal entry (0: none)
   QString keep_failure_;              // why a result of the running job was not kept ("": all were)
+  std::vector<int64_t> job_kept_;     // the library ids of the last job's results
   std::vector<runtime::JournalJob> interrupted_;
   ReplayController* replay_ = nullptr;
   ReplayBar* replay_bar_ = nullptr;

@@ -91,6 +91,7 @@ void MainWindow::on_image_finished(quint64, int state, const QString& message) {
   const ImageJobState& s = diffusion_->state();
   const auto job_state = static_cast<JobState>(state);
   if (job_state == JobState::kDone) {
+    keep_concept_image();
     show_status(tr("Concept image done: %1 steps, %2 ms/step, %3 ms in all")
                     .arg(s.step_ms.size())
                     .arg(s.denoise_ms / std::max<size_t>(1, s.step_ms.size()), 0, 'f', 1)
@@ -138,7 +139,8 @@ void MainWindow::on_textured(const std::shared_ptr<const mesh::Mesh>& source,
                              const std::optional<mesh::ImageRect>& object) {
   viewport_->set_mesh(textured, false);
   select_textured_shading();
-  // The gallery entry of this prompt now holds the textured mesh too.
+  // The library entry of this mesh keeps the textured copy beside it, and the gallery shows it.
+  keep_textured(source, textured);
   gallery()->replace_mesh(source, textured);
   const QString fit =
       object ? tr("the image's object (%1x%2 px at %3,%4) fitted to the mesh")

@@ -108,11 +108,51 @@ void MainWindow::keep_result(const QString& label, int candidate,
   buffer.open(QIODevice::WriteOnly);
   Gallery::thumbnail(shot).save(&buffer, "PNG");
   kept.thumbnail_png.assign(png.begin(), png.end());
-  if (auto id = library_panel_->keep(kept, mesh, label, shot); !id.ok()) {
+  if (auto id = library_panel_->keep(kept, mesh, label, shot); id.ok()) {
+    job_kept_.push_back(*id);
+  } else {
     // A full disk, a folder gone read-only: say so once per job, and go on without keeping.
     keep_failure_ = tr("Not kept in the library (the studio goes on; export to keep it): %1")
                         .arg(one_line(QString::fromStdString(id.status().message()), 160));
     show_status(keep_failure_, true);
+  }
+}
+
+void MainWindow::keep_concept_image() {
+  runtime::Library* library = library_panel_->library();
+  const ImageJobState& s = diffusion_->state();
+  if (library == nullptr || job_kept_.empty() || !s.image_final || s.prompt != shape_->prompt() ||
+      s.image_rgb.size() != static_cast<size_t>(3 * s.image_width * s.image_height)) {
+    return;
+  }
+  const QImage image(s.image_rgb.data(), static_cast<int>(s.image_width),
+                     static_cast<int>(s.image_height), static_cast<int>(3 * s.image_width),
+                     QImage::Format_RGB888);
+  QByteArray png;
+  QBuffer buffer(&png);
+  buffer.open(QIODevice::WriteOnly);
+  image.save(&buffer, "PNG");
+  const std::vector<uint8_t> bytes(png.begin(), png.end());
+  for (int64_t id : job_kept_) {
+    if (Status st = library->set_concept(id, bytes); !st.ok()) {
+      show_status(
+          tr("The concept image was not kept: %1").arg(QString::fromStdString(st.message())), true);
+      return;
+    }
+  }
+}
+
+void MainWindow::keep_textured(const std::shared_ptr<const mesh::Mesh>& source,
+                               const std::shared_ptr<const mesh::Mesh>& textured) {
+  runtime::Library* library = library_panel_->library();
+  if (library == nullptr) return;
+  for (const GalleryEntry& e : gallery()->kept()) {
+    if (e.mesh != source || e.id == 0) continue;
+    if (Status st = library->set_textured(e.id, *textured); !st.ok()) {
+      show_status(
+          tr("The textured mesh was not kept: %1").arg(QString::fromStdString(st.message())), true);
+    }
+    return;
   }
 }
 

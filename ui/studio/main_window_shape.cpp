@@ -181,6 +181,7 @@ void MainWindow::start_shape_job(runtime::JobOptions job) {
 void MainWindow::on_shape_started(int variations, quint64 first_seed, const QStringList& notes) {
   end_replay();
   keep_failure_.clear();
+  job_kept_.clear();
   candidates_->reset(variations, first_seed);
   job_group_ = QStringLiteral("studio-%1-%2")
                    .arg(QCoreApplication::applicationPid())

@@ -30,6 +30,9 @@
 #include "tests/engine/diffusion/pipeline_test_util.h"
 #include "tests/support/fixture_model_dir.h"
 #include "ui/studio/diffusion_bridge.h"
+#include "engine/mesh/import.h"
+#include "engine/runtime/library.h"
+#include "ui/studio/library_panel.h"
 #include "ui/studio/main_window.h"
 #include "ui/studio/prompt_edit.h"
 #include "ui/studio/viewport.h"
@@ -144,6 +147,17 @@ TEST(StudioDiffusion, PanelShowsStepsThenImageAndAppliesTexture) {
   EXPECT_EQ(textured->uvs.size(), static_cast<size_t>(2 * textured->vertex_count()));
   EXPECT_FALSE(textured->texture.empty());
   EXPECT_EQ(window->viewport()->render_options().shading, render::ShadingMode::kTextured);
+  // The library keeps both beside the shape: the concept image and the textured mesh.
+  runtime::Library* library = window->library_panel()->library();
+  ASSERT_NE(library, nullptr);
+  auto kept = library->list({.limit = 1});
+  ASSERT_TRUE(kept.ok() && !kept->empty());
+  const QImage concept_image(QString::fromStdString(kept->front().concept_file()));
+  EXPECT_EQ(concept_image.width(), 64);
+  auto reread = mesh::import_mesh_file(kept->front().textured_file());
+  ASSERT_TRUE(reread.ok()) << reread.status().message();
+  EXPECT_FALSE(reread->uvs.empty());
+  EXPECT_FALSE(reread->texture.empty());
   const int64_t frames = window->viewport()->frames();
   ASSERT_TRUE(wait_until([&] { return window->viewport()->frames() > frames + 2; }));
   EXPECT_TRUE(window->viewport()->render_error().isEmpty())
