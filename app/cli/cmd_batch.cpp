@@ -55,6 +55,7 @@
 #include "engine/core/mapped_file.h"
 #include "engine/core/sha256.h"
 #include "engine/mesh/export.h"
+#include "engine/runtime/job_request.h"
 #include "engine/runtime/library.h"
 #include "engine/runtime/provenance.h"
 #include "engine/runtime/session.h"
@@ -130,71 +131,28 @@ std::string item_file(const Item& item, int candidate, const std::string& ext) {
   return stem + "." + ext;
 }
 
-// Reads a JSON item's fields over the command line's defaults. Returns the error, or "".
+// Reads a JSON item's fields (runtime/job_request.h) over the command line's defaults. Returns the
+// error, or "".
 std::string parse_json_item(const std::string& text, Item* item) {
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded()) return "invalid JSON";
   if (!j.is_object()) return "a JSON line must be an object";
-  static const std::set<std::string> kKeys = {"prompt",   "seed",        "variations",
-                                              "guidance", "temperature", "top_k",
-                                              "top_p",    "resolution",  "name"};
-  for (const auto& [key, value] : j.items()) {
-    if (kKeys.count(key) == 0) {
-      return "unknown key \"" + key +
-             "\" (known: prompt, seed, variations, guidance, temperature, top_k, top_p, "
-             "resolution, name)";
-    }
-  }
-  if (!j.contains("prompt") || !j["prompt"].is_string()) return "\"prompt\" (a string) is required";
-  item->prompt = j["prompt"].get<std::string>();
-  auto number = [&](const char* key, double lo, double hi, bool integer,
-                    double* out) -> std::string {
-    if (!j.contains(key)) return "";
-    const json& v = j[key];
-    if (!v.is_number() || (integer && !v.is_number_integer())) {
-      return std::string("\"") + key + "\" must be " + (integer ? "an integer" : "a number");
-    }
-    const double d = v.get<double>();
-    if (!(d >= lo && d <= hi)) {
-      return std::string("\"") + key + "\" " + v.dump() + " is out of range";
-    }
-    *out = d;
-    return "";
-  };
-  double d = 0;
-  std::string e;
-  if (j.contains("seed")) {
-    if (!j["seed"].is_number_unsigned()) return "\"seed\" must be an integer >= 0";
-    item->seed = j["seed"].get<uint64_t>();
-    item->sample = true;
-  }
-  if (!(e = number("variations", 1, runtime::kMaxVariations, true, &d)).empty()) return e;
-  if (j.contains("variations")) item->variations = static_cast<int>(d);
-  if (!(e = number("guidance", 0, 1e6, false, &d)).empty()) return e;
-  if (j.contains("guidance")) item->guidance = static_cast<float>(d);
-  if (!(e = number("temperature", 1e-6, 1e6, false, &d)).empty()) return e;
-  if (j.contains("temperature")) item->temperature = static_cast<float>(d), item->sample = true;
-  if (!(e = number("top_p", 1e-9, 1, false, &d)).empty()) return e;
-  if (j.contains("top_p")) item->top_p = static_cast<float>(d), item->sample = true;
-  if (!(e = number("top_k", 0, 1e9, true, &d)).empty()) return e;
-  if (j.contains("top_k")) item->top_k = static_cast<int64_t>(d), item->sample = true;
-  if (!(e = number("resolution", 3, 1025, true, &d)).empty()) return e;
-  if (j.contains("resolution")) {
-    item->resolution = static_cast<int>(d);
-    if (auto k = runtime::resolution_base(item->resolution); !k.ok()) {
-      return "\"resolution\": " + k.status().message();
-    }
-  }
-  if (j.contains("name")) {
-    if (!j["name"].is_string()) return "\"name\" must be a string";
-    item->name = j["name"].get<std::string>();
-    auto checked = runtime::check_user_text("\"name\"", item->name, runtime::kMaxNameBytes);
-    if (!checked.ok()) return checked.status().message();
-    if (checked->changed()) return "\"name\" must be plain text (" + checked->repairs + ")";
-    if (item->name.empty() || item->name.find('/') != std::string::npos ||
-        item->name.find('\\') != std::string::npos || item->name[0] == '.') {
-      return "\"name\" must be a plain file name (no '/', not starting with '.')";
-    }
+  auto request = runtime::parse_job_request(j);
+  if (!request.ok()) return request.status().message();
+  item->prompt = request->prompt;
+  item->name = request->name;
+  if (request->seed) item->seed = request->seed;
+  item->sample = item->sample || request->sample;
+  for (const char* key :
+       {"variations", "guidance", "temperature", "top_p", "top_k", "resolution"}) {
+    if (!j.contains(key)) continue;
+    const std::string k = key;
+    if (k == "variations") item->variations = request->variations;
+    if (k == "guidance") item->guidance = request->guidance;
+    if (k == "temperature") item->temperature = request->temperature;
+    if (k == "top_p") item->top_p = request->top_p;
+    if (k == "top_k") item->top_k = request->top_k;
+    if (k == "resolution") item->resolution = request->resolution;
   }
   return "";
 }
