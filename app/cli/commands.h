@@ -19,5 +19,6 @@ void register_convert(CLI::App& app, int* exit_code);
 void register_quantize(CLI::App& app, int* exit_code);
 void register_models(CLI::App& app, int* exit_code);
 void register_library(CLI::App& app, int* exit_code);
+void register_serve(CLI::App& app, int* exit_code);
 
 }  // namespace tessera::cli

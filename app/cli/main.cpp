@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   tessera::cli::register_quantize(app, &exit_code);
   tessera::cli::register_models(app, &exit_code);
   tessera::cli::register_library(app, &exit_code);
+  tessera::cli::register_serve(app, &exit_code);
   app.parse_complete_callback([&] { tessera::runtime::set_cpu_threads(threads); });
   // The commands run inside parse(). No exception leaves the program as a crash: one that
   // escapes a command is a bug, reported as such with a non-zero status (files already written

@@ -1,0 +1,690 @@
+// tessera serve: one process holds the shape model (loaded once, through the runtime's Session) and
+// serves an HTTP/JSON API (docs/serve.md; the OpenAPI document docs/serve-openapi.json):
+//
+//   tessera serve [--model M] [--port 8590] [--listen ADDR] [--out DIR] [--max-queue N]
+//                 [--per-client N] [--cors ORIGIN] [--device ...] [--weights ...] [--threads N]
+//
+//   GET  /healthz, /readyz            the process lives; the model is loaded (503 until it is)
+//   GET  /metrics                     Prometheus text: jobs by state, queue length, TPOT, memory
+//   GET  /v1/models                   the loaded model and the models known by name
+//   POST /v1/jobs                     a job (runtime/job_request.h's JSON, plus "format") -> 202
+//   GET  /v1/jobs, /v1/jobs/ID        every job / one job: state, seeds, files, error
+//   POST /v1/jobs/ID/cancel           a queued job leaves the queue, a running one stops
+//   GET  /v1/jobs/ID/events           Server-Sent Events: every token, stage, preview mesh, final
+//                                     mesh and the end, from the job's start (a late client misses
+//                                     nothing)
+//   GET  /v1/jobs/ID/result?candidate=I   the finished mesh file
+//
+// Safe by default: 127.0.0.1 only; --listen ADDR (any other address) requires the bearer token
+// kept in XDG_CONFIG_HOME/tessera/serve-token (made on first use, mode 0600) on every request but
+// /healthz and /readyz. No CORS unless --cors ORIGIN. Bodies over 64 KiB, prompts over the
+// product's limit, a full queue or too many jobs of one client are refused with a 4xx and a JSON
+// error naming the field or the limit. Output files only ever go to --out under names the server
+// makes. Jobs run one after the other on the one Session (the variations of a job decode
+// together); a restart drops what was queued, and the next start says which jobs were dropped
+// (--out/jobs.jsonl holds the accepted ones until they end).
+#include <httplib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "app/cli/commands.h"
+#include "app/cli/shape_cli.h"
+#include "engine/core/mapped_file.h"
+#include "engine/runtime/export_asset.h"
+#include "engine/runtime/job_request.h"
+#include "engine/runtime/models.h"
+#include "engine/runtime/provenance.h"
+#include "engine/runtime/session.h"
+#include "engine/runtime/user_text.h"
+
+namespace tessera::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr size_t kMaxBody = 64 * 1024;
+constexpr const char* kFormats[] = {"glb", "obj", "fbx", "stl", "3mf"};
+
+struct ServeCliOptions {
+  std::string model;
+  std::string weights;
+  DeviceCli device;
+  int port = 8590;
+  std::string listen = "127.0.0.1";
+  std::string out;
+  int max_queue = 64;
+  int per_client = 8;
+  std::string cors;
+};
+
+enum class State { kQueued, kRunning, kDone, kFailed, kCancelled };
+const char* state_name(State s) {
+  switch (s) {
+    case State::kQueued:
+      return "queued";
+    case State::kRunning:
+      return "running";
+    case State::kDone:
+      return "done";
+    case State::kFailed:
+      return "failed";
+    case State::kCancelled:
+      return "cancelled";
+  }
+  return "?";
+}
+bool terminal(State s) {
+  return s == State::kDone || s == State::kFailed || s == State::kCancelled;
+}
+
+struct Job {
+  uint64_t id = 0;
+  std::string client;
+  json request;  // as accepted
+  runtime::JobOptions options;
+  std::string format = "glb";
+  State state = State::kQueued;
+  std::string error;
+  std::vector<std::string> events;   // SSE data lines (JSON), in order
+  std::map<int, std::string> files;  // candidate -> file under --out
+  std::map<int, uint64_t> seeds;
+  double tpot_ms = 0;
+};
+
+std::string base64(const std::string& bytes) {
+  static const char* kTable = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    const uint32_t v = (static_cast<uint8_t>(bytes[i]) << 16) |
+                       (static_cast<uint8_t>(bytes[i + 1]) << 8) |
+                       static_cast<uint8_t>(bytes[i + 2]);
+    for (int s = 18; s >= 0; s -= 6) out += kTable[(v >> s) & 63];
+  }
+  if (i < bytes.size()) {
+    uint32_t v = static_cast<uint8_t>(bytes[i]) << 16;
+    if (i + 1 < bytes.size()) v |= static_cast<uint8_t>(bytes[i + 1]) << 8;
+    out += kTable[(v >> 18) & 63];
+    out += kTable[(v >> 12) & 63];
+    out += i + 1 < bytes.size() ? kTable[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+// A mesh for the event stream, compact: "TSM1", uint32 vertex and triangle counts, float32 xyz per
+// vertex, uint32 indices per triangle (little-endian), base64 in the event's JSON.
+std::string compact_mesh(const mesh::Mesh& m) {
+  std::string bytes = "TSM1";
+  auto put32 = [&](uint32_t v) { bytes.append(reinterpret_cast<const char*>(&v), 4); };
+  put32(static_cast<uint32_t>(m.vertex_count()));
+  put32(static_cast<uint32_t>(m.triangle_count()));
+  bytes.append(reinterpret_cast<const char*>(m.positions.data()), m.positions.size() * 4);
+  bytes.append(reinterpret_cast<const char*>(m.triangles.data()), m.triangles.size() * 4);
+  return base64(bytes);
+}
+
+std::string error_json(const std::string& message, const std::string& field = "") {
+  json j = {{"error", message}};
+  if (!field.empty()) j["field"] = field;
+  return j.dump();
+}
+
+// The bearer token for non-loopback listening: XDG_CONFIG_HOME/tessera/serve-token, made once.
+Expected<std::string> server_token() {
+  const char* xdg = std::getenv("XDG_CONFIG_HOME");
+  const char* home = std::getenv("HOME");
+  const fs::path dir = xdg != nullptr && *xdg != '\0' ? fs::path(xdg) / "tessera"
+                       : home != nullptr              ? fs::path(home) / ".config" / "tessera"
+                                                      : fs::path("/nonexistent");
+  const fs::path file = dir / "serve-token";
+  std::ifstream in(file);
+  std::string token;
+  if (in >> token && token.size() >= 32) return token;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  std::random_device rd;
+  static const char* kHex = "0123456789abcdef";
+  token.clear();
+  for (int i = 0; i < 48; ++i) token += kHex[rd() & 15];
+  const std::string text = token + "\n";
+  if (Status st = write_file_atomic(file.string(), text.data(), text.size()); !st.ok()) {
+    return io_error("the server token " + file.string() + ": " + st.message());
+  }
+  ::chmod(file.c_str(), 0600);
+  std::fprintf(stderr, "tessera serve: a new token was written to %s\n", file.c_str());
+  return token;
+}
+
+class Server {
+ public:
+  Server(const ServeCliOptions& o, std::unique_ptr<runtime::Session> session)
+      : o_(o), session_(std::move(session)) {}
+
+  int run() {
+    std::error_code ec;
+    fs::create_directories(o_.out, ec);
+    if (ec) return fail("--out " + o_.out + ": " + ec.message());
+    report_dropped();
+    const bool loopback =
+        o_.listen == "127.0.0.1" || o_.listen == "::1" || o_.listen == "localhost";
+    if (!loopback) {
+      auto token = server_token();
+      if (!token.ok()) return fail(token.status().message());
+      token_ = *token;
+    }
+    http_.set_payload_max_length(kMaxBody);
+    http_.set_read_timeout(5, 0);
+    http_.set_write_timeout(5, 0);
+    http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (!o_.cors.empty()) res.set_header("Access-Control-Allow-Origin", o_.cors);
+      if (token_.empty() || req.path == "/healthz" || req.path == "/readyz") {
+        return httplib::Server::HandlerResponse::Unhandled;
+      }
+      if (req.get_header_value("Authorization") != "Bearer " + token_) {
+        res.status = 401;
+        res.set_content(error_json("a bearer token is required (Authorization: Bearer <the token "
+                                   "in the server's serve-token file>)"),
+                        "application/json");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
+    routes();
+    worker_ = std::thread([this] { work(); });
+    int port = o_.port;
+    if (port == 0) {
+      port = http_.bind_to_any_port(o_.listen.c_str());
+    } else if (!http_.bind_to_port(o_.listen.c_str(), port)) {
+      port = -1;
+    }
+    if (port < 0) {
+      stop_worker();
+      return fail("cannot listen on " + o_.listen + ":" + std::to_string(o_.port));
+    }
+    std::printf("tessera serve: listening on http://%s:%d (%s)\n", o_.listen.c_str(), port,
+                token_.empty() ? "loopback, no token" : "bearer token required");
+    std::fflush(stdout);
+    http_.listen_after_bind();
+    stop_worker();
+    return 0;
+  }
+
+ private:
+  int fail(const std::string& message) {
+    std::fprintf(stderr, "tessera serve: %s\n", message.c_str());
+    return 1;
+  }
+
+  void routes() {
+    http_.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("{\"status\":\"ok\"}", "application/json");
+    });
+    http_.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+      const bool ready = session_->shape_model().has_value();
+      res.status = ready ? 200 : 503;
+      res.set_content(json{{"ready", ready}}.dump(), "application/json");
+    });
+    http_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(metrics(), "text/plain; version=0.0.4");
+    });
+    http_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+      json known = json::array();
+      for (const runtime::KnownModel& m : runtime::known_models()) {
+        known.push_back({{"name", m.name}, {"kind", runtime::model_kind_name(m.kind)}});
+      }
+      json loaded = nullptr;
+      if (auto info = session_->shape_model()) {
+        loaded = {{"path", info->path},
+                  {"backend", info->backend},
+                  {"tokens", info->num_latents},
+                  {"weights", info->weights}};
+      }
+      res.set_content(json{{"loaded", loaded}, {"known", known}}.dump(), "application/json");
+    });
+    http_.Post("/v1/jobs",
+               [this](const httplib::Request& req, httplib::Response& res) { submit(req, res); });
+    http_.Get("/v1/jobs", [this](const httplib::Request&, httplib::Response& res) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      json all = json::array();
+      for (const auto& [id, job] : jobs_) all.push_back(describe(*job));
+      res.set_content(all.dump(), "application/json");
+    });
+    http_.Get(R"(/v1/jobs/(\d+))", [this](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      const auto job = find(req, res);
+      if (job) res.set_content(describe(*job).dump(), "application/json");
+    });
+    http_.Post(R"(/v1/jobs/(\d+)/cancel)",
+               [this](const httplib::Request& req, httplib::Response& res) { cancel(req, res); });
+    http_.Get(R"(/v1/jobs/(\d+)/events)",
+              [this](const httplib::Request& req, httplib::Response& res) { events(req, res); });
+    http_.Get(R"(/v1/jobs/(\d+)/result)",
+              [this](const httplib::Request& req, httplib::Response& res) { result(req, res); });
+  }
+
+  // Under mutex_. The job named by the path, or a 404 with a JSON error.
+  std::shared_ptr<Job> find(const httplib::Request& req, httplib::Response& res) {
+    uint64_t id = 0;
+    try {
+      id = std::stoull(req.matches[1].str());
+    } catch (const std::exception&) {
+    }
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) {
+      res.status = 404;
+      res.set_content(error_json("no job " + req.matches[1].str(), "id"), "application/json");
+      return nullptr;
+    }
+    return it->second;
+  }
+
+  json describe(const Job& job) const {
+    json files = json::object(), seeds = json::object();
+    for (const auto& [c, f] : job.files) {
+      files[std::to_string(c)] =
+          "/v1/jobs/" + std::to_string(job.id) + "/result?candidate=" + std::to_string(c);
+    }
+    for (const auto& [c, s] : job.seeds) seeds[std::to_string(c)] = s;
+    json j = {{"id", job.id},           {"state", state_name(job.state)},
+              {"request", job.request}, {"format", job.format},
+              {"results", files},       {"seeds", seeds}};
+    if (!job.error.empty()) j["error"] = job.error;
+    if (job.state == State::kQueued) {
+      int position = 0;
+      for (uint64_t q : queue_) {
+        if (q == job.id) break;
+        ++position;
+      }
+      j["queue_position"] = position;
+    }
+    return j;
+  }
+
+  void submit(const httplib::Request& req, httplib::Response& res) {
+    auto bad = [&](int status, const std::string& message, const std::string& field = "") {
+      res.status = status;
+      res.set_content(error_json(message, field), "application/json");
+    };
+    const json body = json::parse(req.body, nullptr, false);
+    if (body.is_discarded()) return bad(400, "the body is not valid JSON");
+    auto request = runtime::parse_job_request(body, {"format"});
+    if (!request.ok()) {
+      const std::string m = request.status().message();
+      const size_t q = m.find('"');
+      return bad(400, m, q == std::string::npos ? "" : m.substr(q + 1, m.find('"', q + 1) - q - 1));
+    }
+    auto job = std::make_shared<Job>();
+    job->request = body;
+    job->options = request->job();
+    if (request->sample && !request->seed) {
+      job->options.generation.sampler.seed = std::random_device{}() & 0x7fffffff;
+    } else if (!request->seed && request->variations > 1) {
+      job->options.generation.sampler.seed = std::random_device{}() & 0x7fffffff;
+    }
+    if (auto notes = runtime::accept_job_text(&job->options); !notes.ok()) {
+      return bad(400, notes.status().message(), "prompt");
+    }
+    if (body.contains("format")) {
+      if (!body["format"].is_string()) return bad(400, "\"format\" must be a string", "format");
+      job->format = body["format"].get<std::string>();
+      bool known = false;
+      for (const char* f : kFormats) known |= job->format == f;
+      if (!known) return bad(400, "\"format\" must be one of glb, obj, fbx, stl, 3mf", "format");
+    }
+    job->client = req.remote_addr;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (static_cast<int>(queue_.size()) >= o_.max_queue) {
+      return bad(429, "the queue is full (" + std::to_string(o_.max_queue) + " jobs)", "queue");
+    }
+    int mine = 0;
+    for (uint64_t q : queue_) mine += jobs_[q]->client == job->client ? 1 : 0;
+    if (mine >= o_.per_client) {
+      return bad(429,
+                 "this client has " + std::to_string(mine) + " jobs queued (at most " +
+                     std::to_string(o_.per_client) + ")",
+                 "client");
+    }
+    job->id = ++last_id_;
+    job->events.push_back(json{{"type", "queued"}, {"position", queue_.size()}}.dump());
+    jobs_[job->id] = job;
+    queue_.push_back(job->id);
+    journal_accepted(*job);
+    wake_.notify_all();
+    res.status = 202;
+    res.set_content(describe(*job).dump(), "application/json");
+  }
+
+  void cancel(const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto job = find(req, res);
+    if (!job) return;
+    if (job->state == State::kQueued) {
+      queue_.erase(std::remove(queue_.begin(), queue_.end(), job->id), queue_.end());
+      end(*job, State::kCancelled, "cancelled while queued");
+    } else if (job->state == State::kRunning) {
+      session_->cancel(runtime::Lane::kShape);
+    }
+    res.set_content(describe(*job).dump(), "application/json");
+  }
+
+  void events(const httplib::Request& req, httplib::Response& res) {
+    std::shared_ptr<Job> job;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job = find(req, res);
+    }
+    if (!job) return;
+    res.set_header("Cache-Control", "no-cache");
+    auto sent = std::make_shared<size_t>(0);
+    res.set_chunked_content_provider(
+        "text/event-stream", [this, job, sent](size_t, httplib::DataSink& sink) {
+          std::unique_lock<std::mutex> lock(mutex_);
+          // Waits for news, looking up now and then for a client that went away.
+          wake_.wait_for(lock, std::chrono::milliseconds(500),
+                         [&] { return *sent < job->events.size() || stopping_; });
+          std::string chunk;
+          for (; *sent < job->events.size(); ++*sent) {
+            chunk += "data: " + job->events[*sent] + "\n\n";
+          }
+          const bool finished = terminal(job->state) || stopping_;
+          lock.unlock();
+          if (!chunk.empty() && !sink.write(chunk.data(), chunk.size())) return false;
+          if (finished) sink.done();
+          return sink.is_writable() || finished;
+        });
+  }
+
+  void result(const httplib::Request& req, httplib::Response& res) {
+    std::string file;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      const auto job = find(req, res);
+      if (!job) return;
+      int candidate = 0;
+      if (req.has_param("candidate")) {
+        try {
+          candidate = std::stoi(req.get_param_value("candidate"));
+        } catch (const std::exception&) {
+          candidate = -1;
+        }
+      }
+      const auto it = job->files.find(candidate);
+      if (it == job->files.end()) {
+        res.status = job->state == State::kDone || candidate < 0 ? 404 : 409;
+        res.set_content(
+            error_json(res.status == 404
+                           ? "no such candidate"
+                           : "not finished yet (state " + std::string(state_name(job->state)) + ")",
+                       "candidate"),
+            "application/json");
+        return;
+      }
+      file = it->second;
+    }
+    auto bytes = read_file(file);
+    if (!bytes.ok()) {
+      res.status = 500;
+      res.set_content(error_json(bytes.status().message()), "application/json");
+      return;
+    }
+    res.set_header("Content-Disposition",
+                   "attachment; filename=\"" + fs::path(file).filename().string() + "\"");
+    res.set_content(*bytes, "application/octet-stream");
+  }
+
+  std::string metrics() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::map<std::string, int> by_state;
+    for (const char* s : {"queued", "running", "done", "failed", "cancelled"}) by_state[s] = 0;
+    for (const auto& [id, job] : jobs_) ++by_state[state_name(job->state)];
+    std::string out =
+        "# HELP tessera_jobs Jobs by state since the server started.\n"
+        "# TYPE tessera_jobs gauge\n";
+    for (const auto& [s, n] : by_state) {
+      out += "tessera_jobs{state=\"" + s + "\"} " + std::to_string(n) + "\n";
+    }
+    out += "# HELP tessera_queue_length Jobs waiting.\n# TYPE tessera_queue_length gauge\n";
+    out += "tessera_queue_length " + std::to_string(queue_.size()) + "\n";
+    out +=
+        "# HELP tessera_tpot_ms Mean time per output token of the last finished job.\n"
+        "# TYPE tessera_tpot_ms gauge\n";
+    out += "tessera_tpot_ms " + std::to_string(last_tpot_ms_) + "\n";
+    const runtime::MemoryUse memory = runtime::memory_use(false);
+    out +=
+        "# HELP tessera_resident_bytes The process's resident memory.\n"
+        "# TYPE tessera_resident_bytes gauge\n";
+    out += "tessera_resident_bytes " + std::to_string(memory.resident_bytes) + "\n";
+    return out;
+  }
+
+  // Under mutex_.
+  void end(Job& job, State state, const std::string& error) {
+    job.state = state;
+    job.error = error;
+    json e = {{"type", state_name(state)}};
+    if (!error.empty()) e["error"] = error;
+    job.events.push_back(e.dump());
+    journal_ended(job);
+    wake_.notify_all();
+  }
+
+  // The worker: one job at a time through the Session, its events recorded for the streams.
+  void work() {
+    for (;;) {
+      std::shared_ptr<Job> job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (stopping_) return;
+        job = jobs_[queue_.front()];
+        queue_.pop_front();
+        job->state = State::kRunning;
+        job->events.push_back(json{{"type", "started"}}.dump());
+        wake_.notify_all();
+      }
+      run_job(*job);
+    }
+  }
+
+  void run_job(Job& job) {
+    runtime::JobOptions options = job.options;
+    options.preview_every = 8;
+    double token_ms = 0;
+    int64_t steps = 0;
+    const runtime::Event last =
+        session_->wait_for(session_->submit(options), [&](const runtime::Event& e) {
+          json ev;
+          if (const auto* t = std::get_if<runtime::TokenEvent>(&e.payload)) {
+            ev = {{"type", "token"},
+                  {"candidate", t->candidate},
+                  {"index", t->index},
+                  {"id", t->id},
+                  {"ms", t->ms}};
+            if (t->candidate == 0 && t->index > 0) token_ms += t->ms, ++steps;
+          } else if (const auto* s = std::get_if<runtime::StageEvent>(&e.payload)) {
+            ev = {{"type", "stage"}, {"name", s->name}, {"ms", s->ms}, {"candidate", s->candidate}};
+          } else if (const auto* p = std::get_if<runtime::PartialMeshEvent>(&e.payload)) {
+            ev = {{"type", "preview"},
+                  {"candidate", p->candidate},
+                  {"tokens", p->tokens},
+                  {"mesh", compact_mesh(*p->mesh)}};
+          } else if (const auto* f = std::get_if<runtime::FinalMeshEvent>(&e.payload)) {
+            ev = final_mesh(job, *f);
+          } else {
+            return;
+          }
+          std::lock_guard<std::mutex> lock(mutex_);
+          job.events.push_back(ev.dump());
+          wake_.notify_all();
+        });
+    std::lock_guard<std::mutex> lock(mutex_);
+    last_tpot_ms_ = steps > 0 ? token_ms / static_cast<double>(steps) : 0.0;
+    if (std::holds_alternative<runtime::DoneEvent>(last.payload)) {
+      end(job, State::kDone, "");
+    } else if (const auto* err = std::get_if<runtime::ErrorEvent>(&last.payload)) {
+      end(job, State::kFailed, err->status.message());
+    } else {
+      end(job, State::kCancelled, "cancelled");
+    }
+  }
+
+  // Writes candidate f's mesh under --out (a name the server makes) and says where to fetch it.
+  json final_mesh(Job& job, const runtime::FinalMeshEvent& f) {
+    const std::string file = (fs::path(o_.out) / ("job" + std::to_string(job.id) + "-" +
+                                                  std::to_string(f.candidate) + "." + job.format))
+                                 .string();
+    runtime::AssetExport request;
+    auto model = session_->shape_model();
+    if (model) {
+      if (auto identity = runtime::model_identity(*model); identity.ok()) {
+        request.settings = runtime::shape_settings_json(job.options, f.seed, f.resolution,
+                                                        identity->name, identity->gpt_sha256);
+      }
+    }
+    auto written = runtime::export_asset(*f.mesh, file, request);
+    json ev = {{"type", "mesh"},
+               {"candidate", f.candidate},
+               {"seed", f.seed},
+               {"vertices", f.mesh->vertex_count()},
+               {"triangles", f.mesh->triangle_count()},
+               {"mesh", compact_mesh(*f.mesh)}};
+    std::lock_guard<std::mutex> lock(mutex_);
+    job.seeds[f.candidate] = f.seed;
+    if (written.ok()) {
+      job.files[f.candidate] = file;
+      ev["result"] =
+          "/v1/jobs/" + std::to_string(job.id) + "/result?candidate=" + std::to_string(f.candidate);
+    } else {
+      ev["error"] = written.status().message();
+    }
+    return ev;
+  }
+
+  // --out/jobs.jsonl: the accepted jobs not yet ended, so that a restart can say what it dropped.
+  std::string journal_path() const { return (fs::path(o_.out) / "jobs.jsonl").string(); }
+  void journal_accepted(const Job& job) {
+    std::ofstream(journal_path(), std::ios::app)
+        << json{{"id", job.id}, {"request", job.request}, {"pid", ::getpid()}}.dump() << "\n";
+  }
+  void journal_ended(const Job& job) {
+    std::ofstream(journal_path(), std::ios::app)
+        << json{{"ended", job.id}, {"pid", ::getpid()}}.dump() << "\n";
+  }
+  void report_dropped() {
+    std::ifstream in(journal_path());
+    std::map<std::string, json> open;
+    std::string line;
+    while (std::getline(in, line)) {
+      const json j = json::parse(line, nullptr, false);
+      if (!j.is_object()) continue;
+      const std::string pid = std::to_string(j.value("pid", 0));
+      if (j.contains("ended")) {
+        open.erase(pid + ":" + std::to_string(j.value("ended", uint64_t{0})));
+      } else {
+        open[pid + ":" + std::to_string(j.value("id", uint64_t{0}))] = j;
+      }
+    }
+    for (const auto& [key, j] : open) {
+      std::fprintf(
+          stderr, "tessera serve: dropped by the last stop: job %llu (%s); submit it again\n",
+          static_cast<unsigned long long>(j.value("id", uint64_t{0})), j["request"].dump().c_str());
+    }
+    std::error_code ec;
+    fs::remove(journal_path(), ec);
+  }
+
+  void stop_worker() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+      wake_.notify_all();
+    }
+    session_->cancel();
+    if (worker_.joinable()) worker_.join();
+  }
+
+  const ServeCliOptions& o_;
+  std::unique_ptr<runtime::Session> session_;
+  httplib::Server http_;
+  std::string token_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::map<uint64_t, std::shared_ptr<Job>> jobs_;
+  std::deque<uint64_t> queue_;
+  uint64_t last_id_ = 0;
+  double last_tpot_ms_ = 0;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+int run_serve(ServeCliOptions& o) {
+  if (o.out.empty()) {
+    const char* xdg = std::getenv("XDG_DATA_HOME");
+    const char* home = std::getenv("HOME");
+    o.out = (xdg != nullptr && *xdg != '\0'
+                 ? fs::path(xdg)
+                 : fs::path(home != nullptr ? home : "/tmp") / ".local" / "share") /
+            "tessera" / "serve";
+  }
+  runtime::ShapeWeights weights = runtime::ShapeWeights::kAuto;
+  if (!o.weights.empty()) {
+    auto parsed = runtime::parse_shape_weights(o.weights);
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "tessera serve: --weights: %s\n", parsed.status().message().c_str());
+      return 2;
+    }
+    weights = *parsed;
+  }
+  auto session = runtime::Session::open(shape_model_options(o.model, weights, o.device));
+  if (!session.ok()) {
+    std::fprintf(stderr, "tessera serve: %s\n", session.status().message().c_str());
+    return 1;
+  }
+  Server server(o, std::move(session).value());
+  return server.run();
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<ServeCliOptions>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve shape generation over HTTP (docs/serve.md)");
+  cmd->add_option("--model,-m", o->model, "Model folder or name (default: the embedded model)");
+  cmd->add_option("--weights", o->weights, "auto, f32, bf16 or int8 (as tessera generate)");
+  add_device_options(cmd, &o->device);
+  cmd->add_option("--port", o->port, "TCP port (0: any free one, printed)")
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--listen", o->listen,
+                  "Address to listen on (default 127.0.0.1; any other needs the bearer token)");
+  cmd->add_option("--out", o->out,
+                  "Folder for the result files (default XDG_DATA_HOME/tessera/serve)");
+  cmd->add_option("--max-queue", o->max_queue, "Jobs that may wait (429 beyond)")
+      ->check(CLI::Range(1, 100000));
+  cmd->add_option("--per-client", o->per_client, "Jobs one client address may have waiting")
+      ->check(CLI::Range(1, 100000));
+  cmd->add_option("--cors", o->cors, "An origin allowed to call from a browser (none by default)");
+  cmd->callback([o, exit_code] { *exit_code = run_serve(*o); });
+}
+
+}  // namespace tessera::cli
