@@ -1,0 +1,325 @@
+// tessera serve (app/cli/cmd_serve.cpp), started by each test as a user would start it and talked
+// to over real HTTP (cpp-httplib's client): jobs end to end with their event stream and result
+// files, every kind of bad request answered with a JSON error naming the field, limits, cancel, a
+// client that leaves mid-stream, the token when listening beyond loopback, and a restart that says
+// which jobs it dropped.
+#include <httplib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/mesh/import.h"
+#include "engine/mesh/metadata.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+class ServeProcess {
+ public:
+  ServeProcess(const fs::path& dir, std::vector<std::string> args) : dir_(dir) {
+    fs::create_directories(dir);
+    const std::string out = (dir / "stdout").string(), err = (dir / "stderr").string();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      std::freopen(out.c_str(), "w", stdout);
+      std::freopen(err.c_str(), "w", stderr);
+      ::setenv("XDG_CONFIG_HOME", (dir_ / "config").c_str(), 1);
+      std::vector<std::string> all = {TESSERA_CLI_PATH,       "serve", "--port", "0", "--out",
+                                      (dir_ / "out").string()};
+      all.insert(all.end(), args.begin(), args.end());
+      std::vector<char*> argv;
+      for (std::string& a : all) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(TESSERA_CLI_PATH, argv.data());
+      ::_exit(127);
+    }
+    for (int i = 0; i < 600 && port_ == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::ifstream in(out);
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const size_t at = text.find("listening on http://");
+      if (at == std::string::npos) continue;
+      const size_t colon = text.find(':', at + 20);
+      port_ = std::atoi(text.c_str() + colon + 1);
+      host_ = text.substr(at + 20, colon - at - 20);
+    }
+  }
+  ~ServeProcess() { stop(SIGTERM); }
+  void stop(int signal) {
+    if (pid_ <= 0) return;
+    ::kill(pid_, signal);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  int port() const { return port_; }
+  httplib::Client client() const {
+    httplib::Client c(host_, port_);
+    c.set_read_timeout(60, 0);
+    return c;
+  }
+  std::string err() const {
+    std::ifstream in(dir_ / "stderr");
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  fs::path out() const { return dir_ / "out"; }
+  fs::path config() const { return dir_ / "config"; }
+
+ private:
+  fs::path dir_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::string host_;
+};
+
+class ServeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("tessera-serve-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+json post_job(httplib::Client& c, const json& body, int* status = nullptr) {
+  auto res = c.Post("/v1/jobs", body.dump(), "application/json");
+  if (!res) return json{{"transport", httplib::to_string(res.error())}};
+  if (status != nullptr) *status = res->status;
+  return json::parse(res->body, nullptr, false);
+}
+
+// The data lines of a finished job's event stream.
+std::vector<json> events_of(httplib::Client& c, uint64_t id) {
+  std::string body;
+  auto res = c.Get("/v1/jobs/" + std::to_string(id) + "/events", [&](const char* data, size_t n) {
+    body.append(data, n);
+    return true;
+  });
+  std::vector<json> out;
+  std::istringstream in(body);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("data: ", 0) == 0) out.push_back(json::parse(line.substr(6), nullptr, false));
+  }
+  return out;
+}
+
+std::string decode64(const std::string& s) {
+  std::string out;
+  int val = 0, bits = -8;
+  for (char ch : s) {
+    const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const char* p = std::strchr(t, ch);
+    if (ch == '=' || p == nullptr) break;
+    val = (val << 6) + static_cast<int>(p - t);
+    bits += 6;
+    if (bits >= 0) {
+      out += static_cast<char>((val >> bits) & 0xFF);
+      bits -= 8;
+    }
+  }
+  return out;
+}
+
+TEST_F(ServeTest, AJobStreamsEveryTokenPreviewAndMeshThenItsFiles) {
+  ServeProcess server(dir_, {});
+  ASSERT_GT(server.port(), 0) << server.err();
+  auto c = server.client();
+  auto health = c.Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(c.Get("/readyz")->status, 200);
+  const json models = json::parse(c.Get("/v1/models")->body);
+  EXPECT_FALSE(models["loaded"].is_null());
+  EXPECT_GE(models["known"].size(), 3u);
+
+  int status = 0;
+  const json accepted = post_job(
+      c, {{"prompt", "a chair"}, {"variations", 2}, {"seed", 5}, {"resolution", 33}}, &status);
+  ASSERT_EQ(status, 202) << accepted.dump();
+  const uint64_t id = accepted["id"];
+  const std::vector<json> events = events_of(c, id);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.front()["type"], "queued");
+  EXPECT_EQ(events.back()["type"], "done");
+  int tokens[2] = {0, 0}, meshes = 0, previews = 0;
+  for (const json& e : events) {
+    if (e["type"] == "token") ++tokens[e["candidate"].get<int>()];
+    if (e["type"] == "preview" || e["type"] == "mesh") {
+      const std::string bytes = decode64(e["mesh"].get<std::string>());
+      ASSERT_GE(bytes.size(), 12u);
+      EXPECT_EQ(bytes.substr(0, 4), "TSM1");
+      uint32_t v = 0, t = 0;
+      std::memcpy(&v, bytes.data() + 4, 4);
+      std::memcpy(&t, bytes.data() + 8, 4);
+      EXPECT_EQ(bytes.size(), 12u + 12u * v + 12u * t);
+      if (e["type"] == "mesh") {
+        ++meshes;
+        EXPECT_EQ(e["seed"].get<uint64_t>(), 5u + e["candidate"].get<uint64_t>());
+        EXPECT_EQ(static_cast<int64_t>(t), e["triangles"].get<int64_t>());
+      } else {
+        ++previews;
+      }
+    }
+  }
+  EXPECT_EQ(tokens[0], 64);
+  EXPECT_EQ(tokens[1], 64);
+  EXPECT_EQ(meshes, 2);
+  EXPECT_GE(previews, 1);
+  const json job = json::parse(c.Get("/v1/jobs/" + std::to_string(id))->body);
+  EXPECT_EQ(job["state"], "done");
+  // The result as a file: the bytes the server wrote, a mesh with the prompt in its metadata.
+  auto result = c.Get("/v1/jobs/" + std::to_string(id) + "/result?candidate=1");
+  ASSERT_TRUE(result);
+  ASSERT_EQ(result->status, 200);
+  const fs::path saved = dir_ / "fetched.glb";
+  std::ofstream(saved, std::ios::binary) << result->body;
+  auto read = mesh::import_mesh_file(saved.string());
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  auto meta = mesh::read_metadata(saved.string());
+  ASSERT_TRUE(meta.ok());
+  EXPECT_EQ((*meta)["prompt"], "a chair");
+  EXPECT_EQ(c.Get("/v1/jobs/" + std::to_string(id) + "/result?candidate=5")->status, 404);
+  // Metrics in Prometheus' text format.
+  const std::string metrics = c.Get("/metrics")->body;
+  EXPECT_NE(metrics.find("tessera_jobs{state=\"done\"} 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("tessera_queue_length 0"), std::string::npos);
+}
+
+TEST_F(ServeTest, BadRequestsAreAnsweredWithTheFieldAndTheServerGoesOn) {
+  ServeProcess server(dir_, {"--max-queue", "2", "--per-client", "2"});
+  ASSERT_GT(server.port(), 0) << server.err();
+  auto c = server.client();
+  struct Case {
+    std::string body;
+    int status;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {"{not json", 400, ""},
+      {"[1, 2]", 400, ""},
+      {R"({"prompt": "x", "sed": 3})", 400, "sed"},
+      {R"({"prompt": 7})", 400, "prompt"},
+      {R"({"prompt": "x", "variations": 99})", 400, "variations"},
+      {R"({"prompt": "x", "resolution": 64})", 400, "resolution"},
+      {R"({"prompt": "x", "format": "exe"})", 400, "format"},
+      {R"({"prompt": "x", "name": "../../etc/passwd"})", 400, "name"},
+      {json{{"prompt", std::string(5000, 'a')}}.dump(), 400, "prompt"},
+  };
+  for (const Case& k : cases) {
+    auto res = c.Post("/v1/jobs", k.body, "application/json");
+    ASSERT_TRUE(res) << k.body;
+    EXPECT_EQ(res->status, k.status) << k.body << " -> " << res->body;
+    const json error = json::parse(res->body, nullptr, false);
+    ASSERT_TRUE(error.is_object()) << res->body;
+    EXPECT_TRUE(error.contains("error"));
+    if (!k.field.empty()) {
+      EXPECT_EQ(error.value("field", ""), k.field) << res->body;
+    }
+  }
+  // A body beyond the limit.
+  auto huge = c.Post("/v1/jobs", std::string(200 * 1024, ' '), "application/json");
+  ASSERT_TRUE(huge);
+  EXPECT_EQ(huge->status, 413);
+  EXPECT_EQ(c.Get("/v1/jobs/999")->status, 404);
+  // The queue's limits: the per-client one first (2), then the whole queue (2).
+  int status = 0;
+  const json slow = {{"prompt", "a lamp"}, {"variations", 4}, {"seed", 1}, {"resolution", 129}};
+  const uint64_t first = post_job(c, slow, &status)["id"];
+  EXPECT_EQ(status, 202);
+  std::vector<uint64_t> queued;
+  for (int i = 0; i < 4; ++i) {
+    const json r = post_job(c, {{"prompt", "a mug"}}, &status);
+    if (status == 202) {
+      queued.push_back(r["id"]);
+    } else {
+      EXPECT_EQ(status, 429) << r.dump();
+      EXPECT_TRUE(r.value("field", "") == "client" || r.value("field", "") == "queue") << r.dump();
+    }
+  }
+  EXPECT_LE(queued.size(), 2u);
+  // Cancel: the queued ones leave the queue, the running one stops.
+  for (uint64_t id : queued) {
+    auto res = c.Post("/v1/jobs/" + std::to_string(id) + "/cancel", "", "application/json");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(json::parse(res->body)["state"], "cancelled");
+  }
+  c.Post("/v1/jobs/" + std::to_string(first) + "/cancel", "", "application/json");
+  const std::vector<json> events = events_of(c, first);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back()["type"], "cancelled");
+  // A client that leaves mid-stream costs nobody else anything.
+  const uint64_t next = post_job(c, {{"prompt", "a ball"}, {"resolution", 33}}, &status)["id"];
+  {
+    httplib::Client leaver = server.client();
+    int chunks = 0;
+    leaver.Get("/v1/jobs/" + std::to_string(next) + "/events",
+               [&](const char*, size_t) { return ++chunks < 2; });
+  }
+  const std::vector<json> rest = events_of(c, next);
+  ASSERT_FALSE(rest.empty());
+  EXPECT_EQ(rest.back()["type"], "done");
+  EXPECT_EQ(c.Get("/healthz")->status, 200);
+}
+
+TEST_F(ServeTest, BeyondLoopbackEveryCallNeedsTheToken) {
+  ServeProcess server(dir_, {"--listen", "127.0.0.2"});
+  ASSERT_GT(server.port(), 0) << server.err();
+  auto c = server.client();
+  EXPECT_EQ(c.Get("/healthz")->status, 200);  // probes stay open
+  auto refused = c.Get("/v1/models");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 401);
+  EXPECT_NE(refused->body.find("bearer token"), std::string::npos);
+  std::string token;
+  std::ifstream(server.config() / "tessera" / "serve-token") >> token;
+  ASSERT_GE(token.size(), 32u);
+  EXPECT_EQ(fs::status(server.config() / "tessera" / "serve-token").permissions() &
+                fs::perms::others_read,
+            fs::perms::none);
+  c.set_bearer_token_auth(token);
+  EXPECT_EQ(c.Get("/v1/models")->status, 200);
+  c.set_bearer_token_auth("wrong");
+  EXPECT_EQ(c.Get("/v1/jobs")->status, 401);
+}
+
+TEST_F(ServeTest, ARestartSaysWhichAcceptedJobsItDropped) {
+  {
+    ServeProcess server(dir_, {});
+    ASSERT_GT(server.port(), 0) << server.err();
+    auto c = server.client();
+    int status = 0;
+    post_job(c, {{"prompt", "a lamp"}, {"variations", 4}, {"seed", 1}, {"resolution", 129}},
+             &status);
+    ASSERT_EQ(status, 202);
+    post_job(c, {{"prompt", "a vase"}}, &status);
+    ASSERT_EQ(status, 202);
+    server.stop(SIGKILL);
+  }
+  ServeProcess again(dir_, {});
+  ASSERT_GT(again.port(), 0) << again.err();
+  const std::string err = again.err();
+  EXPECT_NE(err.find("dropped by the last stop: job 1"), std::string::npos) << err;
+  EXPECT_NE(err.find("a vase"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace tessera
