@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -23,6 +24,7 @@
 
 #include "engine/mesh/import.h"
 #include "engine/mesh/metadata.h"
+#include "engine/runtime/job_request.h"
 
 namespace tessera {
 namespace {
@@ -278,6 +280,46 @@ TEST_F(ServeTest, BadRequestsAreAnsweredWithTheFieldAndTheServerGoesOn) {
   ASSERT_FALSE(rest.empty());
   EXPECT_EQ(rest.back()["type"], "done");
   EXPECT_EQ(c.Get("/healthz")->status, 200);
+}
+
+TEST_F(ServeTest, EveryPathOfTheOpenApiDocumentIsAnsweredAsDocumented) {
+  std::ifstream in(fs::path(TESSERA_SOURCE_DIR) / "docs" / "serve-openapi.json");
+  const json doc = json::parse(in, nullptr, false);
+  ASSERT_TRUE(doc.is_object());
+  ServeProcess server(dir_, {});
+  ASSERT_GT(server.port(), 0) << server.err();
+  auto c = server.client();
+  // A finished job for the paths with {id}.
+  int status = 0;
+  const uint64_t id = post_job(c, {{"prompt", "a cube"}, {"resolution", 17}}, &status)["id"];
+  ASSERT_EQ(status, 202);
+  ASSERT_EQ(events_of(c, id).back()["type"], "done");
+  int checked = 0;
+  for (const auto& [path, methods] : doc["paths"].items()) {
+    std::string url = path;
+    if (const size_t at = url.find("{id}"); at != std::string::npos) {
+      url.replace(at, 4, std::to_string(id));
+    }
+    for (const auto& [method, operation] : methods.items()) {
+      httplib::Result res =
+          method == "get"
+              ? c.Get(url)
+              : c.Post(url, R"({"prompt": "a cube", "resolution": 17})", "application/json");
+      ASSERT_TRUE(res) << method << " " << url;
+      EXPECT_TRUE(operation["responses"].contains(std::to_string(res->status)))
+          << method << " " << url << " answered " << res->status << ", not documented";
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 10);
+  // And the request schema's fields are the ones the server takes.
+  std::set<std::string> documented;
+  for (const auto& [key, v] : doc["components"]["schemas"]["JobRequest"]["properties"].items()) {
+    documented.insert(key);
+  }
+  std::set<std::string> taken = runtime::job_request_keys();
+  taken.insert("format");
+  EXPECT_EQ(documented, taken);
 }
 
 TEST_F(ServeTest, BeyondLoopbackEveryCallNeedsTheToken) {
