@@ -1,0 +1,74 @@
+// The Blender add-on (integrations/blender) in Blender 3.4 headless, against a `tessera serve` this
+// test starts: installed from its zip as an artist would, a job of two variations generated, and
+// the objects checked (names, custom properties, size, side by side); the message when the server
+// is not running, and the server's own words for a bad request. Skips when `blender` is not on
+// PATH.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/serve_process.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string run(const std::string& cmd) {
+  std::string out;
+  if (std::FILE* p = ::popen(cmd.c_str(), "r")) {
+    char buffer[4096];
+    size_t n = 0;
+    while ((n = std::fread(buffer, 1, sizeof(buffer), p)) > 0) out.append(buffer, n);
+    ::pclose(p);
+  }
+  return out;
+}
+
+TEST(BlenderAddon, GeneratesVariationsIntoTheSceneWithTheirSettings) {
+  if (std::system("command -v blender >/dev/null 2>&1") != 0) GTEST_SKIP() << "no blender";
+  const fs::path dir =
+      fs::temp_directory_path() / ("tessera-blender-addon-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  testing::ServeProcess server(dir / "server", {});
+  ASSERT_GT(server.port(), 0) << server.err();
+  const fs::path zip = dir / "tessera-blender.zip";
+  const std::string source = TESSERA_SOURCE_DIR;
+  ASSERT_EQ(std::system(
+                (source + "/scripts/blender-addon-zip.sh " + zip.string() + " >/dev/null").c_str()),
+            0);
+  const std::string out =
+      run("BLENDER_USER_SCRIPTS=" + (dir / "scripts").string() +
+          " blender -b --factory-startup --python " + source +
+          "/tests/e2e/blender_addon_check.py -- " + zip.string() + " " + server.url() + " 2>&1");
+  const size_t at = out.find("RESULT ");
+  ASSERT_NE(at, std::string::npos) << out;
+  const nlohmann::json r =
+      nlohmann::json::parse(out.substr(at + 7, out.find('\n', at) - at - 7), nullptr, false);
+  ASSERT_TRUE(r.is_object()) << out;
+  EXPECT_TRUE(r["panel"].get<bool>());
+  EXPECT_TRUE(r["operator"].get<bool>());
+  EXPECT_EQ(r["state"], "done");
+  ASSERT_EQ(r["objects"].size(), 2u) << r.dump();
+  for (int c = 0; c < 2; ++c) {
+    const nlohmann::json& o = r["objects"][c];
+    EXPECT_EQ(o["name"], "Tessera a chair " + std::to_string(c + 1));
+    EXPECT_EQ(o["prompt"], "a chair");
+    EXPECT_EQ(o["seed"].get<int>(), 3 + c);
+    EXPECT_GT(o["triangles"].get<int>(), 100);
+    EXPECT_NEAR(o["height"].get<double>(), 1.5, 1e-3);
+  }
+  EXPECT_GT(r["objects"][1]["x"].get<double>() - r["objects"][0]["x"].get<double>(), 1.5);
+  EXPECT_NE(r["unreachable"].get<std::string>().find("tessera serve"), std::string::npos)
+      << r.dump();
+  EXPECT_NE(r["refused"].get<std::string>().find("\"variations\""), std::string::npos) << r.dump();
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tessera
