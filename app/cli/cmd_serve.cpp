@@ -6,7 +6,8 @@
 //
 //   GET  /healthz, /readyz            the process lives; the model is loaded (503 until it is)
 //   GET  /metrics                     Prometheus text: jobs by state, queue length, TPOT, memory
-//   GET  /v1/models                   the loaded model and the models known by name
+//   GET  /v1/models                   the loaded model, the models known by name, a load under way
+//   POST /v1/models/load              {"model": NAME or folder}: loaded between two jobs -> 202
 //   POST /v1/jobs                     a job (runtime/job_request.h's JSON, plus "format") -> 202
 //   GET  /v1/jobs, /v1/jobs/ID        every job / one job: state, seeds, files, error
 //   POST /v1/jobs/ID/cancel           a queued job leaves the queue, a running one stops
@@ -37,6 +38,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -178,8 +180,9 @@ Expected<std::string> server_token() {
 
 class Server {
  public:
-  Server(const ServeCliOptions& o, std::unique_ptr<runtime::Session> session)
-      : o_(o), session_(std::move(session)) {}
+  Server(const ServeCliOptions& o, runtime::ShapeWeights weights,
+         std::unique_ptr<runtime::Session> session)
+      : o_(o), weights_(weights), session_(std::move(session)) {}
 
   int run() {
     std::error_code ec;
@@ -260,8 +263,14 @@ class Server {
                   {"tokens", info->num_latents},
                   {"weights", info->weights}};
       }
-      res.set_content(json{{"loaded", loaded}, {"known", known}}.dump(), "application/json");
+      json answer = {{"loaded", loaded}, {"known", known}};
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (pending_load_ || loading_) answer["loading"] = pending_load_.value_or(loading_name_);
+      if (!load_error_.empty()) answer["load_error"] = load_error_;
+      res.set_content(answer.dump(), "application/json");
     });
+    http_.Post("/v1/models/load",
+               [this](const httplib::Request& req, httplib::Response& res) { load(req, res); });
     http_.Post("/v1/jobs",
                [this](const httplib::Request& req, httplib::Response& res) { submit(req, res); });
     http_.Get("/v1/jobs", [this](const httplib::Request&, httplib::Response& res) {
@@ -319,6 +328,28 @@ class Server {
       j["queue_position"] = position;
     }
     return j;
+  }
+
+  void load(const httplib::Request& req, httplib::Response& res) {
+    auto bad = [&](const std::string& message, const std::string& field) {
+      res.status = 400;
+      res.set_content(error_json(message, field), "application/json");
+    };
+    const json body = json::parse(req.body, nullptr, false);
+    if (!body.is_object()) return bad("the body must be a JSON object", "");
+    for (const auto& [key, value] : body.items()) {
+      if (key != "model") return bad("unknown key \"" + key + "\" (known: model)", key);
+    }
+    if (!body.contains("model") || !body["model"].is_string() ||
+        body["model"].get<std::string>().empty()) {
+      return bad("\"model\" (a model name or folder) is required", "model");
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_load_ = body["model"].get<std::string>();
+    load_error_.clear();
+    wake_.notify_all();
+    res.status = 202;
+    res.set_content(json{{"loading", *pending_load_}}.dump(), "application/json");
   }
 
   void submit(const httplib::Request& req, httplib::Response& res) {
@@ -470,11 +501,19 @@ class Server {
         "# HELP tessera_tpot_ms Mean time per output token of the last finished job.\n"
         "# TYPE tessera_tpot_ms gauge\n";
     out += "tessera_tpot_ms " + std::to_string(last_tpot_ms_) + "\n";
-    const runtime::MemoryUse memory = runtime::memory_use(false);
+    const auto model = session_->shape_model();
+    const runtime::MemoryUse memory = runtime::memory_use(model && model->on_gpu);
     out +=
         "# HELP tessera_resident_bytes The process's resident memory.\n"
         "# TYPE tessera_resident_bytes gauge\n";
     out += "tessera_resident_bytes " + std::to_string(memory.resident_bytes) + "\n";
+    if (memory.device_used_bytes >= 0) {
+      out +=
+          "# HELP tessera_device_used_bytes Device memory in use (all processes).\n"
+          "# TYPE tessera_device_used_bytes gauge\n";
+      out += "tessera_device_used_bytes " + std::to_string(memory.device_used_bytes) + "\n";
+      out += "tessera_device_total_bytes " + std::to_string(memory.device_total_bytes) + "\n";
+    }
     return out;
   }
 
@@ -495,8 +534,17 @@ class Server {
       std::shared_ptr<Job> job;
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || pending_load_; });
         if (stopping_) return;
+        if (pending_load_) {
+          // A model load runs between two jobs; the jobs queued meanwhile wait for it.
+          loading_name_ = *pending_load_;
+          pending_load_.reset();
+          loading_ = true;
+          lock.unlock();
+          load_model(loading_name_);
+          continue;
+        }
         job = jobs_[queue_.front()];
         queue_.pop_front();
         job->state = State::kRunning;
@@ -505,6 +553,19 @@ class Server {
       }
       run_job(*job);
     }
+  }
+
+  void load_model(const std::string& model) {
+    runtime::ShapeModelOptions options = shape_model_options(model, weights_, o_.device);
+    const runtime::Event end = session_->wait_for(session_->load_shape_model(options));
+    std::lock_guard<std::mutex> lock(mutex_);
+    loading_ = false;
+    if (const auto* e = std::get_if<runtime::ErrorEvent>(&end.payload)) {
+      load_error_ = model + ": " + e->status.message();
+    } else if (!std::holds_alternative<runtime::DoneEvent>(end.payload)) {
+      load_error_ = model + ": the load was cancelled";
+    }
+    wake_.notify_all();
   }
 
   void run_job(Job& job) {
@@ -625,6 +686,10 @@ class Server {
   }
 
   const ServeCliOptions& o_;
+  runtime::ShapeWeights weights_ = runtime::ShapeWeights::kAuto;
+  std::optional<std::string> pending_load_;  // a model to load before the next job
+  bool loading_ = false;
+  std::string loading_name_, load_error_;
   std::unique_ptr<runtime::Session> session_;
   httplib::Server http_;
   std::string token_;
@@ -661,7 +726,7 @@ int run_serve(ServeCliOptions& o) {
     std::fprintf(stderr, "tessera serve: %s\n", session.status().message().c_str());
     return 1;
   }
-  Server server(o, std::move(session).value());
+  Server server(o, weights, std::move(session).value());
   return server.run();
 }
 

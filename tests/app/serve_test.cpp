@@ -256,7 +256,7 @@ TEST_F(ServeTest, EveryPathOfTheOpenApiDocumentIsAnsweredAsDocumented) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 10);
+  EXPECT_EQ(checked, 11);
   // And the request schema's fields are the ones the server takes.
   std::set<std::string> documented;
   for (const auto& [key, v] : doc["components"]["schemas"]["JobRequest"]["properties"].items()) {
@@ -265,6 +265,46 @@ TEST_F(ServeTest, EveryPathOfTheOpenApiDocumentIsAnsweredAsDocumented) {
   std::set<std::string> taken = runtime::job_request_keys();
   taken.insert("format");
   EXPECT_EQ(documented, taken);
+}
+
+TEST_F(ServeTest, AnotherModelLoadsBetweenJobsAndAFailedLoadKeepsTheOld) {
+  ServeProcess server(dir_, {});
+  ASSERT_GT(server.port(), 0) << server.err();
+  auto c = server.client();
+  auto load = [&](const json& body) {
+    return c.Post("/v1/models/load", body.dump(), "application/json");
+  };
+  auto models = [&] { return json::parse(c.Get("/v1/models")->body); };
+  auto settled = [&] {
+    for (int i = 0; i < 600; ++i) {
+      if (!models().contains("loading")) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  };
+  EXPECT_EQ(load(json::object())->status, 400);
+  EXPECT_EQ(json::parse(load({{"modle", "x"}})->body)["field"], "modle");
+  // A name nobody knows: the old model stays, the failure names it.
+  ASSERT_EQ(load({{"model", "nobody/nothing"}})->status, 202);
+  ASSERT_TRUE(settled());
+  const json failed = models();
+  ASSERT_TRUE(failed.contains("load_error")) << failed.dump();
+  EXPECT_NE(failed["load_error"].get<std::string>().find("nobody/nothing"), std::string::npos);
+  EXPECT_FALSE(failed["loaded"].is_null());
+  int status = 0;
+  const uint64_t before = post_job(c, {{"prompt", "a cube"}, {"resolution", 17}}, &status)["id"];
+  EXPECT_EQ(events_of(c, before).back()["type"], "done");
+  // A folder: loaded between two jobs; the next job runs on it.
+  const std::string folder = std::string(TESSERA_SOURCE_DIR) + "/assets/models/tessera-tiny";
+  ASSERT_EQ(load({{"model", folder}})->status, 202);
+  const uint64_t after = post_job(c, {{"prompt", "a ball"}, {"resolution", 17}}, &status)["id"];
+  EXPECT_EQ(events_of(c, after).back()["type"], "done");
+  ASSERT_TRUE(settled());
+  const json loaded = models();
+  EXPECT_FALSE(loaded.contains("load_error")) << loaded.dump();
+  EXPECT_EQ(loaded["loaded"]["path"].get<std::string>().find("tessera-tiny") != std::string::npos,
+            true)
+      << loaded.dump();
 }
 
 TEST_F(ServeTest, BeyondLoopbackEveryCallNeedsTheToken) {
