@@ -1,0 +1,40 @@
+// libFuzzer target for a job as JSON (engine/runtime/job_request.h): what `tessera serve` reads
+// from every POST /v1/jobs body and `tessera batch` from every JSON line. Input: any bytes. What
+// must hold (else __builtin_trap): no exception, no sanitizer report; a request that parses has
+// every field in its range (variations 1..kMaxVariations, a resolution of 2^k + 1 or 0, a name that
+// is a plain file name), its job passes the same checks, and the text rule either accepts the
+// prompt or refuses it with a message.
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/runtime/job_request.h"
+#include "engine/runtime/user_text.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace tessera;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(data, data + size, nullptr, false);
+    if (j.is_discarded()) return 0;
+    auto request = runtime::parse_job_request(j, {"format"});
+    if (!request.ok()) {
+      if (request.status().message().empty()) __builtin_trap();
+      return 0;
+    }
+    const runtime::JobRequest& r = *request;
+    if (r.variations < 1 || r.variations > runtime::kMaxVariations) __builtin_trap();
+    if (r.resolution != 0 && !runtime::resolution_base(r.resolution).ok()) __builtin_trap();
+    if (!r.name.empty() && (r.name.find('/') != std::string::npos || r.name[0] == '.'))
+      __builtin_trap();
+    runtime::JobOptions job = r.job();
+    if (job.variations > 1 && !job.generation.sampler.sample) __builtin_trap();
+    auto accepted = runtime::accept_job_text(&job);
+    if (!accepted.ok() && accepted.status().message().empty()) __builtin_trap();
+  } catch (const std::exception&) {
+    __builtin_trap();
+  }
+  return 0;
+}
