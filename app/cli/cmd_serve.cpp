@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -40,6 +41,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -65,6 +67,13 @@ using nlohmann::json;
 
 constexpr size_t kMaxBody = 64 * 1024;
 constexpr const char* kFormats[] = {"glb", "obj", "fbx", "stl", "3mf"};
+// The export fields a job may carry besides runtime/job_request.h's, as the command line takes
+// them.
+const std::set<std::string>& export_keys() {
+  static const std::set<std::string> kKeys = {"format", "preset",  "height", "size",
+                                              "pivot",  "up_axis", "unit",   "max_faces"};
+  return kKeys;
+}
 
 struct ServeCliOptions {
   std::string model;
@@ -104,6 +113,7 @@ struct Job {
   json request;  // as accepted
   runtime::JobOptions options;
   std::string format = "glb";
+  MeshExportCli exporting;  // preset, size or height, pivot, axes, unit, budget
   State state = State::kQueued;
   std::string error;
   std::vector<std::string> events;   // SSE data lines (JSON), in order
@@ -359,7 +369,7 @@ class Server {
     };
     const json body = json::parse(req.body, nullptr, false);
     if (body.is_discarded()) return bad(400, "the body is not valid JSON");
-    auto request = runtime::parse_job_request(body, {"format"});
+    auto request = runtime::parse_job_request(body, export_keys());
     if (!request.ok()) {
       const std::string m = request.status().message();
       const size_t q = m.find('"');
@@ -383,6 +393,10 @@ class Server {
       for (const char* f : kFormats) known |= job->format == f;
       if (!known) return bad(400, "\"format\" must be one of glb, obj, fbx, stl, 3mf", "format");
     }
+    if (Status st = read_export_fields(body, job.get()); !st.ok()) {
+      const std::string m = st.message();
+      return bad(400, m, m.substr(1, m.find('"', 1) - 1));
+    }
     job->client = req.remote_addr;
     std::lock_guard<std::mutex> lock(mutex_);
     if (static_cast<int>(queue_.size()) >= o_.max_queue) {
@@ -404,6 +418,63 @@ class Server {
     wake_.notify_all();
     res.status = 202;
     res.set_content(describe(*job).dump(), "application/json");
+  }
+
+  // The export fields of `body` into job->exporting, checked as the command line checks its
+  // options; errors start with the field's name in quotes.
+  static Status read_export_fields(const json& body, Job* job) {
+    MeshExportCli& e = job->exporting;
+    auto text = [&](const char* key, std::string* out) -> Status {
+      if (!body.contains(key)) return Status();
+      if (!body[key].is_string())
+        return invalid_argument(std::string("\"") + key + "\" must be a string");
+      *out = body[key].get<std::string>();
+      return Status();
+    };
+    auto metres = [&](const char* key, double* out, bool* given) -> Status {
+      if (!body.contains(key)) return Status();
+      if (!body[key].is_number() || !(body[key].get<double>() > 0)) {
+        return invalid_argument(std::string("\"") + key + "\" must be a number of metres > 0");
+      }
+      *out = body[key].get<double>();
+      *given = true;
+      return Status();
+    };
+    TESSERA_RETURN_IF_ERROR(text("preset", &e.preset));
+    TESSERA_RETURN_IF_ERROR(text("pivot", &e.pivot));
+    TESSERA_RETURN_IF_ERROR(text("up_axis", &e.up_axis));
+    TESSERA_RETURN_IF_ERROR(text("unit", &e.unit));
+    TESSERA_RETURN_IF_ERROR(metres("height", &e.height, &e.height_given));
+    TESSERA_RETURN_IF_ERROR(metres("size", &e.size, &e.size_given));
+    if (body.contains("max_faces")) {
+      if (!body["max_faces"].is_number_integer() || body["max_faces"].get<int64_t>() < 0) {
+        return invalid_argument("\"max_faces\" must be an integer >= 0");
+      }
+      e.max_faces = body["max_faces"].get<int64_t>();
+    }
+    if (e.pivot.empty()) e.pivot = "origin";
+    if (e.pivot != "origin" && e.pivot != "base" && e.pivot != "center") {
+      return invalid_argument("\"pivot\" must be origin, base or center");
+    }
+    if (!e.up_axis.empty() && e.up_axis != "y" && e.up_axis != "z") {
+      return invalid_argument("\"up_axis\" must be y or z");
+    }
+    // The command line's own checks (names of presets and units, size or height, budgets).
+    auto options = to_export_options(e, "job." + job->format);
+    if (!options.ok())
+      return invalid_argument(field_of(options.status().message()) + options.status().message());
+    auto asset = to_asset_options(e);
+    if (!asset.ok())
+      return invalid_argument(field_of(asset.status().message()) + asset.status().message());
+    return Status();
+  }
+
+  // "--max-faces 3: ..." -> "\"max_faces\": " (the request's name for a command-line option).
+  static std::string field_of(const std::string& message) {
+    if (message.rfind("--", 0) != 0) return "\"preset\": ";
+    std::string name = message.substr(2, message.find_first_of(" '", 2) - 2);
+    std::replace(name.begin(), name.end(), '-', '_');
+    return "\"" + name + "\": ";
   }
 
   void cancel(const httplib::Request& req, httplib::Response& res) {
@@ -615,15 +686,20 @@ class Server {
     const std::string file = (fs::path(o_.out) / ("job" + std::to_string(job.id) + "-" +
                                                   std::to_string(f.candidate) + "." + job.format))
                                  .string();
-    runtime::AssetExport request;
-    auto model = session_->shape_model();
-    if (model) {
+    nlohmann::json settings;
+    if (auto model = session_->shape_model()) {
       if (auto identity = runtime::model_identity(*model); identity.ok()) {
-        request.settings = runtime::shape_settings_json(job.options, f.seed, f.resolution,
-                                                        identity->name, identity->gpt_sha256);
+        settings = runtime::shape_settings_json(job.options, f.seed, f.resolution, identity->name,
+                                                identity->gpt_sha256);
       }
     }
-    auto written = runtime::export_asset(*f.mesh, file, request);
+    // The command line's export, with the job's preset, size, pivot and budget (checked at submit).
+    Expected<mesh::AssetReport> written = internal_error("not written");
+    auto options = to_export_options(job.exporting, file);
+    auto request = options.ok() ? cli_asset_export(*options, job.exporting, nullptr, settings)
+                                : Expected<runtime::AssetExport>(options.status());
+    written = request.ok() ? runtime::export_asset(*f.mesh, file, *request)
+                           : Expected<mesh::AssetReport>(request.status());
     json ev = {{"type", "mesh"},
                {"candidate", f.candidate},
                {"seed", f.seed},

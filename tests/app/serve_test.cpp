@@ -145,9 +145,25 @@ TEST_F(ServeTest, AJobStreamsEveryTokenPreviewAndMeshThenItsFiles) {
   ASSERT_TRUE(meta.ok());
   EXPECT_EQ((*meta)["prompt"], "a chair");
   EXPECT_EQ(c.Get("/v1/jobs/" + std::to_string(id) + "/result?candidate=5")->status, 404);
+  // The command line's export options: a Roblox FBX, 2 m tall, its preset in the file's record.
+  const uint64_t fbx = post_job(c,
+                                {{"prompt", "a chair"},
+                                 {"resolution", 33},
+                                 {"format", "fbx"},
+                                 {"preset", "roblox"},
+                                 {"height", 2.0}},
+                                &status)["id"];
+  ASSERT_EQ(status, 202);
+  ASSERT_EQ(events_of(c, fbx).back()["type"], "done");
+  auto fbx_file = c.Get("/v1/jobs/" + std::to_string(fbx) + "/result");
+  ASSERT_TRUE(fbx_file && fbx_file->status == 200);
+  std::ofstream(dir_ / "roblox.fbx", std::ios::binary) << fbx_file->body;
+  auto fbx_meta = mesh::read_metadata((dir_ / "roblox.fbx").string());
+  ASSERT_TRUE(fbx_meta.ok()) << fbx_meta.status().message();
+  EXPECT_EQ((*fbx_meta)["export"].value("preset", ""), "roblox") << fbx_meta->dump();
   // Metrics in Prometheus' text format.
   const std::string metrics = c.Get("/metrics")->body;
-  EXPECT_NE(metrics.find("tessera_jobs{state=\"done\"} 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("tessera_jobs{state=\"done\"} 2"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("tessera_queue_length 0"), std::string::npos);
 }
 
@@ -170,6 +186,12 @@ TEST_F(ServeTest, BadRequestsAreAnsweredWithTheFieldAndTheServerGoesOn) {
       {R"({"prompt": "x", "format": "exe"})", 400, "format"},
       {R"({"prompt": "x", "name": "../../etc/passwd"})", 400, "name"},
       {json{{"prompt", std::string(5000, 'a')}}.dump(), 400, "prompt"},
+      {R"({"prompt": "x", "preset": "minecraft"})", 400, "preset"},
+      {R"({"prompt": "x", "height": -1})", 400, "height"},
+      {R"({"prompt": "x", "pivot": "top"})", 400, "pivot"},
+      {R"({"prompt": "x", "size": 1, "height": 2})", 400, "size"},
+      {R"({"prompt": "x", "unit": "inches"})", 400, "unit"},
+      {R"({"prompt": "x", "max_faces": -5})", 400, "max_faces"},
   };
   for (const Case& k : cases) {
     auto res = c.Post("/v1/jobs", k.body, "application/json");
@@ -263,7 +285,9 @@ TEST_F(ServeTest, EveryPathOfTheOpenApiDocumentIsAnsweredAsDocumented) {
     documented.insert(key);
   }
   std::set<std::string> taken = runtime::job_request_keys();
-  taken.insert("format");
+  for (const char* k :
+       {"format", "preset", "height", "size", "pivot", "up_axis", "unit", "max_faces"})
+    taken.insert(k);
   EXPECT_EQ(documented, taken);
 }
 

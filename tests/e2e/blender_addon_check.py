@@ -16,7 +16,7 @@ prefs.url = url
 report = {"panel": hasattr(bpy.types, "TESSERA_PT_panel"),
           "operator": hasattr(bpy.ops.tessera, "generate")}
 job = tessera.generate_blocking(url, prefs.token, "a chair", seed=3, variations=2, resolution=33,
-                                height=1.5)
+                                height=1.5, preset="blender")
 bpy.context.view_layer.update()  # dimensions are read from the evaluated objects
 report["state"] = job.state
 report["objects"] = []

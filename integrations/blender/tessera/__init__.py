@@ -57,8 +57,10 @@ def _request(url, token, path, body=None, timeout=10):
                            "); " + START_HINT)
 
 
-def submit(url, token, prompt, seed=None, variations=1, resolution=0):
+def submit(url, token, prompt, seed=None, variations=1, resolution=0, preset=""):
     body = {"prompt": prompt, "variations": int(variations)}
+    if preset:
+        body["preset"] = preset  # the files the server writes follow it (the viewport shows metres)
     if seed is not None:
         body["seed"] = int(seed)
     if resolution:
@@ -161,9 +163,10 @@ class Job:
         return self.state in ("done", "failed", "cancelled")
 
 
-def generate_blocking(url, token, prompt, seed=None, variations=1, resolution=0, height=1.0):
+def generate_blocking(url, token, prompt, seed=None, variations=1, resolution=0, height=1.0,
+                      preset=""):
     """Submits and follows a job on this thread (scripts, headless Blender); returns the Job."""
-    accepted = submit(url, token, prompt, seed, variations, resolution)
+    accepted = submit(url, token, prompt, seed, variations, resolution, preset)
     job = Job(prompt, accepted["id"], variations, height)
     for event in stream(url, token, job.job_id):
         if job.apply(event):
@@ -193,6 +196,12 @@ class TesseraSettings(bpy.types.PropertyGroup):
                ("129", "129", ""), ("257", "257", "")],
         default="0")
     height: bpy.props.FloatProperty(name="Height", default=1.0, min=0.01, unit="LENGTH")
+    preset: bpy.props.EnumProperty(
+        name="Preset",
+        description="The platform the server's files are made for (its result files)",
+        items=[("", "None", "")] + [(p, p.capitalize(), "") for p in
+                                    ("roblox", "unity", "unreal", "blender", "godot", "print")],
+        default="")
     status: bpy.props.StringProperty(name="Status", default="")
     job_id: bpy.props.IntProperty(default=0)
 
@@ -244,7 +253,7 @@ class TESSERA_OT_generate(bpy.types.Operator):
         url, token = _prefs(context)
         seed = None if s.random_seed and s.variations == 1 else s.seed
         try:
-            accepted = submit(url, token, s.prompt, seed, s.variations, int(s.resolution))
+            accepted = submit(url, token, s.prompt, seed, s.variations, int(s.resolution), s.preset)
         except TesseraError as e:
             s.status = str(e)
             self.report({"ERROR"}, str(e))
@@ -302,6 +311,7 @@ class TESSERA_PT_panel(bpy.types.Panel):
         col.prop(s, "variations")
         col.prop(s, "resolution")
         col.prop(s, "height")
+        col.prop(s, "preset")
         row = col.row()
         row.operator("tessera.generate", icon="MESH_MONKEY")
         row.operator("tessera.cancel", icon="CANCEL")
