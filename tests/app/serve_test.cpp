@@ -3,7 +3,10 @@
 // files, every kind of bad request answered with a JSON error naming the field, limits, cancel, a
 // client that leaves mid-stream, the token when listening beyond loopback, and a restart that says
 // which jobs it dropped.
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -329,6 +332,69 @@ TEST_F(ServeTest, AnotherModelLoadsBetweenJobsAndAFailedLoadKeepsTheOld) {
   EXPECT_EQ(loaded["loaded"]["path"].get<std::string>().find("tessera-tiny") != std::string::npos,
             true)
       << loaded.dump();
+}
+
+TEST_F(ServeTest, SixteenClientsAtOnceAreAllServedAndNoneIsLost) {
+  ServeProcess server(dir_, {"--per-client", "16"});
+  ASSERT_GT(server.port(), 0) << server.err();
+  std::vector<std::thread> clients;
+  std::vector<std::string> ends(16);
+  for (int i = 0; i < 16; ++i) {
+    clients.emplace_back([&, i] {
+      auto c = server.client();
+      int status = 0;
+      const json r = post_job(
+          c, {{"prompt", i % 2 ? "a chair" : "a mug"}, {"seed", i}, {"resolution", 17}}, &status);
+      if (status != 202) {
+        ends[i] = "refused " + r.dump();
+        return;
+      }
+      const std::vector<json> events = events_of(c, r["id"]);
+      ends[i] = events.empty() ? "no events" : events.back().value("type", "?");
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(ends[i], "done") << "client " << i;
+  auto c = server.client();
+  EXPECT_NE(c.Get("/metrics")->body.find("tessera_jobs{state=\"done\"} 16"), std::string::npos);
+}
+
+TEST_F(ServeTest, ASlowClientIsCutOffAndDelaysNobody) {
+  ServeProcess server(dir_, {});
+  ASSERT_GT(server.port(), 0) << server.err();
+  // A request that never finishes its body.
+  const int slow = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(slow, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(slow, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const std::string partial =
+      "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Content-Length: 100\r\n\r\n{\"prompt\"";
+  ASSERT_EQ(::send(slow, partial.data(), partial.size(), 0), static_cast<ssize_t>(partial.size()));
+  // Everyone else is served meanwhile.
+  auto c = server.client();
+  int status = 0;
+  const json r = post_job(c, {{"prompt", "a cube"}, {"resolution", 17}}, &status);
+  ASSERT_EQ(status, 202);
+  EXPECT_EQ(events_of(c, r["id"]).back()["type"], "done");
+  // The silent one is cut off after the server's read timeouts, with no job made of it.
+  timeval wait{20, 0};
+  ::setsockopt(slow, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
+  char buffer[512];
+  const auto t0 = std::chrono::steady_clock::now();
+  ssize_t n = 0;
+  std::string answer;
+  while ((n = ::recv(slow, buffer, sizeof(buffer), 0)) > 0)
+    answer.append(buffer, static_cast<size_t>(n));
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ::close(slow);
+  EXPECT_EQ(n, 0) << "the connection should be closed by the server";
+  EXPECT_LT(waited, 15.0);  // the read timeout, counted twice by cpp-httplib (about 10 s)
+  EXPECT_EQ(json::parse(c.Get("/v1/jobs")->body).size(), 1u);
 }
 
 TEST_F(ServeTest, BeyondLoopbackEveryCallNeedsTheToken) {
