@@ -199,9 +199,9 @@ class TesseraSettings(bpy.types.PropertyGroup):
     preset: bpy.props.EnumProperty(
         name="Preset",
         description="The platform the server's files are made for (its result files)",
-        items=[("", "None", "")] + [(p, p.capitalize(), "") for p in
-                                    ("roblox", "unity", "unreal", "blender", "godot", "print")],
-        default="")
+        items=[("none", "None", "Tessera's defaults")] + [
+            (p, p.capitalize(), "") for p in ("roblox", "unity", "unreal", "blender", "godot", "print")],
+        default="none")
     status: bpy.props.StringProperty(name="Status", default="")
     job_id: bpy.props.IntProperty(default=0)
 
@@ -253,7 +253,8 @@ class TESSERA_OT_generate(bpy.types.Operator):
         url, token = _prefs(context)
         seed = None if s.random_seed and s.variations == 1 else s.seed
         try:
-            accepted = submit(url, token, s.prompt, seed, s.variations, int(s.resolution), s.preset)
+            accepted = submit(url, token, s.prompt, seed, s.variations, int(s.resolution),
+                              "" if s.preset == "none" else s.preset)
         except TesseraError as e:
             s.status = str(e)
             self.report({"ERROR"}, str(e))
