@@ -521,8 +521,9 @@ class GltfReader {
     for (const Json& primitive : primitives) {
       if (!primitive.is_object())
         return fail("mesh " + std::to_string(mesh_index) + " has a malformed primitive");
-      if (uint_member(primitive, "mode", 4) != 4)
-        continue;  // points/lines/strips: nothing to shade
+      // 4 triangles, 5 a triangle strip, 6 a triangle fan; points and lines have nothing to shade.
+      const uint64_t mode = uint_member(primitive, "mode", 4);
+      if (mode < 4 || mode > 6) continue;
       const Json& attributes = primitive.value("attributes", Json::object());
       if (!attributes.is_object() || !attributes.contains("POSITION")) continue;
       TESSERA_ASSIGN_OR_RETURN(AccessorData positions, accessor(attributes["POSITION"], "VEC3"));
@@ -559,15 +560,12 @@ class GltfReader {
           several_materials_ = true;
         }
       }
-      const size_t first_index = out.triangles.size();
+      // The primitive's vertex sequence: its indices, else 0, 1, 2, ...
+      std::vector<uint32_t> sequence;
       if (primitive.contains("indices")) {
         TESSERA_ASSIGN_OR_RETURN(AccessorData ix, accessor(primitive["indices"], "SCALAR"));
         if (ix.component_type == 5126) return fail("index accessor is float");
-        if (ix.count % 3 != 0) {
-          return fail("mesh " + std::to_string(mesh_index) + ": index count " +
-                      std::to_string(ix.count) + " is not a multiple of 3");
-        }
-        out.triangles.reserve(out.triangles.size() + ix.count);
+        sequence.reserve(ix.count);
         for (size_t i = 0; i < ix.count; ++i) {
           const char* p = ix.data + i * ix.stride;
           uint64_t value;
@@ -583,20 +581,43 @@ class GltfReader {
             value = v;
           }
           if (value >= positions.count) {
-            out.triangles.resize(first_index);
             return fail("mesh " + std::to_string(mesh_index) + ": index " + std::to_string(value) +
                         " is out of range for " + std::to_string(positions.count) + " vertices");
           }
-          out.triangles.push_back(static_cast<uint32_t>(base + value));
+          sequence.push_back(static_cast<uint32_t>(value));
         }
       } else {
-        if (positions.count % 3 != 0) {
+        sequence.resize(positions.count);
+        for (size_t i = 0; i < positions.count; ++i) sequence[i] = static_cast<uint32_t>(i);
+      }
+      const auto at = [&](size_t i) { return static_cast<uint32_t>(base + sequence[i]); };
+      const size_t n = sequence.size();
+      if (mode == 4) {
+        if (n % 3 != 0) {
           return fail("mesh " + std::to_string(mesh_index) + ": " +
-                      std::to_string(positions.count) +
-                      " unindexed vertices are not a multiple of 3");
+                      (primitive.contains("indices") ? "index count " : "unindexed vertex count ") +
+                      std::to_string(n) + " is not a multiple of 3");
         }
-        for (size_t i = 0; i < positions.count; ++i) {
-          out.triangles.push_back(static_cast<uint32_t>(base + i));
+        out.triangles.reserve(out.triangles.size() + n);
+        for (size_t i = 0; i < n; ++i) out.triangles.push_back(at(i));
+      } else {
+        // Strips and fans (glTF 2.0, 3.7.2.1): triangle i of a strip is p_i, p_(i+1+i%2),
+        // p_(i+2-i%2) (every other one flipped to keep the winding); of a fan p_(i+1), p_(i+2),
+        // p_0. Degenerate triangles (a vertex twice: how strips are stitched) are left out.
+        out.triangles.reserve(out.triangles.size() + 3 * (n > 2 ? n - 2 : 0));
+        for (size_t i = 0; i + 2 < n; ++i) {
+          uint32_t t[3];
+          if (mode == 5) {
+            t[0] = at(i);
+            t[1] = at(i + 1 + i % 2);
+            t[2] = at(i + 2 - i % 2);
+          } else {
+            t[0] = at(i + 1);
+            t[1] = at(i + 2);
+            t[2] = at(0);
+          }
+          if (t[0] == t[1] || t[1] == t[2] || t[0] == t[2]) continue;
+          out.triangles.insert(out.triangles.end(), t, t + 3);
         }
       }
     }

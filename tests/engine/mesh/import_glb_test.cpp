@@ -176,6 +176,60 @@ TEST(MeshImportGlb, BrokenContentIsAnErrorNamingTheFault) {
   }
 }
 
+// A GLB of `mesh` whose first primitive is `mode` over `sequence` (uint32 indices appended to the
+// buffer; an empty sequence: no indices, the vertices in order).
+std::string with_primitive(const Mesh& mesh, int mode, const std::vector<uint32_t>& sequence) {
+  auto glb = to_glb(mesh);
+  EXPECT_TRUE(glb.ok());
+  Glb g = Glb::split(*glb);
+  Json& primitive = g.json["meshes"][0]["primitives"][0];
+  primitive["mode"] = mode;
+  if (sequence.empty()) {
+    primitive.erase("indices");
+  } else {
+    while (g.bin.size() % 4) g.bin.push_back('\0');
+    const size_t offset = g.bin.size();
+    g.bin.append(reinterpret_cast<const char*>(sequence.data()), sequence.size() * 4);
+    g.json["buffers"][0]["byteLength"] = g.bin.size();
+    g.json["bufferViews"].push_back(
+        {{"buffer", 0}, {"byteOffset", offset}, {"byteLength", sequence.size() * 4}});
+    g.json["accessors"].push_back({{"bufferView", g.json["bufferViews"].size() - 1},
+                                   {"componentType", 5125},
+                                   {"count", sequence.size()},
+                                   {"type", "SCALAR"}});
+    primitive["indices"] = g.json["accessors"].size() - 1;
+  }
+  return g.join();
+}
+
+TEST(MeshImportGlb, TriangleStripsAndFansAreRead) {
+  const Mesh quad_corners = tetrahedron();  // four vertices
+  // A strip 0 1 2 3: (0 1 2) and (1 3 2), the second flipped to keep the winding.
+  auto strip = parse_glb(with_primitive(quad_corners, 5, {0, 1, 2, 3}), "strip.glb");
+  ASSERT_TRUE(strip.ok()) << strip.status().message();
+  EXPECT_EQ(strip->triangles, (std::vector<uint32_t>{0, 1, 2, 1, 3, 2}));
+  // A fan 0 1 2 3: (1 2 0) and (2 3 0).
+  auto fan = parse_glb(with_primitive(quad_corners, 6, {0, 1, 2, 3}), "fan.glb");
+  ASSERT_TRUE(fan.ok()) << fan.status().message();
+  EXPECT_EQ(fan->triangles, (std::vector<uint32_t>{1, 2, 0, 2, 3, 0}));
+  // Unindexed: the vertices in order.
+  auto plain = parse_glb(with_primitive(quad_corners, 5, {}), "plain.glb");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ(plain->triangle_count(), 2);
+  // Strips stitched with repeated vertices: the degenerate triangles are left out.
+  auto stitched = parse_glb(with_primitive(quad_corners, 5, {0, 1, 2, 2, 3, 3, 1, 0}), "s.glb");
+  ASSERT_TRUE(stitched.ok()) << stitched.status().message();
+  for (int64_t t = 0; t < stitched->triangle_count(); ++t) {
+    const uint32_t* v = &stitched->triangles[3 * t];
+    EXPECT_TRUE(v[0] != v[1] && v[1] != v[2] && v[0] != v[2]);
+  }
+  EXPECT_GE(stitched->triangle_count(), 1);
+  // Fewer than three vertices make nothing; an index out of range is named.
+  EXPECT_EQ(parse_glb(with_primitive(quad_corners, 6, {0, 1}), "short.glb").status().code(),
+            ErrorCode::kNotFound);
+  expect_corrupt(with_primitive(quad_corners, 5, {0, 1, 9}), "index 9");
+}
+
 TEST(MeshImportGlb, ByteFlipsAreAWarningOrAnErrorNeverACrash) {
   for (const Mesh& mesh : {tetrahedron(), textured_tetrahedron()}) {
     auto glb = to_glb(mesh);
