@@ -33,6 +33,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <ctime>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -120,7 +121,11 @@ struct Job {
   std::map<int, std::string> files;  // candidate -> file under --out
   std::map<int, uint64_t> seeds;
   double tpot_ms = 0;
+  bool cancel_requested = false;  // asked while running: applied as soon as the Session has it
 };
+
+// Ended jobs kept for GET /v1/jobs and late streams; older ones are forgotten (their files stay).
+constexpr size_t kEndedJobsKept = 256;
 
 std::string base64(const std::string& bytes) {
   static const char* kTable = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -172,7 +177,14 @@ Expected<std::string> server_token() {
   const fs::path file = dir / "serve-token";
   std::ifstream in(file);
   std::string token;
-  if (in >> token && token.size() >= 32) return token;
+  if (in >> token && token.size() >= 32) {
+    struct stat st {};
+    if (::stat(file.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+      return invalid_argument("the server token " + file.string() +
+                              " can be read by other users: chmod 600 it");
+    }
+    return token;
+  }
   std::error_code ec;
   fs::create_directories(dir, ec);
   std::random_device rd;
@@ -180,10 +192,11 @@ Expected<std::string> server_token() {
   token.clear();
   for (int i = 0; i < 48; ++i) token += kHex[rd() & 15];
   const std::string text = token + "\n";
-  if (Status st = write_file_atomic(file.string(), text.data(), text.size()); !st.ok()) {
-    return io_error("the server token " + file.string() + ": " + st.message());
-  }
-  ::chmod(file.c_str(), 0600);
+  const mode_t old_mask = ::umask(077);  // never readable by others, not even for a moment
+  const Status written = write_file_atomic(file.string(), text.data(), text.size());
+  ::umask(old_mask);
+  if (!written.ok())
+    return io_error("the server token " + file.string() + ": " + written.message());
   std::fprintf(stderr, "tessera serve: a new token was written to %s\n", file.c_str());
   return token;
 }
@@ -211,6 +224,39 @@ class Server {
     http_.set_write_timeout(5, 0);
     http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!o_.cors.empty()) res.set_header("Access-Control-Allow-Origin", o_.cors);
+      auto refuse = [&](int status, const std::string& message, const std::string& field) {
+        res.status = status;
+        res.set_content(error_json(message, field), "application/json");
+        return httplib::Server::HandlerResponse::Handled;
+      };
+      // Web pages: one on another site must not drive the server (a form post, a rebound DNS
+      // name): a browser's Origin must be the --cors one, and without a token the Host must be a
+      // loopback name.
+      const std::string origin = req.get_header_value("Origin");
+      if (!origin.empty() && origin != o_.cors) {
+        return refuse(
+            403,
+            "requests from web pages are refused (origin " + origin + "; allow one with --cors)",
+            "Origin");
+      }
+      if (req.method == "OPTIONS") {  // a browser's preflight for the --cors origin
+        res.set_header("Access-Control-Allow-Methods", "GET, POST");
+        res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+        res.status = 204;
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      if (token_.empty()) {
+        std::string host = req.get_header_value("Host");
+        if (const size_t colon = host.rfind(':');
+            colon != std::string::npos && host.find(']') == std::string::npos) {
+          host.resize(colon);
+        } else if (host.rfind("]:") != std::string::npos) {
+          host.resize(host.rfind("]:") + 1);
+        }
+        if (host != "127.0.0.1" && host != "localhost" && host != "[::1]") {
+          return refuse(403, "Host " + host + " is not this machine's loopback", "Host");
+        }
+      }
       if (token_.empty() || req.path == "/healthz" || req.path == "/readyz") {
         return httplib::Server::HandlerResponse::Unhandled;
       }
@@ -224,6 +270,8 @@ class Server {
       return httplib::Server::HandlerResponse::Unhandled;
     });
     routes();
+    // Event streams hold a thread each for as long as their job runs: room for many of them.
+    http_.new_task_queue = [] { return new httplib::ThreadPool(64); };
     worker_ = std::thread([this] { work(); });
     int port = o_.port;
     if (port == 0) {
@@ -485,6 +533,7 @@ class Server {
       queue_.erase(std::remove(queue_.begin(), queue_.end(), job->id), queue_.end());
       end(*job, State::kCancelled, "cancelled while queued");
     } else if (job->state == State::kRunning) {
+      job->cancel_requested = true;
       session_->cancel(runtime::Lane::kShape);
     }
     res.set_content(describe(*job).dump(), "application/json");
@@ -503,15 +552,16 @@ class Server {
         "text/event-stream", [this, job, sent](size_t, httplib::DataSink& sink) {
           std::unique_lock<std::mutex> lock(mutex_);
           // Waits for news, looking up now and then for a client that went away.
-          wake_.wait_for(lock, std::chrono::milliseconds(500),
-                         [&] { return *sent < job->events.size() || stopping_; });
-          std::string chunk;
+          const bool news = wake_.wait_for(lock, std::chrono::milliseconds(500),
+                                           [&] { return *sent < job->events.size() || stopping_; });
+          // Nothing new: a comment line, so that a client that went away is noticed now.
+          std::string chunk = news ? "" : ":\n\n";
           for (; *sent < job->events.size(); ++*sent) {
             chunk += "data: " + job->events[*sent] + "\n\n";
           }
           const bool finished = terminal(job->state) || stopping_;
           lock.unlock();
-          if (!chunk.empty() && !sink.write(chunk.data(), chunk.size())) return false;
+          if (!sink.write(chunk.data(), chunk.size())) return false;
           if (finished) sink.done();
           return sink.is_writable() || finished;
         });
@@ -595,8 +645,35 @@ class Server {
     json e = {{"type", state_name(state)}};
     if (!error.empty()) e["error"] = error;
     job.events.push_back(e.dump());
+    // The preview meshes were for watching it form: an ended job keeps their place (streams count
+    // events by index) but not their bytes; the final meshes stay.
+    for (std::string& event : job.events) {
+      if (event.rfind("{\"candidate\"", 0) == 0 &&
+          event.find("\"type\":\"preview\"") != std::string::npos) {
+        json stub = json::parse(event, nullptr, false);
+        if (stub.is_object()) {
+          stub.erase("mesh");
+          event = stub.dump();
+        }
+      }
+    }
     journal_ended(job);
+    forget_old_jobs();
     wake_.notify_all();
+  }
+
+  // Under mutex_: the oldest ended jobs beyond kEndedJobsKept leave the table.
+  void forget_old_jobs() {
+    size_t ended = 0;
+    for (const auto& [id, j] : jobs_) ended += terminal(j->state) ? 1 : 0;
+    for (auto it = jobs_.begin(); it != jobs_.end() && ended > kEndedJobsKept;) {
+      if (terminal(it->second->state)) {
+        it = jobs_.erase(it);
+        --ended;
+      } else {
+        ++it;
+      }
+    }
   }
 
   // The worker: one job at a time through the Session, its events recorded for the streams.
@@ -644,32 +721,37 @@ class Server {
     options.preview_every = 8;
     double token_ms = 0;
     int64_t steps = 0;
-    const runtime::Event last =
-        session_->wait_for(session_->submit(options), [&](const runtime::Event& e) {
-          json ev;
-          if (const auto* t = std::get_if<runtime::TokenEvent>(&e.payload)) {
-            ev = {{"type", "token"},
-                  {"candidate", t->candidate},
-                  {"index", t->index},
-                  {"id", t->id},
-                  {"ms", t->ms}};
-            if (t->candidate == 0 && t->index > 0) token_ms += t->ms, ++steps;
-          } else if (const auto* s = std::get_if<runtime::StageEvent>(&e.payload)) {
-            ev = {{"type", "stage"}, {"name", s->name}, {"ms", s->ms}, {"candidate", s->candidate}};
-          } else if (const auto* p = std::get_if<runtime::PartialMeshEvent>(&e.payload)) {
-            ev = {{"type", "preview"},
-                  {"candidate", p->candidate},
-                  {"tokens", p->tokens},
-                  {"mesh", compact_mesh(*p->mesh)}};
-          } else if (const auto* f = std::get_if<runtime::FinalMeshEvent>(&e.payload)) {
-            ev = final_mesh(job, *f);
-          } else {
-            return;
-          }
-          std::lock_guard<std::mutex> lock(mutex_);
-          job.events.push_back(ev.dump());
-          wake_.notify_all();
-        });
+    const uint64_t submitted = session_->submit(options);
+    {
+      // A cancel that came between "running" and the submit.
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (job.cancel_requested || stopping_) session_->cancel(runtime::Lane::kShape);
+    }
+    const runtime::Event last = session_->wait_for(submitted, [&](const runtime::Event& e) {
+      json ev;
+      if (const auto* t = std::get_if<runtime::TokenEvent>(&e.payload)) {
+        ev = {{"type", "token"},
+              {"candidate", t->candidate},
+              {"index", t->index},
+              {"id", t->id},
+              {"ms", t->ms}};
+        if (t->candidate == 0 && t->index > 0) token_ms += t->ms, ++steps;
+      } else if (const auto* s = std::get_if<runtime::StageEvent>(&e.payload)) {
+        ev = {{"type", "stage"}, {"name", s->name}, {"ms", s->ms}, {"candidate", s->candidate}};
+      } else if (const auto* p = std::get_if<runtime::PartialMeshEvent>(&e.payload)) {
+        ev = {{"type", "preview"},
+              {"candidate", p->candidate},
+              {"tokens", p->tokens},
+              {"mesh", compact_mesh(*p->mesh)}};
+      } else if (const auto* f = std::get_if<runtime::FinalMeshEvent>(&e.payload)) {
+        ev = final_mesh(job, *f);
+      } else {
+        return;
+      }
+      std::lock_guard<std::mutex> lock(mutex_);
+      job.events.push_back(ev.dump());
+      wake_.notify_all();
+    });
     std::lock_guard<std::mutex> lock(mutex_);
     last_tpot_ms_ = steps > 0 ? token_ms / static_cast<double>(steps) : 0.0;
     if (std::holds_alternative<runtime::DoneEvent>(last.payload)) {
@@ -683,9 +765,10 @@ class Server {
 
   // Writes candidate f's mesh under --out (a name the server makes) and says where to fetch it.
   json final_mesh(Job& job, const runtime::FinalMeshEvent& f) {
-    const std::string file = (fs::path(o_.out) / ("job" + std::to_string(job.id) + "-" +
-                                                  std::to_string(f.candidate) + "." + job.format))
-                                 .string();
+    const std::string file =
+        (fs::path(o_.out) / (start_tag_ + "-job" + std::to_string(job.id) + "-" +
+                             std::to_string(f.candidate) + "." + job.format))
+            .string();
     nlohmann::json settings;
     if (auto model = session_->shape_model()) {
       if (auto identity = runtime::model_identity(*model); identity.ok()) {
@@ -725,6 +808,12 @@ class Server {
         << json{{"id", job.id}, {"request", job.request}, {"pid", ::getpid()}}.dump() << "\n";
   }
   void journal_ended(const Job& job) {
+    bool open = false;  // any job still queued or running
+    for (const auto& [id, j] : jobs_) open |= !terminal(j->state);
+    if (!open) {
+      std::ofstream(journal_path(), std::ios::trunc);  // nothing to report: start afresh
+      return;
+    }
     std::ofstream(journal_path(), std::ios::app)
         << json{{"ended", job.id}, {"pid", ::getpid()}}.dump() << "\n";
   }
@@ -762,6 +851,15 @@ class Server {
   }
 
   const ServeCliOptions& o_;
+  // Names this start's files apart from an earlier start's (ids begin at 1 again).
+  const std::string start_tag_ = [] {
+    char buffer[32];
+    const std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    std::strftime(buffer, sizeof(buffer), "%Y%m%d-%H%M%S", &tm);
+    return std::string(buffer) + "-" + std::to_string(::getpid());
+  }();
   runtime::ShapeWeights weights_ = runtime::ShapeWeights::kAuto;
   std::optional<std::string> pending_load_;  // a model to load before the next job
   bool loading_ = false;

@@ -194,21 +194,29 @@ Expected<std::unique_ptr<Library>> Library::open(const std::string& dir) {
   // Folders of results whose row never came (a crash between the two) are removed. Another
   // process may be between its rename and its insert (milliseconds): only folders untouched for a
   // minute count as left behind; a folder still being written has a ".tmp-<pid>" name.
+  // Only with the whole list of rows in hand: a catalogue that cannot be read (busy, damaged)
+  // must never make its results' folders look left behind.
   std::set<std::string> known;
+  bool all_known = false;
   {
     Statement s(db, "SELECT dir FROM results");
-    while (s.ok() && sqlite3_step(s.get()) == SQLITE_ROW) known.insert(s.text(0));
+    int rc = SQLITE_ERROR;
+    while (s.ok() && (rc = sqlite3_step(s.get())) == SQLITE_ROW) known.insert(s.text(0));
+    all_known = s.ok() && rc == SQLITE_DONE;
   }
-  for (const auto& item : fs::directory_iterator(fs::path(dir) / "items", ec)) {
-    const std::string name = item.path().filename().string();
+  fs::directory_iterator it(fs::path(dir) / "items", ec);
+  for (; all_known && !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const fs::path path = it->path();
+    const std::string name = path.filename().string();
+    std::error_code item_ec;
     if (const size_t tmp = name.find(".tmp-"); tmp != std::string::npos) {
       // Being written by process <pid>: left behind when that process is gone.
-      if (!fs::exists("/proc/" + name.substr(tmp + 5), ec)) fs::remove_all(item.path(), ec);
+      if (!fs::exists("/proc/" + name.substr(tmp + 5), item_ec)) fs::remove_all(path, item_ec);
       continue;
     }
     if (known.count(name) != 0) continue;
-    const auto age = fs::file_time_type::clock::now() - fs::last_write_time(item.path(), ec);
-    if (!ec && age > std::chrono::minutes(1)) fs::remove_all(item.path(), ec);
+    const auto age = fs::file_time_type::clock::now() - fs::last_write_time(path, item_ec);
+    if (!item_ec && age > std::chrono::minutes(1)) fs::remove_all(path, item_ec);
   }
   return library;
 }
@@ -402,11 +410,24 @@ Status Library::restore(int64_t id) {
 }
 
 Expected<int64_t> Library::empty_trash() {
-  TESSERA_ASSIGN_OR_RETURN(const std::vector<LibraryEntry> trashed, list({"", "", true, 0}));
-  TESSERA_RETURN_IF_ERROR(exec("DELETE FROM results WHERE trashed_ms IS NOT NULL"));
+  // The rows listed and deleted in one transaction (a result another process restores meanwhile
+  // keeps its row and its folder), then the deleted rows' folders.
+  TESSERA_RETURN_IF_ERROR(exec("BEGIN IMMEDIATE"));
+  auto trashed = list({"", "", true, 0});
+  Status st = trashed.status();
+  for (size_t i = 0; st.ok() && i < trashed->size(); ++i) {
+    Statement d(db_, "DELETE FROM results WHERE id = ?");
+    d.bind(1, (*trashed)[i].id);
+    if (!d.ok() || sqlite3_step(d.get()) != SQLITE_DONE) st = io_error("library catalogue: " + d.error());
+  }
+  if (st.ok()) st = exec("COMMIT");
+  if (!st.ok()) {
+    (void)exec("ROLLBACK");
+    return st;
+  }
   std::error_code ec;
-  for (const LibraryEntry& e : trashed) fs::remove_all(e.folder, ec);
-  return static_cast<int64_t>(trashed.size());
+  for (const LibraryEntry& e : *trashed) fs::remove_all(e.folder, ec);
+  return static_cast<int64_t>(trashed->size());
 }
 
 Status Library::check() {
@@ -470,8 +491,14 @@ Expected<std::vector<JournalJob>> Library::take_interrupted() {
   // One transaction, so that two front ends starting at once cannot both take a job.
   TESSERA_RETURN_IF_ERROR(exec("BEGIN IMMEDIATE"));
   auto taken = take_interrupted_locked();
-  const Status end = exec(taken.ok() ? "COMMIT" : "ROLLBACK");
-  if (!end.ok() && taken.ok()) return end;
+  if (taken.ok()) {
+    if (Status committed = exec("COMMIT"); !committed.ok()) {
+      (void)exec("ROLLBACK");
+      return committed;
+    }
+    return taken;
+  }
+  (void)exec("ROLLBACK");
   return taken;
 }
 

@@ -207,6 +207,19 @@ TEST_F(ServeTest, BadRequestsAreAnsweredWithTheFieldAndTheServerGoesOn) {
       EXPECT_EQ(error.value("field", ""), k.field) << res->body;
     }
   }
+  // Web pages: another site's page (its Origin) and a rebound DNS name (its Host) are refused.
+  {
+    httplib::Headers from_page = {{"Origin", "http://evil.example"}};
+    auto res = c.Post("/v1/jobs", from_page, R"({"prompt": "x"})", "text/plain");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 403);
+    EXPECT_EQ(json::parse(res->body)["field"], "Origin");
+    httplib::Headers rebound = {{"Host", "evil.example:8590"}};
+    auto other = c.Get("/v1/jobs", rebound);
+    ASSERT_TRUE(other);
+    EXPECT_EQ(other->status, 403);
+    EXPECT_EQ(json::parse(other->body)["field"], "Host");
+  }
   // A body beyond the limit.
   auto huge = c.Post("/v1/jobs", std::string(200 * 1024, ' '), "application/json");
   ASSERT_TRUE(huge);

@@ -50,6 +50,8 @@ class Gallery : public QListWidget {
   void set_kept(std::vector<GalleryEntry> kept, bool show_session = true);
   // Adds a session result with a thumbnail cut from `shot` (the centred square, scaled down).
   void add(const QString& label, std::shared_ptr<const mesh::Mesh> mesh, const QImage& shot);
+  // Drops the meshes read for kept results (another library is opened: its ids are others).
+  void forget_meshes() { meshes_.clear(); }
   // The mesh of kept result `id` is `mesh` (a result just made: no need to read its file).
   void attach_mesh(int64_t id, std::shared_ptr<const mesh::Mesh> mesh);
   // The square thumbnail of `shot` (what add() shows).

@@ -113,6 +113,7 @@ LibraryPanel::LibraryPanel(QWidget* parent) : QWidget(parent) {
 Status LibraryPanel::open(const std::string& dir) {
   poll_timer_.stop();
   library_.reset();
+  gallery_->forget_meshes();  // ids of another catalogue name other results
   gallery_->set_kept({});
   setToolTip(QString::fromStdString(dir));
   auto opened = runtime::Library::open(dir);
@@ -279,13 +280,22 @@ void LibraryPanel::context_menu(const QPoint& at) {
   menu.addSeparator();
   QAction* trash = menu.addAction(e.trashed ? tr("Restore") : tr("Move to trash"));
   for (QAction* a : {favourite, rename_action, trash}) a->setEnabled(e.id != 0);
+  // The menu runs its own event loop: no refresh may rebuild the tiles under it.
+  poll_timer_.stop();
   QAction* picked = menu.exec(gallery_->viewport()->mapToGlobal(at));
+  if (library_) poll_timer_.start();
   if (picked == nullptr) return;
   if (picked == replay) {
-    gallery_->setCurrentItem(item);
-    Q_EMIT gallery_->itemClicked(item);  // its mesh read and shown first
-    if (const GalleryEntry* now = gallery_->entry(gallery_->currentItem())) {
-      Q_EMIT replayRequested(*now);
+    // The tile again by its id (the list may have been rebuilt meanwhile).
+    for (int i = 0; i < gallery_->count(); ++i) {
+      const GalleryEntry* now = gallery_->entry(gallery_->item(i));
+      if (now == nullptr || now->id != e.id) continue;
+      gallery_->setCurrentRow(i);
+      Q_EMIT gallery_->itemClicked(gallery_->item(i));  // its mesh read and shown first
+      if (const GalleryEntry* shown = gallery_->entry(gallery_->currentItem())) {
+        Q_EMIT replayRequested(*shown);
+      }
+      break;
     }
   } else if (picked == favourite) {
     (void)set_favourite(e.id, !e.favourite);

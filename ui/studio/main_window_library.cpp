@@ -80,6 +80,12 @@ void MainWindow::open_library() {
 }
 
 void MainWindow::set_library_dir(const QString& dir) {
+  if (engine_->busy()) {
+    // The running job is journalled and kept in the open library: switch once it has ended.
+    show_status(tr("The library folder can change once the running job has ended"), true);
+    return;
+  }
+  job_kept_.clear();
   QSettings().setValue(QStringLiteral("library/dir"), dir.trimmed());
   open_library();
   show_status(
@@ -238,10 +244,13 @@ void MainWindow::show_gallery_item(const GalleryEntry& entry) {
     auto* once = new QObject(this);
     const int64_t id = entry.id;
     const int64_t drawn = viewport_->frames();
-    connect(viewport_, &Viewport::frameRendered, once, [this, once, id, drawn] {
-      if (viewport_->frames() < drawn + 2) return;
+    const std::shared_ptr<const mesh::Mesh> shown = entry.mesh;
+    connect(viewport_, &Viewport::frameRendered, once, [this, once, id, drawn, shown] {
+      if (viewport_->frames() >= drawn && viewport_->frames() < drawn + 2) return;
+      QObject::disconnect(viewport_, nullptr, once, nullptr);  // one grab (grabbing draws again)
       once->deleteLater();
-      if (replay_->active()) return;
+      // Only this result's picture: not a replay, not another result or a new job shown since.
+      if (replay_->active() || viewport_->mesh() != shown) return;
       const bool overlay = viewport_->overlay_visible();
       viewport_->set_overlay_visible(false);
       const QImage shot = viewport_->grabFramebuffer();
@@ -270,20 +279,23 @@ void MainWindow::start_replay(std::vector<int32_t> tokens, std::shared_ptr<const
   if (!timings_file.isEmpty()) {
     std::ifstream in(timings_file.toStdString());
     const nlohmann::json t = nlohmann::json::parse(in, nullptr, false);
-    if (t.is_object()) {
-      replay_stats_.token_ms = t.value("token_ms", std::vector<float>{});
-      replay_stats_.backend = t.value("backend", std::string());
-      replay_stats_.weights = t.value("weights", std::string());
-      replay_stats_.candidates = t.value("candidates", 1);
-      replay_stats_.kv_cache = t.value("kv_cache", true);
-      replay_stats_.stage_ms.fill(-1);
-      if (const auto s = t.find("stage_ms"); s != t.end() && s->is_object()) {
-        for (size_t i = 0; i < kStageNames.size(); ++i) {
-          if (const auto v = s->find(kStageNames[i]); v != s->end() && v->is_number())
-            replay_stats_.stage_ms[i] = v->get<double>();
+    // A file of another shape (edited, damaged) only costs the plot.
+    if (t.is_object()) try {
+        replay_stats_.token_ms = t.value("token_ms", std::vector<float>{});
+        replay_stats_.backend = t.value("backend", std::string());
+        replay_stats_.weights = t.value("weights", std::string());
+        replay_stats_.candidates = t.value("candidates", 1);
+        replay_stats_.kv_cache = t.value("kv_cache", true);
+        replay_stats_.stage_ms.fill(-1);
+        if (const auto s = t.find("stage_ms"); s != t.end() && s->is_object()) {
+          for (size_t i = 0; i < kStageNames.size(); ++i) {
+            if (const auto v = s->find(kStageNames[i]); v != s->end() && v->is_number())
+              replay_stats_.stage_ms[i] = v->get<double>();
+          }
         }
+      } catch (const nlohmann::json::exception&) {
+        replay_stats_ = GenerationStats{};
       }
-    }
   } else if (engine_->stats().token_ids == tokens) {
     replay_stats_ = engine_->stats();
   }
