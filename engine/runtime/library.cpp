@@ -418,7 +418,8 @@ Expected<int64_t> Library::empty_trash() {
   for (size_t i = 0; st.ok() && i < trashed->size(); ++i) {
     Statement d(db_, "DELETE FROM results WHERE id = ?");
     d.bind(1, (*trashed)[i].id);
-    if (!d.ok() || sqlite3_step(d.get()) != SQLITE_DONE) st = io_error("library catalogue: " + d.error());
+    if (!d.ok() || sqlite3_step(d.get()) != SQLITE_DONE)
+      st = io_error("library catalogue: " + d.error());
   }
   if (st.ok()) st = exec("COMMIT");
   if (!st.ok()) {
