@@ -442,7 +442,7 @@ class Server {
       if (!known) return bad(400, "\"format\" must be one of glb, obj, fbx, stl, 3mf", "format");
     }
     if (Status st = read_export_fields(body, job.get()); !st.ok()) {
-      const std::string m = st.message();
+      const std::string& m = st.message();
       return bad(400, m, m.substr(1, m.find('"', 1) - 1));
     }
     job->client = req.remote_addr;
