@@ -12,23 +12,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/command_output.h"
 #include "tests/support/serve_process.h"
 
 namespace tessera {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string run(const std::string& cmd) {
-  std::string out;
-  if (std::FILE* p = ::popen(cmd.c_str(), "r")) {
-    char buffer[4096];
-    size_t n = 0;
-    while ((n = std::fread(buffer, 1, sizeof(buffer), p)) > 0) out.append(buffer, n);
-    ::pclose(p);
-  }
-  return out;
-}
 
 TEST(BlenderAddon, GeneratesVariationsIntoTheSceneWithTheirSettings) {
   if (std::system("command -v blender >/dev/null 2>&1") != 0) GTEST_SKIP() << "no blender";
@@ -42,10 +32,10 @@ TEST(BlenderAddon, GeneratesVariationsIntoTheSceneWithTheirSettings) {
   ASSERT_EQ(std::system(
                 (source + "/scripts/blender-addon-zip.sh " + zip.string() + " >/dev/null").c_str()),
             0);
-  const std::string out =
-      run("BLENDER_USER_SCRIPTS=" + (dir / "scripts").string() +
-          " blender -b --factory-startup --python " + source +
-          "/tests/e2e/blender_addon_check.py -- " + zip.string() + " " + server.url() + " 2>&1");
+  const std::string out = testing::command_output(
+      "BLENDER_USER_SCRIPTS=" + (dir / "scripts").string() +
+      " blender -b --factory-startup --python " + source + "/tests/e2e/blender_addon_check.py -- " +
+      zip.string() + " " + server.url() + " 2>&1");
   const size_t at = out.find("RESULT ");
   ASSERT_NE(at, std::string::npos) << out;
   const nlohmann::json r =

@@ -17,6 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/command_output.h"
+
 namespace tessera::testing {
 
 namespace hub_fs = std::filesystem;
@@ -92,14 +94,7 @@ class HubServer {
     EXPECT_EQ(std::system(cmd.c_str()), 0);
   }
   int64_t cdn_bytes() const {
-    const std::string cmd = "curl -s " + url() + "/_stats";
-    std::string out;
-    if (std::FILE* p = ::popen(cmd.c_str(), "r")) {
-      char buffer[4096];
-      size_t n = 0;
-      while ((n = std::fread(buffer, 1, sizeof(buffer), p)) > 0) out.append(buffer, n);
-      ::pclose(p);
-    }
+    const std::string out = command_output("curl -s " + url() + "/_stats");
     return nlohmann::json::parse(out, nullptr, false).value("cdn_bytes", int64_t{-1});
   }
 
