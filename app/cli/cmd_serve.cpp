@@ -25,6 +25,7 @@
 // together); a restart drops what was queued, and the next start says which jobs were dropped
 // (--out/jobs.jsonl holds the accepted ones until they end).
 #include <httplib.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -272,6 +273,13 @@ class Server {
     routes();
     // Event streams hold a thread each for as long as their job runs: room for many of them.
     http_.new_task_queue = [] { return new httplib::ThreadPool(64); };
+    // cpp-httplib listens with a backlog of 5: many clients connecting at once (a pipeline, a
+    // busy machine) overflow it and some find their connection reset. The listening socket is
+    // kept, and listen() is called again with a deeper queue once it is bound.
+    http_.set_socket_options([this](socket_t sock) {
+      httplib::default_socket_options(sock);
+      listen_socket_ = sock;
+    });
     worker_ = std::thread([this] { work(); });
     int port = o_.port;
     if (port == 0) {
@@ -279,6 +287,7 @@ class Server {
     } else if (!http_.bind_to_port(o_.listen.c_str(), port)) {
       port = -1;
     }
+    if (port >= 0 && listen_socket_ >= 0) ::listen(listen_socket_, 1024);
     if (port < 0) {
       stop_worker();
       return fail("cannot listen on " + o_.listen + ":" + std::to_string(o_.port));
@@ -851,6 +860,7 @@ class Server {
   }
 
   const ServeCliOptions& o_;
+  int listen_socket_ = -1;  // the bound socket (its backlog is deepened after the bind)
   // Names this start's files apart from an earlier start's (ids begin at 1 again).
   const std::string start_tag_ = [] {
     char buffer[32];
