@@ -11,6 +11,7 @@
 
 #include "app/cli/commands.h"
 #include "app/cli/shape_cli.h"
+#include "engine/runtime/tokens_file.h"
 #include "engine/core/trace.h"
 #include "engine/mesh/export.h"
 #include "engine/runtime/session.h"
@@ -41,7 +42,7 @@ int run_decode(const DecodeCliOptions& o) {
   if (!texture.ok()) return fail(texture.status().message());
   if (auto k = runtime::resolution_base(o.resolution); o.resolution != 0 && !k.ok())
     return fail("--resolution: " + k.status().message());
-  auto ids = read_tokens_file(o.tokens);
+  auto ids = runtime::read_tokens_file(o.tokens);
   if (!ids.ok()) return fail(ids.status().message());
   Stopwatch load_watch;
   auto session = runtime::Session::open(shape_model_options(

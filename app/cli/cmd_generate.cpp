@@ -29,6 +29,7 @@
 
 #include "app/cli/commands.h"
 #include "app/cli/shape_cli.h"
+#include "engine/runtime/tokens_file.h"
 #include "engine/core/sha256.h"
 #include "engine/core/trace.h"
 #include "engine/mesh/export.h"
@@ -439,8 +440,8 @@ int run_generate(GenerateCliOptions o) {
       // The tokens are complete: save them now, so that they survive a failed extraction.
       if (s->name == runtime::kStageDecode && !o.tokens_out.empty()) {
         for (int i = 1; i <= o.variations; ++i) {
-          if (Status st = write_tokens_file(numbered_path(o.tokens_out, i, o.variations),
-                                            tokens[static_cast<size_t>(i - 1)]);
+          if (Status st = runtime::write_tokens_file(numbered_path(o.tokens_out, i, o.variations),
+                                                     tokens[static_cast<size_t>(i - 1)]);
               !st.ok())
             return fail(st.message());
         }

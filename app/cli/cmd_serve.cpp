@@ -59,6 +59,7 @@
 #include "engine/runtime/models.h"
 #include "engine/runtime/provenance.h"
 #include "engine/runtime/session.h"
+#include "engine/runtime/user_dirs.h"
 #include "engine/runtime/user_text.h"
 
 namespace tessera::cli {
@@ -170,11 +171,7 @@ std::string error_json(const std::string& message, const std::string& field = ""
 
 // The bearer token for non-loopback listening: XDG_CONFIG_HOME/tessera/serve-token, made once.
 Expected<std::string> server_token() {
-  const char* xdg = std::getenv("XDG_CONFIG_HOME");
-  const char* home = std::getenv("HOME");
-  const fs::path dir = xdg != nullptr && *xdg != '\0' ? fs::path(xdg) / "tessera"
-                       : home != nullptr              ? fs::path(home) / ".config" / "tessera"
-                                                      : fs::path("/nonexistent");
+  const fs::path dir = runtime::user_config_dir();
   const fs::path file = dir / "serve-token";
   std::ifstream in(file);
   std::string token;
@@ -888,14 +885,7 @@ class Server {
 };
 
 int run_serve(ServeCliOptions& o) {
-  if (o.out.empty()) {
-    const char* xdg = std::getenv("XDG_DATA_HOME");
-    const char* home = std::getenv("HOME");
-    o.out = (xdg != nullptr && *xdg != '\0'
-                 ? fs::path(xdg)
-                 : fs::path(home != nullptr ? home : "/tmp") / ".local" / "share") /
-            "tessera" / "serve";
-  }
+  if (o.out.empty()) o.out = (fs::path(runtime::user_data_dir()) / "serve").string();
   runtime::ShapeWeights weights = runtime::ShapeWeights::kAuto;
   if (!o.weights.empty()) {
     auto parsed = runtime::parse_shape_weights(o.weights);

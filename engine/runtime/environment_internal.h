@@ -27,4 +27,10 @@ inline std::string data_home() {
   return (std::filesystem::path(env("HOME")) / ".local" / "share").string();
 }
 
+// XDG_CONFIG_HOME, else ~/.config.
+inline std::string config_home() {
+  if (std::string xdg = env("XDG_CONFIG_HOME"); !xdg.empty()) return xdg;
+  return (std::filesystem::path(env("HOME")) / ".config").string();
+}
+
 }  // namespace tessera::runtime

@@ -14,6 +14,7 @@
 
 #include "engine/core/mapped_file.h"
 #include "engine/runtime/export_asset.h"
+#include "engine/runtime/tokens_file.h"
 #include "engine/runtime/environment_internal.h"
 
 namespace tessera::runtime {
@@ -256,12 +257,11 @@ Expected<int64_t> Library::add(const NewResult& r) {
       written = io_error("library " + dir_ + ": cannot write " + file + ": " + st.message());
     }
   };
-  std::string tokens;
-  for (size_t i = 0; i < r.tokens.size(); ++i) {
-    if (i > 0) tokens += ' ';
-    tokens += std::to_string(r.tokens[i]);
+  if (written.ok()) {
+    if (Status st = write_tokens_file((tmp / "tokens.txt").string(), r.tokens); !st.ok()) {
+      written = io_error("library " + dir_ + ": cannot write tokens.txt: " + st.message());
+    }
   }
-  write("tokens.txt", tokens + "\n");
   if (!r.timings.is_null()) write("timings.json", r.timings.dump() + "\n");
   if (!r.thumbnail_png.empty()) {
     write("thumbnail.png", std::string(r.thumbnail_png.begin(), r.thumbnail_png.end()));

@@ -1,6 +1,6 @@
 // A public corpus nobody here wrote: Debian's assimp-testmodels (installed by scripts/setup.sh),
 // its OBJ, FBX, glTF, GLB, STL, 3MF, DAE, PLY and 3DS files from many exporters, the invalid/
-// folders left out (issue 42). Every file goes through the importer every front end uses
+// folders left out. Every file goes through the importer every front end uses
 // (mesh::import_mesh_file); the result, opened or refused with its reason, is compared with the
 // record tests/fixtures/corpus/assimp-testmodels.tsv: a file that opened before and fails now is a
 // failure, and so is a crash. New openings are printed (update the record with

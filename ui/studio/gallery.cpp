@@ -198,13 +198,8 @@ void Gallery::rebuild() {
 
 void Gallery::choose(QListWidgetItem* item) {
   if (item == nullptr) return;
-  const int index = item->data(Qt::UserRole).toInt();
-  GalleryEntry* e =
-      index >= 0
-          ? (index < static_cast<int>(kept_.size()) ? &kept_[static_cast<size_t>(index)] : nullptr)
-          : (-index - 1 < static_cast<int>(session_.size())
-                 ? &session_[static_cast<size_t>(-index - 1)]
-                 : nullptr);
+  // entry() finds it; the gallery owns it, so it may fill in the mesh it reads.
+  auto* e = const_cast<GalleryEntry*>(entry(item));
   if (e == nullptr) return;
   if (!e->mesh) {
     auto read = mesh::import_mesh_file(e->mesh_file.toStdString());

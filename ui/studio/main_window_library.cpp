@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/runtime/tokens_file.h"
 #include "ui/studio/gallery.h"
 #include "ui/studio/library_panel.h"
 #include "ui/studio/main_window_text.h"
@@ -26,15 +27,6 @@
 namespace tessera::studio {
 
 namespace {
-
-// Shape tokens from a tokens.txt (ids separated by spaces); empty when unreadable.
-std::vector<int32_t> read_tokens(const QString& path) {
-  std::ifstream in(path.toStdString());
-  std::vector<int32_t> ids;
-  long long id = 0;
-  while (in >> id) ids.push_back(static_cast<int32_t>(id));
-  return in.eof() ? ids : std::vector<int32_t>{};
-}
 
 nlohmann::json timings_json(const GenerationStats& s) {
   nlohmann::json stages = nlohmann::json::object();
@@ -226,8 +218,12 @@ void MainWindow::show_gallery_item(const GalleryEntry& entry) {
   end_replay();
   viewport_->set_mesh(entry.mesh, true);
   // A kept result can be re-meshed and replayed from its tokens; a session-only one cannot.
-  std::vector<int32_t> tokens =
-      entry.id != 0 ? read_tokens(entry.tokens_file) : std::vector<int32_t>{};
+  std::vector<int32_t> tokens;
+  if (entry.id != 0) {
+    if (auto read = runtime::read_tokens_file(entry.tokens_file.toStdString()); read.ok()) {
+      tokens = std::move(read).value();
+    }
+  }
   if (!tokens.empty()) {
     nlohmann::json settings;
     if (runtime::Library* library = library_panel_->library()) {

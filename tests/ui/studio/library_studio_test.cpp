@@ -1,4 +1,4 @@
-// The studio and its library (issue 40): a studio killed with SIGKILL at many points loses at most
+// The studio and its library: a studio killed with SIGKILL at many points loses at most
 // the job that was running, the next start says what was interrupted, and the results made before
 // are in the gallery and in `tessera library list`, exported byte-identical; the Library dock's
 // search, favourites, rename and trash, and what another process adds seen without a restart;
