@@ -5,7 +5,7 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config zlib1g-dev libopenblas-dev
       nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
       clang clang-format clang-tidy libclang-rt-14-dev python3 python3-numpy python3-torch libopenblas0-pthread
-      libmeshoptimizer-dev libstb-dev libssl-dev libcurl4-openssl-dev curl libsqlite3-dev libcpp-httplib-dev assimp-testmodels slurm-wlm munge lib3mf-dev libzip-dev)
+      libmeshoptimizer-dev libstb-dev libssl-dev libcurl4-openssl-dev curl libsqlite3-dev libcpp-httplib-dev libassimp-dev libdraco-dev draco assimp-testmodels slurm-wlm munge lib3mf-dev libzip-dev)
 if [[ "${1:-}" != "--no-gui" ]]; then
   pkgs+=(qt6-base-dev libqt6opengl6-dev libxkbcommon-dev qt6-qpa-plugins libimgui-dev libglfw3-dev libegl-dev libgl-dev libegl-mesa0
          libgl1-mesa-dri xvfb xauth xdotool imagemagick blender)

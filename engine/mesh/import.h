@@ -7,9 +7,11 @@
 // Status: every count, index, offset, stride and length is checked before use, allocations are
 // bounded by what the file's bytes can hold, and each reader has a libFuzzer target
 // (tests/fuzz/*_import_fuzz).
-//  - FBX and glTF text used to go through Assimp; Debian builds it with assertions on and some of
-//    its importers abort() on odd input (and Debian's 5.2.5 cannot even read its own binary FBX),
-//    so Assimp is not in the import path any more.
+//  - Assimp reads everything else, never in this process: Debian builds it with assertions on and
+//    some of its importers abort(), hang or allocate without bound on odd input (and Debian's 5.2.5
+//    cannot even read its own binary FBX), so it runs in a child process with limits whose output
+//    is read back by the GLB reader here (isolated_import.h). The formats the readers here read
+//    stay theirs: they are the ones artists send most, and they are fuzzed.
 //  - OBJ: Debian's tinyobjloader (2.0.0~rc10, libtinyobjloader-dev) was checked and not taken: on
 //    "f 1 2 9" over 3 vertices LoadObj returns true and hands back vertex index 8 (only a warning
 //    string says so); "f -1 -2 -7" returns index -4 with no warning at all; `v nan 0 0`,
@@ -24,7 +26,10 @@
 //    negative = relative indices; normal indices ignored: normals are recomputed by the renderer).
 //  - GLB / glTF: every triangle primitive (mode 4, the default) of the meshes reached from the
 //    default scene (node matrices / TRS applied; nodes must form a tree), POSITION as float VEC3,
-//    indices u8/u16/u32 or none; other primitive modes are skipped. A .glb reads its BIN chunk
+//    indices u8/u16/u32 or none; strips (5) and fans (6) become triangles; points and lines are
+//    skipped. KHR_draco_mesh_compression primitives are decoded with Google's libdraco (Debian's
+//    libdraco-dev; without it they are kUnsupported and go to Assimp). glTF 1.0 is kUnsupported
+//    (and goes to Assimp). A .glb reads its BIN chunk
 //    (buffer 0); a .gltf reads buffers from base64 `data:` URIs or from relative files beside it
 //    (absolute paths and other URI schemes are refused).
 //  - FBX (binary 7.x; 32-bit node headers below 7500, 64-bit from 7500; arrays raw or zlib, a zlib
@@ -87,17 +92,26 @@
 
 namespace tessera::mesh {
 
-// File-dialog filter (Qt syntax) for the formats import_mesh_file() accepts.
-inline constexpr const char* kImportFilter =
-    "Meshes (*.obj *.glb *.gltf *.fbx *.stl *.3mf);;Wavefront OBJ (*.obj);;glTF binary (*.glb);;"
-    "glTF (*.gltf);;FBX binary (*.fbx);;STL (*.stl);;3MF (*.3mf)";
+// File-dialog filter (Qt syntax) for every format import_mesh_file() opens: the native ones and,
+// when the Assimp reader is installed, the formats it reads (isolated_import.h).
+std::string import_filter();
 
-// Reads `path` by extension (.obj, .glb, .gltf, .fbx; .stl through stl.h, .3mf through threemf.h
-// (its unit is not applied); case-insensitive), checked against the first
-// bytes: a file whose magic says it is another of these formats (a GLB named .gltf, a binary FBX
-// named .glb) is read as what it is. Sidecar files (MTL, textures, .bin buffers) are looked up in
-// the file's directory. Errors and warnings as above; `warnings` is appended to and nullable. The
-// mesh comes back without normals.
+// What opens, for people (`tessera info`): the native formats, then Assimp's (its version and
+// extensions) or why they are unavailable.
+std::string import_formats_text();
+
+// Reads `path`. The project's own readers come first, by extension (.obj, .glb, .gltf, .fbx; .stl
+// through stl.h, .3mf through threemf.h (its unit is not applied); case-insensitive), checked
+// against the first bytes: a file whose magic says it is another of these formats (a GLB named
+// .gltf, a binary FBX named .glb) is read as what it is; UTF-16 OBJ and glTF text (with a
+// byte-order mark) is read as UTF-8. What they refuse as unsupported rather than malformed (ASCII
+// FBX, glTF 1.0, Draco without libdraco) and every other extension Assimp reads (.dae, .ply,
+// .3ds, .blend, ...) goes to Assimp in a child process with limits (isolated_import.h); when both
+// refuse, the message gives both reasons. Without the Assimp reader, those files are kUnsupported
+// and the message says Assimp is missing. An extension no reader knows is kInvalidArgument ("not a
+// mesh file"). Sidecar files (MTL, textures, .bin buffers) are looked up in the file's directory.
+// Errors and warnings as above; `warnings` is appended to and nullable. The mesh comes back
+// without normals.
 Expected<Mesh> import_mesh_file(const std::string& path,
                                 std::vector<std::string>* warnings = nullptr);
 

@@ -7,7 +7,9 @@
 // form a tree (a node reached twice is an error, which also rules out cycles and the exponential
 // walk of a DAG), at most 256 deep. A mesh used by several nodes is instanced, up to 2^22 extra
 // vertices in all (further instances are dropped with a warning), so a few bytes of JSON cannot
-// multiply a buffer into gigabytes.
+// multiply a buffer into gigabytes. Draco-compressed primitives (KHR_draco_mesh_compression) are
+// decoded by libdraco from their buffer view (itself checked as above); the decoded faces are
+// checked against the decoded points like any index.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -21,6 +23,10 @@
 #include "engine/core/mapped_file.h"
 #include "engine/mesh/import.h"
 #include "engine/mesh/import_internal.h"
+
+#if TESSERA_HAVE_DRACO
+#include <draco/compression/decode.h>
+#endif
 
 namespace tessera::mesh {
 namespace {
@@ -105,6 +111,9 @@ class GltfReader {
     if (bytes.size() < 12 || bytes.substr(0, 4) != "glTF") {
       return fail("not a binary glTF file (no \"glTF\" magic)");
     }
+    if (read_u32(bytes, 4) == 1) {
+      return unsupported(name_ + ": a glTF 1.0 binary; only glTF 2 is read here");
+    }
     if (read_u32(bytes, 4) != 2) {
       return fail("glTF version " + std::to_string(read_u32(bytes, 4)) + " is not 2");
     }
@@ -150,6 +159,17 @@ class GltfReader {
       return fail(std::string("the JSON does not parse: ") + e.what());
     }
     if (!doc_.is_object()) return fail("the JSON is not an object");
+    // glTF 1.0 is another format: meshes, accessors and materials are objects keyed by name there
+    // (asset.version "1.0", or the number 1 as some exporters wrote it).
+    const auto asset = doc_.find("asset");
+    const Json* version = asset != doc_.end() && asset->is_object() && asset->contains("version")
+                              ? &(*asset)["version"]
+                              : nullptr;
+    const bool v1 = (doc_.contains("meshes") && doc_["meshes"].is_object()) ||
+                    (version != nullptr && version->is_string() &&
+                     version->get<std::string>().rfind('1', 0) == 0) ||
+                    (version != nullptr && version->is_number() && version->get<double>() < 2.0);
+    if (v1) return unsupported(name_ + ": glTF 1.0; only glTF 2 is read here");
     try {
       return read_document();
     } catch (const std::exception& e) {
@@ -193,7 +213,11 @@ class GltfReader {
         TESSERA_RETURN_IF_ERROR(add_mesh(m, mat_identity(), out));
       }
     }
-    if (out.empty()) return Status(ErrorCode::kNotFound, name_ + ": no triangles in the file");
+    if (out.empty()) {
+      return Status(ErrorCode::kNotFound,
+                    name_ + ": no triangles in the file" +
+                        (points_or_lines_ ? " (only points or lines, which have no surface)" : ""));
+    }
     attach_texture(out);
     return out;
   }
@@ -251,8 +275,20 @@ class GltfReader {
 
   // Reads TEXCOORD_0 of a primitive whose `count` positions were just added, into uvs_ (v flipped
   // back to the Mesh convention), or gives up on uvs for the whole file with a warning.
-  void add_uvs(const Json& attributes, size_t count) {
+  void add_uvs(const Json& attributes, size_t count, const std::vector<float>* decoded = nullptr) {
     if (!uvs_ok_) return;
+    if (decoded != nullptr) {
+      if (decoded->empty()) {
+        if (!uvs_.empty()) warn("a primitive without TEXCOORD_0: the mesh is shown without uvs");
+        uvs_ok_ = false;
+        return;
+      }
+      for (size_t v = 0; v < count; ++v) {
+        uvs_.push_back((*decoded)[2 * v]);
+        uvs_.push_back(1.0f - (*decoded)[2 * v + 1]);
+      }
+      return;
+    }
     if (!attributes.contains("TEXCOORD_0")) {
       if (!uvs_.empty()) warn("a primitive without TEXCOORD_0: the mesh is shown without uvs");
       uvs_ok_ = false;
@@ -508,6 +544,97 @@ class GltfReader {
     return out;
   }
 
+  // The primitive's KHR_draco_mesh_compression object, or null.
+  static const Json* draco_extension(const Json& primitive) {
+    const auto ext = primitive.find("extensions");
+    if (ext == primitive.end() || !ext->is_object()) return nullptr;
+    const auto draco = ext->find("KHR_draco_mesh_compression");
+    if (draco == ext->end()) return nullptr;
+    return &*draco;
+  }
+
+  // A Draco primitive decoded: positions (3 floats a point), uvs (TEXCOORD_0, 2 floats a point, as
+  // stored: v not yet flipped; empty when the primitive has none) and triangle corner indices.
+  struct DracoPrimitive {
+    std::vector<float> positions;
+    std::vector<float> uvs;
+    std::vector<uint32_t> indices;
+  };
+
+  Expected<DracoPrimitive> decode_draco(const Json& draco, size_t mesh_index) {
+    const std::string what = "mesh " + std::to_string(mesh_index) + " (Draco)";
+    if (!draco.is_object() || !draco.contains("bufferView") || !draco.contains("attributes") ||
+        !draco["attributes"].is_object()) {
+      return fail(what + ": KHR_draco_mesh_compression needs bufferView and attributes");
+    }
+    const Json& ids = draco["attributes"];
+    if (!ids.contains("POSITION") || !ids["POSITION"].is_number_unsigned()) {
+      return fail(what + ": no POSITION attribute id");
+    }
+    if (!draco["bufferView"].is_number_unsigned())
+      return fail(what + ": bufferView is not an index");
+    TESSERA_ASSIGN_OR_RETURN(std::string_view bytes, buffer_view(uint_value(draco["bufferView"])));
+#if TESSERA_HAVE_DRACO
+    draco::DecoderBuffer buffer;
+    buffer.Init(bytes.data(), bytes.size());
+    auto type = draco::Decoder::GetEncodedGeometryType(&buffer);
+    if (!type.ok() || type.value() != draco::TRIANGULAR_MESH) {
+      return fail(what + ": the buffer view is not a Draco triangle mesh");
+    }
+    draco::Decoder decoder;
+    auto decoded = decoder.DecodeMeshFromBuffer(&buffer);
+    if (!decoded.ok()) {
+      return fail(what + ": Draco cannot decode it (" + decoded.status().error_msg_string() + ")");
+    }
+    const std::unique_ptr<draco::Mesh> mesh = std::move(decoded).value();
+    const uint32_t points = mesh->num_points();
+    DracoPrimitive out;
+    const auto read = [&](const Json& id, int components, std::vector<float>& into) -> Status {
+      const draco::PointAttribute* attribute =
+          mesh->GetAttributeByUniqueId(static_cast<uint32_t>(uint_value(id)));
+      if (attribute == nullptr) {
+        return fail(what + ": attribute id " + std::to_string(uint_value(id)) +
+                    " is not in the data");
+      }
+      if (attribute->num_components() < components) {
+        return fail(what + ": attribute " + std::to_string(uint_value(id)) + " has " +
+                    std::to_string(attribute->num_components()) + " components, expected " +
+                    std::to_string(components));
+      }
+      into.resize(static_cast<size_t>(points) * components);
+      for (uint32_t p = 0; p < points; ++p) {
+        const draco::AttributeValueIndex value = attribute->mapped_index(draco::PointIndex(p));
+        if (value.value() >= attribute->size() ||
+            !attribute->ConvertValue<float>(value, static_cast<int8_t>(components),
+                                            into.data() + static_cast<size_t>(p) * components)) {
+          return fail(what + ": point " + std::to_string(p) + " has no value");
+        }
+      }
+      return Status();
+    };
+    TESSERA_RETURN_IF_ERROR(read(ids["POSITION"], 3, out.positions));
+    if (ids.contains("TEXCOORD_0") && ids["TEXCOORD_0"].is_number_unsigned()) {
+      TESSERA_RETURN_IF_ERROR(read(ids["TEXCOORD_0"], 2, out.uvs));
+    }
+    out.indices.reserve(3 * static_cast<size_t>(mesh->num_faces()));
+    for (uint32_t f = 0; f < mesh->num_faces(); ++f) {
+      const draco::Mesh::Face& face = mesh->face(draco::FaceIndex(f));
+      for (int k = 0; k < 3; ++k) {
+        if (face[k].value() >= points) {
+          return fail(what + ": face " + std::to_string(f) + " names point " +
+                      std::to_string(face[k].value()) + " of " + std::to_string(points));
+        }
+        out.indices.push_back(face[k].value());
+      }
+    }
+    return out;
+#else
+    (void)bytes;
+    return unsupported(name_ + ": " + what +
+                       " is Draco-compressed, and this build has no Draco decoder (libdraco-dev)");
+#endif
+  }
+
   Status add_mesh(size_t mesh_index, const Mat& transform, Mesh& out) {
     const Json& meshes = array_member(doc_, "meshes");
     if (mesh_index >= meshes.size()) {
@@ -523,10 +650,24 @@ class GltfReader {
         return fail("mesh " + std::to_string(mesh_index) + " has a malformed primitive");
       // 4 triangles, 5 a triangle strip, 6 a triangle fan; points and lines have nothing to shade.
       const uint64_t mode = uint_member(primitive, "mode", 4);
-      if (mode < 4 || mode > 6) continue;
+      if (mode < 4 || mode > 6) {
+        points_or_lines_ = true;
+        continue;
+      }
       const Json& attributes = primitive.value("attributes", Json::object());
       if (!attributes.is_object() || !attributes.contains("POSITION")) continue;
-      TESSERA_ASSIGN_OR_RETURN(AccessorData positions, accessor(attributes["POSITION"], "VEC3"));
+      const Json* draco = draco_extension(primitive);
+      DracoPrimitive decoded;
+      AccessorData positions;
+      if (draco != nullptr) {
+        TESSERA_ASSIGN_OR_RETURN(decoded, decode_draco(*draco, mesh_index));
+        positions.data = reinterpret_cast<const char*>(decoded.positions.data());
+        positions.count = decoded.positions.size() / 3;
+        positions.stride = 3 * sizeof(float);
+        positions.component_type = 5126;
+      } else {
+        TESSERA_ASSIGN_OR_RETURN(positions, accessor(attributes["POSITION"], "VEC3"));
+      }
       if (positions.component_type != 5126) return fail("POSITION accessor is not float");
       if (instance) {
         instanced_vertices_ += positions.count;
@@ -551,7 +692,7 @@ class GltfReader {
         }
         out.positions.insert(out.positions.end(), world, world + 3);
       }
-      add_uvs(attributes, positions.count);
+      add_uvs(attributes, positions.count, draco != nullptr ? &decoded.uvs : nullptr);
       if (primitive.contains("material") && primitive["material"].is_number_unsigned()) {
         const size_t material = uint_value(primitive["material"]);
         if (!material_) {
@@ -562,7 +703,9 @@ class GltfReader {
       }
       // The primitive's vertex sequence: its indices, else 0, 1, 2, ...
       std::vector<uint32_t> sequence;
-      if (primitive.contains("indices")) {
+      if (draco != nullptr) {
+        sequence = std::move(decoded.indices);  // checked against the points by decode_draco
+      } else if (primitive.contains("indices")) {
         TESSERA_ASSIGN_OR_RETURN(AccessorData ix, accessor(primitive["indices"], "SCALAR"));
         if (ix.component_type == 5126) return fail("index accessor is float");
         sequence.reserve(ix.count);
@@ -592,7 +735,7 @@ class GltfReader {
       }
       const auto at = [&](size_t i) { return static_cast<uint32_t>(base + sequence[i]); };
       const size_t n = sequence.size();
-      if (mode == 4) {
+      if (mode == 4 || draco != nullptr) {
         if (n % 3 != 0) {
           return fail("mesh " + std::to_string(mesh_index) + ": " +
                       (primitive.contains("indices") ? "index count " : "unindexed vertex count ") +
@@ -640,6 +783,7 @@ class GltfReader {
   bool uvs_ok_ = true;
   std::optional<size_t> material_;  // of the first triangle primitive that names one
   bool several_materials_ = false;
+  bool points_or_lines_ = false;  // a primitive of mode 0-3 was skipped
 };
 
 }  // namespace

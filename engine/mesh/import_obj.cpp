@@ -49,6 +49,7 @@ Expected<Mesh> parse_obj_geometry(std::string_view text, const std::string& name
   // Face corners, fan-triangulated: 3 per triangle.
   std::vector<import_detail::UvCorner> corners;
   std::vector<import_detail::UvCorner> face;
+  bool points_or_lines = false;  // `p` or `l` statements seen
   size_t line_start = 0;
   int64_t line_number = 0;
   std::string line;
@@ -127,10 +128,16 @@ Expected<Mesh> parse_obj_geometry(std::string_view text, const std::string& name
     } else if (refs != nullptr && std::strncmp(p, "usemtl", 6) == 0 &&
                (p[6] == ' ' || p[6] == '\t') && refs->material.empty()) {
       refs->material = trimmed(p + 6);
+    } else if ((p[0] == 'l' || p[0] == 'p') && (p[1] == ' ' || p[1] == '\t')) {
+      points_or_lines = true;
     }
     // Everything else (vn, o, g, s, comments) does not change what is shown.
   }
-  if (corners.empty()) return Status(ErrorCode::kNotFound, name + ": no faces in the OBJ file");
+  if (corners.empty()) {
+    return Status(ErrorCode::kNotFound,
+                  name + ": no faces in the OBJ file" +
+                      (points_or_lines ? " (only points or lines, which have no surface)" : ""));
+  }
   Mesh out;
   out.positions = std::move(positions);
   TESSERA_RETURN_IF_ERROR(import_detail::assign_corner_uvs(corners, texcoords, name, &out));

@@ -3,11 +3,19 @@
 // folders left out. Every file goes through the importer every front end uses
 // (mesh::import_mesh_file); the result, opened or refused with its reason, is compared with the
 // record tests/fixtures/corpus/assimp-testmodels.tsv: a file that opened before and fails now is a
-// failure, and so is a crash. New openings are printed (update the record with
-// TESSERA_UPDATE_CORPUS=1). Skips when the package is not installed.
+// failure, and so is a crash (of the test, or of the Assimp reader's child process) or a read that
+// ran into the time limit. New openings are printed (update the record with
+// TESSERA_UPDATE_CORPUS=1). It is also held against Assimp itself (`assimp info`, recorded in
+// tests/fixtures/corpus/assimp-info.tsv by tools/corpus/assimp_info_baseline.sh): every file Assimp
+// turns into triangles opens here too, unless the readers here refuse it as malformed
+// (kCorruptData: an index out of range, a vertex count that is not a multiple of 3, which Assimp
+// passes over silently), and at least as many files open as Assimp turns into triangles (Assimp
+// also "opens" files holding only points or lines, which have no surface to show or export).
+// Skips when the package is not installed.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -60,13 +68,38 @@ TEST(MeshCorpus, AssimpTestModelsOpenAtLeastAsBeforeAndNothingCrashes) {
       before[line.substr(0, tab)] = line.substr(tab + 1, tab2 - tab - 1);
     }
   }
+  // Assimp's own reading of each file: "opened" + its primitive types, or "refused".
+  std::map<std::string, std::string> assimp;  // relative path -> primitive types ("" = refused)
+  {
+    std::ifstream in(record.parent_path() / "assimp-info.tsv");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty() || line[0] == '#') continue;
+      const size_t tab = line.find('\t');
+      const size_t tab2 = line.find('\t', tab + 1);
+      if (line.substr(tab + 1, tab2 - tab - 1) == "opened") {
+        assimp[line.substr(0, tab)] = line.substr(tab2 + 1);
+      }
+    }
+  }
+  ASSERT_FALSE(assimp.empty()) << "tests/fixtures/corpus/assimp-info.tsv is missing";
+  int assimp_triangles = 0;
   std::string now_text =
       "# tests/app/mesh_corpus_test.cpp: each assimp-testmodels file, opened or refused (reason)\n";
   int opened = 0, total = 0;
   for (const fs::path& file : corpus_files()) {
     const std::string rel = fs::relative(file, kCorpus).string();
+    const auto start = std::chrono::steady_clock::now();
     auto mesh = mesh::import_mesh_file(file.string());
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(seconds, 30.0) << rel << " took " << seconds << " s";
     ++total;
+    const auto by_assimp = assimp.find(rel);
+    const bool assimp_meshes =
+        by_assimp != assimp.end() && (by_assimp->second.find("triangles") != std::string::npos ||
+                                      by_assimp->second.find("polygons") != std::string::npos);
+    if (assimp_meshes) ++assimp_triangles;
     std::string reason;
     if (mesh.ok()) {
       ++opened;
@@ -76,6 +109,14 @@ TEST(MeshCorpus, AssimpTestModelsOpenAtLeastAsBeforeAndNothingCrashes) {
       std::replace(reason.begin(), reason.end(), '\n', ' ');
       // Every refusal says why (and names the file).
       EXPECT_NE(reason.find(file.filename().string()), std::string::npos) << rel << ": " << reason;
+      // The Assimp reader neither crashed nor hung on any of these files.
+      EXPECT_EQ(reason.find("crashed"), std::string::npos) << rel << ": " << reason;
+      EXPECT_EQ(reason.find("did not finish"), std::string::npos) << rel << ": " << reason;
+      if (assimp_meshes) {
+        EXPECT_EQ(mesh.status().code(), ErrorCode::kCorruptData)
+            << rel
+            << ": Assimp reads triangles from it, and it is refused here for no fault: " << reason;
+      }
     }
     const std::string state = mesh.ok() ? "opened" : "refused";
     now_text += rel + "\t" + state + "\t" + reason.substr(0, 200) + "\n";
@@ -86,7 +127,10 @@ TEST(MeshCorpus, AssimpTestModelsOpenAtLeastAsBeforeAndNothingCrashes) {
       std::printf("newly opened: %s\n", rel.c_str());
     }
   }
-  std::printf("assimp-testmodels: %d of %d files open\n", opened, total);
+  std::printf(
+      "assimp-testmodels: %d of %d files open; assimp info opens %zu, %d of them with triangles\n",
+      opened, total, assimp.size(), assimp_triangles);
+  EXPECT_GE(opened, assimp_triangles);
   if (std::getenv("TESSERA_UPDATE_CORPUS") != nullptr) {
     fs::create_directories(record.parent_path());
     std::ofstream(record) << now_text;

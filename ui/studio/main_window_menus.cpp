@@ -59,8 +59,8 @@ void MainWindow::build_menus() {
   QAction* open = file->addAction(tr("&Open mesh..."));
   open->setShortcut(QKeySequence::Open);
   connect(open, &QAction::triggered, this, [this] {
-    const QString path =
-        QFileDialog::getOpenFileName(this, tr("Open mesh"), QString(), tr(mesh::kImportFilter));
+    const QString path = QFileDialog::getOpenFileName(
+        this, tr("Open mesh"), QString(), QString::fromStdString(mesh::import_filter()));
     if (!path.isEmpty()) open_mesh_file(path);
   });
   export_action_ = file->addAction(tr("&Export..."));

@@ -32,9 +32,9 @@ TEST(MeshImport, LoadByExtension) {
     EXPECT_EQ(m->triangle_count(), 4) << name;
     EXPECT_TRUE(m->normals.empty());
   }
-  write(dir.file("t.ply"), "solid x\n");
-  EXPECT_EQ(import_mesh_file(dir.file("t.ply")).status().code(), ErrorCode::kInvalidArgument);
-  EXPECT_NE(import_mesh_file(dir.file("t.ply")).status().message().find("not a mesh file"),
+  write(dir.file("t.notamesh"), "solid x\n");
+  EXPECT_EQ(import_mesh_file(dir.file("t.notamesh")).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(import_mesh_file(dir.file("t.notamesh")).status().message().find("not a mesh file"),
             std::string::npos);
   auto missing = import_mesh_file(dir.file("missing.obj"));
   EXPECT_FALSE(missing.ok());
