@@ -19,10 +19,19 @@ namespace {
 struct CheckCliOptions {
   std::string path;
   bool json = false;
+  bool formats = false;
   int64_t max_pairs = mesh::CheckOptions{}.max_pair_tests;
 };
 
 int run_check(const CheckCliOptions& o) {
+  if (o.formats) {
+    std::printf("%s\n", mesh::import_formats_text().c_str());
+    return 0;
+  }
+  if (o.path.empty()) {
+    std::fprintf(stderr, "tessera check: a mesh file is required (or --formats)\n");
+    return 2;
+  }
   std::vector<std::string> warnings;
   auto m = mesh::import_mesh_file(o.path, &warnings);
   if (!m.ok()) {
@@ -51,9 +60,12 @@ void register_check(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<CheckCliOptions>();
   CLI::App* cmd = app.add_subcommand(
       "check",
-      "Check a mesh file (.obj .glb .gltf .fbx .stl .3mf): holes, non-manifold edges, components, "
-      "genus, volume, self-intersections; exit status 0 only when closed and manifold");
-  cmd->add_option("mesh", o->path, "Mesh file")->required();
+      "Check a mesh file (.obj .glb .gltf .fbx .stl .3mf, or any format Assimp reads: .dae .ply "
+      ".3ds ...; --formats lists them): holes, non-manifold edges, components, genus, volume, "
+      "self-intersections; exit status 0 only when closed and manifold");
+  cmd->add_option("mesh", o->path, "Mesh file");
+  cmd->add_flag("--formats", o->formats,
+                "List the formats that open (natively, and through Assimp when installed)");
   cmd->add_flag("--json", o->json, "Print the report as JSON");
   cmd->add_option("--max-pairs", o->max_pairs,
                   "Self-intersection check: test at most N triangle pairs (default 20000000)")

@@ -74,7 +74,8 @@ void register_convert(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<ConvertCliOptions>();
   CLI::App* cmd = app.add_subcommand(
       "convert",
-      "Write an existing mesh (.obj .glb .gltf .fbx .stl .3mf) again for a platform: --preset, "
+      "Write an existing mesh (.obj .glb .gltf .fbx .stl .3mf, or any format Assimp reads: .dae "
+      ".ply .3ds ...; `tessera check --formats` lists them) again for a platform: --preset, "
       "size, pivot, unit, axes, triangle budget, LODs, closing");
   cmd->add_option("mesh", o->input, "Mesh file to read (Y-up)")->required();
   cmd->add_option("-o,--output", o->output, "Output mesh (.obj, .glb, .fbx, .stl or .3mf)")

@@ -177,7 +177,9 @@ void register_render(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<RenderArgs>();
   CLI::App* cmd = app.add_subcommand(
       "render", "Headless preview of a mesh: a turntable GIF or a PNG (EGL, no display needed)");
-  cmd->add_option("mesh", args->mesh_path, "Mesh file (.obj, .glb, .gltf or .fbx)")->required();
+  cmd->add_option("mesh", args->mesh_path,
+                  "Mesh file (.obj .glb .gltf .fbx .stl .3mf, or any format Assimp reads)")
+      ->required();
   cmd->add_option("--turntable", args->out_path, "Output image: .gif (animated) or .png")
       ->required();
   cmd->add_option("--frames", args->frames,

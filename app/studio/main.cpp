@@ -4,6 +4,7 @@
 // --image adds the concept image after the shape (the screenshot then shows it in the Diffusion
 // panel), --apply-texture projects it onto the mesh (the screenshot and --export are textured).
 #include <QApplication>
+#include <QTimer>
 #include <QCommandLineParser>
 #include <QSurfaceFormat>
 #include <cstdio>
@@ -119,6 +120,9 @@ int main(int argc, char** argv) {
        preview_every, variations,    seed_option, no_grid,           diffusion_model,
        image,         apply_texture, image_steps, image_seed,        device,
        weights,       threads});
+  parser.addPositionalArgument(
+      "file", "A mesh to open (any format File > Open lists; the desktop entry passes it)",
+      "[file]");
   parser.process(app);
 
   tessera::studio::LaunchOptions options;
@@ -198,5 +202,16 @@ int main(int argc, char** argv) {
 
   tessera::studio::MainWindow window(options);
   window.show();
+  // A file given on the command line (or by the desktop: Exec=tessera-studio %F) opens once the
+  // window is up; its errors show as any Open's do.
+  const QStringList files = parser.positionalArguments();
+  if (!files.isEmpty()) {
+    if (files.size() > 1) {
+      std::fprintf(stderr, "tessera-studio: %lld files given; opening the first, %s\n",
+                   static_cast<long long>(files.size()), qPrintable(files.front()));
+    }
+    QTimer::singleShot(0, &window,
+                       [&window, file = files.front()] { window.open_mesh_file(file); });
+  }
   return app.exec();
 }

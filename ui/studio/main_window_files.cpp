@@ -12,6 +12,7 @@
 #include <QDir>
 #include <QDockWidget>
 #include <QDoubleSpinBox>
+#include <QEventLoop>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
@@ -35,6 +36,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <thread>
 #include <variant>
 
 #include "engine/mesh/cleanup.h"
@@ -82,8 +84,21 @@ void MainWindow::record_frame() {
 }
 
 bool MainWindow::open_mesh_file(const QString& path) {
+  // A file read through Assimp runs in a child process that may take seconds (a hostile one up to
+  // its time limit): the read runs on a thread while the window keeps painting; input waits.
+  show_status(tr("Opening %1...").arg(QFileInfo(path).fileName()));
   std::vector<std::string> warnings;
-  auto imported = mesh::import_mesh_file(path.toStdString(), &warnings);
+  std::optional<Expected<mesh::Mesh>> result;
+  {
+    QEventLoop wait;
+    std::thread reader([&, file = path.toStdString()] {
+      result.emplace(mesh::import_mesh_file(file, &warnings));
+      QMetaObject::invokeMethod(&wait, &QEventLoop::quit, Qt::QueuedConnection);
+    });
+    wait.exec(QEventLoop::ExcludeUserInputEvents);
+    reader.join();
+  }
+  Expected<mesh::Mesh> imported = std::move(*result);
   if (!imported.ok()) {
     const QString message = QString::fromStdString(imported.status().message());
     show_status(tr("Cannot open %1").arg(message), true);

@@ -349,3 +349,45 @@ TEST(IsolatedImport, DracoCompressedGlbReadsNatively) {
 
 }  // namespace
 }  // namespace tessera::mesh
+
+namespace tessera::mesh {
+namespace {
+
+// The child-boundary fuzzer's seeds, as it reads them (first byte: the format): the valid_* files
+// open, the invalid_* ones (a real Assimp abort and a real hang among them) are errors naming the
+// file, within the fuzzer's limits.
+TEST(IsolatedImport, EveryBoundaryFuzzSeedOpensOrFailsCleanly) {
+  if (!reader_installed()) GTEST_SKIP() << isolated_formats().why_not;
+  static const char* const kExtensions[] = {".ply", ".off", ".dae", ".obj",
+                                            ".stl", ".3ds", ".fbx", ".gltf"};
+  const fs::path corpus =
+      fs::path(TESSERA_SOURCE_DIR) / "tests" / "fuzz" / "corpus" / "mesh_reader_fuzz";
+  ScratchDir dir("isolated-seeds");
+  IsolatedReadLimits limits;
+  limits.seconds = 3.0;
+  limits.memory_bytes = uint64_t{1} << 30;
+  int seeds = 0;
+  for (const auto& entry : fs::directory_iterator(corpus)) {
+    auto bytes = read_file(entry.path().string());
+    ASSERT_TRUE(bytes.ok());
+    ASSERT_FALSE(bytes->empty());
+    const std::string name = entry.path().filename().string();
+    SCOPED_TRACE(name);
+    const std::string path =
+        dir.file(entry.path().stem().string() + kExtensions[static_cast<uint8_t>((*bytes)[0]) % 8]);
+    write(path, bytes->substr(1));
+    auto m = import_isolated(path, nullptr, limits);
+    if (name.rfind("valid_", 0) == 0) {
+      ASSERT_TRUE(m.ok()) << m.status().message();
+      EXPECT_TRUE(validate(*m).ok());
+    } else {
+      ASSERT_FALSE(m.ok());
+      EXPECT_NE(m.status().message().find(path), std::string::npos) << m.status().message();
+    }
+    ++seeds;
+  }
+  EXPECT_GE(seeds, 8);
+}
+
+}  // namespace
+}  // namespace tessera::mesh

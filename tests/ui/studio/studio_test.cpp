@@ -30,6 +30,7 @@
 #include "engine/runtime/library.h"
 #include "engine/mesh/export.h"
 #include "engine/mesh/import.h"
+#include "engine/mesh/isolated_import.h"
 #include "engine/mesh/mesh.h"
 #include "tests/engine/mesh/import_test_util.h"
 #include "tests/support/fixture_model_dir.h"
@@ -581,6 +582,34 @@ TEST(Studio, ImportAndExport) {
   std::ofstream(binary_obj.toStdString(), std::ios::binary) << std::string("v 1 2\0\0\x01", 8);
   EXPECT_FALSE(window->open_mesh_file(binary_obj));
   EXPECT_NE(window->viewport()->mesh(), nullptr);
+}
+
+// Files only Assimp reads open in the studio through the child process (a PLY here); a file that
+// makes Assimp abort is a message naming it, and the studio goes on opening the next file.
+TEST(Studio, OpensWhatAssimpReadsAndSurvivesAReaderCrash) {
+  if (!mesh::isolated_formats().available) GTEST_SKIP() << mesh::isolated_formats().why_not;
+  FixtureModelDir dir("studio-assimp");
+  auto window = open_window(fixture_launch(dir));
+  QTemporaryDir out;
+  const QString ply = out.filePath("tetra.ply");
+  std::ofstream(ply.toStdString())
+      << "ply\nformat ascii 1.0\nelement vertex 4\nproperty float x\nproperty float y\n"
+         "property float z\nelement face 4\nproperty list uchar int vertex_indices\nend_header\n"
+         "0 0 0\n1 0 0\n0 1 0\n0 0 1\n3 0 2 1\n3 0 1 3\n3 0 3 2\n3 1 2 3\n";
+  ASSERT_TRUE(window->open_mesh_file(ply)) << window->status_text().toStdString();
+  EXPECT_EQ(window->viewport()->mesh()->triangle_count(), 4);
+  EXPECT_TRUE(window->status_text().contains("tetra.ply")) << window->status_text().toStdString();
+  const QString crash = out.filePath("crash.ply");
+  std::ofstream(crash.toStdString())
+      << "ply\nformat ascii 1.0\nelement vertex 4\nproperty float x\nproperty float y\n"
+         "property float z\nelement face 2\nproperty list uchar uint vertex_indices\nend_header\n"
+         "0 0 0\n";
+  EXPECT_FALSE(window->open_mesh_file(crash));
+  EXPECT_TRUE(window->status_text().contains("crash.ply")) << window->status_text().toStdString();
+  EXPECT_TRUE(window->status_text().contains("crashed")) << window->status_text().toStdString();
+  EXPECT_EQ(window->viewport()->mesh()->triangle_count(), 4);  // the shown mesh stays
+  ASSERT_TRUE(window->open_mesh_file(ply));
+  EXPECT_TRUE(window->isVisible());
 }
 
 // Issue 24 in the studio: the Export dialog's presets (what they set, overridable), the live
