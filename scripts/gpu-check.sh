@@ -20,7 +20,7 @@
 # 512x512 with the fused-kernel ablation), `tessera-bench shape --device cuda --weights int8`,
 # compute-sanitizer memcheck and racecheck on the small tests, and last a whole full-size int8 job
 # from disk on the GPU with its peak device memory (`bench generate --device cuda`).
-# Packages: when <repo>/.deps holds .deb files (scripts/gpu-deps.sh), they are unpacked into
+# Packages: when <repo>/.deps holds gpu-deps.tar.xz (scripts/gpu-deps.sh) or .deb files, they are unpacked into
 # /tmp/gpu-deps (never /) and the build and the binaries use them. GPU_CHECK_CMAKE_ARGS adds cmake
 # arguments. Every step's log goes to a work folder (/tmp/gpu-check); at the end $OUT (or ./gpu-out)
 # receives at most 8 files: summary.txt, bench-shape.json, bench-shape-int8.json,
@@ -40,10 +40,22 @@ JOBS="${GPU_CHECK_JOBS:-16}"
 mkdir -p "$OUT_DIR" "$RESULT_DIR"
 [[ -d /usr/local/cuda/bin ]] && export PATH="$PATH:/usr/local/cuda/bin"
 EXTRA_CMAKE=()
-if compgen -G "$REPO/.deps/*.deb" >/dev/null; then
+if [[ -f "$REPO/.deps/gpu-deps.tar.xz" ]] || compgen -G "$REPO/.deps/*.deb" >/dev/null; then
   DEPS=/tmp/gpu-deps
-  for deb in "$REPO"/.deps/*.deb; do dpkg -x "$deb" "$DEPS"; done
+  mkdir -p "$DEPS"
+  if [[ -f "$REPO/.deps/gpu-deps.tar.xz" ]]; then
+    tar -C "$DEPS" -xJf "$REPO/.deps/gpu-deps.tar.xz"
+  else
+    for deb in "$REPO"/.deps/*.deb; do dpkg -x "$deb" "$DEPS"; done
+  fi
   LIBS="$DEPS/usr/lib/x86_64-linux-gnu"
+  # pkg-config (cpp-httplib is found through it): the packages' own .pc files, their /usr paths
+  # under $DEPS; the image's pkg-config when it has one, else the carried pkgconf.
+  export PKG_CONFIG_LIBDIR="$LIBS/pkgconfig:$DEPS/usr/share/pkgconfig"
+  export PKG_CONFIG_SYSROOT_DIR="$DEPS"
+  if ! command -v pkg-config >/dev/null && [[ -x "$DEPS/usr/bin/pkgconf" ]]; then
+    EXTRA_CMAKE+=(-DPKG_CONFIG_EXECUTABLE="$DEPS/usr/bin/pkgconf")
+  fi
   # dpkg -x skips the alternatives symlinks: point cmake at OpenBLAS's own folder.
   export LD_LIBRARY_PATH="$LIBS/openblas-pthread:$LIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   EXTRA_CMAKE+=(-DCMAKE_PREFIX_PATH="$DEPS/usr" -DCMAKE_LIBRARY_PATH="$LIBS/openblas-pthread;$LIBS"
@@ -102,7 +114,7 @@ skip_step() {  # name reason
 {
   echo "date: $(date -u +%FT%TZ)"
   echo "repo: $REPO (${GPU_CHECK_REV:-$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo 'no git')})"
-  echo "deps: $(ls "$REPO"/.deps/*.deb 2>/dev/null | xargs -r -n1 basename | tr '\n' ' ')"
+  echo "deps: $(cat /tmp/gpu-deps/PACKAGES 2>/dev/null | tr '\n' ' ')$(ls "$REPO"/.deps/*.deb 2>/dev/null | xargs -r -n1 basename | tr '\n' ' ')"
   echo "host: $(uname -a)"
   echo "cpus: $(nproc)"
   command -v nvcc >/dev/null && nvcc --version || echo "nvcc: not in PATH"
