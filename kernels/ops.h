@@ -11,10 +11,13 @@
 // - Activations are f32, row-major, contiguous unless a stride argument says otherwise. Sizes and
 //   strides are element counts (int64_t).
 // - Weights of linear layers use PyTorch's nn.Linear layout: W is [N, K] (out_features,
-// in_features),
-//   stored f32 or bf16; accumulation is always f32. With bf16 weights the CPU and CUDA backends may
-//   also round x to bf16 for large m (cpu::linear does on CPUs with AVX-512 BF16, m > 32: the bf16
-//   GEMM, kernels/cpu/gemm_bf16.h), as PyTorch's bf16 matmul does; f32 weights keep f32 x.
+//   in_features), stored f32, bf16 or int8; accumulation is always f32.
+// - THE bf16 linear contract, kept by every backend (ref, CPU on every ISA, CUDA) for every m: x is
+//   rounded to bf16 (nearest even) before the products, as PyTorch's bf16 matmul does; each product
+//   of two bf16 values is exact in f32 and the sums are f32 (their order may differ between
+//   kernels, so results agree to f32 summation error, not bit for bit). This is what lets the CPU
+//   use vdpbf16ps and the GPU its bf16 tensor cores. f32 weights keep f32 x; int8 weights
+//   (kernels/int8.h) keep x to at least 16 bits.
 // - Outputs are owned by the caller; ops allocate nothing (CPU ops may use per-thread stack
 // scratch).
 // - Unless stated, an output must not alias an input. Ops marked "in place OK" allow y == x.

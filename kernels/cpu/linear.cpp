@@ -121,6 +121,22 @@ void row_block_range(DotRowsFn dot, const float* x, int64_t m, const Weight& w, 
 // per-layer 4-chunks-per-thread split, 2 threads, quiet machine): within +-2 % of it; the step is
 // bound by the dot kernels, not by hand-offs. Each output row is computed by the same kernel
 // whatever the split, so linear_multi equals per-layer linear bit for bit.
+// x (m rows of the parts' cols) rounded to bf16, nearest even, and widened back to f32, for the
+// bf16 parts whose kernel takes f32 x; null when no part needs it. One thread-local buffer: the
+// caller's thread waits for the tasks that read it.
+const float* bf16_rounded_rows(Isa isa, bool bf16x, const float* x, int64_t m,
+                               const LinearPart* parts, int64_t n_parts) {
+  if (bf16x && isa == Isa::kAvx512) return nullptr;  // the vdpbf16ps kernel rounds x itself
+  bool any = false;
+  for (int64_t p = 0; p < n_parts; ++p) any = any || parts[p].w.dtype == DType::kBF16;
+  if (!any) return nullptr;
+  thread_local std::vector<float> rounded;
+  const size_t n = static_cast<size_t>(m * parts[0].w.cols);
+  rounded.resize(n);
+  for (size_t i = 0; i < n; ++i) rounded[i] = bf16_to_f32(f32_to_bf16(x[i]));
+  return rounded.data();
+}
+
 void gemv_parts(Isa isa, bool bf16x, const float* x, int64_t m, const LinearPart* parts,
                 int64_t n_parts) {
   // bf16x (LinearConfig::bf16_gemm, only set where gemm_bf16::available(), which implies the
@@ -167,6 +183,9 @@ void gemv_parts(Isa isa, bool bf16x, const float* x, int64_t m, const LinearPart
       xb[p] = aligned;
     }
   }
+  // Other bf16 parts (no AVX-512 BF16): x rounded to bf16 and widened back once here, so that every
+  // bf16 linear computes the ops.h contract (bf16 x times bf16 w, f32 sums); f32 parts keep x.
+  const float* x_bf16 = bf16_rounded_rows(isa, bf16x, x, m, parts, n_parts);
   // int8 parts: x quantized once here (all m rows), read by every task; parts with the same group
   // and preparation (q/k/v, gate/up: one x, one cols) share it.
   thread_local std::vector<int16_t> i8_q;
@@ -231,8 +250,9 @@ void gemv_parts(Isa isa, bool bf16x, const float* x, int64_t m, const LinearPart
       return;
     }
     const DotRowsFn dot = gemv_rows_for(isa, bf16x, w.dtype);
+    const float* xp = w.dtype == DType::kBF16 && x_bf16 != nullptr ? x_bf16 : x;
     for (int64_t i = 0; i < m; i += kMaxRowsPerPass) {
-      dot(x + i * w.cols, std::min(kMaxRowsPerPass, m - i), w, parts[p].bias,
+      dot(xp + i * w.cols, std::min(kMaxRowsPerPass, m - i), w, parts[p].bias,
           parts[p].y + i * w.rows, w.rows, n_begin, n_end);
     }
   };
@@ -364,8 +384,8 @@ ExpandBf16Fn expand_bf16_for(Isa isa) {
   return expand_bf16_scalar;
 }
 
-bool rounds_x_to_bf16(const LinearConfig& config, DType dtype, int64_t m) {
-  return config.bf16_gemm && dtype == DType::kBF16 && (m <= kMaxGemvRows || m > kBf16GemmMinRows);
+bool rounds_x_to_bf16(const LinearConfig& /*config*/, DType dtype, int64_t /*m*/) {
+  return dtype == DType::kBF16;  // every path, every ISA (ops.h)
 }
 
 LinearConfig default_linear_config() {
@@ -402,6 +422,14 @@ void linear_with_config(const LinearConfig& config, const float* x, int64_t m, c
     }
     gemm_bf16::gemm(m, w.rows, w.cols, x, w.cols, b, bias, y, w.rows, false);
     return;
+  }
+  // bf16 weights on the f32 paths below (row blocks above the GEMV sizes, BLAS): x rounded to bf16
+  // first, the ops.h contract. The GEMV sizes are rounded in gemv_parts.
+  thread_local std::vector<float> rounded_x;
+  if (w.dtype == DType::kBF16 && m > kMaxGemvRows) {
+    rounded_x.resize(static_cast<size_t>(m * w.cols));
+    for (size_t i = 0; i < rounded_x.size(); ++i) rounded_x[i] = bf16_to_f32(f32_to_bf16(x[i]));
+    x = rounded_x.data();
   }
   const int64_t blocked_max = w.dtype == DType::kBF16 ? kBlockedMaxRowsBf16 : kBlockedMaxRowsF32;
   // int8 weights always take the row-block path: its int8 dot kernels serve every m.

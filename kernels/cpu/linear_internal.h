@@ -36,8 +36,8 @@ namespace tessera::kernels::cpu::linear_detail {
 // LinearConfig, default_linear_config() and linear_with_config(): linear_config.h (public).
 
 // True when linear_with_config(config, ...) rounds x to bf16 for weights of `dtype` and m rows:
-// bf16 weights with config.bf16_gemm, in the GEMV (m <= kMaxRowsPerPass, vdpbf16ps dot kernel)
-// and in gemm_bf16 (m > kBf16GemmMinRows); the row-block sizes in between keep f32 x.
+// for bf16 weights always (the ops.h contract): the vdpbf16ps GEMV and gemm_bf16 round x as they
+// pack it, the f32 paths get x rounded first.
 bool rounds_x_to_bf16(const LinearConfig& config, DType dtype, int64_t m);
 
 // cpu::linear_multi with an explicit configuration (tests, benchmarks).

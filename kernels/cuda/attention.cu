@@ -13,10 +13,19 @@
 // a kernel gets without opting in, up to head_dim 256.
 //
 // Decode (q_len == 1) uses "flash-decoding" (Dao et al. 2023): the keys are cut into at most
-// kMaxDecodeSplits splits, one single-warp block each per (batch, head), which write their partial
-// (max, sum, unnormalised output) to the caller's workspace; a combine kernel rescales the partials
-// to the global max and normalises. The split kernel is templated on the K/V element type: f32, or
-// bf16 (a bf16 K/V cache, widened to f32 as the tile is loaded: half the bytes read).
+// kMaxDecodeSplits splits per (batch, head), each split's block writes its partial (max, sum,
+// unnormalised output) to the caller's workspace, and a combine kernel rescales the partials to the
+// global max and normalises. Two split kernels, templated on the K/V element type (f32, or bf16: a
+// bf16 K/V cache, widened to f32 in registers, half the bytes read):
+// - the vector kernel (head_dim 32, 64 or 128 with 16-byte aligned rows, which every model here
+//   has): 4 warps a block; a key's row is read by kLanesPerKey lanes with one 16-byte load each
+//   (head_dim 128 bf16: 16 lanes, so a warp scores 2 keys at once), q sits in registers (each lane
+//   its slice), a score is a shuffle reduction over the key's lanes, and each lane keeps the
+//   online softmax of its own keys for its slice of dims; the lanes, then the warps, are merged
+//   once at the end. The split count fills the GPU (about two blocks per SM) instead of a fixed
+//   64 keys per split, so a decode step's 24 (batch x heads) slices do not leave 100 SMs idle.
+// - the tile kernel (any other head_dim or alignment): one warp a block, the shared-memory tiles
+//   above.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -287,6 +296,139 @@ __global__ void __launch_bounds__(kDecodeThreads)
   }
 }
 
+// ---- vector split kernel ----------------------------------------------------------------------
+constexpr int kVecWarps = 4;
+constexpr int kVecThreads = kVecWarps * 32;
+
+template <typename KvT>
+__device__ __forceinline__ void load_row16(const KvT* p, float (&out)[16 / sizeof(KvT)]) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+  if constexpr (sizeof(KvT) == 2) {
+    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      out[2 * i] = __uint_as_float(words[i] << 16);  // lower address: low half
+      out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+    }
+  } else {
+    out[0] = __uint_as_float(raw.x);
+    out[1] = __uint_as_float(raw.y);
+    out[2] = __uint_as_float(raw.z);
+    out[3] = __uint_as_float(raw.w);
+  }
+}
+
+// Merges softmax state (m2, l2, acc2) into (m, l, acc); either may be empty (max -inf).
+template <int kElems>
+__device__ __forceinline__ void merge_state(float& m, float& l, float (&acc)[kElems], float m2,
+                                            float l2, const float (&acc2)[kElems]) {
+  const float nm = fmaxf(m, m2);
+  const float c1 = m == -INFINITY ? 0.f : expf(m - nm);
+  const float c2 = m2 == -INFINITY ? 0.f : expf(m2 - nm);
+  l = l * c1 + l2 * c2;
+#pragma unroll
+  for (int e = 0; e < kElems; ++e) acc[e] = acc[e] * c1 + acc2[e] * c2;
+  m = nm;
+}
+
+// Grid (splits, heads, batch), kVecThreads threads. head_dim == kLanesPerKey * kElems exactly;
+// K/V rows 16-byte aligned (checked on the host).
+template <int kLanesPerKey, typename KvT>
+__global__ void __launch_bounds__(kVecThreads)
+    attention_decode_vector_kernel(const float* __restrict__ q, const KvT* __restrict__ k,
+                                   const KvT* __restrict__ v, AttentionShape s,
+                                   int64_t keys_per_split, DecodeWorkspace ws,
+                                   const int64_t* __restrict__ device_step, int64_t len_offset) {
+  constexpr int kElems = 16 / static_cast<int>(sizeof(KvT));  // 8 bf16 or 4 f32 per load
+  constexpr int kKeysPerWarp = 32 / kLanesPerKey;
+  constexpr int kDim = kLanesPerKey * kElems;
+  __shared__ float part_m[kVecWarps], part_l[kVecWarps];
+  __shared__ float part_acc[kVecWarps][kDim];
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  const int sub = lane / kLanesPerKey;    // which of the warp's keys
+  const int slice = lane % kLanesPerKey;  // which kElems dims of the row
+  const int64_t split = blockIdx.x;
+  const int64_t h = blockIdx.y;
+  const int64_t b = blockIdx.z;
+  const float* q_row = q + b * s.q_batch_stride + h * kDim + slice * kElems;
+  const KvT* k_base = k + b * s.k_batch_stride + h * kDim + slice * kElems;
+  const KvT* v_base = v + b * s.v_batch_stride + h * kDim + slice * kElems;
+  float qv[kElems];
+#pragma unroll
+  for (int e = 0; e < kElems; ++e) qv[e] = query_value<KvT>(q_row[e]);
+
+  const int64_t len =
+      device_step != nullptr ? clamp64(*device_step + len_offset, 0, s.kv_len) : s.kv_len;
+  const int64_t begin = split * keys_per_split;
+  const int64_t end = clamp64(begin + keys_per_split, 0, len);
+  float m = -INFINITY, l = 0.f, acc[kElems];
+#pragma unroll
+  for (int e = 0; e < kElems; ++e) acc[e] = 0.f;
+  // Warp-uniform loop (every lane takes part in the shuffles); lanes past `end` score -inf.
+  for (int64_t first = begin + warp * kKeysPerWarp; first < end;
+       first += kVecWarps * kKeysPerWarp) {
+    const int64_t key = first + sub;
+    const bool visible = key < end;
+    float kv[kElems];
+    float dot = 0.f;
+    if (visible) {
+      load_row16(k_base + key * s.k_token_stride, kv);
+#pragma unroll
+      for (int e = 0; e < kElems; ++e) dot = fmaf(qv[e], kv[e], dot);
+    }
+#pragma unroll
+    for (int off = kLanesPerKey / 2; off > 0; off /= 2) {
+      dot += __shfl_xor_sync(kFullWarpMask, dot, off);
+    }
+    if (visible) {
+      const float score = dot * s.scale;
+      const float nm = fmaxf(m, score);
+      const float c = m == -INFINITY ? 0.f : expf(m - nm);
+      const float p = expf(score - nm);
+      load_row16(v_base + key * s.v_token_stride, kv);
+      l = l * c + p;
+#pragma unroll
+      for (int e = 0; e < kElems; ++e) acc[e] = fmaf(p, kv[e], acc[e] * c);
+      m = nm;
+    }
+  }
+  // The warp's key groups hold the same dims: merge them (lanes slice, slice + kLanesPerKey, ...).
+#pragma unroll
+  for (int off = kLanesPerKey; off < 32; off *= 2) {
+    const float m2 = __shfl_xor_sync(kFullWarpMask, m, off);
+    const float l2 = __shfl_xor_sync(kFullWarpMask, l, off);
+    float acc2[kElems];
+#pragma unroll
+    for (int e = 0; e < kElems; ++e) acc2[e] = __shfl_xor_sync(kFullWarpMask, acc[e], off);
+    merge_state<kElems>(m, l, acc, m2, l2, acc2);
+  }
+  // Then the warps, through shared memory; warp 0 writes the split's partial.
+  if (lane < kLanesPerKey) {
+    if (lane == 0) {
+      part_m[warp] = m;
+      part_l[warp] = l;
+    }
+#pragma unroll
+    for (int e = 0; e < kElems; ++e) part_acc[warp][slice * kElems + e] = acc[e];
+  }
+  __syncthreads();
+  if (warp != 0 || lane >= kLanesPerKey) return;
+  for (int w = 1; w < kVecWarps; ++w) {
+    float acc2[kElems];
+#pragma unroll
+    for (int e = 0; e < kElems; ++e) acc2[e] = part_acc[w][slice * kElems + e];
+    merge_state<kElems>(m, l, acc, part_m[w], part_l[w], acc2);
+  }
+  const int64_t slot = (b * s.heads + h) * kMaxDecodeSplits + split;
+  if (lane == 0) {
+    ws.max[slot] = m;
+    ws.sum[slot] = l;
+  }
+#pragma unroll
+  for (int e = 0; e < kElems; ++e) ws.acc[slot * kDim + slice * kElems + e] = acc[e];
+}
+
 // Grid batch * heads; threads over head_dim. Rescales each split's partial to the global max.
 __global__ void __launch_bounds__(kCombineMaxThreads)
     attention_decode_combine_kernel(DecodeWorkspace ws, int64_t splits, float* __restrict__ o,
@@ -372,6 +514,72 @@ void launch_decode_split(const float* q, const KvT* k, const KvT* v, const Atten
       q, k, v, s, geometry.keys_per_split, ws, device_step, len_offset);
 }
 
+// The vector kernel's lanes per key for this shape, or 0 when it does not apply: head_dim 32, 64
+// or 128 (one 16-byte load per lane: 4, 8 or 16 lanes for bf16, 8, 16 or 32 for f32) and every
+// row of K and V starting on 16 bytes.
+template <typename KvT>
+int vector_lanes_per_key(const KvT* k, const KvT* v, const AttentionShape& s) {
+  constexpr int64_t kElems = 16 / static_cast<int64_t>(sizeof(KvT));
+  if (s.head_dim != 32 && s.head_dim != 64 && s.head_dim != 128) return 0;
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (!aligned(k) || !aligned(v)) return 0;
+  for (int64_t stride : {s.k_token_stride, s.v_token_stride, s.k_batch_stride, s.v_batch_stride}) {
+    if (stride % kElems != 0) return 0;
+  }
+  return static_cast<int>(s.head_dim / kElems);
+}
+
+// Splits for the vector kernel: enough blocks to give every SM about two (batch * heads blocks
+// per split), each split a whole number of the block's key groups, at most kMaxDecodeSplits.
+// Depends only on the shape's capacity (kv_len) and the device, so a captured graph stays valid.
+DecodeSplits vector_splits(const AttentionShape& s, int lanes_per_key) {
+  static const int sms = [] {
+    int device = 0, count = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+      return 108;
+    }
+    return count;
+  }();
+  const int64_t group = static_cast<int64_t>(kVecWarps) * (32 / lanes_per_key);  // keys a round
+  const int64_t slices = s.batch * s.heads;
+  int64_t splits = (2 * static_cast<int64_t>(sms) + slices - 1) / slices;
+  splits = splits < 1 ? 1 : (splits > kMaxDecodeSplits ? kMaxDecodeSplits : splits);
+  int64_t per_split = (s.kv_len + splits - 1) / splits;
+  per_split = (per_split + group - 1) / group * group;
+  if (per_split < group) per_split = group;
+  splits = (s.kv_len + per_split - 1) / per_split;
+  if (splits < 1) splits = 1;
+  return {per_split, splits};
+}
+
+template <typename KvT>
+void launch_decode_vector(int lanes, const float* q, const KvT* k, const KvT* v,
+                          const AttentionShape& s, const DecodeSplits& geometry,
+                          const DecodeWorkspace& ws, const int64_t* device_step, int64_t len_offset,
+                          cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(geometry.splits), static_cast<unsigned>(s.heads),
+                  static_cast<unsigned>(s.batch));
+  switch (lanes) {
+    case 4:
+      attention_decode_vector_kernel<4, KvT><<<grid, kVecThreads, 0, stream>>>(
+          q, k, v, s, geometry.keys_per_split, ws, device_step, len_offset);
+      break;
+    case 8:
+      attention_decode_vector_kernel<8, KvT><<<grid, kVecThreads, 0, stream>>>(
+          q, k, v, s, geometry.keys_per_split, ws, device_step, len_offset);
+      break;
+    case 16:
+      attention_decode_vector_kernel<16, KvT><<<grid, kVecThreads, 0, stream>>>(
+          q, k, v, s, geometry.keys_per_split, ws, device_step, len_offset);
+      break;
+    default:
+      attention_decode_vector_kernel<32, KvT><<<grid, kVecThreads, 0, stream>>>(
+          q, k, v, s, geometry.keys_per_split, ws, device_step, len_offset);
+      break;
+  }
+}
+
 // attention_decode / attention_decode_bf16kv: checks, split kernel for KvT, combine kernel.
 template <typename KvT>
 Status decode_impl(const char* op, const float* q, const KvT* k, const KvT* v, float* o,
@@ -393,21 +601,26 @@ Status decode_impl(const char* op, const float* q, const KvT* k, const KvT* v, f
   if (reinterpret_cast<uintptr_t>(workspace) % alignof(float) != 0) {
     return invalid_argument(name + ": workspace not 4-byte aligned");
   }
-  const DecodeSplits geometry = decode_splits(s.kv_len);
   const DecodeWorkspace ws = decode_workspace(workspace, s.batch * s.heads * kMaxDecodeSplits);
-  switch (dims_per_lane(s.head_dim)) {
-    case 1:
-      launch_decode_split<1>(q, k, v, s, geometry, ws, device_step, len_offset, stream);
-      break;
-    case 2:
-      launch_decode_split<2>(q, k, v, s, geometry, ws, device_step, len_offset, stream);
-      break;
-    case 4:
-      launch_decode_split<4>(q, k, v, s, geometry, ws, device_step, len_offset, stream);
-      break;
-    default:
-      launch_decode_split<8>(q, k, v, s, geometry, ws, device_step, len_offset, stream);
-      break;
+  const int lanes = vector_lanes_per_key(k, v, s);
+  const DecodeSplits geometry = lanes > 0 ? vector_splits(s, lanes) : decode_splits(s.kv_len);
+  if (lanes > 0) {
+    launch_decode_vector(lanes, q, k, v, s, geometry, ws, device_step, len_offset, stream);
+  } else {
+    switch (dims_per_lane(s.head_dim)) {
+      case 1:
+        launch_decode_split<1>(q, k, v, s, geometry, ws, device_step, len_offset, stream);
+        break;
+      case 2:
+        launch_decode_split<2>(q, k, v, s, geometry, ws, device_step, len_offset, stream);
+        break;
+      case 4:
+        launch_decode_split<4>(q, k, v, s, geometry, ws, device_step, len_offset, stream);
+        break;
+      default:
+        launch_decode_split<8>(q, k, v, s, geometry, ws, device_step, len_offset, stream);
+        break;
+    }
   }
   TESSERA_CUDA_CHECK_LAUNCH(std::string(op) + ": split kernel launch");
   const int combine_threads = static_cast<int>(

@@ -10,9 +10,9 @@
 //   thread set set_tf32_products: the diffusion im2col convolutions under Precision::kBf16), then a
 //   bias kernel.
 // - larger m, bf16 weights: a shared-memory tiled GEMM that widens the bf16 tile to f32 while
-// loading
-//   it (cuBLAS has no f32 x bf16 mixed GEMM; converting x to bf16 would lose precision). Bias
-//   fused.
+//   loading it. Bias fused.
+// With bf16 weights both kernels round x to bf16 as they read it: the one bf16 linear contract of
+// ops.h that the CPU backend keeps too.
 // int8 weights (kernels/int8.h: symmetric int8, an f32 scale per group of `group` weights along k)
 // take the same two kernels, the weights dequantized while loading (q * scale in f32, x in f32: the
 // CPU kernels' 16-bit x differs from f32 x by ~2^-16 relative): the GEMV reads 16 weights per
@@ -70,6 +70,24 @@ __device__ __forceinline__ void store_gemv_rows(const float (&acc)[kGemvRowsCons
   }
 }
 
+// The ops.h bf16 contract: with bf16 weights x is rounded to bf16 (nearest even, as
+// engine/core/dtype.h's f32_to_bf16 does on the host) before the products; other weights take x as
+// it is.
+__device__ __forceinline__ float round_to_bf16(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return __uint_as_float((u | 0x00400000u) & 0xffff0000u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return __uint_as_float(u & 0xffff0000u);
+}
+template <typename WeightT>
+__device__ __forceinline__ float x_operand(float v) {
+  if constexpr (sizeof(WeightT) == 2) {
+    return round_to_bf16(v);
+  } else {
+    return v;
+  }
+}
+
 // One warp per output feature `col`; lanes stride over k. kVectorized requires 16-byte aligned x
 // and w and k a multiple of the 16-byte element count (checked by the host), so every row start is
 // aligned.
@@ -100,6 +118,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
           for (int part = 0; part < kPer; part += 4) {
             float xv[4];
             load16(x_chunk + part, xv);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) xv[j] = x_operand<WeightT>(xv[j]);
             acc[r] += wv[part] * xv[0] + wv[part + 1] * xv[1] + wv[part + 2] * xv[2] +
                       wv[part + 3] * xv[3];
           }
@@ -111,7 +131,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
       const float wv = load_weight(w_row + i);
 #pragma unroll
       for (int r = 0; r < kGemvRowsConst; ++r) {
-        if (r < rows) acc[r] += wv * x[r * k + i];
+        if (r < rows) acc[r] += wv * x_operand<WeightT>(x[r * k + i]);
       }
     }
   }
@@ -236,12 +256,14 @@ constexpr int kSub = 4;  // outputs per thread in each direction; kTileM == 16 *
 
 // The weight element (row gn, column gk) in f32: bf16 widened, or int8 times its group's scale.
 struct Bf16Rows {
+  static constexpr bool kRoundsX = true;  // the ops.h bf16 contract
   const uint16_t* w;
   __device__ __forceinline__ float operator()(int64_t gn, int64_t gk, int64_t k) const {
     return load_weight(w + gn * k + gk);
   }
 };
 struct Int8Rows {
+  static constexpr bool kRoundsX = false;
   const int8_t* q;
   const float* scales;
   int64_t group;
@@ -277,7 +299,8 @@ __global__ void __launch_bounds__(kTileThreads)
       const int64_t gk = k0 + kk;
       const int64_t gm = row0 + r;
       const int64_t gn = col0 + r;
-      x_tile[kk][r] = (gm < m && gk < k) ? x[gm * k + gk] : 0.f;
+      const float xv = (gm < m && gk < k) ? x[gm * k + gk] : 0.f;
+      x_tile[kk][r] = Rows::kRoundsX ? round_to_bf16(xv) : xv;
       w_tile[kk][r] = (gn < n && gk < k) ? w(gn, gk, k) : 0.f;
     }
     __syncthreads();

@@ -22,7 +22,10 @@ void linear(const float* x, int64_t m, const Weight& w, const float* bias, float
         const float wk = w.dtype == DType::kF32    ? w_f32[n * k_dim + k]
                          : w.dtype == DType::kBF16 ? bf16_to_f32(w_bf16[n * k_dim + k])
                                                    : int8_weight_at(w, n, k);
-        sum += static_cast<double>(x[i * k_dim + k]) * static_cast<double>(wk);
+        // bf16 weights: x rounded to bf16 first (ops.h).
+        const float xk =
+            w.dtype == DType::kBF16 ? bf16_to_f32(f32_to_bf16(x[i * k_dim + k])) : x[i * k_dim + k];
+        sum += static_cast<double>(xk) * static_cast<double>(wk);
       }
       y[i * n_out + n] = static_cast<float>(sum);
     }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/dtype.h"
 #include "kernels/ops.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "tests/support/kernel_test_util.h"
@@ -183,6 +184,45 @@ TEST_F(CudaAttention, DecodeFromPartlyFilledCache) {
   s.k_batch_stride = s.v_batch_stride = max_len * heads * head_dim;
   check(s, true, false, 600);
   check(s, false, false, 610);  // the general kernel on the same layout
+}
+
+// The vector split kernel (head_dim 32, 64, 128 with aligned rows) over a bf16 cache, at the decode
+// shapes of the models (batch 2 for guidance, 12 heads) and at lengths that leave partial key
+// groups, one key, and several splits; against the reference of the bf16 contract. Odd strides
+// fall back to the tile kernel and must agree too.
+TEST_F(CudaAttention, DecodeVectorKernelOverABf16Cache) {
+  uint64_t seed = 700;
+  for (int64_t head_dim : {32, 64, 128}) {
+    for (int64_t kv_len : {1, 33, 200, 1027}) {
+      for (bool padded : {false, true}) {
+        AttentionShape s = shape(2, 12, 1, kv_len, head_dim, false);
+        if (padded) {  // a token stride that is not a multiple of 8 elements: the tile kernel
+          s.k_token_stride = s.v_token_stride = s.heads * head_dim + 3;
+          s.k_batch_stride = s.v_batch_stride = kv_len * s.k_token_stride;
+        }
+        SCOPED_TRACE(describe(s) + (padded ? " padded" : ""));
+        const Extents e = extents_of(s);
+        const std::vector<float> q = test::random_floats(e.q, seed++);
+        const std::vector<float> k32 = test::random_floats(e.k, seed++);
+        const std::vector<float> v32 = test::random_floats(e.v, seed++);
+        std::vector<uint16_t> k(k32.size()), v(v32.size());
+        convert_f32_to_bf16(k32.data(), k.data(), k.size());
+        convert_f32_to_bf16(v32.data(), v.data(), v.size());
+        std::vector<float> expected = test::random_floats(e.o, seed++);
+        const std::vector<float> o_initial = expected;
+        ref::attention_decode_bf16kv(q.data(), k.data(), v.data(), expected.data(), s);
+        cuda::DeviceBuffer d_q = upload(q), d_k = upload(k), d_v = upload(v),
+                           d_o = upload(o_initial);
+        cuda::DeviceBuffer d_ws = alloc<float>(cuda::attention_decode_workspace_bytes(s) / 4);
+        TESSERA_ASSERT_OK(cuda::attention_decode_bf16kv(d_q.as<float>(), d_k.as<uint16_t>(),
+                                                        d_v.as<uint16_t>(), d_o.as<float>(), s,
+                                                        d_ws.data(), d_ws.bytes(), stream_));
+        ASSERT_TRUE(sync());
+        const std::vector<float> actual = download<float>(d_o, e.o);
+        EXPECT_TRUE(test::all_close(actual.data(), expected.data(), e.o, kAtol, kRtol));
+      }
+    }
+  }
 }
 
 TEST(CudaAttentionArgs, WorkspaceSizeDoesNotDependOnKvLen) {
