@@ -19,6 +19,15 @@ test ! -e "$bin/tessera-bench" || { echo "FAIL: the package ships tessera-bench"
 if "$bin/tessera" bench kernels --quick >/dev/null 2>&1; then echo "FAIL: tessera has a bench command"; exit 1; fi
 share="$tmp/root/usr/share"
 test -d "$share/tessera/assets/vocab/clip" || { echo "FAIL: assets missing from the package"; exit 1; }
+# The Assimp reader (a child process of every mesh import) ships in libexec and is found from bin.
+reader="$tmp/root/usr/libexec/tessera/tessera-mesh-reader"
+if [[ -x "$reader" ]]; then
+  formats=$(env -u TESSERA_MESH_READER "$bin/tessera" check --formats)
+  grep -q "read through Assimp .*($reader)" <<<"$formats" ||
+    { echo "FAIL: the unpacked tessera does not use the packaged reader: $formats"; exit 1; }
+else
+  echo "the package has no tessera-mesh-reader (built without Assimp): Assimp formats not checked"
+fi
 if [[ -x "$bin/tessera-studio" ]]; then
   for f in applications/tessera-studio.desktop metainfo/io.tessera.Studio.metainfo.xml \
            icons/hicolor/scalable/apps/io.tessera.Studio.svg; do
