@@ -9,8 +9,10 @@
 // - larger m, f32 weights: cublasSgemm (default math mode: no TF32, so f32 accuracy, unless the
 //   thread set set_tf32_products: the diffusion im2col convolutions under Precision::kBf16), then a
 //   bias kernel.
-// - larger m, bf16 weights: a shared-memory tiled GEMM that widens the bf16 tile to f32 while
-//   loading it. Bias fused.
+// - larger m, bf16 weights: x rounded to bf16 into a per-thread device scratch, then cuBLAS's bf16
+//   GEMM on the tensor cores (f32 accumulation), then the bias kernel; the shared-memory tiled GEMM
+//   (widens the bf16 tile to f32 while loading it, bias fused) when the scratch would have to grow
+//   during a graph capture, and for int8 weights.
 // With bf16 weights both kernels round x to bf16 as they read it: the one bf16 linear contract of
 // ops.h that the CPU backend keeps too.
 // int8 weights (kernels/int8.h: symmetric int8, an f32 scale per group of `group` weights along k)
@@ -20,6 +22,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <climits>
 #include <string>
 
@@ -411,6 +414,77 @@ Status sgemm(const float* x, int64_t m, const float* w, int64_t n, int64_t k, fl
   return Status();
 }
 
+// x rounded to bf16 bits (the ops.h contract), for the tensor-core GEMM.
+__global__ void round_x_to_bf16_kernel(const float* __restrict__ x, uint16_t* __restrict__ out,
+                                       int64_t count) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    out[i] = static_cast<uint16_t>(__float_as_uint(round_to_bf16(x[i])) >> 16);
+  }
+}
+
+// One growing device buffer per thread (and device) for x in bf16. Null (the caller falls back to
+// the tiled kernel) when it would have to grow while the stream is being captured into a graph.
+Expected<uint16_t*> thread_bf16_scratch(size_t elements, cudaStream_t stream) {
+  struct Scratch {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+    int device = -1;
+    ~Scratch() {
+      if (ptr != nullptr) cudaFree(ptr);
+    }
+  };
+  thread_local Scratch scratch;
+  int device = 0;
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device), "linear: cudaGetDevice");
+  const size_t bytes = elements * sizeof(uint16_t);
+  if (scratch.ptr != nullptr && scratch.device == device && scratch.bytes >= bytes) {
+    return static_cast<uint16_t*>(scratch.ptr);
+  }
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture),
+                               "linear: cudaStreamIsCapturing");
+  if (capture != cudaStreamCaptureStatusNone) return static_cast<uint16_t*>(nullptr);
+  if (scratch.ptr != nullptr) {
+    cudaFree(scratch.ptr);  // waits for the work that used it
+    scratch.ptr = nullptr;
+    scratch.bytes = 0;
+  }
+  const size_t grown = std::max<size_t>(bytes, size_t{1} << 20);
+  TESSERA_CUDA_RETURN_IF_ERROR(cudaMalloc(&scratch.ptr, grown),
+                               "linear: " + std::to_string(grown) + " bytes for x in bf16");
+  scratch.bytes = grown;
+  scratch.device = device;
+  return static_cast<uint16_t*>(scratch.ptr);
+}
+
+// bf16 weights, m above the GEMV sizes: x rounded to bf16, then cuBLAS's bf16 GEMM on the tensor
+// cores with f32 accumulation and f32 output (the ops.h contract: exact products, f32 sums).
+// Returns false (nothing launched) when no scratch can be had during a graph capture.
+Expected<bool> bf16_tensor_core_gemm(const float* x, int64_t m, const uint16_t* w, int64_t n,
+                                     int64_t k, float* y, cudaStream_t stream) {
+  TESSERA_ASSIGN_OR_RETURN(uint16_t * xb, thread_bf16_scratch(static_cast<size_t>(m * k), stream));
+  if (xb == nullptr) return false;
+  constexpr int kThreads = 256;
+  round_x_to_bf16_kernel<<<detail::grid_stride_blocks(m * k, kThreads), kThreads, 0, stream>>>(
+      x, xb, m * k);
+  TESSERA_CUDA_CHECK_LAUNCH("linear: x to bf16 launch");
+  TESSERA_ASSIGN_OR_RETURN(cublasHandle_t handle, thread_cublas_handle());
+  cublasStatus_t st = cublasSetStream(handle, stream);
+  if (st != CUBLAS_STATUS_SUCCESS) return internal_error(cublas_error(st, "cublasSetStream"));
+  st = cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH);
+  if (st != CUBLAS_STATUS_SUCCESS) return internal_error(cublas_error(st, "cublasSetMathMode"));
+  // Column-major as in sgemm(): y^T (n x m) = w (k x n, op T) . x^T (k x m).
+  const float alpha = 1.f;
+  const float beta = 0.f;
+  st = cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+                    static_cast<int>(k), &alpha, w, CUDA_R_16BF, static_cast<int>(k), xb,
+                    CUDA_R_16BF, static_cast<int>(k), &beta, y, CUDA_R_32F, static_cast<int>(n),
+                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (st != CUBLAS_STATUS_SUCCESS) return internal_error(cublas_error(st, "cublasGemmEx bf16"));
+  return true;
+}
+
 }  // namespace
 
 void set_tf32_products(bool on) {
@@ -462,6 +536,13 @@ Status linear(const float* x, int64_t m, const Weight& w, const float* bias, flo
   if (w.dtype == DType::kF32) {
     TESSERA_RETURN_IF_ERROR(sgemm(x, m, static_cast<const float*>(w.data), n, k, y, stream));
     return bias != nullptr ? launch_add_bias(y, bias, m, n, stream) : Status();
+  }
+
+  if (w.dtype == DType::kBF16) {
+    TESSERA_ASSIGN_OR_RETURN(
+        const bool done,
+        bf16_tensor_core_gemm(x, m, static_cast<const uint16_t*>(w.data), n, k, y, stream));
+    if (done) return bias != nullptr ? launch_add_bias(y, bias, m, n, stream) : Status();
   }
 
   const int64_t grid_y = (m + kTileM - 1) / kTileM;
