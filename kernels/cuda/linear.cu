@@ -109,22 +109,36 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 
   if constexpr (kVectorized) {
     constexpr int kPer = 16 / static_cast<int>(sizeof(WeightT));  // 4 f32 or 8 bf16
+    // kUnroll 16-byte weight loads are issued before any is used: a decode GEMV is bound by the
+    // bytes in flight (k = 1536 bf16 is 6 loads a lane), not by arithmetic. A lane still adds its
+    // chunks lane, lane + 32, lane + 64, ... in that order, so the sums (and batch invariance) are
+    // those of one load at a time.
+    constexpr int kUnroll = 4;
     const int64_t chunks = k / kPer;
-    for (int64_t c = lane; c < chunks; c += 32) {
-      float wv[kPer];
-      load16(w_row + c * kPer, wv);
+    for (int64_t c0 = lane; c0 < chunks; c0 += 32 * kUnroll) {
+      float wv[kUnroll][kPer];
 #pragma unroll
-      for (int r = 0; r < kGemvRowsConst; ++r) {
-        if (r < rows) {
-          const float* x_chunk = x + r * k + c * kPer;
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t c = c0 + 32 * u;
+        if (c < chunks) load16(w_row + c * kPer, wv[u]);
+      }
 #pragma unroll
-          for (int part = 0; part < kPer; part += 4) {
-            float xv[4];
-            load16(x_chunk + part, xv);
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t c = c0 + 32 * u;
+        if (c >= chunks) break;
 #pragma unroll
-            for (int j = 0; j < 4; ++j) xv[j] = x_operand<WeightT>(xv[j]);
-            acc[r] += wv[part] * xv[0] + wv[part + 1] * xv[1] + wv[part + 2] * xv[2] +
-                      wv[part + 3] * xv[3];
+        for (int r = 0; r < kGemvRowsConst; ++r) {
+          if (r < rows) {
+            const float* x_chunk = x + r * k + c * kPer;
+#pragma unroll
+            for (int part = 0; part < kPer; part += 4) {
+              float xv[4];
+              load16(x_chunk + part, xv);
+#pragma unroll
+              for (int j = 0; j < 4; ++j) xv[j] = x_operand<WeightT>(xv[j]);
+              acc[r] += wv[u][part] * xv[0] + wv[u][part + 1] * xv[1] + wv[u][part + 2] * xv[2] +
+                        wv[u][part + 3] * xv[3];
+            }
           }
         }
       }
