@@ -176,8 +176,8 @@ AttentionAlgo resolve(const AttentionShape& s, AttentionAlgo algo) {
 }  // namespace
 
 AttentionAlgo choose_attention_algo(const AttentionShape& s) {
-  if (s.causal || s.head_dim <= kAttentionMaxHeadDim) return AttentionAlgo::kFlash;
-  return AttentionAlgo::kPartialFused;
+  if (s.causal) return AttentionAlgo::kFlash;
+  return AttentionAlgo::kNaive;
 }
 
 int64_t attention_scratch_floats(const AttentionShape& s, AttentionAlgo algo) {
