@@ -68,7 +68,8 @@ enum class ComputePrecision {
 const char* compute_precision_name(ComputePrecision p);  // "auto", "f32", "bf16"
 // kAuto resolved for a model with `model_channels` on this CPU; kBf16 only when available.
 kernels::Precision resolve_precision(ComputePrecision p, int64_t model_channels);
-// The same on `backend`: kBf16 also where it has TF32 products (a GPU).
+// The same on `backend`. Where kBf16 means TF32 products (a GPU), only an explicit kBf16 gives it:
+// auto is f32 there (TF32 measured slower than f32 on an H200).
 kernels::Precision resolve_precision(ComputePrecision p, int64_t model_channels,
                                      const kernels::Backend& backend);
 
