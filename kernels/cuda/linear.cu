@@ -203,29 +203,41 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 #pragma unroll
   for (int r = 0; r < kGemvRowsConst; ++r) acc[r] = 0.f;
   if constexpr (kVectorized) {
+    // As in linear_gemv_kernel: kUnroll 16-byte loads in flight per lane, same order of additions.
+    constexpr int kUnroll = 4;
     const int64_t chunks = k / 16;
-    for (int64_t c = lane; c < chunks; c += 32) {
-      const uint4 v = *reinterpret_cast<const uint4*>(w_row + c * 16);
-      const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-      float wv[16];
+    for (int64_t c0 = lane; c0 < chunks; c0 += 32 * kUnroll) {
+      uint4 raw[kUnroll];
 #pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        wv[i] = static_cast<float>(static_cast<int8_t>((words[i / 4] >> (8 * (i % 4))) & 0xffu));
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t c = c0 + 32 * u;
+        if (c < chunks) raw[u] = *reinterpret_cast<const uint4*>(w_row + c * 16);
       }
-      const float s = s_row[(c * 16) / group];
 #pragma unroll
-      for (int r = 0; r < kGemvRowsConst; ++r) {
-        if (r < rows) {
-          const float* x_chunk = x + r * k + c * 16;
-          float dot = 0.f;
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t c = c0 + 32 * u;
+        if (c >= chunks) break;
+        const uint32_t words[4] = {raw[u].x, raw[u].y, raw[u].z, raw[u].w};
+        float wv[16];
 #pragma unroll
-          for (int part = 0; part < 16; part += 4) {
-            float xv[4];
-            load16(x_chunk + part, xv);
-            dot += wv[part] * xv[0] + wv[part + 1] * xv[1] + wv[part + 2] * xv[2] +
-                   wv[part + 3] * xv[3];
+        for (int i = 0; i < 16; ++i) {
+          wv[i] = static_cast<float>(static_cast<int8_t>((words[i / 4] >> (8 * (i % 4))) & 0xffu));
+        }
+        const float s = s_row[(c * 16) / group];
+#pragma unroll
+        for (int r = 0; r < kGemvRowsConst; ++r) {
+          if (r < rows) {
+            const float* x_chunk = x + r * k + c * 16;
+            float dot = 0.f;
+#pragma unroll
+            for (int part = 0; part < 16; part += 4) {
+              float xv[4];
+              load16(x_chunk + part, xv);
+              dot += wv[part] * xv[0] + wv[part + 1] * xv[1] + wv[part + 2] * xv[2] +
+                     wv[part + 3] * xv[3];
+            }
+            acc[r] += s * dot;
           }
-          acc[r] += s * dot;
         }
       }
     }
