@@ -145,6 +145,15 @@ class Backend {
     return rope_interleaved(x, tokens, heads, head_dim, heads * head_dim, positions, theta);
   }
 
+  // x += t, then h = LayerNorm(x) without affine (the transformer's residual add and the next
+  // norm): the two ops below by default; the CUDA backend fuses them into one kernel with the same
+  // arithmetic (same bits). x and t are [rows, dim]; h must not alias x or t.
+  virtual Status add_layer_norm(float* x, const float* t, float* h, int64_t rows, int64_t dim,
+                                float eps) {
+    TESSERA_RETURN_IF_ERROR(add(x, t, x, rows * dim));
+    return layer_norm(x, nullptr, nullptr, h, rows, dim, eps);
+  }
+
   // ---- bf16 K/V cache (optional; the defaults report kUnsupported) ------------------------------
   // dst[i] = bf16(src[i]) (round to nearest even, as convert_f32_to_bf16), i < n: K/V cache writes.
   virtual Status convert_f32_to_bf16(uint16_t* dst, const float* src, int64_t n) {

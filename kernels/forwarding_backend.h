@@ -124,6 +124,11 @@ class ForwardingBackend : public Backend {
       return inner_->rope_interleaved(x, tokens, heads, head_dim, token_stride, positions, theta);
     });
   }
+  Status add_layer_norm(float* x, const float* t, float* h, int64_t rows, int64_t dim,
+                        float eps) override {
+    return run_op({"add_layer_norm"},
+                  [=, this] { return inner_->add_layer_norm(x, t, h, rows, dim, eps); });
+  }
   Status rms_norm_rope(float* x, const float* weight, int64_t tokens, int64_t heads,
                        int64_t head_dim, float eps, const int32_t* positions,
                        float theta) override {

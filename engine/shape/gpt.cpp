@@ -581,17 +581,19 @@ Status GptSession::project(const detail::GptPreAttention& pre, const float* h, i
                             c.rope_theta);
 }
 
-// x += c_proj(y); x += SwiGLU(LN(x)).
-Status GptSession::post(const detail::GptPostAttention& p, float* x, const float* y, int64_t rows) {
+// x += c_proj(y); x += SwiGLU(LN(x)); with `then_norm`, also h_ = LN(x) for what follows (the
+// next block's input norm, or the head's): the last add and that norm in one backend op.
+Status GptSession::post(const detail::GptPostAttention& p, float* x, const float* y, int64_t rows,
+                        bool then_norm) {
   const GptConfig& c = model_->config();
   const int64_t n = rows * c.n_embd;
   TESSERA_RETURN_IF_ERROR(be_->linear(y, rows, p.c_proj.w, p.c_proj.bias, t_));
-  TESSERA_RETURN_IF_ERROR(be_->add(x, t_, x, n));
-  TESSERA_RETURN_IF_ERROR(be_->layer_norm(x, nullptr, nullptr, h_, rows, c.n_embd, c.eps));
+  TESSERA_RETURN_IF_ERROR(be_->add_layer_norm(x, t_, h_, rows, c.n_embd, c.eps));
   const kernels::LinearPart gate_up[2] = {{p.gate.w, p.gate.bias, gate_}, {p.up.w, p.up.bias, up_}};
   TESSERA_RETURN_IF_ERROR(be_->linear_multi(h_, rows, gate_up, 2));
   TESSERA_RETURN_IF_ERROR(be_->swiglu(gate_, up_, gate_, rows * c.mlp_hidden));
   TESSERA_RETURN_IF_ERROR(be_->linear(gate_, rows, p.down.w, p.down.bias, t_));
+  if (then_norm) return be_->add_layer_norm(x, t_, h_, rows, c.n_embd, c.eps);
   return be_->add(x, t_, x, n);
 }
 
@@ -934,20 +936,21 @@ Status GptSession::decode_at(const int64_t* step) {
     return be_->attention_decode_at(q_, kc, vc, kv_dtype_, y_, as, step, kv_offset);
   };
   const detail::GptWeights& w = model_->weights();
+  // Each block's input norm is made by the previous block's last residual add (post with
+  // then_norm; one kernel on the GPU), the first by a layer_norm here, the head's by the last
+  // block.
+  TESSERA_RETURN_IF_ERROR(be_->layer_norm(x_, nullptr, nullptr, h_, batch_, d, c.eps));
   for (size_t i = 0; i < w.dual.size(); ++i) {
-    TESSERA_RETURN_IF_ERROR(be_->layer_norm(x_, nullptr, nullptr, h_, batch_, d, c.eps));
     TESSERA_RETURN_IF_ERROR(project(w.dual[i].pre_x, h_, batch_, true, q_, k_, v_));
     TESSERA_RETURN_IF_ERROR(attend(i, t, s, s + 1));
-    TESSERA_RETURN_IF_ERROR(post(w.dual[i].post_1, x_, y_, batch_));
+    TESSERA_RETURN_IF_ERROR(post(w.dual[i].post_1, x_, y_, batch_, true));
   }
   for (size_t i = 0; i < w.single.size(); ++i) {
     const size_t layer = w.dual.size() + i;
-    TESSERA_RETURN_IF_ERROR(be_->layer_norm(x_, nullptr, nullptr, h_, batch_, d, c.eps));
     TESSERA_RETURN_IF_ERROR(project(w.single[i].attn, h_, batch_, true, q_, k_, v_));
     TESSERA_RETURN_IF_ERROR(attend(layer, max_len_, 0, 1));
-    TESSERA_RETURN_IF_ERROR(post(w.single[i].post, x_, y_, batch_));
+    TESSERA_RETURN_IF_ERROR(post(w.single[i].post, x_, y_, batch_, true));
   }
-  TESSERA_RETURN_IF_ERROR(be_->layer_norm(x_, nullptr, nullptr, h_, batch_, d, c.eps));
   return be_->linear(h_, batch_, w.lm_head, nullptr, logits_);
 }
 

@@ -263,7 +263,8 @@ class GptSession {
   Expected<bool> cached_condition_matches(int64_t b);
   Status remember_condition(int64_t rows);
   Status single_full(size_t i, int64_t len);
-  Status post(const detail::GptPostAttention& p, float* x, const float* y, int64_t rows);
+  Status post(const detail::GptPostAttention& p, float* x, const float* y, int64_t rows,
+              bool then_norm = false);
   Status project(const detail::GptPreAttention& pre, const float* h, int64_t rows, bool rope,
                  float* q, float* k, float* v);
   Status head(const float* rows_in, float* logits);  // [batch, D] backend -> logits host

@@ -302,11 +302,7 @@ class CudaBackend final : public Backend {
   Status linear_multi(const float* x, int64_t m, const LinearPart* parts,
                       int64_t n_parts) override {
     TESSERA_RETURN_IF_ERROR(bind());
-    for (int64_t p = 0; p < n_parts; ++p) {
-      const Status st = cuda::linear(x, m, parts[p].w, parts[p].bias, parts[p].y, stream_);
-      if (!st.ok()) return st.with_context("linear_multi part " + std::to_string(p));
-    }
-    return Status();
+    return cuda::linear_multi(x, m, parts, n_parts, stream_);
   }
   Status layer_norm(const float* x, const float* weight, const float* bias, float* y, int64_t rows,
                     int64_t dim, float eps) override {
@@ -320,6 +316,10 @@ class CudaBackend final : public Backend {
                           int64_t token_stride, const int32_t* positions, float theta) override {
     return on_stream(cuda::rope_interleaved, x, tokens, heads, head_dim, token_stride, positions,
                      theta);
+  }
+  Status add_layer_norm(float* x, const float* t, float* h, int64_t rows, int64_t dim,
+                        float eps) override {
+    return on_stream(cuda::add_layer_norm, x, t, h, rows, dim, eps);
   }
   Status rms_norm_rope(float* x, const float* weight, int64_t tokens, int64_t heads,
                        int64_t head_dim, float eps, const int32_t* positions,

@@ -62,10 +62,19 @@ bool tf32_products();
 
 Status linear(const float* x, int64_t m, const Weight& w, const float* bias, float* y,
               cudaStream_t stream);
+// linear() for each part over the same x; the GEMV sizes (m <= kGemvMaxRows) of up to 4 f32 or
+// bf16 parts with one k run as one kernel launch (the decode step's q/k/v and gate/up), with the
+// results of separate calls (each feature's sum is computed the same way).
+Status linear_multi(const float* x, int64_t m, const LinearPart* parts, int64_t n_parts,
+                    cudaStream_t stream);
 
 // LayerNorm over the last dim (two-pass mean/variance); weight/bias may be null. In place OK.
 Status layer_norm(const float* x, const float* weight, const float* bias, float* y, int64_t rows,
                   int64_t dim, float eps, cudaStream_t stream);
+// x += t; h = LayerNorm(x) without affine, one kernel (Backend::add_layer_norm); h must not alias
+// x or t.
+Status add_layer_norm(float* x, const float* t, float* h, int64_t rows, int64_t dim, float eps,
+                      cudaStream_t stream);
 
 // RMSNorm: y = x / sqrt(mean(x^2) + eps) * weight (weight may be null). In place OK.
 Status rms_norm(const float* x, const float* weight, float* y, int64_t rows, int64_t dim, float eps,

@@ -94,15 +94,34 @@ __device__ __forceinline__ float x_operand(float v) {
 // One warp per output feature `col`; lanes stride over k. kVectorized requires 16-byte aligned x
 // and w and k a multiple of the 16-byte element count (checked by the host), so every row start is
 // aligned.
+// Up to kMaxGemvParts weights over the same x (q/k/v, gate/up) in one launch: part p owns blocks
+// [first_block[p], first_block[p + 1]); a block computes kGemvWarps features of one part.
+constexpr int kMaxGemvParts = 4;
+template <typename WeightT>
+struct GemvParts {
+  const WeightT* w[kMaxGemvParts];
+  const float* bias[kMaxGemvParts];
+  float* y[kMaxGemvParts];
+  int64_t n[kMaxGemvParts];
+  int64_t first_block[kMaxGemvParts + 1];
+  int count;
+};
+
+// At least two blocks an SM (<= 128 registers a thread): the loads in flight of 16 warps an SM
+// are what the GEMV's bandwidth is made of.
 template <typename WeightT, bool kVectorized>
-__global__ void __launch_bounds__(kGemvWarps * 32)
-    linear_gemv_kernel(const float* __restrict__ x, const WeightT* __restrict__ w,
-                       const float* __restrict__ bias, float* __restrict__ y, int rows, int64_t n,
-                       int64_t k) {
+__global__ void __launch_bounds__(kGemvWarps * 32, 2)
+    linear_gemv_kernel(const float* __restrict__ x, GemvParts<WeightT> parts, int rows, int64_t k) {
   const int lane = threadIdx.x % 32;
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
+  int p = 0;  // uniform per block
+  while (p + 1 < parts.count && blockIdx.x >= parts.first_block[p + 1]) ++p;
+  const int64_t n = parts.n[p];
+  const float* __restrict__ bias = parts.bias[p];
+  float* __restrict__ y = parts.y[p];
+  const int64_t col =
+      (static_cast<int64_t>(blockIdx.x) - parts.first_block[p]) * kGemvWarps + threadIdx.x / 32;
   if (col >= n) return;  // uniform per warp; the kernel has no block barrier
-  const WeightT* w_row = w + col * k;
+  const WeightT* w_row = parts.w[p] + col * k;
   float acc[kGemvRowsConst];
 #pragma unroll
   for (int r = 0; r < kGemvRowsConst; ++r) acc[r] = 0.f;
@@ -169,21 +188,44 @@ Expected<dim3> gemv_grid(int64_t n) {
   return dim3(static_cast<unsigned>(blocks));
 }
 
+// One launch for parts.count weights of one dtype over the same x (each part's n and pointers set;
+// first_block filled here).
 template <typename WeightT>
-Status launch_gemv(const float* x, int64_t m, const WeightT* w, int64_t n, int64_t k,
-                   const float* bias, float* y, cudaStream_t stream) {
+Status launch_gemv_parts(const float* x, int64_t m, GemvParts<WeightT> parts, int64_t k,
+                         cudaStream_t stream) {
   constexpr int64_t kPer = 16 / static_cast<int64_t>(sizeof(WeightT));
-  const bool vectorized = aligned16(x) && aligned16(w) && k % kPer == 0;
-  TESSERA_ASSIGN_OR_RETURN(const dim3 grid, gemv_grid(n));
+  bool vectorized = aligned16(x) && k % kPer == 0;
+  parts.first_block[0] = 0;
+  for (int p = 0; p < parts.count; ++p) {
+    vectorized = vectorized && aligned16(parts.w[p]);
+    parts.first_block[p + 1] = parts.first_block[p] + (parts.n[p] + kGemvWarps - 1) / kGemvWarps;
+  }
+  const int64_t blocks = parts.first_block[parts.count];
+  if (blocks > INT_MAX) {
+    return invalid_argument("cuda linear: " + std::to_string(blocks) + " GEMV blocks, too many");
+  }
+  const dim3 grid(static_cast<unsigned>(blocks));
   const dim3 block(kGemvWarps * 32);
   const int rows = static_cast<int>(m);
   if (vectorized) {
-    linear_gemv_kernel<WeightT, true><<<grid, block, 0, stream>>>(x, w, bias, y, rows, n, k);
+    linear_gemv_kernel<WeightT, true><<<grid, block, 0, stream>>>(x, parts, rows, k);
   } else {
-    linear_gemv_kernel<WeightT, false><<<grid, block, 0, stream>>>(x, w, bias, y, rows, n, k);
+    linear_gemv_kernel<WeightT, false><<<grid, block, 0, stream>>>(x, parts, rows, k);
   }
   TESSERA_CUDA_CHECK_LAUNCH("linear: gemv kernel launch");
   return Status();
+}
+
+template <typename WeightT>
+Status launch_gemv(const float* x, int64_t m, const WeightT* w, int64_t n, int64_t k,
+                   const float* bias, float* y, cudaStream_t stream) {
+  GemvParts<WeightT> parts{};
+  parts.w[0] = w;
+  parts.bias[0] = bias;
+  parts.y[0] = y;
+  parts.n[0] = n;
+  parts.count = 1;
+  return launch_gemv_parts(x, m, parts, k, stream);
 }
 
 // int8 weights: one warp per output feature as above; kVectorized: 16 weights per 16-byte load,
@@ -518,6 +560,48 @@ void set_tf32_products(bool on) {
 }
 bool tf32_products() {
   return t_tf32_products;
+}
+
+Status linear_multi(const float* x, int64_t m, const LinearPart* parts, int64_t n_parts,
+                    cudaStream_t stream) {
+  // The decode GEMVs of one x (q/k/v, gate/up) in one launch when they share a dtype (f32 or
+  // bf16), their k and a GEMV size; otherwise one linear() per part.
+  bool fused =
+      n_parts >= 2 && n_parts <= kMaxGemvParts && m >= 1 && m <= kGemvMaxRows && x != nullptr;
+  for (int64_t p = 0; fused && p < n_parts; ++p) {
+    const Weight& w = parts[p].w;
+    fused = (w.dtype == DType::kF32 || w.dtype == DType::kBF16) && w.dtype == parts[0].w.dtype &&
+            w.cols == parts[0].w.cols && w.cols > 0 && w.rows > 0 && w.data != nullptr &&
+            parts[p].y != nullptr && w.cols <= INT_MAX && w.rows <= INT_MAX;
+  }
+  if (fused) {
+    const int64_t k = parts[0].w.cols;
+    if (parts[0].w.dtype == DType::kBF16) {
+      GemvParts<uint16_t> g{};
+      for (int64_t p = 0; p < n_parts; ++p) {
+        g.w[p] = static_cast<const uint16_t*>(parts[p].w.data);
+        g.bias[p] = parts[p].bias;
+        g.y[p] = parts[p].y;
+        g.n[p] = parts[p].w.rows;
+      }
+      g.count = static_cast<int>(n_parts);
+      return launch_gemv_parts(x, m, g, k, stream);
+    }
+    GemvParts<float> g{};
+    for (int64_t p = 0; p < n_parts; ++p) {
+      g.w[p] = static_cast<const float*>(parts[p].w.data);
+      g.bias[p] = parts[p].bias;
+      g.y[p] = parts[p].y;
+      g.n[p] = parts[p].w.rows;
+    }
+    g.count = static_cast<int>(n_parts);
+    return launch_gemv_parts(x, m, g, k, stream);
+  }
+  for (int64_t p = 0; p < n_parts; ++p) {
+    const Status st = linear(x, m, parts[p].w, parts[p].bias, parts[p].y, stream);
+    if (!st.ok()) return st.with_context("linear_multi part " + std::to_string(p));
+  }
+  return Status();
 }
 
 Status linear(const float* x, int64_t m, const Weight& w, const float* bias, float* y,

@@ -43,6 +43,35 @@ __global__ void __launch_bounds__(kNormThreads)
   }
 }
 
+// x += t and h = LayerNorm(x) (no affine) in one pass per row: each thread stores the sums it
+// computed and reads back only its own elements, so the arithmetic (and the bits) are those of
+// add_kernel followed by layer_norm_kernel.
+__global__ void __launch_bounds__(kNormThreads)
+    add_layer_norm_kernel(float* x, const float* __restrict__ t, float* __restrict__ h,
+                          int64_t rows, int64_t dim, float eps) {
+  __shared__ float scratch[33];
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    float* xr = x + row * dim;
+    const float* tr = t + row * dim;
+    float* hr = h + row * dim;
+    float sum = 0.f;
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+      const float v = xr[i] + tr[i];
+      xr[i] = v;
+      sum += v;
+    }
+    const float mean = detail::block_sum(sum, scratch) / static_cast<float>(dim);
+    float sq = 0.f;
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+      const float c = xr[i] - mean;
+      sq += c * c;
+    }
+    const float var = detail::block_sum(sq, scratch) / static_cast<float>(dim);
+    const float inv_std = rsqrtf(var + eps);
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) hr[i] = (xr[i] - mean) * inv_std;
+  }
+}
+
 __global__ void __launch_bounds__(kNormThreads)
     rms_norm_kernel(const float* x, const float* __restrict__ weight, float* y, int64_t rows,
                     int64_t dim, float eps) {
@@ -88,6 +117,19 @@ Status layer_norm(const float* x, const float* weight, const float* bias, float*
   layer_norm_kernel<<<detail::grid_stride_blocks(rows, 1), norm_threads(dim), 0, stream>>>(
       x, weight, bias, y, rows, dim, eps);
   TESSERA_CUDA_CHECK_LAUNCH("layer_norm: kernel launch");
+  return Status();
+}
+
+Status add_layer_norm(float* x, const float* t, float* h, int64_t rows, int64_t dim, float eps,
+                      cudaStream_t stream) {
+  TESSERA_RETURN_IF_ERROR(check_norm_args("add_layer_norm", x, h, rows, dim));
+  if (rows > 0 && dim > 0 && t == nullptr) {
+    return invalid_argument("cuda add_layer_norm: null t");
+  }
+  if (rows == 0 || dim == 0) return Status();
+  add_layer_norm_kernel<<<detail::grid_stride_blocks(rows, 1), norm_threads(dim), 0, stream>>>(
+      x, t, h, rows, dim, eps);
+  TESSERA_CUDA_CHECK_LAUNCH("add_layer_norm: kernel launch");
   return Status();
 }
 

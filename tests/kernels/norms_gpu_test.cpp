@@ -102,6 +102,32 @@ TEST_F(CudaNorms, RmsNormShapes) {
   }
 }
 
+// The fused residual add + LayerNorm of the decode step gives the bits of add then layer_norm.
+TEST_F(CudaNorms, AddLayerNormIsAddThenLayerNorm) {
+  uint64_t seed = 900;
+  for (int64_t dim : {1, 7, 256, 1536}) {
+    for (int64_t rows : {1, 2, 5}) {
+      SCOPED_TRACE("rows=" + std::to_string(rows) + " dim=" + std::to_string(dim));
+      const size_t n = static_cast<size_t>(rows * dim);
+      const std::vector<float> x = test::random_floats(n, seed++, 2.f, 4.f);
+      const std::vector<float> t = test::random_floats(n, seed++);
+      cuda::DeviceBuffer fused_x = upload(x), sep_x = upload(x), d_t = upload(t);
+      cuda::DeviceBuffer fused_h = alloc<float>(n), sep_h = alloc<float>(n);
+      TESSERA_ASSERT_OK(cuda::add_layer_norm(fused_x.as<float>(), d_t.as<float>(),
+                                             fused_h.as<float>(), rows, dim, kEps, stream_));
+      TESSERA_ASSERT_OK(cuda::add(sep_x.as<float>(), d_t.as<float>(), sep_x.as<float>(),
+                                  static_cast<int64_t>(n), stream_));
+      TESSERA_ASSERT_OK(cuda::layer_norm(sep_x.as<float>(), nullptr, nullptr, sep_h.as<float>(),
+                                         rows, dim, kEps, stream_));
+      ASSERT_TRUE(sync());
+      const std::vector<float> fx = download<float>(fused_x, n), sx = download<float>(sep_x, n);
+      const std::vector<float> fh = download<float>(fused_h, n), sh = download<float>(sep_h, n);
+      EXPECT_TRUE(test::all_equal(fx.data(), sx.data(), n));
+      EXPECT_TRUE(test::all_equal(fh.data(), sh.data(), n));
+    }
+  }
+}
+
 TEST(CudaNormsArgs, RejectsNegativeSizesAndNulls) {
   float dummy = 0;
   EXPECT_EQ(cuda::layer_norm(&dummy, nullptr, nullptr, &dummy, -1, 4, kEps, nullptr).code(),
