@@ -188,6 +188,17 @@ class Backend {
         (void)cache_batch_stride, (void)slot_offset, (void)step;
     return unsupported(name() + ": no device-resident decoding (store_kv_rows)");
   }
+  // store_kv_rows of a layer's K and V (same shapes and slot): the two calls by default, one
+  // kernel on CUDA.
+  virtual Status store_kv_pair(void* k_cache, void* v_cache, DType cache_dtype, const float* k_rows,
+                               const float* v_rows, int64_t batch, int64_t row_elems,
+                               int64_t cache_batch_stride, int64_t slot_offset,
+                               const int64_t* step) {
+    TESSERA_RETURN_IF_ERROR(store_kv_rows(k_cache, cache_dtype, k_rows, batch, row_elems,
+                                          cache_batch_stride, slot_offset, step));
+    return store_kv_rows(v_cache, cache_dtype, v_rows, batch, row_elems, cache_batch_stride,
+                         slot_offset, step);
+  }
   // positions[r * len + t] = *step + offset + t, r < rows, t < len.
   virtual Status set_positions(int32_t* positions, int64_t rows, int64_t len, const int64_t* step,
                                int64_t offset) {

@@ -187,6 +187,15 @@ class ForwardingBackend : public Backend {
 
   // ---- device-resident decoding ----------------------------------------------------------------
   bool device_resident() const override { return inner_->device_resident(); }
+  Status store_kv_pair(void* k_cache, void* v_cache, DType cache_dtype, const float* k_rows,
+                       const float* v_rows, int64_t batch, int64_t row_elems,
+                       int64_t cache_batch_stride, int64_t slot_offset,
+                       const int64_t* step) override {
+    return run_op({"store_kv_pair"}, [=, this] {
+      return inner_->store_kv_pair(k_cache, v_cache, cache_dtype, k_rows, v_rows, batch, row_elems,
+                                   cache_batch_stride, slot_offset, step);
+    });
+  }
   Status store_kv_rows(void* cache, DType cache_dtype, const float* rows, int64_t batch,
                        int64_t row_elems, int64_t cache_batch_stride, int64_t slot_offset,
                        const int64_t* step) override {

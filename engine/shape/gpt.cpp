@@ -919,9 +919,7 @@ Status GptSession::decode_at(const int64_t* step) {
     void* kc = bf16 ? static_cast<void*>(k_cache16_[layer]) : static_cast<void*>(k_cache_[layer]);
     void* vc = bf16 ? static_cast<void*>(v_cache16_[layer]) : static_cast<void*>(v_cache_[layer]);
     TESSERA_RETURN_IF_ERROR(
-        be_->store_kv_rows(kc, kv_dtype_, k_, batch_, d, slots * d, slot_offset, step));
-    TESSERA_RETURN_IF_ERROR(
-        be_->store_kv_rows(vc, kv_dtype_, v_, batch_, d, slots * d, slot_offset, step));
+        be_->store_kv_pair(kc, vc, kv_dtype_, k_, v_, batch_, d, slots * d, slot_offset, step));
     kernels::AttentionShape as;
     as.batch = batch_;
     as.heads = c.n_head;

@@ -81,9 +81,15 @@ Status check_args(const char* op, const void* dst, const void* src, int64_t n) {
 
 // store_kv_rows: grid (blocks over row_elems, batch); the slot is read once per thread.
 template <bool kBf16>
+// gridDim.z 2: z = 1 writes (cache2, rows2), the V of a K/V pair, in the same launch.
 __global__ void store_kv_rows_kernel(void* __restrict__ cache, const float* __restrict__ rows,
                                      int64_t row_elems, int64_t cache_batch_stride,
-                                     int64_t slot_offset, const int64_t* __restrict__ slot) {
+                                     int64_t slot_offset, const int64_t* __restrict__ slot,
+                                     void* __restrict__ cache2, const float* __restrict__ rows2) {
+  if (blockIdx.z == 1) {
+    cache = cache2;
+    rows = rows2;
+  }
   const int64_t b = blockIdx.y;
   const int64_t base = b * cache_batch_stride + (slot_offset + *slot) * row_elems;
   const float* src = rows + b * row_elems;
@@ -152,10 +158,17 @@ Status convert_bf16_to_f32(float* dst, const uint16_t* src, int64_t n, cudaStrea
   return Status();
 }
 
-Status store_kv_rows(void* cache, DType cache_dtype, const float* rows, int64_t batch,
-                     int64_t row_elems, int64_t cache_batch_stride, int64_t slot_offset,
-                     const int64_t* slot, cudaStream_t stream) {
-  const std::string op = "cuda store_kv_rows: ";
+namespace {
+
+// store_kv_rows, and with cache2/rows2 the second cache of a pair in the same launch.
+Status store_rows(const char* name, void* cache, void* cache2, DType cache_dtype, const float* rows,
+                  const float* rows2, int64_t batch, int64_t row_elems, int64_t cache_batch_stride,
+                  int64_t slot_offset, const int64_t* slot, cudaStream_t stream) {
+  const std::string op = std::string("cuda ") + name + ": ";
+  const bool pair = cache2 != nullptr || rows2 != nullptr;
+  if (pair && batch > 0 && row_elems > 0 && (cache2 == nullptr || rows2 == nullptr)) {
+    return invalid_argument(op + "null second cache or rows pointer");
+  }
   if (cache_dtype != DType::kF32 && cache_dtype != DType::kBF16) {
     return unsupported(op + "cache dtype " + dtype_name(cache_dtype) + " (F32 or BF16)");
   }
@@ -170,16 +183,36 @@ Status store_kv_rows(void* cache, DType cache_dtype, const float* rows, int64_t 
     return invalid_argument(op + "null cache, rows or slot pointer");
   }
   const unsigned blocks = detail::grid_stride_blocks(row_elems, kThreads);
-  const dim3 grid(blocks < 64u ? blocks : 64u, static_cast<unsigned>(batch));
+  const dim3 grid(blocks < 64u ? blocks : 64u, static_cast<unsigned>(batch), pair ? 2u : 1u);
   if (cache_dtype == DType::kBF16) {
     store_kv_rows_kernel<true><<<grid, kThreads, 0, stream>>>(
-        cache, rows, row_elems, cache_batch_stride, slot_offset, slot);
+        cache, rows, row_elems, cache_batch_stride, slot_offset, slot, cache2, rows2);
   } else {
     store_kv_rows_kernel<false><<<grid, kThreads, 0, stream>>>(
-        cache, rows, row_elems, cache_batch_stride, slot_offset, slot);
+        cache, rows, row_elems, cache_batch_stride, slot_offset, slot, cache2, rows2);
   }
-  TESSERA_CUDA_CHECK_LAUNCH("store_kv_rows: kernel launch");
+  TESSERA_CUDA_CHECK_LAUNCH(std::string(name) + ": kernel launch");
   return Status();
+}
+
+}  // namespace
+
+Status store_kv_rows(void* cache, DType cache_dtype, const float* rows, int64_t batch,
+                     int64_t row_elems, int64_t cache_batch_stride, int64_t slot_offset,
+                     const int64_t* slot, cudaStream_t stream) {
+  return store_rows("store_kv_rows", cache, nullptr, cache_dtype, rows, nullptr, batch, row_elems,
+                    cache_batch_stride, slot_offset, slot, stream);
+}
+
+Status store_kv_pair(void* k_cache, void* v_cache, DType cache_dtype, const float* k_rows,
+                     const float* v_rows, int64_t batch, int64_t row_elems,
+                     int64_t cache_batch_stride, int64_t slot_offset, const int64_t* slot,
+                     cudaStream_t stream) {
+  if (batch > 0 && row_elems > 0 && (v_cache == nullptr || v_rows == nullptr)) {
+    return invalid_argument("cuda store_kv_pair: null v cache or rows pointer");
+  }
+  return store_rows("store_kv_pair", k_cache, v_cache, cache_dtype, k_rows, v_rows, batch,
+                    row_elems, cache_batch_stride, slot_offset, slot, stream);
 }
 
 Status set_positions(int32_t* positions, int64_t rows, int64_t len, const int64_t* step,

@@ -384,6 +384,13 @@ class CudaBackend final : public Backend {
     return on_stream(cuda::store_kv_rows, cache, cache_dtype, rows, batch, row_elems,
                      cache_batch_stride, slot_offset, step);
   }
+  Status store_kv_pair(void* k_cache, void* v_cache, DType cache_dtype, const float* k_rows,
+                       const float* v_rows, int64_t batch, int64_t row_elems,
+                       int64_t cache_batch_stride, int64_t slot_offset,
+                       const int64_t* step) override {
+    return on_stream(cuda::store_kv_pair, k_cache, v_cache, cache_dtype, k_rows, v_rows, batch,
+                     row_elems, cache_batch_stride, slot_offset, step);
+  }
   Status set_positions(int32_t* positions, int64_t rows, int64_t len, const int64_t* step,
                        int64_t offset) override {
     return on_stream(cuda::set_positions, positions, rows, len, step, offset);

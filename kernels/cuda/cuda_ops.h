@@ -165,6 +165,11 @@ Status attention_decode_bf16kv_device_len(const float* q, const uint16_t* k, con
 Status store_kv_rows(void* cache, DType cache_dtype, const float* rows, int64_t batch,
                      int64_t row_elems, int64_t cache_batch_stride, int64_t slot_offset,
                      const int64_t* slot, cudaStream_t stream);
+// store_kv_rows of K and V (same shapes) in one launch.
+Status store_kv_pair(void* k_cache, void* v_cache, DType cache_dtype, const float* k_rows,
+                     const float* v_rows, int64_t batch, int64_t row_elems,
+                     int64_t cache_batch_stride, int64_t slot_offset, const int64_t* slot,
+                     cudaStream_t stream);
 
 // positions[r * len + t] = *step + offset + t for r < rows, t < len (int32): rope_interleaved's
 // positions in a captured step (a decode step: len 1, every batch row at the same position).

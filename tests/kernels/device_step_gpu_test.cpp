@@ -125,6 +125,33 @@ TEST_F(CudaDeviceStep, StoreKvRowsWritesTheSlotReadFromTheDevice) {
   }
 }
 
+// store_kv_pair writes K and V in one launch, each exactly as store_kv_rows would.
+TEST_F(CudaDeviceStep, StoreKvPairIsTwoStoreKvRows) {
+  const int64_t batch = 2, row = 3 * 40 + 1, slots = 9, offset = 2;
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const size_t cache_bytes = size_t(batch * slots * row) * dtype_size(dtype);
+    const std::vector<uint8_t> fill(cache_bytes, 0x5a);
+    cuda::DeviceBuffer pk = upload(fill), pv = upload(fill), sk = upload(fill), sv = upload(fill);
+    const std::vector<float> k = test::random_floats(size_t(batch * row), 80);
+    const std::vector<float> v = test::random_floats(size_t(batch * row), 81);
+    cuda::DeviceBuffer d_k = upload(k), d_v = upload(v);
+    const std::vector<int64_t> host_slot = {4};
+    cuda::DeviceBuffer d_slot = upload(host_slot);
+    TESSERA_ASSERT_OK(cuda::store_kv_pair(pk.data(), pv.data(), dtype, d_k.as<float>(),
+                                          d_v.as<float>(), batch, row, slots * row, offset,
+                                          d_slot.as<int64_t>(), stream_));
+    TESSERA_ASSERT_OK(cuda::store_kv_rows(sk.data(), dtype, d_k.as<float>(), batch, row,
+                                          slots * row, offset, d_slot.as<int64_t>(), stream_));
+    TESSERA_ASSERT_OK(cuda::store_kv_rows(sv.data(), dtype, d_v.as<float>(), batch, row,
+                                          slots * row, offset, d_slot.as<int64_t>(), stream_));
+    ASSERT_TRUE(sync());
+    EXPECT_EQ(download<uint8_t>(pk, cache_bytes), download<uint8_t>(sk, cache_bytes));
+    EXPECT_EQ(download<uint8_t>(pv, cache_bytes), download<uint8_t>(sv, cache_bytes));
+    EXPECT_NE(download<uint8_t>(pv, cache_bytes), fill);
+  }
+}
+
 TEST_F(CudaDeviceStep, SetPositionsCountsFromTheDeviceStep) {
   const int64_t rows = 2, len = 3;
   cuda::DeviceBuffer d_pos = alloc<int32_t>(size_t(rows * len));
