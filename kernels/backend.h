@@ -154,6 +154,17 @@ class Backend {
     return layer_norm(x, nullptr, nullptr, h, rows, dim, eps);
   }
 
+  // rms_norm_rope of q and of k (each with its weight; same shapes and positions): the two calls
+  // by default, one kernel on CUDA.
+  virtual Status rms_norm_rope_pair(float* q, const float* q_weight, float* k,
+                                    const float* k_weight, int64_t tokens, int64_t heads,
+                                    int64_t head_dim, float eps, const int32_t* positions,
+                                    float theta) {
+    TESSERA_RETURN_IF_ERROR(
+        rms_norm_rope(q, q_weight, tokens, heads, head_dim, eps, positions, theta));
+    return rms_norm_rope(k, k_weight, tokens, heads, head_dim, eps, positions, theta);
+  }
+
   // ---- bf16 K/V cache (optional; the defaults report kUnsupported) ------------------------------
   // dst[i] = bf16(src[i]) (round to nearest even, as convert_f32_to_bf16), i < n: K/V cache writes.
   virtual Status convert_f32_to_bf16(uint16_t* dst, const float* src, int64_t n) {

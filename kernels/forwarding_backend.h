@@ -129,6 +129,14 @@ class ForwardingBackend : public Backend {
     return run_op({"add_layer_norm"},
                   [=, this] { return inner_->add_layer_norm(x, t, h, rows, dim, eps); });
   }
+  Status rms_norm_rope_pair(float* q, const float* q_weight, float* k, const float* k_weight,
+                            int64_t tokens, int64_t heads, int64_t head_dim, float eps,
+                            const int32_t* positions, float theta) override {
+    return run_op({"rms_norm_rope_pair"}, [=, this] {
+      return inner_->rms_norm_rope_pair(q, q_weight, k, k_weight, tokens, heads, head_dim, eps,
+                                        positions, theta);
+    });
+  }
   Status rms_norm_rope(float* x, const float* weight, int64_t tokens, int64_t heads,
                        int64_t head_dim, float eps, const int32_t* positions,
                        float theta) override {

@@ -574,8 +574,8 @@ Status GptSession::project(const detail::GptPreAttention& pre, const float* h, i
   // n_embd = n_head * head_dim).
   const int32_t* positions = rope ? positions_ : nullptr;
   if (pre.query) {
-    TESSERA_RETURN_IF_ERROR(be_->rms_norm_rope(q, pre.q_norm, rows, c.n_head, c.head_dim,
-                                               c.qk_norm_eps, positions, c.rope_theta));
+    return be_->rms_norm_rope_pair(q, pre.q_norm, k, pre.k_norm, rows, c.n_head, c.head_dim,
+                                   c.qk_norm_eps, positions, c.rope_theta);
   }
   return be_->rms_norm_rope(k, pre.k_norm, rows, c.n_head, c.head_dim, c.qk_norm_eps, positions,
                             c.rope_theta);

@@ -321,6 +321,12 @@ class CudaBackend final : public Backend {
                         float eps) override {
     return on_stream(cuda::add_layer_norm, x, t, h, rows, dim, eps);
   }
+  Status rms_norm_rope_pair(float* q, const float* q_weight, float* k, const float* k_weight,
+                            int64_t tokens, int64_t heads, int64_t head_dim, float eps,
+                            const int32_t* positions, float theta) override {
+    return on_stream(cuda::rms_norm_rope_pair, q, q_weight, k, k_weight, tokens, heads, head_dim,
+                     eps, positions, theta);
+  }
   Status rms_norm_rope(float* x, const float* weight, int64_t tokens, int64_t heads,
                        int64_t head_dim, float eps, const int32_t* positions,
                        float theta) override {

@@ -94,6 +94,10 @@ Status rope_interleaved(float* x, int64_t tokens, int64_t heads, int64_t head_di
 // reduction: results agree to float rounding).
 Status rms_norm_rope(float* x, const float* weight, int64_t tokens, int64_t heads, int64_t head_dim,
                      float eps, const int32_t* positions, float theta, cudaStream_t stream);
+// rms_norm_rope of q (q_weight) and k (k_weight), same shapes and positions, in one launch.
+Status rms_norm_rope_pair(float* q, const float* q_weight, float* k, const float* k_weight,
+                          int64_t tokens, int64_t heads, int64_t head_dim, float eps,
+                          const int32_t* positions, float theta, cudaStream_t stream);
 
 // Row-wise softmax over cols; a row of only -inf (fully masked) becomes zeros. In place OK.
 Status softmax(const float* x, float* y, int64_t rows, int64_t cols, cudaStream_t stream);

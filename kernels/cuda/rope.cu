@@ -56,7 +56,13 @@ __global__ void __launch_bounds__(kRopeThreads)
 __global__ void __launch_bounds__(kNormRopeThreads)
     rms_norm_rope_kernel(float* __restrict__ x, const float* __restrict__ weight, int64_t rows,
                          int64_t heads, int64_t head_dim, float eps,
-                         const int32_t* __restrict__ positions, float theta) {
+                         const int32_t* __restrict__ positions, float theta, float* __restrict__ x2,
+                         const float* __restrict__ weight2) {
+  // gridDim.y 2: y = 1 normalises (x2, weight2), the k of a q/k pair, in the same launch.
+  if (blockIdx.y == 1) {
+    x = x2;
+    weight = weight2;
+  }
   const int lane = threadIdx.x % 32;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
   for (int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
@@ -106,22 +112,44 @@ Status rope_interleaved(float* x, int64_t tokens, int64_t heads, int64_t head_di
   return Status();
 }
 
-Status rms_norm_rope(float* x, const float* weight, int64_t tokens, int64_t heads, int64_t head_dim,
-                     float eps, const int32_t* positions, float theta, cudaStream_t stream) {
+namespace {
+
+Status norm_rope(const char* name, float* x, const float* weight, float* x2, const float* weight2,
+                 int64_t tokens, int64_t heads, int64_t head_dim, float eps,
+                 const int32_t* positions, float theta, cudaStream_t stream) {
   if (tokens < 0 || heads < 0 || head_dim < 0) {
-    return invalid_argument("cuda rms_norm_rope: negative size (tokens " + std::to_string(tokens) +
-                            ", heads " + std::to_string(heads) + ", head_dim " +
-                            std::to_string(head_dim) + ")");
+    return invalid_argument(std::string("cuda ") + name + ": negative size (tokens " +
+                            std::to_string(tokens) + ", heads " + std::to_string(heads) +
+                            ", head_dim " + std::to_string(head_dim) + ")");
   }
   const int64_t rows = tokens * heads;
   if (rows == 0 || head_dim == 0) return Status();
-  if (x == nullptr) return invalid_argument("cuda rms_norm_rope: null x");
+  if (x == nullptr) return invalid_argument(std::string("cuda ") + name + ": null x");
   constexpr int kRowsPerBlock = kNormRopeThreads / 32;
-  rms_norm_rope_kernel<<<detail::grid_stride_blocks((rows + kRowsPerBlock - 1) / kRowsPerBlock, 1),
-                         kNormRopeThreads, 0, stream>>>(x, weight, rows, heads, head_dim, eps,
-                                                        positions, theta);
-  TESSERA_CUDA_CHECK_LAUNCH("rms_norm_rope: kernel launch");
+  const dim3 grid(detail::grid_stride_blocks((rows + kRowsPerBlock - 1) / kRowsPerBlock, 1),
+                  x2 != nullptr ? 2u : 1u);
+  rms_norm_rope_kernel<<<grid, kNormRopeThreads, 0, stream>>>(x, weight, rows, heads, head_dim, eps,
+                                                              positions, theta, x2, weight2);
+  TESSERA_CUDA_CHECK_LAUNCH(std::string(name) + ": kernel launch");
   return Status();
+}
+
+}  // namespace
+
+Status rms_norm_rope(float* x, const float* weight, int64_t tokens, int64_t heads, int64_t head_dim,
+                     float eps, const int32_t* positions, float theta, cudaStream_t stream) {
+  return norm_rope("rms_norm_rope", x, weight, nullptr, nullptr, tokens, heads, head_dim, eps,
+                   positions, theta, stream);
+}
+
+Status rms_norm_rope_pair(float* q, const float* q_weight, float* k, const float* k_weight,
+                          int64_t tokens, int64_t heads, int64_t head_dim, float eps,
+                          const int32_t* positions, float theta, cudaStream_t stream) {
+  if (tokens > 0 && heads > 0 && head_dim > 0 && k == nullptr) {
+    return invalid_argument("cuda rms_norm_rope_pair: null k");
+  }
+  return norm_rope("rms_norm_rope_pair", q, q_weight, k, k_weight, tokens, heads, head_dim, eps,
+                   positions, theta, stream);
 }
 
 }  // namespace tessera::kernels::cuda

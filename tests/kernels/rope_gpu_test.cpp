@@ -95,6 +95,29 @@ TEST_F(CudaRope, FusedRmsNormRopeMatchesTheTwoReferenceOps) {
   }
 }
 
+// The q/k pair in one launch gives the bits of two rms_norm_rope calls.
+TEST_F(CudaRope, RmsNormRopePairIsTwoCalls) {
+  const int64_t tokens = 2, heads = 12, head_dim = 128, n = tokens * heads * head_dim;
+  const std::vector<float> q = test::random_floats(static_cast<size_t>(n), 400, -3.f, 3.f);
+  const std::vector<float> k = test::random_floats(static_cast<size_t>(n), 401, -3.f, 3.f);
+  const std::vector<float> qw = test::random_floats(static_cast<size_t>(head_dim), 402);
+  const std::vector<float> kw = test::random_floats(static_cast<size_t>(head_dim), 403);
+  const std::vector<int32_t> positions = {17, 17};
+  cuda::DeviceBuffer pq = upload(q), pk = upload(k), sq = upload(q), sk = upload(k);
+  cuda::DeviceBuffer d_qw = upload(qw), d_kw = upload(kw), d_pos = upload(positions);
+  TESSERA_ASSERT_OK(cuda::rms_norm_rope_pair(pq.as<float>(), d_qw.as<float>(), pk.as<float>(),
+                                             d_kw.as<float>(), tokens, heads, head_dim, 1e-6f,
+                                             d_pos.as<int32_t>(), 10000.f, stream_));
+  TESSERA_ASSERT_OK(cuda::rms_norm_rope(sq.as<float>(), d_qw.as<float>(), tokens, heads, head_dim,
+                                        1e-6f, d_pos.as<int32_t>(), 10000.f, stream_));
+  TESSERA_ASSERT_OK(cuda::rms_norm_rope(sk.as<float>(), d_kw.as<float>(), tokens, heads, head_dim,
+                                        1e-6f, d_pos.as<int32_t>(), 10000.f, stream_));
+  ASSERT_TRUE(sync());
+  const size_t count = static_cast<size_t>(n);
+  EXPECT_EQ(download<float>(pq, count), download<float>(sq, count));
+  EXPECT_EQ(download<float>(pk, count), download<float>(sk, count));
+}
+
 TEST(CudaRopeArgs, RejectsShortTokenStride) {
   float dummy = 0;
   int32_t pos = 0;
