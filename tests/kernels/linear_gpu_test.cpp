@@ -1,7 +1,7 @@
 // cuda::linear against ref::linear: the GEMV path (m <= kGemvMaxRows = 16; 16-byte vector loads and
 // the scalar fallback for misaligned or odd-K inputs), the cuBLAS paths (f32 weights; bf16 weights
-// on the tensor cores, x rounded to bf16 as ops.h's contract says and as ref::linear does), with and
-// without bias, on awkward sizes; plus argument checks that run without a device.
+// on the tensor cores, x rounded to bf16 as ops.h's contract says and as ref::linear does), with
+// and without bias, on awkward sizes; plus argument checks that run without a device.
 #include <gtest/gtest.h>
 
 #include <cmath>
