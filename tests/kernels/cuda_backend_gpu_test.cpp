@@ -244,6 +244,26 @@ TEST_F(CudaBackendTest, Int8WeightsMatchTheCpuBackend) {
 
 // attention_decode with the backend's own workspace, for shapes that need a larger one in turn
 // (the workspace grows), and the bf16 K/V path and conversions.
+// Backend::attention of a large non-causal shape (the occupancy queries' cross-attention over the
+// latents) takes the naive algorithm with the backend's scratch; a causal one keeps the flash
+// kernel: both against the CPU backend.
+TEST_F(CudaBackendTest, LargeAttentionTakesTheNaivePath) {
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "cross");
+    const int64_t q_len = causal ? 1100 : 2048, kv_len = causal ? 1100 : 1024;
+    const AttentionShape s =
+        contiguous_attention(1, 2, q_len, kv_len, 64, causal, 1.0f / std::sqrt(64.0f));
+    const std::vector<float> q = test::random_floats(static_cast<size_t>(q_len * 2 * 64), 31);
+    const std::vector<float> k = test::random_floats(static_cast<size_t>(kv_len * 2 * 64), 32);
+    const std::vector<float> v = test::random_floats(static_cast<size_t>(kv_len * 2 * 64), 33);
+    std::vector<float> want(q.size());
+    TESSERA_ASSERT_OK(cpu_->attention(q.data(), k.data(), v.data(), want.data(), s));
+    float* dout = make<float>(q.size());
+    TESSERA_ASSERT_OK(be_->attention(put(q), put(k), put(v), dout, s));
+    EXPECT_TRUE(test::all_close(get(dout, q.size()).data(), want.data(), q.size(), 1e-4, 1e-4));
+  }
+}
+
 TEST_F(CudaBackendTest, DecodeAttentionWorkspaceAndBf16Cache) {
   uint64_t seed = 50;
   for (auto [batch, heads, head_dim, kv_len] :
