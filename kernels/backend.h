@@ -165,6 +165,17 @@ class Backend {
     return rms_norm_rope(k, k_weight, tokens, heads, head_dim, eps, positions, theta);
   }
 
+  // Fourier features of n points for the shape decoder's queries (engine/shape/shape_decoder.h's
+  // FourierEmbedder): out[i] (3 + 6 F floats) = p, then cos(p_d f_dj) + cos(p_d pi/2 + c_j) for
+  // d < 3, j < F, then the same with sin; freqs [3][F], carrier_cs the carrier's cos [F] then sin
+  // [F]; all in this backend's memory. Optional: the default reports kUnsupported and the caller
+  // embeds on the host (the CPU backend's memory is the host's).
+  virtual Status fourier_embed(const float* points, int64_t n, const float* freqs,
+                               const float* carrier_cs, int64_t num_freqs, float* out) {
+    (void)points, (void)n, (void)freqs, (void)carrier_cs, (void)num_freqs, (void)out;
+    return unsupported(name() + ": no device Fourier features");
+  }
+
   // ---- bf16 K/V cache (optional; the defaults report kUnsupported) ------------------------------
   // dst[i] = bf16(src[i]) (round to nearest even, as convert_f32_to_bf16), i < n: K/V cache writes.
   virtual Status convert_f32_to_bf16(uint16_t* dst, const float* src, int64_t n) {

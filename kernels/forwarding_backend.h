@@ -129,6 +129,12 @@ class ForwardingBackend : public Backend {
     return run_op({"add_layer_norm"},
                   [=, this] { return inner_->add_layer_norm(x, t, h, rows, dim, eps); });
   }
+  Status fourier_embed(const float* points, int64_t n, const float* freqs, const float* carrier_cs,
+                       int64_t num_freqs, float* out) override {
+    return run_op({"fourier_embed"}, [=, this] {
+      return inner_->fourier_embed(points, n, freqs, carrier_cs, num_freqs, out);
+    });
+  }
   Status rms_norm_rope_pair(float* q, const float* q_weight, float* k, const float* k_weight,
                             int64_t tokens, int64_t heads, int64_t head_dim, float eps,
                             const int32_t* positions, float theta) override {

@@ -424,8 +424,29 @@ Status ShapeDecoder::load_weights(WeightStore& store) {
   TESSERA_ASSIGN_OR_RETURN(lk_, buffer(L * W));
   TESSERA_ASSIGN_OR_RETURN(lv_, buffer(L * W));
   TESSERA_ASSIGN_OR_RETURN(logit_, buffer(C));
-  if (backend_.device() != Device::kCpu)
+  if (backend_.device() != Device::kCpu) {
     embed_host_.resize(static_cast<size_t>(C * c.fourier_dim()));
+    // Fourier features on the device where the backend has them: the frequencies and the
+    // carrier's cos/sin (as FourierEmbedder rounds them) go up once; a chunk then uploads its
+    // points (12 bytes each) instead of their features (4 (3 + 6 F) bytes each).
+    std::vector<float> carrier_cs(static_cast<size_t>(2 * c.num_freqs));
+    const std::vector<float> carrier = fourier_carrier(c.num_freqs);
+    for (int64_t j = 0; j < c.num_freqs; ++j) {
+      carrier_cs[static_cast<size_t>(j)] =
+          static_cast<float>(std::cos(static_cast<double>(carrier[static_cast<size_t>(j)])));
+      carrier_cs[static_cast<size_t>(c.num_freqs + j)] =
+          static_cast<float>(std::sin(static_cast<double>(carrier[static_cast<size_t>(j)])));
+    }
+    storage_.emplace_back();
+    TESSERA_ASSIGN_OR_RETURN(
+        fourier_freqs_dev_,
+        backend_.upload_f32(fourier_weight_, 3 * c.num_freqs, &storage_.back()));
+    storage_.emplace_back();
+    TESSERA_ASSIGN_OR_RETURN(
+        carrier_cs_dev_, backend_.upload_f32(carrier_cs.data(), 2 * c.num_freqs, &storage_.back()));
+    TESSERA_ASSIGN_OR_RETURN(points_dev_, buffer(C * 3));
+    device_embed_ = true;
+  }
   return Status();
 }
 
@@ -499,9 +520,23 @@ Status ShapeDecoder::query_chunk(const float* points, int64_t n, float* logits) 
   const ShapeDecoderConfig& c = config_;
   const int64_t W = c.width, H = c.mlp_hidden, F = c.fourier_dim();
   kernels::Backend& be = backend_;
+  bool embedded = false;
   if (be.device() == Device::kCpu) {
     embedder_.embed(points, n, emb_);  // CPU backend memory is host memory: no staging copy
-  } else {
+    embedded = true;
+  } else if (device_embed_) {
+    TESSERA_RETURN_IF_ERROR(be.upload(points_dev_, points, static_cast<size_t>(n * 3) * 4));
+    const Status st =
+        be.fourier_embed(points_dev_, n, fourier_freqs_dev_, carrier_cs_dev_, c.num_freqs, emb_);
+    if (st.ok()) {
+      embedded = true;
+    } else if (st.code() == ErrorCode::kUnsupported) {
+      device_embed_ = false;  // this backend has no device features: the host's from now on
+    } else {
+      return st;
+    }
+  }
+  if (!embedded) {
     embedder_.embed(points, n, embed_host_.data());
     TESSERA_RETURN_IF_ERROR(be.upload(emb_, embed_host_.data(), static_cast<size_t>(n * F) * 4));
   }

@@ -145,6 +145,11 @@ class ShapeDecoder {
   const float* fourier_weight_ = nullptr;
   FourierEmbedder embedder_;
   std::vector<float> embed_host_;  // staging for backends whose memory is not host memory
+  // Device Fourier features (Backend::fourier_embed), while the backend has them.
+  bool device_embed_ = false;
+  const float* fourier_freqs_dev_ = nullptr;  // [3][num_freqs]
+  const float* carrier_cs_dev_ = nullptr;     // cos [num_freqs], then sin [num_freqs]
+  float* points_dev_ = nullptr;               // [chunk][3]
 
   kernels::Weight codebook_w_{}, c_out_{};
   const float* c_out_bias_ = nullptr;

@@ -146,4 +146,51 @@ Status geglu(const float* x, float* y, int64_t rows, int64_t hidden, cudaStream_
   return Status();
 }
 
+namespace {
+
+// One thread per (point, axis d, frequency j): both features of the pair, and the coordinate
+// itself at j == 0. cos/sin of p pi/2 + c_j by the angle-addition formulas over the carrier's
+// precomputed cos/sin (pm is never rounded to f32, as on the CPU).
+__global__ void fourier_embed_kernel(const float* __restrict__ points, int64_t n,
+                                     const float* __restrict__ freqs,
+                                     const float* __restrict__ carrier_cs, int64_t num_freqs,
+                                     float* __restrict__ out) {
+  const int64_t dim = 3 + 6 * num_freqs, f3 = 3 * num_freqs;
+  const int64_t total = n * f3;
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = t / f3;
+    const int64_t dj = t % f3;  // d * num_freqs + j
+    const int64_t d = dj / num_freqs, j = dj % num_freqs;
+    const float p = points[3 * i + d];
+    float* o = out + i * dim;
+    if (j == 0) o[d] = p;
+    float sf, cf, sa, ca;
+    sincosf(p * freqs[dj], &sf, &cf);
+    sincosf(p * 1.57079632679489662f, &sa, &ca);
+    const float cc = carrier_cs[j], cs = carrier_cs[num_freqs + j];
+    o[3 + dj] = cf + (ca * cc - sa * cs);
+    o[3 + f3 + dj] = sf + (sa * cc + ca * cs);
+  }
+}
+
+}  // namespace
+
+Status fourier_embed(const float* points, int64_t n, const float* freqs, const float* carrier_cs,
+                     int64_t num_freqs, float* out, cudaStream_t stream) {
+  if (n < 0 || num_freqs < 1) {
+    return invalid_argument("cuda fourier_embed: n " + std::to_string(n) + ", num_freqs " +
+                            std::to_string(num_freqs));
+  }
+  if (n == 0) return Status();
+  if (points == nullptr || freqs == nullptr || carrier_cs == nullptr || out == nullptr) {
+    return invalid_argument("cuda fourier_embed: null pointer");
+  }
+  constexpr int kThreads = 256;
+  fourier_embed_kernel<<<detail::grid_stride_blocks(n * 3 * num_freqs, kThreads), kThreads, 0,
+                         stream>>>(points, n, freqs, carrier_cs, num_freqs, out);
+  TESSERA_CUDA_CHECK_LAUNCH("fourier_embed: kernel launch");
+  return Status();
+}
+
 }  // namespace tessera::kernels::cuda

@@ -99,6 +99,10 @@ Status rms_norm_rope_pair(float* q, const float* q_weight, float* k, const float
                           int64_t tokens, int64_t heads, int64_t head_dim, float eps,
                           const int32_t* positions, float theta, cudaStream_t stream);
 
+// Backend::fourier_embed (the shape decoder's query features) on the device.
+Status fourier_embed(const float* points, int64_t n, const float* freqs, const float* carrier_cs,
+                     int64_t num_freqs, float* out, cudaStream_t stream);
+
 // Row-wise softmax over cols; a row of only -inf (fully masked) becomes zeros. In place OK.
 Status softmax(const float* x, float* y, int64_t rows, int64_t cols, cudaStream_t stream);
 
