@@ -165,6 +165,18 @@ class Backend {
     return rms_norm_rope(k, k_weight, tokens, heads, head_dim, eps, positions, theta);
   }
 
+  // The SwiGLU MLP's first half: y = silu(x . gate^T + gate_bias) * (x . up^T + up_bias), y
+  // [m, gate.rows] (gate and up: same shape; biases nullable). gate_out and up_out are scratch of
+  // m * gate.rows floats each that the default (linear_multi, then swiglu) writes; y may alias
+  // gate_out. The CUDA backend computes the GEMV sizes in one kernel that writes only y.
+  virtual Status linear_swiglu(const float* x, int64_t m, const Weight& gate,
+                               const float* gate_bias, const Weight& up, const float* up_bias,
+                               float* gate_out, float* up_out, float* y) {
+    const LinearPart parts[2] = {{gate, gate_bias, gate_out}, {up, up_bias, up_out}};
+    TESSERA_RETURN_IF_ERROR(linear_multi(x, m, parts, 2));
+    return swiglu(gate_out, up_out, y, m * gate.rows);
+  }
+
   // Fourier features of n points for the shape decoder's queries (engine/shape/shape_decoder.h's
   // FourierEmbedder): out[i] (3 + 6 F floats) = p, then cos(p_d f_dj) + cos(p_d pi/2 + c_j) for
   // d < 3, j < F, then the same with sin; freqs [3][F], carrier_cs the carrier's cos [F] then sin

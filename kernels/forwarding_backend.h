@@ -129,6 +129,13 @@ class ForwardingBackend : public Backend {
     return run_op({"add_layer_norm"},
                   [=, this] { return inner_->add_layer_norm(x, t, h, rows, dim, eps); });
   }
+  Status linear_swiglu(const float* x, int64_t m, const Weight& gate, const float* gate_bias,
+                       const Weight& up, const float* up_bias, float* gate_out, float* up_out,
+                       float* y) override {
+    return run_op({"linear_swiglu"}, [=, this] {
+      return inner_->linear_swiglu(x, m, gate, gate_bias, up, up_bias, gate_out, up_out, y);
+    });
+  }
   Status fourier_embed(const float* points, int64_t n, const float* freqs, const float* carrier_cs,
                        int64_t num_freqs, float* out) override {
     return run_op({"fourier_embed"}, [=, this] {

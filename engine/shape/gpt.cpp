@@ -589,9 +589,8 @@ Status GptSession::post(const detail::GptPostAttention& p, float* x, const float
   const int64_t n = rows * c.n_embd;
   TESSERA_RETURN_IF_ERROR(be_->linear(y, rows, p.c_proj.w, p.c_proj.bias, t_));
   TESSERA_RETURN_IF_ERROR(be_->add_layer_norm(x, t_, h_, rows, c.n_embd, c.eps));
-  const kernels::LinearPart gate_up[2] = {{p.gate.w, p.gate.bias, gate_}, {p.up.w, p.up.bias, up_}};
-  TESSERA_RETURN_IF_ERROR(be_->linear_multi(h_, rows, gate_up, 2));
-  TESSERA_RETURN_IF_ERROR(be_->swiglu(gate_, up_, gate_, rows * c.mlp_hidden));
+  TESSERA_RETURN_IF_ERROR(
+      be_->linear_swiglu(h_, rows, p.gate.w, p.gate.bias, p.up.w, p.up.bias, gate_, up_, gate_));
   TESSERA_RETURN_IF_ERROR(be_->linear(gate_, rows, p.down.w, p.down.bias, t_));
   if (then_norm) return be_->add_layer_norm(x, t_, h_, rows, c.n_embd, c.eps);
   return be_->add(x, t_, x, n);

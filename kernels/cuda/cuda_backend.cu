@@ -321,6 +321,15 @@ class CudaBackend final : public Backend {
                         float eps) override {
     return on_stream(cuda::add_layer_norm, x, t, h, rows, dim, eps);
   }
+  Status linear_swiglu(const float* x, int64_t m, const Weight& gate, const float* gate_bias,
+                       const Weight& up, const float* up_bias, float* gate_out, float* up_out,
+                       float* y) override {
+    TESSERA_RETURN_IF_ERROR(bind());
+    TESSERA_ASSIGN_OR_RETURN(const bool fused,
+                             cuda::linear_swiglu(x, m, gate, gate_bias, up, up_bias, y, stream_));
+    if (fused) return Status();
+    return Backend::linear_swiglu(x, m, gate, gate_bias, up, up_bias, gate_out, up_out, y);
+  }
   Status fourier_embed(const float* points, int64_t n, const float* freqs, const float* carrier_cs,
                        int64_t num_freqs, float* out) override {
     return on_stream(cuda::fourier_embed, points, n, freqs, carrier_cs, num_freqs, out);

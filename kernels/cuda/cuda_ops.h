@@ -67,6 +67,11 @@ Status linear(const float* x, int64_t m, const Weight& w, const float* bias, flo
 // results of separate calls (each feature's sum is computed the same way).
 Status linear_multi(const float* x, int64_t m, const LinearPart* parts, int64_t n_parts,
                     cudaStream_t stream);
+// Backend::linear_swiglu for the GEMV sizes (m <= kGemvMaxRows, f32 or bf16 weights of one
+// shape, 16-byte aligned rows): one kernel writing only y. False (nothing launched) for any other
+// case: the caller takes linear_multi + swiglu.
+Expected<bool> linear_swiglu(const float* x, int64_t m, const Weight& gate, const float* gate_bias,
+                             const Weight& up, const float* up_bias, float* y, cudaStream_t stream);
 
 // LayerNorm over the last dim (two-pass mean/variance); weight/bias may be null. In place OK.
 Status layer_norm(const float* x, const float* weight, const float* bias, float* y, int64_t rows,

@@ -188,6 +188,69 @@ Expected<dim3> gemv_grid(int64_t n) {
   return dim3(static_cast<unsigned>(blocks));
 }
 
+// y[r, col] = silu(gate_row(col) . x_r + gate_bias) * (up_row(col) . x_r + up_bias): the GEMV above
+// over two weights at once, one warp per output feature (kUnroll 2: two rows' loads in flight),
+// with each sum in the order linear_gemv_kernel adds it. Needs the vectorized layout.
+template <typename WeightT>
+__global__ void __launch_bounds__(kGemvWarps * 32, 2)
+    linear_gemv_swiglu_kernel(const float* __restrict__ x, const WeightT* __restrict__ wg,
+                              const float* __restrict__ bg, const WeightT* __restrict__ wu,
+                              const float* __restrict__ bu, float* __restrict__ y, int rows,
+                              int64_t n, int64_t k) {
+  constexpr int kPer = 16 / static_cast<int>(sizeof(WeightT));
+  constexpr int kUnroll = 2;
+  const int lane = threadIdx.x % 32;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
+  if (col >= n) return;
+  const WeightT* g_row = wg + col * k;
+  const WeightT* u_row = wu + col * k;
+  float acc_g[kGemvRowsConst], acc_u[kGemvRowsConst];
+#pragma unroll
+  for (int r = 0; r < kGemvRowsConst; ++r) acc_g[r] = acc_u[r] = 0.f;
+  const int64_t chunks = k / kPer;
+  for (int64_t c0 = lane; c0 < chunks; c0 += 32 * kUnroll) {
+    float gv[kUnroll][kPer], uv[kUnroll][kPer];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = c0 + 32 * u;
+      if (c < chunks) {
+        load16(g_row + c * kPer, gv[u]);
+        load16(u_row + c * kPer, uv[u]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = c0 + 32 * u;
+      if (c >= chunks) break;
+#pragma unroll
+      for (int r = 0; r < kGemvRowsConst; ++r) {
+        if (r < rows) {
+          const float* x_chunk = x + r * k + c * kPer;
+#pragma unroll
+          for (int part = 0; part < kPer; part += 4) {
+            float xv[4];
+            load16(x_chunk + part, xv);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) xv[j] = x_operand<WeightT>(xv[j]);
+            acc_g[r] += gv[u][part] * xv[0] + gv[u][part + 1] * xv[1] + gv[u][part + 2] * xv[2] +
+                        gv[u][part + 3] * xv[3];
+            acc_u[r] += uv[u][part] * xv[0] + uv[u][part + 1] * xv[1] + uv[u][part + 2] * xv[2] +
+                        uv[u][part + 3] * xv[3];
+          }
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kGemvRowsConst; ++r) {
+    if (r < rows) {
+      const float g = warp_sum(acc_g[r]) + (bg != nullptr ? bg[col] : 0.f);
+      const float up = warp_sum(acc_u[r]) + (bu != nullptr ? bu[col] : 0.f);
+      if (lane == 0) y[r * n + col] = g / (1.f + expf(-g)) * up;  // silu(g) * up
+    }
+  }
+}
+
 // One launch for parts.count weights of one dtype over the same x (each part's n and pointers set;
 // first_block filled here).
 template <typename WeightT>
@@ -560,6 +623,35 @@ void set_tf32_products(bool on) {
 }
 bool tf32_products() {
   return t_tf32_products;
+}
+
+Expected<bool> linear_swiglu(const float* x, int64_t m, const Weight& gate, const float* gate_bias,
+                             const Weight& up, const float* up_bias, float* y,
+                             cudaStream_t stream) {
+  const bool same = gate.dtype == up.dtype && gate.rows == up.rows && gate.cols == up.cols;
+  if (!same || (gate.dtype != DType::kBF16 && gate.dtype != DType::kF32) || m < 1 ||
+      m > kGemvMaxRows || gate.rows < 1 || gate.cols < 1 || x == nullptr || y == nullptr ||
+      gate.data == nullptr || up.data == nullptr || gate.rows > INT_MAX) {
+    return false;
+  }
+  const int64_t kPer = gate.dtype == DType::kBF16 ? 8 : 4;
+  if (!aligned16(x) || !aligned16(gate.data) || !aligned16(up.data) || gate.cols % kPer != 0) {
+    return false;
+  }
+  TESSERA_ASSIGN_OR_RETURN(const dim3 grid, gemv_grid(gate.rows));
+  const dim3 block(kGemvWarps * 32);
+  if (gate.dtype == DType::kBF16) {
+    linear_gemv_swiglu_kernel<uint16_t>
+        <<<grid, block, 0, stream>>>(x, static_cast<const uint16_t*>(gate.data), gate_bias,
+                                     static_cast<const uint16_t*>(up.data), up_bias, y,
+                                     static_cast<int>(m), gate.rows, gate.cols);
+  } else {
+    linear_gemv_swiglu_kernel<float><<<grid, block, 0, stream>>>(
+        x, static_cast<const float*>(gate.data), gate_bias, static_cast<const float*>(up.data),
+        up_bias, y, static_cast<int>(m), gate.rows, gate.cols);
+  }
+  TESSERA_CUDA_CHECK_LAUNCH("linear_swiglu: kernel launch");
+  return true;
 }
 
 Status linear_multi(const float* x, int64_t m, const LinearPart* parts, int64_t n_parts,
