@@ -79,17 +79,15 @@ Status check_args(const char* op, const void* dst, const void* src, int64_t n) {
   return Status();
 }
 
-// store_kv_rows: grid (blocks over row_elems, batch); the slot is read once per thread.
+// store_kv_rows: grid (blocks over row_elems, batch); the slot is read once per thread. gridDim.z
+// 2: z = 1 writes (cache_second, rows_second), the V of a K/V pair, in the same launch.
 template <bool kBf16>
-// gridDim.z 2: z = 1 writes (cache2, rows2), the V of a K/V pair, in the same launch.
-__global__ void store_kv_rows_kernel(void* __restrict__ cache, const float* __restrict__ rows,
-                                     int64_t row_elems, int64_t cache_batch_stride,
-                                     int64_t slot_offset, const int64_t* __restrict__ slot,
-                                     void* __restrict__ cache2, const float* __restrict__ rows2) {
-  if (blockIdx.z == 1) {
-    cache = cache2;
-    rows = rows2;
-  }
+__global__ void store_kv_rows_kernel(void* cache_first, const float* rows_first, int64_t row_elems,
+                                     int64_t cache_batch_stride, int64_t slot_offset,
+                                     const int64_t* __restrict__ slot, void* cache_second,
+                                     const float* rows_second) {
+  void* __restrict__ cache = blockIdx.z == 1 ? cache_second : cache_first;
+  const float* __restrict__ rows = blockIdx.z == 1 ? rows_second : rows_first;
   const int64_t b = blockIdx.y;
   const int64_t base = b * cache_batch_stride + (slot_offset + *slot) * row_elems;
   const float* src = rows + b * row_elems;

@@ -386,9 +386,12 @@ class CudaBackend final : public Backend {
                                    "attention: cudaStreamIsCapturing");
       if (capture == cudaStreamCaptureStatusNone || bytes <= attention_scratch_bytes_) {
         const Status naive = diffusion_attention(q, k, v, o, s, AttentionAlgo::kNaive);
-        // An argument the naive path does not take (a stride, a size past cuBLAS's int) is
-        // refused before anything runs: the flash kernel serves it.
-        if (naive.ok() || naive.code() != ErrorCode::kInvalidArgument) return naive;
+        // An argument the naive path does not take (a stride, a size past cuBLAS's int), or no
+        // memory for its scratch, is refused before anything runs: the flash kernel serves it.
+        if (naive.ok() || (naive.code() != ErrorCode::kInvalidArgument &&
+                           naive.code() != ErrorCode::kOutOfMemory)) {
+          return naive;
+        }
       }
     }
     return cuda::attention(q, k, v, o, s, stream_);

@@ -14,7 +14,8 @@
 // - Activations are f32; weights f32 or bf16; accumulation is f32 (the reference accumulates in
 //   double, so results differ by accumulation order only).
 // - Argument validation happens before any CUDA call, so a rejected call never touches the device.
-// - linear() on more than kGemvMaxRows rows with f32 weights uses cuBLAS through a handle created
+// - linear() on more than kGemvMaxRows rows with f32 or bf16 weights uses cuBLAS through a handle
+// created
 //   lazily per host thread and device (the first such call on a thread must not be inside a CUDA
 //   graph capture: run one eager step first).
 //
@@ -48,9 +49,10 @@ inline constexpr int64_t kAttentionMaxHeadDim = 256;
 
 // y[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n] if bias != nullptr); n = w.rows, k = w.cols.
 // w.dtype must be kF32, kBF16 or kI8 (with w.scales on the device, one per w.group weights along a
-// row, w.group dividing k: kernels/int8.h). The bf16 and int8 GEMM paths convert the weights to f32
-// in shared memory, so they are as exact as the GEMV path; the f32 GEMM uses cublasSgemm with
-// CUBLAS_DEFAULT_MATH (no TF32).
+// row, w.group dividing k: kernels/int8.h). With bf16 weights x is rounded to bf16 first (the
+// ops.h contract) on every path: the GEMV, and above it cuBLAS's bf16 GEMM on the tensor cores
+// (f32 accumulation; the tiled kernel when its x scratch cannot be had). The int8 GEMM converts
+// the weights to f32 in shared memory; the f32 GEMM uses cublasSgemm with CUBLAS_DEFAULT_MATH.
 // TF32 tensor-core products for the calling thread's later cuBLAS calls (cuda::linear's f32 GEMM,
 // the diffusion convolutions and attention products): operands rounded to TF32 (10 explicit
 // mantissa bits, bf16 has 7), f32 accumulation. Off by default (f32 accuracy). The CUDA backend

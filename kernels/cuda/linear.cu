@@ -555,7 +555,8 @@ __global__ void round_x_to_bf16_kernel(const float* __restrict__ x, uint16_t* __
 }
 
 // One growing device buffer per thread (and device) for x in bf16. Null (the caller falls back to
-// the tiled kernel) when it would have to grow while the stream is being captured into a graph.
+// the tiled kernel) when it would have to grow while the stream is being captured into a graph,
+// or when the memory is not there.
 Expected<uint16_t*> thread_bf16_scratch(size_t elements, cudaStream_t stream) {
   struct Scratch {
     void* ptr = nullptr;
@@ -576,14 +577,17 @@ Expected<uint16_t*> thread_bf16_scratch(size_t elements, cudaStream_t stream) {
   TESSERA_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture),
                                "linear: cudaStreamIsCapturing");
   if (capture != cudaStreamCaptureStatusNone) return static_cast<uint16_t*>(nullptr);
+  const size_t grown = std::max({bytes, 2 * scratch.bytes, size_t{1} << 20});  // few regrowths
   if (scratch.ptr != nullptr) {
     cudaFree(scratch.ptr);  // waits for the work that used it
     scratch.ptr = nullptr;
     scratch.bytes = 0;
   }
-  const size_t grown = std::max<size_t>(bytes, size_t{1} << 20);
-  TESSERA_CUDA_RETURN_IF_ERROR(cudaMalloc(&scratch.ptr, grown),
-                               "linear: " + std::to_string(grown) + " bytes for x in bf16");
+  if (cudaMalloc(&scratch.ptr, grown) != cudaSuccess) {
+    cudaGetLastError();  // not sticky: the caller falls back to the tiled kernel
+    scratch.ptr = nullptr;
+    return static_cast<uint16_t*>(nullptr);
+  }
   scratch.bytes = grown;
   scratch.device = device;
   return static_cast<uint16_t*>(scratch.ptr);

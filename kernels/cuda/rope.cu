@@ -54,15 +54,13 @@ __global__ void __launch_bounds__(kRopeThreads)
 // (row = token * heads + head), the row's sum of squares by warp shuffles, each lane normalising
 // and rotating its pairs (2i, 2i + 1), i = lane, lane + 32, ...
 __global__ void __launch_bounds__(kNormRopeThreads)
-    rms_norm_rope_kernel(float* __restrict__ x, const float* __restrict__ weight, int64_t rows,
-                         int64_t heads, int64_t head_dim, float eps,
-                         const int32_t* __restrict__ positions, float theta, float* __restrict__ x2,
-                         const float* __restrict__ weight2) {
-  // gridDim.y 2: y = 1 normalises (x2, weight2), the k of a q/k pair, in the same launch.
-  if (blockIdx.y == 1) {
-    x = x2;
-    weight = weight2;
-  }
+    rms_norm_rope_kernel(float* x_first, const float* weight_first, int64_t rows, int64_t heads,
+                         int64_t head_dim, float eps, const int32_t* __restrict__ positions,
+                         float theta, float* x_second, const float* weight_second) {
+  // gridDim.y 2: y = 1 normalises (x_second, weight_second), the k of a q/k pair, in the same
+  // launch.
+  float* __restrict__ x = blockIdx.y == 1 ? x_second : x_first;
+  const float* __restrict__ weight = blockIdx.y == 1 ? weight_second : weight_first;
   const int lane = threadIdx.x % 32;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
   for (int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
