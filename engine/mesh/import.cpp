@@ -33,58 +33,13 @@ std::string native_list() {
   return ".obj, .glb, .gltf, .fbx, .stl and .3mf";
 }
 
-// UTF-16 text with a byte-order mark (some Windows exporters write OBJ so) as UTF-8; nullopt when
-// `bytes` has no such mark or is not valid UTF-16.
-std::optional<std::string> utf16_to_utf8(std::string_view bytes) {
-  if (bytes.size() < 2 || bytes.size() % 2 != 0) return std::nullopt;
-  const auto b0 = static_cast<uint8_t>(bytes[0]), b1 = static_cast<uint8_t>(bytes[1]);
-  const bool little = b0 == 0xFF && b1 == 0xFE;
-  if (!little && !(b0 == 0xFE && b1 == 0xFF)) return std::nullopt;
-  std::string out;
-  out.reserve(bytes.size() / 2);
-  auto unit = [&](size_t i) -> uint32_t {
-    const auto lo = static_cast<uint8_t>(bytes[i + (little ? 0 : 1)]);
-    const auto hi = static_cast<uint8_t>(bytes[i + (little ? 1 : 0)]);
-    return static_cast<uint32_t>(hi) << 8 | lo;
-  };
-  for (size_t i = 2; i < bytes.size(); i += 2) {
-    uint32_t c = unit(i);
-    if (c >= 0xD800 && c <= 0xDBFF) {
-      if (i + 2 >= bytes.size()) return std::nullopt;
-      const uint32_t low = unit(i + 2);
-      if (low < 0xDC00 || low > 0xDFFF) return std::nullopt;
-      c = 0x10000 + ((c - 0xD800) << 10) + (low - 0xDC00);
-      i += 2;
-    } else if (c >= 0xDC00 && c <= 0xDFFF) {
-      return std::nullopt;
-    }
-    if (c == 0) return std::nullopt;  // binary data, not text
-    if (c < 0x80) {
-      out += static_cast<char>(c);
-    } else if (c < 0x800) {
-      out += static_cast<char>(0xC0 | (c >> 6));
-      out += static_cast<char>(0x80 | (c & 0x3F));
-    } else if (c < 0x10000) {
-      out += static_cast<char>(0xE0 | (c >> 12));
-      out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (c & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (c >> 18));
-      out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (c & 0x3F));
-    }
-  }
-  return out;
-}
-
 // The project's own readers, by magic bytes and extension (`ext` is one of kNativeExtensions).
 Expected<Mesh> read_native(const std::string& path, const std::string& ext,
                            std::vector<std::string>* warnings) {
   TESSERA_ASSIGN_OR_RETURN(std::string bytes, read_file(path));
   if (bytes.empty()) return invalid_argument("'" + path + "' is empty, not a mesh");
   if (ext == ".obj" || ext == ".gltf") {
-    if (auto text = utf16_to_utf8(bytes)) bytes = std::move(*text);
+    if (auto text = import_detail::utf16_to_utf8(bytes)) bytes = std::move(*text);
   }
   std::string directory = std::filesystem::path(path).parent_path().string();
   if (directory.empty()) directory.push_back('.');

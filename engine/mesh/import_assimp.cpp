@@ -11,9 +11,12 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <new>
+#include <optional>
 #include <sstream>
 
+#include "engine/core/mapped_file.h"
 #include "engine/mesh/import_internal.h"
 
 // JPEG, TGA and BMP textures (the formats DAE, 3DS and FBX files from older tools name) are decoded
@@ -298,8 +301,22 @@ Expected<Mesh> read_with_assimp(const std::string& path, std::vector<std::string
     // Points and lines are dropped by SortByPType; Triangulate turns polygons into triangles.
     importer.SetPropertyInteger(AI_CONFIG_PP_SBP_REMOVE,
                                 aiPrimitiveType_POINT | aiPrimitiveType_LINE);
-    const aiScene* scene = importer.ReadFile(
-        path, aiProcess_Triangulate | aiProcess_SortByPType | aiProcess_ValidateDataStructure);
+    const unsigned flags =
+        aiProcess_Triangulate | aiProcess_SortByPType | aiProcess_ValidateDataStructure;
+    // UTF-16 text (a COLLADA or PLY with a byte-order mark: Assimp's parsers take UTF-8 only) is
+    // read from memory as UTF-8; sidecar textures are still found beside `path` (SceneReader).
+    std::optional<std::string> utf8;
+    char bom[2] = {0, 0};
+    std::ifstream(path, std::ios::binary).read(bom, 2);
+    const bool utf16 =
+        (bom[0] == '\xFF' && bom[1] == '\xFE') || (bom[0] == '\xFE' && bom[1] == '\xFF');
+    if (auto bytes = utf16 ? read_file(path) : Expected<std::string>(std::string()); bytes.ok()) {
+      utf8 = import_detail::utf16_to_utf8(*bytes);
+    }
+    const std::string hint = import_detail::lower_extension(path).substr(1);
+    const aiScene* scene =
+        utf8 ? importer.ReadFileFromMemory(utf8->data(), utf8->size(), flags, hint.c_str())
+             : importer.ReadFile(path, flags);
     if (scene == nullptr) {
       std::string why = importer.GetErrorString();
       if (why.empty()) why = "no reason given";

@@ -41,6 +41,10 @@ bool transform_point(const Mat4& m, double x, double y, double z, float out[3]);
 
 void warn(std::vector<std::string>* warnings, std::string message);
 
+// UTF-16 text with a byte-order mark (some Windows exporters write OBJ, glTF and COLLADA so) as
+// UTF-8; nullopt when `bytes` has no such mark or is not valid UTF-16 text.
+std::optional<std::string> utf16_to_utf8(std::string_view bytes);
+
 // Lower-case extension with the dot ("x/Y.OBJ" -> ".obj"); empty when there is none.
 std::string lower_extension(const std::string& path);
 

@@ -132,6 +132,23 @@ TEST(IsolatedImport, APlyOpensWithItsUvsAndTexture) {
   EXPECT_NE(warnings[0].find(dir.file("square.ply")), std::string::npos) << warnings[0];
 }
 
+// UTF-16 text with a byte-order mark (Windows tools write COLLADA and PLY so; Assimp's parsers take
+// UTF-8 only) is handed to Assimp as UTF-8, and opens.
+TEST(IsolatedImport, Utf16TextOpens) {
+  if (!reader_installed()) GTEST_SKIP() << isolated_formats().why_not;
+  ScratchDir dir("isolated-utf16");
+  const std::string text = textured_ply();
+  std::string utf16le = "\xFF\xFE";
+  for (char c : text) {
+    utf16le += c;
+    utf16le += '\0';
+  }
+  write(dir.file("square.ply"), utf16le);
+  auto m = import_mesh_file(dir.file("square.ply"));
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->triangle_count(), 2);
+}
+
 // Files artists send that only Assimp reads, from assimp-testmodels: they open, textured where the
 // file is, and the up axis of an ASCII FBX is applied as the binary reader applies it.
 TEST(IsolatedImport, CorpusFilesOpenWithTheirTextures) {
