@@ -91,6 +91,18 @@ __device__ __forceinline__ float x_operand(float v) {
   }
 }
 
+// Four elements of x as a GEMV's operand (16-byte load, rounded to bf16 for bf16 weights), and
+// their dot product with four weights, in the one order every GEMV kernel adds them.
+template <typename WeightT>
+__device__ __forceinline__ void load_x4(const float* p, float (&xv)[4]) {
+  load16(p, xv);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) xv[j] = x_operand<WeightT>(xv[j]);
+}
+__device__ __forceinline__ float dot4(const float* w, const float (&xv)[4]) {
+  return w[0] * xv[0] + w[1] * xv[1] + w[2] * xv[2] + w[3] * xv[3];
+}
+
 // One warp per output feature `col`; lanes stride over k. kVectorized requires 16-byte aligned x
 // and w and k a multiple of the 16-byte element count (checked by the host), so every row start is
 // aligned.
@@ -152,11 +164,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 2)
 #pragma unroll
             for (int part = 0; part < kPer; part += 4) {
               float xv[4];
-              load16(x_chunk + part, xv);
-#pragma unroll
-              for (int j = 0; j < 4; ++j) xv[j] = x_operand<WeightT>(xv[j]);
-              acc[r] += wv[u][part] * xv[0] + wv[u][part + 1] * xv[1] + wv[u][part + 2] * xv[2] +
-                        wv[u][part + 3] * xv[3];
+              load_x4<WeightT>(x_chunk + part, xv);
+              acc[r] += dot4(wv[u] + part, xv);
             }
           }
         }
@@ -229,13 +238,9 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 2)
 #pragma unroll
           for (int part = 0; part < kPer; part += 4) {
             float xv[4];
-            load16(x_chunk + part, xv);
-#pragma unroll
-            for (int j = 0; j < 4; ++j) xv[j] = x_operand<WeightT>(xv[j]);
-            acc_g[r] += gv[u][part] * xv[0] + gv[u][part + 1] * xv[1] + gv[u][part + 2] * xv[2] +
-                        gv[u][part + 3] * xv[3];
-            acc_u[r] += uv[u][part] * xv[0] + uv[u][part + 1] * xv[1] + uv[u][part + 2] * xv[2] +
-                        uv[u][part + 3] * xv[3];
+            load_x4<WeightT>(x_chunk + part, xv);
+            acc_g[r] += dot4(gv[u] + part, xv);
+            acc_u[r] += dot4(uv[u] + part, xv);
           }
         }
       }

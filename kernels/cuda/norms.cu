@@ -16,6 +16,28 @@ namespace {
 
 constexpr int kNormThreads = 256;
 
+// The rest of one row's LayerNorm once each thread has summed its elements into `sum`: the mean,
+// the centred second moment, then y = (x - mean) / std (* weight + bias). All threads take part.
+__device__ __forceinline__ void normalise_row(const float* xr, float sum,
+                                              const float* __restrict__ weight,
+                                              const float* __restrict__ bias, float* yr,
+                                              int64_t dim, float eps, float* scratch) {
+  const float mean = detail::block_sum(sum, scratch) / static_cast<float>(dim);
+  float sq = 0.f;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+    const float c = xr[i] - mean;
+    sq += c * c;
+  }
+  const float var = detail::block_sum(sq, scratch) / static_cast<float>(dim);
+  const float inv_std = rsqrtf(var + eps);
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+    float v = (xr[i] - mean) * inv_std;
+    if (weight != nullptr) v *= weight[i];
+    if (bias != nullptr) v += bias[i];
+    yr[i] = v;
+  }
+}
+
 __global__ void __launch_bounds__(kNormThreads)
     layer_norm_kernel(const float* x, const float* __restrict__ weight,
                       const float* __restrict__ bias, float* y, int64_t rows, int64_t dim,
@@ -23,23 +45,9 @@ __global__ void __launch_bounds__(kNormThreads)
   __shared__ float scratch[33];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {  // uniform across the block
     const float* xr = x + row * dim;
-    float* yr = y + row * dim;
     float sum = 0.f;
     for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) sum += xr[i];
-    const float mean = detail::block_sum(sum, scratch) / static_cast<float>(dim);
-    float sq = 0.f;
-    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
-      const float c = xr[i] - mean;
-      sq += c * c;
-    }
-    const float var = detail::block_sum(sq, scratch) / static_cast<float>(dim);
-    const float inv_std = rsqrtf(var + eps);
-    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
-      float v = (xr[i] - mean) * inv_std;
-      if (weight != nullptr) v *= weight[i];
-      if (bias != nullptr) v += bias[i];
-      yr[i] = v;
-    }
+    normalise_row(xr, sum, weight, bias, y + row * dim, dim, eps, scratch);
   }
 }
 
@@ -53,22 +61,13 @@ __global__ void __launch_bounds__(kNormThreads)
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     float* xr = x + row * dim;
     const float* tr = t + row * dim;
-    float* hr = h + row * dim;
     float sum = 0.f;
     for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
       const float v = xr[i] + tr[i];
       xr[i] = v;
       sum += v;
     }
-    const float mean = detail::block_sum(sum, scratch) / static_cast<float>(dim);
-    float sq = 0.f;
-    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
-      const float c = xr[i] - mean;
-      sq += c * c;
-    }
-    const float var = detail::block_sum(sq, scratch) / static_cast<float>(dim);
-    const float inv_std = rsqrtf(var + eps);
-    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) hr[i] = (xr[i] - mean) * inv_std;
+    normalise_row(xr, sum, nullptr, nullptr, h + row * dim, dim, eps, scratch);
   }
 }
 
