@@ -12,5 +12,6 @@ void register_shape_bench(CLI::App* bench, int* exit_code);       // shape.cpp
 void register_generate_bench(CLI::App* bench, int* exit_code);    // generate.cpp
 void register_diffusion_bench(CLI::App* bench, int* exit_code);   // diffusion.cpp
 void register_make_model_bench(CLI::App* bench, int* exit_code);  // make_model.cpp
+void register_cleanup_bench(CLI::App* bench, int* exit_code);     // cleanup.cpp
 
 }  // namespace tessera::bench

@@ -2,13 +2,18 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
+
+#include "engine/core/thread_pool.h"
 
 #if __has_include(<meshoptimizer.h>) && defined(TESSERA_HAVE_MESHOPTIMIZER)
 #include <meshoptimizer.h>
@@ -19,16 +24,6 @@
 
 namespace tessera::mesh {
 namespace {
-
-template <size_t N>
-struct KeyHashN {
-  size_t operator()(const std::array<int64_t, N>& k) const {
-    uint64_t h = 1469598103934665603ull;
-    for (int64_t v : k) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
-    return static_cast<size_t>(h);
-  }
-};
-using KeyHash = KeyHashN<3>;
 
 int64_t float_key(float f) {
   uint32_t bits;
@@ -44,8 +39,41 @@ int64_t find_root(std::vector<int64_t>& parent, int64_t x) {
   return x;
 }
 
+struct KeyHash {
+  size_t operator()(const std::array<int64_t, 3>& k) const {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t v : k) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
+uint64_t mix64(uint64_t h) {  // splitmix64's finaliser
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  return h ^ (h >> 31);
+}
+
+// Items per task of the clean-up's parallel loops: small enough to balance, large enough that a
+// small mesh runs on the calling thread alone.
+constexpr int64_t kGrain = 16384;
+
+void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= kGrain) {
+    if (n > 0) fn(0, n);
+    return;
+  }
+  default_thread_pool().parallel_for(n, kGrain, fn);
+}
+
 }  // namespace
 
+// The weld is an equivalence of keys; each class keeps its first (lowest) vertex and the survivors
+// keep their order, so the result is that of a sequential first-occurrence pass. The classes are
+// found in parallel with a lock-free open-addressing table: a slot holds 1 + the lowest vertex of
+// its key seen so far, lowered by compare-and-swap; a vertex's key is recomputed from its position
+// when compared, never stored.
 int64_t weld_vertices(Mesh& mesh, float tolerance) {
   const int64_t n = mesh.vertex_count();
   if (n == 0) return 0;
@@ -53,58 +81,154 @@ int64_t weld_vertices(Mesh& mesh, float tolerance) {
   // The key is the snapped position plus, on a mesh with uvs, the exact uv: vertices split on a
   // texture seam (same position, different uv) must stay apart.
   const bool has_uvs = !mesh.uvs.empty();
-  std::unordered_map<std::array<int64_t, 5>, uint32_t, KeyHashN<5>> first;
-  first.reserve(static_cast<size_t>(n));
-  std::vector<uint32_t> remap(static_cast<size_t>(n));
-  std::vector<float> positions, uvs;
-  positions.reserve(mesh.positions.size());
-  uvs.reserve(mesh.uvs.size());
-  for (int64_t v = 0; v < n; ++v) {
-    std::array<int64_t, 5> key{};
+  const float* pos = mesh.positions.data();
+  const float* uv = mesh.uvs.data();
+  using Key = std::array<int64_t, 5>;
+  auto key_of = [&](int64_t v) {
+    Key key{};
     for (int d = 0; d < 3; ++d) {
-      const float p = mesh.positions[3 * v + d];
+      const float p = pos[3 * v + d];
       key[d] = inv > 0 ? static_cast<int64_t>(std::llround(p * inv)) : float_key(p);
     }
     if (has_uvs) {
-      for (int d = 0; d < 2; ++d) key[3 + d] = float_key(mesh.uvs[2 * v + d]);
+      for (int d = 0; d < 2; ++d) key[3 + d] = float_key(uv[2 * v + d]);
     }
-    auto [it, inserted] = first.try_emplace(key, static_cast<uint32_t>(positions.size() / 3));
-    if (inserted) {
-      for (int d = 0; d < 3; ++d) positions.push_back(mesh.positions[3 * v + d]);
-      if (has_uvs) {
-        for (int d = 0; d < 2; ++d) uvs.push_back(mesh.uvs[2 * v + d]);
+    return key;
+  };
+  auto hash_of = [](const Key& k) {
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    for (int64_t v : k) h = mix64(h ^ static_cast<uint64_t>(v));
+    return h;
+  };
+  size_t capacity = 1024;
+  while (capacity < 2 * static_cast<size_t>(n)) capacity *= 2;
+  const size_t mask = capacity - 1;
+  const std::unique_ptr<std::atomic<uint32_t>[]> table(new std::atomic<uint32_t>[capacity]());
+  std::vector<uint32_t> slot_of(static_cast<size_t>(n));
+  parallel_for(n, [&](int64_t begin, int64_t end) {
+    for (int64_t v = begin; v < end; ++v) {
+      const Key key = key_of(v);
+      size_t h = hash_of(key) & mask;
+      const auto mine = static_cast<uint32_t>(v + 1);
+      for (;;) {
+        uint32_t cur = table[h].load(std::memory_order_acquire);
+        if (cur == 0) {
+          if (table[h].compare_exchange_strong(cur, mine, std::memory_order_acq_rel)) break;
+          // Another vertex took the slot first: look at what it holds (cur was updated).
+        }
+        if (cur != 0 && key_of(cur - 1) == key) {
+          // Same class: keep the lowest vertex (a slot never changes class once set).
+          while (mine < cur &&
+                 !table[h].compare_exchange_weak(cur, mine, std::memory_order_acq_rel)) {
+          }
+          break;
+        }
+        if (cur != 0) h = (h + 1) & mask;
       }
+      slot_of[static_cast<size_t>(v)] = static_cast<uint32_t>(h);
     }
-    remap[static_cast<size_t>(v)] = it->second;
+  });
+  // Survivors (the lowest vertex of each class) numbered in vertex order; a merged vertex takes
+  // its survivor's new index (the survivor is lower, so already numbered).
+  auto first_of = [&](int64_t v) {
+    return table[slot_of[static_cast<size_t>(v)]].load(std::memory_order_relaxed);
+  };
+  std::vector<uint32_t> remap(static_cast<size_t>(n));
+  uint32_t kept = 0;
+  for (int64_t v = 0; v < n; ++v) {
+    const uint32_t first = first_of(v);
+    remap[static_cast<size_t>(v)] =
+        first == static_cast<uint32_t>(v + 1) ? kept++ : remap[first - 1];
   }
-  for (uint32_t& t : mesh.triangles) t = remap[t];
-  const int64_t merged = n - static_cast<int64_t>(positions.size() / 3);
+  if (kept == static_cast<uint32_t>(n)) {
+    mesh.normals.clear();
+    return 0;
+  }
+  std::vector<float> positions(static_cast<size_t>(kept) * 3), uvs(has_uvs ? kept * size_t{2} : 0);
+  parallel_for(n, [&](int64_t begin, int64_t end) {
+    for (int64_t v = begin; v < end; ++v) {
+      if (first_of(v) != static_cast<uint32_t>(v + 1)) continue;
+      const uint32_t r = remap[static_cast<size_t>(v)];
+      std::memcpy(&positions[3 * size_t{r}], pos + 3 * v, 3 * sizeof(float));
+      if (has_uvs) std::memcpy(&uvs[2 * size_t{r}], uv + 2 * v, 2 * sizeof(float));
+    }
+  });
+  parallel_for(static_cast<int64_t>(mesh.triangles.size()), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) mesh.triangles[i] = remap[mesh.triangles[i]];
+  });
   mesh.positions = std::move(positions);
   mesh.uvs = std::move(uvs);
   mesh.normals.clear();
-  return merged;
+  return n - static_cast<int64_t>(kept);
 }
 
+// Repeated vertex sets are found without a hash set: the kept candidates are bucketed by their
+// lowest vertex (a handful of triangles each on a surface), each bucket is sorted by the other two
+// vertices and the triangle's index, and within a run of equal sets all but the first triangle go.
 int64_t remove_degenerate_triangles(Mesh& mesh, double min_area) {
+  const int64_t nt = mesh.triangle_count();
+  const int64_t nv = mesh.vertex_count();
+  if (nt == 0) return 0;
+  const uint32_t* tri = mesh.triangles.data();
+  const float* p = mesh.positions.data();
+  // 0: dropped; else kept so far. sorted[t]: the triangle's vertices ascending.
+  std::vector<uint8_t> keep(static_cast<size_t>(nt));
+  std::vector<std::array<uint32_t, 3>> sorted(static_cast<size_t>(nt));
+  parallel_for(nt, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const uint32_t a = tri[3 * t], b = tri[3 * t + 1], c = tri[3 * t + 2];
+      keep[t] = 0;
+      if (a == b || b == c || a == c) continue;
+      if (min_area >= 0) {
+        const double u[3] = {p[3 * b] - p[3 * a], p[3 * b + 1] - p[3 * a + 1],
+                             p[3 * b + 2] - p[3 * a + 2]};
+        const double w[3] = {p[3 * c] - p[3 * a], p[3 * c + 1] - p[3 * a + 1],
+                             p[3 * c + 2] - p[3 * a + 2]};
+        const double nx = u[1] * w[2] - u[2] * w[1], ny = u[2] * w[0] - u[0] * w[2],
+                     nz = u[0] * w[1] - u[1] * w[0];
+        if (0.5 * std::sqrt(nx * nx + ny * ny + nz * nz) <= min_area) continue;
+      }
+      std::array<uint32_t, 3> key{a, b, c};
+      std::sort(key.begin(), key.end());
+      sorted[t] = key;
+      keep[t] = 1;
+    }
+  });
+  // Buckets by lowest vertex (counting sort; the order inside a bucket is fixed by the sort below).
+  std::vector<int64_t> start(static_cast<size_t>(nv) + 1, 0);
+  for (int64_t t = 0; t < nt; ++t) {
+    if (keep[t] != 0) ++start[sorted[t][0] + 1];
+  }
+  for (int64_t v = 0; v < nv; ++v) start[v + 1] += start[v];
+  std::vector<uint32_t> bucket(static_cast<size_t>(start[static_cast<size_t>(nv)]));
+  {
+    std::vector<int64_t> fill(start.begin(), start.end() - 1);
+    for (int64_t t = 0; t < nt; ++t) {
+      if (keep[t] != 0) bucket[fill[sorted[t][0]]++] = static_cast<uint32_t>(t);
+    }
+  }
+  parallel_for(nv, [&](int64_t begin, int64_t end) {
+    for (int64_t v = begin; v < end; ++v) {
+      const auto b = bucket.begin() + start[v], e = bucket.begin() + start[v + 1];
+      if (e - b < 2) continue;
+      std::sort(b, e, [&](uint32_t x, uint32_t y) {
+        const auto& kx = sorted[x];
+        const auto& ky = sorted[y];
+        if (kx[1] != ky[1]) return kx[1] < ky[1];
+        if (kx[2] != ky[2]) return kx[2] < ky[2];
+        return x < y;
+      });
+      for (auto it = b + 1; it != e; ++it) {
+        if (sorted[*it][1] == sorted[*(it - 1)][1] && sorted[*it][2] == sorted[*(it - 1)][2]) {
+          keep[*it] = 0;
+        }
+      }
+    }
+  });
   std::vector<uint32_t> kept;
   kept.reserve(mesh.triangles.size());
-  std::unordered_set<std::array<int64_t, 3>, KeyHash> seen;
-  seen.reserve(mesh.triangles.size() / 3);
-  const auto& p = mesh.positions;
-  for (size_t t = 0; t + 2 < mesh.triangles.size(); t += 3) {
-    const uint32_t a = mesh.triangles[t], b = mesh.triangles[t + 1], c = mesh.triangles[t + 2];
-    if (a == b || b == c || a == c) continue;
-    const double u[3] = {p[3 * b] - p[3 * a], p[3 * b + 1] - p[3 * a + 1],
-                         p[3 * b + 2] - p[3 * a + 2]};
-    const double w[3] = {p[3 * c] - p[3 * a], p[3 * c + 1] - p[3 * a + 1],
-                         p[3 * c + 2] - p[3 * a + 2]};
-    const double nx = u[1] * w[2] - u[2] * w[1], ny = u[2] * w[0] - u[0] * w[2],
-                 nz = u[0] * w[1] - u[1] * w[0];
-    if (0.5 * std::sqrt(nx * nx + ny * ny + nz * nz) <= min_area) continue;
-    std::array<int64_t, 3> key{a, b, c};
-    std::sort(key.begin(), key.end());
-    if (!seen.insert(key).second) continue;
-    kept.insert(kept.end(), {a, b, c});
+  for (int64_t t = 0; t < nt; ++t) {
+    if (keep[t] != 0) kept.insert(kept.end(), tri + 3 * t, tri + 3 * t + 3);
   }
   const auto removed = static_cast<int64_t>((mesh.triangles.size() - kept.size()) / 3);
   mesh.triangles = std::move(kept);
@@ -137,14 +261,16 @@ int64_t remove_small_components(Mesh& mesh, double fraction) {
       }
     }
   }
+  // Every vertex points at its root from here (roots are vertex indices).
+  for (int64_t v = 0; v < nv; ++v) parent[v] = find_root(parent, v);
   struct Component {
     float lo[3] = {INFINITY, INFINITY, INFINITY};
     float hi[3] = {-INFINITY, -INFINITY, -INFINITY};
     int64_t triangles = 0;
   };
-  std::unordered_map<int64_t, Component> comps;
+  std::vector<Component> comps(static_cast<size_t>(nv));
   for (int64_t t = 0; t < nt; ++t) {
-    Component& c = comps[find_root(parent, mesh.triangles[3 * t])];
+    Component& c = comps[static_cast<size_t>(parent[mesh.triangles[3 * t]])];
     ++c.triangles;
     for (int v = 0; v < 3; ++v) {
       const uint32_t i = mesh.triangles[3 * t + v];
@@ -155,24 +281,28 @@ int64_t remove_small_components(Mesh& mesh, double fraction) {
     }
   }
   const double limit = fraction * compute_bounds(mesh).diagonal();
+  // The largest component by triangles; on a tie, the one whose root is the lowest vertex.
   int64_t largest = -1, largest_count = -1;
-  for (const auto& [root, c] : comps) {
-    if (c.triangles > largest_count) {
-      largest = root;
-      largest_count = c.triangles;
+  for (int64_t r = 0; r < nv; ++r) {
+    if (comps[static_cast<size_t>(r)].triangles > largest_count) {
+      largest = r;
+      largest_count = comps[static_cast<size_t>(r)].triangles;
     }
   }
-  std::unordered_set<int64_t> drop;
-  for (const auto& [root, c] : comps) {
+  std::vector<uint8_t> drop(static_cast<size_t>(nv), 0);
+  bool any = false;
+  for (int64_t r = 0; r < nv; ++r) {
+    const Component& c = comps[static_cast<size_t>(r)];
+    if (c.triangles == 0 || r == largest) continue;
     double s = 0;
     for (int d = 0; d < 3; ++d) s += (static_cast<double>(c.hi[d]) - c.lo[d]) * (c.hi[d] - c.lo[d]);
-    if (root != largest && std::sqrt(s) < limit) drop.insert(root);
+    if (std::sqrt(s) < limit) drop[static_cast<size_t>(r)] = any = true;
   }
-  if (drop.empty()) return 0;
+  if (!any) return 0;
   std::vector<uint32_t> kept;
   kept.reserve(mesh.triangles.size());
   for (int64_t t = 0; t < nt; ++t) {
-    if (drop.count(find_root(parent, mesh.triangles[3 * t])) != 0) continue;
+    if (drop[static_cast<size_t>(parent[mesh.triangles[3 * t]])] != 0) continue;
     kept.insert(kept.end(), mesh.triangles.begin() + 3 * t, mesh.triangles.begin() + 3 * t + 3);
   }
   const int64_t removed = nt - static_cast<int64_t>(kept.size() / 3);
@@ -214,32 +344,52 @@ void compact_vertices(Mesh& mesh) {
   mesh.uvs = std::move(uv);
 }
 
+// Each vertex sums its faces' cross products in ascending face order, in double: the same sums
+// as one pass over the faces, computed per vertex in parallel through a vertex -> face table.
 void compute_vertex_normals(Mesh& mesh) {
-  std::vector<double> acc(mesh.positions.size(), 0.0);
+  const int64_t nv = mesh.vertex_count(), nt = mesh.triangle_count();
   const auto& p = mesh.positions;
-  for (size_t t = 0; t + 2 < mesh.triangles.size(); t += 3) {
-    const uint32_t a = mesh.triangles[t], b = mesh.triangles[t + 1], c = mesh.triangles[t + 2];
-    const double u[3] = {p[3 * b] - p[3 * a], p[3 * b + 1] - p[3 * a + 1],
-                         p[3 * b + 2] - p[3 * a + 2]};
-    const double w[3] = {p[3 * c] - p[3 * a], p[3 * c + 1] - p[3 * a + 1],
-                         p[3 * c + 2] - p[3 * a + 2]};
-    // The unnormalised cross product is twice the area: area weighting for free.
-    const double n[3] = {u[1] * w[2] - u[2] * w[1], u[2] * w[0] - u[0] * w[2],
-                         u[0] * w[1] - u[1] * w[0]};
-    for (uint32_t v : {a, b, c}) {
-      for (int d = 0; d < 3; ++d) acc[3 * v + d] += n[d];
+  const uint32_t* tri = mesh.triangles.data();
+  // The unnormalised cross product of each face is twice its area: area weighting for free.
+  std::vector<std::array<double, 3>> face(static_cast<size_t>(nt));
+  parallel_for(nt, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const uint32_t a = tri[3 * t], b = tri[3 * t + 1], c = tri[3 * t + 2];
+      const double u[3] = {p[3 * b] - p[3 * a], p[3 * b + 1] - p[3 * a + 1],
+                           p[3 * b + 2] - p[3 * a + 2]};
+      const double w[3] = {p[3 * c] - p[3 * a], p[3 * c + 1] - p[3 * a + 1],
+                           p[3 * c + 2] - p[3 * a + 2]};
+      face[t] = {u[1] * w[2] - u[2] * w[1], u[2] * w[0] - u[0] * w[2], u[0] * w[1] - u[1] * w[0]};
+    }
+  });
+  // Corners by vertex, ascending face order (a face that repeats a vertex counts once per corner).
+  std::vector<size_t> start(static_cast<size_t>(nv) + 1, 0);
+  for (uint32_t v : mesh.triangles) ++start[v + 1];
+  for (int64_t v = 0; v < nv; ++v) start[v + 1] += start[v];
+  std::vector<uint32_t> corner_face(mesh.triangles.size());
+  {
+    std::vector<size_t> fill(start.begin(), start.end() - 1);
+    for (size_t i = 0; i < mesh.triangles.size(); ++i) {
+      corner_face[fill[tri[i]]++] = static_cast<uint32_t>(i / 3);
     }
   }
   mesh.normals.assign(mesh.positions.size(), 0.0f);
-  for (size_t v = 0; v + 2 < acc.size(); v += 3) {
-    const double len =
-        std::sqrt(acc[v] * acc[v] + acc[v + 1] * acc[v + 1] + acc[v + 2] * acc[v + 2]);
-    if (len > 0) {
-      for (int d = 0; d < 3; ++d) mesh.normals[v + d] = static_cast<float>(acc[v + d] / len);
-    } else {
-      mesh.normals[v + 2] = 1.0f;
+  float* out = mesh.normals.data();
+  parallel_for(nv, [&](int64_t begin, int64_t end) {
+    for (int64_t v = begin; v < end; ++v) {
+      double acc[3] = {0.0, 0.0, 0.0};
+      for (size_t i = start[v]; i < start[v + 1]; ++i) {
+        const auto& n = face[corner_face[i]];
+        for (int d = 0; d < 3; ++d) acc[d] += n[d];
+      }
+      const double len = std::sqrt(acc[0] * acc[0] + acc[1] * acc[1] + acc[2] * acc[2]);
+      if (len > 0) {
+        for (int d = 0; d < 3; ++d) out[3 * v + d] = static_cast<float>(acc[d] / len);
+      } else {
+        out[3 * v + 2] = 1.0f;
+      }
     }
-  }
+  });
 }
 
 Status decimate(Mesh& mesh, int64_t max_triangles) {
@@ -340,80 +490,159 @@ void smooth_taubin(Mesh& mesh, int iterations, float lambda, float mu) {
   }
   // Vertices on a boundary or non-manifold edge stay where they are (smoothing would pull an open
   // rim inwards): an edge used by exactly two triangles is interior. A self edge (a triangle that
-  // repeats a vertex) counts too, as an edge a-a.
+  // repeats a vertex) counts too, as an edge a-a. An edge's multiplicity is the same in both of
+  // its vertices' lists, so each vertex reads its own. Each list is sorted and deduplicated in
+  // place (its length in `count`).
   std::vector<char> pinned(static_cast<size_t>(nv), 0);
-  size_t out = 0;
-  for (int64_t v = 0; v < nv; ++v) {
-    const size_t b = start[v], e = start[v + 1];
-    std::sort(nbr.begin() + b, nbr.begin() + e);
-    start[v] = out;
-    if (self_edges[static_cast<size_t>(v)] != 0 && self_edges[static_cast<size_t>(v)] != 2) {
-      pinned[static_cast<size_t>(v)] = 1;
-    }
-    for (size_t i = b; i < e;) {
-      size_t j = i + 1;
-      while (j < e && nbr[j] == nbr[i]) ++j;
-      if (j - i != 2) {
-        pinned[static_cast<size_t>(v)] = 1;
-        pinned[nbr[i]] = 1;
+  std::vector<uint32_t> count(static_cast<size_t>(nv));
+  parallel_for(nv, [&](int64_t begin, int64_t end) {
+    for (int64_t v = begin; v < end; ++v) {
+      const size_t b = start[v], e = start[v + 1];
+      std::sort(nbr.begin() + b, nbr.begin() + e);
+      const uint8_t self = self_edges[static_cast<size_t>(v)];
+      char pin = self != 0 && self != 2 ? 1 : 0;
+      size_t out = b;
+      for (size_t i = b; i < e;) {
+        size_t j = i + 1;
+        while (j < e && nbr[j] == nbr[i]) ++j;
+        if (j - i != 2) pin = 1;
+        nbr[out++] = nbr[i];
+        i = j;
       }
-      nbr[out++] = nbr[i];
-      i = j;
+      pinned[static_cast<size_t>(v)] = pin;
+      count[static_cast<size_t>(v)] = static_cast<uint32_t>(out - b);
+    }
+  });
+  // The passes gather every neighbour's position, so they run in a spatial order: vertices
+  // bucketed by the Morton code of a coarse grid over the bounds (about 8 a bucket; vertex order
+  // within a bucket), which keeps most neighbours within a few cache lines of each other whatever
+  // order the mesh came in. order[k] is the vertex at place k, place[v] the place of vertex v;
+  // each vertex's neighbours stay in ascending vertex order, so every sum is the same.
+  std::vector<uint32_t> order(static_cast<size_t>(nv)), place(static_cast<size_t>(nv));
+  {
+    const Bounds box = compute_bounds(mesh);
+    int bits = 1;
+    while (bits < 7 && (int64_t{1} << (3 * (bits + 1))) * 8 <= nv) ++bits;
+    const uint32_t cells = 1u << bits;
+    float scale[3];
+    for (int d = 0; d < 3; ++d) {
+      const float extent = box.max[d] - box.min[d];
+      scale[d] = extent > 0 ? static_cast<float>(cells) / extent : 0.0f;
+    }
+    auto spread = [](uint32_t x) {  // bit i of x to bit 3i
+      uint32_t r = 0;
+      for (int i = 0; i < 7; ++i) r |= ((x >> i) & 1u) << (3 * i);
+      return r;
+    };
+    std::vector<uint32_t> key(static_cast<size_t>(nv));
+    parallel_for(nv, [&](int64_t first, int64_t last) {
+      for (int64_t v = first; v < last; ++v) {
+        uint32_t code = 0;
+        for (int d = 0; d < 3; ++d) {
+          const float f = (mesh.positions[3 * v + d] - box.min[d]) * scale[d];
+          const uint32_t c = std::min(cells - 1, static_cast<uint32_t>(std::max(0.0f, f)));
+          code |= spread(c) << d;
+        }
+        key[static_cast<size_t>(v)] = code;
+      }
+    });
+    std::vector<uint32_t> bucket_start((size_t{1} << (3 * bits)) + 1, 0);
+    for (uint32_t k : key) ++bucket_start[k + 1];
+    for (size_t i = 1; i < bucket_start.size(); ++i) bucket_start[i] += bucket_start[i - 1];
+    for (int64_t v = 0; v < nv; ++v) {
+      const uint32_t k = bucket_start[key[static_cast<size_t>(v)]]++;
+      order[k] = static_cast<uint32_t>(v);
+      place[static_cast<size_t>(v)] = k;
     }
   }
-  start[static_cast<size_t>(nv)] = out;
-  nbr.resize(out);
-  std::vector<float> next(mesh.positions.size());
-  auto pass = [&](float factor) {
-    const float* pos = mesh.positions.data();
-    for (int64_t v = 0; v < nv; ++v) {
-      const size_t b = start[v], e = start[v + 1];
-      const float* p = pos + 3 * v;
-      float* q = next.data() + 3 * v;
-      if (b == e || pinned[static_cast<size_t>(v)] != 0) {
-        q[0] = p[0];
-        q[1] = p[1];
-        q[2] = p[2];
-        continue;
-      }
-      // Each coordinate summed in double over the neighbours in ascending order.
-      double sum[3] = {0.0, 0.0, 0.0};
-      for (size_t i = b; i < e; ++i) {
-        const float* n = pos + 3 * static_cast<size_t>(nbr[i]);
-        sum[0] += n[0];
-        sum[1] += n[1];
-        sum[2] += n[2];
-      }
-      const double count = static_cast<double>(e - b);
-      for (int d = 0; d < 3; ++d) {
-        const double mean = sum[d] / count;
-        q[d] = static_cast<float>(p[d] + factor * (mean - p[d]));
-      }
+  // The neighbour lists in place order, as places; a pinned vertex gets none (it stays put).
+  std::vector<size_t> pstart(static_cast<size_t>(nv) + 1, 0);
+  for (int64_t k = 0; k < nv; ++k) {
+    const uint32_t v = order[k];
+    pstart[k + 1] = pstart[k] + (pinned[v] != 0 ? 0 : count[v]);
+  }
+  std::vector<uint32_t> pnbr(pstart[static_cast<size_t>(nv)]);
+  parallel_for(nv, [&](int64_t first, int64_t last) {
+    for (int64_t k = first; k < last; ++k) {
+      const size_t b = start[order[k]];
+      for (size_t i = pstart[k]; i < pstart[k + 1]; ++i) pnbr[i] = place[nbr[b + i - pstart[k]]];
     }
-    mesh.positions.swap(next);
+  });
+  std::vector<float> cur(4 * static_cast<size_t>(nv), 0.0f), next(cur.size(), 0.0f);
+  parallel_for(nv, [&](int64_t first, int64_t last) {
+    for (int64_t k = first; k < last; ++k) {
+      for (int d = 0; d < 3; ++d) cur[4 * k + d] = mesh.positions[3 * size_t{order[k]} + d];
+    }
+  });
+  auto pass = [&](const double factor) {
+    const float* pos = cur.data();
+    float* out = next.data();
+    parallel_for(nv, [&](int64_t first, int64_t last) {
+      for (int64_t k = first; k < last; ++k) {
+        const float* p = pos + 4 * k;
+        float* q = out + 4 * k;
+        const size_t b = pstart[k], e = pstart[k + 1];
+        if (b == e) {
+          for (int d = 0; d < 4; ++d) q[d] = p[d];
+          continue;
+        }
+        // Each coordinate summed in double over the neighbours in ascending vertex order.
+        double sum[3] = {0.0, 0.0, 0.0};
+        for (size_t i = b; i < e; ++i) {
+          const float* n = pos + 4 * size_t{pnbr[i]};
+          for (int d = 0; d < 3; ++d) sum[d] += static_cast<double>(n[d]);
+        }
+        const double degree = static_cast<double>(e - b);
+        for (int d = 0; d < 3; ++d) {
+          const double mean = sum[d] / degree;
+          q[d] = static_cast<float>(p[d] + factor * (mean - p[d]));
+        }
+      }
+    });
+    cur.swap(next);
   };
   for (int it = 0; it < iterations; ++it) {
     pass(lambda);
     pass(mu);
   }
+  parallel_for(nv, [&](int64_t first, int64_t last) {
+    for (int64_t k = first; k < last; ++k) {
+      for (int d = 0; d < 3; ++d) mesh.positions[3 * size_t{order[k]} + d] = cur[4 * k + d];
+    }
+  });
   if (!mesh.normals.empty()) compute_vertex_normals(mesh);
 }
 
-Status cleanup(Mesh& mesh, const CleanupOptions& options) {
+Status cleanup(Mesh& mesh, const CleanupOptions& options, CleanupStats* stats) {
+  CleanupStats local;
+  CleanupStats& s = stats != nullptr ? *stats : local;
+  s = CleanupStats();
+  auto clock = std::chrono::steady_clock::now();
+  auto lap = [&clock](double* ms) {
+    const auto now = std::chrono::steady_clock::now();
+    *ms += std::chrono::duration<double, std::milli>(now - clock).count();
+    clock = now;
+  };
   TESSERA_RETURN_IF_ERROR(validate(mesh));
   const double diagonal = compute_bounds(mesh).diagonal();
   weld_vertices(mesh, static_cast<float>(options.weld_tolerance_fraction * diagonal));
+  lap(&s.weld_ms);
   // Only triangles the weld collapsed (a repeated vertex) and repeated triangles go: a sliver with
   // three distinct vertices and zero area still closes the surface, and removing it would open a
   // hole in an otherwise closed mesh.
   remove_degenerate_triangles(mesh, -1.0);
+  lap(&s.faces_ms);
   remove_small_components(mesh, options.min_component_fraction);
+  lap(&s.components_ms);
   // Texture seams split vertices, and smoothing by index would tear them apart: a textured mesh
   // keeps its positions.
   if (mesh.uvs.empty()) smooth_taubin(mesh, options.smooth_iterations);
+  lap(&s.smooth_ms);
   if (options.max_triangles > 0) TESSERA_RETURN_IF_ERROR(decimate(mesh, options.max_triangles));
+  lap(&s.decimate_ms);
   compact_vertices(mesh);
   if (options.normals) compute_vertex_normals(mesh);
+  lap(&s.normals_ms);
   return Status();
 }
 
