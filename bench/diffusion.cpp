@@ -266,9 +266,13 @@ std::vector<Variant> ablation(const kernels::Backend& backend) {
   v.push_back({kAllOn, KernelOptions{}});
   KernelOptions o;
   if (!backend.bf16_compute() && backend.tf32_products_available()) {
-    KernelOptions tf32;
-    tf32.precision = kernels::Precision::kBf16;
-    v.push_back({"all on, TF32 tensor-core products", tf32, true, true, true});
+    // A GPU's Precision::kBf16 (diffusion::use_device_bf16 / use_tf32).
+    KernelOptions reduced;
+    reduced.precision = kernels::Precision::kBf16;
+    v.push_back({backend.bf16_products_available()
+                     ? "all on, bf16 tensor-core products (TF32 attention)"
+                     : "all on, TF32 tensor-core products",
+                 reduced, true, true, true});
   }
   if (backend.bf16_compute()) {
     o.precision = kernels::Precision::kBf16;
@@ -534,7 +538,8 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
       "(UNet step %.1f GFLOP, VAE decode %.1f GFLOP). \"vs all on\": the row's time minus the "
       "all-on time (what that fused kernel saves), and that as a share of the row's time; for the "
       "reduced-precision row (KernelOptions::precision: bf16 compute with AVX-512 BF16 on the "
-      "CPU, TF32 tensor-core products on a GPU) its speed-up over the all-on f32 row.%s\n\n",
+      "CPU, bf16 tensor-core products for the weights and TF32 for attention on a GPU) its "
+      "speed-up over the all-on f32 row.%s\n\n",
       shipped
           ? "The embedded tessera-tiny/diffusion model (`--config tessera-tiny`, its f32 weights)"
           : (tiny ? "Tiny fixture config (`--config tiny`) with random weights (BF16 linear "

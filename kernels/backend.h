@@ -348,6 +348,20 @@ class Backend {
   virtual bool tf32_products_available() const { return false; }
   virtual void set_tf32_products(bool on) { (void)on; }
   virtual bool tf32_products() const { return false; }
+  // Precision::kBf16 on a device, the weight products: bf16 tensor-core products for the linear
+  // layers (linear() with a bf16 Weight from upload_weight) and the im2col convolutions
+  // (conv2d_weight below): x rounded to bf16 as ops.h's bf16 linear contract, f32 sums and
+  // outputs. The models use them instead of TF32 for every product with a weight; TF32 (above)
+  // is left for the activation-by-activation products of attention.
+  virtual bool bf16_products_available() const { return false; }
+  // conv2d's contract (ConvAlgo::kGemm) with the weights as a backend Weight of out_c rows and
+  // kernel^2 * in_c columns in cpu::conv2d_pack_weights' kGemm order ([out_c][ky][kx][in_c]), in
+  // any dtype linear() takes (bf16 on a device: the tensor cores).
+  virtual Status conv2d_weight(const float* x, const Weight& w, const float* bias, float* y,
+                               const Conv2dShape& s) {
+    (void)x, (void)w, (void)bias, (void)y, (void)s;
+    return unsupported(name() + ": no convolution with backend weights (conv2d_weight)");
+  }
   virtual Status linear_bf16(const float* x, int64_t rows, const cpu::gemm_bf16::PackedB& w,
                              const float* bias, float* y) {
     (void)x, (void)rows, (void)w, (void)bias, (void)y;

@@ -10,9 +10,9 @@
 // - kTransfer (upload, download) and kHost (allocate, allocate_host_visible, synchronize): `run`
 //   refers to the caller's arguments and results; call it now or not at all.
 // Not routed (load-time or bookkeeping): device, name, release, upload_weight, upload_f32,
-// device_resident, can_diffuse, choose_conv_algo, bf16_compute, linear_rows_invariant, and the
-// recording calls
-// (can_record, begin/end_recording, replay, drop).
+// device_resident, can_diffuse, choose_conv_algo, bf16_compute, bf16_products_available, the tf32
+// state, linear_rows_invariant, and the recording calls (can_record, begin/end_recording, replay,
+// drop).
 #pragma once
 
 #include <functional>
@@ -304,6 +304,11 @@ class ForwardingBackend : public Backend {
                      const Conv2dShape& s) override {
     const cpu::gemm_bf16::PackedB* wp = &w;
     return run_op({"conv2d_bf16"}, [=, this] { return inner_->conv2d_bf16(x, *wp, bias, y, s); });
+  }
+  bool bf16_products_available() const override { return inner_->bf16_products_available(); }
+  Status conv2d_weight(const float* x, const Weight& w, const float* bias, float* y,
+                       const Conv2dShape& s) override {
+    return run_op({"conv2d_weight"}, [=, this] { return inner_->conv2d_weight(x, w, bias, y, s); });
   }
 
   // ---- surface extraction (host memory in and out: a transfer-like call, run now) --------------

@@ -18,7 +18,7 @@
 # --device cuda --quick` (host loop, device-resident eager and CUDA-graph replay), `tessera image
 # --device cuda` on the embedded diffusion model, `tessera-bench diffusion --device cuda` (SD 1.5
 # 512x512 with the fused-kernel ablation), `tessera-bench shape --device cuda --weights int8`,
-# compute-sanitizer memcheck and racecheck on the small tests, and last a whole full-size int8 job
+# `tessera-bench cleanup` (the CPU clean-up on this machine's cores), compute-sanitizer memcheck and racecheck on the small tests, and last a whole full-size int8 job
 # from disk on the GPU with its peak device memory (`bench generate --device cuda`).
 # Packages: when <repo>/.deps holds gpu-deps.tar.xz (scripts/gpu-deps.sh) or .deb files, they are unpacked into
 # /tmp/gpu-deps (never /) and the build and the binaries use them. GPU_CHECK_CMAKE_ARGS adds cmake
@@ -218,9 +218,13 @@ if ((built)) && [[ -x "$CLI" ]]; then
   # int8 weights on the CUDA backend (issue 25): TPOT and the int8-vs-bf16 steps alternated.
   run_step bench-shape-int8 120 "$BENCH" shape --device cuda --quick --weights int8 \
     --json "$OUT_DIR/bench-shape-int8.json" || true
+  # The whole object's clean-up share: the CPU clean-up on this machine's cores (all, and one),
+  # on an object-like and a random-weights-like surface.
+  run_step bench-cleanup 90 "$BENCH" cleanup --repeat 3 --results "$OUT_DIR/RESULTS-gpu.md" \
+    --write-results || true
 else
   for s in generate-tiny generate-tiny-eager graphs-vs-eager bench-shape image-tiny bench-diffusion \
-    bench-shape-int8; do
+    bench-shape-int8 bench-cleanup; do
     skip_step "$s" "CLI not built"
   done
 fi
@@ -231,7 +235,7 @@ if ((built)); then
     SANITIZER=/usr/local/cuda/compute-sanitizer/compute-sanitizer
   if [[ -n "$SANITIZER" ]]; then
     run_step memcheck 150 "$SANITIZER" --tool memcheck --error-exitcode 1 "$GPU_TESTS" \
-      --gtest_filter='*Small*:CudaConvert.*:CudaBackendTest.*:GptCudaTest.Cached*:CudaDeviceStep.*:ChooseTokenTest.Bad*:GptCudaTest.GraphReplay*:CudaPolygonize.*:DiffusionCuda.UNetWithTf32*' || true
+      --gtest_filter='*Small*:CudaConvert.*:CudaBackendTest.*:GptCudaTest.Cached*:CudaDeviceStep.*:ChooseTokenTest.Bad*:GptCudaTest.GraphReplay*:CudaPolygonize.*:DiffusionCuda.UNetWithBf16*:CudaDiffusionConv.Bf16*' || true
     # Shared-memory hazards in the kernels that use barriers (attention, norms, softmax, the
     # token choice's sort and scans).
     run_step racecheck 120 "$SANITIZER" --tool racecheck --error-exitcode 1 "$GPU_TESTS" \

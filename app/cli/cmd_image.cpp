@@ -187,8 +187,9 @@ void register_image(CLI::App& app, int* exit_code) {
   cmd->add_option("--height,-H", o->height, "Image height in pixels (default: the model's)");
   cmd->add_flag("--bf16", o->bf16, "Run the linear layers in bf16");
   cmd->add_option("--precision", o->precision,
-                  "UNet/VAE products: auto (bf16 for SD-size models on AVX-512 BF16 CPUs, TF32 "
-                  "tensor cores on a GPU, else f32), f32 or bf16 (default auto)");
+                  "UNet/VAE products: auto (bf16 for SD-size models on AVX-512 BF16 CPUs, else "
+                  "f32; f32 on a GPU), f32 or bf16 (on a GPU: the weights' products on the bf16 "
+                  "tensor cores, attention's in TF32) (default auto)");
   cmd->add_flag("--no-metadata", o->no_metadata,
                 "Write no prompt or settings into the PNG (its text chunks)");
   add_device_options(cmd, &o->device);

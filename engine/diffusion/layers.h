@@ -56,8 +56,13 @@ inline constexpr int64_t kMinBf16Rows = 32;
 
 // Whether opt asks for bf16 compute and the backend can run it (Backend::bf16_compute()).
 bool use_bf16(const KernelOptions& opt, const kernels::Backend& backend);
-// Whether opt's kBf16 becomes TF32 tensor-core products on this backend (a device).
+// Whether opt's kBf16 becomes TF32 tensor-core products on this backend (a device): the
+// attention products, and the convolutions too where the device has no bf16 weight products.
 bool use_tf32(const KernelOptions& opt, const kernels::Backend& backend);
+// Whether opt's kBf16 runs the weight products on a device's bf16 tensor cores
+// (Backend::bf16_products_available): linear layers with at least kMinBf16Rows rows and every
+// convolution (im2col; Winograd is f32 only), with bf16 copies of their weights made on first use.
+bool use_device_bf16(const KernelOptions& opt, const kernels::Backend& backend);
 
 // TF32 products on the backend for one forward when use_tf32(opt, backend); the previous state
 // is restored after it.
@@ -187,6 +192,9 @@ class Conv2d {
   std::array<kernels::DeviceBuffer, 2> packed_storage_;
   std::array<const float*, 2> packed_ = {nullptr, nullptr};
   kernels::cpu::gemm_bf16::PackedB packed_bf16_;  // Precision::kBf16 (host backends), first use
+  // Precision::kBf16 on a device (use_device_bf16): the kGemm packing in bf16, on the device.
+  kernels::DeviceBuffer device_bf16_storage_;
+  kernels::Weight device_bf16_;
 };
 
 // A linear layer (weight in the store's format, optional bias).
@@ -207,6 +215,9 @@ struct Linear {
   Status run(const float* x, int64_t rows, float* y, const KernelOptions& opt) const;
 
   mutable kernels::cpu::gemm_bf16::PackedB packed_bf16;  // cache of host for the bf16 path
+  // use_device_bf16: the weight in bf16 on the device (w itself when it is bf16 already).
+  mutable kernels::DeviceBuffer device_bf16_storage;
+  mutable kernels::Weight device_bf16;
 };
 
 // The residual block of both models: y = skip(x) + conv2(act(norm2(conv1(act(norm1(x))) + e))),

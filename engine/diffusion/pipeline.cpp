@@ -485,6 +485,7 @@ kernels::Precision DiffusionModel::compute_precision() const {
 const char* DiffusionModel::compute_precision_label() const {
   const KernelOptions& o = impl_->unet->options();
   if (use_bf16(o, *impl_->backend)) return "bf16";
+  if (use_device_bf16(o, *impl_->backend)) return "bf16 tensor cores (tf32 attention)";
   return use_tf32(o, *impl_->backend) ? "tf32" : "f32";
 }
 
@@ -520,9 +521,10 @@ kernels::Precision resolve_precision(ComputePrecision p, int64_t model_channels,
   if (backend.bf16_compute() || !backend.tf32_products_available()) {
     return resolve_precision(p, model_channels);
   }
-  // A GPU whose kBf16 means TF32 products: only when asked for. The H200 ablation of 2026-12-04
-  // (SD 1.5 512x512) measured TF32 slower than f32 (UNet step 119.3 against 116.5 ms, VAE 94.9
-  // against 58.8 ms), so auto stays f32 there.
+  // A GPU: kBf16 only when asked for. Its kBf16 was TF32 products when the H200 ablation of
+  // 2026-12-04 (SD 1.5 512x512) measured it slower than f32 (UNet step 119.3 against 116.5 ms,
+  // VAE 94.9 against 58.8 ms); it is now bf16 tensor-core products for every weight
+  // (use_device_bf16), not measured yet, so auto stays f32 until a device run says otherwise.
   (void)model_channels;
   return p == ComputePrecision::kBf16 ? kernels::Precision::kBf16 : kernels::Precision::kF32;
 }

@@ -14,9 +14,10 @@
 //
 // Decode (q_len == 1) uses "flash-decoding" (Dao et al. 2023): the keys are cut into at most
 // kMaxDecodeSplits splits per (batch, head), each split's block writes its partial (max, sum,
-// unnormalised output) to the caller's workspace, and a combine kernel rescales the partials to the
-// global max and normalises. Two split kernels, templated on the K/V element type (f32, or bf16: a
-// bf16 K/V cache, widened to f32 in registers, half the bytes read):
+// unnormalised output) to the caller's workspace, and the partials are rescaled to the global max
+// and normalised: by the last split block of each (batch, head) to finish (the vector kernel), or
+// by a combine kernel (the tile kernel). Two split kernels, templated on the K/V element type (f32,
+// or bf16: a bf16 K/V cache, widened to f32 in registers, half the bytes read):
 // - the vector kernel (head_dim 32, 64 or 128 with 16-byte aligned rows, which every model here
 //   has): 4 warps a block; a key's row is read by kLanesPerKey lanes with one 16-byte load each
 //   (head_dim 128 bf16: 16 lanes, so a warp scores 2 keys at once), q sits in registers (each lane
@@ -220,15 +221,50 @@ DecodeSplits decode_splits(int64_t kv_len) {
 // Workspace layout, for P = batch * heads * kMaxDecodeSplits partial slots (slot = (b * heads + h)
 // * kMaxDecodeSplits + split): max[P], sum[P], acc[P][head_dim]. Sized for the largest split count
 // so the size does not depend on kv_len.
+// Before them, at a fixed place whatever the shape, kMaxFusedSlices arrival counters for the
+// vector kernel's fused combine, one per (batch, head): zero between calls
+// (attention_decode_workspace_bytes' contract), so a workspace reused for another shape never
+// finds a partial where a counter is expected. More (batch, head) slices than that take the
+// combine kernel.
+constexpr int64_t kMaxFusedSlices = 4096;
+
 struct DecodeWorkspace {
+  unsigned int* arrivals;
   float* max;
   float* sum;
   float* acc;
 };
 
 DecodeWorkspace decode_workspace(void* base, int64_t slots) {
-  float* f = static_cast<float*>(base);
-  return {f, f + slots, f + 2 * slots};
+  auto* arrivals = static_cast<unsigned int*>(base);
+  float* f = reinterpret_cast<float*>(arrivals + kMaxFusedSlices);
+  return {arrivals, f, f + slots, f + 2 * slots};
+}
+
+// Merges the partials of (batch, head) bh over `splits` into o's row: every partial rescaled to the
+// global max, normalised by the total. Threads tid, tid + nthreads, ... own the dims. The partials
+// are read around L1 (__ldcg): in the fused combine other blocks wrote them.
+__device__ __forceinline__ void combine_partials(const DecodeWorkspace& ws, int64_t bh,
+                                                 int64_t splits, float* __restrict__ o_row, int dim,
+                                                 int tid, int nthreads) {
+  const int64_t slot0 = bh * kMaxDecodeSplits;
+  float global_max = -INFINITY;
+  for (int64_t sp = 0; sp < splits; ++sp)
+    global_max = fmaxf(global_max, __ldcg(ws.max + slot0 + sp));
+  float total = 0.f;
+  for (int64_t sp = 0; sp < splits; ++sp) {
+    const float m = __ldcg(ws.max + slot0 + sp);
+    if (m != -INFINITY) total += __ldcg(ws.sum + slot0 + sp) * expf(m - global_max);
+  }
+  const float inv_total = total > 0.f ? 1.f / total : 0.f;
+  for (int d = tid; d < dim; d += nthreads) {
+    float out = 0.f;
+    for (int64_t sp = 0; sp < splits; ++sp) {
+      const float m = __ldcg(ws.max + slot0 + sp);
+      if (m != -INFINITY) out += __ldcg(ws.acc + (slot0 + sp) * dim + d) * expf(m - global_max);
+    }
+    o_row[d] = out * inv_total;
+  }
 }
 
 // Grid (splits, heads, batch), one warp per block: keys [split * keys_per_split, ...) of one query.
@@ -336,8 +372,8 @@ __device__ __forceinline__ void merge_state(float& m, float& l, float (&acc)[kEl
 template <int kLanesPerKey, typename KvT>
 __global__ void __launch_bounds__(kVecThreads)
     attention_decode_vector_kernel(const float* __restrict__ q, const KvT* __restrict__ k,
-                                   const KvT* __restrict__ v, AttentionShape s,
-                                   int64_t keys_per_split, DecodeWorkspace ws,
+                                   const KvT* __restrict__ v, float* __restrict__ o,
+                                   AttentionShape s, int64_t keys_per_split, DecodeWorkspace ws,
                                    const int64_t* __restrict__ device_step, int64_t len_offset) {
   constexpr int kElems = 16 / static_cast<int>(sizeof(KvT));  // 8 bf16 or 4 f32 per load
   constexpr int kKeysPerWarp = 32 / kLanesPerKey;
@@ -413,23 +449,43 @@ __global__ void __launch_bounds__(kVecThreads)
     for (int e = 0; e < kElems; ++e) part_acc[warp][slice * kElems + e] = acc[e];
   }
   __syncthreads();
-  if (warp != 0 || lane >= kLanesPerKey) return;
-  for (int w = 1; w < kVecWarps; ++w) {
-    float acc2[kElems];
+  const int64_t bh = b * s.heads + h;
+  const int64_t slot = bh * kMaxDecodeSplits + split;
+  if (warp == 0 && lane < kLanesPerKey) {
+    for (int w = 1; w < kVecWarps; ++w) {
+      float acc2[kElems];
 #pragma unroll
-    for (int e = 0; e < kElems; ++e) acc2[e] = part_acc[w][slice * kElems + e];
-    merge_state<kElems>(m, l, acc, part_m[w], part_l[w], acc2);
-  }
-  const int64_t slot = (b * s.heads + h) * kMaxDecodeSplits + split;
-  if (lane == 0) {
-    ws.max[slot] = m;
-    ws.sum[slot] = l;
-  }
+      for (int e = 0; e < kElems; ++e) acc2[e] = part_acc[w][slice * kElems + e];
+      merge_state<kElems>(m, l, acc, part_m[w], part_l[w], acc2);
+    }
+    if (lane == 0) {
+      ws.max[slot] = m;
+      ws.sum[slot] = l;
+    }
 #pragma unroll
-  for (int e = 0; e < kElems; ++e) ws.acc[slot * kDim + slice * kElems + e] = acc[e];
+    for (int e = 0; e < kElems; ++e) ws.acc[slot * kDim + slice * kElems + e] = acc[e];
+    __threadfence();  // the partial is visible device-wide before this block counts itself in
+  }
+  // The fused combine (the threadFenceReduction pattern), when o is given: the block that arrives
+  // last for its (batch, head) merges every split's partial into o and sets the counter back to
+  // zero for the next call (or graph replay). The order of arrival changes nothing: the merge
+  // reads the splits in index order.
+  if (o == nullptr) return;  // the combine kernel follows
+  __shared__ bool last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned int before = atomicAdd(ws.arrivals + bh, 1u);
+    last = before + 1 == static_cast<unsigned int>(gridDim.x);
+    if (last) ws.arrivals[bh] = 0;  // every block of this (batch, head) has counted itself
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  combine_partials(ws, bh, gridDim.x, o + b * s.o_batch_stride + h * kDim, kDim,
+                   static_cast<int>(threadIdx.x), kVecThreads);
 }
 
-// Grid batch * heads; threads over head_dim. Rescales each split's partial to the global max.
+// The tile kernel's combine. Grid batch * heads; threads over head_dim.
 __global__ void __launch_bounds__(kCombineMaxThreads)
     attention_decode_combine_kernel(DecodeWorkspace ws, int64_t splits, float* __restrict__ o,
                                     AttentionShape s) {
@@ -437,24 +493,8 @@ __global__ void __launch_bounds__(kCombineMaxThreads)
   const int64_t b = bh / s.heads;
   const int64_t h = bh % s.heads;
   const int dim = static_cast<int>(s.head_dim);
-  const int64_t slot0 = bh * kMaxDecodeSplits;
-  float global_max = -INFINITY;
-  for (int64_t sp = 0; sp < splits; ++sp) global_max = fmaxf(global_max, ws.max[slot0 + sp]);
-  float total = 0.f;
-  for (int64_t sp = 0; sp < splits; ++sp) {
-    const float m = ws.max[slot0 + sp];
-    if (m != -INFINITY) total += ws.sum[slot0 + sp] * expf(m - global_max);
-  }
-  const float inv_total = total > 0.f ? 1.f / total : 0.f;
-  float* o_row = o + b * s.o_batch_stride + h * dim;  // token 0
-  for (int d = threadIdx.x; d < dim; d += blockDim.x) {
-    float out = 0.f;
-    for (int64_t sp = 0; sp < splits; ++sp) {
-      const float m = ws.max[slot0 + sp];
-      if (m != -INFINITY) out += ws.acc[(slot0 + sp) * dim + d] * expf(m - global_max);
-    }
-    o_row[d] = out * inv_total;
-  }
+  combine_partials(ws, bh, splits, o + b * s.o_batch_stride + h * dim, dim,
+                   static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
 }
 
 // ---- host side
@@ -554,7 +594,7 @@ DecodeSplits vector_splits(const AttentionShape& s, int lanes_per_key) {
 }
 
 template <typename KvT>
-void launch_decode_vector(int lanes, const float* q, const KvT* k, const KvT* v,
+void launch_decode_vector(int lanes, const float* q, const KvT* k, const KvT* v, float* o,
                           const AttentionShape& s, const DecodeSplits& geometry,
                           const DecodeWorkspace& ws, const int64_t* device_step, int64_t len_offset,
                           cudaStream_t stream) {
@@ -563,19 +603,19 @@ void launch_decode_vector(int lanes, const float* q, const KvT* k, const KvT* v,
   switch (lanes) {
     case 4:
       attention_decode_vector_kernel<4, KvT><<<grid, kVecThreads, 0, stream>>>(
-          q, k, v, s, geometry.keys_per_split, ws, device_step, len_offset);
+          q, k, v, o, s, geometry.keys_per_split, ws, device_step, len_offset);
       break;
     case 8:
       attention_decode_vector_kernel<8, KvT><<<grid, kVecThreads, 0, stream>>>(
-          q, k, v, s, geometry.keys_per_split, ws, device_step, len_offset);
+          q, k, v, o, s, geometry.keys_per_split, ws, device_step, len_offset);
       break;
     case 16:
       attention_decode_vector_kernel<16, KvT><<<grid, kVecThreads, 0, stream>>>(
-          q, k, v, s, geometry.keys_per_split, ws, device_step, len_offset);
+          q, k, v, o, s, geometry.keys_per_split, ws, device_step, len_offset);
       break;
     default:
       attention_decode_vector_kernel<32, KvT><<<grid, kVecThreads, 0, stream>>>(
-          q, k, v, s, geometry.keys_per_split, ws, device_step, len_offset);
+          q, k, v, o, s, geometry.keys_per_split, ws, device_step, len_offset);
       break;
   }
 }
@@ -604,8 +644,13 @@ Status decode_impl(const char* op, const float* q, const KvT* k, const KvT* v, f
   const DecodeWorkspace ws = decode_workspace(workspace, s.batch * s.heads * kMaxDecodeSplits);
   const int lanes = vector_lanes_per_key(k, v, s);
   const DecodeSplits geometry = lanes > 0 ? vector_splits(s, lanes) : decode_splits(s.kv_len);
+  const bool fused = s.batch * s.heads <= kMaxFusedSlices;
   if (lanes > 0) {
-    launch_decode_vector(lanes, q, k, v, s, geometry, ws, device_step, len_offset, stream);
+    // fused: one launch, the last split block of each (batch, head) combines.
+    launch_decode_vector(lanes, q, k, v, fused ? o : nullptr, s, geometry, ws, device_step,
+                         len_offset, stream);
+    TESSERA_CUDA_CHECK_LAUNCH(std::string(op) + ": vector kernel launch");
+    if (fused) return Status();
   } else {
     switch (dims_per_lane(s.head_dim)) {
       case 1:
@@ -622,7 +667,7 @@ Status decode_impl(const char* op, const float* q, const KvT* k, const KvT* v, f
         break;
     }
   }
-  TESSERA_CUDA_CHECK_LAUNCH(std::string(op) + ": split kernel launch");
+  if (lanes == 0) TESSERA_CUDA_CHECK_LAUNCH(std::string(op) + ": split kernel launch");
   const int combine_threads = static_cast<int>(
       s.head_dim >= kCombineMaxThreads ? kCombineMaxThreads : (s.head_dim + 31) / 32 * 32);
   attention_decode_combine_kernel<<<static_cast<unsigned>(s.batch * s.heads), combine_threads, 0,
@@ -661,7 +706,8 @@ Status attention(const float* q, const float* k, const float* v, float* o, const
 size_t attention_decode_workspace_bytes(const AttentionShape& s) {
   if (s.batch <= 0 || s.heads <= 0 || s.head_dim <= 0) return 0;
   const int64_t slots = s.batch * s.heads * kMaxDecodeSplits;
-  return static_cast<size_t>(slots) * static_cast<size_t>(s.head_dim + 2) * sizeof(float);
+  return static_cast<size_t>(kMaxFusedSlices) * sizeof(unsigned int) +
+         static_cast<size_t>(slots) * static_cast<size_t>(s.head_dim + 2) * sizeof(float);
 }
 
 Status attention_decode(const float* q, const float* k, const float* v, float* o,

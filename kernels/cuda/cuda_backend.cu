@@ -489,6 +489,15 @@ class CudaBackend final : public Backend {
     cuda::set_tf32_products(false);
     return st;
   }
+  bool bf16_products_available() const override { return true; }  // sm_80+
+  Status conv2d_weight(const float* x, const Weight& w, const float* bias, float* y,
+                       const Conv2dShape& s) override {
+    TESSERA_RETURN_IF_ERROR(bind());
+    TESSERA_RETURN_IF_ERROR(ensure(&conv_workspace_, &conv_workspace_bytes_,
+                                   cuda::conv2d_workspace_bytes(s, ConvAlgo::kGemm),
+                                   "convolution workspace"));
+    return cuda::conv2d_weight(x, w, bias, y, s, conv_workspace_, conv_workspace_bytes_, stream_);
+  }
   Status upsample_nearest2x(const float* x, float* y, const ImageShape& s) override {
     return on_stream(cuda::upsample_nearest2x, x, y, s);
   }
@@ -504,9 +513,14 @@ class CudaBackend final : public Backend {
                                      static_cast<size_t>(floats) * sizeof(float),
                                      "attention scratch"));
     }
-    return cuda::diffusion_attention(
+    // Under Precision::kBf16 (tf32_ on) the score and P V products are TF32 tensor-core products;
+    // the flag is off again before returning.
+    cuda::set_tf32_products(tf32_);
+    const Status st = cuda::diffusion_attention(
         q, k, v, o, s, algo, floats > 0 ? static_cast<float*>(attention_scratch_) : nullptr,
         static_cast<int64_t>(attention_scratch_bytes_ / sizeof(float)), stream_);
+    cuda::set_tf32_products(false);
+    return st;
   }
   Status add_per_image(float* y, const float* rows, int64_t batch, int64_t pixels,
                        int64_t channels) override {
@@ -589,6 +603,13 @@ class CudaBackend final : public Backend {
       *buffer = nullptr;
       return cuda::cuda_error_status(err, std::string("backend: allocating ") +
                                               std::to_string(size) + " bytes for the " + what);
+    }
+    // Zeroed once: the decode workspace's arrival counters must start at zero (every call leaves
+    // them so; cuda::attention_decode_workspace_bytes), and no other buffer minds.
+    const cudaError_t zero = cudaMemsetAsync(*buffer, 0, size, stream_);
+    if (zero != cudaSuccess) {
+      cudaGetLastError();
+      return cuda::cuda_error_status(zero, std::string("backend: zeroing the ") + what);
     }
     *capacity = size;
     return Status();

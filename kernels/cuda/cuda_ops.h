@@ -136,12 +136,16 @@ Status attention(const float* q, const float* k, const float* v, float* o, const
 
 // Bytes of device scratch attention_decode() needs for this shape (depends on batch, heads, kv_len
 // and head_dim). Callers allocate it once (for the largest kv_len they will use: a smaller kv_len
-// never needs more) and pass it to every call, so decode allocates nothing.
+// never needs more) and pass it to every call, so decode allocates nothing. Its first 16 KiB are
+// the fused combine's arrival counters, the same place for every shape: the workspace must be
+// zero there before its first use (cudaMemset it to 0 when allocated), and every call leaves
+// them zero, so one workspace serves calls of any shape.
 size_t attention_decode_workspace_bytes(const AttentionShape& s);
 
 // Single-query attention (s.q_len must be 1) by split-KV ("flash-decoding", Dao et al. 2023): the
 // keys are cut into splits processed by separate blocks, which write partial (max, sum, output) to
-// `workspace`; a second kernel merges them. `workspace` (device, 4-byte aligned) must hold
+// `workspace`; the last block of each (batch, head) to finish merges them (a second kernel for the
+// head sizes the vector kernel does not take). `workspace` (device, 4-byte aligned) must hold
 // attention_decode_workspace_bytes(s) bytes; `workspace_bytes` is its size, checked. The causal
 // flag does not restrict anything here (the single query is the last position and sees every key).
 Status attention_decode(const float* q, const float* k, const float* v, float* o,

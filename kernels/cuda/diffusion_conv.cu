@@ -246,12 +246,11 @@ bool empty_product(const Conv2dShape& s) {
   return s.in_c == 0 || s.batch * s.in_h * s.in_w == 0 || s.out_c == 0;
 }
 
-Status conv3x3_gemm(const float* x, const float* packed, const float* bias, float* y,
+Status conv3x3_gemm(const float* x, const Weight& w, const float* bias, float* y,
                     const Conv2dShape& s, float* col, cudaStream_t stream) {
   const ConvGeometry g = geometry_of(s);
   const int64_t pixels = s.batch * g.out_h * g.out_w;
   const int64_t block = im2col_block(s);
-  const Weight w{packed, DType::kF32, s.out_c, 9 * s.in_c};
   for (int64_t p0 = 0; p0 < pixels; p0 += block) {
     const int64_t np = std::min(block, pixels - p0);
     im2col_kernel<<<detail::grid_stride_blocks(np * 9 * s.in_c, kConvThreads), kConvThreads, 0,
@@ -332,7 +331,35 @@ Status conv2d(const float* x, const float* packed, const float* bias, float* y,
   }
   float* work = static_cast<float*>(workspace);
   if (algo == ConvAlgo::kWinograd) return conv3x3_winograd(x, packed, bias, y, s, work, stream);
-  return conv3x3_gemm(x, packed, bias, y, s, work, stream);
+  return conv3x3_gemm(x, Weight{packed, DType::kF32, s.out_c, 9 * s.in_c}, bias, y, s, work,
+                      stream);
+}
+
+Status conv2d_weight(const float* x, const Weight& w, const float* bias, float* y,
+                     const Conv2dShape& s, void* workspace, size_t workspace_bytes,
+                     cudaStream_t stream) {
+  TESSERA_RETURN_IF_ERROR(check_conv_shape(s, ConvAlgo::kGemm));
+  if (s.batch * s.in_h * s.in_w == 0 || s.out_c == 0) return Status();
+  if (w.rows != s.out_c || w.cols != s.kernel * s.kernel * s.in_c) {
+    return invalid_argument("cuda conv2d_weight: weight " + std::to_string(w.rows) + "x" +
+                            std::to_string(w.cols) + ", the convolution needs " +
+                            std::to_string(s.out_c) + "x" +
+                            std::to_string(s.kernel * s.kernel * s.in_c));
+  }
+  if (s.kernel == 1 || s.in_c == 0) {
+    return cuda::linear(x, s.batch * s.out_h() * s.out_w(), w, bias, y, stream);
+  }
+  if (x == nullptr || y == nullptr || w.data == nullptr) {
+    return invalid_argument("cuda conv2d_weight: null x, weights or y");
+  }
+  const size_t needed = conv2d_workspace_bytes(s, ConvAlgo::kGemm);
+  if (workspace == nullptr || workspace_bytes < needed ||
+      reinterpret_cast<uintptr_t>(workspace) % alignof(float) != 0) {
+    return invalid_argument("cuda conv2d_weight: workspace of " + std::to_string(workspace_bytes) +
+                            " bytes, needs " + std::to_string(needed) +
+                            " (conv2d_workspace_bytes), 4-byte aligned");
+  }
+  return conv3x3_gemm(x, w, bias, y, s, static_cast<float*>(workspace), stream);
 }
 
 Status upsample_nearest2x(const float* x, float* y, const ImageShape& s, cudaStream_t stream) {

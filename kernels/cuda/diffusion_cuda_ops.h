@@ -90,6 +90,13 @@ Status conv2d(const float* x, const float* packed, const float* bias, float* y,
               const Conv2dShape& s, ConvAlgo algo, void* workspace, size_t workspace_bytes,
               cudaStream_t stream);
 
+// conv2d (ConvAlgo::kGemm, its workspace) with the weights as a Weight [out_c, kernel^2 * in_c]
+// in the kGemm packing, any dtype cuda::linear takes: with bf16 weights the im2col blocks go
+// through cuda::linear's bf16 GEMM on the tensor cores (x rounded to bf16, f32 sums).
+Status conv2d_weight(const float* x, const Weight& w, const float* bias, float* y,
+                     const Conv2dShape& s, void* workspace, size_t workspace_bytes,
+                     cudaStream_t stream);
+
 // Nearest x2 upsampling, ref::upsample_nearest2x's contract: y[n, 2i + a, 2j + b, c] =
 // x[n, i, j, c]; s is x's shape, y is [batch, 2 * height, 2 * width, channels] and must not alias
 // x. The unfused form of Conv2dShape::upsample2x (KernelOptions::upsample = kOff): x expanded in

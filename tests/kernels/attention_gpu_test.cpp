@@ -4,6 +4,7 @@
 // boundaries; plus the decode workspace contract and argument checks without a device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -111,7 +112,7 @@ class CudaAttention : public test::GpuTest {
     cuda::DeviceBuffer d_o = upload(o_initial);
     if (decode) {
       const size_t ws_bytes = cuda::attention_decode_workspace_bytes(s);
-      cuda::DeviceBuffer d_ws = alloc<float>(ws_bytes / sizeof(float));
+      cuda::DeviceBuffer d_ws = alloc_zeroed<float>(ws_bytes / sizeof(float));
       TESSERA_ASSERT_OK(cuda::attention_decode(dq, dk, dv, d_o.as<float>(), s, d_ws.data(),
                                                d_ws.bytes(), stream_));
       ASSERT_TRUE(sync());
@@ -213,7 +214,8 @@ TEST_F(CudaAttention, DecodeVectorKernelOverABf16Cache) {
         ref::attention_decode_bf16kv(q.data(), k.data(), v.data(), expected.data(), s);
         cuda::DeviceBuffer d_q = upload(q), d_k = upload(k), d_v = upload(v),
                            d_o = upload(o_initial);
-        cuda::DeviceBuffer d_ws = alloc<float>(cuda::attention_decode_workspace_bytes(s) / 4);
+        cuda::DeviceBuffer d_ws =
+            alloc_zeroed<float>(cuda::attention_decode_workspace_bytes(s) / 4);
         TESSERA_ASSERT_OK(cuda::attention_decode_bf16kv(d_q.as<float>(), d_k.as<uint16_t>(),
                                                         d_v.as<uint16_t>(), d_o.as<float>(), s,
                                                         d_ws.data(), d_ws.bytes(), stream_));
@@ -221,6 +223,39 @@ TEST_F(CudaAttention, DecodeVectorKernelOverABf16Cache) {
         const std::vector<float> actual = download<float>(d_o, e.o);
         EXPECT_TRUE(test::all_close(actual.data(), expected.data(), e.o, kAtol, kRtol));
       }
+    }
+  }
+}
+
+// One workspace for decode calls of different shapes, in any order, repeated (a graph replays the
+// same call): every result matches the reference, and the fused combine's arrival counters (the
+// workspace's first 16 KiB) are zero again after each call. 6 x 12 (batch, head) slices then 2 x 12
+// then 6 x 12 again: the smaller shape's partials lie where the larger one's do.
+TEST_F(CudaAttention, DecodeWorkspaceServesEveryShapeAndLeavesItsCountersAtZero) {
+  AttentionShape big = shape(6, 12, 1, 700, 128, false);
+  AttentionShape small = shape(2, 12, 1, 90, 64, false);
+  const size_t bytes = std::max(cuda::attention_decode_workspace_bytes(big),
+                                cuda::attention_decode_workspace_bytes(small));
+  cuda::DeviceBuffer d_ws = alloc_zeroed<uint8_t>(bytes);
+  uint64_t seed = 800;
+  for (const AttentionShape* s : {&big, &small, &big, &big, &small}) {
+    SCOPED_TRACE(describe(*s));
+    const Extents e = extents_of(*s);
+    const std::vector<float> q = test::random_floats(e.q, seed++);
+    const std::vector<float> k = test::random_floats(e.k, seed++);
+    const std::vector<float> v = test::random_floats(e.v, seed++);
+    std::vector<float> expected(e.o, 0.f);
+    ref::attention_decode(q.data(), k.data(), v.data(), expected.data(), *s);
+    cuda::DeviceBuffer d_q = upload(q), d_k = upload(k), d_v = upload(v);
+    cuda::DeviceBuffer d_o = alloc<float>(e.o);
+    TESSERA_ASSERT_OK(cuda::attention_decode(d_q.as<float>(), d_k.as<float>(), d_v.as<float>(),
+                                             d_o.as<float>(), *s, d_ws.data(), bytes, stream_));
+    ASSERT_TRUE(sync());
+    const std::vector<float> actual = download<float>(d_o, e.o);
+    EXPECT_TRUE(test::all_close(actual.data(), expected.data(), e.o, kAtol, kRtol));
+    const std::vector<uint32_t> counters = download<uint32_t>(d_ws, 4096);
+    for (size_t i = 0; i < counters.size(); ++i) {
+      ASSERT_EQ(counters[i], 0u) << "arrival counter " << i << " left at " << counters[i];
     }
   }
 }

@@ -139,7 +139,7 @@ class CudaDecodeBf16Kv : public test::GpuTest {
     cuda::DeviceBuffer dq = upload(q), dk = upload(k), dv = upload(v);
     cuda::DeviceBuffer d_o = alloc<float>(q_n);
     const size_t ws_bytes = cuda::attention_decode_workspace_bytes(s);
-    cuda::DeviceBuffer ws = alloc<float>(ws_bytes / sizeof(float));
+    cuda::DeviceBuffer ws = alloc_zeroed<float>(ws_bytes / sizeof(float));
     TESSERA_ASSERT_OK(cuda::attention_decode_bf16kv(dq.as<float>(), dk.as<uint16_t>(),
                                                     dv.as<uint16_t>(), d_o.as<float>(), s,
                                                     ws.data(), ws.bytes(), stream_));

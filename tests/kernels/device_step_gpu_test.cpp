@@ -48,7 +48,7 @@ class CudaDeviceStep : public test::GpuTest {
     cuda::DeviceBuffer dk = bf16 ? upload(k16) : upload(k32);
     cuda::DeviceBuffer dv = bf16 ? upload(v16) : upload(v32);
     const size_t ws_bytes = cuda::attention_decode_workspace_bytes(s);
-    cuda::DeviceBuffer ws = alloc<float>(ws_bytes / sizeof(float));
+    cuda::DeviceBuffer ws = alloc_zeroed<float>(ws_bytes / sizeof(float));
     cuda::DeviceBuffer d_len = alloc<int64_t>(1);
     const int64_t offset = 7;  // keys in use = *step + offset
     for (int64_t len : lengths) {

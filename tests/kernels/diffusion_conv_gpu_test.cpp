@@ -7,11 +7,13 @@
 // device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <iterator>
 #include <string>
 #include <vector>
 
+#include "engine/core/dtype.h"
 #include "kernels/diffusion_ops.h"
 #include "tests/kernels/gpu_test_util.h"
 
@@ -87,6 +89,57 @@ TEST_F(CudaDiffusionConv, EveryAlgorithmMatchesReference) {
   for (const test::ConvCase& c : cases) {
     for (bool bias : {false, true}) check(test::conv_shape(c), bias, seed);
     seed += 3;
+  }
+}
+
+// cuda::conv2d_weight with the kGemm packing in bf16 (Precision::kBf16 on a GPU: the im2col blocks
+// through cuda::linear's bf16 path, the tensor cores above the GEMV rows): the reference of the
+// bf16-rounded input and weights, to f32 summation accuracy (the bf16 products are exact in f32;
+// 1e-4 of the scale allows the tensor cores' own order of additions). Also kernel 1, stride 2,
+// the fused upsampling, a workspace in several blocks, and a weight of the wrong shape.
+TEST_F(CudaDiffusionConv, Bf16WeightsMatchTheReferenceOfTheRoundedOperands) {
+  std::vector<test::ConvCase> cases(std::begin(test::kConvCases), std::end(test::kConvCases));
+  cases.insert(cases.end(), std::begin(kGpuCases), std::end(kGpuCases));
+  uint64_t seed = 1200;
+  for (const test::ConvCase& c : cases) {
+    const Conv2dShape s = test::conv_shape(c);
+    SCOPED_TRACE(test::describe(s, ConvAlgo::kGemm));
+    const int64_t taps = s.kernel * s.kernel;
+    auto rounded = [](std::vector<float> v) {
+      for (float& f : v) f = bf16_to_f32(f32_to_bf16(f));
+      return v;
+    };
+    const std::vector<float> x = test::random_floats(
+        static_cast<size_t>(s.batch * s.in_h * s.in_w * s.in_c), seed, -0.3f, 3.f);
+    const std::vector<float> w = rounded(
+        test::random_floats(static_cast<size_t>(s.out_c * s.in_c * taps), seed + 1, -0.1f, 0.1f));
+    const std::vector<float> bias = test::random_floats(static_cast<size_t>(s.out_c), seed + 2);
+    seed += 3;
+    const size_t n_out = static_cast<size_t>(s.batch * s.out_h() * s.out_w() * s.out_c);
+    std::vector<float> expected(n_out);
+    ref::conv2d(rounded(x).data(), w.data(), bias.data(), expected.data(), s);
+
+    std::vector<float> packed(static_cast<size_t>(cpu::conv2d_packed_floats(s, ConvAlgo::kGemm)));
+    cpu::conv2d_pack_weights(w.data(), s, ConvAlgo::kGemm, packed.data());
+    std::vector<uint16_t> packed_bf16(packed.size());
+    convert_f32_to_bf16(packed.data(), packed_bf16.data(), packed.size());
+    cuda::DeviceBuffer d_x = upload(x);
+    cuda::DeviceBuffer d_bias = upload(bias);
+    cuda::DeviceBuffer d_w = upload(packed_bf16);
+    const Weight weight{d_w.data(), DType::kBF16, s.out_c, taps * s.in_c};
+    const size_t work_bytes = cuda::conv2d_workspace_bytes(s, ConvAlgo::kGemm);
+    cuda::DeviceBuffer d_work = alloc<float>(std::max<size_t>(1, work_bytes / sizeof(float)));
+    cuda::DeviceBuffer d_y = alloc<float>(n_out);
+    TESSERA_ASSERT_OK(cuda::conv2d_weight(d_x.as<float>(), weight, d_bias.as<float>(),
+                                          d_y.as<float>(), s, d_work.data(), work_bytes, stream_));
+    ASSERT_TRUE(sync());
+    EXPECT_TRUE(test::close_to_scale(download<float>(d_y, n_out), expected, 1e-4));
+
+    Weight wrong = weight;
+    wrong.cols += 1;
+    const Status st = cuda::conv2d_weight(d_x.as<float>(), wrong, d_bias.as<float>(),
+                                          d_y.as<float>(), s, d_work.data(), work_bytes, stream_);
+    EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument) << st.to_string();
   }
 }
 

@@ -131,6 +131,17 @@ class GpuTest : public ::testing::Test {
     }
     return std::move(buffer).value();
   }
+  // A device buffer of `count` elements of T set to zero bytes (a decode attention workspace, whose
+  // arrival counters must start at zero: cuda::attention_decode_workspace_bytes).
+  template <typename T>
+  kernels::cuda::DeviceBuffer alloc_zeroed(size_t count) {
+    kernels::cuda::DeviceBuffer buffer = alloc<T>(count);
+    if (count > 0 && buffer.data() != nullptr) {
+      const cudaError_t err = cudaMemset(buffer.data(), 0, count * sizeof(T));
+      if (err != cudaSuccess) ADD_FAILURE() << "cudaMemset: " << cudaGetErrorString(err);
+    }
+    return buffer;
+  }
   // Waits for the test's stream; asynchronous kernel errors surface here with their CUDA name.
   ::testing::AssertionResult sync() {
     const cudaError_t err = cudaStreamSynchronize(stream_);

@@ -7,6 +7,7 @@
 // without diffusion ops, allocation failures mid-forward, and device choices in the pipeline.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/dtype.h"
 #include "engine/core/safetensors.h"
 #include "engine/weights/weight_store.h"
 #include "engine/diffusion/pipeline.h"
@@ -65,7 +67,28 @@ class CopyingBackend final : public kernels::ForwardingBackend {
     tf32_on = on;
   }
   bool tf32_products() const override { return tf32_on; }
+  // As a GPU with bf16 weight products: the convolution's bf16 weights widened back to f32 and
+  // run by the CPU's im2col convolution (bf16 weights, f32 products: the rounding of the weights
+  // shows, x is not rounded here), counted.
+  bool bf16_products_available() const override { return bf16_products; }
+  Status conv2d_weight(const float* x, const kernels::Weight& w, const float* bias, float* y,
+                       const kernels::Conv2dShape& s) override {
+    ++conv2d_weight_calls;
+    if (w.dtype != DType::kBF16) return invalid_argument("conv2d_weight: not bf16");
+    std::vector<float> packed(static_cast<size_t>(w.rows * w.cols));
+    tessera::convert_bf16_to_f32(static_cast<const uint16_t*>(w.data), packed.data(),
+                                 packed.size());
+    return conv2d(x, packed.data(), bias, y, s, kernels::ConvAlgo::kGemm);
+  }
+  Status linear(const float* x, int64_t rows, const kernels::Weight& w, const float* bias,
+                float* y) override {
+    if (w.dtype == DType::kBF16) ++bf16_linear_calls;
+    return ForwardingBackend::linear(x, rows, w, bias, y);
+  }
 
+  int64_t conv2d_weight_calls = 0;
+  int64_t bf16_linear_calls = 0;
+  bool bf16_products = false;
   int64_t uploaded = 0;
   int64_t compute_ops = 0;
   int64_t allocations = 0;
@@ -246,6 +269,52 @@ TEST(DiffusionOnBackend, Bf16PrecisionOnADeviceIsTf32ForOneForward) {
   backend.set_tf32_products(true);
   unet_eps(*unet, in);
   EXPECT_TRUE(backend.tf32_products());
+}
+
+// Precision::kBf16 on a device with bf16 weight products: every convolution runs as im2col with a
+// bf16 copy of its weights in the kGemm packing (made once, on the first forward), the linear
+// layers with enough rows take bf16 copies too, attention keeps TF32 for the forward, and the
+// result stays within bf16 rounding of the f32 one.
+TEST(DiffusionOnBackend, Bf16PrecisionOnADeviceWithBf16ProductsUsesBf16WeightCopies) {
+  const Inputs in;
+  WeightStore store(SafeTensors::open(test_util::fixture_dir() + "sd_tiny.safetensors").value(),
+                    WeightFormat::kF32);
+  const UNetConfig cfg = infer_unet_config(store.file(), kHeads).value();
+  CopyingBackend backend;
+  backend.tf32 = true;
+  backend.bf16_products = true;
+  auto unet = UNet::load(store, cfg, kUNetPrefix, &backend).value();
+  const std::vector<float> f32 = unet_eps(*unet, in);
+  EXPECT_EQ(backend.conv2d_weight_calls, 0);
+  EXPECT_EQ(backend.bf16_linear_calls, 0);
+  KernelOptions o;
+  o.precision = kernels::Precision::kBf16;
+  unet->set_options(o);
+  EXPECT_TRUE(use_device_bf16(o, backend));
+  const std::vector<float> reduced = unet_eps(*unet, in);
+  EXPECT_EQ(backend.tf32_calls, (std::vector<bool>{true, false}));
+  const int64_t convs = backend.conv2d_weight_calls;
+  EXPECT_GT(convs, 10);
+  EXPECT_GT(backend.bf16_linear_calls, 0);
+  // Close to f32, but not it: the weights were rounded.
+  double max_diff = 0, max_ref = 0;
+  for (size_t i = 0; i < f32.size(); ++i) {
+    max_diff = std::max(max_diff, static_cast<double>(std::fabs(reduced[i] - f32[i])));
+    max_ref = std::max(max_ref, static_cast<double>(std::fabs(f32[i])));
+  }
+  EXPECT_GT(max_diff, 0.0);
+  EXPECT_LT(max_diff, 0.03 * max_ref) << "max |bf16 - f32| " << max_diff << " of " << max_ref;
+  // The second forward reuses the copies: no new upload, the same bits.
+  const int64_t uploads = backend.uploaded;
+  const std::vector<float> again = unet_eps(*unet, in);
+  EXPECT_EQ(backend.uploaded, uploads);
+  EXPECT_EQ(backend.conv2d_weight_calls, 2 * convs);
+  EXPECT_TRUE(test::all_equal(again.data(), reduced.data(), reduced.size()));
+  // f32 again: the f32 weights, the f32 result.
+  unet->set_options(KernelOptions());
+  const std::vector<float> back = unet_eps(*unet, in);
+  EXPECT_EQ(backend.conv2d_weight_calls, 2 * convs);
+  EXPECT_TRUE(test::all_equal(back.data(), f32.data(), f32.size()));
 }
 
 TEST(DiffusionOnBackend, PipelineDeviceChoice) {

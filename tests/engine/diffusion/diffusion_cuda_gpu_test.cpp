@@ -108,10 +108,11 @@ TEST_F(DiffusionCuda, UNetMatchesThePyTorchReferenceWithEveryKernelVariant) {
   }
 }
 
-// Precision::kBf16 on CUDA = TF32 tensor-core products in the im2col convolutions: within the
-// tolerance of the CPU's bf16 compute test (unet_test.cpp, Bf16ComputeCloseToF32Reference) of the
-// PyTorch f32 output.
-TEST_F(DiffusionCuda, UNetWithTf32ProductsStaysCloseToTheReference) {
+// Precision::kBf16 on CUDA = bf16 tensor-core products for every weight (convolutions as im2col,
+// linear layers) and TF32 for attention's products: within the tolerance of the CPU's bf16
+// compute test (unet_test.cpp, Bf16ComputeCloseToF32Reference) of the PyTorch f32 output, and
+// the TF32 switches are off again after the forward.
+TEST_F(DiffusionCuda, UNetWithBf16TensorCoreProductsStaysCloseToTheReference) {
   std::unique_ptr<UNet> m = unet();
   ASSERT_NE(m, nullptr);
   KernelOptions o;
