@@ -323,7 +323,9 @@ Status SpatialTransformer::run(const float* x, float* y, int64_t batch, int64_t 
                                const float* context, int64_t context_len, const KernelOptions& opt,
                                Workspace& ws) const {
   kernels::Backend& be = ws.backend();
-  const bool bf16 = use_bf16(opt, be);
+  // Reduced precision runs each projection with its own bf16 weights (Linear::run); f32 fuses
+  // q/k/v (and k/v over the context) into one launch.
+  const bool per_layer = use_bf16(opt, be) || use_device_bf16(opt, be);
   const int64_t len = h * w, rows = batch * len, c = c_, head_dim = c_ / heads_;
   TESSERA_ASSIGN_OR_RETURN(float* tok, ws.get(Workspace::kTokens, rows * c));
   TESSERA_ASSIGN_OR_RETURN(float* nrm, ws.get(Workspace::kNorm, rows * c));
@@ -338,7 +340,7 @@ Status SpatialTransformer::run(const float* x, float* y, int64_t batch, int64_t 
 
   // Self-attention: q, k, v from one pass over the normalised tokens.
   TESSERA_RETURN_IF_ERROR(be.layer_norm(tok, ln_[0][0], ln_[0][1], nrm, rows, c, ln_eps_));
-  if (bf16) {
+  if (per_layer) {
     TESSERA_RETURN_IF_ERROR(q1_.run(nrm, rows, q, opt));
     TESSERA_RETURN_IF_ERROR(k1_.run(nrm, rows, k, opt));
     TESSERA_RETURN_IF_ERROR(v1_.run(nrm, rows, v, opt));
@@ -354,7 +356,7 @@ Status SpatialTransformer::run(const float* x, float* y, int64_t batch, int64_t 
   // Cross-attention over the context.
   TESSERA_RETURN_IF_ERROR(be.layer_norm(tok, ln_[1][0], ln_[1][1], nrm, rows, c, ln_eps_));
   TESSERA_RETURN_IF_ERROR(q2_.run(nrm, rows, q, opt));
-  if (bf16) {
+  if (per_layer) {
     TESSERA_RETURN_IF_ERROR(k2_.run(context, batch * context_len, k, opt));
     TESSERA_RETURN_IF_ERROR(v2_.run(context, batch * context_len, v, opt));
   } else {
@@ -402,7 +404,7 @@ Status VaeAttention::run(const float* x, float* y, int64_t batch, int64_t h, int
   TESSERA_ASSIGN_OR_RETURN(float* v, ws.get(Workspace::kV, rows * c));
   TESSERA_ASSIGN_OR_RETURN(float* o, ws.get(Workspace::kO, rows * c));
   TESSERA_RETURN_IF_ERROR(norm_.run(x, nrm, ImageShape{batch, h, w, c}, false, opt));
-  if (use_bf16(opt, be)) {
+  if (use_bf16(opt, be) || use_device_bf16(opt, be)) {  // as SpatialTransformer::run
     TESSERA_RETURN_IF_ERROR(q_.run(nrm, rows, q, opt));
     TESSERA_RETURN_IF_ERROR(k_.run(nrm, rows, k, opt));
     TESSERA_RETURN_IF_ERROR(v_.run(nrm, rows, v, opt));

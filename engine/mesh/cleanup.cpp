@@ -104,7 +104,7 @@ int64_t weld_vertices(Mesh& mesh, float tolerance) {
   while (capacity < 2 * static_cast<size_t>(n)) capacity *= 2;
   const size_t mask = capacity - 1;
   const std::unique_ptr<std::atomic<uint32_t>[]> table(new std::atomic<uint32_t>[capacity]());
-  std::vector<uint32_t> slot_of(static_cast<size_t>(n));
+  std::vector<size_t> slot_of(static_cast<size_t>(n));
   parallel_for(n, [&](int64_t begin, int64_t end) {
     for (int64_t v = begin; v < end; ++v) {
       const Key key = key_of(v);
@@ -125,7 +125,7 @@ int64_t weld_vertices(Mesh& mesh, float tolerance) {
         }
         if (cur != 0) h = (h + 1) & mask;
       }
-      slot_of[static_cast<size_t>(v)] = static_cast<uint32_t>(h);
+      slot_of[static_cast<size_t>(v)] = h;
     }
   });
   // Survivors (the lowest vertex of each class) numbered in vertex order; a merged vertex takes
@@ -364,12 +364,12 @@ void compute_vertex_normals(Mesh& mesh) {
   });
   // Corners by vertex, ascending face order (a face that repeats a vertex counts once per corner).
   std::vector<size_t> start(static_cast<size_t>(nv) + 1, 0);
-  for (uint32_t v : mesh.triangles) ++start[v + 1];
+  for (size_t i = 0; i < 3 * static_cast<size_t>(nt); ++i) ++start[size_t{tri[i]} + 1];
   for (int64_t v = 0; v < nv; ++v) start[v + 1] += start[v];
   std::vector<uint32_t> corner_face(mesh.triangles.size());
   {
     std::vector<size_t> fill(start.begin(), start.end() - 1);
-    for (size_t i = 0; i < mesh.triangles.size(); ++i) {
+    for (size_t i = 0; i < 3 * static_cast<size_t>(nt); ++i) {
       corner_face[fill[tri[i]]++] = static_cast<uint32_t>(i / 3);
     }
   }
@@ -524,10 +524,10 @@ void smooth_taubin(Mesh& mesh, int iterations, float lambda, float mu) {
     int bits = 1;
     while (bits < 7 && (int64_t{1} << (3 * (bits + 1))) * 8 <= nv) ++bits;
     const uint32_t cells = 1u << bits;
-    float scale[3];
+    double scale[3];
     for (int d = 0; d < 3; ++d) {
-      const float extent = box.max[d] - box.min[d];
-      scale[d] = extent > 0 ? static_cast<float>(cells) / extent : 0.0f;
+      const double extent = static_cast<double>(box.max[d]) - box.min[d];
+      scale[d] = extent > 0 ? cells / extent : 0.0;
     }
     auto spread = [](uint32_t x) {  // bit i of x to bit 3i
       uint32_t r = 0;
@@ -539,8 +539,9 @@ void smooth_taubin(Mesh& mesh, int iterations, float lambda, float mu) {
       for (int64_t v = first; v < last; ++v) {
         uint32_t code = 0;
         for (int d = 0; d < 3; ++d) {
-          const float f = (mesh.positions[3 * v + d] - box.min[d]) * scale[d];
-          const uint32_t c = std::min(cells - 1, static_cast<uint32_t>(std::max(0.0f, f)));
+          // In double and clamped before the cast: NaN and out-of-range values land in a cell.
+          const double f = (static_cast<double>(mesh.positions[3 * v + d]) - box.min[d]) * scale[d];
+          const uint32_t c = f > 0 ? static_cast<uint32_t>(std::min<double>(cells - 1, f)) : 0;
           code |= spread(c) << d;
         }
         key[static_cast<size_t>(v)] = code;

@@ -464,7 +464,6 @@ __global__ void __launch_bounds__(kVecThreads)
     }
 #pragma unroll
     for (int e = 0; e < kElems; ++e) ws.acc[slot * kDim + slice * kElems + e] = acc[e];
-    __threadfence();  // the partial is visible device-wide before this block counts itself in
   }
   // The fused combine (the threadFenceReduction pattern), when o is given: the block that arrives
   // last for its (batch, head) merges every split's partial into o and sets the counter back to
@@ -472,15 +471,18 @@ __global__ void __launch_bounds__(kVecThreads)
   // reads the splits in index order.
   if (o == nullptr) return;  // the combine kernel follows
   __shared__ bool last;
-  __syncthreads();
+  __syncthreads();  // the block's partial is written
   if (threadIdx.x == 0) {
+    __threadfence();  // ... and visible device-wide before the block counts itself in
     const unsigned int before = atomicAdd(ws.arrivals + bh, 1u);
     last = before + 1 == static_cast<unsigned int>(gridDim.x);
-    if (last) ws.arrivals[bh] = 0;  // every block of this (batch, head) has counted itself
+    if (last) {
+      __threadfence();      // every other block's partial is visible to this block's reads
+      ws.arrivals[bh] = 0;  // every block of this (batch, head) has counted itself
+    }
   }
   __syncthreads();
   if (!last) return;
-  __threadfence();
   combine_partials(ws, bh, gridDim.x, o + b * s.o_batch_stride + h * kDim, kDim,
                    static_cast<int>(threadIdx.x), kVecThreads);
 }

@@ -230,15 +230,20 @@ TEST_F(CudaAttention, DecodeVectorKernelOverABf16Cache) {
 // One workspace for decode calls of different shapes, in any order, repeated (a graph replays the
 // same call): every result matches the reference, and the fused combine's arrival counters (the
 // workspace's first 16 KiB) are zero again after each call. 6 x 12 (batch, head) slices then 2 x 12
-// then 6 x 12 again: the smaller shape's partials lie where the larger one's do.
+// then 6 x 12 again: the smaller shape's partials lie where the larger one's do; then 4097 heads,
+// past the counters (the combine kernel), and a fused call after it.
 TEST_F(CudaAttention, DecodeWorkspaceServesEveryShapeAndLeavesItsCountersAtZero) {
-  AttentionShape big = shape(6, 12, 1, 700, 128, false);
-  AttentionShape small = shape(2, 12, 1, 90, 64, false);
-  const size_t bytes = std::max(cuda::attention_decode_workspace_bytes(big),
-                                cuda::attention_decode_workspace_bytes(small));
+  const AttentionShape big = shape(6, 12, 1, 700, 128, false);
+  const AttentionShape small = shape(2, 12, 1, 90, 64, false);
+  // More (batch, head) slices than the fused combine's counters: the split kernel, then the
+  // combine kernel.
+  const AttentionShape wide_shape = shape(1, 4097, 1, 100, 64, false);
+  const size_t bytes = std::max({cuda::attention_decode_workspace_bytes(big),
+                                 cuda::attention_decode_workspace_bytes(small),
+                                 cuda::attention_decode_workspace_bytes(wide_shape)});
   cuda::DeviceBuffer d_ws = alloc_zeroed<uint8_t>(bytes);
   uint64_t seed = 800;
-  for (const AttentionShape* s : {&big, &small, &big, &big, &small}) {
+  for (const AttentionShape* s : {&big, &small, &big, &big, &small, &wide_shape, &small}) {
     SCOPED_TRACE(describe(*s));
     const Extents e = extents_of(*s);
     const std::vector<float> q = test::random_floats(e.q, seed++);

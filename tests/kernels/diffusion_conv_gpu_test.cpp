@@ -98,11 +98,17 @@ TEST_F(CudaDiffusionConv, EveryAlgorithmMatchesReference) {
 // 1e-4 of the scale allows the tensor cores' own order of additions). Also kernel 1, stride 2,
 // the fused upsampling, a workspace in several blocks, and a weight of the wrong shape.
 TEST_F(CudaDiffusionConv, Bf16WeightsMatchTheReferenceOfTheRoundedOperands) {
-  std::vector<test::ConvCase> cases(std::begin(test::kConvCases), std::end(test::kConvCases));
-  cases.insert(cases.end(), std::begin(kGpuCases), std::end(kGpuCases));
+  std::vector<Conv2dShape> shapes;
+  for (const test::ConvCase& c : test::kConvCases) shapes.push_back(test::conv_shape(c));
+  for (const test::ConvCase& c : kGpuCases) shapes.push_back(test::conv_shape(c));
+  Conv2dShape large;  // LargeConvolutionRunsInBlocks' shape: several im2col blocks
+  large.in_h = large.in_w = 128;
+  large.in_c = 512;
+  large.out_c = 1;
+  large.upsample2x = true;
+  shapes.push_back(large);
   uint64_t seed = 1200;
-  for (const test::ConvCase& c : cases) {
-    const Conv2dShape s = test::conv_shape(c);
+  for (const Conv2dShape& s : shapes) {
     SCOPED_TRACE(test::describe(s, ConvAlgo::kGemm));
     const int64_t taps = s.kernel * s.kernel;
     auto rounded = [](std::vector<float> v) {

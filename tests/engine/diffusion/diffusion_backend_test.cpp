@@ -82,12 +82,23 @@ class CopyingBackend final : public kernels::ForwardingBackend {
   }
   Status linear(const float* x, int64_t rows, const kernels::Weight& w, const float* bias,
                 float* y) override {
-    if (w.dtype == DType::kBF16) ++bf16_linear_calls;
+    if (w.dtype == DType::kBF16) {
+      ++bf16_linear_calls;
+    } else if (rows >= kMinBf16Rows) {
+      ++wide_f32_linear_calls;
+    }
     return ForwardingBackend::linear(x, rows, w, bias, y);
+  }
+  Status linear_multi(const float* x, int64_t rows, const kernels::LinearPart* parts,
+                      int64_t n_parts) override {
+    ++linear_multi_calls;
+    return ForwardingBackend::linear_multi(x, rows, parts, n_parts);
   }
 
   int64_t conv2d_weight_calls = 0;
   int64_t bf16_linear_calls = 0;
+  int64_t wide_f32_linear_calls = 0;  // f32 weights, at least kMinBf16Rows rows
+  int64_t linear_multi_calls = 0;
   bool bf16_products = false;
   int64_t uploaded = 0;
   int64_t compute_ops = 0;
@@ -291,11 +302,17 @@ TEST(DiffusionOnBackend, Bf16PrecisionOnADeviceWithBf16ProductsUsesBf16WeightCop
   o.precision = kernels::Precision::kBf16;
   unet->set_options(o);
   EXPECT_TRUE(use_device_bf16(o, backend));
+  EXPECT_GT(backend.linear_multi_calls, 0);  // f32: the fused q/k/v projections
+  backend.wide_f32_linear_calls = backend.linear_multi_calls = 0;
   const std::vector<float> reduced = unet_eps(*unet, in);
   EXPECT_EQ(backend.tf32_calls, (std::vector<bool>{true, false}));
   const int64_t convs = backend.conv2d_weight_calls;
   EXPECT_GT(convs, 10);
+  // Every product with a weight and enough rows ran on bf16 weights: none in f32, no fused f32
+  // q/k/v.
   EXPECT_GT(backend.bf16_linear_calls, 0);
+  EXPECT_EQ(backend.wide_f32_linear_calls, 0);
+  EXPECT_EQ(backend.linear_multi_calls, 0);
   // Close to f32, but not it: the weights were rounded.
   double max_diff = 0, max_ref = 0;
   for (size_t i = 0; i < f32.size(); ++i) {
