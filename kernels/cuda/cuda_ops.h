@@ -64,6 +64,11 @@ bool tf32_products();
 
 Status linear(const float* x, int64_t m, const Weight& w, const float* bias, float* y,
               cudaStream_t stream);
+// linear() with x already in bf16 (bit patterns, m x w.cols, e.g. an im2col block written in bf16)
+// and bf16 weights: cuBLAS's bf16 GEMM on the tensor cores at any m (f32 sums and output), then
+// the bias. The same contract as linear()'s bf16 path over the rounded x.
+Status linear_bf16_x(const uint16_t* xb, int64_t m, const Weight& w, const float* bias, float* y,
+                     cudaStream_t stream);
 // linear() for each part over the same x; the GEMV sizes (m <= kGemvMaxRows) of up to 4 f32 or
 // bf16 parts with one k run as one kernel launch (the decode step's q/k/v and gate/up), with the
 // results of separate calls (each feature's sum is computed the same way).

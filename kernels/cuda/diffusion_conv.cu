@@ -19,6 +19,7 @@
 //         [0  2 -1 -2 1 0]
 //         [0  4  0 -5 0 1]
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -50,9 +51,20 @@ ConvGeometry geometry_of(const Conv2dShape& s) {
           s.out_w(), s.in_c, s.out_c,       s.stride,      s.upsample2x ? 1 : 0};
 }
 
-// col[i][(ky * 3 + kx) * in_c + c] for the block's output pixels p0 + i, i < np.
+// col[i][(ky * 3 + kx) * in_c + c] for the block's output pixels p0 + i, i < np: f32, or bf16 bits
+// (OutT uint16_t: rounded to nearest even, the bf16 linear contract's x).
+template <typename OutT>
+__device__ __forceinline__ OutT col_value(float v) {
+  if constexpr (sizeof(OutT) == 2) {
+    return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+  } else {
+    return v;
+  }
+}
+
+template <typename OutT>
 __global__ void __launch_bounds__(kConvThreads)
-    im2col_kernel(const float* __restrict__ x, float* __restrict__ col, ConvGeometry g, int64_t p0,
+    im2col_kernel(const float* __restrict__ x, OutT* __restrict__ col, ConvGeometry g, int64_t p0,
                   int64_t np) {
   const int64_t kdim = 9 * g.in_c;
   const int64_t total = np * kdim;
@@ -72,7 +84,7 @@ __global__ void __launch_bounds__(kConvThreads)
     if (iy >= 0 && iy < g.conv_h && ix >= 0 && ix < g.conv_w) {
       v = x[((n * g.in_h + (iy >> g.up)) * g.in_w + (ix >> g.up)) * g.in_c + c];
     }
-    col[idx] = v;
+    col[idx] = col_value<OutT>(v);
   }
 }
 
@@ -253,8 +265,17 @@ Status conv3x3_gemm(const float* x, const Weight& w, const float* bias, float* y
   const int64_t block = im2col_block(s);
   for (int64_t p0 = 0; p0 < pixels; p0 += block) {
     const int64_t np = std::min(block, pixels - p0);
-    im2col_kernel<<<detail::grid_stride_blocks(np * 9 * s.in_c, kConvThreads), kConvThreads, 0,
-                    stream>>>(x, col, g, p0, np);
+    const unsigned blocks = detail::grid_stride_blocks(np * 9 * s.in_c, kConvThreads);
+    if (w.dtype == DType::kBF16 && np > kGemvMaxRows) {
+      // bf16 weights above the GEMV rows: the block written in bf16 (half the bytes, no separate
+      // rounding pass), straight into the tensor-core GEMM. The workspace is sized for f32.
+      auto* col_bf16 = reinterpret_cast<uint16_t*>(col);
+      im2col_kernel<uint16_t><<<blocks, kConvThreads, 0, stream>>>(x, col_bf16, g, p0, np);
+      TESSERA_CUDA_CHECK_LAUNCH("conv2d: im2col kernel launch");
+      TESSERA_RETURN_IF_ERROR(cuda::linear_bf16_x(col_bf16, np, w, bias, y + p0 * s.out_c, stream));
+      continue;
+    }
+    im2col_kernel<float><<<blocks, kConvThreads, 0, stream>>>(x, col, g, p0, np);
     TESSERA_CUDA_CHECK_LAUNCH("conv2d: im2col kernel launch");
     TESSERA_RETURN_IF_ERROR(cuda::linear(col, np, w, bias, y + p0 * s.out_c, stream));
   }

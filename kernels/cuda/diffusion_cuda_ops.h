@@ -91,8 +91,9 @@ Status conv2d(const float* x, const float* packed, const float* bias, float* y,
               cudaStream_t stream);
 
 // conv2d (ConvAlgo::kGemm, its workspace) with the weights as a Weight [out_c, kernel^2 * in_c]
-// in the kGemm packing, any dtype cuda::linear takes: with bf16 weights the im2col blocks go
-// through cuda::linear's bf16 GEMM on the tensor cores (x rounded to bf16, f32 sums).
+// in the kGemm packing, any dtype cuda::linear takes: with bf16 weights each im2col block is
+// written in bf16 (x rounded to nearest even) and multiplied by cuBLAS's bf16 GEMM on the tensor
+// cores (cuda::linear_bf16_x: f32 sums); blocks of at most kGemvMaxRows pixels take cuda::linear.
 Status conv2d_weight(const float* x, const Weight& w, const float* bias, float* y,
                      const Conv2dShape& s, void* workspace, size_t workspace_bytes,
                      cudaStream_t stream);

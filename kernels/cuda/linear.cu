@@ -601,6 +601,10 @@ Expected<uint16_t*> thread_bf16_scratch(size_t elements, cudaStream_t stream) {
 // bf16 weights, m above the GEMV sizes: x rounded to bf16, then cuBLAS's bf16 GEMM on the tensor
 // cores with f32 accumulation and f32 output (the ops.h contract: exact products, f32 sums).
 // Returns false (nothing launched) when no scratch can be had during a graph capture.
+// y (m x n, f32) = xb (m x k, bf16 bits) . w^T (n x k, bf16): cuBLAS's bf16 GEMM, f32 sums.
+Status gemm_bf16_operands(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k,
+                          float* y, cudaStream_t stream);
+
 Expected<bool> bf16_tensor_core_gemm(const float* x, int64_t m, const uint16_t* w, int64_t n,
                                      int64_t k, float* y, cudaStream_t stream) {
   TESSERA_ASSIGN_OR_RETURN(uint16_t * xb, thread_bf16_scratch(static_cast<size_t>(m * k), stream));
@@ -609,6 +613,12 @@ Expected<bool> bf16_tensor_core_gemm(const float* x, int64_t m, const uint16_t* 
   round_x_to_bf16_kernel<<<detail::grid_stride_blocks(m * k, kThreads), kThreads, 0, stream>>>(
       x, xb, m * k);
   TESSERA_CUDA_CHECK_LAUNCH("linear: x to bf16 launch");
+  TESSERA_RETURN_IF_ERROR(gemm_bf16_operands(xb, m, w, n, k, y, stream));
+  return true;
+}
+
+Status gemm_bf16_operands(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k,
+                          float* y, cudaStream_t stream) {
   TESSERA_ASSIGN_OR_RETURN(cublasHandle_t handle, thread_cublas_handle());
   cublasStatus_t st = cublasSetStream(handle, stream);
   if (st != CUBLAS_STATUS_SUCCESS) return internal_error(cublas_error(st, "cublasSetStream"));
@@ -622,7 +632,7 @@ Expected<bool> bf16_tensor_core_gemm(const float* x, int64_t m, const uint16_t* 
                     CUDA_R_16BF, static_cast<int>(k), &beta, y, CUDA_R_32F, static_cast<int>(n),
                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (st != CUBLAS_STATUS_SUCCESS) return internal_error(cublas_error(st, "cublasGemmEx bf16"));
-  return true;
+  return Status();
 }
 
 }  // namespace
@@ -703,6 +713,29 @@ Status linear_multi(const float* x, int64_t m, const LinearPart* parts, int64_t 
     if (!st.ok()) return st.with_context("linear_multi part " + std::to_string(p));
   }
   return Status();
+}
+
+Status linear_bf16_x(const uint16_t* xb, int64_t m, const Weight& w, const float* bias, float* y,
+                     cudaStream_t stream) {
+  if (w.dtype != DType::kBF16) {
+    return invalid_argument(std::string("cuda linear_bf16_x: weight dtype ") + dtype_name(w.dtype) +
+                            " (expected BF16)");
+  }
+  const int64_t n = w.rows, k = w.cols;
+  if (m < 0 || n < 0 || k < 1) {
+    return invalid_argument("cuda linear_bf16_x: sizes m " + std::to_string(m) + ", n " +
+                            std::to_string(n) + ", k " + std::to_string(k) + " (k must be >= 1)");
+  }
+  if (m == 0 || n == 0) return Status();
+  if (xb == nullptr || w.data == nullptr || y == nullptr) {
+    return invalid_argument("cuda linear_bf16_x: null x, weight or y pointer");
+  }
+  if (m > INT_MAX || n > INT_MAX || k > INT_MAX) {
+    return invalid_argument("cuda linear_bf16_x: sizes beyond 2^31-1");
+  }
+  TESSERA_RETURN_IF_ERROR(
+      gemm_bf16_operands(xb, m, static_cast<const uint16_t*>(w.data), n, k, y, stream));
+  return bias != nullptr ? launch_add_bias(y, bias, m, n, stream) : Status();
 }
 
 Status linear(const float* x, int64_t m, const Weight& w, const float* bias, float* y,

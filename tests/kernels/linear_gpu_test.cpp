@@ -204,6 +204,26 @@ TEST(CudaLinearArgs, RejectsNullAndNegative) {
       cuda::linear(nullptr, 0, Weight{nullptr, DType::kF32, 3, 4}, nullptr, nullptr, nullptr));
 }
 
+// linear_bf16_x takes bf16 weights only, a k of at least 1 and real pointers; checked before any
+// device call.
+TEST(CudaLinearArgs, Bf16XRejectsOtherWeightsAndBadSizes) {
+  float dummy = 0;
+  uint16_t xb = 0;
+  Status st =
+      cuda::linear_bf16_x(&xb, 2, Weight{&dummy, DType::kF32, 3, 4}, nullptr, &dummy, nullptr);
+  EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("BF16"), std::string::npos) << st.message();
+  EXPECT_EQ(
+      cuda::linear_bf16_x(&xb, 2, Weight{&xb, DType::kBF16, 3, 0}, nullptr, &dummy, nullptr).code(),
+      ErrorCode::kInvalidArgument);
+  EXPECT_EQ(
+      cuda::linear_bf16_x(nullptr, 2, Weight{&xb, DType::kBF16, 3, 4}, nullptr, &dummy, nullptr)
+          .code(),
+      ErrorCode::kInvalidArgument);
+  TESSERA_EXPECT_OK(cuda::linear_bf16_x(nullptr, 0, Weight{nullptr, DType::kBF16, 3, 4}, nullptr,
+                                        nullptr, nullptr));
+}
+
 }  // namespace
 }  // namespace tessera::kernels
 #else
