@@ -24,6 +24,7 @@
 #include <ctime>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -62,10 +63,12 @@ namespace {
 // time of each op and transfer to it under the op's name ("linear 1536->6144", "attention_decode",
 // "layer_norm", ...): the per-op breakdown of a decode step. Device ops only enqueue, so each timed
 // op is followed by a synchronize on a device backend (the trace would time the launch otherwise).
+// Each op's weight bytes per call are kept beside (weight_bytes) for the breakdown's bandwidth.
 class TimedBackend final : public kernels::ForwardingBackend {
  public:
   using ForwardingBackend::ForwardingBackend;
-  Trace* trace = nullptr;  // null: no timing
+  Trace* trace = nullptr;                      // null: no timing
+  std::map<std::string, double> weight_bytes;  // by op name: weight bytes one call reads
 
  protected:
   Status run_op(const kernels::OpLabel& label, std::function<Status()> run) override {
@@ -73,8 +76,28 @@ class TimedBackend final : public kernels::ForwardingBackend {
     const Stopwatch watch;
     Status st = run();
     if (st.ok() && inner().device() != Device::kCpu) st = inner().synchronize();
-    trace->add(label.name(), watch.elapsed_ms());
+    const std::string name = label.name();
+    trace->add(name, watch.elapsed_ms());
+    double bytes = 0;
+    if (label.weight != nullptr) {
+      // linear_swiglu reads the gate and the up weight, of one shape.
+      bytes = (std::string(label.op) == "linear_swiglu" ? 2.0 : 1.0) * bytes_of(*label.weight);
+    }
+    for (int64_t p = 0; label.parts != nullptr && p < label.n_parts; ++p) {
+      bytes += bytes_of(label.parts[p].w);
+    }
+    if (bytes > 0) weight_bytes[name] = bytes;
     return st;
+  }
+
+ private:
+  static double bytes_of(const kernels::Weight& w) {
+    double b = static_cast<double>(w.rows) * static_cast<double>(w.cols) *
+               static_cast<double>(dtype_size(w.dtype));
+    if (w.dtype == DType::kI8 && w.group > 0) {
+      b += static_cast<double>(w.rows) * static_cast<double>(w.cols / w.group) * sizeof(float);
+    }
+    return b;
   }
 };
 
@@ -189,6 +212,7 @@ struct ShapeModelResult {
   Timing prefill;  // new prompt row, unconditional row's condition K/V reused
   std::vector<ShapeLengthResult> lengths;
   std::vector<std::pair<std::string, TraceStats>> breakdown;  // per op kind, one decode step
+  std::map<std::string, double> breakdown_weight_bytes;       // per op kind with weights, a call
   // per op kind, one prefill from scratch in a fresh session (both rows' condition streams)
   std::vector<std::pair<std::string, TraceStats>> prefill_breakdown;
   double prefill_traced_ms = 0;  // that prefill's own time
@@ -498,6 +522,7 @@ Expected<ShapeModelResult> bench_shape_model(const std::string& name, const Safe
     }
     backend.trace = nullptr;
     for (const auto& [kind, stats] : trace.all()) res.breakdown.push_back({kind, stats});
+    res.breakdown_weight_bytes = backend.weight_bytes;
     std::sort(res.breakdown.begin(), res.breakdown.end(),
               [](const auto& a, const auto& b) { return a.second.total_ms > b.second.total_ms; });
     res.breakdown_steps = n;
@@ -939,14 +964,26 @@ std::string shape_markdown(const Machine& machine, const std::vector<ShapeModelR
         buf, sizeof buf, "Per-op time of a decode step at %lld tokens (mean over %lld steps):\n\n",
         static_cast<long long>(m.breakdown_length), static_cast<long long>(m.breakdown_steps));
     md << buf;
-    md << "| op | calls/step | ms/step | share |\n|---|---|---|---|\n";
+    md << "| op | calls/step | ms/step | per call | share | weights read |\n"
+          "|---|---|---|---|---|---|\n";
     double total = 0;
     for (const auto& [kind, s] : m.breakdown) total += s.total_ms;
     for (const auto& [kind, s] : m.breakdown) {
       const double steps = static_cast<double>(std::max<int64_t>(1, m.breakdown_steps));
-      std::snprintf(buf, sizeof buf, "| %s | %.0f | %.3f | %.1f%% |\n", kind.c_str(),
+      // Weight bytes per second of the op's own time (each op synchronised: small ops include
+      // the wait).
+      std::string gbs = "-";
+      const auto bytes = m.breakdown_weight_bytes.find(kind);
+      if (bytes != m.breakdown_weight_bytes.end() && s.total_ms > 0) {
+        char g[32];
+        std::snprintf(g, sizeof g, "%.0f GB/s",
+                      bytes->second * static_cast<double>(s.count) / (s.total_ms * 1e-3) / 1e9);
+        gbs = g;
+      }
+      std::snprintf(buf, sizeof buf, "| %s | %.0f | %.3f | %.1f us | %.1f%% | %s |\n", kind.c_str(),
                     static_cast<double>(s.count) / steps, s.total_ms / steps,
-                    100.0 * s.total_ms / std::max(total, 1e-9));
+                    1e3 * s.total_ms / std::max<double>(1.0, static_cast<double>(s.count)),
+                    100.0 * s.total_ms / std::max(total, 1e-9), gbs.c_str());
       md << buf;
     }
     md << "\n";
@@ -1031,6 +1068,9 @@ nlohmann::json shape_json(const Machine& machine, const std::vector<ShapeModelRe
     nlohmann::json ops = nlohmann::json::object();
     for (const auto& [kind, s] : m.breakdown) {
       ops[kind] = {{"calls", s.count}, {"total_ms", s.total_ms}};
+      const auto bytes = m.breakdown_weight_bytes.find(kind);
+      if (bytes != m.breakdown_weight_bytes.end())
+        ops[kind]["weight_bytes_per_call"] = bytes->second;
     }
     if (m.has_object) {
       const ObjectEstimate& o = m.object;

@@ -29,7 +29,8 @@ struct OpLabel {
   enum class Kind : uint8_t { kCompute, kTransfer, kHost };
   const char* op = "";
   Kind kind = Kind::kCompute;
-  // linear: the weight; linear_multi: the parts (valid during the call only).
+  // linear: the weight (linear_swiglu: the gate's, the up weight has its shape); linear_multi: the
+  // parts (valid during the call only).
   const Weight* weight = nullptr;
   const LinearPart* parts = nullptr;
   int64_t n_parts = 0;
@@ -132,7 +133,7 @@ class ForwardingBackend : public Backend {
   Status linear_swiglu(const float* x, int64_t m, const Weight& gate, const float* gate_bias,
                        const Weight& up, const float* up_bias, float* gate_out, float* up_out,
                        float* y) override {
-    return run_op({"linear_swiglu"}, [=, this] {
+    return run_op({"linear_swiglu", OpLabel::Kind::kCompute, &gate}, [=, this] {
       return inner_->linear_swiglu(x, m, gate, gate_bias, up, up_bias, gate_out, up_out, y);
     });
   }
