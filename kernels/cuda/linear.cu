@@ -121,37 +121,52 @@ struct GemvParts {
 
 // At least two blocks an SM (<= 128 registers a thread): the loads in flight of 16 warps an SM
 // are what the GEMV's bandwidth is made of.
-template <typename WeightT, bool kVectorized>
+// kCols (vectorized only): output features a warp computes, kCols consecutive ones. Each x chunk
+// is then read (and rounded) once for kCols weight rows instead of once each: with many rows x's
+// re-reads through L1, not the weights, bound the kernel (8 rows: 16 bytes of x a byte of bf16
+// weight). Every feature's sum is added in exactly the order of kCols 1 (chunks lane, lane + 32,
+// ..., each as dot4 in order), so the bits do not depend on kCols either.
+template <typename WeightT, bool kVectorized, int kCols>
 __global__ void __launch_bounds__(kGemvWarps * 32, 2)
     linear_gemv_kernel(const float* __restrict__ x, GemvParts<WeightT> parts, int rows, int64_t k) {
+  static_assert(kVectorized || kCols == 1, "several columns a warp need the vectorized layout");
   const int lane = threadIdx.x % 32;
   int p = 0;  // uniform per block
   while (p + 1 < parts.count && blockIdx.x >= parts.first_block[p + 1]) ++p;
   const int64_t n = parts.n[p];
   const float* __restrict__ bias = parts.bias[p];
   float* __restrict__ y = parts.y[p];
-  const int64_t col =
-      (static_cast<int64_t>(blockIdx.x) - parts.first_block[p]) * kGemvWarps + threadIdx.x / 32;
-  if (col >= n) return;  // uniform per warp; the kernel has no block barrier
-  const WeightT* w_row = parts.w[p] + col * k;
-  float acc[kGemvRowsConst];
+  const int64_t col0 =
+      ((static_cast<int64_t>(blockIdx.x) - parts.first_block[p]) * kGemvWarps + threadIdx.x / 32) *
+      kCols;
+  if (col0 >= n) return;  // uniform per warp; the kernel has no block barrier
+  // The warp's features col0 .. col0 + cols - 1 (fewer at the end of n).
+  const int cols = static_cast<int>(n - col0 < kCols ? n - col0 : kCols);
+  float acc[kCols][kGemvRowsConst];
 #pragma unroll
-  for (int r = 0; r < kGemvRowsConst; ++r) acc[r] = 0.f;
+  for (int j = 0; j < kCols; ++j) {
+#pragma unroll
+    for (int r = 0; r < kGemvRowsConst; ++r) acc[j][r] = 0.f;
+  }
 
   if constexpr (kVectorized) {
     constexpr int kPer = 16 / static_cast<int>(sizeof(WeightT));  // 4 f32 or 8 bf16
-    // kUnroll 16-byte weight loads are issued before any is used: a decode GEMV is bound by the
-    // bytes in flight (k = 1536 bf16 is 6 loads a lane), not by arithmetic. A lane still adds its
-    // chunks lane, lane + 32, lane + 64, ... in that order, so the sums (and batch invariance) are
-    // those of one load at a time.
-    constexpr int kUnroll = 4;
+    // kUnroll * kCols 16-byte weight loads are issued before any is used: a decode GEMV is bound
+    // by the bytes in flight (k = 1536 bf16 is 6 loads a lane), not by arithmetic. A lane still
+    // adds its chunks lane, lane + 32, lane + 64, ... in that order, so the sums (and batch
+    // invariance) are those of one load at a time.
+    constexpr int kUnroll = kCols >= 4 ? 1 : 4 / kCols;
     const int64_t chunks = k / kPer;
+    const WeightT* w_rows = parts.w[p] + col0 * k;
     for (int64_t c0 = lane; c0 < chunks; c0 += 32 * kUnroll) {
-      float wv[kUnroll][kPer];
+      float wv[kUnroll][kCols][kPer];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int64_t c = c0 + 32 * u;
-        if (c < chunks) load16(w_row + c * kPer, wv[u]);
+#pragma unroll
+        for (int j = 0; j < kCols; ++j) {
+          if (c < chunks && j < cols) load16(w_rows + j * k + c * kPer, wv[u][j]);
+        }
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
@@ -165,23 +180,28 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 2)
             for (int part = 0; part < kPer; part += 4) {
               float xv[4];
               load_x4<WeightT>(x_chunk + part, xv);
-              acc[r] += dot4(wv[u] + part, xv);
+#pragma unroll
+              for (int j = 0; j < kCols; ++j) acc[j][r] += dot4(wv[u][j] + part, xv);
             }
           }
         }
       }
     }
   } else {
+    const WeightT* w_row = parts.w[p] + col0 * k;
     for (int64_t i = lane; i < k; i += 32) {
       const float wv = load_weight(w_row + i);
 #pragma unroll
       for (int r = 0; r < kGemvRowsConst; ++r) {
-        if (r < rows) acc[r] += wv * x_operand<WeightT>(x[r * k + i]);
+        if (r < rows) acc[0][r] += wv * x_operand<WeightT>(x[r * k + i]);
       }
     }
   }
 
-  store_gemv_rows(acc, rows, lane, bias, y, n, col);
+#pragma unroll
+  for (int j = 0; j < kCols; ++j) {
+    if (j < cols) store_gemv_rows(acc[j], rows, lane, bias, y, n, col0 + j);
+  }
 }
 
 bool aligned16(const void* p) {
@@ -258,15 +278,45 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 2)
 
 // One launch for parts.count weights of one dtype over the same x (each part's n and pointers set;
 // first_block filled here).
+// The device's multiprocessors (cached; 132 on an H100/H200 SXM when the query fails).
+int multiprocessors() {
+  static const int sms = [] {
+    int device = 0, count = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+      return 132;
+    }
+    return count;
+  }();
+  return sms;
+}
+
 template <typename WeightT>
 Status launch_gemv_parts(const float* x, int64_t m, GemvParts<WeightT> parts, int64_t k,
                          cudaStream_t stream) {
   constexpr int64_t kPer = 16 / static_cast<int64_t>(sizeof(WeightT));
   bool vectorized = aligned16(x) && k % kPer == 0;
-  parts.first_block[0] = 0;
+  int64_t features = 0;
   for (int p = 0; p < parts.count; ++p) {
     vectorized = vectorized && aligned16(parts.w[p]);
-    parts.first_block[p + 1] = parts.first_block[p] + (parts.n[p] + kGemvWarps - 1) / kGemvWarps;
+    features += parts.n[p];
+  }
+  // Columns a warp: with more rows, x's re-reads cost more than the weights (see the kernel), so a
+  // warp takes 2 or 4 features, as long as the grid still gives every SM two blocks' worth of
+  // loads in flight. Any choice gives the same bits.
+  int cols = 1;
+  if (vectorized) {
+    const int64_t enough = 2 * static_cast<int64_t>(multiprocessors()) * kGemvWarps;
+    if (m >= 5 && features >= 4 * enough) {
+      cols = 4;
+    } else if (m >= 3 && features >= 2 * enough) {
+      cols = 2;
+    }
+  }
+  const int64_t per_block = static_cast<int64_t>(kGemvWarps) * cols;
+  parts.first_block[0] = 0;
+  for (int p = 0; p < parts.count; ++p) {
+    parts.first_block[p + 1] = parts.first_block[p] + (parts.n[p] + per_block - 1) / per_block;
   }
   const int64_t blocks = parts.first_block[parts.count];
   if (blocks > INT_MAX) {
@@ -275,10 +325,14 @@ Status launch_gemv_parts(const float* x, int64_t m, GemvParts<WeightT> parts, in
   const dim3 grid(static_cast<unsigned>(blocks));
   const dim3 block(kGemvWarps * 32);
   const int rows = static_cast<int>(m);
-  if (vectorized) {
-    linear_gemv_kernel<WeightT, true><<<grid, block, 0, stream>>>(x, parts, rows, k);
+  if (!vectorized) {
+    linear_gemv_kernel<WeightT, false, 1><<<grid, block, 0, stream>>>(x, parts, rows, k);
+  } else if (cols == 4) {
+    linear_gemv_kernel<WeightT, true, 4><<<grid, block, 0, stream>>>(x, parts, rows, k);
+  } else if (cols == 2) {
+    linear_gemv_kernel<WeightT, true, 2><<<grid, block, 0, stream>>>(x, parts, rows, k);
   } else {
-    linear_gemv_kernel<WeightT, false><<<grid, block, 0, stream>>>(x, parts, rows, k);
+    linear_gemv_kernel<WeightT, true, 1><<<grid, block, 0, stream>>>(x, parts, rows, k);
   }
   TESSERA_CUDA_CHECK_LAUNCH("linear: gemv kernel launch");
   return Status();

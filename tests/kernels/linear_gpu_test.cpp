@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/core/dtype.h"
@@ -100,12 +101,19 @@ TEST_F(CudaLinear, SmallGemvShapes) {
 }
 
 // Batch invariance (issue 23): a row's output is the same bits for every m the GEMV serves (1 ..
-// kGemvMaxRows, up to 8 candidates with guidance), with 16-byte loads and without.
+// kGemvMaxRows, up to 8 candidates with guidance), with 16-byte loads and without. With many
+// features (4500, 9013: past the thresholds on a 132-SM card) the vectorized kernel gives a warp 2
+// or 4 features when there are enough rows, which must not change a bit either.
 TEST_F(CudaLinear, GemvIsBatchInvariant) {
-  const int64_t n = 75, k = 264, rows = cuda::kGemvMaxRows;
-  for (DType dtype : {DType::kF32, DType::kBF16}) {
-    for (int x_offset : {0, 1}) {
-      SCOPED_TRACE(std::string(dtype_name(dtype)) + " x_offset=" + std::to_string(x_offset));
+  const int64_t k = 264, rows = cuda::kGemvMaxRows;
+  for (auto [dtype, n, x_offset] :
+       {std::tuple{DType::kF32, int64_t{75}, 0}, std::tuple{DType::kF32, int64_t{75}, 1},
+        std::tuple{DType::kBF16, int64_t{75}, 0}, std::tuple{DType::kBF16, int64_t{75}, 1},
+        std::tuple{DType::kBF16, int64_t{4500}, 0}, std::tuple{DType::kBF16, int64_t{9013}, 0},
+        std::tuple{DType::kF32, int64_t{9013}, 0}}) {
+    {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " n=" + std::to_string(n) +
+                   " x_offset=" + std::to_string(x_offset));
       std::vector<float> x(static_cast<size_t>(x_offset), 0.f);
       const std::vector<float> values = test::random_floats(static_cast<size_t>(rows * k), 600);
       x.insert(x.end(), values.begin(), values.end());
@@ -131,6 +139,17 @@ TEST_F(CudaLinear, GemvIsBatchInvariant) {
           ASSERT_EQ(y[i], all[i]) << "m=" << m << ", output " << i;
         }
       }
+    }
+  }
+}
+
+// Several features a warp (many features, many rows) against the reference, with the ragged end
+// of n (not a multiple of the features a block takes).
+TEST_F(CudaLinear, GemvWithSeveralFeaturesAWarp) {
+  uint64_t seed = 300;
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (auto [m, n] : {std::pair<int64_t, int64_t>{3, 4500}, {8, 9013}, {16, 8461}}) {
+      check(m, n, 136, dtype, /*with_bias=*/true, 0, seed++);
     }
   }
 }
