@@ -68,7 +68,7 @@ class TimedBackend final : public kernels::ForwardingBackend {
  public:
   using ForwardingBackend::ForwardingBackend;
   Trace* trace = nullptr;                      // null: no timing
-  std::map<std::string, double> weight_bytes;  // by op name: weight bytes one call reads
+  std::map<std::string, double> weight_bytes;  // by op name: weight bytes read, summed over calls
 
  protected:
   Status run_op(const kernels::OpLabel& label, std::function<Status()> run) override {
@@ -86,7 +86,7 @@ class TimedBackend final : public kernels::ForwardingBackend {
     for (int64_t p = 0; label.parts != nullptr && p < label.n_parts; ++p) {
       bytes += bytes_of(label.parts[p].w);
     }
-    if (bytes > 0) weight_bytes[name] = bytes;
+    if (bytes > 0) weight_bytes[name] += bytes;
     return st;
   }
 
@@ -212,7 +212,7 @@ struct ShapeModelResult {
   Timing prefill;  // new prompt row, unconditional row's condition K/V reused
   std::vector<ShapeLengthResult> lengths;
   std::vector<std::pair<std::string, TraceStats>> breakdown;  // per op kind, one decode step
-  std::map<std::string, double> breakdown_weight_bytes;       // per op kind with weights, a call
+  std::map<std::string, double> breakdown_weight_bytes;       // per op kind with weights, all calls
   // per op kind, one prefill from scratch in a fresh session (both rows' condition streams)
   std::vector<std::pair<std::string, TraceStats>> prefill_breakdown;
   double prefill_traced_ms = 0;  // that prefill's own time
@@ -510,6 +510,7 @@ Expected<ShapeModelResult> bench_shape_model(const std::string& name, const Safe
     std::vector<int32_t> full(static_cast<size_t>(2 * len), c.bos_id());
     TESSERA_RETURN_IF_ERROR(session->forward_full(full.data(), len, logits.data(), nullptr));
     Trace trace;
+    backend.weight_bytes.clear();
     backend.trace = &trace;
     const int64_t n = std::min<int64_t>(steps, 4);
     for (int64_t s = 0; s < n; ++s) {
@@ -976,8 +977,7 @@ std::string shape_markdown(const Machine& machine, const std::vector<ShapeModelR
       const auto bytes = m.breakdown_weight_bytes.find(kind);
       if (bytes != m.breakdown_weight_bytes.end() && s.total_ms > 0) {
         char g[32];
-        std::snprintf(g, sizeof g, "%.0f GB/s",
-                      bytes->second * static_cast<double>(s.count) / (s.total_ms * 1e-3) / 1e9);
+        std::snprintf(g, sizeof g, "%.0f GB/s", bytes->second / (s.total_ms * 1e-3) / 1e9);
         gbs = g;
       }
       std::snprintf(buf, sizeof buf, "| %s | %.0f | %.3f | %.1f us | %.1f%% | %s |\n", kind.c_str(),
@@ -1069,8 +1069,9 @@ nlohmann::json shape_json(const Machine& machine, const std::vector<ShapeModelRe
     for (const auto& [kind, s] : m.breakdown) {
       ops[kind] = {{"calls", s.count}, {"total_ms", s.total_ms}};
       const auto bytes = m.breakdown_weight_bytes.find(kind);
-      if (bytes != m.breakdown_weight_bytes.end())
-        ops[kind]["weight_bytes_per_call"] = bytes->second;
+      if (bytes != m.breakdown_weight_bytes.end() && s.count > 0) {
+        ops[kind]["weight_bytes_per_call"] = bytes->second / static_cast<double>(s.count);
+      }
     }
     if (m.has_object) {
       const ObjectEstimate& o = m.object;

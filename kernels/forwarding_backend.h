@@ -30,7 +30,8 @@ struct OpLabel {
   const char* op = "";
   Kind kind = Kind::kCompute;
   // linear: the weight (linear_swiglu: the gate's, the up weight has its shape); linear_multi: the
-  // parts (valid during the call only).
+  // parts. Both point at the caller's data for the duration of run_op only: a hook may keep `run`,
+  // never these pointers.
   const Weight* weight = nullptr;
   const LinearPart* parts = nullptr;
   int64_t n_parts = 0;

@@ -99,8 +99,16 @@ __device__ __forceinline__ void load_x4(const float* p, float (&xv)[4]) {
 #pragma unroll
   for (int j = 0; j < 4; ++j) xv[j] = x_operand<WeightT>(xv[j]);
 }
+// Written with explicit roundings (the chain nvcc made of the plain expression before), so that
+// every kernel instance adds in this order whatever the compiler would contract: the GEMV's
+// instances for 1, 2 and 4 features a warp must give the same bits.
 __device__ __forceinline__ float dot4(const float* w, const float (&xv)[4]) {
-  return w[0] * xv[0] + w[1] * xv[1] + w[2] * xv[2] + w[3] * xv[3];
+  return __fmaf_rn(w[3], xv[3],
+                   __fmaf_rn(w[2], xv[2], __fmaf_rn(w[0], xv[0], __fmul_rn(w[1], xv[1]))));
+}
+// acc += d, one rounded addition (never contracted into the products).
+__device__ __forceinline__ void accumulate(float& acc, float d) {
+  acc = __fadd_rn(acc, d);
 }
 
 // One warp per output feature `col`; lanes stride over k. kVectorized requires 16-byte aligned x
@@ -181,7 +189,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 2)
               float xv[4];
               load_x4<WeightT>(x_chunk + part, xv);
 #pragma unroll
-              for (int j = 0; j < kCols; ++j) acc[j][r] += dot4(wv[u][j] + part, xv);
+              for (int j = 0; j < kCols; ++j) accumulate(acc[j][r], dot4(wv[u][j] + part, xv));
             }
           }
         }
@@ -259,8 +267,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 2)
           for (int part = 0; part < kPer; part += 4) {
             float xv[4];
             load_x4<WeightT>(x_chunk + part, xv);
-            acc_g[r] += dot4(gv[u] + part, xv);
-            acc_u[r] += dot4(uv[u] + part, xv);
+            accumulate(acc_g[r], dot4(gv[u] + part, xv));
+            accumulate(acc_u[r], dot4(uv[u] + part, xv));
           }
         }
       }
@@ -276,8 +284,6 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 2)
   }
 }
 
-// One launch for parts.count weights of one dtype over the same x (each part's n and pointers set;
-// first_block filled here).
 // The device's multiprocessors (cached; 132 on an H100/H200 SXM when the query fails).
 int multiprocessors() {
   static const int sms = [] {
@@ -291,6 +297,8 @@ int multiprocessors() {
   return sms;
 }
 
+// One launch for parts.count weights of one dtype over the same x (each part's n and pointers set;
+// first_block filled here).
 template <typename WeightT>
 Status launch_gemv_parts(const float* x, int64_t m, GemvParts<WeightT> parts, int64_t k,
                          cudaStream_t stream) {
@@ -652,13 +660,13 @@ Expected<uint16_t*> thread_bf16_scratch(size_t elements, cudaStream_t stream) {
   return static_cast<uint16_t*>(scratch.ptr);
 }
 
-// bf16 weights, m above the GEMV sizes: x rounded to bf16, then cuBLAS's bf16 GEMM on the tensor
-// cores with f32 accumulation and f32 output (the ops.h contract: exact products, f32 sums).
-// Returns false (nothing launched) when no scratch can be had during a graph capture.
 // y (m x n, f32) = xb (m x k, bf16 bits) . w^T (n x k, bf16): cuBLAS's bf16 GEMM, f32 sums.
 Status gemm_bf16_operands(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k,
                           float* y, cudaStream_t stream);
 
+// bf16 weights, m above the GEMV sizes: x rounded to bf16, then cuBLAS's bf16 GEMM on the tensor
+// cores with f32 accumulation and f32 output (the ops.h contract: exact products, f32 sums).
+// Returns false (nothing launched) when no scratch can be had during a graph capture.
 Expected<bool> bf16_tensor_core_gemm(const float* x, int64_t m, const uint16_t* w, int64_t n,
                                      int64_t k, float* y, cudaStream_t stream) {
   TESSERA_ASSIGN_OR_RETURN(uint16_t * xb, thread_bf16_scratch(static_cast<size_t>(m * k), stream));

@@ -148,7 +148,7 @@ TEST_F(CudaLinear, GemvIsBatchInvariant) {
 TEST_F(CudaLinear, GemvWithSeveralFeaturesAWarp) {
   uint64_t seed = 300;
   for (DType dtype : {DType::kF32, DType::kBF16}) {
-    for (auto [m, n] : {std::pair<int64_t, int64_t>{3, 4500}, {8, 9013}, {16, 8461}}) {
+    for (auto [m, n] : {std::pair<int64_t, int64_t>{3, 4500}, {3, 4501}, {8, 9013}, {16, 8461}}) {
       check(m, n, 136, dtype, /*with_bias=*/true, 0, seed++);
     }
   }
