@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/core/mapped_file.h"
@@ -49,6 +51,101 @@ std::string last_error(PLib3MFBase* object, LIB3MFRESULT result) {
 }
 
 const double kUnitMetres[] = {1e-6, 1e-3, 1e-2, 0.0254, 0.3048, 1.0};
+
+// Debian's lib3mf 1.8 writes a metadata value into the XML as it is given and hands back the
+// text between the tags as it is found, entities included. So a '<' or '&' in a prompt made
+// malformed XML (other readers refused the file; lib3mf itself dropped "<cube>" or failed on a long
+// value): values are escaped here before lib3mf writes them and unescaped after it reads them.
+std::string xml_escape(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    switch (c) {
+      case '<':
+        out.append("&lt;");
+        break;
+      case '>':
+        out.append("&gt;");
+        break;
+      case '&':
+        out.append("&amp;");
+        break;
+      case '"':
+        out.append("&quot;");
+        break;
+      case '\'':
+        out.append("&apos;");
+        break;
+      default:
+        out.push_back(c);
+    }
+  }
+  return out;
+}
+
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out.push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+// XML's five named references and numeric ones (&#65; &#x41;); anything else stays as it is.
+std::string xml_unescape(const std::string& text) {
+  static const std::pair<const char*, char> kNamed[] = {
+      {"lt;", '<'}, {"gt;", '>'}, {"amp;", '&'}, {"quot;", '"'}, {"apos;", '\''}};
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '&') {
+      out.push_back(text[i]);
+      continue;
+    }
+    bool done = false;
+    for (const auto& [name, c] : kNamed) {
+      if (text.compare(i + 1, std::strlen(name), name) == 0) {
+        out.push_back(c);
+        i += std::strlen(name);
+        done = true;
+        break;
+      }
+    }
+    if (!done && i + 2 < text.size() && text[i + 1] == '#') {
+      const bool hex = text[i + 2] == 'x' || text[i + 2] == 'X';
+      size_t j = i + (hex ? 3 : 2);
+      uint32_t cp = 0;
+      size_t digits = 0;
+      for (; j < text.size() && digits < 8; ++j, ++digits) {
+        const char d = text[j];
+        int v = -1;
+        if (d >= '0' && d <= '9') v = d - '0';
+        if (hex && d >= 'a' && d <= 'f') v = d - 'a' + 10;
+        if (hex && d >= 'A' && d <= 'F') v = d - 'A' + 10;
+        if (v < 0) break;
+        cp = cp * (hex ? 16 : 10) + static_cast<uint32_t>(v);
+      }
+      const bool valid_cp = cp > 0 && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
+      if (digits > 0 && j < text.size() && text[j] == ';' && valid_cp) {
+        append_utf8(out, cp);
+        i = j;
+        done = true;
+      }
+    }
+    if (!done) out.push_back('&');
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -116,7 +213,8 @@ Expected<std::string> to_3mf(const Mesh& mesh, const ExportOptions& options,
     return fail(model.get(), "adding metadata Application");
   }
   for (const auto& [key, value] : metadata) {
-    if ((r = lib3mf_model_addmetadatautf8(model.get(), key.c_str(), value.c_str())) != LIB3MF_OK) {
+    if ((r = lib3mf_model_addmetadatautf8(model.get(), xml_escape(key).c_str(),
+                                          xml_escape(value).c_str())) != LIB3MF_OK) {
       return invalid_argument("3MF: metadata '" + key + "': " + last_error(model.get(), r));
     }
   }
@@ -171,7 +269,7 @@ Expected<ThreeMfFile> parse_3mf(std::string_view bytes, const std::string& name)
       lib3mf_model_getmetadatavalueutf8(model.get(), i, value.data(), value_len + 1, &value_len);
       key.resize(std::strlen(key.c_str()));
       value.resize(std::strlen(value.c_str()));
-      file.metadata.emplace_back(key, value);
+      file.metadata.emplace_back(xml_unescape(key), xml_unescape(value));
     }
   }
   Handle items;
