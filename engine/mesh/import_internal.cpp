@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "engine/core/mapped_file.h"
+#include "engine/core/utf8.h"
 #include "engine/mesh/texture.h"
 
 namespace tessera::mesh::import_detail {
@@ -251,21 +252,7 @@ std::optional<std::string> utf16_to_utf8(std::string_view bytes) {
       return std::nullopt;
     }
     if (c == 0) return std::nullopt;  // binary data, not text
-    if (c < 0x80) {
-      out += static_cast<char>(c);
-    } else if (c < 0x800) {
-      out += static_cast<char>(0xC0 | (c >> 6));
-      out += static_cast<char>(0x80 | (c & 0x3F));
-    } else if (c < 0x10000) {
-      out += static_cast<char>(0xE0 | (c >> 12));
-      out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (c & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (c >> 18));
-      out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (c & 0x3F));
-    }
+    append_utf8(out, static_cast<char32_t>(c));
   }
   return out;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/core/mapped_file.h"
+#include "engine/core/utf8.h"
 
 #if TESSERA_HAVE_LIB3MF
 #include <Model/COM/NMR_DLLInterfaces.h>
@@ -83,24 +84,6 @@ std::string xml_escape(const std::string& text) {
   return out;
 }
 
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
 // XML's five named references and numeric ones (&#65; &#x41;); anything else stays as it is.
 std::string xml_unescape(const std::string& text) {
   static const std::pair<const char*, char> kNamed[] = {
@@ -137,7 +120,7 @@ std::string xml_unescape(const std::string& text) {
       }
       const bool valid_cp = cp > 0 && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
       if (digits > 0 && j < text.size() && text[j] == ';' && valid_cp) {
-        append_utf8(out, cp);
+        append_utf8(out, static_cast<char32_t>(cp));
         i = j;
         done = true;
       }

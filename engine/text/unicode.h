@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "engine/core/utf8.h"  // append_utf8, which the text engine uses unqualified
+
 namespace tessera::text {
 
 // The Unicode version the tables were generated from, e.g. "14.0.0".
@@ -24,9 +26,7 @@ std::u32string decode_utf8_replace(std::string_view utf8);
 // True iff `utf8` is well-formed UTF-8 (same rules as above).
 bool is_valid_utf8(std::string_view utf8);
 
-// Appends the UTF-8 encoding of `cp` (must be <= U+10FFFF and not a surrogate; anything else is
-// appended as U+FFFD).
-void append_utf8(std::string& out, char32_t cp);
+// The UTF-8 encoding of `text` (engine/core/utf8.h's append_utf8, code point by code point).
 std::string to_utf8(std::u32string_view text);
 
 // \p{L}: general category L* (Lu, Ll, Lt, Lm, Lo).

@@ -575,14 +575,7 @@ int vector_lanes_per_key(const KvT* k, const KvT* v, const AttentionShape& s) {
 // per split), each split a whole number of the block's key groups, at most kMaxDecodeSplits.
 // Depends only on the shape's capacity (kv_len) and the device, so a captured graph stays valid.
 DecodeSplits vector_splits(const AttentionShape& s, int lanes_per_key) {
-  static const int sms = [] {
-    int device = 0, count = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-      return 108;
-    }
-    return count;
-  }();
+  const int sms = detail::multiprocessors();
   const int64_t group = static_cast<int64_t>(kVecWarps) * (32 / lanes_per_key);  // keys a round
   const int64_t slices = s.batch * s.heads;
   int64_t splits = (2 * static_cast<int64_t>(sms) + slices - 1) / slices;

@@ -215,5 +215,20 @@ inline unsigned grid_stride_blocks(int64_t n, int threads) {
   return static_cast<unsigned>(blocks < kMaxBlocks ? (blocks < 1 ? 1 : blocks) : kMaxBlocks);
 }
 
+// The current device's multiprocessors, queried once per process (132, an H100/H200 SXM's count,
+// when the query fails): what the kernels size their grids by.
+inline int multiprocessors() {
+  static const int sms = [] {
+    int device = 0, count = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+      cudaGetLastError();
+      return 132;
+    }
+    return count;
+  }();
+  return sms;
+}
+
 }  // namespace tessera::kernels::cuda::detail
 #endif  // __CUDACC__

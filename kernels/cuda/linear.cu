@@ -284,19 +284,6 @@ __global__ void __launch_bounds__(kGemvWarps * 32, 2)
   }
 }
 
-// The device's multiprocessors (cached; 132 on an H100/H200 SXM when the query fails).
-int multiprocessors() {
-  static const int sms = [] {
-    int device = 0, count = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-      return 132;
-    }
-    return count;
-  }();
-  return sms;
-}
-
 // One launch for parts.count weights of one dtype over the same x (each part's n and pointers set;
 // first_block filled here).
 template <typename WeightT>
@@ -314,7 +301,7 @@ Status launch_gemv_parts(const float* x, int64_t m, GemvParts<WeightT> parts, in
   // loads in flight. Any choice gives the same bits.
   int cols = 1;
   if (vectorized) {
-    const int64_t enough = 2 * static_cast<int64_t>(multiprocessors()) * kGemvWarps;
+    const int64_t enough = 2 * static_cast<int64_t>(detail::multiprocessors()) * kGemvWarps;
     if (m >= 5 && features >= 4 * enough) {
       cols = 4;
     } else if (m >= 3 && features >= 2 * enough) {
