@@ -22,7 +22,7 @@
 
 #include "bench/common.h"
 #include "bench/subcommands.h"
-#include "engine/core/thread_pool.h"
+#include "core/thread_pool.h"
 #include "engine/mesh/cleanup.h"
 #include "engine/mesh/extraction.h"
 

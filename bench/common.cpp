@@ -14,10 +14,10 @@
 #include <fstream>
 #include <iterator>
 
-#include "engine/core/assets.h"
-#include "engine/core/cpu_features.h"
-#include "engine/core/mapped_file.h"
-#include "engine/core/thread_pool.h"
+#include "core/assets.h"
+#include "core/cpu_features.h"
+#include "core/mapped_file.h"
+#include "core/thread_pool.h"
 #include "kernels/cuda/device.h"
 
 namespace tessera::bench {

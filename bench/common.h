@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/shape/pipeline.h"
 
 namespace tessera::bench {

@@ -18,8 +18,8 @@
 
 #include "bench/common.h"
 #include "bench/subcommands.h"
-#include "engine/core/process_memory.h"
-#include "engine/core/thread_pool.h"
+#include "core/process_memory.h"
+#include "core/thread_pool.h"
 #include "engine/runtime/capabilities.h"
 #include "engine/runtime/session.h"
 

@@ -20,7 +20,7 @@
 
 #include "bench/random_checkpoint.h"
 #include "bench/subcommands.h"
-#include "engine/core/mapped_file.h"
+#include "core/mapped_file.h"
 
 namespace tessera::bench {
 namespace {

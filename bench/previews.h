@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 
 namespace tessera::bench {
 

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/core/thread_pool.h"
+#include "core/thread_pool.h"
 
 namespace tessera::bench {
 

@@ -23,8 +23,8 @@
 #include <utility>
 #include <vector>
 
-#include "engine/core/status.h"
-#include "engine/core/tensor.h"
+#include "core/status.h"
+#include "core/tensor.h"
 #include "kernels/diffusion_ops.h"
 #include "kernels/marching_tets.h"
 #include "kernels/ops.h"

@@ -6,12 +6,11 @@
 // [-127, 127] with scale = max |w| over the group / 127 (a group of zeros gets q 0 and scale 1: any
 // positive scale represents it, and quantized files must hold positive, finite scales).
 //
-// In a file (engine/shape/quantize.h) a quantized matrix NAME.weight is stored the same way, as I8,
-// with its scales beside it as NAME.weight_scale, F32 [rows, cols / group], so the CPU backend uses
-// the mapped file's bytes as they are (no copy).
-// Only matrices whose rows are a multiple of 32 long are quantized (int8_quantizable): the SIMD
-// kernels work on groups of 32 or 64 weights, and the few narrow matrices (Cube 3D's bbox_proj, 3
-// columns) are too small to matter.
+// In a file (engine/runtime/quantize.h) a quantized matrix NAME.weight is stored the same way, as
+// I8, with its scales beside it as NAME.weight_scale, F32 [rows, cols / group], so the CPU backend
+// uses the mapped file's bytes as they are (no copy). Only matrices whose rows are a multiple of 32
+// long are quantized (int8_quantizable): the SIMD kernels work on groups of 32 or 64 weights, and
+// the few narrow matrices (Cube 3D's bbox_proj, 3 columns) are too small to matter.
 //
 // With more than 32 rows of x on CPUs with AVX-512 BF16 (the prefill, the no-cache baseline), the
 // weights are instead dequantized to bf16(q * scale) panels once per call and multiplied by the

@@ -213,7 +213,7 @@ TESSERA_HOST_DEVICE inline void cell_emit(const TetTable& table, const CellGrid&
 #include <string>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 
 namespace tessera::kernels::cpu {
 

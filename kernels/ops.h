@@ -27,7 +27,7 @@
 
 #include <cstdint>
 
-#include "engine/core/dtype.h"
+#include "core/dtype.h"
 
 namespace tessera::kernels {
 
@@ -142,7 +142,7 @@ TESSERA_DECLARE_HOST_OPS
 // ---- Decode attention over a bf16 K/V cache (appended; ref and cpu only) ------------------------
 // Same contract as attention_decode (s.q_len == 1, every key visible, strides of s), except that k
 // and v are bf16 (the upper 16 bits of an f32, e.g. from convert_f32_to_bf16 in
-// engine/core/dtype.h) and q is rounded to bf16 (nearest even) as well: the result is
+// core/dtype.h) and q is rounded to bf16 (nearest even) as well: the result is
 // attention_decode of the rounded q over the widened K/V, with f32 accumulation and softmax (what
 // PyTorch's bf16 attention computes for the scores; q.k then runs through vdpbf16ps on CPUs with
 // AVX-512 BF16). Halves the bytes a decode step's attention reads from the cache.

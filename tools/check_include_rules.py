@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """The include rules of docs/architecture.md as code (ctest `rules.includes`).
 
-Dependencies point downwards only:
-  app/, ui/      include only engine/runtime, engine/mesh and engine/core of the engine (plus ui/,
-                 app/ and third-party headers); never kernels/.
+Dependencies point downwards only. The folders, top to bottom: app/; ui/ and bench/; engine/;
+kernels/; core/. A folder includes only folders below it (and itself):
+  app/, ui/      include only engine/runtime, engine/mesh and core/ (plus ui/, app/ and third-party
+                 headers); never kernels/.
   bench/         the benchmark commands: may include models' and kernels' public headers, never a
                  `*_internal.h`.
-  kernels/       include nothing of engine/ but engine/core.
-  engine/core    includes nothing of kernels/ and no model or other engine layer.
+  kernels/       include core/ and nothing of engine/.
+  core/          includes nothing of kernels/, engine/ or a front end.
   everyone       a `*_internal.h` is included only from its own directory (tests aside).
 Reach: the headers an app/ or ui/ source reaches through the repository's includes, transitively,
                  are runtime, mesh and core headers only (plus ui/, app/ and third-party ones): a
@@ -18,7 +19,8 @@ exists in the repository, relative to the root or to the citing file.
 Links: app/ and ui/ link (CMake target_link_libraries) only the runtime, mesh, core, the renderer
 and third-party libraries: never a kernel library, a model layer or the whole engine.
 
-Usage: check_include_rules.py [ROOT]   (default: the repository root). Prints every violation as
+Usage: check_include_rules.py [--graph] [ROOT]   (default: the repository root); --graph first
+prints the folders' dependency drawing (one arrow a line with its number of includes). Prints every violation as
 FILE:LINE: rule: the include, and exits 1 when there is any.
 """
 import os
@@ -36,6 +38,14 @@ FRONT_END_FORBIDDEN_LINKS = {
     'tessera_diffusion', 'tessera_text', 'tessera_weights', 'tessera_engine', 'tessera_bench'}
 
 
+# The folders' heights: an include from a folder to a higher one is an arrow pointing up.
+FOLDER_RANK = {'core': 0, 'kernels': 1, 'engine': 2, 'ui': 3, 'bench': 3, 'app': 4}
+
+
+def top_of(path):
+    return path.split('/')[0]
+
+
 def layer_of(path):
     parts = path.split('/')
     if parts[0] == 'engine' and len(parts) > 2:
@@ -50,27 +60,15 @@ def check_include(src, inc):
     if inc.endswith('_internal.h') and os.path.dirname(inc) != os.path.dirname(src) \
             and src_layer != 'tests':
         return 'a *_internal.h is included only from its own directory'
+    src_top, inc_top = top_of(src), top_of(inc)
+    if src_top in FOLDER_RANK and inc_top in FOLDER_RANK and src_top != inc_top \
+            and FOLDER_RANK[inc_top] >= FOLDER_RANK[src_top]:
+        return f'{src_top}/ sits below {inc_top}/: an include may only point down'
     if src_layer in ('app', 'ui'):
         if inc_layer == 'kernels':
             return f'{src_layer}/ must not include kernels/ (ask engine/runtime)'
-        if inc_layer.startswith('engine/') and inc_layer not in (
-                'engine/runtime', 'engine/mesh', 'engine/core'):
-            return f'{src_layer}/ includes only engine/runtime, engine/mesh and engine/core'
-        if inc_layer == 'bench' and src_layer == 'ui':
-            return 'ui/ must not include bench/'
-    if src_layer == 'kernels' and inc_layer.startswith('engine/') and inc_layer != 'engine/core':
-        return 'kernels/ include nothing of engine/ but engine/core'
-    if src_layer == 'engine/core':
-        if inc_layer == 'kernels':
-            return 'engine/core must not include kernels/'
-        if inc_layer.startswith('engine/') and inc_layer != 'engine/core':
-            return 'engine/core must not include another engine layer'
-        if inc_layer in ('ui', 'app', 'bench'):
-            return 'engine/core must not include front ends'
-    if src_layer.startswith('engine/') and inc_layer in ('ui', 'app', 'bench'):
-        return 'engine/ must not include front ends or benchmarks'
-    if src_layer == 'kernels' and inc_layer in ('ui', 'app', 'bench'):
-        return 'kernels/ must not include front ends or benchmarks'
+        if inc_layer.startswith('engine/') and inc_layer not in ('engine/runtime', 'engine/mesh'):
+            return f'{src_layer}/ includes only engine/runtime, engine/mesh and core/'
     return None
 
 
@@ -113,7 +111,7 @@ def document_names(root):
     return names
 
 
-FRONT_END_REACH = ('engine/runtime', 'engine/mesh', 'engine/core', 'ui', 'app')
+FRONT_END_REACH = ('engine/runtime', 'engine/mesh', 'core', 'ui', 'app')
 
 
 def reach_violations(includes):
@@ -145,11 +143,40 @@ def reach_violations(includes):
     return out
 
 
-def scan(root):
-    violations = []
+def folder_graph(includes):
+    """The folders' dependency drawing: (from, to) -> how many includes, for the folders of
+    FOLDER_RANK, each folder's own includes left out."""
+    edges = {}
+    for src, incs in includes.items():
+        for inc in incs:
+            a, b = top_of(src), top_of(inc)
+            if a in FOLDER_RANK and b in FOLDER_RANK and a != b:
+                edges[(a, b)] = edges.get((a, b), 0) + 1
+    return edges
+
+
+def draw(edges):
+    """The drawing as text, one arrow a line, highest folder first; an arrow that points up says so."""
+    lines = []
+    for (a, b), n in sorted(edges.items(), key=lambda e: (-FOLDER_RANK[e[0][0]], e[0][0],
+                                                             -FOLDER_RANK[e[0][1]], e[0][1])):
+        up = '   <- POINTS UP' if FOLDER_RANK[b] >= FOLDER_RANK[a] else ''
+        lines.append(f'{a + "/":9s} -> {b + "/":9s} {n:5d} includes{up}')
+    return '\n'.join(lines)
+
+
+def includes_of(root):
     includes = {}
+    scan(root, includes)
+    return includes
+
+
+def scan(root, includes=None):
+    violations = []
+    if includes is None:
+        includes = {}
     names = document_names(root)
-    for top in ('app', 'ui', 'bench', 'kernels', 'engine', 'tools', 'tests', 'installer', 'scripts',
+    for top in ('app', 'ui', 'bench', 'kernels', 'engine', 'core', 'tools', 'tests', 'installer', 'scripts',
                 'docs', 'assets', '.'):
         base = os.path.join(root, top)
         if not os.path.isdir(base):
@@ -202,9 +229,12 @@ def scan(root):
 
 
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(
-        os.path.dirname(os.path.abspath(__file__)))
-    violations = scan(root)
+    args = [a for a in sys.argv[1:] if a != '--graph']
+    root = args[0] if args else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    includes = {}
+    violations = scan(root, includes)
+    if '--graph' in sys.argv[1:]:
+        print(draw(folder_graph(includes)))
     for v in violations:
         print(v)
     if violations:

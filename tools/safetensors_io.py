@@ -1,4 +1,4 @@
-"""Minimal safetensors reader/writer (standard library + numpy only), matching engine/core/safetensors.
+"""Minimal safetensors reader/writer (standard library + numpy only), matching core/safetensors.
 
 save(path, tensors, metadata=None): tensors is a dict name -> numpy array (written in dict order) or
     name -> ("BF16", float32 array) to store bfloat16 (numpy has no bf16 type; rounded to nearest even).

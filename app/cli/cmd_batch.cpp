@@ -52,8 +52,8 @@
 
 #include "app/cli/commands.h"
 #include "app/cli/shape_cli.h"
-#include "engine/core/mapped_file.h"
-#include "engine/core/sha256.h"
+#include "core/mapped_file.h"
+#include "core/sha256.h"
 #include "engine/mesh/export.h"
 #include "engine/runtime/job_request.h"
 #include "engine/runtime/library.h"

@@ -12,7 +12,7 @@
 #include "app/cli/commands.h"
 #include "app/cli/shape_cli.h"
 #include "engine/runtime/tokens_file.h"
-#include "engine/core/trace.h"
+#include "core/trace.h"
 #include "engine/mesh/export.h"
 #include "engine/runtime/session.h"
 

@@ -2,7 +2,7 @@
 // engine), with one progress line per denoising step (sigma, ms/step) and a
 // timing summary on stderr. Ctrl-C cancels between steps.
 //
-// PNG: 8-bit RGB through the engine's shared encoder (engine/core/png.h, deflate-compressed).
+// PNG: 8-bit RGB through the engine's shared encoder (core/png.h, deflate-compressed).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -20,9 +20,9 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/shape_cli.h"
-#include "engine/core/mapped_file.h"
-#include "engine/core/png.h"
-#include "engine/core/status.h"
+#include "core/mapped_file.h"
+#include "core/png.h"
+#include "core/status.h"
 #include "engine/runtime/session.h"
 #include "engine/runtime/user_text.h"
 

@@ -15,8 +15,8 @@
 #include <string>
 
 #include "app/cli/commands.h"
-#include "engine/core/checkpoint_kind.h"
-#include "engine/core/safetensors.h"
+#include "core/checkpoint_kind.h"
+#include "core/safetensors.h"
 
 namespace tessera::cli {
 

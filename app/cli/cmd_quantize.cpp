@@ -1,6 +1,6 @@
 // tessera quantize [--model DIR] -o OUT: a copy of a shape model directory (the embedded one when
 // --model is not given) with the shape GPT's linear layers stored in int8 (symmetric, an f32 scale
-// per group of 128/64/32 weights along the input; engine/shape/quantize.h), which every command
+// per group of 128/64/32 weights along the input; engine/runtime/quantize.h), which every command
 // then loads directly (--model OUT): half the bytes of a bf16 GPT, no quantization at each start.
 // OUT must not exist; it appears only once complete (built under a temporary name, then renamed).
 // Exit status 0 when written, 1 on an error (the reason on stderr, naming the file or tensor;

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "app/cli/commands.h"
-#include "engine/core/cpu_features.h"
-#include "engine/core/assets.h"
+#include "core/cpu_features.h"
+#include "core/assets.h"
 #include "engine/runtime/capabilities.h"
 
 namespace tessera::cli {

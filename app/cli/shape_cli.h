@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "app/cli/commands.h"
-#include "engine/core/mapped_file.h"
-#include "engine/core/status.h"
+#include "core/mapped_file.h"
+#include "core/status.h"
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include "engine/mesh/asset.h"

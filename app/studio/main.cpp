@@ -13,7 +13,7 @@
 #include <string>
 #include <thread>
 
-#include "engine/core/assets.h"
+#include "core/assets.h"
 #include "engine/runtime/capabilities.h"
 #include "engine/runtime/session.h"
 #include "ui/studio/main_window.h"

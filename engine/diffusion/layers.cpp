@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/core/dtype.h"
+#include "core/dtype.h"
 
 namespace tessera::diffusion {
 

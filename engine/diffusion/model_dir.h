@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/diffusion/pipeline.h"
 
 namespace tessera::diffusion {

@@ -13,7 +13,7 @@
 #include <sstream>
 #include <utility>
 
-#include "engine/core/safetensors.h"
+#include "core/safetensors.h"
 #include "engine/diffusion/unet.h"
 #include "engine/diffusion/vae_decoder.h"
 #include "engine/text/clip_text_encoder.h"

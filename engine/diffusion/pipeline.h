@@ -42,7 +42,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/weights/weight_store.h"
 #include "engine/diffusion/layers.h"
 #include "engine/diffusion/scheduler.h"

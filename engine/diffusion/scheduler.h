@@ -24,7 +24,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 
 namespace tessera::diffusion {
 

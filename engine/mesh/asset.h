@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/mesh/export.h"
 #include "engine/mesh/mesh.h"
 

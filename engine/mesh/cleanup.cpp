@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/core/thread_pool.h"
+#include "core/thread_pool.h"
 
 #if __has_include(<meshoptimizer.h>) && defined(TESSERA_HAVE_MESHOPTIMIZER)
 #include <meshoptimizer.h>

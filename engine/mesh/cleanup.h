@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/mesh/mesh.h"
 
 namespace tessera::mesh {

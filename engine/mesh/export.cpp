@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/core/mapped_file.h"
-#include "engine/core/png.h"
+#include "core/mapped_file.h"
+#include "core/png.h"
 #include "engine/mesh/export_fbx.h"
 #include "engine/mesh/metadata.h"
 #include "engine/mesh/stl.h"

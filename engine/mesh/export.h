@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/mesh/export_options.h"
 #include "engine/mesh/mesh.h"
 

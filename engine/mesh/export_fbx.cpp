@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/core/mapped_file.h"
+#include "core/mapped_file.h"
 
 namespace tessera::mesh {
 namespace {

@@ -41,7 +41,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/mesh/export_options.h"
 #include "engine/mesh/mesh.h"
 

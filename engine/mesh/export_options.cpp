@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <string>
 
-#include "engine/core/mapped_file.h"
-#include "engine/core/png.h"
+#include "core/mapped_file.h"
+#include "core/png.h"
 
 namespace tessera::mesh {
 

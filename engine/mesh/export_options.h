@@ -25,7 +25,7 @@
 #include <string>
 #include <string_view>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/mesh/mesh.h"
 
 namespace tessera::mesh {

@@ -24,7 +24,7 @@
 #include <functional>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/mesh/mesh.h"
 
 namespace tessera::kernels {

@@ -8,7 +8,7 @@
 #include <optional>
 #include <string_view>
 
-#include "engine/core/mapped_file.h"
+#include "core/mapped_file.h"
 #include "engine/mesh/import_internal.h"
 #include "engine/mesh/isolated_import.h"
 #include "engine/mesh/stl.h"

@@ -87,7 +87,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/mesh/mesh.h"
 
 namespace tessera::mesh {

@@ -16,7 +16,7 @@
 #include <optional>
 #include <sstream>
 
-#include "engine/core/mapped_file.h"
+#include "core/mapped_file.h"
 #include "engine/mesh/import_internal.h"
 
 // JPEG, TGA and BMP textures (the formats DAE, 3DS and FBX files from older tools name) are decoded

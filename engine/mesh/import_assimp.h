@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/mesh/mesh.h"
 
 namespace tessera::mesh {

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/mapped_file.h"
+#include "core/mapped_file.h"
 #include "engine/mesh/import.h"
 #include "engine/mesh/import_internal.h"
 

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <filesystem>
 
-#include "engine/core/mapped_file.h"
-#include "engine/core/utf8.h"
+#include "core/mapped_file.h"
+#include "core/utf8.h"
 #include "engine/mesh/texture.h"
 
 namespace tessera::mesh::import_detail {

@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/mesh/mesh.h"
 
 namespace tessera::mesh {

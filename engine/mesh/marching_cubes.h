@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/mesh/mesh.h"
 
 namespace tessera::mesh {

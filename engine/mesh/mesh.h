@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 
 namespace tessera::mesh {
 

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "engine/core/mapped_file.h"
+#include "core/mapped_file.h"
 #include "engine/mesh/export_fbx.h"
 #include "engine/mesh/import_internal.h"
 #include "engine/mesh/threemf.h"

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 
 namespace tessera::mesh {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/mapped_file.h"
+#include "core/mapped_file.h"
 #include "engine/mesh/cleanup.h"
 
 namespace tessera::mesh {

@@ -22,7 +22,7 @@
 #include <string>
 #include <string_view>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/mesh/export_options.h"
 #include "engine/mesh/mesh.h"
 

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "engine/core/mapped_file.h"
-#include "engine/core/png.h"
+#include "core/mapped_file.h"
+#include "core/png.h"
 
 namespace tessera::mesh {
 namespace {

@@ -30,7 +30,7 @@
 #include <optional>
 #include <string>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/mesh/export.h"
 #include "engine/mesh/mesh.h"
 

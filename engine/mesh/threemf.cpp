@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "engine/core/mapped_file.h"
-#include "engine/core/utf8.h"
+#include "core/mapped_file.h"
+#include "core/utf8.h"
 
 #if TESSERA_HAVE_LIB3MF
 #include <Model/COM/NMR_DLLInterfaces.h>

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/mesh/export_options.h"
 #include "engine/mesh/mesh.h"
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <string_view>
 
-#include "engine/core/assets.h"
-#include "engine/core/status.h"
+#include "core/assets.h"
+#include "core/status.h"
 
 namespace tessera::runtime {
 
@@ -63,7 +63,7 @@ struct MemoryUse {
 // driver call).
 MemoryUse memory_use(bool with_device);
 
-// The default models (engine/core/assets.h is the one place that spells the paths).
+// The default models (core/assets.h is the one place that spells the paths).
 using tessera::assets_dir;
 using tessera::default_clip_vocab_file;
 using tessera::default_diffusion_model_dir;

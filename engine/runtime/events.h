@@ -28,7 +28,7 @@
 #include <variant>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/mesh/extraction.h"
 #include "engine/mesh/mesh.h"
 #include "engine/mesh/texture.h"

@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/mesh/asset.h"
 #include "engine/mesh/export.h"
 #include "engine/mesh/mesh.h"

@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/runtime/session.h"
 
 namespace tessera::runtime {

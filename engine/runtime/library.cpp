@@ -12,7 +12,7 @@
 #include <functional>
 #include <set>
 
-#include "engine/core/mapped_file.h"
+#include "core/mapped_file.h"
 #include "engine/runtime/export_asset.h"
 #include "engine/runtime/tokens_file.h"
 #include "engine/runtime/environment_internal.h"

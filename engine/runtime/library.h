@@ -30,7 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/mesh/mesh.h"
 
 struct sqlite3;

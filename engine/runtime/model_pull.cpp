@@ -18,7 +18,7 @@
 #include <string_view>
 #include <thread>
 
-#include "engine/core/sha256.h"
+#include "core/sha256.h"
 #include "engine/runtime/models.h"
 #include "engine/runtime/environment_internal.h"
 

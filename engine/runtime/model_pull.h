@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 
 namespace tessera::runtime {
 

@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 
 namespace tessera::runtime {
 

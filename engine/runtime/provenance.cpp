@@ -4,7 +4,7 @@
 #include <functional>
 #include <type_traits>
 
-#include "engine/core/sha256.h"
+#include "core/sha256.h"
 #include "engine/mesh/asset.h"
 #include "engine/mesh/export_options.h"
 #include "engine/runtime/user_text.h"

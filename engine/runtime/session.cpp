@@ -20,8 +20,8 @@
 #include <thread>
 #include <utility>
 
-#include "engine/core/process_memory.h"
-#include "engine/core/trace.h"
+#include "core/process_memory.h"
+#include "core/trace.h"
 
 namespace tessera::runtime {
 

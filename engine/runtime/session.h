@@ -45,7 +45,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/mesh/cleanup.h"
 #include "engine/mesh/mesh.h"
 #include "engine/mesh/texture.h"

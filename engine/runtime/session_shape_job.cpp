@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/core/trace.h"
+#include "core/trace.h"
 #include "engine/runtime/engine_types_internal.h"
 #include "engine/runtime/preview_mesher.h"
 #include "engine/runtime/session_internal.h"

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "engine/core/assets.h"
+#include "core/assets.h"
 #include "engine/text/clip_tokenizer.h"
 
 namespace tessera::runtime {

@@ -6,13 +6,13 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 
 namespace tessera::runtime {
 
 struct TokenizeOptions {
   // bpe_simple_vocab_16e6.txt.gz, or a directory with vocab.json + merges.txt (or tokenizer/...);
-  // "": the bundled CLIP vocabulary (engine/core/assets.h).
+  // "": the bundled CLIP vocabulary (core/assets.h).
   std::string vocab;
   int pad = 0;      // > 0: truncate (EOS kept last) and pad to this many ids; 0: unpadded
   int pad_id = -1;  // -1: the vocabulary's EOS (the Stable Diffusion / Cube 3D convention)

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/mapped_file.h"
-#include "engine/core/status.h"
+#include "core/mapped_file.h"
+#include "core/status.h"
 
 namespace tessera::runtime {
 

@@ -28,7 +28,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 
 namespace tessera::runtime {
 

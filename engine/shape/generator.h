@@ -25,8 +25,8 @@
 #include <optional>
 #include <vector>
 
-#include "engine/core/status.h"
-#include "engine/core/trace.h"
+#include "core/status.h"
+#include "core/trace.h"
 #include "engine/shape/gpt.h"
 #include "engine/shape/sampler.h"
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "engine/core/dtype.h"
+#include "core/dtype.h"
 #include "kernels/int8.h"
 
 namespace tessera::shape {
@@ -72,7 +72,7 @@ class GptLoader {
       : file_(file), backend_(backend), model_(model), bf16_(bf16) {}
   void set_int8(bool on) { int8_ = on; }
 
-  // allow_i8: matrices of a quantized file (engine/shape/quantize.h) may be I8.
+  // allow_i8: matrices of a quantized file (engine/runtime/quantize.h) may be I8.
   Status check_dtype(const TensorInfo& info, bool allow_i8 = false) const {
     if (info.dtype == DType::kI8 && allow_i8) return {};
     if (info.dtype != DType::kF32 && info.dtype != DType::kBF16 && info.dtype != DType::kF16) {

@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/dtype.h"
-#include "engine/core/safetensors.h"
-#include "engine/core/status.h"
+#include "core/dtype.h"
+#include "core/safetensors.h"
+#include "core/status.h"
 #include "engine/shape/gpt_config.h"
 #include "kernels/backend.h"
 

@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/safetensors.h"
-#include "engine/core/status.h"
+#include "core/safetensors.h"
+#include "core/status.h"
 
 namespace tessera::shape {
 

@@ -14,7 +14,7 @@
 //     DIR/tokenizer/{vocab.json,merges.txt}, DIR/bpe_simple_vocab_16e6.txt.gz;
 //     else, when the text encoder's vocabulary has 49408 rows (real CLIP), the bundled
 //     assets/vocab/clip/bpe_simple_vocab_16e6.txt.gz (see ModelDirOptions::clip_vocab_fallback).
-// Each checkpoint's kind is checked (engine/core/checkpoint_kind.h), so a file of another
+// Each checkpoint's kind is checked (core/checkpoint_kind.h), so a file of another
 // architecture in one of these places is reported as such; mismatches between the files are
 // reported too: GPT vocabulary vs codebook size + 3, GPT code width vs codebook width, GPT
 // generation length vs latent count (when the GPT's is known), GPT text width vs CLIP width.
@@ -28,9 +28,9 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/core/checkpoint_kind.h"
-#include "engine/core/safetensors.h"
-#include "engine/core/status.h"
+#include "core/checkpoint_kind.h"
+#include "core/safetensors.h"
+#include "core/status.h"
 #include "engine/weights/weight_store.h"
 
 namespace tessera::shape {

@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include "engine/core/mapped_file.h"
+#include "core/mapped_file.h"
 
 namespace tessera::shape {
 

@@ -42,8 +42,8 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/core/status.h"
-#include "engine/core/trace.h"
+#include "core/status.h"
+#include "core/trace.h"
 #include "engine/weights/weight_store.h"
 #include "engine/mesh/cleanup.h"
 #include "engine/mesh/extraction.h"

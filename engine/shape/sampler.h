@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "kernels/sampling.h"
 
 namespace tessera::shape {

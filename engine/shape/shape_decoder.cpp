@@ -9,8 +9,8 @@
 #include <immintrin.h>
 #endif
 
-#include "engine/core/cpu_features.h"
-#include "engine/core/thread_pool.h"
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
 
 namespace tessera::shape {
 namespace {

@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/core/mapped_file.h"
+#include "core/mapped_file.h"
 
 namespace tessera::text {
 

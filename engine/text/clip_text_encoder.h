@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/weights/weight_store.h"
 #include "kernels/backend.h"
 

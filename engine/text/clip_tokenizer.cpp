@@ -9,7 +9,7 @@
 #include <queue>
 #include <utility>
 
-#include "engine/core/mapped_file.h"
+#include "core/mapped_file.h"
 #include "engine/text/unicode.h"
 
 namespace tessera::text {

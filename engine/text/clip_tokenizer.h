@@ -37,7 +37,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 
 namespace tessera::text {
 

@@ -1,6 +1,6 @@
 #include "engine/text/unicode.h"
 
-#include "engine/core/utf8.h"
+#include "core/utf8.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "engine/core/utf8.h"  // append_utf8, which the text engine uses unqualified
+#include "core/utf8.h"  // append_utf8, which the text engine uses unqualified
 
 namespace tessera::text {
 
@@ -26,7 +26,7 @@ std::u32string decode_utf8_replace(std::string_view utf8);
 // True iff `utf8` is well-formed UTF-8 (same rules as above).
 bool is_valid_utf8(std::string_view utf8);
 
-// The UTF-8 encoding of `text` (engine/core/utf8.h's append_utf8, code point by code point).
+// The UTF-8 encoding of `text` (core/utf8.h's append_utf8, code point by code point).
 std::string to_utf8(std::u32string_view text);
 
 // \p{L}: general category L* (Lu, Ll, Lt, Lm, Lo).

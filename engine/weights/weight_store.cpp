@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "engine/core/dtype.h"
-#include "engine/core/thread_pool.h"
+#include "core/dtype.h"
+#include "core/thread_pool.h"
 
 namespace tessera {
 

@@ -27,8 +27,8 @@
 #include <utility>
 #include <vector>
 
-#include "engine/core/safetensors.h"
-#include "engine/core/status.h"
+#include "core/safetensors.h"
+#include "core/status.h"
 #include "kernels/ops.h"
 
 namespace tessera {

@@ -14,7 +14,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "engine/core/thread_pool.h"
+#include "core/thread_pool.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/simd_internal.h"

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/core/thread_pool.h"
+#include "core/thread_pool.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/ops.h"

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/dtype.h"
+#include "core/dtype.h"
 #include "kernels/cpu/threads.h"
-#include "engine/core/thread_pool.h"
+#include "core/thread_pool.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/isa.h"
 

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "engine/core/thread_pool.h"
+#include "core/thread_pool.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/cpu/diffusion_internal.h"
 #include "kernels/diffusion_ops.h"

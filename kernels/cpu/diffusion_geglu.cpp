@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "engine/core/thread_pool.h"
+#include "core/thread_pool.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/cpu/diffusion_internal.h"
 #include "kernels/diffusion_ops.h"

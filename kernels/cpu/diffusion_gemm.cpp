@@ -9,7 +9,7 @@
 #include <mutex>
 #include <vector>
 
-#include "engine/core/cpu_features.h"
+#include "core/cpu_features.h"
 #include "kernels/cpu/diffusion_internal.h"
 #include "kernels/cpu/simd_internal.h"
 

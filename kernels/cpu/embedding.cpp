@@ -4,7 +4,7 @@
 #include <cassert>
 #include <cstring>
 
-#include "engine/core/thread_pool.h"
+#include "core/thread_pool.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/linear_internal.h"

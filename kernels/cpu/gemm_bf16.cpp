@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "engine/core/cpu_features.h"
-#include "engine/core/thread_pool.h"
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
 #include "kernels/cpu/gemm_tasks.h"
 #include "kernels/cpu/isa.h"
 

@@ -5,9 +5,9 @@
 #include <cassert>
 #include <cmath>
 
-#include "engine/core/cpu_features.h"
-#include "engine/core/dtype.h"
-#include "engine/core/thread_pool.h"
+#include "core/cpu_features.h"
+#include "core/dtype.h"
+#include "core/thread_pool.h"
 #include "kernels/cpu/gemm_tasks.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/int8.h"

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "engine/core/thread_pool.h"
+#include "core/thread_pool.h"
 #include "kernels/cpu/threads.h"
 
 namespace tessera::kernels::cpu {

@@ -3,7 +3,7 @@
 
 #include <atomic>
 
-#include "engine/core/cpu_features.h"
+#include "core/cpu_features.h"
 
 namespace tessera::kernels::cpu {
 

@@ -18,10 +18,10 @@
 #include <mutex>
 #include <vector>
 
-#include "engine/core/cpu_features.h"
+#include "core/cpu_features.h"
 #include "kernels/cpu/threads.h"
-#include "engine/core/dtype.h"
-#include "engine/core/thread_pool.h"
+#include "core/dtype.h"
+#include "core/thread_pool.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/linear_int8.h"

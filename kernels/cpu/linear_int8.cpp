@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/core/cpu_features.h"
+#include "core/cpu_features.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/int8.h"
 

@@ -10,7 +10,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "engine/core/thread_pool.h"
+#include "core/thread_pool.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/ops.h"
 

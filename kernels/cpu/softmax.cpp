@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "engine/core/thread_pool.h"
+#include "core/thread_pool.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/simd_internal.h"

@@ -1,5 +1,5 @@
 // The CPU kernels' threads, in one place: the pool every CPU kernel splits its work over (the
-// process's, engine/core/thread_pool.h) and OpenBLAS kept to one thread of its own, because its
+// process's, core/thread_pool.h) and OpenBLAS kept to one thread of its own, because its
 // calls run inside the pool's tasks: threads of its own would compete with the pool's for the same
 // cores (kernels/cpu/linear.cpp has the measurement).
 //
@@ -9,7 +9,7 @@
 // run; cpu_pool is safe from any thread.
 #pragma once
 
-#include "engine/core/thread_pool.h"
+#include "core/thread_pool.h"
 
 namespace tessera::kernels::cpu {
 

@@ -1,7 +1,7 @@
 // f32 <-> bf16 conversion on the device (kernels/cuda/cuda_ops.h), for the bf16 K/V cache: K/V
 // rows are rounded when they are written to the cache and widened back for full passes.
 //
-// Rounding is done on the bit pattern exactly as engine/core/dtype.h's f32_to_bf16 (nearest even,
+// Rounding is done on the bit pattern exactly as core/dtype.h's f32_to_bf16 (nearest even,
 // NaN kept quiet), not with __float2bfloat16, so the CPU and CUDA caches hold the same bits.
 // Grid-stride loops, 4 elements per thread per iteration when the pointers allow 16-byte (f32) and
 // 8-byte (bf16) accesses, else one.

@@ -27,7 +27,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "kernels/marching_tets.h"
 #include "kernels/ops.h"
 #include "kernels/sampling.h"
@@ -201,7 +201,7 @@ Status set_positions(int32_t* positions, int64_t rows, int64_t len, const int64_
                      int64_t offset, cudaStream_t stream);
 
 // dst[i] = bf16(src[i]) for i < n: round to nearest even, NaN stays a quiet NaN (bit-identical to
-// engine/core/dtype.h's f32_to_bf16). dst must not overlap src. n <= 0 is a no-op.
+// core/dtype.h's f32_to_bf16). dst must not overlap src. n <= 0 is a no-op.
 Status convert_f32_to_bf16(uint16_t* dst, const float* src, int64_t n, cudaStream_t stream);
 // dst[i] = f32(src[i]) (exact) for i < n. dst must not overlap src. n <= 0 is a no-op.
 Status convert_bf16_to_f32(float* dst, const uint16_t* src, int64_t n, cudaStream_t stream);

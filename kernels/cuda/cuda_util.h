@@ -17,7 +17,7 @@
 #include <string>
 #include <utility>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 
 namespace tessera::kernels::cuda {
 

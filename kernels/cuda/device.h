@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 
 namespace tessera::kernels::cuda {
 

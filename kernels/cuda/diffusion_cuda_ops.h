@@ -27,7 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "kernels/diffusion_ops.h"
 #include "kernels/ops.h"
 

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 
 namespace tessera::kernels::cuda::diffusion_detail {
 

@@ -74,7 +74,7 @@ __device__ __forceinline__ void store_gemv_rows(const float (&acc)[kGemvRowsCons
 }
 
 // The ops.h bf16 contract: with bf16 weights x is rounded to bf16 (nearest even, as
-// engine/core/dtype.h's f32_to_bf16 does on the host) before the products; other weights take x as
+// core/dtype.h's f32_to_bf16 does on the host) before the products; other weights take x as
 // it is.
 __device__ __forceinline__ float round_to_bf16(float f) {
   uint32_t u = __float_as_uint(f);

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/core/dtype.h"
+#include "core/dtype.h"
 #include "kernels/ops.h"
 
 namespace tessera::kernels::ref {

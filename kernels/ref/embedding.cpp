@@ -1,7 +1,7 @@
 // Reference embedding gather: one element at a time.
 #include <cassert>
 
-#include "engine/core/dtype.h"
+#include "core/dtype.h"
 #include "kernels/ops.h"
 
 namespace tessera::kernels::ref {

@@ -2,7 +2,7 @@
 // in double, so its own rounding error is negligible next to the f32 kernels it checks.
 #include <cassert>
 
-#include "engine/core/dtype.h"
+#include "core/dtype.h"
 #include "kernels/int8.h"
 #include "kernels/ops.h"
 

@@ -20,7 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/core/sha256.h"
+#include "core/sha256.h"
 #include "tests/support/cli_runner.h"
 
 namespace tessera::testing {

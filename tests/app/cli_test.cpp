@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/safetensors.h"
+#include "core/safetensors.h"
 #include "tests/support/cli_runner.h"
 
 namespace tessera {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/safetensors.h"
+#include "core/safetensors.h"
 #include "kernels/backend.h"
 #include "tests/support/cli_runner.h"
 #include "tests/support/fixture_model_dir.h"

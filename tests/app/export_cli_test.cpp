@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/mapped_file.h"
-#include "engine/core/png.h"
+#include "core/mapped_file.h"
+#include "core/png.h"
 #include "tests/support/cli_runner.h"
 #include "tests/support/fixture_model_dir.h"
 

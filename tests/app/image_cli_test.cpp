@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "tests/engine/diffusion/pipeline_test_util.h"
-#include "engine/core/png.h"
+#include "core/png.h"
 #include "tests/support/cli_runner.h"
 
 namespace tessera {

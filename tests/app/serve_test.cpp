@@ -224,6 +224,15 @@ TEST_F(ServeTest, BadRequestsAreAnsweredWithTheFieldAndTheServerGoesOn) {
   auto huge = c.Post("/v1/jobs", std::string(200 * 1024, ' '), "application/json");
   ASSERT_TRUE(huge);
   EXPECT_EQ(huge->status, 413);
+  // The HTTP library's own answers carry the JSON error too.
+  const json too_big = json::parse(huge->body, nullptr, false);
+  ASSERT_TRUE(too_big.is_object()) << "413 body: '" << huge->body << "'";
+  EXPECT_EQ(too_big.value("field", ""), "body");
+  EXPECT_NE(too_big.value("error", "").find("64 KiB"), std::string::npos) << huge->body;
+  auto nowhere = c.Get("/v2/nothing");
+  ASSERT_TRUE(nowhere);
+  EXPECT_EQ(nowhere->status, 404);
+  EXPECT_EQ(json::parse(nowhere->body, nullptr, false).value("field", ""), "path") << nowhere->body;
   EXPECT_EQ(c.Get("/v1/jobs/999")->status, 404);
   // The queue's limits: the per-client one first (2), then the whole queue (2).
   int status = 0;
@@ -429,6 +438,22 @@ TEST_F(ServeTest, BeyondLoopbackEveryCallNeedsTheToken) {
   EXPECT_EQ(c.Get("/v1/models")->status, 200);
   c.set_bearer_token_auth("wrong");
   EXPECT_EQ(c.Get("/v1/jobs")->status, 401);
+}
+
+TEST_F(ServeTest, ListenTakesHostAndPortAsPeopleWriteThem) {
+  // HOST:PORT (the port here is 0: any free one; the tests' --port 0 agrees with it).
+  {
+    ServeProcess server(dir_ / "a", {"--listen", "127.0.0.1:0"});
+    ASSERT_GT(server.port(), 0) << server.err();
+    EXPECT_EQ(server.client().Get("/healthz")->status, 200);
+  }
+  // Two different ports, and a port that is not one, are refused before anything starts.
+  for (const std::string listen : {"127.0.0.1:9", "127.0.0.1:port", "[::1"}) {
+    ServeProcess server(dir_ / "b", {"--listen", listen});
+    EXPECT_EQ(server.port(), 0);
+    EXPECT_EQ(server.wait(), 2) << listen;
+    EXPECT_NE(server.err().find("--listen " + listen), std::string::npos) << server.err();
+  }
 }
 
 TEST_F(ServeTest, ARestartSaysWhichAcceptedJobsItDropped) {

@@ -13,7 +13,7 @@
 #include <sstream>
 #include <string>
 
-#include "engine/core/mapped_file.h"
+#include "core/mapped_file.h"
 #include "engine/mesh/cleanup.h"
 #include "engine/mesh/export.h"
 #include "engine/mesh/extraction.h"

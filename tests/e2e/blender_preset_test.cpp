@@ -19,7 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/core/mapped_file.h"
+#include "core/mapped_file.h"
 #include "tests/support/cli_runner.h"
 
 namespace tessera {

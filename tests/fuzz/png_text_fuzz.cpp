@@ -1,4 +1,4 @@
-// libFuzzer target for the PNG text chunks (engine/core/png.h read_png_text / add_png_text), built
+// libFuzzer target for the PNG text chunks (core/png.h read_png_text / add_png_text), built
 // with ASan/UBSan when TESSERA_FUZZ=ON: any bytes are read without reading past them; where the
 // bytes are a PNG with its IHDR first, a text entry added is read back intact (after the ones the
 // input already had, since it goes right after IHDR it comes first).
@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "engine/core/png.h"
+#include "core/png.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/checkpoint_kind.h"
-#include "engine/core/safetensors.h"
+#include "core/checkpoint_kind.h"
+#include "core/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto st = tessera::SafeTensors::parse(data, size, "fuzz.safetensors");

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/dtype.h"
+#include "core/dtype.h"
 #include "kernels/cpu/gemm_bf16.h"
 #include "kernels/ops.h"
 #include "tests/support/kernel_test_util.h"

@@ -1,4 +1,4 @@
-// cuda::convert_f32_to_bf16 / convert_bf16_to_f32 against engine/core/dtype.h's conversions (bit
+// cuda::convert_f32_to_bf16 / convert_bf16_to_f32 against core/dtype.h's conversions (bit
 // for bit: the CPU and CUDA bf16 K/V caches must hold the same bits), and
 // cuda::attention_decode_bf16kv against ref::attention_decode_bf16kv on random inputs: head_dim
 // buckets, split boundaries, a partly filled cache, batch > 1 with guidance-style strides.
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/dtype.h"
+#include "core/dtype.h"
 #include "kernels/ops.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "tests/support/kernel_test_util.h"

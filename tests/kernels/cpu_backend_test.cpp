@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/core/dtype.h"
+#include "core/dtype.h"
 #include "kernels/backend.h"
 #include "kernels/ops.h"
 #include "tests/support/kernel_test_util.h"

@@ -16,7 +16,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "engine/core/dtype.h"
+#include "core/dtype.h"
 #include "kernels/backend.h"
 #include "kernels/int8.h"
 #include "tests/kernels/gpu_test_util.h"

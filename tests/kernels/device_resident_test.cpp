@@ -13,7 +13,7 @@
 #include <limits>
 #include <vector>
 
-#include "engine/core/dtype.h"
+#include "core/dtype.h"
 #include "kernels/backend.h"
 #include "kernels/ops.h"
 #include "kernels/sampling.h"

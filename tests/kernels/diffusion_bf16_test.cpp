@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/dtype.h"
-#include "engine/core/thread_pool.h"
+#include "core/dtype.h"
+#include "core/thread_pool.h"
 #include "kernels/diffusion_ops.h"
 #include "kernels/ops.h"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/dtype.h"
+#include "core/dtype.h"
 #include "kernels/diffusion_ops.h"
 #include "tests/kernels/gpu_test_util.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/dtype.h"
+#include "core/dtype.h"
 #include "kernels/ops.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "tests/support/kernel_test_util.h"

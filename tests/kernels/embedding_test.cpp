@@ -7,9 +7,9 @@
 #include <limits>
 #include <vector>
 
-#include "engine/core/cpu_features.h"
-#include "engine/core/dtype.h"
-#include "engine/core/thread_pool.h"
+#include "core/cpu_features.h"
+#include "core/dtype.h"
+#include "core/thread_pool.h"
 #include "kernels/ops.h"
 #include "tests/support/kernel_test_util.h"
 

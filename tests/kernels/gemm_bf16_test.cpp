@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/cpu_features.h"
-#include "engine/core/dtype.h"
-#include "engine/core/thread_pool.h"
+#include "core/cpu_features.h"
+#include "core/dtype.h"
+#include "core/thread_pool.h"
 #include "kernels/cpu/isa.h"
 
 namespace tessera::kernels::cpu {

@@ -15,8 +15,8 @@
 #include <random>
 #include <vector>
 
-#include "engine/core/dtype.h"
-#include "engine/core/thread_pool.h"
+#include "core/dtype.h"
+#include "core/thread_pool.h"
 #include "kernels/cpu/isa.h"
 
 namespace tessera::kernels::cpu {

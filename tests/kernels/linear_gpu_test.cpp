@@ -10,7 +10,7 @@
 #include <tuple>
 #include <vector>
 
-#include "engine/core/dtype.h"
+#include "core/dtype.h"
 #include "kernels/ops.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "tests/support/kernel_test_util.h"

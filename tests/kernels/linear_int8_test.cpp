@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "engine/core/cpu_features.h"
+#include "core/cpu_features.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/linear_config.h"
 #include "kernels/cpu/linear_int8.h"

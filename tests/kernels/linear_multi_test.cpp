@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/dtype.h"
-#include "engine/core/thread_pool.h"
+#include "core/dtype.h"
+#include "core/thread_pool.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/linear_internal.h"
 #include "kernels/ops.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/safetensors.h"
+#include "core/safetensors.h"
 #include "engine/shape/generator.h"
 #include "engine/shape/gpt.h"
 #include "kernels/backend.h"

@@ -6,7 +6,7 @@
 #include <random>
 #include <sstream>
 
-#include "engine/core/dtype.h"
+#include "core/dtype.h"
 
 namespace tessera::test {
 

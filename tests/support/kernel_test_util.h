@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/cpu_features.h"
-#include "engine/core/thread_pool.h"
+#include "core/cpu_features.h"
+#include "core/thread_pool.h"
 #include "kernels/cpu/isa.h"
 
 namespace tessera::test {

@@ -41,14 +41,38 @@ class ServeProcess {
     }
     for (int i = 0; i < 600 && port_ == 0; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {  // it stopped without listening
+        pid_ = -1;
+        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        break;
+      }
       std::ifstream in(out);
       std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
       const size_t at = text.find("listening on http://");
       if (at == std::string::npos) continue;
-      const size_t colon = text.find(':', at + 20);
+      // http://HOST:PORT or http://[IPV6]:PORT
+      const size_t close = text[at + 20] == '[' ? text.find(']', at + 20) : at + 20;
+      const size_t colon = text.find(':', close);
       port_ = std::atoi(text.c_str() + colon + 1);
       host_ = text.substr(at + 20, colon - at - 20);
+      if (host_.front() == '[') host_ = host_.substr(1, host_.size() - 2);
     }
+  }
+  // Waits for a process that stops by itself (a refused start) and gives its exit code, or -1
+  // when it is still running after `seconds` (then it is stopped).
+  int wait(int seconds = 30) {
+    if (pid_ <= 0) return exit_code_;
+    for (int i = 0; i < seconds * 20 && pid_ > 0; ++i) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    stop(SIGTERM);
+    return -1;
   }
   ~ServeProcess() { stop(SIGTERM); }
   void stop(int signal) {
@@ -74,6 +98,7 @@ class ServeProcess {
  private:
   std::filesystem::path dir_;
   pid_t pid_ = -1;
+  int exit_code_ = -1;
   int port_ = 0;
   std::string host_;
 };

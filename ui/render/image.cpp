@@ -5,8 +5,8 @@
 #include <cstring>
 #include <initializer_list>
 
-#include "engine/core/mapped_file.h"
-#include "engine/core/png.h"
+#include "core/mapped_file.h"
+#include "core/png.h"
 
 namespace tessera::render {
 
@@ -186,7 +186,7 @@ Expected<std::vector<uint8_t>> encode_png(const Image& image) {
                             std::to_string(image.height) + ", " +
                             std::to_string(image.rgba.size()) + " bytes)");
   }
-  // The one PNG encoder (engine/core/png.h), RGBA.
+  // The one PNG encoder (core/png.h), RGBA.
   TESSERA_ASSIGN_OR_RETURN(const std::string bytes,
                            tessera::encode_png(image.rgba.data(), image.width, image.height, 4));
   return std::vector<uint8_t>(bytes.begin(), bytes.end());

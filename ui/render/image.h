@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/png.h"
-#include "engine/core/status.h"
+#include "core/png.h"
+#include "core/status.h"
 
 namespace tessera::render {
 
@@ -33,7 +33,7 @@ Expected<Image> contact_sheet(const std::vector<Image>& frames, int columns);
 // Encodes/writes a PNG. The file is written atomically (temporary file, then rename). kIoError
 // naming the path when it cannot be written; kInvalidArgument for an invalid image.
 Expected<std::vector<uint8_t>> encode_png(const Image& image);
-// `text`: PNG text entries (engine/core/png.h), e.g. the settings of the mesh the image shows.
+// `text`: PNG text entries (core/png.h), e.g. the settings of the mesh the image shows.
 Status write_png(const std::string& path, const Image& image, const PngText& text = {});
 
 // Encodes an animated GIF89a that loops forever: every frame shown for `delay_centiseconds`

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "ui/render/image.h"
 
 namespace tessera::render {

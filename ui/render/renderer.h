@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/mesh/mesh.h"
 #include "ui/render/camera.h"
 

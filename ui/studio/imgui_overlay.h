@@ -18,7 +18,7 @@
 #include <functional>
 #include <string>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/runtime/capabilities.h"
 #include "ui/studio/diffusion_panel.h"
 #include "ui/studio/generation_stats.h"

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/dtype.h"
-#include "engine/core/safetensors.h"
+#include "core/dtype.h"
+#include "core/safetensors.h"
 #include "engine/weights/weight_store.h"
 #include "engine/diffusion/pipeline.h"
 #include "engine/diffusion/sd_config.h"

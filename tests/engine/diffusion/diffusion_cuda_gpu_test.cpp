@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/safetensors.h"
+#include "core/safetensors.h"
 #include "engine/weights/weight_store.h"
 #include "engine/diffusion/pipeline.h"
 #include "engine/diffusion/sd_config.h"

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/safetensors.h"
+#include "core/safetensors.h"
 #include "engine/diffusion/layers.h"
 #include "tests/support/kernel_test_util.h"
 

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/mapped_file.h"
-#include "engine/core/safetensors.h"
+#include "core/mapped_file.h"
+#include "core/safetensors.h"
 
 namespace tessera::diffusion::pipeline_test {
 

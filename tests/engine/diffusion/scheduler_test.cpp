@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/mapped_file.h"
+#include "core/mapped_file.h"
 #include "tests/engine/diffusion/diffusion_test_util.h"
 
 namespace tessera::diffusion {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/safetensors.h"
+#include "core/safetensors.h"
 #include "tests/engine/diffusion/diffusion_test_util.h"
 
 namespace tessera::diffusion {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/mapped_file.h"
-#include "engine/core/safetensors.h"
+#include "core/mapped_file.h"
+#include "core/safetensors.h"
 #include "engine/diffusion/pipeline.h"
 #include "engine/diffusion/scheduler.h"
 #include "tests/engine/diffusion/diffusion_test_util.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/safetensors.h"
+#include "core/safetensors.h"
 #include "engine/weights/weight_store.h"
 #include "engine/diffusion/sd_config.h"
 #include "tests/engine/diffusion/diffusion_test_util.h"

@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/core/mapped_file.h"
-#include "engine/core/png.h"
+#include "core/mapped_file.h"
+#include "core/png.h"
 #include "engine/mesh/asset.h"
 #include "engine/mesh/cleanup.h"
 #include "engine/mesh/export.h"

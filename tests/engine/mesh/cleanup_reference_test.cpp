@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/thread_pool.h"
+#include "core/thread_pool.h"
 #include "engine/mesh/cleanup.h"
 #include "engine/mesh/extraction.h"
 #include "engine/mesh/mesh.h"

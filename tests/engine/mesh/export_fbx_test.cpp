@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/mapped_file.h"
+#include "core/mapped_file.h"
 #include "engine/mesh/cleanup.h"
 #include "engine/mesh/export.h"
 #include "engine/mesh/extraction.h"

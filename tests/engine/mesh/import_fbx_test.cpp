@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <random>
 
-#include "engine/core/mapped_file.h"
+#include "core/mapped_file.h"
 #include "engine/mesh/export.h"
 #include "engine/mesh/export_fbx.h"
 #include "engine/mesh/import.h"

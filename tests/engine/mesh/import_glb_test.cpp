@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "engine/core/mapped_file.h"
+#include "core/mapped_file.h"
 #include "engine/mesh/export.h"
 #include "engine/mesh/import.h"
 #include "tests/engine/mesh/import_test_util.h"

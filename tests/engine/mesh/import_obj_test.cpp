@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <random>
 
-#include "engine/core/mapped_file.h"
+#include "core/mapped_file.h"
 #include "engine/mesh/export.h"
 #include "engine/mesh/import.h"
 #include "engine/mesh/texture.h"

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "engine/core/mapped_file.h"
+#include "core/mapped_file.h"
 #include "engine/mesh/export.h"
 #include "engine/mesh/import.h"
 #include "tests/engine/mesh/import_test_util.h"

@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/core/mapped_file.h"
+#include "core/mapped_file.h"
 #include "engine/mesh/cleanup.h"
 #include "engine/mesh/export.h"
 #include "engine/mesh/extraction.h"

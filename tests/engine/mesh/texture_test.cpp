@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/mapped_file.h"
-#include "engine/core/png.h"
+#include "core/mapped_file.h"
+#include "core/png.h"
 #include "engine/mesh/cleanup.h"
 #include "engine/mesh/export.h"
 #include "engine/mesh/export_fbx.h"

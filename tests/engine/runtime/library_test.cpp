@@ -14,7 +14,7 @@
 #include <string>
 #include <thread>
 
-#include "engine/core/status.h"
+#include "core/status.h"
 #include "engine/mesh/mesh.h"
 #include "tests/support/cli_runner.h"
 #include "tests/support/file_size_limit.h"

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/core/safetensors.h"
+#include "core/safetensors.h"
 #include "engine/runtime/lane_internal.h"
 #include "engine/shape/pipeline.h"
 #include "kernels/forwarding_backend.h"

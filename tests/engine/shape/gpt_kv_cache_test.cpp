@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/safetensors.h"
+#include "core/safetensors.h"
 #include "engine/shape/gpt.h"
 #include "tests/support/gpt_parity.h"
 #include "tests/support/kernel_test_util.h"

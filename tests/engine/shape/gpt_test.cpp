@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/safetensors.h"
-#include "engine/core/trace.h"
+#include "core/safetensors.h"
+#include "core/trace.h"
 #include "engine/shape/generator.h"
 #include "engine/shape/gpt_config.h"
 #include "kernels/backend.h"

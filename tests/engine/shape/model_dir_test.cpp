@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/safetensors.h"
+#include "core/safetensors.h"
 
 namespace tessera::shape {
 namespace {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/safetensors.h"
+#include "core/safetensors.h"
 #include "engine/weights/weight_store.h"
 #include "engine/shape/pipeline.h"
 #include "engine/shape/shape_decoder.h"

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/assets.h"
-#include "engine/core/safetensors.h"
+#include "core/assets.h"
+#include "core/safetensors.h"
 #include "tests/support/fixture_model_dir.h"
 
 namespace tessera::shape {

@@ -8,7 +8,7 @@
 #include <random>
 #include <string>
 
-#include "engine/core/cpu_features.h"
+#include "core/cpu_features.h"
 
 namespace tessera::shape {
 namespace {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/safetensors.h"
+#include "core/safetensors.h"
 #include "engine/text/clip_text_encoder.h"
 #include "kernels/backend.h"
 #include "tests/kernels/gpu_test_util.h"

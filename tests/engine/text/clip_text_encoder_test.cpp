@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "engine/core/mapped_file.h"
-#include "engine/core/safetensors.h"
+#include "core/mapped_file.h"
+#include "core/safetensors.h"
 #include "kernels/backend.h"
 #include "tests/support/kernel_test_util.h"
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/dtype.h"
-#include "engine/core/safetensors.h"
+#include "core/dtype.h"
+#include "core/safetensors.h"
 
 namespace tessera {
 namespace {

@@ -463,7 +463,7 @@ TEST(Studio, VariationsGridChooseAndMoreLikeThis) {
 
 TEST(Studio, StartsWithoutDefaultModel) {
   QTemporaryDir assets;  // no models/tessera-tiny inside
-  // The runtime's default model lives under $TESSERA_ASSETS (engine/core/assets.h).
+  // The runtime's default model lives under $TESSERA_ASSETS (core/assets.h).
   const QByteArray saved_assets = qgetenv("TESSERA_ASSETS");
   qputenv("TESSERA_ASSETS", assets.path().toUtf8());
   struct RestoreAssets {
