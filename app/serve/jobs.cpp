@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -270,23 +271,30 @@ void JobTable::journal_ended(const Job& job) const {
 }
 
 void JobTable::report_dropped() const {
+  // The journal is this program's own, but a torn write or a hand edit must not stop a start:
+  // lines and fields of the wrong form are read past.
+  auto number = [](const json& j, const char* key) -> std::optional<uint64_t> {
+    const auto it = j.find(key);
+    if (it == j.end() || !it->is_number_unsigned()) return std::nullopt;
+    return it->get<uint64_t>();
+  };
   std::ifstream in(journal_path_);
   std::map<std::string, json> open;
   std::string line;
   while (std::getline(in, line)) {
     const json j = json::parse(line, nullptr, false);
     if (!j.is_object()) continue;
-    const std::string pid = std::to_string(j.value("pid", 0));
-    if (j.contains("ended")) {
-      open.erase(pid + ":" + std::to_string(j.value("ended", uint64_t{0})));
-    } else {
-      open[pid + ":" + std::to_string(j.value("id", uint64_t{0}))] = j;
+    const std::string pid = std::to_string(number(j, "pid").value_or(0));
+    if (const auto ended = number(j, "ended")) {
+      open.erase(pid + ":" + std::to_string(*ended));
+    } else if (const auto id = number(j, "id")) {
+      open[pid + ":" + std::to_string(*id)] = j;
     }
   }
   for (const auto& [key, j] : open) {
     std::fprintf(stderr,
                  "tessera serve: dropped by the last stop: job %llu (%s); submit it again\n",
-                 static_cast<unsigned long long>(j.value("id", uint64_t{0})),
+                 static_cast<unsigned long long>(j.at("id").get<uint64_t>()),
                  j.value("request", json()).dump().c_str());
   }
   std::error_code ec;

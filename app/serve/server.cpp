@@ -460,11 +460,14 @@ int Server::run() {
     return httplib::Server::HandlerResponse::Handled;
   });
   // The library's own errors (a body over the limit, an unknown path) in the one JSON form.
-  s.http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+  // (Typed: cpp-httplib 0.11 overloads set_error_handler for handlers with and without a result.)
+  const httplib::Server::HandlerWithResponse library_errors = [](const httplib::Request&,
+                                                                 httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
     answer(res, library_refusal(res.status));
     return httplib::Server::HandlerResponse::Handled;
-  });
+  };
+  s.http.set_error_handler(library_errors);
   s.routes();
   // Event streams hold a thread each for as long as their job runs: room for many of them.
   s.http.new_task_queue = [] { return new httplib::ThreadPool(64); };
