@@ -16,6 +16,7 @@
 #include "core/assets.h"
 #include "engine/runtime/capabilities.h"
 #include "engine/runtime/session.h"
+#include "ui/studio/import_export_controller.h"
 #include "ui/studio/main_window.h"
 #include "ui/studio/viewport.h"
 
@@ -211,7 +212,7 @@ int main(int argc, char** argv) {
                    static_cast<long long>(files.size()), qPrintable(files.front()));
     }
     QTimer::singleShot(0, &window,
-                       [&window, file = files.front()] { window.open_mesh_file(file); });
+                       [&window, file = files.front()] { window.files().open_mesh_file(file); });
   }
   return app.exec();
 }

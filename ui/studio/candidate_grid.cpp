@@ -6,7 +6,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
-#include "ui/studio/main_window_text.h"
+#include "ui/studio/studio_text.h"
 #include "ui/studio/viewport.h"
 
 namespace tessera::studio {

@@ -1,64 +1,47 @@
-// MainWindow, part: The window: construction, layout, status bar, device switch, About. The other
-// parts: main_window_*.cpp.
+// MainWindow, part: construction, layout, the controllers and their wires, the status bar, About.
+// The other parts: main_window_menus.cpp, main_window_settings.cpp.
 #include "ui/studio/main_window.h"
-
-#include "ui/studio/candidate_grid.h"
 
 #include <imgui.h>
 
-#include <QActionGroup>
-#include <QBuffer>
-#include <QApplication>
 #include <QCloseEvent>
-#include <QComboBox>
-#include <QDialog>
-#include <QDialogButtonBox>
-#include <QDir>
 #include <QDockWidget>
-#include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFileInfo>
-#include <QFormLayout>
 #include <QGridLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
-#include <QListWidget>
 #include <QMenu>
-#include <QMenuBar>
 #include <QMessageBox>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QScrollArea>
 #include <QSettings>
-#include <QSpinBox>
+#include <QSignalBlocker>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTimer>
 #include <QToolButton>
 #include <QVBoxLayout>
-#include <algorithm>
-#include <cstdio>
-#include <filesystem>
-#include <optional>
-#include <variant>
 
-#include "engine/mesh/cleanup.h"
-#include "engine/mesh/texture.h"
+#include "engine/runtime/models.h"
 #include "ui/render/renderer.h"
-#include "ui/studio/export_dialog.h"
+#include "ui/studio/candidate_grid.h"
+#include "ui/studio/engine_bridge.h"
 #include "ui/studio/gallery.h"
+#include "ui/studio/generation_controller.h"
+#include "ui/studio/image_controller.h"
+#include "ui/studio/import_export_controller.h"
+#include "ui/studio/library_controller.h"
 #include "ui/studio/library_panel.h"
+#include "ui/studio/model_controller.h"
+#include "ui/studio/prompt_edit.h"
 #include "ui/studio/replay_bar.h"
 #include "ui/studio/replay_controller.h"
-#include "ui/studio/main_window_text.h"
-#include "engine/mesh/import.h"
-#include "ui/studio/prompt_edit.h"
+#include "ui/studio/script_runner.h"
 #include "ui/studio/settings_panel.h"
-#include "engine/runtime/library.h"
-#include "engine/runtime/models.h"
-#include "ui/studio/models_dialog.h"
 #include "ui/studio/shape_controller.h"
 #include "ui/studio/token_strip.h"
 #include "ui/studio/viewport.h"
@@ -72,136 +55,21 @@ MainWindow::MainWindow(LaunchOptions options, QWidget* parent)
   engine_ = new EngineBridge(this);
   engine_->set_device(launch_.device);
   build_ui();
-  build_menus();
   settings_->set_capabilities(engine_->capabilities());
   settings_->set_device(launch_.device);
-  connect(settings_, &SettingsPanel::deviceChanged, this, &MainWindow::on_device_changed);
-  connect(settings_, &SettingsPanel::weightsChanged, this, &MainWindow::on_weights_changed);
-  connect(settings_, &SettingsPanel::engineSwitchesChanged, this,
-          &MainWindow::sync_overlay_controls);
-  overlay_controls_.on_change = [this] {
-    // Called inside the viewport's paintGL: act after the frame.
-    QTimer::singleShot(0, this, [this] {
-      settings_->set_kv_cache(overlay_controls_.kv_cache);
-      settings_->set_graphs(overlay_controls_.graphs);
-    });
-  };
-  viewport_->set_overlay_controls(&overlay_controls_);
-  texture_ = new TextureBridge(*engine_, this);
-  connect(texture_, &TextureBridge::textured, this, &MainWindow::on_textured);
-  connect(texture_, &TextureBridge::failed, this, [this](const QString& message) {
-    show_status(tr("Apply as texture failed: %1").arg(one_line(message, 160)), true);
-  });
-  connect(texture_, &TextureBridge::finished, this, &MainWindow::update_buttons);
-  connect(engine_, &EngineBridge::modelLoading, this, &MainWindow::on_model_loading);
-  connect(engine_, &EngineBridge::modelLoaded, this, &MainWindow::on_model_loaded);
-  connect(engine_, &EngineBridge::modelFailed, this, &MainWindow::on_model_failed);
-  // The shape lane's controller decides what a shape job's events mean; the window draws them.
-  shape_ = new ShapeController(*engine_, this);
-  connect(shape_, &ShapeController::started, this, &MainWindow::on_shape_started);
-  connect(shape_, &ShapeController::showMesh, this, [this](std::shared_ptr<const mesh::Mesh> mesh) {
-    viewport_->set_mesh(std::move(mesh), false);
-  });
-  connect(shape_, &ShapeController::previewed, this, &MainWindow::on_shape_previewed);
-  connect(shape_, &ShapeController::candidateMesh, this,
-          [this](int i, std::shared_ptr<const mesh::Mesh> mesh, bool final) {
-            candidates_->set_mesh(i, std::move(mesh), final);
-          });
-  connect(shape_, &ShapeController::result, this, &MainWindow::on_shape_result);
-  connect(shape_, &ShapeController::changed, this, &MainWindow::update_buttons);
-  connect(engine_, &EngineBridge::jobFinished, this, &MainWindow::on_job_finished);
-  connect(engine_, &EngineBridge::statsChanged, this, &MainWindow::on_stats_changed);
-
-  // Concept image: its own worker and model; the panel reads panel_data_ at every paint.
-  diffusion_ = new DiffusionBridge(*engine_, this);
-  connect(diffusion_, &DiffusionBridge::modelStateChanged, this,
-          &MainWindow::refresh_diffusion_panel);
-  connect(diffusion_, &DiffusionBridge::imageChanged, this, &MainWindow::refresh_diffusion_panel);
-  connect(diffusion_, &DiffusionBridge::imageFinished, this, &MainWindow::on_image_finished);
-  panel_data_.on_action = [this](DiffusionAction action) {
-    // Called inside the viewport's paintGL: act after the frame.
-    QTimer::singleShot(0, this, [this, action] { on_diffusion_action(action); });
-  };
-  viewport_->set_diffusion_panel(&panel_data_);
-  if (launch_.scripted()) {
-    // After every connection above, so that its slots see the window's state updated.
-    script_ = new ScriptRunner(*this, launch_);
-    connect(script_, &ScriptRunner::finished, this, [this](int code) {
-      exit_code_ = code;
-      Q_EMIT scriptFinished(code);
-    });
-    // Reproducible scripted runs (the interactive ones load image settings with the others below):
-    // a fixed seed, and an image only when asked for.
-    image_settings_.auto_after_shape = launch_.image || launch_.apply_texture;
-    image_settings_.lock_seed = true;
-    image_settings_.seed = launch_.image_seed;
-  }
-  if (launch_.image_steps > 0) image_settings_.steps = launch_.image_steps;
-  diffusion_->load_model(launch_.diffusion_model.isEmpty()
-                             ? QString::fromStdString(runtime::default_diffusion_model_dir())
-                             : launch_.diffusion_model,
-                         launch_.device);
-
-  if (!launch_.scripted()) load_settings();
-  sync_overlay_controls();
-  if (launch_.resolution > 0) settings_->set_final_resolution(launch_.resolution);
-  if (launch_.preview_resolution > 0) settings_->set_preview_resolution(launch_.preview_resolution);
-  if (launch_.preview_every >= 0) settings_->set_preview_every(launch_.preview_every);
-  if (launch_.variations > 0) settings_->set_variations(launch_.variations);
-  if (launch_.seed >= 0) {
-    settings_->set_seed(static_cast<uint64_t>(launch_.seed), /*locked=*/true);
-    settings_->set_sampling(true);
-  }
-  if (launch_.no_grid) {
-    viewport_->render_options().grid = false;
-    viewport_->render_options().axes = false;
-  }
-  if (!launch_.prompt.isEmpty()) prompt_->setPlainText(launch_.prompt);
-  if (!launch_.record_dir.isEmpty()) set_record_dir(launch_.record_dir);
-
-  // The model: --model, else the one saved last time, else the embedded default.
-  QString dir = launch_.model_dir;
-  if (dir.isEmpty() && !launch_.scripted()) {
-    dir = QSettings().value(QStringLiteral("model/dir")).toString();
-  }
-  if (dir.isEmpty()) {
-    dir = QString::fromStdString(runtime::default_shape_model_dir());
-    if (!QFileInfo(dir).isDir()) {
-      model_path_->setText(dir);
-      const QString message =
-          tr("No model: the embedded tessera-tiny model is not installed (%1). Choose a model "
-             "directory in Settings > Model.")
-              .arg(dir);
-      model_status_->setText(message);
-      model_status_->setStyleSheet(QStringLiteral("color: #d05050;"));
-      show_status(message, true);
-      if (script_ != nullptr) {
-        QTimer::singleShot(0, script_, [this, message] { script_->fail(message); });
-      }
-      update_buttons();
-      return;
-    }
-  }
-  if (!launch_.weights.isEmpty()) settings_->set_weights(launch_.weights);
-  engine_->set_weights(settings_->weights());
-  load_model(dir);
-  update_buttons();
-}
-
-QImage MainWindow::screenshot_image() {
-  if (launch_.screenshot_window) return grab().toImage();
-  return viewport_->grabFramebuffer();
+  make_controllers();
+  build_menus();
+  apply_launch_options();
 }
 
 MainWindow::~MainWindow() {
-  // The viewport must not read the stats of a bridge being torn down.
+  delete script_;  // it reads the controllers below
+  script_ = nullptr;
+  // The viewport must not read the stats or the switches of parts being torn down.
   viewport_->set_stats(nullptr);
-  viewport_->set_diffusion_panel(nullptr);
   viewport_->set_overlay_controls(nullptr);
-  delete texture_;  // before the engine bridge it listens to
-  texture_ = nullptr;
-  delete diffusion_;  // cancels a running image job and joins its worker
-  diffusion_ = nullptr;
+  delete image_;  // its bridges go before the engine bridge they listen to
+  image_ = nullptr;
   delete engine_;  // cancels a running job and joins the worker
   engine_ = nullptr;
 }
@@ -251,25 +119,15 @@ void MainWindow::build_ui() {
   split->setStretchFactor(1, 1);
   candidates_->setMaximumHeight(170);  // a row of tiles; the viewport shows the chosen one large
   split->setChildrenCollapsible(false);
-  layout->addWidget(split, 1);
-  replay_ = new ReplayController(*engine_, this);
-  replay_bar_ = new ReplayBar(*replay_, central);
-  layout->addWidget(replay_bar_);
-  connect(replay_, &ReplayController::frame, this, &MainWindow::on_replay_frame);
-  connect(replay_, &ReplayController::failed, this,
-          [this](const QString& message) { show_status(tr("Replay: %1").arg(message), true); });
-  connect(replay_bar_, &ReplayBar::closeRequested, this, &MainWindow::end_replay);
+  layout->addWidget(split, 1);  // the replay bar goes under it (make_controllers)
   token_strip_ = new TokenStrip(central);
   layout->addWidget(token_strip_);
   setCentralWidget(central);
-  connect(prompt_, &PromptEdit::generateRequested, this, &MainWindow::generate);
-  connect(prompt_, &PromptEdit::cancelRequested, this, &MainWindow::cancel);
-  connect(generate_button_, &QPushButton::clicked, this, &MainWindow::generate);
-  connect(cancel_button_, &QPushButton::clicked, this, &MainWindow::cancel);
-  connect(more_button_, &QPushButton::clicked, this, &MainWindow::more_like_this);
-  connect(candidates_, &CandidateGrid::candidateChosen, this,
-          [this](int i) { choose_candidate(i); });
-  connect(viewport_, &Viewport::meshDropped, this, &MainWindow::open_mesh_file);
+  connect(prompt_, &PromptEdit::generateRequested, this, [this] { generation_->generate(); });
+  connect(prompt_, &PromptEdit::cancelRequested, this, [this] { generation_->cancel(); });
+  connect(generate_button_, &QPushButton::clicked, this, [this] { generation_->generate(); });
+  connect(cancel_button_, &QPushButton::clicked, this, [this] { generation_->cancel(); });
+  connect(more_button_, &QPushButton::clicked, this, [this] { generation_->more_like_this(); });
   connect(viewport_, &Viewport::glError, this,
           [this](const QString& message) { show_status(tr("Viewport: %1").arg(message), true); });
 
@@ -296,9 +154,10 @@ void MainWindow::build_ui() {
   model_status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   ml->addWidget(model_status_);
   sl->addWidget(model_box);
-  connect(browse, &QPushButton::clicked, this, &MainWindow::choose_model_dir);
+  // The panels' requests go to the controllers (made after the panels, before any request).
+  connect(browse, &QPushButton::clicked, this, [this] { models_->choose_model_dir(); });
   connect(model_path_, &QLineEdit::returnPressed, this,
-          [this] { load_model(model_path_->text().trimmed()); });
+          [this] { models_->load_model(model_path_->text().trimmed()); });
   settings_ = new SettingsPanel(settings_widget);
   sl->addWidget(settings_);
   auto* library_box = new QGroupBox(tr("Library"), settings_widget);
@@ -310,13 +169,13 @@ void MainWindow::build_ui() {
   library_row->addWidget(library_browse);
   sl->addWidget(library_box);
   connect(library_path_, &QLineEdit::editingFinished, this, [this] {
-    if (library_path_->isModified()) set_library_dir(library_path_->text());
+    if (library_path_->isModified()) library_->set_library_dir(library_path_->text());
     library_path_->setModified(false);
   });
   connect(library_browse, &QPushButton::clicked, this, [this] {
     const QString dir = QFileDialog::getExistingDirectory(this, tr("Library folder"),
                                                           library_path_->placeholderText());
-    if (!dir.isEmpty()) set_library_dir(dir);
+    if (!dir.isEmpty()) library_->set_library_dir(dir);
   });
   auto* scroll = new QScrollArea(settings_dock);
   scroll->setWidget(settings_widget);
@@ -330,16 +189,10 @@ void MainWindow::build_ui() {
   library_panel_ = new LibraryPanel(library_dock);
   library_dock->setWidget(library_panel_);
   addDockWidget(Qt::BottomDockWidgetArea, library_dock);
-  connect(library_panel_, &LibraryPanel::chosen, this, &MainWindow::show_gallery_item);
   connect(library_panel_, &LibraryPanel::replayRequested, this, [this](const GalleryEntry&) {
-    if (!replay_shown())
+    if (!library_->replay_shown())
       show_status(tr("This result cannot be replayed: %1").arg(status_text()), true);
   });
-  connect(library_panel_, &LibraryPanel::failed, this,
-          [this](const QString& message) { show_status(message, true); });
-  connect(library_panel_, &LibraryPanel::message, this,
-          [this](const QString& message) { show_status(message); });
-  open_library();
 
   // Status bar.
   status_label_ = new QLabel(this);
@@ -354,6 +207,169 @@ void MainWindow::build_ui() {
   resize(1200, 780);
 }
 
+void MainWindow::make_controllers() {
+  // Each controller makes its own connections to the engine here, in this order, and the script
+  // runner last, so that its slots see every controller's state updated.
+  image_ = new ImageController(*engine_, *prompt_, *viewport_, this);
+  models_ = new ModelController(*engine_, image_->diffusion(),
+                                {model_path_, model_status_, model_label_, settings_, this}, this);
+  generation_ = new GenerationController(
+      *engine_,
+      {prompt_, settings_, candidates_, viewport_, token_strip_, progress_, examples_button_},
+      this);
+  library_ = new LibraryController(
+      *engine_, *generation_,
+      {library_panel_, library_path_, viewport_, token_strip_, prompt_, settings_},
+      launch_.scripted(), this);
+  files_ =
+      new ImportExportController(*engine_, generation_->shape(),
+                                 {viewport_, prompt_, settings_, this}, launch_.scripted(), this);
+  replay_bar_ = new ReplayBar(library_->replay(), centralWidget());
+  static_cast<QVBoxLayout*>(centralWidget()->layout())->insertWidget(2, replay_bar_);
+  connect(replay_bar_, &ReplayBar::closeRequested, library_, &LibraryController::end_replay);
+
+  // What they say goes to the status bar; what they change, to the buttons.
+  const auto status = [this](const QString& text, bool error) { show_status(text, error); };
+  connect(image_, &ImageController::status, this, status);
+  connect(models_, &ModelController::status, this, status);
+  connect(generation_, &GenerationController::status, this, status);
+  connect(library_, &LibraryController::status, this, status);
+  connect(files_, &ImportExportController::status, this, status);
+  connect(image_, &ImageController::changed, this, &MainWindow::update_buttons);
+  connect(models_, &ModelController::changed, this, &MainWindow::update_buttons);
+  connect(generation_, &GenerationController::changed, this, &MainWindow::update_buttons);
+  connect(library_, &LibraryController::changed, this, &MainWindow::update_buttons);
+  connect(files_, &ImportExportController::changed, this, &MainWindow::update_buttons);
+
+  // Models: the Settings panel's engine choices, the overlay's switches, a loaded model.
+  connect(settings_, &SettingsPanel::deviceChanged, models_, &ModelController::set_device);
+  connect(settings_, &SettingsPanel::weightsChanged, models_, &ModelController::set_weights);
+  connect(settings_, &SettingsPanel::engineSwitchesChanged, models_,
+          &ModelController::sync_overlay_controls);
+  viewport_->set_overlay_controls(&models_->overlay_controls());
+  connect(models_, &ModelController::loaded, this, [this](const QString& dir) {
+    // The model's example prompts: a newcomer sees what it can make, one click generates one.
+    generation_->set_examples(engine_->example_prompts());
+    QString ready = models_->ready_text(dir);
+    const QString& library_status = library_->library_status();
+    if (!library_status.isEmpty()) ready += QStringLiteral(" ") + library_status;
+    show_status(ready, !library_status.isEmpty());
+    update_buttons();
+  });
+
+  // A shape job: a replay ends and the library journals it, the image lane follows it; its
+  // results are kept; its end closes the journal and is said with what could not be kept.
+  connect(generation_, &GenerationController::started, library_, &LibraryController::job_started);
+  connect(generation_, &GenerationController::started, image_,
+          &ImageController::follow_shape_started);
+  connect(generation_, &GenerationController::cancelling, image_,
+          &ImageController::follow_shape_cancelled);
+  connect(generation_, &GenerationController::result, library_, &LibraryController::keep_result);
+  connect(generation_, &GenerationController::ended, library_, &LibraryController::job_ended);
+  connect(generation_, &GenerationController::done, this, [this](QString summary) {
+    // A result that could not be kept (a full disk...) stays said after the job.
+    const QString& unkept = library_->keep_failure();
+    if (!unkept.isEmpty()) summary += QStringLiteral(". ") + unkept;
+    show_status(summary, !unkept.isEmpty());
+  });
+  connect(generation_, &GenerationController::recordingChanged, this, [this](bool on) {
+    if (record_action_ == nullptr) return;
+    const QSignalBlocker block(record_action_);
+    record_action_->setChecked(on);
+  });
+
+  // The image lane: a finished image and a textured mesh are kept beside the job's results.
+  connect(image_, &ImageController::imageDone, this,
+          [this] { library_->keep_concept_image(image_->diffusion().state()); });
+  connect(image_, &ImageController::textured, this,
+          [this](const std::shared_ptr<const mesh::Mesh>& source,
+                 const std::shared_ptr<const mesh::Mesh>& textured) {
+            select_textured_shading();
+            library_->keep_textured(source, textured);
+          });
+  connect(files_, &ImportExportController::texturedOpened, this,
+          &MainWindow::select_textured_shading);
+  library_->open();
+
+  if (launch_.scripted()) {
+    script_ = new ScriptRunner(
+        {engine_, generation_, image_, files_, viewport_, [this] { return screenshot_image(); }},
+        launch_, this);
+    connect(script_, &ScriptRunner::finished, this, [this](int code) {
+      exit_code_ = code;
+      Q_EMIT scriptFinished(code);
+    });
+  }
+}
+
+void MainWindow::apply_launch_options() {
+  ImageSettings& image_settings = image_->settings();
+  if (launch_.scripted()) {
+    // Reproducible scripted runs (the interactive ones load image settings with the others below):
+    // a fixed seed, and an image only when asked for.
+    image_settings.auto_after_shape = launch_.image || launch_.apply_texture;
+    image_settings.lock_seed = true;
+    image_settings.seed = launch_.image_seed;
+  }
+  if (launch_.image_steps > 0) image_settings.steps = launch_.image_steps;
+  image_->diffusion().load_model(
+      launch_.diffusion_model.isEmpty()
+          ? QString::fromStdString(runtime::default_diffusion_model_dir())
+          : launch_.diffusion_model,
+      launch_.device);
+
+  if (!launch_.scripted()) load_settings();
+  models_->sync_overlay_controls();
+  if (launch_.resolution > 0) settings_->set_final_resolution(launch_.resolution);
+  if (launch_.preview_resolution > 0) settings_->set_preview_resolution(launch_.preview_resolution);
+  if (launch_.preview_every >= 0) settings_->set_preview_every(launch_.preview_every);
+  if (launch_.variations > 0) settings_->set_variations(launch_.variations);
+  if (launch_.seed >= 0) {
+    settings_->set_seed(static_cast<uint64_t>(launch_.seed), /*locked=*/true);
+    settings_->set_sampling(true);
+  }
+  if (launch_.no_grid) {
+    viewport_->render_options().grid = false;
+    viewport_->render_options().axes = false;
+  }
+  if (!launch_.prompt.isEmpty()) prompt_->setPlainText(launch_.prompt);
+  if (!launch_.record_dir.isEmpty()) generation_->set_record_dir(launch_.record_dir);
+
+  // The model: --model, else the one saved last time, else the embedded default.
+  QString dir = launch_.model_dir;
+  if (dir.isEmpty() && !launch_.scripted()) {
+    dir = QSettings().value(QStringLiteral("model/dir")).toString();
+  }
+  if (dir.isEmpty()) {
+    dir = QString::fromStdString(runtime::default_shape_model_dir());
+    if (!QFileInfo(dir).isDir()) {
+      const QString message =
+          tr("No model: the embedded tessera-tiny model is not installed (%1). Choose a model "
+             "directory in Settings > Model.")
+              .arg(dir);
+      models_->report_missing(dir, message);
+      if (script_ != nullptr) {
+        QTimer::singleShot(0, script_, [this, message] { script_->fail(message); });
+      }
+      update_buttons();
+      return;
+    }
+  }
+  if (!launch_.weights.isEmpty()) settings_->set_weights(launch_.weights);
+  engine_->set_weights(settings_->weights());
+  models_->load_model(dir);
+  update_buttons();
+}
+
+QImage MainWindow::screenshot_image() {
+  if (launch_.screenshot_window) return grab().toImage();
+  return viewport_->grabFramebuffer();
+}
+
+Gallery* MainWindow::gallery() const {
+  return library_panel_->gallery();
+}
+
 void MainWindow::closeEvent(QCloseEvent* event) {
   save_settings();
   // A running job is cancelled when the bridge goes (within one token step); nothing to ask.
@@ -361,19 +377,12 @@ void MainWindow::closeEvent(QCloseEvent* event) {
   event->accept();
 }
 
-void MainWindow::show_message(int icon, const QString& title, const QString& text) {
-  // Window-modal but not blocking: the engine's events keep flowing while the box is up.
-  auto* box =
-      new QMessageBox(static_cast<QMessageBox::Icon>(icon), title, text, QMessageBox::Ok, this);
-  box->setAttribute(Qt::WA_DeleteOnClose);
-  box->open();
-}
-
 QString MainWindow::status_text() const {
   return status_label_->text();
 }
+
 QString MainWindow::model_status_text() const {
-  return model_status_->text();
+  return models_->state_text();
 }
 
 void MainWindow::show_status(const QString& text, bool error) {
@@ -382,18 +391,28 @@ void MainWindow::show_status(const QString& text, bool error) {
 }
 
 void MainWindow::update_buttons() {
+  // Controllers say "changed" from the start (and while the window is torn down): only once all
+  // of them and the menus are there.
+  if (image_ == nullptr || files_ == nullptr || export_action_ == nullptr) return;
   const bool model = engine_->has_model();
   generate_button_->setEnabled(model);
   generate_button_->setToolTip(model ? tr("Generate the prompt (Ctrl+Enter)")
                                      : tr("Load a model first (Settings > Model)"));
   cancel_button_->setEnabled(engine_->busy());
-  more_button_->setEnabled(model && shape_->has_last_job());
+  const ShapeController& shape = generation_->shape();
+  more_button_->setEnabled(model && shape.has_last_job());
   export_action_->setEnabled(viewport_->mesh() != nullptr);
-  for (QAction* a : remesh_actions_) a->setEnabled(model && !shape_->current_tokens().empty());
-  if (replay_action_ != nullptr) {
-    replay_action_->setEnabled(model && !engine_->busy() && !shape_->current_tokens().empty());
+  for (QAction* a : remesh_actions_) a->setEnabled(model && !shape.current_tokens().empty());
+  replay_action_->setEnabled(model && !engine_->busy() && !shape.current_tokens().empty());
+  image_->refresh_panel();
+}
+
+// Textured shading in the viewport and its View menu entry checked.
+void MainWindow::select_textured_shading() {
+  viewport_->render_options().shading = render::ShadingMode::kTextured;
+  for (QAction* a : findChildren<QAction*>()) {
+    if (a->objectName() == QStringLiteral("shading_textured")) a->setChecked(true);
   }
-  refresh_diffusion_panel();
 }
 
 void MainWindow::show_about() {
@@ -421,58 +440,6 @@ void MainWindow::show_about() {
               QString::fromLatin1(qVersion()), QStringLiteral(IMGUI_VERSION),
               caps.decode_graphs_available ? tr("available (CUDA)")
                                            : QString::fromStdString(caps.decode_graphs_reason)));
-}
-
-void MainWindow::on_device_changed(runtime::DeviceChoice device) {
-  // Both engines move: the shape model reloads (the current one stays in use until then) and the
-  // image model too.
-  engine_->set_device(device);
-  if (!model_path_->text().trimmed().isEmpty()) load_model(model_path_->text().trimmed());
-  if (diffusion_->model_state() == DiffusionModelState::kReady ||
-      diffusion_->model_state() == DiffusionModelState::kFailed) {
-    diffusion_->load_model(diffusion_->model_path(), device);
-  }
-  show_status(tr("Device: %1; reloading the models").arg(runtime::device_name(device)));
-}
-
-void MainWindow::on_weights_changed(const QString& weights) {
-  engine_->set_weights(weights);
-  if (!model_path_->text().trimmed().isEmpty()) load_model(model_path_->text().trimmed());
-  show_status(tr("Weights: %1; reloading the shape model").arg(weights));
-}
-
-void MainWindow::sync_overlay_controls() {
-  const runtime::Capabilities& caps = engine_->capabilities();
-  overlay_controls_.kv_cache = settings_->kv_cache();
-  overlay_controls_.graphs = settings_->graphs();
-  overlay_controls_.graphs_available = engine_->has_model() && engine_->model_can_record_graphs();
-  overlay_controls_.graphs_reason =
-      engine_->has_model() && !engine_->model_can_record_graphs()
-          ? "the model runs on " + engine_->backend_name().toStdString() +
-                ": graphs are recorded by the CUDA backend" +
-                (caps.cuda.usable ? std::string(" (choose the GPU in Settings)")
-                                  : "; " + caps.decode_graphs_reason)
-          : caps.decode_graphs_reason;
-  overlay_controls_.on_gpu = engine_->model_on_gpu();
-  overlay_controls_.device =
-      engine_->has_model() ? engine_->backend_name().toStdString() : std::string("(no model)");
-  overlay_controls_.model = engine_->has_model()
-                                ? runtime::describe_model_path(engine_->model_dir().toStdString())
-                                : std::string();
-}
-
-ModelsDialog& MainWindow::models_dialog() {
-  if (models_ == nullptr) {
-    models_ = new ModelsDialog(this);
-    connect(models_, &ModelsDialog::useModel, this, [this](const QString& name) {
-      load_model(name);
-      models_->hide();
-    });
-    connect(models_, &ModelsDialog::downloadFinished, this,
-            [this](const QString&, bool ok, const QString& message) { show_status(message, !ok); });
-  }
-  models_->refresh();
-  return *models_;
 }
 
 }  // namespace tessera::studio

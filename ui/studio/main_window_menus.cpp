@@ -1,55 +1,22 @@
-// MainWindow, part: Menus: File, View (shading, toggles, overlay panels), Help.
-// (ui/studio/main_window.h).
+// MainWindow, part: the menus: File, View (shading, toggles, overlay panels), Mesh, Help. Their
+// actions go to the controllers (ui/studio/main_window.h).
 #include "ui/studio/main_window.h"
 
-#include <imgui.h>
-
 #include <QActionGroup>
-#include <QApplication>
-#include <QCloseEvent>
-#include <QComboBox>
-#include <QDialog>
-#include <QDialogButtonBox>
-#include <QDir>
-#include <QDockWidget>
-#include <QDoubleSpinBox>
 #include <QFileDialog>
-#include <QFileInfo>
-#include <QFormLayout>
-#include <QGroupBox>
-#include <QHBoxLayout>
-#include <QLabel>
-#include <QLineEdit>
-#include <QListWidget>
+#include <QMenu>
 #include <QMenuBar>
-#include <QMessageBox>
-#include <QProgressBar>
-#include <QPushButton>
-#include <QScrollArea>
-#include <QSettings>
-#include <QSpinBox>
-#include <QSplitter>
-#include <QStatusBar>
-#include <QTimer>
-#include <QVBoxLayout>
-#include <algorithm>
-#include <cstdio>
-#include <filesystem>
-#include <optional>
-#include <variant>
+#include <functional>
+#include <utility>
 
 #include "engine/mesh/asset.h"
-#include "engine/mesh/cleanup.h"
-#include "engine/mesh/texture.h"
-#include "ui/render/renderer.h"
-#include "ui/studio/export_dialog.h"
-#include "ui/studio/gallery.h"
-#include "ui/studio/main_window_text.h"
-#include "ui/studio/models_dialog.h"
 #include "engine/mesh/import.h"
-#include "ui/studio/prompt_edit.h"
-#include "ui/studio/settings_panel.h"
-#include "ui/studio/token_strip.h"
+#include "ui/render/renderer.h"
+#include "ui/studio/generation_controller.h"
+#include "ui/studio/import_export_controller.h"
+#include "ui/studio/library_controller.h"
+#include "ui/studio/model_controller.h"
+#include "ui/studio/models_dialog.h"
 #include "ui/studio/viewport.h"
 
 namespace tessera::studio {
@@ -61,11 +28,11 @@ void MainWindow::build_menus() {
   connect(open, &QAction::triggered, this, [this] {
     const QString path = QFileDialog::getOpenFileName(
         this, tr("Open mesh"), QString(), QString::fromStdString(mesh::import_filter()));
-    if (!path.isEmpty()) open_mesh_file(path);
+    if (!path.isEmpty()) files_->open_mesh_file(path);
   });
   export_action_ = file->addAction(tr("&Export..."));
   export_action_->setShortcut(QKeySequence(tr("Ctrl+E")));
-  connect(export_action_, &QAction::triggered, this, [this] { run_export_dialog(); });
+  connect(export_action_, &QAction::triggered, this, [this] { files_->run_export_dialog(); });
   // One entry per platform preset: the dialog opens with it chosen (and shows what it sets).
   QMenu* export_for = file->addMenu(tr("Export &for"));
   for (const mesh::AssetPreset& p : mesh::asset_presets()) {
@@ -74,23 +41,23 @@ void MainWindow::build_menus() {
         export_for->addAction(name.left(1).toUpper() + name.mid(1) + QStringLiteral("..."));
     a->setToolTip(QString::fromStdString(mesh::describe_preset(p)));
     a->setStatusTip(QString::fromStdString(mesh::describe_preset(p)));
-    connect(a, &QAction::triggered, this, [this, name] { run_export_dialog(name); });
+    connect(a, &QAction::triggered, this, [this, name] { files_->run_export_dialog(name); });
   }
   export_for->setToolTipsVisible(true);
   QAction* models = file->addAction(tr("&Models..."));
-  connect(models, &QAction::triggered, this, [this] { models_dialog().show(); });
+  connect(models, &QAction::triggered, this, [this] { models_->models_dialog().show(); });
   QAction* model = file->addAction(tr("Choose &model directory..."));
-  connect(model, &QAction::triggered, this, &MainWindow::choose_model_dir);
+  connect(model, &QAction::triggered, models_, &ModelController::choose_model_dir);
   record_action_ = file->addAction(tr("&Record generation..."));
   record_action_->setCheckable(true);
   record_action_->setToolTip(tr("Save a viewport frame at every partial-mesh update"));
   connect(record_action_, &QAction::triggered, this, [this](bool on) {
     if (!on) {
-      set_record_dir(QString());
+      generation_->set_record_dir(QString());
       return;
     }
     const QString dir = QFileDialog::getExistingDirectory(this, tr("Record frames into"));
-    set_record_dir(dir);
+    generation_->set_record_dir(dir);
   });
   file->addSeparator();
   QAction* quit = file->addAction(tr("&Quit"));
@@ -172,7 +139,7 @@ void MainWindow::build_menus() {
                      "detail, more triangles; export and texture then act on it)")
                       .arg(resolution));
     connect(a, &QAction::triggered, this, [this, resolution] {
-      if (Status st = remesh_current(resolution); !st.ok()) {
+      if (Status st = generation_->remesh_current(resolution); !st.ok()) {
         show_status(QString::fromStdString(st.message()), true);
       }
     });
@@ -185,7 +152,7 @@ void MainWindow::build_menus() {
       tr("Watch the current shape form again, token by token (a timeline "
          "under the viewport)"));
   connect(replay_action_, &QAction::triggered, this, [this] {
-    if (!replay_shown())
+    if (!library_->replay_shown())
       show_status(tr("Nothing to replay: the shown mesh has no shape tokens"), true);
   });
 

@@ -1,53 +1,16 @@
-// MainWindow, part: QSettings persistence: window layout, prompt history, generation, view and
-// image settings. (ui/studio/main_window.h).
+// MainWindow, part: QSettings persistence (interactive runs only): window layout, prompt history,
+// generation, view and image settings (ui/studio/main_window.h).
 #include "ui/studio/main_window.h"
 
-#include <imgui.h>
-
-#include <QActionGroup>
-#include <QApplication>
-#include <QCloseEvent>
-#include <QComboBox>
-#include <QDialog>
-#include <QDialogButtonBox>
-#include <QDir>
-#include <QDockWidget>
-#include <QDoubleSpinBox>
-#include <QFileDialog>
-#include <QFileInfo>
-#include <QFormLayout>
-#include <QGroupBox>
-#include <QHBoxLayout>
-#include <QLabel>
-#include <QLineEdit>
-#include <QListWidget>
-#include <QMenuBar>
-#include <QMessageBox>
-#include <QProgressBar>
-#include <QPushButton>
-#include <QScrollArea>
+#include <QAction>
 #include <QSettings>
-#include <QSpinBox>
-#include <QSplitter>
-#include <QStatusBar>
-#include <QTimer>
-#include <QVBoxLayout>
 #include <algorithm>
-#include <cstdio>
-#include <filesystem>
-#include <optional>
-#include <variant>
 
-#include "engine/mesh/cleanup.h"
-#include "engine/mesh/texture.h"
 #include "ui/render/renderer.h"
-#include "ui/studio/export_dialog.h"
-#include "ui/studio/gallery.h"
-#include "ui/studio/main_window_text.h"
-#include "engine/mesh/import.h"
+#include "ui/studio/engine_bridge.h"
+#include "ui/studio/image_controller.h"
 #include "ui/studio/prompt_edit.h"
 #include "ui/studio/settings_panel.h"
-#include "ui/studio/token_strip.h"
 #include "ui/studio/viewport.h"
 
 namespace tessera::studio {
@@ -75,7 +38,7 @@ void MainWindow::load_settings() {
   p.diffusion = s.value("panel_diffusion", true).toBool();
   s.endGroup();
   s.beginGroup(QStringLiteral("image"));
-  ImageSettings& im = image_settings_;
+  ImageSettings& im = image_->settings();
   im.steps = std::clamp(s.value("steps", im.steps).toInt(), 1, 200);
   im.guidance =
       std::clamp(s.value("guidance", static_cast<double>(im.guidance)).toFloat(), 1.0f, 30.0f);
@@ -122,7 +85,7 @@ void MainWindow::save_settings() {
   s.setValue("panel_diffusion", p.diffusion);
   s.endGroup();
   s.beginGroup(QStringLiteral("image"));
-  const ImageSettings& im = image_settings_;
+  const ImageSettings& im = image_->settings();
   s.setValue("steps", im.steps);
   s.setValue("guidance", static_cast<double>(im.guidance));
   s.setValue("sampler", runtime::sampler_kind_name(im.sampler));

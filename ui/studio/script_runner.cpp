@@ -1,3 +1,4 @@
+// ScriptRunner (ui/studio/script_runner.h): scripted mode.
 #include "ui/studio/script_runner.h"
 
 #include <QCoreApplication>
@@ -7,24 +8,27 @@
 
 #include "ui/studio/diffusion_bridge.h"
 #include "ui/studio/engine_bridge.h"
-#include "ui/studio/main_window.h"
+#include "ui/studio/generation_controller.h"
+#include "ui/studio/image_controller.h"
+#include "ui/studio/import_export_controller.h"
+#include "ui/studio/launch_options.h"
 #include "ui/studio/texture_bridge.h"
 #include "ui/studio/viewport.h"
 
 namespace tessera::studio {
 
-ScriptRunner::ScriptRunner(MainWindow& window, const LaunchOptions& launch)
-    : QObject(&window), window_(window), launch_(launch) {
-  EngineBridge& engine = window_.engine();
+ScriptRunner::ScriptRunner(ScriptedParts parts, const LaunchOptions& launch, QObject* parent)
+    : QObject(parent), parts_(std::move(parts)), launch_(launch) {
+  EngineBridge& engine = *parts_.engine;
   connect(&engine, &EngineBridge::modelLoaded, this, &ScriptRunner::on_model_loaded);
   connect(&engine, &EngineBridge::modelFailed, this, &ScriptRunner::on_model_failed);
   connect(&engine, &EngineBridge::jobFinished, this,
           [this](quint64, int state, const QString& message) { on_job_finished(state, message); });
-  connect(&window_.diffusion(), &DiffusionBridge::modelStateChanged, this,
+  connect(&parts_.image->diffusion(), &DiffusionBridge::modelStateChanged, this,
           &ScriptRunner::advance_image);
-  connect(&window_.diffusion(), &DiffusionBridge::imageFinished, this,
+  connect(&parts_.image->diffusion(), &DiffusionBridge::imageFinished, this,
           &ScriptRunner::advance_image);
-  connect(&window_.texture(), &TextureBridge::finished, this, &ScriptRunner::advance_image);
+  connect(&parts_.image->texture(), &TextureBridge::finished, this, &ScriptRunner::advance_image);
 }
 
 void ScriptRunner::on_model_loaded() {
@@ -37,11 +41,11 @@ void ScriptRunner::on_model_loaded() {
   // Start once the window is up and the viewport has drawn a few frames (GL set-up and the first
   // composition are slow on software GL and are not the generation's cost).
   auto* waiter = new QObject(this);
-  connect(window_.viewport(), &Viewport::frameRendered, waiter, [this, waiter] {
-    if (window_.viewport()->frames() < 3 || waiter->property("fired").toBool()) return;
+  connect(parts_.viewport, &Viewport::frameRendered, waiter, [this, waiter] {
+    if (parts_.viewport->frames() < 3 || waiter->property("fired").toBool()) return;
     waiter->setProperty("fired", true);
     waiter->deleteLater();
-    QTimer::singleShot(0, &window_, [this] { window_.generate(); });
+    QTimer::singleShot(0, this, [this] { parts_.generation->generate(); });
   });
 }
 
@@ -52,7 +56,7 @@ void ScriptRunner::on_model_failed(const QString& dir, const QString& message) {
 }
 
 void ScriptRunner::on_job_finished(int state, const QString& message) {
-  if (!started_ || done_ || window_.engine().busy()) return;
+  if (!started_ || done_ || parts_.engine->busy()) return;
   const auto job_state = static_cast<JobState>(state);
   if (job_state == JobState::kDone && (launch_.image || launch_.apply_texture)) {
     shape_done_ = true;
@@ -65,7 +69,7 @@ void ScriptRunner::on_job_finished(int state, const QString& message) {
 
 void ScriptRunner::advance_image() {
   if (done_ || !shape_done_) return;
-  DiffusionBridge& diffusion = window_.diffusion();
+  DiffusionBridge& diffusion = parts_.image->diffusion();
   switch (diffusion.model_state()) {
     case DiffusionModelState::kLoading:
       return;  // modelStateChanged calls again
@@ -77,7 +81,7 @@ void ScriptRunner::advance_image() {
       break;
   }
   if (diffusion.state().job == 0) {  // not submitted with the shape (the model was loading)
-    window_.generate_image();
+    parts_.image->generate();
     return;
   }
   const ImageJobState& s = diffusion.state();
@@ -90,14 +94,14 @@ void ScriptRunner::advance_image() {
   if (launch_.apply_texture) {
     if (!texture_submitted_) {
       texture_submitted_ = true;
-      if (Status st = window_.apply_image_as_texture(); !st.ok()) {
+      if (Status st = parts_.image->apply_as_texture(); !st.ok()) {
         finish(1, tr("apply texture: %1").arg(QString::fromStdString(st.message())));
       }
       return;  // the texture bridge's finished() calls again
     }
-    if (window_.texture().busy()) return;
-    if (!window_.texture().last_error().isEmpty()) {
-      finish(1, tr("apply texture: %1").arg(window_.texture().last_error()));
+    if (parts_.image->texture().busy()) return;
+    if (!parts_.image->texture().last_error().isEmpty()) {
+      finish(1, tr("apply texture: %1").arg(parts_.image->texture().last_error()));
       return;
     }
   }
@@ -109,13 +113,13 @@ void ScriptRunner::finish(int code, const QString& message) {
   done_ = true;
   if (!message.isEmpty()) std::fprintf(stderr, "tessera-studio: %s\n", qPrintable(message));
   if (!launch_.export_path.isEmpty() && code == 0) {
-    if (Status st = window_.export_mesh(launch_.export_path, {}); !st.ok()) {
+    if (Status st = parts_.files->export_mesh(launch_.export_path, {}); !st.ok()) {
       std::fprintf(stderr, "tessera-studio: export: %s\n", st.message().c_str());
       code = 1;
     }
   }
   if (!launch_.screenshot.isEmpty()) {
-    const QImage shot = window_.screenshot_image();
+    const QImage shot = parts_.screenshot();
     if (shot.isNull() || !shot.save(launch_.screenshot)) {
       std::fprintf(stderr, "tessera-studio: cannot write the screenshot %s\n",
                    qPrintable(launch_.screenshot));
@@ -123,8 +127,8 @@ void ScriptRunner::finish(int code, const QString& message) {
     }
   }
   if (launch_.image || launch_.apply_texture) {
-    const ImageJobState& img = window_.diffusion().state();
-    const auto shown = window_.viewport()->mesh();
+    const ImageJobState& img = parts_.image->diffusion().state();
+    const auto shown = parts_.viewport->mesh();
     std::printf(
         "image %s: %zu steps, %.1f ms total, denoise %.1f ms, %lldx%lld, seed %llu; "
         "mesh uvs %zu, texture %lldx%lld\n",
@@ -136,7 +140,7 @@ void ScriptRunner::finish(int code, const QString& message) {
         static_cast<long long>(shown ? shown->texture.height : 0));
   }
   if (launch_.generate) {
-    const GenerationStats& s = window_.engine().stats();
+    const GenerationStats& s = parts_.engine->stats();
     char first_preview[64] = "no preview";  // none fitted the budget (tessera-tiny: common)
     if (s.first_partial_ms >= 0) {
       std::snprintf(first_preview, sizeof first_preview, "first preview %.0f ms",
@@ -147,8 +151,8 @@ void ScriptRunner::finish(int code, const QString& message) {
         "frame gap %.1f ms\n",
         job_state_name(s.state), static_cast<long long>(s.token_ms.size()),
         static_cast<long long>(s.final_vertices), static_cast<long long>(s.final_triangles),
-        first_preview, static_cast<long long>(window_.last_job_frames()),
-        window_.last_job_max_frame_gap_ms());
+        first_preview, static_cast<long long>(parts_.generation->last_job_frames()),
+        parts_.generation->last_job_max_frame_gap_ms());
     std::fflush(stdout);
   }
   Q_EMIT finished(code);

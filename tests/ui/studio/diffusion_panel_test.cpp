@@ -63,7 +63,7 @@ std::unique_ptr<MainWindow> open(const LaunchOptions& launch) {
   window->show();
   EXPECT_TRUE(wait_until([&] { return window->engine().has_model(); }));
   EXPECT_TRUE(wait_until(
-      [&] { return window->diffusion().model_state() != DiffusionModelState::kLoading; }));
+      [&] { return window->image().diffusion().model_state() != DiffusionModelState::kLoading; }));
   EXPECT_TRUE(wait_until([&] { return window->viewport()->frames() >= 2; }));
   return window;
 }
@@ -71,12 +71,12 @@ std::unique_ptr<MainWindow> open(const LaunchOptions& launch) {
 TEST(StudioDiffusion, PanelShowsStepsThenImageAndAppliesTexture) {
   FixtureModelDir shape("studio-diffusion-steps");
   auto window = open(launch_for(shape, QString::fromStdString(fixture_diffusion_dir())));
-  DiffusionBridge& bridge = window->diffusion();
+  DiffusionBridge& bridge = window->image().diffusion();
   ASSERT_EQ(bridge.model_state(), DiffusionModelState::kReady)
       << bridge.model_message().toStdString();
   EXPECT_EQ(bridge.image_size(), 64);
 
-  ImageSettings& settings = window->image_settings();
+  ImageSettings& settings = window->image().settings();
   EXPECT_TRUE(settings.auto_after_shape);  // the default
   settings.steps = 6;
   settings.guidance = 2.0f;
@@ -99,7 +99,7 @@ TEST(StudioDiffusion, PanelShowsStepsThenImageAndAppliesTexture) {
     }
   });
   window->prompt_edit()->setPlainText(testing::kParityPrompt);
-  window->generate();  // the shape; the image follows it (auto)
+  window->generation().generate();  // the shape; the image follows it (auto)
   EXPECT_TRUE(bridge.state().state == JobState::kRunning);
   ASSERT_TRUE(wait_until([&] { return !window->engine().busy(); }));
   ASSERT_TRUE(wait_until([&] { return !bridge.busy(); }));
@@ -137,10 +137,10 @@ TEST(StudioDiffusion, PanelShowsStepsThenImageAndAppliesTexture) {
   // Apply as texture: the shown mesh gets uvs and the image atlas; the renderer shows it.
   ASSERT_TRUE(window->viewport()->mesh());
   const int64_t before_vertices = window->viewport()->mesh()->vertex_count();
-  const Status st = window->apply_image_as_texture();
+  const Status st = window->image().apply_as_texture();
   ASSERT_TRUE(st.ok()) << st.message();
   // A job of the runtime's texture lane: the textured copy arrives with its event.
-  ASSERT_TRUE(wait_until([&] { return window->texture_job() == 0; }));
+  ASSERT_TRUE(wait_until([&] { return window->image().texture_job() == 0; }));
   const auto textured = window->viewport()->mesh();
   ASSERT_TRUE(textured);
   EXPECT_GE(textured->vertex_count(), before_vertices);
@@ -170,7 +170,7 @@ TEST(StudioDiffusion, PanelShowsStepsThenImageAndAppliesTexture) {
 TEST(StudioDiffusion, CancelAndNewPromptStopTheImage) {
   FixtureModelDir shape("studio-diffusion-cancel");
   auto window = open(launch_for(shape, QString::fromStdString(fixture_diffusion_dir())));
-  DiffusionBridge& bridge = window->diffusion();
+  DiffusionBridge& bridge = window->image().diffusion();
   ASSERT_EQ(bridge.model_state(), DiffusionModelState::kReady)
       << bridge.model_message().toStdString();
   std::vector<std::pair<quint64, int>> finished;
@@ -185,17 +185,17 @@ TEST(StudioDiffusion, CancelAndNewPromptStopTheImage) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   });
-  ImageSettings& settings = window->image_settings();
+  ImageSettings& settings = window->image().settings();
   settings.steps = 200;
   settings.lock_seed = false;
   window->prompt_edit()->setPlainText(testing::kParityPrompt);
 
   // Cancel from the panel's action.
-  ASSERT_TRUE(window->generate_image());
+  ASSERT_TRUE(window->image().generate());
   const uint64_t first = bridge.state().job;
-  EXPECT_NE(window->image_settings().seed, 0u);  // unlocked: a random seed was drawn
+  EXPECT_NE(window->image().settings().seed, 0u);  // unlocked: a random seed was drawn
   ASSERT_TRUE(wait_until([&] { return bridge.state().step_ms.size() >= 2; }));
-  window->cancel_image();
+  window->image().cancel();
   ASSERT_TRUE(wait_until([&] { return !bridge.busy(); }, 20000));
   EXPECT_EQ(bridge.state().state, JobState::kCancelled);
   EXPECT_LT(bridge.state().step_ms.size(), 200u);
@@ -205,10 +205,10 @@ TEST(StudioDiffusion, CancelAndNewPromptStopTheImage) {
   // A new prompt's shape generation replaces a running image (cancelled at once in the UI,
   // within a step on the worker); with "image after each shape" off nothing new starts.
   settings.auto_after_shape = false;
-  ASSERT_TRUE(window->generate_image());
+  ASSERT_TRUE(window->image().generate());
   const uint64_t second = bridge.state().job;
   ASSERT_TRUE(wait_until([&] { return bridge.state().step_ms.size() >= 1; }));
-  window->generate();
+  window->generation().generate();
   ASSERT_TRUE(wait_until([&] { return !bridge.busy(); }, 20000));
   EXPECT_EQ(bridge.state().job, second);
   EXPECT_EQ(bridge.state().state, JobState::kCancelled);
@@ -217,7 +217,7 @@ TEST(StudioDiffusion, CancelAndNewPromptStopTheImage) {
   // Still usable: a short image completes.
   bridge.set_worker_step_hook({});
   settings.steps = 2;
-  ASSERT_TRUE(window->generate_image());
+  ASSERT_TRUE(window->image().generate());
   ASSERT_TRUE(wait_until([&] { return !bridge.busy(); }));
   EXPECT_EQ(bridge.state().state, JobState::kDone) << bridge.state().message.toStdString();
   EXPECT_EQ(bridge.state().step_ms.size(), 2u);
@@ -226,21 +226,21 @@ TEST(StudioDiffusion, CancelAndNewPromptStopTheImage) {
 TEST(StudioDiffusion, MissingModelIsReportedInThePanel) {
   FixtureModelDir shape("studio-diffusion-missing");
   auto window = open(launch_for(shape, "/nonexistent/tessera-diffusion"));
-  DiffusionBridge& bridge = window->diffusion();
+  DiffusionBridge& bridge = window->image().diffusion();
   EXPECT_EQ(bridge.model_state(), DiffusionModelState::kMissing);
   EXPECT_TRUE(bridge.model_message().contains("/nonexistent/tessera-diffusion"))
       << bridge.model_message().toStdString();
   EXPECT_TRUE(bridge.model_message().contains("No diffusion model"));
-  EXPECT_FALSE(window->generate_image());
+  EXPECT_FALSE(window->image().generate());
   EXPECT_TRUE(window->status_text().contains("No diffusion model"))
       << window->status_text().toStdString();
   // The shape side is unaffected (auto image on, but no model: the shape job runs alone).
   window->prompt_edit()->setPlainText(testing::kParityPrompt);
-  window->generate();
+  window->generation().generate();
   ASSERT_TRUE(wait_until([&] { return !window->engine().busy(); }));
   EXPECT_EQ(window->engine().stats().state, JobState::kDone);
   EXPECT_EQ(bridge.state().job, 0u);
-  EXPECT_FALSE(window->apply_image_as_texture().ok());
+  EXPECT_FALSE(window->image().apply_as_texture().ok());
   window->viewport()->grabFramebuffer().save(QString(TESSERA_BINARY_DIR) +
                                              "/studio_diffusion_missing.png");
 
@@ -251,7 +251,7 @@ TEST(StudioDiffusion, MissingModelIsReportedInThePanel) {
   ASSERT_TRUE(f.open(QIODevice::WriteOnly));
   f.write("not a safetensors file");
   f.close();
-  window->diffusion().load_model(junk);
+  window->image().diffusion().load_model(junk);
   ASSERT_TRUE(wait_until([&] { return bridge.model_state() != DiffusionModelState::kLoading; }));
   EXPECT_EQ(bridge.model_state(), DiffusionModelState::kFailed);
   EXPECT_TRUE(bridge.model_message().contains("junk.safetensors"))

@@ -10,7 +10,15 @@
 #include <functional>
 #include <memory>
 
+#include "ui/studio/engine_bridge.h"
+#include "ui/studio/generation_controller.h"
+#include "ui/studio/image_controller.h"
+#include "ui/studio/import_export_controller.h"
+#include "ui/studio/library_controller.h"
 #include "ui/studio/main_window.h"
+#include "ui/studio/model_controller.h"
+#include "ui/studio/shape_controller.h"
+#include "ui/studio/texture_bridge.h"
 #include "ui/studio/viewport.h"
 
 namespace tessera::studio {

@@ -206,12 +206,12 @@ TEST(LibraryStudio, KilledAtManyPointsLosesAtMostTheRunningJob) {
   }
   if (expect_interrupted) {
     // What the last kill interrupted is offered again: its prompt and settings, generating.
-    ASSERT_FALSE(window->interrupted().empty());
-    EXPECT_TRUE(window->run_interrupted());
+    ASSERT_FALSE(window->library().interrupted().empty());
+    EXPECT_TRUE(window->library().run_interrupted());
     EXPECT_EQ(window->prompt_edit()->toPlainText(), QStringLiteral("a lamp"));
     EXPECT_EQ(window->engine().stats().candidates, 4);
     EXPECT_TRUE(window->engine().busy());
-    window->cancel();
+    window->generation().cancel();
     ASSERT_TRUE(wait_job(*window));
   }
 }
@@ -225,7 +225,7 @@ TEST(LibraryStudio, SearchFavouritesRenameTrashAndWhatOthersAdd) {
   window->settings_panel()->set_final_resolution(33);
   for (const char* prompt : {"a chair", "a mug", "a red chair"}) {
     window->prompt_edit()->setPlainText(prompt);
-    window->generate();
+    window->generation().generate();
     ASSERT_TRUE(wait_job(*window));
   }
   ASSERT_EQ(window->gallery()->kept().size(), 3u);
@@ -276,17 +276,18 @@ TEST(LibraryStudio, TheLibraryFolderIsASettingAndTheEnvironmentWins) {
   qunsetenv("TESSERA_LIBRARY");
   auto window = open_window(LaunchOptions{});
   const QString chosen = tmp.filePath("mine");
-  window->set_library_dir(chosen);
+  window->library().set_library_dir(chosen);
   ASSERT_NE(window->library_panel()->library(), nullptr);
   EXPECT_EQ(QString::fromStdString(window->library_panel()->library()->dir()), chosen);
   window->settings_panel()->set_final_resolution(17);
   window->prompt_edit()->setPlainText("a cube");
-  window->generate();
+  window->generation().generate();
   ASSERT_TRUE(wait_job(*window));
   auto kept = runtime::Library::open(chosen.toStdString());
   ASSERT_TRUE(kept.ok());
   EXPECT_EQ((*kept)->list()->size(), 1u);
-  window->set_library_dir(QString());  // back to the default (in the test's own XDG folders)
+  window->library().set_library_dir(
+      QString());  // back to the default (in the test's own XDG folders)
   qputenv("TESSERA_LIBRARY", before);
   EXPECT_EQ(runtime::library_dir(chosen.toStdString()), before.toStdString());
 }
@@ -301,7 +302,7 @@ TEST(LibraryStudio, AFullDiskIsSaidAndTheStudioGoesOnWithoutKeeping) {
   {
     testing::FileSizeLimit full_disk(8 * 1024);  // a full disk
     ASSERT_TRUE(full_disk.ok());
-    window->generate();
+    window->generation().generate();
     finished = wait_job(*window);
   }
   ASSERT_TRUE(finished);
@@ -315,7 +316,7 @@ TEST(LibraryStudio, AFullDiskIsSaidAndTheStudioGoesOnWithoutKeeping) {
   EXPECT_TRUE(window->library_panel()->library()->check().ok());
   // Room again: the next result is kept.
   window->prompt_edit()->setPlainText("a mug");
-  window->generate();
+  window->generation().generate();
   ASSERT_TRUE(wait_job(*window));
   EXPECT_EQ(window->gallery()->kept().size(), 1u);
   EXPECT_EQ(window->gallery()->count(), 2);
@@ -328,7 +329,7 @@ TEST(LibraryStudio, ReplayScrubsPlaysAndTheStripAndPlotFollow) {
     auto maker = open_window(LaunchOptions{});
     maker->settings_panel()->set_final_resolution(33);
     maker->prompt_edit()->setPlainText("a chair");
-    maker->generate();
+    maker->generation().generate();
     ASSERT_TRUE(wait_job(*maker));
   }
   // A later studio replays the kept result.
@@ -338,8 +339,8 @@ TEST(LibraryStudio, ReplayScrubsPlaysAndTheStripAndPlotFollow) {
   Q_EMIT gallery->itemClicked(gallery->item(0));
   const auto result = window->viewport()->mesh();
   ASSERT_NE(result, nullptr);
-  ASSERT_TRUE(window->replay_shown());
-  ReplayController& replay = window->replay();
+  ASSERT_TRUE(window->library().replay_shown());
+  ReplayController& replay = window->library().replay();
   ASSERT_TRUE(replay.active());
   const int64_t n = replay.length();
   ASSERT_GT(n, 8);
@@ -353,7 +354,7 @@ TEST(LibraryStudio, ReplayScrubsPlaysAndTheStripAndPlotFollow) {
   const auto half = window->viewport()->mesh();
   save_screenshot(*window, "replay.png");
   EXPECT_EQ(window->token_strip()->token_count(), n / 2);
-  EXPECT_EQ(window->overlay_stats().cursor, n / 2);
+  EXPECT_EQ(window->library().overlay_stats().cursor, n / 2);
   // Everything gets meshed in the background; back and forth is then served from the cache.
   ASSERT_TRUE(wait_until([&] { return replay.cached() == n - 1; }, 60000));
   replay.seek(1);
@@ -372,16 +373,16 @@ TEST(LibraryStudio, ReplayScrubsPlaysAndTheStripAndPlotFollow) {
   Q_EMIT window->replay_bar()->closeRequested();
   EXPECT_FALSE(replay.active());
   EXPECT_EQ(window->viewport()->mesh(), result);
-  ASSERT_TRUE(window->remesh_current(65).ok());
+  ASSERT_TRUE(window->generation().remesh_current(65).ok());
   ASSERT_TRUE(wait_job(*window));
   ASSERT_NE(window->viewport()->mesh(), nullptr);
   EXPECT_GT(window->viewport()->mesh()->triangle_count(), result->triangle_count());
-  ASSERT_TRUE(window->export_mesh(tmp.filePath("again.obj"), mesh::ExportOptions{}).ok());
+  ASSERT_TRUE(window->files().export_mesh(tmp.filePath("again.obj"), mesh::ExportOptions{}).ok());
   EXPECT_TRUE(QFile::exists(tmp.filePath("again.obj")));
-  EXPECT_TRUE(window->replay_shown());  // the finer mesh replays too
+  EXPECT_TRUE(window->library().replay_shown());  // the finer mesh replays too
   // A new job ends the replay.
   window->prompt_edit()->setPlainText("a mug");
-  window->generate();
+  window->generation().generate();
   EXPECT_FALSE(replay.active());
   EXPECT_FALSE(window->replay_bar()->isVisible());
   ASSERT_TRUE(wait_job(*window));

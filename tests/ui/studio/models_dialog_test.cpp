@@ -44,7 +44,7 @@ TEST(ModelsDialog, DownloadCancelResumeUseAndGenerate) {
   ASSERT_TRUE(wait_until([&] { return window.engine().has_model(); }));
   EXPECT_TRUE(window.status_text().contains("File > Models")) << window.status_text().toStdString();
 
-  ModelsDialog& dialog = window.models_dialog();
+  ModelsDialog& dialog = window.models().models_dialog();
   dialog.show();
   ASSERT_EQ(dialog.table()->item(0, 0)->text(), QStringLiteral("Roblox/cube3d-v0.5"));
   EXPECT_EQ(dialog.table()->item(0, 3)->text(), QStringLiteral("no"));
@@ -92,7 +92,7 @@ TEST(ModelsDialog, DownloadCancelResumeUseAndGenerate) {
     return window.engine().has_model() && window.engine().model_dir().contains("cube3d-v0.5");
   })) << window.model_status_text().toStdString();
   window.prompt_edit();
-  window.generate();
+  window.generation().generate();
   ASSERT_TRUE(wait_until([&] { return !window.engine().busy(); }, 120000));
   EXPECT_EQ(window.engine().stats().state, JobState::kDone) << window.engine().stats().message;
 

@@ -222,7 +222,7 @@ TEST(Studio, WeightsSettingReloadsAndTheOverlaySaysWhich) {
   EXPECT_TRUE(window->engine().weights_label().startsWith(QStringLiteral("int8, ")))
       << window->engine().weights_label().toStdString();
   window->prompt_edit()->setPlainText(QString::fromLatin1(testing::kParityPrompt));
-  window->generate();
+  window->generation().generate();
   ASSERT_TRUE(wait_job(*window));
   EXPECT_EQ(window->engine().stats().weights.substr(0, 5), "int8,");
   EXPECT_GT(window->engine().stats().final_triangles, 0);
@@ -256,33 +256,33 @@ TEST(Studio, FrameTimeStaysBoundedWhileGenerating) {
   // Let the first compositions (shader compiles on software GL) pass.
   ASSERT_TRUE(wait_until([&] { return window->viewport()->frames() >= 10; }));
   window->prompt_edit()->setPlainText(testing::kParityPrompt);
-  window->generate();
+  window->generation().generate();
   ASSERT_TRUE(wait_job(*window));
   EXPECT_EQ(window->engine().stats().state, JobState::kDone);
   std::printf("frames during the job: %lld, max gap %.1f ms, job %.0f ms\n",
-              static_cast<long long>(window->last_job_frames()),
-              window->last_job_max_frame_gap_ms(), window->engine().stats().total_ms);
-  EXPECT_GE(window->last_job_frames(), 3);
+              static_cast<long long>(window->generation().last_job_frames()),
+              window->generation().last_job_max_frame_gap_ms(), window->engine().stats().total_ms);
+  EXPECT_GE(window->generation().last_job_frames(), 3);
   double load = 0;
   if (machine_busy(&load)) {
     GTEST_SKIP() << "load average " << load << " exceeds the core count: frame times measure "
-                 << "the other processes (max gap " << window->last_job_max_frame_gap_ms()
-                 << " ms)";
+                 << "the other processes (max gap "
+                 << window->generation().last_job_max_frame_gap_ms() << " ms)";
   }
-  EXPECT_LT(window->last_job_max_frame_gap_ms(), 100.0);
+  EXPECT_LT(window->generation().last_job_max_frame_gap_ms(), 100.0);
 }
 
 TEST(Studio, InvalidModelDirShowsErrorAndStaysUsable) {
   FixtureModelDir dir("studio-invalid");
   auto window = open_window(fixture_launch(dir));
-  window->load_model("/nonexistent/tessera-model");
+  window->models().load_model("/nonexistent/tessera-model");
   ASSERT_TRUE(wait_until([&] { return !window->engine().loading(); }));
   EXPECT_TRUE(window->model_status_text().contains("/nonexistent/tessera-model"))
       << window->model_status_text().toStdString();
   EXPECT_TRUE(window->model_status_text().contains("not a directory"));
   // A directory that exists but holds no model: the loader's message names what is missing.
   QTemporaryDir empty;
-  window->load_model(empty.path());
+  window->models().load_model(empty.path());
   ASSERT_TRUE(wait_until([&] { return !window->engine().loading(); }));
   EXPECT_TRUE(window->model_status_text().contains("Not a usable model directory"));
   EXPECT_TRUE(window->model_status_text().contains("safetensors"))
@@ -290,7 +290,7 @@ TEST(Studio, InvalidModelDirShowsErrorAndStaysUsable) {
   // The previous model is still in use and generates.
   ASSERT_TRUE(window->engine().has_model());
   window->prompt_edit()->setPlainText(testing::kParityPrompt);
-  window->generate();
+  window->generation().generate();
   ASSERT_TRUE(wait_job(*window));
   EXPECT_EQ(window->engine().stats().state, JobState::kDone) << window->engine().stats().message;
   EXPECT_EQ(window->gallery()->count(), 1);
@@ -323,7 +323,7 @@ TEST(Studio, ExamplePromptsOfTheEmbeddedModel) {
   EXPECT_EQ(window->engine().stats().state, JobState::kDone) << window->engine().stats().message;
   QTemporaryDir out;
   const QString path = out.filePath("box.obj");
-  ASSERT_TRUE(window->export_mesh(path, mesh::ExportOptions{}).ok());
+  ASSERT_TRUE(window->files().export_mesh(path, mesh::ExportOptions{}).ok());
   auto mesh = mesh::import_mesh_file(path.toStdString());
   ASSERT_TRUE(mesh.ok()) << mesh.status().to_string();
   const mesh::Topology t = mesh::compute_welded_topology(*mesh);
@@ -331,7 +331,7 @@ TEST(Studio, ExamplePromptsOfTheEmbeddedModel) {
   EXPECT_EQ(t.non_manifold_edges, 0);
 
   FixtureModelDir dir("studio-examples");
-  window->load_model(QString::fromStdString(dir.path()));
+  window->models().load_model(QString::fromStdString(dir.path()));
   ASSERT_TRUE(wait_until([&] { return !window->engine().loading(); }));
   EXPECT_FALSE(button->isEnabled());
   EXPECT_TRUE(button->menu()->actions().isEmpty());
@@ -348,7 +348,7 @@ TEST(Studio, BadPromptTextIsRefusedOrRepairedAndTheWindowStaysUsable) {
   ASSERT_TRUE(window->engine().has_model()) << window->model_status_text().toStdString();
 
   window->prompt_edit()->setPlainText(QString(100 * 1024, QChar('a')));
-  window->generate();
+  window->generation().generate();
   EXPECT_FALSE(window->engine().busy());
   EXPECT_TRUE(window->status_text().contains("102400 bytes"))
       << window->status_text().toStdString();
@@ -358,7 +358,7 @@ TEST(Studio, BadPromptTextIsRefusedOrRepairedAndTheWindowStaysUsable) {
   controls.append(QChar(0x1b));
   controls.append(QStringLiteral("x"));
   window->prompt_edit()->setPlainText(controls);
-  window->generate();
+  window->generation().generate();
   EXPECT_TRUE(window->status_text().contains("control character"))
       << window->status_text().toStdString();
   ASSERT_TRUE(wait_job(*window));
@@ -367,14 +367,14 @@ TEST(Studio, BadPromptTextIsRefusedOrRepairedAndTheWindowStaysUsable) {
   ExportChoice choice;
   choice.path = out.filePath("mug.glb");
   QString summary;
-  const Status st = window->export_asset(choice, &summary);
+  const Status st = window->files().export_asset(choice, &summary);
   ASSERT_TRUE(st.ok()) << st.to_string();
   auto metadata = mesh::read_metadata(choice.path.toStdString());
   ASSERT_TRUE(metadata.ok()) << metadata.status().to_string();
   EXPECT_EQ((*metadata)["prompt"], "a  mug x");
 
   window->prompt_edit()->setPlainText(QString::fromUtf8("\xf0\x9f\x90\xb1\xf0\x9f\x8d\xa9"));
-  window->generate();
+  window->generation().generate();
   ASSERT_TRUE(wait_job(*window));
   EXPECT_EQ(window->engine().stats().state, JobState::kDone) << window->engine().stats().message;
 }
@@ -393,7 +393,7 @@ TEST(Studio, VariationsGridChooseAndMoreLikeThis) {
   settings->set_sampling(true);  // the panel's sampling settings, the same for the lone job below
   settings->set_final_resolution(33);
   window->prompt_edit()->setPlainText("a chair");
-  window->generate();
+  window->generation().generate();
   CandidateGrid* grid = window->candidate_grid();
   ASSERT_NE(grid, nullptr);
   EXPECT_EQ(grid->count(), 4);
@@ -409,30 +409,30 @@ TEST(Studio, VariationsGridChooseAndMoreLikeThis) {
   EXPECT_TRUE(window->gallery()->item(3)->text().contains("seed 303"))
       << window->gallery()->item(3)->text().toStdString();
   EXPECT_EQ(window->viewport()->mesh(), grid->mesh(0));  // candidate 0 is current by default
-  ASSERT_TRUE(window->choose_candidate(2));
+  ASSERT_TRUE(window->generation().choose_candidate(2));
   EXPECT_EQ(grid->selected(), 2);
   EXPECT_EQ(window->viewport()->mesh(), grid->mesh(2));
   EXPECT_TRUE(window->status_text().contains("seed 302")) << window->status_text().toStdString();
   QTemporaryDir out;
-  ASSERT_TRUE(window->export_mesh(out.filePath("c3.obj"), mesh::ExportOptions{}).ok());
+  ASSERT_TRUE(window->files().export_mesh(out.filePath("c3.obj"), mesh::ExportOptions{}).ok());
   auto exported = mesh::import_mesh_file(out.filePath("c3.obj").toStdString());
   ASSERT_TRUE(exported.ok()) << exported.status().to_string();
   EXPECT_EQ(exported->triangle_count(), grid->mesh(2)->triangle_count());
   // Re-mesh the chosen candidate at 65: a finer mesh of the same shape becomes current (and its
   // tile's); the grid stays.
   const auto third = grid->mesh(2);
-  ASSERT_TRUE(window->remesh_current(65).ok());
+  ASSERT_TRUE(window->generation().remesh_current(65).ok());
   ASSERT_TRUE(wait_job(*window));
   ASSERT_NE(window->viewport()->mesh(), third);
   EXPECT_GT(window->viewport()->mesh()->triangle_count(), third->triangle_count());
   EXPECT_EQ(grid->mesh(2), window->viewport()->mesh());
   EXPECT_EQ(grid->count(), 4);
   EXPECT_EQ(window->gallery()->count(), 5);
-  EXPECT_FALSE(window->remesh_current(64).ok());  // not 2^k + 1
+  EXPECT_FALSE(window->generation().remesh_current(64).ok());  // not 2^k + 1
   // Candidate 3 alone (variations 1, seed 302) is the same mesh.
   settings->set_variations(1);
   settings->set_seed(302, true);
-  window->generate();
+  window->generation().generate();
   EXPECT_EQ(grid->count(), 0);
   EXPECT_FALSE(grid->isVisible());
   ASSERT_TRUE(wait_job(*window));
@@ -447,7 +447,7 @@ TEST(Studio, VariationsGridChooseAndMoreLikeThis) {
   ASSERT_TRUE(window->more_button()->isEnabled());
   settings->set_variations(4);
   settings->set_seed(300, true);
-  window->generate();
+  window->generation().generate();
   ASSERT_TRUE(wait_job(*window));
   const auto fourth = grid->mesh(3);
   window->more_button()->click();
@@ -483,13 +483,13 @@ TEST(Studio, StartsWithoutDefaultModel) {
   ASSERT_TRUE(wait_until([&] { return window.viewport()->frames() >= 2; }));
   EXPECT_TRUE(window.status_text().contains("No model")) << window.status_text().toStdString();
   EXPECT_FALSE(window.engine().has_model());
-  window.generate();  // explains instead of failing
+  window.generation().generate();  // explains instead of failing
   EXPECT_TRUE(window.status_text().contains("No model loaded"));
   FixtureModelDir dir("studio-nodefault");
-  window.load_model(QString::fromStdString(dir.path()));
+  window.models().load_model(QString::fromStdString(dir.path()));
   ASSERT_TRUE(wait_until([&] { return window.engine().has_model(); }));
   window.prompt_edit()->setPlainText(testing::kParityPrompt);
-  window.generate();
+  window.generation().generate();
   ASSERT_TRUE(wait_job(window));
   EXPECT_EQ(window.engine().stats().state, JobState::kDone);
 }
@@ -500,7 +500,7 @@ TEST(Studio, RapidGeneratePresses) {
   window->prompt_edit()->setPlainText(testing::kParityPrompt);
   uint64_t last_job = 0;
   for (int i = 0; i < 25; ++i) {
-    window->generate();
+    window->generation().generate();
     last_job = window->engine().stats().job;
     QCoreApplication::processEvents(QEventLoop::AllEvents, 2);
   }
@@ -510,7 +510,7 @@ TEST(Studio, RapidGeneratePresses) {
   EXPECT_GE(window->gallery()->count(), 1);
   EXPECT_EQ(window->prompt_edit()->history().size(), 1);  // one prompt, remembered once
   // The session still works afterwards.
-  window->generate();
+  window->generation().generate();
   ASSERT_TRUE(wait_job(*window));
   EXPECT_EQ(window->engine().stats().state, JobState::kDone);
 }
@@ -521,7 +521,7 @@ TEST(Studio, CloseDuringGeneration) {
   launch.resolution = 129;  // a long extraction to close in the middle of
   auto window = open_window(launch);
   window->prompt_edit()->setPlainText(testing::kParityPrompt);
-  window->generate();
+  window->generation().generate();
   ASSERT_TRUE(wait_until([&] { return !window->engine().stats().token_ms.empty(); }));
   EXPECT_TRUE(window->engine().busy());
   QElapsedTimer timer;
@@ -536,51 +536,52 @@ TEST(Studio, ImportAndExport) {
   auto window = open_window(fixture_launch(dir));
   QTemporaryDir out;
   // Nothing to export yet.
-  EXPECT_FALSE(window->export_mesh(out.filePath("none.obj"), {}).ok());
+  EXPECT_FALSE(window->files().export_mesh(out.filePath("none.obj"), {}).ok());
   window->prompt_edit()->setPlainText(testing::kParityPrompt);
-  window->generate();
+  window->generation().generate();
   ASSERT_TRUE(wait_job(*window));
   ASSERT_NE(window->viewport()->mesh(), nullptr);
   const int64_t triangles = window->viewport()->mesh()->triangle_count();
   // Unwritable and unsupported targets fail with a message; nothing is left behind.
-  Status st = window->export_mesh("/nonexistent-dir/mesh.obj", {});
+  Status st = window->files().export_mesh("/nonexistent-dir/mesh.obj", {});
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("/nonexistent-dir"), std::string::npos) << st.message();
-  EXPECT_FALSE(window->export_mesh(out.filePath("mesh.ply"), {}).ok());
+  EXPECT_FALSE(window->files().export_mesh(out.filePath("mesh.ply"), {}).ok());
   EXPECT_FALSE(QFileInfo::exists(out.filePath("mesh.ply")));
   for (const char* name : {"mesh.obj", "mesh.glb", "mesh.fbx"}) {
     mesh::ExportOptions options;
     options.up_axis = mesh::UpAxis::kZ;
-    Status written = window->export_mesh(out.filePath(name), options);
+    Status written = window->files().export_mesh(out.filePath(name), options);
     EXPECT_TRUE(written.ok()) << name << ": " << written.message();
   }
   // Re-import what we wrote (view only).
   for (const char* name : {"mesh.obj", "mesh.glb"}) {
-    ASSERT_TRUE(window->open_mesh_file(out.filePath(name))) << window->status_text().toStdString();
+    ASSERT_TRUE(window->files().open_mesh_file(out.filePath(name)))
+        << window->status_text().toStdString();
     EXPECT_EQ(window->viewport()->mesh()->triangle_count(), triangles) << name;
   }
   // A decimation budget applies to the written file only; the viewport keeps the full mesh.
   if (triangles > 40) {
     const int64_t budget = triangles / 2;
-    Status reduced = window->export_mesh(out.filePath("half.obj"), {}, budget);
+    Status reduced = window->files().export_mesh(out.filePath("half.obj"), {}, budget);
     ASSERT_TRUE(reduced.ok()) << reduced.message();
-    ASSERT_TRUE(window->open_mesh_file(out.filePath("half.obj")));
+    ASSERT_TRUE(window->files().open_mesh_file(out.filePath("half.obj")));
     EXPECT_LE(window->viewport()->mesh()->triangle_count(), budget);
     EXPECT_GT(window->viewport()->mesh()->triangle_count(), 0);
   }
   // Files that are not meshes: a message, and the shown mesh stays.
   const QString text = out.filePath("notes.txt");
   std::ofstream(text.toStdString()) << "not a mesh\n";
-  EXPECT_FALSE(window->open_mesh_file(text));
+  EXPECT_FALSE(window->files().open_mesh_file(text));
   EXPECT_TRUE(window->status_text().contains("not a mesh file"))
       << window->status_text().toStdString();
   const QString fake_glb = out.filePath("fake.glb");
   std::ofstream(fake_glb.toStdString()) << "hello, this is text";
-  EXPECT_FALSE(window->open_mesh_file(fake_glb));
+  EXPECT_FALSE(window->files().open_mesh_file(fake_glb));
   EXPECT_TRUE(window->status_text().contains("glTF")) << window->status_text().toStdString();
   const QString binary_obj = out.filePath("binary.obj");
   std::ofstream(binary_obj.toStdString(), std::ios::binary) << std::string("v 1 2\0\0\x01", 8);
-  EXPECT_FALSE(window->open_mesh_file(binary_obj));
+  EXPECT_FALSE(window->files().open_mesh_file(binary_obj));
   EXPECT_NE(window->viewport()->mesh(), nullptr);
 }
 
@@ -596,7 +597,7 @@ TEST(Studio, OpensWhatAssimpReadsAndSurvivesAReaderCrash) {
       << "ply\nformat ascii 1.0\nelement vertex 4\nproperty float x\nproperty float y\n"
          "property float z\nelement face 4\nproperty list uchar int vertex_indices\nend_header\n"
          "0 0 0\n1 0 0\n0 1 0\n0 0 1\n3 0 2 1\n3 0 1 3\n3 0 3 2\n3 1 2 3\n";
-  ASSERT_TRUE(window->open_mesh_file(ply)) << window->status_text().toStdString();
+  ASSERT_TRUE(window->files().open_mesh_file(ply)) << window->status_text().toStdString();
   EXPECT_EQ(window->viewport()->mesh()->triangle_count(), 4);
   EXPECT_TRUE(window->status_text().contains("tetra.ply")) << window->status_text().toStdString();
   const QString crash = out.filePath("crash.ply");
@@ -604,11 +605,11 @@ TEST(Studio, OpensWhatAssimpReadsAndSurvivesAReaderCrash) {
       << "ply\nformat ascii 1.0\nelement vertex 4\nproperty float x\nproperty float y\n"
          "property float z\nelement face 2\nproperty list uchar uint vertex_indices\nend_header\n"
          "0 0 0\n";
-  EXPECT_FALSE(window->open_mesh_file(crash));
+  EXPECT_FALSE(window->files().open_mesh_file(crash));
   EXPECT_TRUE(window->status_text().contains("crash.ply")) << window->status_text().toStdString();
   EXPECT_TRUE(window->status_text().contains("crashed")) << window->status_text().toStdString();
   EXPECT_EQ(window->viewport()->mesh()->triangle_count(), 4);  // the shown mesh stays
-  ASSERT_TRUE(window->open_mesh_file(ply));
+  ASSERT_TRUE(window->files().open_mesh_file(ply));
   EXPECT_TRUE(window->isVisible());
 }
 
@@ -623,7 +624,7 @@ TEST(Studio, ExportPresetsBudgetPreviewAndRestore) {
   window->settings_panel()->set_seed(21, true);
   window->settings_panel()->set_sampling(true);
   window->prompt_edit()->setPlainText(testing::kParityPrompt);
-  window->generate();
+  window->generation().generate();
   ASSERT_TRUE(wait_job(*window));
   const auto full = window->viewport()->mesh();
   ASSERT_NE(full, nullptr);
@@ -686,7 +687,7 @@ TEST(Studio, ExportPresetsBudgetPreviewAndRestore) {
   choice.options.pivot = mesh::Pivot::kBase;
   choice.asset.lods = 2;
   QString summary;
-  Status st = window->export_asset(choice, &summary);
+  Status st = window->files().export_asset(choice, &summary);
   ASSERT_TRUE(st.ok()) << st.message();
   EXPECT_TRUE(summary.contains(QStringLiteral("LOD2"))) << summary.toStdString();
   auto metadata = mesh::read_metadata(choice.path.toStdString());
@@ -699,27 +700,27 @@ TEST(Studio, ExportPresetsBudgetPreviewAndRestore) {
   choice.options = mesh::ExportOptions();
   choice.asset = mesh::AssetOptions();
   choice.write_settings = false;
-  ASSERT_TRUE(window->export_asset(choice).ok());
+  ASSERT_TRUE(window->files().export_asset(choice).ok());
   EXPECT_FALSE(mesh::read_metadata(choice.path.toStdString()).ok());
   // A bad target fails and writes nothing.
   choice.path = out.filePath("mesh.ply");
-  EXPECT_FALSE(window->export_asset(choice).ok());
+  EXPECT_FALSE(window->files().export_asset(choice).ok());
 
   // Open the FBX elsewhere: its prompt and seed come back, and Generate makes the same shape.
   window->prompt_edit()->setPlainText(QStringLiteral("something else"));
   window->settings_panel()->set_seed(5, false);
-  ASSERT_TRUE(window->open_mesh_file(out.filePath("asset.fbx")));
-  ASSERT_TRUE(window->restore_settings_from(out.filePath("asset.fbx")))
+  ASSERT_TRUE(window->files().open_mesh_file(out.filePath("asset.fbx")));
+  ASSERT_TRUE(window->files().restore_settings_from(out.filePath("asset.fbx")))
       << window->status_text().toStdString();
   EXPECT_EQ(window->prompt_edit()->toPlainText().toStdString(), testing::kParityPrompt);
   EXPECT_TRUE(window->status_text().contains(QStringLiteral("seed 21")))
       << window->status_text().toStdString();
-  window->generate();
+  window->generation().generate();
   ASSERT_TRUE(wait_job(*window));
   ASSERT_NE(window->viewport()->mesh(), nullptr);
   EXPECT_EQ(window->viewport()->mesh()->positions, full->positions);
   // A file without settings: the status says so, nothing changes.
-  EXPECT_FALSE(window->restore_settings_from(out.filePath("private.glb")));
+  EXPECT_FALSE(window->files().restore_settings_from(out.filePath("private.glb")));
   EXPECT_TRUE(window->status_text().contains(QStringLiteral("no Tessera metadata")))
       << window->status_text().toStdString();
 }
@@ -734,7 +735,7 @@ TEST(Studio, OpensTexturedMeshTextured) {
   QTemporaryDir out;
   const QString glb = out.filePath("quad.glb");
   ASSERT_TRUE(mesh::write_mesh(mesh::testing::textured_test_mesh(), glb.toStdString()).ok());
-  ASSERT_TRUE(window->open_mesh_file(glb)) << window->status_text().toStdString();
+  ASSERT_TRUE(window->files().open_mesh_file(glb)) << window->status_text().toStdString();
   ASSERT_NE(window->viewport()->mesh(), nullptr);
   EXPECT_FALSE(window->viewport()->mesh()->texture.empty());
   EXPECT_EQ(window->viewport()->render_options().shading, render::ShadingMode::kTextured);
@@ -749,7 +750,7 @@ TEST(Studio, ResultsAreKeptAndTheNextStudioShowsThem) {
     auto window = open_window(launch);
     window->settings_panel()->set_final_resolution(33);
     window->prompt_edit()->setPlainText("a ball");
-    window->generate();
+    window->generation().generate();
     ASSERT_TRUE(wait_job(*window));
     ASSERT_EQ(window->engine().stats().state, JobState::kDone);
     EXPECT_EQ(window->gallery()->count(), 1);
@@ -782,7 +783,7 @@ TEST(Studio, TinyWindowKeepsWorking) {
   window->viewport()->resize(1, 1);
   const int64_t before = window->viewport()->frames();
   window->prompt_edit()->setPlainText(testing::kParityPrompt);
-  window->generate();
+  window->generation().generate();
   ASSERT_TRUE(wait_job(*window));
   EXPECT_EQ(window->engine().stats().state, JobState::kDone);
   window->resize(900, 600);

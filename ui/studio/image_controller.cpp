@@ -1,0 +1,182 @@
+#include "ui/studio/image_controller.h"
+
+#include <QTimer>
+#include <algorithm>
+
+#include "ui/studio/engine_bridge.h"
+#include "ui/studio/prompt_edit.h"
+#include "ui/studio/studio_text.h"
+#include "ui/studio/texture_bridge.h"
+#include "ui/studio/viewport.h"
+
+namespace tessera::studio {
+
+ImageController::ImageController(EngineBridge& engine, const PromptEdit& prompt, Viewport& viewport,
+                                 QObject* parent)
+    : QObject(parent), engine_(engine), prompt_(prompt), viewport_(viewport) {
+  texture_ = new TextureBridge(engine_, this);
+  connect(texture_, &TextureBridge::textured, this, &ImageController::on_textured);
+  connect(texture_, &TextureBridge::failed, this, [this](const QString& message) {
+    Q_EMIT status(tr("Apply as texture failed: %1").arg(one_line(message, 160)), true);
+  });
+  connect(texture_, &TextureBridge::finished, this, &ImageController::changed);
+  // Concept image: its own lane and model.
+  diffusion_ = new DiffusionBridge(engine_, this);
+  connect(diffusion_, &DiffusionBridge::modelStateChanged, this, &ImageController::refresh_panel);
+  connect(diffusion_, &DiffusionBridge::imageChanged, this, &ImageController::refresh_panel);
+  connect(diffusion_, &DiffusionBridge::imageFinished, this, &ImageController::on_image_finished);
+  panel_data_.on_action = [this](DiffusionAction action) {
+    // Called inside the viewport's paintGL: act after the frame.
+    QTimer::singleShot(0, this, [this, action] { on_action(action); });
+  };
+  viewport_.set_diffusion_panel(&panel_data_);
+}
+
+ImageController::~ImageController() {
+  viewport_.set_diffusion_panel(nullptr);
+  disconnect(diffusion_, nullptr, this, nullptr);  // no panel refresh from a bridge going away
+  disconnect(texture_, nullptr, this, nullptr);
+  delete texture_;  // before the engine bridge it listens to
+  texture_ = nullptr;
+  delete diffusion_;  // cancels a running image job
+  diffusion_ = nullptr;
+}
+
+uint64_t ImageController::texture_job() const {
+  return texture_->job();
+}
+
+bool ImageController::generate() {
+  if (diffusion_->model_state() != DiffusionModelState::kReady) {
+    Q_EMIT status(tr("Concept image: %1").arg(one_line(diffusion_->model_message(), 160)), true);
+    refresh_panel();
+    return false;
+  }
+  if (!settings_.lock_seed) settings_.seed = next_random_seed();
+  settings_.steps = std::clamp(settings_.steps, 1, 200);
+  diffusion_->submit(prompt_.prompt(), settings_);
+  refresh_panel();
+  return true;
+}
+
+void ImageController::cancel() {
+  diffusion_->cancel();
+}
+
+void ImageController::follow_shape_started() {
+  // The new prompt's image (the runtime holds it until the shape job ends); the old prompt's
+  // image goes.
+  if (settings_.auto_after_shape && diffusion_->model_state() == DiffusionModelState::kReady) {
+    generate();
+  } else {
+    diffusion_->cancel();
+  }
+}
+
+void ImageController::follow_shape_cancelled() {
+  // An image still waiting for this shape goes with it; a running one has its own Cancel.
+  if (diffusion_->state().waiting_for_shape) diffusion_->cancel();
+}
+
+void ImageController::on_action(DiffusionAction action) {
+  switch (action) {
+    case DiffusionAction::kGenerate:
+      generate();
+      break;
+    case DiffusionAction::kCancel:
+      cancel();
+      break;
+    case DiffusionAction::kApplyTexture:
+      if (Status st = apply_as_texture(); !st.ok()) {
+        Q_EMIT status(tr("Apply as texture failed: %1")
+                          .arg(one_line(QString::fromStdString(st.message()), 160)),
+                      true);
+      }
+      break;
+  }
+}
+
+void ImageController::on_image_finished(quint64, int state, const QString& message) {
+  const ImageJobState& s = diffusion_->state();
+  const auto job_state = static_cast<JobState>(state);
+  if (job_state == JobState::kDone) {
+    Q_EMIT imageDone();
+    Q_EMIT status(tr("Concept image done: %1 steps, %2 ms/step, %3 ms in all")
+                      .arg(s.step_ms.size())
+                      .arg(s.denoise_ms / std::max<size_t>(1, s.step_ms.size()), 0, 'f', 1)
+                      .arg(s.total_ms, 0, 'f', 0),
+                  false);
+  } else if (job_state == JobState::kFailed) {
+    Q_EMIT status(tr("Concept image failed: %1").arg(one_line(message, 160)), true);
+  }
+  refresh_panel();
+}
+
+Status ImageController::apply_as_texture() {
+  const ImageJobState& s = diffusion_->state();
+  if (!s.image_final || s.image_rgb.empty()) {
+    return invalid_argument("apply as texture: there is no finished concept image yet");
+  }
+  const auto shown = viewport_.mesh();
+  if (!shown || shown->empty()) {
+    return invalid_argument("apply as texture: there is no mesh to texture yet");
+  }
+  mesh::TextureImage image;
+  image.width = s.image_width;
+  image.height = s.image_height;
+  image.rgb = s.image_rgb;
+  mesh::ProjectionOptions options;
+  // A concept image shows the object on a background, at whatever size the model drew it: the
+  // object's own rectangle in the image is stretched onto the mesh (texture.h, ImageFit::kObject),
+  // so its colours land on the mesh rather than the background's. An image without a distinct
+  // background falls back to the frame fit with a small margin.
+  options.fit = mesh::ImageFit::kObject;
+  options.margin = 0.08f;
+  texture_->apply(shown, std::move(image), options);
+  Q_EMIT status(tr("Applying the concept image as a texture ..."), false);
+  return Status();
+}
+
+void ImageController::on_textured(const std::shared_ptr<const mesh::Mesh>& source,
+                                  const std::shared_ptr<const mesh::Mesh>& textured,
+                                  const std::optional<mesh::ImageRect>& object) {
+  viewport_.set_mesh(textured, false);
+  // Textured shading; the library entry of this mesh keeps the textured copy beside it.
+  Q_EMIT this->textured(source, textured);
+  const QString fit =
+      object ? tr("the image's object (%1x%2 px at %3,%4) fitted to the mesh")
+                   .arg(object->width())
+                   .arg(object->height())
+                   .arg(object->x0)
+                   .arg(object->y0)
+             : tr("no distinct object in the image: the whole frame fitted to the mesh");
+  Q_EMIT status(tr("Applied the concept image as a texture: %1; %2 vertices after seam splits; "
+                   "File > Export writes it with the mesh")
+                    .arg(fit)
+                    .arg(textured->vertex_count()),
+                false);
+  Q_EMIT changed();
+}
+
+void ImageController::refresh_panel() {
+  const ImageJobState& s = diffusion_->state();
+  panel_data_.model_state = diffusion_->model_state();
+  panel_data_.model_message = diffusion_->model_message().toStdString();
+  panel_data_.job = &s;
+  panel_data_.settings = &settings_;
+  panel_data_.can_generate = diffusion_->model_state() == DiffusionModelState::kReady;
+  const auto mesh = viewport_.mesh();
+  const bool have_mesh = mesh && !mesh->empty();
+  panel_data_.can_apply = s.image_final && have_mesh && !engine_.busy() && !texture_->busy();
+  if (have_mesh && !mesh->texture.empty()) {
+    panel_data_.apply_note = "textured: File > Export writes the texture with the mesh";
+  } else if (s.image_final && !have_mesh) {
+    panel_data_.apply_note = "generate a shape to apply the image to";
+  } else if (s.image_final && engine_.busy()) {
+    panel_data_.apply_note = "apply once the shape is finished";
+  } else {
+    panel_data_.apply_note.clear();
+  }
+}
+
+}  // namespace tessera::studio
