@@ -32,6 +32,21 @@
 //
 // Thread safety: load from one thread; generate() one call at a time per model (buffers are
 // reused). The callbacks run on the calling thread.
+//
+// Where each stage lives (pipeline_internal.h holds what they share, DiffusionModel::Impl):
+//   pipeline.cpp            the model's accessors and precision; generate(): the request checked,
+//                           then text -> UNet loop -> VAE
+//   pipeline_load.cpp       load(): backend, files (model_dir.h), UNet + VAE weights and their fit
+//   pipeline_diffusers.cpp  the diffusers layout renamed to CompVis names (layout (b) above)
+//   pipeline_text.cpp       text stage: text encoder and tokenizer found and loaded, encode_prompts
+//   pipeline_denoise.cpp    UNet stage: the denoising loop, guidance, sampler steps, step callbacks
+//   pipeline_vae.cpp        VAE stage: the latent decode, RGB8 conversions and previews
+// The toolbox's additions each have a place: image-to-image (the VAE encoder in pipeline_vae.cpp,
+// the loop starting at a later step in pipeline_denoise.cpp), inpainting (the masked latent blend
+// per step, pipeline_denoise.cpp), ControlNet (its residuals into the UNet's passes,
+// pipeline_denoise.cpp; its weights loaded in pipeline_load.cpp), LoRA (weights merged at load,
+// pipeline_load.cpp for the UNet, pipeline_text.cpp for the text encoder). A stage that outgrows
+// its file gets a file of its own beside it (pipeline_controlnet.cpp, ...).
 #pragma once
 
 #include <atomic>

@@ -16,6 +16,11 @@
 // shape_proj(normalized codebook), the step the reference performs.
 //
 // Errors come back as Status/Expected; messages name the file and the tensor.
+//
+// Where it lives: gpt_load.cpp (the codebook, checking and converting the checkpoint),
+// gpt_session.cpp (a session's buffers, the condition, the pieces both passes share),
+// gpt_prefill.cpp (the full passes: prefill, forward_full), gpt_decode.cpp (the KV-cached decode
+// step and the rows of several generations).
 #pragma once
 
 #include <cstdint>
