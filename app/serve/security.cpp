@@ -117,7 +117,8 @@ GateAnswer gate(const RequestFacts& request, const GateOptions& options) {
   if (request.method == "OPTIONS") return GateAnswer{GateAnswer::Kind::kPreflight, {}};
   if (options.token.empty()) {
     const std::string host = host_name(request.host);
-    if (host != "127.0.0.1" && host != "localhost" && host != "[::1]") {
+    const bool bracketed = host.size() >= 2 && host.front() == '[' && host.back() == ']';
+    if (!is_loopback(bracketed ? host.substr(1, host.size() - 2) : host)) {
       return refuse(403, "Host " + host + " is not this machine's loopback", "Host");
     }
     return GateAnswer{};
