@@ -265,16 +265,16 @@ std::vector<Variant> ablation(const kernels::Backend& backend) {
   std::vector<Variant> v;
   v.push_back({kAllOn, KernelOptions{}});
   KernelOptions o;
-  if (!backend.bf16_compute() && backend.tf32_products_available()) {
+  const kernels::DiffusionOps& d = *backend.diffusion();  // a diffusion model's backend has it
+  if (!d.bf16_compute() && d.tf32_products_available()) {
     // A GPU's Precision::kBf16 (diffusion::use_device_bf16 / use_tf32).
     KernelOptions reduced;
     reduced.precision = kernels::Precision::kBf16;
-    v.push_back({backend.bf16_products_available()
-                     ? "all on, bf16 tensor-core products (TF32 attention)"
-                     : "all on, TF32 tensor-core products",
+    v.push_back({d.bf16_products_available() ? "all on, bf16 tensor-core products (TF32 attention)"
+                                             : "all on, TF32 tensor-core products",
                  reduced, true, true, true});
   }
-  if (backend.bf16_compute()) {
+  if (d.bf16_compute()) {
     o.precision = kernels::Precision::kBf16;
     v.push_back({"all on, bf16 compute (AVX-512 BF16)", o, true, true, true});
   }

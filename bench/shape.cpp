@@ -139,7 +139,7 @@ struct ShapeLengthResult {
 // host does not wait per token there: that is the point of recording).
 Status measure_resident(shape::GptSession& session, kernels::Backend& backend,
                         const shape::GptConfig& c, int64_t steps, ShapeLengthResult* lr) {
-  if (!backend.device_resident()) return Status();
+  if (backend.decode() == nullptr) return Status();
   TESSERA_ASSIGN_OR_RETURN(kernels::DeviceBuffer step_buf, backend.allocate(sizeof(int64_t)));
   TESSERA_ASSIGN_OR_RETURN(kernels::DeviceBuffer rng_buf, backend.allocate(4 * sizeof(uint64_t)));
   const int64_t ring_size = 2 * steps + 2;
@@ -151,9 +151,9 @@ Status measure_resident(shape::GptSession& session, kernels::Backend& backend,
       c, /*guided=*/true, 3.0f, session.max_shape_tokens(), shape::SamplerOptions());
   auto one_step = [&]() -> Status {
     TESSERA_RETURN_IF_ERROR(session.decode_at(step_buf.as<int64_t>()));
-    return backend.choose_token(session.device_logits(), choice, step_buf.as<int64_t>(),
-                                rng_buf.as<uint64_t>(), session.device_ids(), 2,
-                                ring_buf.as<int32_t>(), ring_size);
+    return backend.decode()->choose_token(session.device_logits(), choice, step_buf.as<int64_t>(),
+                                          rng_buf.as<uint64_t>(), session.device_ids(), 2,
+                                          ring_buf.as<int32_t>(), ring_size);
   };
   std::vector<double> ms;
   for (int64_t s = 0; s < steps; ++s) {
@@ -627,10 +627,10 @@ Expected<ObjectEstimate> estimate_object(const ShapeModelResult& gpt, bool quick
     return Status();
   };
   // On a GPU the finest level's cells are polygonized there, as the pipeline does.
-  if (backend.can_polygonize()) {
+  if (backend.extraction() != nullptr) {
     eo.polygonize = [&backend](const kernels::CellGrid& g, const int64_t* c, const float* v,
                                int64_t n, std::vector<float>* p, std::vector<uint32_t>* t) {
-      return backend.polygonize_cells(g, c, v, n, p, t);
+      return backend.extraction()->polygonize_cells(g, c, v, n, p, t);
     };
   }
   const Stopwatch watch;

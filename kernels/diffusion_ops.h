@@ -36,7 +36,6 @@
 
 #include <cstdint>
 
-#include "kernels/cpu/gemm_bf16.h"
 #include "kernels/ops.h"
 
 namespace tessera::kernels {
@@ -202,25 +201,9 @@ void conv2d(const float* x, const float* packed, const float* bias, float* y, co
 void upsample_nearest2x(const float* x, float* y, const ImageShape& s);
 
 // ---- bf16 compute (Precision::kBf16) -----------------------------------------------------------
-// True when the bf16 products can run: gemm_bf16::available() (AVX-512 BF16, SIMD on, not
-// switched off by gemm_bf16::set_enabled / TESSERA_NO_BF16_GEMM=1). Every *_bf16 call below
-// requires it.
+// True when the CPU's bf16 products can run (AVX-512 BF16, SIMD on, not switched off by
+// gemm_bf16::set_enabled / TESSERA_NO_BF16_GEMM=1): the packing and the products themselves are
+// in kernels/cpu/diffusion_bf16.h, reached through the CPU backend's DiffusionOps.
 bool bf16_compute_available();
-// Packs PyTorch conv weights w[out_c][in_c][k][k] (kernel 1 or 3) once for conv2d_bf16: B(k, o)
-// with k = (ky * kernel + kx) * in_c + ci, rounded to bf16, in the GEMM's pair-panel layout
-// (about 2 bytes per weight).
-gemm_bf16::PackedB conv2d_pack_weights_bf16(const float* w, const Conv2dShape& s);
-// ref::conv2d's contract (kernel 1 or 3, stride, upsample2x as Conv2dShape says) with x and the
-// weights rounded to bf16 and f32 accumulation. 3x3: blocks of output pixels' neighbourhoods are
-// copied as bf16 (im2col, [pixels, 9 * in_c]; the thread-local scratch holds up to 8 MiB) and
-// multiplied by the packed weights; 1x1: one GEMM over the pixels. bias may be null; y must not
-// alias x.
-void conv2d_bf16(const float* x, const gemm_bf16::PackedB& packed, const float* bias, float* y,
-                 const Conv2dShape& s);
-// A linear layer's weight (f32 or bf16, [rows = out][cols = in]) packed once for linear_bf16.
-gemm_bf16::PackedB linear_pack_bf16(const Weight& w);
-// y[m, out] = bf16(x) . W^T (+ bias) with f32 accumulation; x [m, in] contiguous.
-void linear_bf16(const float* x, int64_t m, const gemm_bf16::PackedB& w, const float* bias,
-                 float* y);
 
 }  // namespace tessera::kernels::cpu

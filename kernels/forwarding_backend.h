@@ -9,10 +9,13 @@
 //   may store it and call it later, any number of times (what a CUDA graph capture does).
 // - kTransfer (upload, download) and kHost (allocate, allocate_host_visible, synchronize): `run`
 //   refers to the caller's arguments and results; call it now or not at all.
-// Not routed (load-time or bookkeeping): device, name, release, upload_weight, upload_f32,
-// device_resident, can_diffuse, choose_conv_algo, bf16_compute, bf16_products_available, the tf32
-// state, linear_rows_invariant, and the recording calls (can_record, begin/end_recording, replay,
-// drop).
+// Not routed (load-time or bookkeeping): device, name, release, upload_weight, upload_f32, the
+// facet queries, choose_conv_algo, bf16_compute, pack_linear_bf16, pack_conv2d_bf16,
+// bf16_products_available, the tf32 state, linear_rows_invariant, and the recording calls
+// (can_record, begin/end_recording, replay, drop).
+//
+// It has each facet its inner backend has (decode(), diffusion() and extraction() are this
+// object or null as the inner's are), sectioned below facet by facet.
 #pragma once
 
 #include <functional>
@@ -55,7 +58,10 @@ struct OpLabel {
   }
 };
 
-class ForwardingBackend : public Backend {
+class ForwardingBackend : public Backend,
+                          public DecodeOps,
+                          public DiffusionOps,
+                          public ExtractionOps {
  public:
   explicit ForwardingBackend(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
   Backend& inner() const { return *inner_; }
@@ -96,7 +102,10 @@ class ForwardingBackend : public Backend {
     return inner_->upload_f32(host, n, storage);
   }
 
-  // ---- compute -------------------------------------------------------------------------------
+  // ---- TensorOps -----------------------------------------------------------------------------
+  bool linear_rows_invariant(const Weight& w, int64_t min_rows) const override {
+    return inner_->linear_rows_invariant(w, min_rows);
+  }
   Status linear(const float* x, int64_t m, const Weight& w, const float* bias, float* y) override {
     OpLabel label{"linear"};
     label.weight = &w;
@@ -136,12 +145,6 @@ class ForwardingBackend : public Backend {
                        float* y) override {
     return run_op({"linear_swiglu", OpLabel::Kind::kCompute, &gate}, [=, this] {
       return inner_->linear_swiglu(x, m, gate, gate_bias, up, up_bias, gate_out, up_out, y);
-    });
-  }
-  Status fourier_embed(const float* points, int64_t n, const float* freqs, const float* carrier_cs,
-                       int64_t num_freqs, float* out) override {
-    return run_op({"fourier_embed"}, [=, this] {
-      return inner_->fourier_embed(points, n, freqs, carrier_cs, num_freqs, out);
     });
   }
   Status rms_norm_rope_pair(float* q, const float* q_weight, float* k, const float* k_weight,
@@ -192,134 +195,152 @@ class ForwardingBackend : public Backend {
     return run_op({"attention_decode"},
                   [=, this] { return inner_->attention_decode(q, k, v, o, s); });
   }
-  Status attention_decode_bf16kv(const float* q, const uint16_t* k, const uint16_t* v, float* o,
-                                 const AttentionShape& s) override {
-    return run_op({"attention_decode_bf16kv"},
-                  [=, this] { return inner_->attention_decode_bf16kv(q, k, v, o, s); });
-  }
   Status embedding_gather(const Weight& table, const int32_t* ids, int64_t n, float* out) override {
     return run_op({"embedding_gather"},
                   [=, this] { return inner_->embedding_gather(table, ids, n, out); });
   }
+
+  // ---- DecodeOps -----------------------------------------------------------------------------
   Status convert_f32_to_bf16(uint16_t* dst, const float* src, int64_t n) override {
-    return run_op({"to_bf16"}, [=, this] { return inner_->convert_f32_to_bf16(dst, src, n); });
+    return run_op({"to_bf16"},
+                  [=, this] { return inner_->decode()->convert_f32_to_bf16(dst, src, n); });
   }
   Status convert_bf16_to_f32(float* dst, const uint16_t* src, int64_t n) override {
-    return run_op({"from_bf16"}, [=, this] { return inner_->convert_bf16_to_f32(dst, src, n); });
+    return run_op({"from_bf16"},
+                  [=, this] { return inner_->decode()->convert_bf16_to_f32(dst, src, n); });
   }
-
-  // ---- device-resident decoding ----------------------------------------------------------------
-  bool device_resident() const override { return inner_->device_resident(); }
+  Status attention_decode_bf16kv(const float* q, const uint16_t* k, const uint16_t* v, float* o,
+                                 const AttentionShape& s) override {
+    return run_op({"attention_decode_bf16kv"},
+                  [=, this] { return inner_->decode()->attention_decode_bf16kv(q, k, v, o, s); });
+  }
   Status store_kv_pair(void* k_cache, void* v_cache, DType cache_dtype, const float* k_rows,
                        const float* v_rows, int64_t batch, int64_t row_elems,
                        int64_t cache_batch_stride, int64_t slot_offset,
                        const int64_t* step) override {
     return run_op({"store_kv_pair"}, [=, this] {
-      return inner_->store_kv_pair(k_cache, v_cache, cache_dtype, k_rows, v_rows, batch, row_elems,
-                                   cache_batch_stride, slot_offset, step);
+      return inner_->decode()->store_kv_pair(k_cache, v_cache, cache_dtype, k_rows, v_rows, batch,
+                                             row_elems, cache_batch_stride, slot_offset, step);
     });
   }
   Status store_kv_rows(void* cache, DType cache_dtype, const float* rows, int64_t batch,
                        int64_t row_elems, int64_t cache_batch_stride, int64_t slot_offset,
                        const int64_t* step) override {
     return run_op({"store_kv_rows"}, [=, this] {
-      return inner_->store_kv_rows(cache, cache_dtype, rows, batch, row_elems, cache_batch_stride,
-                                   slot_offset, step);
+      return inner_->decode()->store_kv_rows(cache, cache_dtype, rows, batch, row_elems,
+                                             cache_batch_stride, slot_offset, step);
     });
   }
   Status set_positions(int32_t* positions, int64_t rows, int64_t len, const int64_t* step,
                        int64_t offset) override {
-    return run_op({"set_positions"},
-                  [=, this] { return inner_->set_positions(positions, rows, len, step, offset); });
+    return run_op({"set_positions"}, [=, this] {
+      return inner_->decode()->set_positions(positions, rows, len, step, offset);
+    });
   }
   Status attention_decode_at(const float* q, const void* k, const void* v, DType kv_dtype, float* o,
                              const AttentionShape& s, const int64_t* step,
                              int64_t kv_len_offset) override {
     return run_op({"attention_decode_at"}, [=, this] {
-      return inner_->attention_decode_at(q, k, v, kv_dtype, o, s, step, kv_len_offset);
+      return inner_->decode()->attention_decode_at(q, k, v, kv_dtype, o, s, step, kv_len_offset);
     });
   }
   Status choose_token(const float* logits, const TokenChoice& choice, int64_t* step, uint64_t* rng,
                       int32_t* ids, int64_t ids_count, int32_t* ring, int64_t ring_size) override {
     return run_op({"choose_token"}, [=, this] {
-      return inner_->choose_token(logits, choice, step, rng, ids, ids_count, ring, ring_size);
+      return inner_->decode()->choose_token(logits, choice, step, rng, ids, ids_count, ring,
+                                            ring_size);
     });
   }
 
-  // ---- diffusion ops ---------------------------------------------------------------------------
-  bool can_diffuse() const override { return inner_->can_diffuse(); }
+  // ---- DiffusionOps --------------------------------------------------------------------------
   ConvAlgo choose_conv_algo(const Conv2dShape& s) const override {
-    return inner_->choose_conv_algo(s);
+    return inner_->diffusion()->choose_conv_algo(s);
   }
-  bool bf16_compute() const override { return inner_->bf16_compute(); }
-  bool linear_rows_invariant(const Weight& w, int64_t min_rows) const override {
-    return inner_->linear_rows_invariant(w, min_rows);
+  bool bf16_compute() const override { return inner_->diffusion()->bf16_compute(); }
+  bool tf32_products_available() const override {
+    return inner_->diffusion()->tf32_products_available();
   }
-  bool tf32_products_available() const override { return inner_->tf32_products_available(); }
-  void set_tf32_products(bool on) override { inner_->set_tf32_products(on); }
-  bool tf32_products() const override { return inner_->tf32_products(); }
+  void set_tf32_products(bool on) override { inner_->diffusion()->set_tf32_products(on); }
+  bool tf32_products() const override { return inner_->diffusion()->tf32_products(); }
   Status group_norm(const float* x, const float* gamma, const float* beta, float* y,
                     const ImageShape& s, int64_t groups, float eps, bool silu,
                     Fusion fusion) override {
     return run_op({"group_norm"}, [=, this] {
-      return inner_->group_norm(x, gamma, beta, y, s, groups, eps, silu, fusion);
+      return inner_->diffusion()->group_norm(x, gamma, beta, y, s, groups, eps, silu, fusion);
     });
   }
   Status conv2d(const float* x, const float* packed, const float* bias, float* y,
                 const Conv2dShape& s, ConvAlgo algo) override {
-    return run_op({"conv2d"}, [=, this] { return inner_->conv2d(x, packed, bias, y, s, algo); });
+    return run_op({"conv2d"},
+                  [=, this] { return inner_->diffusion()->conv2d(x, packed, bias, y, s, algo); });
   }
   Status upsample_nearest2x(const float* x, float* y, const ImageShape& s) override {
     return run_op({"upsample_nearest2x"},
-                  [=, this] { return inner_->upsample_nearest2x(x, y, s); });
+                  [=, this] { return inner_->diffusion()->upsample_nearest2x(x, y, s); });
   }
   Status geglu_ff(const float* x, float* y, int64_t rows, int64_t hidden, Fusion fusion) override {
-    return run_op({"geglu_ff"}, [=, this] { return inner_->geglu_ff(x, y, rows, hidden, fusion); });
+    return run_op({"geglu_ff"},
+                  [=, this] { return inner_->diffusion()->geglu_ff(x, y, rows, hidden, fusion); });
   }
   Status diffusion_attention(const float* q, const float* k, const float* v, float* o,
                              const AttentionShape& s, AttentionAlgo algo) override {
-    return run_op({"diffusion_attention"},
-                  [=, this] { return inner_->diffusion_attention(q, k, v, o, s, algo); });
+    return run_op({"diffusion_attention"}, [=, this] {
+      return inner_->diffusion()->diffusion_attention(q, k, v, o, s, algo);
+    });
   }
   Status add_per_image(float* y, const float* rows, int64_t batch, int64_t pixels,
                        int64_t channels) override {
-    return run_op({"add_per_image"},
-                  [=, this] { return inner_->add_per_image(y, rows, batch, pixels, channels); });
+    return run_op({"add_per_image"}, [=, this] {
+      return inner_->diffusion()->add_per_image(y, rows, batch, pixels, channels);
+    });
   }
   Status concat_channels(const float* a, int64_t a_channels, const float* b, int64_t b_channels,
                          float* y, int64_t pixels) override {
     return run_op({"concat_channels"}, [=, this] {
-      return inner_->concat_channels(a, a_channels, b, b_channels, y, pixels);
+      return inner_->diffusion()->concat_channels(a, a_channels, b, b_channels, y, pixels);
     });
   }
   Status divide(const float* x, float divisor, float* y, int64_t n) override {
-    return run_op({"divide"}, [=, this] { return inner_->divide(x, divisor, y, n); });
+    return run_op({"divide"}, [=, this] { return inner_->diffusion()->divide(x, divisor, y, n); });
   }
-  // The packed weights are the caller's (a layer's), captured by address.
-  Status linear_bf16(const float* x, int64_t rows, const cpu::gemm_bf16::PackedB& w,
-                     const float* bias, float* y) override {
-    const cpu::gemm_bf16::PackedB* wp = &w;
+  Expected<PackedWeight> pack_linear_bf16(const Weight& w) override {
+    return inner_->diffusion()->pack_linear_bf16(w);
+  }
+  Expected<PackedWeight> pack_conv2d_bf16(const float* w, const Conv2dShape& s) override {
+    return inner_->diffusion()->pack_conv2d_bf16(w, s);
+  }
+  // A PackedWeight copy shares the packing, so the captured call may outlive the caller's.
+  Status linear_bf16(const float* x, int64_t rows, const PackedWeight& w, const float* bias,
+                     float* y) override {
     return run_op({"linear_bf16"},
-                  [=, this] { return inner_->linear_bf16(x, rows, *wp, bias, y); });
+                  [=, this] { return inner_->diffusion()->linear_bf16(x, rows, w, bias, y); });
   }
-  Status conv2d_bf16(const float* x, const cpu::gemm_bf16::PackedB& w, const float* bias, float* y,
+  Status conv2d_bf16(const float* x, const PackedWeight& w, const float* bias, float* y,
                      const Conv2dShape& s) override {
-    const cpu::gemm_bf16::PackedB* wp = &w;
-    return run_op({"conv2d_bf16"}, [=, this] { return inner_->conv2d_bf16(x, *wp, bias, y, s); });
+    return run_op({"conv2d_bf16"},
+                  [=, this] { return inner_->diffusion()->conv2d_bf16(x, w, bias, y, s); });
   }
-  bool bf16_products_available() const override { return inner_->bf16_products_available(); }
+  bool bf16_products_available() const override {
+    return inner_->diffusion()->bf16_products_available();
+  }
   Status conv2d_weight(const float* x, const Weight& w, const float* bias, float* y,
                        const Conv2dShape& s) override {
-    return run_op({"conv2d_weight"}, [=, this] { return inner_->conv2d_weight(x, w, bias, y, s); });
+    return run_op({"conv2d_weight"},
+                  [=, this] { return inner_->diffusion()->conv2d_weight(x, w, bias, y, s); });
   }
 
-  // ---- surface extraction (host memory in and out: a transfer-like call, run now) --------------
-  bool can_polygonize() const override { return inner_->can_polygonize(); }
+  // ---- ExtractionOps (polygonize_cells: host memory in and out, a transfer-like call, run now) -
+  Status fourier_embed(const float* points, int64_t n, const float* freqs, const float* carrier_cs,
+                       int64_t num_freqs, float* out) override {
+    return run_op({"fourier_embed"}, [=, this] {
+      return inner_->extraction()->fourier_embed(points, n, freqs, carrier_cs, num_freqs, out);
+    });
+  }
   Status polygonize_cells(const CellGrid& grid, const int64_t* cells, const float* corners,
                           int64_t n, std::vector<float>* positions,
                           std::vector<uint32_t>* triangles) override {
     return run_op({"polygonize_cells", OpLabel::Kind::kTransfer}, [&] {
-      return inner_->polygonize_cells(grid, cells, corners, n, positions, triangles);
+      return inner_->extraction()->polygonize_cells(grid, cells, corners, n, positions, triangles);
     });
   }
 
@@ -331,6 +352,14 @@ class ForwardingBackend : public Backend {
   void drop_recording(int64_t recording) override { inner_->drop_recording(recording); }
 
  protected:
+  DecodeOps* decode_facet() override { return inner_->decode() != nullptr ? this : nullptr; }
+  DiffusionOps* diffusion_facet() override {
+    return inner_->diffusion() != nullptr ? this : nullptr;
+  }
+  ExtractionOps* extraction_facet() override {
+    return inner_->extraction() != nullptr ? this : nullptr;
+  }
+
   // The hook. The default runs the op.
   virtual Status run_op(const OpLabel& label, std::function<Status()> run) {
     (void)label;

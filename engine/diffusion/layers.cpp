@@ -14,17 +14,24 @@ namespace cpu = kernels::cpu;
 using kernels::ImageShape;
 
 bool use_bf16(const KernelOptions& opt, const kernels::Backend& backend) {
-  return opt.precision == kernels::Precision::kBf16 && backend.bf16_compute();
+  const kernels::DiffusionOps* d = backend.diffusion();
+  return opt.precision == kernels::Precision::kBf16 && d != nullptr && d->bf16_compute();
 }
 
 bool use_tf32(const KernelOptions& opt, const kernels::Backend& backend) {
-  return opt.precision == kernels::Precision::kBf16 && !backend.bf16_compute() &&
-         backend.tf32_products_available();
+  const kernels::DiffusionOps* d = backend.diffusion();
+  return opt.precision == kernels::Precision::kBf16 && d != nullptr && !d->bf16_compute() &&
+         d->tf32_products_available();
 }
 
 bool use_device_bf16(const KernelOptions& opt, const kernels::Backend& backend) {
-  return opt.precision == kernels::Precision::kBf16 && !backend.bf16_compute() &&
-         backend.bf16_products_available();
+  const kernels::DiffusionOps* d = backend.diffusion();
+  return opt.precision == kernels::Precision::kBf16 && d != nullptr && !d->bf16_compute() &&
+         d->bf16_products_available();
+}
+
+kernels::DiffusionOps& diffusion_ops(kernels::Backend& backend) {
+  return *backend.diffusion();
 }
 
 namespace {
@@ -46,7 +53,7 @@ Expected<kernels::Backend*> model_backend(kernels::Backend* given,
     *own = kernels::make_cpu_backend();
     given = own->get();
   }
-  if (!given->can_diffuse()) {
+  if (given->diffusion() == nullptr) {
     return unsupported(std::string(model) + ": backend " + given->name() + " has no diffusion ops");
   }
   return given;
@@ -100,7 +107,8 @@ Expected<GroupNorm> GroupNorm::load(LoadContext& ctx, const std::string& name, i
 
 Status GroupNorm::run(const float* x, float* y, const ImageShape& s, bool silu,
                       const KernelOptions& opt) const {
-  return backend->group_norm(x, gamma, beta, y, s, groups, eps, silu, opt.group_norm_silu);
+  return diffusion_ops(*backend).group_norm(x, gamma, beta, y, s, groups, eps, silu,
+                                            opt.group_norm_silu);
 }
 
 Expected<Conv2d> Conv2d::load(LoadContext& ctx, const std::string& name, int64_t in_c,
@@ -135,7 +143,8 @@ Status Conv2d::run(const float* x, int64_t batch, int64_t h, int64_t w, float* y
   if (upsample2x_ && opt.upsample == kernels::Fusion::kOff) {
     // The unfused baseline: the upsampled image goes through memory.
     TESSERA_ASSIGN_OR_RETURN(float* up, ws.get(Workspace::kUpsample, batch * 4 * h * w * in_c_));
-    TESSERA_RETURN_IF_ERROR(be.upsample_nearest2x(x, up, ImageShape{batch, h, w, in_c_}));
+    TESSERA_RETURN_IF_ERROR(
+        diffusion_ops(be).upsample_nearest2x(x, up, ImageShape{batch, h, w, in_c_}));
     s.in_h = 2 * h;
     s.in_w = 2 * w;
     s.upsample2x = false;
@@ -144,7 +153,7 @@ Status Conv2d::run(const float* x, int64_t batch, int64_t h, int64_t w, float* y
   kernels::ConvAlgo algo = kernels::ConvAlgo::kGemm;
   switch (opt.conv) {
     case ConvPolicy::kAuto:
-      algo = be.choose_conv_algo(s);
+      algo = diffusion_ops(be).choose_conv_algo(s);
       break;
     case ConvPolicy::kGemm:
       break;
@@ -162,7 +171,7 @@ Status Conv2d::run(const float* x, int64_t batch, int64_t h, int64_t w, float* y
           device_bf16_, upload_bf16(be, host.data(), out_c_, n / std::max<int64_t>(out_c_, 1),
                                     &device_bf16_storage_));
     }
-    return be.conv2d_weight(in, device_bf16_, bias_, y, s);
+    return diffusion_ops(be).conv2d_weight(in, device_bf16_, bias_, y, s);
   }
   if (bf16 && algo == kernels::ConvAlgo::kGemm) {
     // bf16 compute replaces im2col + f32 GEMM only: Winograd layers stay f32 Winograd, which
@@ -171,8 +180,10 @@ Status Conv2d::run(const float* x, int64_t batch, int64_t h, int64_t w, float* y
     // 1280->1280 67 vs 77 ms; VAE 128x128 512->512 306 vs 472 ms) and is the more accurate of
     // the two (Winograd's own products in bf16 are not accurate enough: kernels::Precision).
     // Where the chooser picks im2col (8x8 1280->1280: 43 ms f32) bf16 halves the time (21 ms).
-    if (packed_bf16_.empty()) packed_bf16_ = cpu::conv2d_pack_weights_bf16(weight_, s);
-    return be.conv2d_bf16(in, packed_bf16_, bias_, y, s);
+    if (packed_bf16_.empty()) {
+      TESSERA_ASSIGN_OR_RETURN(packed_bf16_, diffusion_ops(be).pack_conv2d_bf16(weight_, s));
+    }
+    return diffusion_ops(be).conv2d_bf16(in, packed_bf16_, bias_, y, s);
   }
   const size_t a = static_cast<size_t>(algo);
   if (packed_[a] == nullptr) {
@@ -185,7 +196,7 @@ Status Conv2d::run(const float* x, int64_t batch, int64_t h, int64_t w, float* y
     // A device holds its own copy: the host packing is no longer needed.
     if (packed_storage_[a].data() != nullptr) std::vector<float>().swap(host);
   }
-  return be.conv2d(in, packed_[a], bias_, y, s, algo);
+  return diffusion_ops(be).conv2d(in, packed_[a], bias_, y, s, algo);
 }
 
 Expected<Linear> Linear::load(LoadContext& ctx, const std::string& name, int64_t out, int64_t in,
@@ -231,8 +242,10 @@ Status Linear::run(const float* x, int64_t rows, float* y, const KernelOptions& 
     return backend->linear(x, rows, device_bf16, bias, y);
   }
   if (rows < kMinBf16Rows || !use_bf16(opt, *backend)) return backend->linear(x, rows, w, bias, y);
-  if (packed_bf16.empty()) packed_bf16 = cpu::linear_pack_bf16(host);
-  return backend->linear_bf16(x, rows, packed_bf16, bias, y);
+  if (packed_bf16.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(packed_bf16, diffusion_ops(*backend).pack_linear_bf16(host));
+  }
+  return diffusion_ops(*backend).linear_bf16(x, rows, packed_bf16, bias, y);
 }
 
 Expected<ResBlock> ResBlock::load(LoadContext& ctx, const std::string& prefix,
@@ -267,7 +280,7 @@ Status ResBlock::run(const float* x, float* y, int64_t batch, int64_t h, int64_t
   if (emb_) {
     TESSERA_ASSIGN_OR_RETURN(float* e, ws.get(Workspace::kEmb, batch * out_c_));
     TESSERA_RETURN_IF_ERROR(emb_->run(silu_emb, batch, e));
-    TESSERA_RETURN_IF_ERROR(be.add_per_image(b, e, batch, pixels, out_c_));
+    TESSERA_RETURN_IF_ERROR(diffusion_ops(be).add_per_image(b, e, batch, pixels, out_c_));
   }
   TESSERA_RETURN_IF_ERROR(norm2_.run(b, a, ImageShape{batch, h, w, out_c_}, true, opt));
   TESSERA_RETURN_IF_ERROR(conv2_.run(a, batch, h, w, b, opt, ws));
@@ -284,7 +297,7 @@ Status run_attention(const float* q, const float* k, const float* v, float* o, i
   kernels::AttentionShape s = kernels::contiguous_attention(
       batch, heads, q_len, kv_len, head_dim, false, 1.0f / std::sqrt(static_cast<float>(head_dim)));
   s.allow_bf16 = use_bf16(opt, ws.backend());
-  return ws.backend().diffusion_attention(q, k, v, o, s, opt.attention);
+  return diffusion_ops(ws.backend()).diffusion_attention(q, k, v, o, s, opt.attention);
 }
 
 Expected<SpatialTransformer> SpatialTransformer::load(LoadContext& ctx, const std::string& prefix,
@@ -373,7 +386,7 @@ Status SpatialTransformer::run(const float* x, float* y, int64_t batch, int64_t 
   TESSERA_ASSIGN_OR_RETURN(float* ff1, ws.get(Workspace::kFf1, rows * 8 * c));
   TESSERA_ASSIGN_OR_RETURN(float* ff2, ws.get(Workspace::kFf2, rows * 4 * c));
   TESSERA_RETURN_IF_ERROR(ff1_.run(nrm, rows, ff1, opt));
-  TESSERA_RETURN_IF_ERROR(be.geglu_ff(ff1, ff2, rows, 4 * c, opt.geglu));
+  TESSERA_RETURN_IF_ERROR(diffusion_ops(be).geglu_ff(ff1, ff2, rows, 4 * c, opt.geglu));
   TESSERA_RETURN_IF_ERROR(ff2_.run(ff2, rows, q, opt));
   TESSERA_RETURN_IF_ERROR(be.add(tok, q, tok, rows * c));
 

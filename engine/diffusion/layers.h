@@ -63,25 +63,29 @@ bool use_tf32(const KernelOptions& opt, const kernels::Backend& backend);
 // (Backend::bf16_products_available): linear layers with at least kMinBf16Rows rows and every
 // convolution (im2col; Winograd is f32 only), with bf16 copies of their weights made on first use.
 bool use_device_bf16(const KernelOptions& opt, const kernels::Backend& backend);
+// The backend's diffusion facet; the models' backends have one (model_backend checked it).
+kernels::DiffusionOps& diffusion_ops(kernels::Backend& backend);
 
 // TF32 products on the backend for one forward when use_tf32(opt, backend); the previous state
 // is restored after it.
 class Tf32Scope {
  public:
-  Tf32Scope(kernels::Backend& backend, const KernelOptions& opt)
-      : backend_(backend), on_(use_tf32(opt, backend)), previous_(backend.tf32_products()) {
-    if (on_) backend_.set_tf32_products(true);
+  Tf32Scope(kernels::Backend& backend, const KernelOptions& opt) : on_(use_tf32(opt, backend)) {
+    if (!on_) return;
+    ops_ = backend.diffusion();
+    previous_ = ops_->tf32_products();
+    ops_->set_tf32_products(true);
   }
   ~Tf32Scope() {
-    if (on_) backend_.set_tf32_products(previous_);
+    if (on_) ops_->set_tf32_products(previous_);
   }
   Tf32Scope(const Tf32Scope&) = delete;
   Tf32Scope& operator=(const Tf32Scope&) = delete;
 
  private:
-  kernels::Backend& backend_;
+  kernels::DiffusionOps* ops_ = nullptr;
   bool on_;
-  bool previous_;
+  bool previous_ = false;
 };
 
 // What layers load into: the checkpoint's tensors (host memory) and the backend the model runs
@@ -191,7 +195,7 @@ class Conv2d {
   std::array<std::vector<float>, 2> packed_host_;
   std::array<kernels::DeviceBuffer, 2> packed_storage_;
   std::array<const float*, 2> packed_ = {nullptr, nullptr};
-  kernels::cpu::gemm_bf16::PackedB packed_bf16_;  // Precision::kBf16 (host backends), first use
+  kernels::PackedWeight packed_bf16_;  // Precision::kBf16 (host backends), first use
   // Precision::kBf16 on a device (use_device_bf16): the kGemm packing in bf16, on the device.
   kernels::DeviceBuffer device_bf16_storage_;
   kernels::Weight device_bf16_;
@@ -214,7 +218,7 @@ struct Linear {
   // as above. Packs on first such use (so not thread-safe, like the models that own the layers).
   Status run(const float* x, int64_t rows, float* y, const KernelOptions& opt) const;
 
-  mutable kernels::cpu::gemm_bf16::PackedB packed_bf16;  // cache of host for the bf16 path
+  mutable kernels::PackedWeight packed_bf16;  // cache of host for the bf16 path
   // use_device_bf16: the weight in bf16 on the device (w itself when it is bf16 already).
   mutable kernels::DeviceBuffer device_bf16_storage;
   mutable kernels::Weight device_bf16;

@@ -88,7 +88,8 @@ kernels::Precision resolve_precision(ComputePrecision p, int64_t model_channels)
 
 kernels::Precision resolve_precision(ComputePrecision p, int64_t model_channels,
                                      const kernels::Backend& backend) {
-  if (backend.bf16_compute() || !backend.tf32_products_available()) {
+  const kernels::DiffusionOps* d = backend.diffusion();
+  if (d == nullptr || d->bf16_compute() || !d->tf32_products_available()) {
     return resolve_precision(p, model_channels);
   }
   // A GPU: kBf16 only when asked for. Its kBf16 was TF32 products when the H200 ablation of

@@ -219,7 +219,7 @@ Status UNet::forward(const float* x, const float* t, const float* context, int64
     const int64_t pixels = batch * h * w, cat_c = ch + b.skip_c;
     TESSERA_ASSIGN_OR_RETURN(float* cat, main_.get(2, pixels * cat_c));
     TESSERA_RETURN_IF_ERROR(
-        be.concat_channels(main_.data(cur_buf), ch, skip, b.skip_c, cat, pixels));
+        diffusion_ops(be).concat_channels(main_.data(cur_buf), ch, skip, b.skip_c, cat, pixels));
     ch = b.out_c;
     const int other = 1 - cur_buf;
     TESSERA_ASSIGN_OR_RETURN(float* r, main_.get(other, pixels * ch));

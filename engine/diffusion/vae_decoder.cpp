@@ -82,7 +82,7 @@ Status VaeDecoder::decode(const float* z, int64_t batch, int64_t height, int64_t
   // z / scale (a division, as the reference), then post_quant_conv into slot 1.
   const int64_t zn = batch * h * w * c.z_channels;
   TESSERA_ASSIGN_OR_RETURN(float* scaled, main_.get(0, zn));
-  TESSERA_RETURN_IF_ERROR(be.divide(z, c.latent_scale, scaled, zn));
+  TESSERA_RETURN_IF_ERROR(diffusion_ops(be).divide(z, c.latent_scale, scaled, zn));
   TESSERA_ASSIGN_OR_RETURN(float* pq, main_.get(1, zn));
   TESSERA_RETURN_IF_ERROR(post_quant_.run(scaled, batch * h * w, pq));
   // From here on the activation alternates between slots 0 and 1.

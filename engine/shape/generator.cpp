@@ -135,7 +135,7 @@ Expected<std::vector<std::vector<int32_t>>> ShapeGenerator::generate_candidates(
     TESSERA_RETURN_IF_ERROR(prefill_candidates(prompts, candidates, guided, options));
     if (options.release_condition_pages) model_->release_condition_pages();
     prefill_ms = prefill_watch.elapsed_ms();
-    if (!options.guided_logits && model_->backend().device_resident()) {
+    if (!options.guided_logits && model_->backend().decode() != nullptr) {
       return generate_resident(n, guided, candidates, prefill_ms, options, on_token);
     }
   } else {
@@ -286,8 +286,9 @@ Expected<std::vector<std::vector<int32_t>>> ShapeGenerator::generate_resident(
   int64_t* step = step_buf_.as<int64_t>();
   int32_t* ring = ring_buf_.as<int32_t>();  // host-visible: read directly after synchronize()
   auto choose = [&]() {
-    return be.choose_token(session_->device_logits(), choice, step, rng_buf_.as<uint64_t>(),
-                           session_->device_ids(), rows, ring, ring_size);
+    return be.decode()->choose_token(session_->device_logits(), choice, step,
+                                     rng_buf_.as<uint64_t>(), session_->device_ids(), rows, ring,
+                                     ring_size);
   };
 
   // Token 0: the choice over the prefill's logits. Token i >= 1: the GPT step at *step == i and

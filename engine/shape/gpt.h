@@ -278,6 +278,8 @@ class GptSession {
 
   const CubeGpt* model_ = nullptr;
   kernels::Backend* be_ = nullptr;
+  // be_'s decode facet (the bf16 K/V cache, decode_at); null where the backend has none.
+  kernels::DecodeOps* dec_ = nullptr;
   int64_t max_batch_ = 0, max_len_ = 0, batch_ = 0, length_ = 0;
   int64_t cond_len_ = 0, joint_len_ = 0;  // S, S + max_len
   bool has_condition_ = false;

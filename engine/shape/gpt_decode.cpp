@@ -31,8 +31,8 @@ Status GptSession::decode(const int32_t* ids, float* logits) {
     for (int64_t b = 0; b < batch_; ++b) {
       const int64_t dst = (b * slots + at) * d;
       if (bf16) {
-        TESSERA_RETURN_IF_ERROR(be_->convert_f32_to_bf16(k_cache16_[layer] + dst, k_ + b * d, d));
-        TESSERA_RETURN_IF_ERROR(be_->convert_f32_to_bf16(v_cache16_[layer] + dst, v_ + b * d, d));
+        TESSERA_RETURN_IF_ERROR(dec_->convert_f32_to_bf16(k_cache16_[layer] + dst, k_ + b * d, d));
+        TESSERA_RETURN_IF_ERROR(dec_->convert_f32_to_bf16(v_cache16_[layer] + dst, v_ + b * d, d));
       } else {
         TESSERA_RETURN_IF_ERROR(be_->copy(k_cache_[layer] + dst, k_ + b * d, row_bytes));
         TESSERA_RETURN_IF_ERROR(be_->copy(v_cache_[layer] + dst, v_ + b * d, row_bytes));
@@ -50,7 +50,7 @@ Status GptSession::decode(const int32_t* ids, float* logits) {
     as.causal = false;  // one query at the end of the sequence sees every key
     as.scale = scale;
     if (bf16) {
-      return be_->attention_decode_bf16kv(q_, k_cache16_[layer], v_cache16_[layer], y_, as);
+      return dec_->attention_decode_bf16kv(q_, k_cache16_[layer], v_cache16_[layer], y_, as);
     }
     return be_->attention_decode(q_, k_cache_[layer], v_cache_[layer], y_, as);
   };
@@ -77,10 +77,13 @@ Status GptSession::decode_at(const int64_t* step) {
   if (!has_condition_ || length_ == 0) {
     return invalid_argument("Cube GPT: decode_at before prefill (no condition in the cache)");
   }
+  if (dec_ == nullptr) {
+    return unsupported("Cube GPT: backend " + be_->name() + " has no device-resident decoding");
+  }
   const int64_t d = c.n_embd, s = cond_len_, t = joint_len_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   TESSERA_RETURN_IF_ERROR(be_->embedding_gather(model_->weights().wte, ids_, batch_, x_));
-  TESSERA_RETURN_IF_ERROR(be_->set_positions(positions_, batch_, 1, step, 0));
+  TESSERA_RETURN_IF_ERROR(dec_->set_positions(positions_, batch_, 1, step, 0));
   const bool bf16 = kv_dtype_ == DType::kBF16;
   // As decode()'s attend, with the slot (slot_offset + *step) and the keys in use (*step +
   // kv_offset) read from *step: dual blocks s + step / s + step + 1, single blocks step / step + 1.
@@ -88,7 +91,7 @@ Status GptSession::decode_at(const int64_t* step) {
     void* kc = bf16 ? static_cast<void*>(k_cache16_[layer]) : static_cast<void*>(k_cache_[layer]);
     void* vc = bf16 ? static_cast<void*>(v_cache16_[layer]) : static_cast<void*>(v_cache_[layer]);
     TESSERA_RETURN_IF_ERROR(
-        be_->store_kv_pair(kc, vc, kv_dtype_, k_, v_, batch_, d, slots * d, slot_offset, step));
+        dec_->store_kv_pair(kc, vc, kv_dtype_, k_, v_, batch_, d, slots * d, slot_offset, step));
     kernels::AttentionShape as;
     as.batch = batch_;
     as.heads = c.n_head;
@@ -100,7 +103,7 @@ Status GptSession::decode_at(const int64_t* step) {
     as.k_batch_stride = as.v_batch_stride = slots * d;
     as.causal = false;
     as.scale = scale;
-    return be_->attention_decode_at(q_, kc, vc, kv_dtype_, y_, as, step, kv_offset);
+    return dec_->attention_decode_at(q_, kc, vc, kv_dtype_, y_, as, step, kv_offset);
   };
   const detail::GptWeights& w = model_->weights();
   // Each block's input norm is made by the previous block's last residual add (post with

@@ -123,16 +123,16 @@ Status GptSession::store_full_kv(size_t layer, int64_t first, int64_t n) {
   if (kv_dtype_ != DType::kBF16 || n <= 0) return {};
   const int64_t d = model_->config().n_embd;
   TESSERA_RETURN_IF_ERROR(
-      be_->convert_f32_to_bf16(k_cache16_[layer] + first * d, kj_ + first * d, n * d));
-  return be_->convert_f32_to_bf16(v_cache16_[layer] + first * d, vj_ + first * d, n * d);
+      dec_->convert_f32_to_bf16(k_cache16_[layer] + first * d, kj_ + first * d, n * d));
+  return dec_->convert_f32_to_bf16(v_cache16_[layer] + first * d, vj_ + first * d, n * d);
 }
 
 Status GptSession::widen_cached_kv(size_t layer, int64_t first, int64_t n) {
   if (kv_dtype_ != DType::kBF16 || n <= 0) return {};
   const int64_t d = model_->config().n_embd;
   TESSERA_RETURN_IF_ERROR(
-      be_->convert_bf16_to_f32(kj_ + first * d, k_cache16_[layer] + first * d, n * d));
-  return be_->convert_bf16_to_f32(vj_ + first * d, v_cache16_[layer] + first * d, n * d);
+      dec_->convert_bf16_to_f32(kj_ + first * d, k_cache16_[layer] + first * d, n * d));
+  return dec_->convert_bf16_to_f32(vj_ + first * d, v_cache16_[layer] + first * d, n * d);
 }
 
 Status GptSession::observe(const GptBlockObserver& observer, const std::string& name,

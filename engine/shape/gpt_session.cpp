@@ -34,6 +34,7 @@ Expected<std::unique_ptr<GptSession>> GptSession::create(const CubeGpt& model, i
   s->kv_dtype_ = kv_dtype;
   s->model_ = &model;
   s->be_ = &model.backend();
+  s->dec_ = s->be_->decode();
   s->max_batch_ = max_batch;
   s->max_len_ = max_shape_tokens;
   s->cond_len_ = c.cond_len();
@@ -82,8 +83,12 @@ Expected<std::unique_ptr<GptSession>> GptSession::create(const CubeGpt& model, i
     TESSERA_RETURN_IF_ERROR(alloc(b * s->joint_len_ * d, &s->kj_));
     TESSERA_RETURN_IF_ERROR(alloc(b * s->joint_len_ * d, &s->vj_));
     // Fail here, not in the first decode step, on a backend without bf16 K/V support.
-    TESSERA_RETURN_IF_ERROR(s->be_->convert_f32_to_bf16(s->k_cache16_[0], s->kj_, 0));
-    TESSERA_RETURN_IF_ERROR(s->be_->convert_bf16_to_f32(s->kj_, s->k_cache16_[0], 0));
+    if (s->dec_ == nullptr) {
+      return unsupported("Cube GPT: backend " + s->be_->name() +
+                         " has no bf16 K/V cache (no decode ops)");
+    }
+    TESSERA_RETURN_IF_ERROR(s->dec_->convert_f32_to_bf16(s->k_cache16_[0], s->kj_, 0));
+    TESSERA_RETURN_IF_ERROR(s->dec_->convert_bf16_to_f32(s->kj_, s->k_cache16_[0], 0));
   }
   s->stack_condition_rows_ = options.stack_condition_rows;
   for (const detail::GptDualBlock& blk : model.weights().dual) {

@@ -478,12 +478,11 @@ Expected<mesh::Mesh> ShapePipeline::extract_surface(const MeshOptions& options, 
     return decoder_->query(points, n, logits);
   };
   // On a GPU the finest level's surface cells are polygonized on the device (the same surface).
-  if (backend_->can_polygonize()) {
-    kernels::Backend* backend = backend_;
-    ex.polygonize = [backend](const kernels::CellGrid& grid, const int64_t* cells,
-                              const float* corners, int64_t n, std::vector<float>* positions,
-                              std::vector<uint32_t>* triangles) {
-      return backend->polygonize_cells(grid, cells, corners, n, positions, triangles);
+  if (kernels::ExtractionOps* device = backend_->extraction()) {
+    ex.polygonize = [device](const kernels::CellGrid& grid, const int64_t* cells,
+                             const float* corners, int64_t n, std::vector<float>* positions,
+                             std::vector<uint32_t>* triangles) {
+      return device->polygonize_cells(grid, cells, corners, n, positions, triangles);
     };
   }
   Expected<mesh::Mesh> extracted = [&] {

@@ -426,9 +426,11 @@ Status ShapeDecoder::load_weights(WeightStore& store) {
   TESSERA_ASSIGN_OR_RETURN(logit_, buffer(C));
   if (backend_.device() != Device::kCpu) {
     embed_host_.resize(static_cast<size_t>(C * c.fourier_dim()));
-    // Fourier features on the device where the backend has them: the frequencies and the
-    // carrier's cos/sin (as FourierEmbedder rounds them) go up once; a chunk then uploads its
-    // points (12 bytes each) instead of their features (4 (3 + 6 F) bytes each).
+  }
+  if (backend_.device() != Device::kCpu && backend_.extraction() != nullptr) {
+    // Fourier features on the device where the backend has them (its extraction facet): the
+    // frequencies and the carrier's cos/sin (as FourierEmbedder rounds them) go up once; a chunk
+    // then uploads its points (12 bytes each) instead of their features (4 (3 + 6 F) bytes each).
     std::vector<float> carrier_cs(static_cast<size_t>(2 * c.num_freqs));
     const std::vector<float> carrier = fourier_carrier(c.num_freqs);
     for (int64_t j = 0; j < c.num_freqs; ++j) {
@@ -526,15 +528,9 @@ Status ShapeDecoder::query_chunk(const float* points, int64_t n, float* logits) 
     embedded = true;
   } else if (device_embed_) {
     TESSERA_RETURN_IF_ERROR(be.upload(points_dev_, points, static_cast<size_t>(n * 3) * 4));
-    const Status st =
-        be.fourier_embed(points_dev_, n, fourier_freqs_dev_, carrier_cs_dev_, c.num_freqs, emb_);
-    if (st.ok()) {
-      embedded = true;
-    } else if (st.code() == ErrorCode::kUnsupported) {
-      device_embed_ = false;  // this backend has no device features: the host's from now on
-    } else {
-      return st;
-    }
+    TESSERA_RETURN_IF_ERROR(be.extraction()->fourier_embed(points_dev_, n, fourier_freqs_dev_,
+                                                           carrier_cs_dev_, c.num_freqs, emb_));
+    embedded = true;
   }
   if (!embedded) {
     embedder_.embed(points, n, embed_host_.data());

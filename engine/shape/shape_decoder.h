@@ -145,7 +145,7 @@ class ShapeDecoder {
   const float* fourier_weight_ = nullptr;
   FourierEmbedder embedder_;
   std::vector<float> embed_host_;  // staging for backends whose memory is not host memory
-  // Device Fourier features (Backend::fourier_embed), while the backend has them.
+  // Device Fourier features (ExtractionOps::fourier_embed) where the backend has them.
   bool device_embed_ = false;
   const float* fourier_freqs_dev_ = nullptr;  // [3][num_freqs]
   const float* carrier_cs_dev_ = nullptr;     // cos [num_freqs], then sin [num_freqs]

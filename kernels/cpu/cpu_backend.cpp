@@ -15,6 +15,7 @@
 #include "kernels/cpu/threads.h"
 #include "core/thread_pool.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/diffusion_bf16.h"
 #include "kernels/cpu/isa.h"
 
 namespace tessera::kernels {
@@ -23,7 +24,8 @@ namespace {
 
 constexpr size_t kAlignment = 64;
 
-class CpuBackend final : public Backend {
+// Every facet but extraction (the host embeds the queries and polygonizes: engine/mesh).
+class CpuBackend final : public Backend, public DecodeOps, public DiffusionOps {
  public:
   Device device() const override { return Device::kCpu; }
 
@@ -178,7 +180,6 @@ class CpuBackend final : public Backend {
   }
 
   // ---- device-resident decoding: the "device" is host memory here
-  bool device_resident() const override { return true; }
   Status store_kv_rows(void* cache, DType cache_dtype, const float* rows, int64_t batch,
                        int64_t row_elems, int64_t cache_batch_stride, int64_t slot_offset,
                        const int64_t* step) override {
@@ -233,7 +234,6 @@ class CpuBackend final : public Backend {
 
   // ---- diffusion ops: kernels::cpu (diffusion_ops.h)
   // ---------------------------------------------
-  bool can_diffuse() const override { return true; }
   ConvAlgo choose_conv_algo(const Conv2dShape& s) const override {
     return cpu::choose_conv_algo(s);
   }
@@ -292,18 +292,48 @@ class CpuBackend final : public Backend {
     return Status();
   }
   bool bf16_compute() const override { return cpu::bf16_compute_available(); }
-  Status linear_bf16(const float* x, int64_t rows, const cpu::gemm_bf16::PackedB& w,
-                     const float* bias, float* y) override {
-    if (!cpu::bf16_compute_available())
-      return unsupported(name() + ": no bf16 compute on this CPU");
-    cpu::linear_bf16(x, rows, w, bias, y);
+  Expected<PackedWeight> pack_linear_bf16(const Weight& w) override {
+    TESSERA_RETURN_IF_ERROR(require_bf16("pack_linear_bf16"));
+    return PackedWeight(std::make_shared<const cpu::gemm_bf16::PackedB>(cpu::linear_pack_bf16(w)),
+                        maker());
+  }
+  Expected<PackedWeight> pack_conv2d_bf16(const float* w, const Conv2dShape& s) override {
+    TESSERA_RETURN_IF_ERROR(require_bf16("pack_conv2d_bf16"));
+    return PackedWeight(
+        std::make_shared<const cpu::gemm_bf16::PackedB>(cpu::conv2d_pack_weights_bf16(w, s)),
+        maker());
+  }
+  Status linear_bf16(const float* x, int64_t rows, const PackedWeight& w, const float* bias,
+                     float* y) override {
+    TESSERA_RETURN_IF_ERROR(require_packed(w, "linear_bf16"));
+    cpu::linear_bf16(x, rows, w.as<cpu::gemm_bf16::PackedB>(), bias, y);
     return Status();
   }
-  Status conv2d_bf16(const float* x, const cpu::gemm_bf16::PackedB& w, const float* bias, float* y,
+  Status conv2d_bf16(const float* x, const PackedWeight& w, const float* bias, float* y,
                      const Conv2dShape& s) override {
-    if (!cpu::bf16_compute_available())
-      return unsupported(name() + ": no bf16 compute on this CPU");
-    cpu::conv2d_bf16(x, w, bias, y, s);
+    TESSERA_RETURN_IF_ERROR(require_packed(w, "conv2d_bf16"));
+    cpu::conv2d_bf16(x, w.as<cpu::gemm_bf16::PackedB>(), bias, y, s);
+    return Status();
+  }
+
+ protected:
+  DecodeOps* decode_facet() override { return this; }
+  DiffusionOps* diffusion_facet() override { return this; }
+
+ private:
+  // The tag of this backend's packings (PackedWeight::maker).
+  const void* maker() const { return static_cast<const DiffusionOps*>(this); }
+  Status require_bf16(const char* op) const {
+    if (cpu::bf16_compute_available()) return Status();
+    return unsupported(name() + ": no bf16 compute on this CPU (" + op + ")");
+  }
+  // A packing of this backend's, on a CPU that runs it.
+  Status require_packed(const PackedWeight& w, const char* op) const {
+    TESSERA_RETURN_IF_ERROR(require_bf16(op));
+    if (w.empty() || w.maker() != maker()) {
+      return invalid_argument(name() + ": " + op +
+                              " got a weight this backend did not pack (pack_*_bf16 first)");
+    }
     return Status();
   }
 };

@@ -15,6 +15,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/cpu/diffusion_internal.h"
+#include "kernels/cpu/diffusion_bf16.h"
 #include "kernels/diffusion_ops.h"
 
 namespace tessera::kernels::cpu {

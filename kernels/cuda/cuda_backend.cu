@@ -43,7 +43,11 @@ std::string mib(uint64_t bytes) {
   return text;
 }
 
-class CudaBackend final : public Backend {
+// Every facet (kernels/backend.h).
+class CudaBackend final : public Backend,
+                          public DecodeOps,
+                          public DiffusionOps,
+                          public ExtractionOps {
  public:
   CudaBackend(const cuda::DeviceInfo& info, cudaStream_t stream)
       : device_(info.index), stream_(stream) {
@@ -328,7 +332,7 @@ class CudaBackend final : public Backend {
     TESSERA_ASSIGN_OR_RETURN(const bool fused,
                              cuda::linear_swiglu(x, m, gate, gate_bias, up, up_bias, y, stream_));
     if (fused) return Status();
-    return Backend::linear_swiglu(x, m, gate, gate_bias, up, up_bias, gate_out, up_out, y);
+    return TensorOps::linear_swiglu(x, m, gate, gate_bias, up, up_bias, gate_out, up_out, y);
   }
   Status fourier_embed(const float* points, int64_t n, const float* freqs, const float* carrier_cs,
                        int64_t num_freqs, float* out) override {
@@ -417,7 +421,6 @@ class CudaBackend final : public Backend {
   }
 
   // ---- device-resident decoding (kernels/cuda/cuda_ops.h)
-  bool device_resident() const override { return true; }
   Status store_kv_rows(void* cache, DType cache_dtype, const float* rows, int64_t batch,
                        int64_t row_elems, int64_t cache_batch_stride, int64_t slot_offset,
                        const int64_t* step) override {
@@ -459,7 +462,6 @@ class CudaBackend final : public Backend {
   }
   // ---- diffusion ops: kernels::cuda (diffusion_cuda_ops.h)
   // ---------------------------------------
-  bool can_diffuse() const override { return true; }
   bool tf32_products_available() const override { return true; }  // sm_80+ (make_cuda_backend)
   void set_tf32_products(bool on) override { tf32_ = on; }
   bool tf32_products() const override { return tf32_; }
@@ -534,12 +536,16 @@ class CudaBackend final : public Backend {
     return on_stream(cuda::divide, x, divisor, y, n);
   }
 
-  bool can_polygonize() const override { return true; }
   Status polygonize_cells(const CellGrid& grid, const int64_t* cells, const float* corners,
                           int64_t n, std::vector<float>* positions,
                           std::vector<uint32_t>* triangles) override {
     return on_stream(cuda::polygonize_cells, grid, cells, corners, n, positions, triangles);
   }
+
+ protected:
+  DecodeOps* decode_facet() override { return this; }
+  DiffusionOps* diffusion_facet() override { return this; }
+  ExtractionOps* extraction_facet() override { return this; }
 
  private:
   // Makes device_ current on the calling thread (cheap when it already is).

@@ -328,20 +328,23 @@ TEST_F(CudaBackendTest, DecodeAttentionWorkspaceAndBf16Cache) {
     // bf16 cache: convert on the device, compare the bits with the CPU backend's conversion.
     uint16_t* dk16 = make<uint16_t>(kvn);
     uint16_t* dv16 = make<uint16_t>(kvn);
-    TESSERA_ASSERT_OK(be_->convert_f32_to_bf16(dk16, dk, static_cast<int64_t>(kvn)));
-    TESSERA_ASSERT_OK(be_->convert_f32_to_bf16(dv16, dv, static_cast<int64_t>(kvn)));
+    TESSERA_ASSERT_OK(be_->decode()->convert_f32_to_bf16(dk16, dk, static_cast<int64_t>(kvn)));
+    TESSERA_ASSERT_OK(be_->decode()->convert_f32_to_bf16(dv16, dv, static_cast<int64_t>(kvn)));
     std::vector<uint16_t> k16(kvn), v16(kvn);
-    TESSERA_ASSERT_OK(cpu_->convert_f32_to_bf16(k16.data(), k.data(), static_cast<int64_t>(kvn)));
-    TESSERA_ASSERT_OK(cpu_->convert_f32_to_bf16(v16.data(), v.data(), static_cast<int64_t>(kvn)));
+    TESSERA_ASSERT_OK(
+        cpu_->decode()->convert_f32_to_bf16(k16.data(), k.data(), static_cast<int64_t>(kvn)));
+    TESSERA_ASSERT_OK(
+        cpu_->decode()->convert_f32_to_bf16(v16.data(), v.data(), static_cast<int64_t>(kvn)));
     EXPECT_EQ(get(dk16, kvn), k16);
     TESSERA_ASSERT_OK(
-        cpu_->attention_decode_bf16kv(q.data(), k16.data(), v16.data(), want.data(), s));
-    TESSERA_ASSERT_OK(be_->attention_decode_bf16kv(dq, dk16, dv16, dout, s));
+        cpu_->decode()->attention_decode_bf16kv(q.data(), k16.data(), v16.data(), want.data(), s));
+    TESSERA_ASSERT_OK(be_->decode()->attention_decode_bf16kv(dq, dk16, dv16, dout, s));
     EXPECT_TRUE(test::all_close(get(dout, qn).data(), want.data(), qn, 2e-5, 1e-4));
     float* dk32 = make<float>(kvn);
-    TESSERA_ASSERT_OK(be_->convert_bf16_to_f32(dk32, dk16, static_cast<int64_t>(kvn)));
+    TESSERA_ASSERT_OK(be_->decode()->convert_bf16_to_f32(dk32, dk16, static_cast<int64_t>(kvn)));
     std::vector<float> k32(kvn);
-    TESSERA_ASSERT_OK(cpu_->convert_bf16_to_f32(k32.data(), k16.data(), static_cast<int64_t>(kvn)));
+    TESSERA_ASSERT_OK(
+        cpu_->decode()->convert_bf16_to_f32(k32.data(), k16.data(), static_cast<int64_t>(kvn)));
     EXPECT_TRUE(test::all_equal(get(dk32, kvn).data(), k32.data(), kvn));
   }
 }

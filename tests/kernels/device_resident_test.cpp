@@ -24,17 +24,19 @@ namespace {
 
 TEST(CpuDeviceResident, StoreKvRowsAndPositionsFollowTheStep) {
   auto be = make_cpu_backend();
-  ASSERT_TRUE(be->device_resident());
+  ASSERT_NE(be->decode(), nullptr);
   const int64_t batch = 2, row = 37, slots = 6, offset = 1;
   const std::vector<float> rows = test::random_floats(size_t(batch * row), 3);
   for (int64_t step : {0, 2, 4}) {
     std::vector<float> f32(size_t(batch * slots * row), -9.0f);
     std::vector<uint16_t> bf16(f32.size(), 0x7777);
-    ASSERT_TRUE(be->store_kv_rows(f32.data(), DType::kF32, rows.data(), batch, row, slots * row,
-                                  offset, &step)
+    ASSERT_TRUE(be->decode()
+                    ->store_kv_rows(f32.data(), DType::kF32, rows.data(), batch, row, slots * row,
+                                    offset, &step)
                     .ok());
-    ASSERT_TRUE(be->store_kv_rows(bf16.data(), DType::kBF16, rows.data(), batch, row, slots * row,
-                                  offset, &step)
+    ASSERT_TRUE(be->decode()
+                    ->store_kv_rows(bf16.data(), DType::kBF16, rows.data(), batch, row, slots * row,
+                                    offset, &step)
                     .ok());
     for (int64_t b = 0; b < batch; ++b) {
       for (int64_t s = 0; s < slots; ++s) {
@@ -48,13 +50,13 @@ TEST(CpuDeviceResident, StoreKvRowsAndPositionsFollowTheStep) {
       }
     }
     int32_t positions[6] = {};
-    ASSERT_TRUE(be->set_positions(positions, 2, 3, &step, 10).ok());
+    ASSERT_TRUE(be->decode()->set_positions(positions, 2, 3, &step, 10).ok());
     for (int r = 0; r < 2; ++r) {
       for (int t = 0; t < 3; ++t) EXPECT_EQ(positions[r * 3 + t], step + 10 + t);
     }
   }
   float dummy = 0.0f;
-  EXPECT_EQ(be->store_kv_rows(&dummy, DType::kF16, &dummy, 1, 1, 1, 0, nullptr).code(),
+  EXPECT_EQ(be->decode()->store_kv_rows(&dummy, DType::kF16, &dummy, 1, 1, 1, 0, nullptr).code(),
             ErrorCode::kUnsupported);
 }
 
@@ -75,11 +77,13 @@ TEST(CpuDeviceResident, AttentionAtUsesTheKeysTheStepSays) {
     std::vector<float> want(q_n), got(q_n, NAN), want16(q_n), got16(q_n, NAN);
     cpu::attention_decode(q.data(), k.data(), v.data(), want.data(), r);
     cpu::attention_decode_bf16kv(q.data(), k16.data(), v16.data(), want16.data(), r);
-    ASSERT_TRUE(be->attention_decode_at(q.data(), k.data(), v.data(), DType::kF32, got.data(), s,
-                                        &step, offset)
+    ASSERT_TRUE(be->decode()
+                    ->attention_decode_at(q.data(), k.data(), v.data(), DType::kF32, got.data(), s,
+                                          &step, offset)
                     .ok());
-    ASSERT_TRUE(be->attention_decode_at(q.data(), k16.data(), v16.data(), DType::kBF16,
-                                        got16.data(), s, &step, offset)
+    ASSERT_TRUE(be->decode()
+                    ->attention_decode_at(q.data(), k16.data(), v16.data(), DType::kBF16,
+                                          got16.data(), s, &step, offset)
                     .ok());
     EXPECT_TRUE(test::all_equal(got.data(), want.data(), q_n)) << "step " << step;
     EXPECT_TRUE(test::all_equal(got16.data(), want16.data(), q_n)) << "step " << step;
@@ -121,9 +125,10 @@ TEST(CpuDeviceResident, ChooseTokenMatchesTheHostSamplerStepByStep) {
         }
         const int32_t want =
             pick_token(mixed.data(), codes, p, host_rng, order.data(), probs.data());
-        ASSERT_TRUE(
-            be->choose_token(logits.data(), c, &step, rng.data(), ids.data(), 2, ring.data(), steps)
-                .ok());
+        ASSERT_TRUE(be->decode()
+                        ->choose_token(logits.data(), c, &step, rng.data(), ids.data(), 2,
+                                       ring.data(), steps)
+                        .ok());
         ASSERT_EQ(step, i + 1);
         ASSERT_EQ(ring[size_t(i)], want) << "step " << i;
         ASSERT_EQ(ids[0], want);
@@ -152,7 +157,8 @@ TEST(CpuDeviceResident, ChooseTokenPublishesErrorCodesAndChecksArguments) {
     for (const auto& [logits, want] : cases) {
       int64_t step = 0;
       int32_t ids[1] = {-7}, ring[1] = {0};
-      ASSERT_TRUE(be->choose_token(logits->data(), c, &step, rng.data(), ids, 1, ring, 1).ok());
+      ASSERT_TRUE(
+          be->decode()->choose_token(logits->data(), c, &step, rng.data(), ids, 1, ring, 1).ok());
       EXPECT_EQ(ring[0], want);
       EXPECT_EQ(ids[0], want >= 0 ? want : -7) << "ids unchanged on an error code";
       EXPECT_EQ(step, 1);
@@ -163,12 +169,12 @@ TEST(CpuDeviceResident, ChooseTokenPublishesErrorCodesAndChecksArguments) {
   int32_t ids[1] = {};
   TokenChoice bad = c;
   bad.codes = 0;
-  Status st = be->choose_token(logits, bad, &step, rng.data(), ids, 1, nullptr, 0);
+  Status st = be->decode()->choose_token(logits, bad, &step, rng.data(), ids, 1, nullptr, 0);
   EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(st.message().find("cpu choose_token: codes 0"), std::string::npos) << st.message();
   bad = c;
   bad.sampling = SamplingParams{true, -1.0f, 0, 1.0f};
-  st = be->choose_token(logits, bad, &step, rng.data(), ids, 1, nullptr, 0);
+  st = be->decode()->choose_token(logits, bad, &step, rng.data(), ids, 1, nullptr, 0);
   EXPECT_NE(st.message().find("temperature"), std::string::npos) << st.message();
   EXPECT_EQ(step, 0) << "a rejected call changes nothing";
 }

@@ -16,6 +16,7 @@
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/diffusion_bf16.h"
 #include "kernels/diffusion_ops.h"
 #include "kernels/ops.h"
 

@@ -37,7 +37,7 @@ void expect_same(const std::vector<float>& pos, const std::vector<uint32_t>& tri
 TEST(CudaPolygonize, NoisyFieldMatchesTheHostReference) {
   TESSERA_SKIP_WITHOUT_CUDA_BACKEND();
   Backend* gpu = test::shared_cuda_backend();
-  ASSERT_TRUE(gpu->can_polygonize());
+  ASSERT_NE(gpu->extraction(), nullptr);
   CellGrid g;
   g.n[0] = 33;
   g.n[1] = 21;
@@ -71,11 +71,13 @@ TEST(CudaPolygonize, NoisyFieldMatchesTheHostReference) {
   const auto n = static_cast<int64_t>(cells.size());
   TESSERA_ASSERT_OK(cpu::polygonize_cells(g, cells.data(), corners.data(), n, &ref_pos, &ref_tri));
   ASSERT_GT(ref_tri.size(), 3000u);
-  TESSERA_ASSERT_OK(gpu->polygonize_cells(g, cells.data(), corners.data(), n, &pos, &tri));
+  TESSERA_ASSERT_OK(
+      gpu->extraction()->polygonize_cells(g, cells.data(), corners.data(), n, &pos, &tri));
   expect_same(pos, tri, ref_pos, ref_tri);
   // All outside: an empty mesh.
   std::vector<float> low(corners.size(), -1.0f);
-  TESSERA_ASSERT_OK(gpu->polygonize_cells(g, cells.data(), low.data(), n, &pos, &tri));
+  TESSERA_ASSERT_OK(
+      gpu->extraction()->polygonize_cells(g, cells.data(), low.data(), n, &pos, &tri));
   EXPECT_TRUE(pos.empty() && tri.empty());
 }
 
@@ -95,7 +97,7 @@ TEST(CudaPolygonize, TorusExtractionThroughTheHookMatchesTheHost) {
   auto host = mesh::extract_coarse_to_fine(torus, o);
   o.polygonize = [gpu](const CellGrid& g, const int64_t* c, const float* v, int64_t n,
                        std::vector<float>* p, std::vector<uint32_t>* t) {
-    return gpu->polygonize_cells(g, c, v, n, p, t);
+    return gpu->extraction()->polygonize_cells(g, c, v, n, p, t);
   };
   auto device = mesh::extract_coarse_to_fine(torus, o);
   ASSERT_TRUE(host.ok() && device.ok());

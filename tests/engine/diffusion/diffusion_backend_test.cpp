@@ -58,7 +58,9 @@ class CopyingBackend final : public kernels::ForwardingBackend {
     ++uploaded;
     return static_cast<const float*>(storage->as<float>());
   }
-  bool can_diffuse() const override { return diffuse; }
+  kernels::DiffusionOps* diffusion_facet() override {
+    return diffuse ? ForwardingBackend::diffusion_facet() : nullptr;
+  }
   // As a GPU: no host bf16 kernels, TF32 products instead (recorded, the math stays f32 here).
   bool bf16_compute() const override { return !tf32; }
   bool tf32_products_available() const override { return tf32; }

@@ -119,7 +119,7 @@ TEST_F(DiffusionCuda, UNetWithBf16TensorCoreProductsStaysCloseToTheReference) {
   o.precision = kernels::Precision::kBf16;
   m->set_options(o);
   EXPECT_TRUE(test_util::close_rel(eps(*m), want("unet.eps"), 3e-2));
-  EXPECT_FALSE(cuda_->tf32_products()) << "the forward left TF32 products on";
+  EXPECT_FALSE(cuda_->diffusion()->tf32_products()) << "the forward left TF32 products on";
 #if TESSERA_HAVE_CUDA
   EXPECT_FALSE(kernels::cuda::tf32_products()) << "a convolution left cuBLAS TF32 math on";
 #endif

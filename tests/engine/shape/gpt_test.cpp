@@ -413,7 +413,6 @@ class RecordingCpuBackend final : public kernels::ForwardingBackend {
   int64_t replays = 0;
 
   std::string name() const override { return "recording " + inner().name(); }
-  bool device_resident() const override { return true; }
   bool can_record() const override { return true; }
   Status begin_recording() override {
     if (recording_) return invalid_argument("already recording");

@@ -72,8 +72,9 @@ TEST(ShapeDecoderCuda, DeviceFourierFeaturesMatchTheReference) {
     kernels::DeviceBuffer d_points = up(points), d_freqs = up(freqs), d_cs = up(carrier_cs);
     auto d_out = cuda.allocate(want.size() * sizeof(float));
     ASSERT_TRUE(d_out.ok());
-    ASSERT_TRUE(cuda.fourier_embed(d_points.as<float>(), n, d_freqs.as<float>(), d_cs.as<float>(),
-                                   num_freqs, d_out->as<float>())
+    ASSERT_TRUE(cuda.extraction()
+                    ->fourier_embed(d_points.as<float>(), n, d_freqs.as<float>(), d_cs.as<float>(),
+                                    num_freqs, d_out->as<float>())
                     .ok());
     std::vector<float> got(want.size());
     ASSERT_TRUE(cuda.download(got.data(), d_out->data(), got.size() * sizeof(float)).ok());
