@@ -55,8 +55,8 @@ Expected<JobResult> run_job(runtime::Session& session, const std::string& prompt
   job.mesh.resolution = resolution;
   if (variations > 0) {  // sampled with the product's defaults, seeds 1..variations
     job.variations = variations;
-    job.generation.sampler.sample = true;
-    job.generation.sampler.seed = 1;
+    job.generation.sampling.sample = true;
+    job.generation.sampling.seed = 1;
   }
   const auto start = std::chrono::steady_clock::now();
   const uint64_t id = session.submit(std::move(job));

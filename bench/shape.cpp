@@ -147,8 +147,8 @@ Status measure_resident(shape::GptSession& session, kernels::Backend& backend,
                            backend.allocate_host_visible(static_cast<size_t>(ring_size) * 4));
   TESSERA_RETURN_IF_ERROR(
       shape::reset_resident_state(backend, step_buf.data(), rng_buf.data(), session.length(), 1));
-  const kernels::TokenChoice choice = shape::make_token_choice(
-      c, /*guided=*/true, 3.0f, session.max_shape_tokens(), shape::SamplerOptions());
+  const kernels::TokenChoice choice =
+      shape::make_token_choice(c, /*guided=*/true, session.max_shape_tokens(), SamplingSettings());
   auto one_step = [&]() -> Status {
     TESSERA_RETURN_IF_ERROR(session.decode_at(step_buf.as<int64_t>()));
     return backend.decode()->choose_token(session.device_logits(), choice, step_buf.as<int64_t>(),

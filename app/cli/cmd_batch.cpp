@@ -41,7 +41,6 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -74,12 +73,8 @@ struct BatchCliOptions {
   int variations = 1;
   std::string shard = "0/1";
   std::string format;  // "": the preset's first format, else glb
-  uint64_t seed = 0;
-  float temperature = runtime::kDefaultTemperature;
-  int64_t top_k = runtime::kDefaultTopK;
-  float top_p = runtime::kDefaultTopP;
-  bool sample = false;  // a sampling option was given
-  float guidance = runtime::kDefaultGuidance;
+  // Seed, temperature, top-k, top-p, guidance; sampling.sample: a sampling option was given.
+  SamplingSettings sampling = runtime::kDefaultSampling;
   int resolution = 0;
   bool bf16 = false;
   bool library = false;  // --library: also keep every result in the library
@@ -94,17 +89,12 @@ struct Item {
   int64_t index = 0;  // 0-based among the item lines
   int64_t line = 0;   // 1-based line number
   std::string prompt, name;
-  std::optional<uint64_t> seed;
   int variations = 1;
-  float guidance = runtime::kDefaultGuidance, temperature = runtime::kDefaultTemperature,
-        top_p = runtime::kDefaultTopP;
-  int64_t top_k = runtime::kDefaultTopK;
+  // The seed is the base seed: candidate c samples with seed + c.
+  SamplingSettings sampling = runtime::kDefaultSampling;
   int resolution = 0;
-  bool sample = false;
   std::string error;  // not empty: a bad line (reported, skipped)
   std::string note;   // what the text rule repaired in the line (reported; the item runs)
-
-  uint64_t base_seed() const { return seed.value_or(0); }
 };
 
 // "a Red chair!" -> "a-red-chair" (at most 40 characters; "item" when nothing is left).
@@ -126,8 +116,8 @@ std::string item_file(const Item& item, int candidate, const std::string& ext) {
   char number[32];
   std::snprintf(number, sizeof(number), "%04lld", static_cast<long long>(item.index));
   std::string stem = item.name.empty() ? std::string(number) + "_" + slug(item.prompt) : item.name;
-  if (item.sample)
-    stem += "_s" + std::to_string(item.base_seed() + static_cast<uint64_t>(candidate));
+  if (item.sampling.sample)
+    stem += "_s" + std::to_string(item.sampling.seed + static_cast<uint64_t>(candidate));
   return stem + "." + ext;
 }
 
@@ -137,23 +127,17 @@ std::string parse_json_item(const std::string& text, Item* item) {
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded()) return "invalid JSON";
   if (!j.is_object()) return "a JSON line must be an object";
-  auto request = runtime::parse_job_request(j);
+  runtime::JobRequest base;
+  base.variations = item->variations;
+  base.sampling = item->sampling;
+  base.resolution = item->resolution;
+  auto request = runtime::parse_job_request(j, {}, base);
   if (!request.ok()) return request.status().message();
   item->prompt = request->prompt;
   item->name = request->name;
-  if (request->seed) item->seed = request->seed;
-  item->sample = item->sample || request->sample;
-  for (const char* key :
-       {"variations", "guidance", "temperature", "top_p", "top_k", "resolution"}) {
-    if (!j.contains(key)) continue;
-    const std::string k = key;
-    if (k == "variations") item->variations = request->variations;
-    if (k == "guidance") item->guidance = request->guidance;
-    if (k == "temperature") item->temperature = request->temperature;
-    if (k == "top_p") item->top_p = request->top_p;
-    if (k == "top_k") item->top_k = request->top_k;
-    if (k == "resolution") item->resolution = request->resolution;
-  }
+  item->variations = request->variations;
+  item->sampling = request->sampling;
+  item->resolution = request->resolution;
   return "";
 }
 
@@ -180,13 +164,8 @@ Expected<std::vector<Item>> read_items(const BatchCliOptions& o) {
     item.index = static_cast<int64_t>(items.size());
     item.line = line_no;
     item.variations = o.variations;
-    item.guidance = o.guidance;
-    item.temperature = o.temperature;
-    item.top_k = o.top_k;
-    item.top_p = o.top_p;
+    item.sampling = o.sampling;
     item.resolution = o.resolution;
-    item.sample = o.sample;
-    if (o.sample) item.seed = o.seed;
     if (line[first] == '{') {
       item.error = parse_json_item(line, &item);
     } else {
@@ -207,8 +186,7 @@ Expected<std::vector<Item>> read_items(const BatchCliOptions& o) {
     if (item.error.empty() && item.prompt.find_first_not_of(" ") == std::string::npos) {
       item.error = "empty prompt";
     }
-    if (item.variations > 1) item.sample = true;
-    if (item.sample && !item.seed) item.seed = o.seed;
+    if (item.variations > 1) item.sampling.sample = true;
     if (item.error.empty()) {
       for (int c = 0; c < item.variations; ++c) {
         const std::string file = item_file(item, c, o.format);
@@ -434,7 +412,7 @@ Expected<ShardPlan> plan_shard(const BatchCliOptions& o, const std::vector<Item>
     const bool matches =
         item != nullptr && cand >= 0 && cand < item->variations &&
         e.value("prompt", "") == item->prompt &&
-        e.value("seed", uint64_t{0}) == item->base_seed() + static_cast<uint64_t>(cand) &&
+        e.value("seed", uint64_t{0}) == item->sampling.seed + static_cast<uint64_t>(cand) &&
         e.value("file", "") == item_file(*item, static_cast<int>(cand), o.format);
     if (!matches) {
       done.rewrite = true;
@@ -472,6 +450,7 @@ int run_batch(BatchCliOptions o) {
     return fail("--variations " + std::to_string(o.variations) + " outside [1, " +
                 std::to_string(runtime::kMaxVariations) + "]");
   }
+  if (Status st = check_sampling(o.sampling); !st.ok()) return fail(st.message());
   if (o.format.empty()) {
     const mesh::AssetPreset* p =
         o.exporting.preset.empty() ? nullptr : mesh::find_preset(o.exporting.preset);
@@ -564,12 +543,7 @@ int run_batch(BatchCliOptions o) {
     runtime::JobOptions job;
     job.prompt = item->prompt;
     job.variations = item->variations;
-    job.generation.sampler.sample = item->sample;
-    job.generation.sampler.seed = item->base_seed();
-    job.generation.sampler.temperature = item->temperature;
-    job.generation.sampler.top_k = item->top_k;
-    job.generation.sampler.top_p = item->top_p;
-    job.generation.guidance_scale = item->guidance;
+    job.generation.sampling = item->sampling;
     job.mesh.resolution = item->resolution;
     job.mesh.cleanup.max_triangles = effective_max_faces(o.exporting);
     for (int c = 0; c < item->variations; ++c) {
@@ -578,11 +552,12 @@ int run_batch(BatchCliOptions o) {
     }
     // Floats as the decimal the user wrote (0.9, not 0.8999999761581421).
     auto decimal = [](float v) { return std::stod(std::to_string(v)); };
-    json settings = {{"sample", item->sample},
-                     {"temperature", decimal(item->temperature)},
-                     {"top_k", item->top_k},
-                     {"top_p", decimal(item->top_p)},
-                     {"guidance", decimal(item->guidance)},
+    const SamplingSettings& sampling = item->sampling;
+    json settings = {{"sample", sampling.sample},
+                     {"temperature", decimal(sampling.temperature)},
+                     {"top_k", sampling.top_k},
+                     {"top_p", decimal(sampling.top_p)},
+                     {"guidance", decimal(sampling.guidance)},
                      {"variations", item->variations},
                      {"format", o.format}};
     settings.update(export_json);  // up_axis, scale, max_faces, preset...
@@ -719,15 +694,15 @@ void register_batch(CLI::App& app, int* exit_code) {
   cmd->add_option("--model,-m", o->model,
                   "Model directory, or a name from the Hugging Face cache (Roblox/cube3d-v0.5; "
                   "tessera models list); default: the embedded tessera-tiny");
-  auto* seed =
-      cmd->add_option("--seed", o->seed, "Base seed of items without one (switches to sampling)");
-  auto* temperature =
-      cmd->add_option("--temperature", o->temperature, "Sampling temperature > 0 (sampling)");
-  auto* top_k = cmd->add_option("--top-k", o->top_k, "Top-k, 0: all (sampling)")
-                    ->check(CLI::NonNegativeNumber);
-  auto* top_p = cmd->add_option("--top-p", o->top_p, "Nucleus threshold in (0, 1], default 0.9");
-  cmd->add_option("--guidance", o->guidance, "Classifier-free guidance scale (default 3)")
-      ->check(CLI::NonNegativeNumber);
+  // The ranges are check_sampling's (core/sampling.h), checked in run_batch.
+  auto* seed = cmd->add_option("--seed", o->sampling.seed,
+                               "Base seed of items without one (switches to sampling)");
+  auto* temperature = cmd->add_option("--temperature", o->sampling.temperature,
+                                      "Sampling temperature > 0 (sampling)");
+  auto* top_k = cmd->add_option("--top-k", o->sampling.top_k, "Top-k, 0: all (sampling)");
+  auto* top_p =
+      cmd->add_option("--top-p", o->sampling.top_p, "Nucleus threshold in (0, 1], default 0.9");
+  cmd->add_option("--guidance", o->sampling.guidance, "Classifier-free guidance scale (default 3)");
   cmd->add_option("--resolution,-r", o->resolution,
                   "Extraction lattice points per axis, 2^k+1 (default: the model's)");
   cmd->add_flag("--bf16", o->bf16,
@@ -735,7 +710,7 @@ void register_batch(CLI::App& app, int* exit_code) {
                 "models)");
   add_device_options(cmd, &o->device);
   cmd->callback([o, exit_code, seed, temperature, top_k, top_p] {
-    o->sample = seed->count() + temperature->count() + top_k->count() + top_p->count() > 0;
+    o->sampling.sample = seed->count() + temperature->count() + top_k->count() + top_p->count() > 0;
     *exit_code = run_batch(*o);
   });
 }

@@ -48,14 +48,11 @@ struct GenerateCliOptions {
   std::string model;
   std::string output;
   std::string tokens_out;
-  uint64_t seed = 0;
-  float temperature = runtime::kDefaultTemperature;
-  int64_t top_k = runtime::kDefaultTopK;
-  float top_p = runtime::kDefaultTopP;
-  bool sample = false;  // set when any sampling option (or --variations > 1) was given
+  // Seed, temperature, top-k, top-p, guidance; sampling.sample is set when any sampling option
+  // (or --variations > 1) was given.
+  SamplingSettings sampling = runtime::kDefaultSampling;
   bool seed_given = false;
   int variations = 1;
-  float guidance = runtime::kDefaultGuidance;
   std::vector<float> bbox;
   bool no_kv_cache = false;
   bool no_graphs = false;
@@ -140,17 +137,18 @@ Status apply_metadata(const nlohmann::json& m, const std::string& file, Generate
   const runtime::RestoredSettings& r = *restored;
   for (const std::string& note : r.notes) std::fprintf(stderr, "note: %s\n", note.c_str());
   o->prompt = r.prompt;
+  // The fields the file has (r.sampling holds the product's defaults for those it leaves out).
   if (r.has_sampling) {
-    o->sample = r.sample;
-    o->temperature = r.temperature;
-    o->top_k = r.top_k;
-    o->top_p = r.top_p;
+    o->sampling.sample = r.sampling.sample;
+    o->sampling.temperature = r.sampling.temperature;
+    o->sampling.top_k = r.sampling.top_k;
+    o->sampling.top_p = r.sampling.top_p;
     if (r.has_seed) {
-      o->seed = r.seed;
+      o->sampling.seed = r.sampling.seed;
       o->seed_given = true;
     }
   }
-  if (r.has_guidance) o->guidance = r.guidance;
+  if (r.has_guidance) o->sampling.guidance = r.sampling.guidance;
   if (r.bbox) o->bbox.assign(r.bbox->begin(), r.bbox->end());
   if (r.resolution > 0) o->resolution = r.resolution;
   if (r.tokens > 0) o->tokens = r.tokens;
@@ -286,7 +284,7 @@ void print_summary(const GenerateCliOptions& o, JobRun& r) {
                 numbered_path(o.output, i, o.variations).c_str(),
                 static_cast<long long>(r.written_counts[f->candidate].first),
                 static_cast<long long>(r.written_counts[f->candidate].second));
-    if (o.sample) std::printf(", seed %llu", static_cast<unsigned long long>(f->seed));
+    if (o.sampling.sample) std::printf(", seed %llu", static_cast<unsigned long long>(f->seed));
     std::printf(")\n");
     if (!o.tokens_out.empty()) {
       std::printf("wrote %s (%zu shape r.tokens)\n",
@@ -308,9 +306,10 @@ int run_generate(GenerateCliOptions o) {
     return fail("--variations " + std::to_string(o.variations) + " outside [1, " +
                 std::to_string(runtime::kMaxVariations) + "]");
   }
-  if (o.variations > 1) o.sample = true;
-  if (o.sample && !o.seed_given && o.variations > 1) {
-    o.seed = std::random_device{}() & 0xffffffu;  // short enough to type again
+  if (Status st = check_sampling(o.sampling); !st.ok()) return fail(st.message());
+  if (o.variations > 1) o.sampling.sample = true;
+  if (o.sampling.sample && !o.seed_given && o.variations > 1) {
+    o.sampling.seed = std::random_device{}() & 0xffffffu;  // short enough to type again
   }
   for (int i = 1; i <= o.variations; ++i) {
     if (Status st = check_mesh_output(numbered_path(o.output, i, o.variations)); !st.ok())
@@ -329,9 +328,10 @@ int run_generate(GenerateCliOptions o) {
     }
   }
   if (o.variations > 1) {
-    std::fprintf(stderr, "variations: %d, seeds %llu..%llu (--seed S+i-1 remakes variation i)\n",
-                 o.variations, static_cast<unsigned long long>(o.seed),
-                 static_cast<unsigned long long>(o.seed + static_cast<uint64_t>(o.variations) - 1));
+    std::fprintf(
+        stderr, "variations: %d, seeds %llu..%llu (--seed S+i-1 remakes variation i)\n",
+        o.variations, static_cast<unsigned long long>(o.sampling.seed),
+        static_cast<unsigned long long>(o.sampling.seed + static_cast<uint64_t>(o.variations) - 1));
   }
   if (auto k = runtime::resolution_base(o.resolution); o.resolution != 0 && !k.ok())
     return fail("--resolution: " + k.status().message());
@@ -387,12 +387,7 @@ int run_generate(GenerateCliOptions o) {
 
   runtime::JobOptions job;
   job.prompt = o.prompt;
-  job.generation.sampler.sample = o.sample;
-  job.generation.sampler.seed = o.seed;
-  job.generation.sampler.temperature = o.temperature;
-  job.generation.sampler.top_k = o.top_k;
-  job.generation.sampler.top_p = o.top_p;
-  job.generation.guidance_scale = o.guidance;
+  job.generation.sampling = o.sampling;
   if (!o.bbox.empty()) job.generation.bbox = std::array<float, 3>{o.bbox[0], o.bbox[1], o.bbox[2]};
   job.generation.use_kv_cache = !o.no_kv_cache;
   job.generation.use_graphs = !o.no_graphs;
@@ -531,21 +526,21 @@ void register_generate(CLI::App& app, int* exit_code) {
   cmd->add_flag("--library", o->library,
                 "Also keep every result in the library (tessera library list; off by default for "
                 "scripts)");
-  auto* seed = cmd->add_option("--seed", o->seed, "Sampling seed (switches to sampling)");
-  auto* temperature = cmd->add_option("--temperature", o->temperature,
+  // The ranges are check_sampling's (core/sampling.h), checked with the rest in run_generate.
+  auto* seed = cmd->add_option("--seed", o->sampling.seed, "Sampling seed (switches to sampling)");
+  auto* temperature = cmd->add_option("--temperature", o->sampling.temperature,
                                       "Sampling temperature > 0 (switches to sampling)");
-  auto* top_k = cmd->add_option("--top-k", o->top_k,
-                                "Keep the K most likely codes, 0: all (switches to sampling)")
-                    ->check(CLI::NonNegativeNumber);
-  auto* top_p = cmd->add_option("--top-p", o->top_p,
+  auto* top_k = cmd->add_option("--top-k", o->sampling.top_k,
+                                "Keep the K most likely codes, 0: all (switches to sampling)");
+  auto* top_p = cmd->add_option("--top-p", o->sampling.top_p,
                                 "Nucleus sampling threshold in (0, 1], default 0.9 (switches to "
                                 "sampling)");
   cmd->add_option("--variations", o->variations,
                   "Decode N candidates together (1-8), written as OUT_1 ... OUT_N; variation i "
                   "samples with seed S+i-1 (switches to sampling; S random and printed without "
                   "--seed)");
-  cmd->add_option("--guidance", o->guidance, "Classifier-free guidance scale, 0: off (default 3)")
-      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--guidance", o->sampling.guidance,
+                  "Classifier-free guidance scale, 0: off (default 3)");
   cmd->add_option("--bbox", o->bbox, "Bounding box proportions X Y Z (v0.5 models)")->expected(3);
   cmd->add_flag("--no-kv-cache", o->no_kv_cache,
                 "Recompute the whole sequence every step (baseline)");
@@ -576,7 +571,7 @@ void register_generate(CLI::App& app, int* exit_code) {
       ->check(CLI::NonNegativeNumber);
   cmd->callback([o, exit_code, seed, temperature, top_k, top_p, prompt] {
     o->prompt_given = prompt->count() > 0;
-    o->sample = seed->count() + temperature->count() + top_k->count() + top_p->count() > 0;
+    o->sampling.sample = seed->count() + temperature->count() + top_k->count() + top_p->count() > 0;
     o->seed_given = seed->count() > 0;
     *exit_code = run_generate(*o);
   });

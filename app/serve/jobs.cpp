@@ -109,8 +109,15 @@ Status read_export_fields(const json& body, Job* job) {
   return Status();
 }
 
-// The first quoted name in `message` ("\"seed\" must be ..." -> "seed"), or "".
-std::string quoted_field(const std::string& m) {
+// The field a refusal names: the leading name of check_sampling's messages ("top_p: 1.5 is
+// outside (0, 1]" -> "top_p"), else the first quoted name ("\"seed\" must be ..." -> "seed"), else
+// "".
+std::string named_field(const std::string& m) {
+  const size_t colon = m.find(": ");
+  if (colon != std::string::npos && colon > 0 &&
+      m.find_first_not_of("abcdefghijklmnopqrstuvwxyz_") == colon) {
+    return m.substr(0, colon);
+  }
   const size_t q = m.find('"');
   return q == std::string::npos ? "" : m.substr(q + 1, m.find('"', q + 1) - q - 1);
 }
@@ -126,13 +133,13 @@ std::shared_ptr<Job> parse_job(const std::string& text, Refusal* refusal) {
   if (body.is_discarded()) return refuse("the body is not valid JSON", "");
   auto request = runtime::parse_job_request(body, export_keys());
   if (!request.ok()) {
-    return refuse(request.status().message(), quoted_field(request.status().message()));
+    return refuse(request.status().message(), named_field(request.status().message()));
   }
   auto job = std::make_shared<Job>();
   job->request = body;
   job->options = request->job();
-  if (!request->seed && (request->sample || request->variations > 1)) {
-    job->options.generation.sampler.seed = std::random_device{}() & 0x7fffffff;
+  if (!request->has_seed && (request->sampling.sample || request->variations > 1)) {
+    job->options.generation.sampling.seed = std::random_device{}() & 0x7fffffff;
   }
   if (auto notes = runtime::accept_job_text(&job->options); !notes.ok()) {
     return refuse(notes.status().message(), "prompt");
@@ -145,7 +152,7 @@ std::shared_ptr<Job> parse_job(const std::string& text, Refusal* refusal) {
     if (!known) return refuse("\"format\" must be one of glb, obj, fbx, stl, 3mf", "format");
   }
   if (Status st = read_export_fields(body, job.get()); !st.ok()) {
-    return refuse(st.message(), quoted_field(st.message()));
+    return refuse(st.message(), named_field(st.message()));
   }
   return job;
 }

@@ -1,21 +1,35 @@
 // The product's defaults, each defined once. Every front end (the CLI's generate and batch, the
-// studio's settings, bench, the coming server) starts from these, and the metadata reader assumes
-// them for a field a file leaves out, so a prompt with no option given makes the same shape
-// everywhere. The engine's own defaults (shape/sampler.h: top-p 1, the reference's) stay the
-// engine's; these are what the product asks of it.
+// studio's settings, bench, the server) starts from these, and the metadata reader assumes them
+// for a field a file leaves out, so a prompt with no option given makes the same shape everywhere.
+// The engine's own defaults (core/sampling.h: top-p 1, the reference's) stay the engine's; these
+// are what the product asks of it.
 #pragma once
 
 #include <cstdint>
 
+#include "core/sampling.h"
+
 namespace tessera::runtime {
 
-// Shape generation. Greedy unless a sampling option is given; when sampling, these apply to the
-// options not given (nucleus 0.9: the tail of the code distribution gives lumps and holes).
-inline constexpr float kDefaultGuidance = 3.0f;  // classifier-free guidance; 0: off
-inline constexpr float kDefaultTemperature = 1.0f;
-inline constexpr int64_t kDefaultTopK = 0;  // 0: no top-k filter
-inline constexpr float kDefaultTopP = 0.9f;
-inline constexpr uint64_t kDefaultSeed = 0;
+// Shape generation: greedy unless a sampling option is given; when sampling, these apply to the
+// options not given. The reference's settings (core/sampling.h) but for one departure: nucleus 0.9
+// (the tail of the code distribution gives lumps and holes). Each value is written once: the
+// reference's in core/sampling.h, the product's departures here.
+inline constexpr SamplingSettings kDefaultSampling = [] {
+  SamplingSettings s;
+  s.top_p = 0.9f;
+  return s;
+}();
+
+// `s` switched to sampling with the product's temperature, top-k and top-p (its seed and guidance
+// kept): what "sample around this" means when `s` was greedy (variations, "more like this").
+inline SamplingSettings sampled_with_defaults(SamplingSettings s) {
+  s.sample = true;
+  s.temperature = kDefaultSampling.temperature;
+  s.top_k = kDefaultSampling.top_k;
+  s.top_p = kDefaultSampling.top_p;
+  return s;
+}
 
 // Live previews: a preview mesh of this lattice, within this fraction of the job's time.
 inline constexpr int kDefaultPreviewResolution = 33;

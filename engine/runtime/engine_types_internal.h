@@ -38,12 +38,7 @@ inline DeviceChoice from_kernels(kernels::DeviceChoice choice) {
 
 inline shape::GenerationOptions to_shape(const GenerationOptions& o) {
   shape::GenerationOptions g;
-  g.sampler.sample = o.sampler.sample;
-  g.sampler.temperature = o.sampler.temperature;
-  g.sampler.top_k = o.sampler.top_k;
-  g.sampler.top_p = o.sampler.top_p;
-  g.sampler.seed = o.sampler.seed;
-  g.guidance_scale = o.guidance_scale;
+  g.sampling = o.sampling;
   g.bbox = o.bbox;
   g.use_kv_cache = o.use_kv_cache;
   g.use_graphs = o.use_graphs;

@@ -90,7 +90,7 @@ struct PartialMeshEvent {
 };
 struct FinalMeshEvent {
   int candidate = 0;  // 0..variations-1
-  uint64_t seed = 0;  // the seed candidate sampled with (generation.sampler.seed + candidate)
+  uint64_t seed = 0;  // the seed candidate sampled with (generation.sampling.seed + candidate)
   std::shared_ptr<const mesh::Mesh> mesh;  // never null
   std::vector<int32_t> tokens;             // the generated (or given) shape tokens
   mesh::ExtractionStats extraction;

@@ -1,5 +1,9 @@
 #include "engine/runtime/job_request.h"
 
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
 #include "engine/runtime/user_text.h"
 
 namespace tessera::runtime {
@@ -17,17 +21,14 @@ JobOptions JobRequest::job() const {
   JobOptions job;
   job.prompt = prompt;
   job.variations = variations;
-  job.generation.guidance_scale = guidance;
-  job.generation.sampler.sample = sample || variations > 1;
-  job.generation.sampler.seed = seed.value_or(0);
-  job.generation.sampler.temperature = temperature;
-  job.generation.sampler.top_k = top_k;
-  job.generation.sampler.top_p = top_p;
+  job.generation.sampling = sampling;
+  job.generation.sampling.sample = sampling.sample || variations > 1;
   job.mesh.resolution = resolution;
   return job;
 }
 
-Expected<JobRequest> parse_job_request(const json& j, const std::set<std::string>& extra_keys) {
+Expected<JobRequest> parse_job_request(const json& j, const std::set<std::string>& extra_keys,
+                                       const JobRequest& base) {
   if (!j.is_object()) return invalid_argument("a job must be a JSON object");
   std::string known =
       "prompt, seed, variations, guidance, temperature, top_k, top_p, resolution, name";
@@ -40,7 +41,7 @@ Expected<JobRequest> parse_job_request(const json& j, const std::set<std::string
   if (!j.contains("prompt") || !j["prompt"].is_string()) {
     return invalid_argument("\"prompt\" (a string) is required");
   }
-  JobRequest r;
+  JobRequest r = base;
   r.prompt = j["prompt"].get<std::string>();
   // A number field in [lo, hi] (an integer when `integer`); absent: *out untouched.
   auto number = [&](const char* key, double lo, double hi, bool integer, double* out) -> Status {
@@ -57,25 +58,49 @@ Expected<JobRequest> parse_job_request(const json& j, const std::set<std::string
     *out = d;
     return Status();
   };
-  double d = 0;
+  // The sampling fields: their form here, their range in check_sampling (the one range check).
+  auto real = [&](const char* key, float* out) -> Status {
+    if (!j.contains(key)) return Status();
+    if (!j[key].is_number()) {
+      return invalid_argument(std::string("\"") + key + "\" must be a number");
+    }
+    // Beyond float's range: infinity (which check_sampling refuses), not an undefined conversion.
+    constexpr float kInf = std::numeric_limits<float>::infinity();
+    const double v = j[key].get<double>();
+    if (std::abs(v) > std::numeric_limits<float>::max()) {
+      *out = v > 0 ? kInf : -kInf;
+    } else {
+      *out = static_cast<float>(v);
+    }
+    return Status();
+  };
   if (j.contains("seed")) {
     const json& seed = j["seed"];
     if (!seed.is_number_unsigned() && !(seed.is_number_integer() && seed.get<int64_t>() >= 0)) {
       return invalid_argument("\"seed\" must be an integer >= 0");
     }
-    r.seed = seed.get<uint64_t>();
-    r.sample = true;
+    r.sampling.seed = seed.get<uint64_t>();
+    r.has_seed = true;
   }
+  double d = 0;
   TESSERA_RETURN_IF_ERROR(number("variations", 1, kMaxVariations, true, &d));
   if (j.contains("variations")) r.variations = static_cast<int>(d);
-  TESSERA_RETURN_IF_ERROR(number("guidance", 0, 1e6, false, &d));
-  if (j.contains("guidance")) r.guidance = static_cast<float>(d);
-  TESSERA_RETURN_IF_ERROR(number("temperature", 1e-6, 1e6, false, &d));
-  if (j.contains("temperature")) r.temperature = static_cast<float>(d), r.sample = true;
-  TESSERA_RETURN_IF_ERROR(number("top_p", 1e-9, 1, false, &d));
-  if (j.contains("top_p")) r.top_p = static_cast<float>(d), r.sample = true;
-  TESSERA_RETURN_IF_ERROR(number("top_k", 0, 1e9, true, &d));
-  if (j.contains("top_k")) r.top_k = static_cast<int64_t>(d), r.sample = true;
+  TESSERA_RETURN_IF_ERROR(real("guidance", &r.sampling.guidance));
+  TESSERA_RETURN_IF_ERROR(real("temperature", &r.sampling.temperature));
+  TESSERA_RETURN_IF_ERROR(real("top_p", &r.sampling.top_p));
+  if (j.contains("top_k")) {
+    const json& k = j["top_k"];
+    // An integer an int64 holds (a larger unsigned one is out of range all the same).
+    if (!k.is_number_integer() ||
+        (k.is_number_unsigned() && k.get<uint64_t>() > uint64_t{INT64_MAX})) {
+      return invalid_argument("\"top_k\" must be an integer");
+    }
+    r.sampling.top_k = k.get<int64_t>();
+  }
+  for (const char* key : {"seed", "temperature", "top_k", "top_p"}) {
+    if (j.contains(key)) r.sampling.sample = true;
+  }
+  TESSERA_RETURN_IF_ERROR(check_sampling(r.sampling));
   TESSERA_RETURN_IF_ERROR(number("resolution", 3, 1025, true, &d));
   if (j.contains("resolution")) {
     r.resolution = static_cast<int>(d);

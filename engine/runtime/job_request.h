@@ -16,7 +16,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/sampling.h"
 #include "core/status.h"
+#include "engine/runtime/defaults.h"
 #include "engine/runtime/session.h"
 
 namespace tessera::runtime {
@@ -24,12 +26,12 @@ namespace tessera::runtime {
 struct JobRequest {
   std::string prompt;  // as given (accept_job_text applies the text rule when it is submitted)
   std::string name;    // "": none; else a plain file name (no '/', not starting with '.')
-  std::optional<uint64_t> seed;
   int variations = 1;
-  float guidance = kDefaultGuidance, temperature = kDefaultTemperature, top_p = kDefaultTopP;
-  int64_t top_k = kDefaultTopK;
-  int resolution = 0;   // 0: the model's
-  bool sample = false;  // a sampling field was given
+  // seed, temperature, top_k, top_p and guidance; `sample` is set when a sampling field (seed,
+  // temperature, top_k, top_p) was given.
+  SamplingSettings sampling = kDefaultSampling;
+  bool has_seed = false;  // "seed" was given (sampling.seed holds it)
+  int resolution = 0;     // 0: the model's
 
   // The job it asks for (seed 0 when sampling without one: callers that want a random seed set it).
   JobOptions job() const;
@@ -38,10 +40,14 @@ struct JobRequest {
 // The keys parse_job_request knows.
 const std::set<std::string>& job_request_keys();
 
-// Reads `j` (an object). `extra_keys`: keys the caller reads itself (not errors here). Errors
-// (kInvalidArgument): not an object, an unknown key, "prompt" missing or not a string, a wrong type
-// or range, a name that is not a plain file name.
+// Reads `j` (an object) over `base` (the values of the fields `j` leaves out; a base that samples
+// keeps sampling). `extra_keys`: keys the caller reads itself (not errors here). Errors
+// (kInvalidArgument): not an object, an unknown key, "prompt" missing or not a string, a field of
+// the wrong type ("\"top_k\" must be an integer"), the sampling settings out of range
+// (check_sampling's message, "top_p: 1.5 is outside (0, 1]"), a resolution that is not 2^k + 1, a
+// name that is not a plain file name.
 Expected<JobRequest> parse_job_request(const nlohmann::json& j,
-                                       const std::set<std::string>& extra_keys = {});
+                                       const std::set<std::string>& extra_keys = {},
+                                       const JobRequest& base = {});
 
 }  // namespace tessera::runtime

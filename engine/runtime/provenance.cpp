@@ -13,7 +13,7 @@ namespace tessera::runtime {
 
 nlohmann::json shape_settings_json(const JobOptions& job, uint64_t seed, int resolution,
                                    const std::string& model_name, const std::string& gpt_sha256) {
-  const auto& s = job.generation.sampler;
+  const SamplingSettings& s = job.generation.sampling;
   nlohmann::json j;
   j["tessera"] = TESSERA_VERSION;
   // Text that reaches a file is always valid (a front end that skipped the rule included).
@@ -25,7 +25,7 @@ nlohmann::json shape_settings_json(const JobOptions& job, uint64_t seed, int res
     j["sampling"]["top_k"] = s.top_k;
     j["sampling"]["top_p"] = s.top_p;
   }
-  j["guidance"] = job.generation.guidance_scale;
+  j["guidance"] = s.guidance;
   j["bbox"] = job.generation.bbox ? nlohmann::json(*job.generation.bbox) : nlohmann::json();
   j["resolution"] = resolution;
   j["tokens"] = job.generation.num_tokens;
@@ -120,31 +120,36 @@ Expected<RestoredSettings> restored_settings(const nlohmann::json& m, const std:
     r.has_sampling = true;
     if (const auto v = s->find("sample"); v != s->end()) {
       if (!v->is_boolean()) return bad("sampling.sample", "is not true or false");
-      r.sample = v->get<bool>();
+      r.sampling.sample = v->get<bool>();
     }
     if (const auto v = s->find("seed"); v != s->end()) {
       if (!v->is_number_unsigned()) return bad("sampling.seed", "is not a non-negative integer");
-      r.seed = v->get<uint64_t>();
+      r.sampling.seed = v->get<uint64_t>();
       r.has_seed = true;
     }
     if (const auto v = s->find("temperature"); v != s->end()) {
       if (!v->is_number()) return bad("sampling.temperature", "is not a number");
-      r.temperature = v->get<float>();
+      r.sampling.temperature = v->get<float>();
     }
     if (const auto v = s->find("top_p"); v != s->end()) {
       if (!v->is_number()) return bad("sampling.top_p", "is not a number");
-      r.top_p = v->get<float>();
+      r.sampling.top_p = v->get<float>();
     }
     if (const auto v = s->find("top_k"); v != s->end()) {
-      if (!v->is_number_integer() || v->get<int64_t>() < 0)
-        return bad("sampling.top_k", "is not a count");
-      r.top_k = v->get<int64_t>();
+      if (!v->is_number_integer() ||
+          (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t{INT64_MAX})) {
+        return bad("sampling.top_k", "is not an integer");
+      }
+      r.sampling.top_k = v->get<int64_t>();
     }
   }
   if (const auto v = m.find("guidance"); v != m.end()) {
     if (!v->is_number()) return bad("guidance", "is not a number");
-    r.guidance = v->get<float>();
+    r.sampling.guidance = v->get<float>();
     r.has_guidance = true;
+  }
+  if (Status st = check_sampling(r.sampling); !st.ok()) {
+    return invalid_argument(file + ": metadata: " + st.message());
   }
   if (const auto v = m.find("bbox"); v != m.end() && !v->is_null()) {
     if (!v->is_array() || v->size() != 3) return bad("bbox", "is not 3 numbers");

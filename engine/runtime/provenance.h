@@ -43,17 +43,16 @@ struct RestoredExport {
 };
 
 // What a front end restores from a file's metadata (the fields present; the rest keep theirs):
-// the studio's Open, `tessera generate --from`.
+// the studio's Open, `tessera generate --from`, the library's interrupted jobs.
 struct RestoredSettings {
   std::string prompt;
+  // The fields present over the product's defaults, checked (check_sampling). has_sampling: the
+  // file has a "sampling" object (sample, seed, temperature, top_k, top_p); has_seed: with a seed;
+  // has_guidance: a "guidance".
+  SamplingSettings sampling = kDefaultSampling;
   bool has_sampling = false;
-  bool sample = false;
   bool has_seed = false;
-  uint64_t seed = 0;
-  float temperature = kDefaultTemperature, top_p = kDefaultTopP;
-  int64_t top_k = kDefaultTopK;
   bool has_guidance = false;
-  float guidance = kDefaultGuidance;
   std::optional<std::array<float, 3>> bbox;
   int resolution = 0;  // 0: not given
   int64_t tokens = 0;  // 0: not given (the model's)
@@ -63,8 +62,9 @@ struct RestoredSettings {
   std::vector<std::string> notes;
 };
 // kInvalidArgument naming `file` and the field for a missing prompt, a field of the wrong type or
-// value (an unknown preset, unit or axis included), or a prompt the text rule refuses; the prompt
-// comes back repaired by the rule.
+// value (an unknown preset, unit or axis included; sampling settings out of range with
+// check_sampling's message), or a prompt the text rule refuses; the prompt comes back repaired by
+// the rule.
 Expected<RestoredSettings> restored_settings(const nlohmann::json& metadata,
                                              const std::string& file);
 

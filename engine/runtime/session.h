@@ -61,20 +61,12 @@ namespace tessera::runtime {
 
 // The runtime's own option types, so a front end sees no model header. Their defaults are the
 // product's (runtime/defaults.h): a default-constructed job is what every front end runs when
-// the user gives no option. The Session hands them to the engines (engine_types_internal.h).
-
-// Shape token sampling: greedy unless `sample`; the rest applies when sampling.
-struct SamplingOptions {
-  bool sample = false;
-  float temperature = kDefaultTemperature;  // > 0
-  int64_t top_k = kDefaultTopK;             // 0: no top-k filter
-  float top_p = kDefaultTopP;               // in (0, 1]; 1: no nucleus filter
-  uint64_t seed = kDefaultSeed;
-};
+// the user gives no option. The Session hands them to the engines (engine_types_internal.h); the
+// sampling settings are the engine's own type (core/sampling.h), handed over as they are.
 
 struct GenerationOptions {
-  SamplingOptions sampler;
-  float guidance_scale = kDefaultGuidance;  // >= 0; 0: the conditional row only
+  // Greedy unless sampling.sample; seed, temperature, top-k, top-p and guidance (core/sampling.h).
+  SamplingSettings sampling = kDefaultSampling;
   // v0.5 bounding box (x, y, z; proportions); none = (0, 0, 0). Ignored on v0.1 checkpoints,
   // which have no box token.
   std::optional<std::array<float, 3>> bbox;
@@ -111,7 +103,7 @@ enum class ImagePrecision { kAuto, kF32, kBf16 };
 
 struct JobOptions {
   std::string prompt;            // UTF-8; "" is valid (the unconditional shape)
-  GenerationOptions generation;  // seed, sampling, guidance, bbox, KV cache, graphs, num_tokens
+  GenerationOptions generation;  // sampling (seed, guidance...), bbox, KV cache, graphs, num_tokens
   MeshOptions mesh;              // final mesh: resolution (2^k + 1, 0: the model's), clean-up
   int64_t preview_every = 0;     // K: a PartialMesh every K tokens; 0: none
   int preview_resolution =
@@ -132,7 +124,7 @@ struct JobOptions {
   // surface yet gives an empty mesh), then Done. Cancelling stops between two prefixes.
   std::vector<int64_t> replay_prefixes;
   // Candidates decoded together (1..kMaxVariations): candidate j samples with seed
-  // generation.sampler.seed + j, so candidate j alone (variations 1, that seed) gives the same
+  // generation.sampling.seed + j, so candidate j alone (variations 1, that seed) gives the same
   // tokens. More than one needs sampling on (greedy would give identical candidates). Events:
   // Token / PartialMesh / Stage / FinalMesh carry the candidate; one FinalMesh per candidate.
   int variations = 1;

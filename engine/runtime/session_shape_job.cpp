@@ -69,7 +69,7 @@ Status check_shape_job(const JobOptions& o, shape::ShapePipeline& pipeline, int*
     return invalid_argument("variations " + std::to_string(o.variations) + " outside [1, " +
                             std::to_string(kMaxVariations) + "]");
   }
-  if (!o.tokens && o.variations > 1 && !o.generation.sampler.sample) {
+  if (!o.tokens && o.variations > 1 && !o.generation.sampling.sample) {
     return invalid_argument("variations " + std::to_string(o.variations) +
                             " need sampling on (greedy decoding would give identical candidates)");
   }
@@ -115,7 +115,7 @@ Status Session::Impl::generate_shape_tokens(uint64_t id, const JobOptions& o, in
   const Lane lane = Lane::kShape;
   shape::ShapePipeline& pipeline = *shape_;
   const int variations = o.variations;
-  const uint64_t base_seed = o.generation.sampler.seed;
+  const uint64_t base_seed = o.generation.sampling.seed;
   auto prompt = pipeline.encode_prompt(o.prompt, &trace, &cancel);
   if (!prompt.ok()) return prompt.status();
   emit(id, lane, StageEvent{kStageText, trace_total(trace, shape::kTraceText)});
@@ -219,7 +219,7 @@ bool Session::Impl::mesh_shape_candidates(uint64_t id, const JobOptions& o, int 
   const Lane lane = Lane::kShape;
   shape::ShapePipeline& pipeline = *shape_;
   const int variations = static_cast<int>(generated.tokens.size());
-  const uint64_t base_seed = o.generation.sampler.seed;
+  const uint64_t base_seed = o.generation.sampling.seed;
   std::vector<std::vector<int32_t>>& tokens = generated.tokens;
   const shape::EncodedPrompt& prompt_info = generated.prompt;
   // Final meshes, candidate by candidate. With several, a candidate's clean-up (single-threaded)

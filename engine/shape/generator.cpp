@@ -39,7 +39,7 @@ Expected<std::vector<int32_t>> ShapeGenerator::generate(const ConditionInputs& i
   if (on_token) each = [&](int64_t, int64_t i, int32_t id, double ms) { on_token(i, id, ms); };
   TESSERA_ASSIGN_OR_RETURN(
       auto tokens,
-      generate_candidates({inputs}, {CandidateSpec{0, options.sampler.seed}}, options, each));
+      generate_candidates({inputs}, {CandidateSpec{0, options.sampling.seed}}, options, each));
   return std::move(tokens[0]);
 }
 
@@ -97,17 +97,13 @@ Expected<std::vector<std::vector<int32_t>>> ShapeGenerator::generate_candidates(
     return invalid_argument("generate: num_tokens " + std::to_string(n) + " outside [1, " +
                             std::to_string(session_->max_shape_tokens()) + "]");
   }
-  if (!(options.guidance_scale >= 0.0f)) {
-    return invalid_argument("generate: guidance_scale " + std::to_string(options.guidance_scale) +
-                            " must be >= 0");
-  }
-  if (options.sampler.sample) TESSERA_RETURN_IF_ERROR(validate_sampler_options(options.sampler));
+  if (Status st = check_sampling(options.sampling); !st.ok()) return st.with_context("generate");
   const int64_t count = static_cast<int64_t>(candidates.size());
   if (count < 1 || count > max_candidates_) {
     return invalid_argument("generate: " + std::to_string(count) + " candidates outside [1, " +
                             std::to_string(max_candidates_) + "] (the generator's max_candidates)");
   }
-  const bool guided = options.guidance_scale > 0.0f;
+  const bool guided = options.sampling.guidance > 0.0f;
   for (int64_t j = 0; j < count; ++j) {
     const int64_t p = candidates[static_cast<size_t>(j)].prompt;
     if (p < 0 || p >= static_cast<int64_t>(prompts.size())) {
@@ -162,7 +158,7 @@ Expected<std::vector<std::vector<int32_t>>> ShapeGenerator::generate_candidates(
   std::vector<Sampler> samplers;
   samplers.reserve(static_cast<size_t>(count));
   for (const CandidateSpec& spec : candidates) {
-    SamplerOptions so = options.sampler;
+    SamplingSettings so = options.sampling;
     so.seed = spec.seed;
     samplers.emplace_back(so, c.codebook_size);
   }
@@ -197,7 +193,7 @@ Expected<std::vector<std::vector<int32_t>>> ShapeGenerator::generate_candidates(
       // Restrict to the codes and mix the guidance in f32, as the reference does.
       const float* cond = logits_.data() + j * r * v;
       if (guided) {
-        const float g = kernels::guidance_weight(options.guidance_scale, i, n);
+        const float g = kernels::guidance_weight(options.sampling.guidance, i, n);
         const float* uncond = cond + v;
         for (int64_t q = 0; q < k; ++q) {
           guided_[static_cast<size_t>(q)] = (1.0f + g) * cond[q] - g * uncond[q];
@@ -227,18 +223,18 @@ Expected<std::vector<std::vector<int32_t>>> ShapeGenerator::generate_candidates(
   return tokens;
 }
 
-kernels::TokenChoice make_token_choice(const GptConfig& c, bool guided, float guidance_scale,
-                                       int64_t total_steps, const SamplerOptions& sampler) {
+kernels::TokenChoice make_token_choice(const GptConfig& c, bool guided, int64_t total_steps,
+                                       const SamplingSettings& sampling) {
   kernels::TokenChoice choice;
   choice.codes = c.codebook_size;
   choice.row_stride = c.vocab_size;
   choice.guided = guided;
-  choice.guidance_scale = guidance_scale;
+  choice.guidance_scale = sampling.guidance;
   choice.total_steps = total_steps;
-  choice.sampling.sample = sampler.sample;
-  choice.sampling.temperature = sampler.temperature;
-  choice.sampling.top_k = sampler.top_k;
-  choice.sampling.top_p = sampler.top_p;
+  choice.sampling.sample = sampling.sample;
+  choice.sampling.temperature = sampling.temperature;
+  choice.sampling.top_k = sampling.top_k;
+  choice.sampling.top_p = sampling.top_p;
   return choice;
 }
 
@@ -279,8 +275,7 @@ Expected<std::vector<std::vector<int32_t>>> ShapeGenerator::generate_resident(
       be.upload(rng_buf_.data(), words.data(), words.size() * sizeof(uint64_t)));
   // The prefill's logits of every row (prefill_candidates left them in logits_).
   TESSERA_RETURN_IF_ERROR(session_->load_logits(logits_.data(), rows));
-  kernels::TokenChoice choice =
-      make_token_choice(c, guided, options.guidance_scale, n, options.sampler);
+  kernels::TokenChoice choice = make_token_choice(c, guided, n, options.sampling);
   choice.candidates = count;
   choice.candidate_stride = (guided ? 2 : 1) * c.vocab_size;
   int64_t* step = step_buf_.as<int64_t>();

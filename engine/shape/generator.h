@@ -3,9 +3,9 @@
 //
 // Per step i of N: logits of the current position for the batch [cond ; uncond], restricted to the
 // codes [0, codebook_size), mixed with the reference's decaying classifier-free guidance
-//   l = (1 + g) * l_cond - g * l_uncond,  g = guidance_scale * (N - i) / N,
-// then the sampler picks the code, which both rows take as their next input. With guidance_scale
-// == 0 only the conditional row runs (batch 1).
+//   l = (1 + g) * l_cond - g * l_uncond,  g = guidance * (N - i) / N,
+// then the sampler picks the code, which both rows take as their next input. With guidance 0
+// (GenerateOptions::sampling.guidance) only the conditional row runs (batch 1).
 //
 // KV cache on (default): one prefill (condition + BOS), then one decode step per token, each
 // processing one token per row (the GEMV path). KV cache off (the `--no-kv-cache` baseline):
@@ -36,7 +36,7 @@ struct ConditionInputs {
   // CLIP last hidden state of the prompt, [77, text_embed_dim] host f32. Required.
   const float* cond_hidden = nullptr;
   // CLIP last hidden state of the empty prompt (the unconditional branch), same shape. Required
-  // when guidance_scale > 0.
+  // when the guidance is > 0.
   const float* uncond_hidden = nullptr;
   // v0.5 bounding box (x, y, z) of the conditional row; none = (0, 0, 0). The unconditional row
   // always gets (0, 0, 0). Ignored by v0.1 checkpoints.
@@ -50,8 +50,7 @@ inline int64_t tokens_to_generate(int64_t requested, int64_t num_latents) {
 }
 
 struct GenerateOptions {
-  int64_t num_tokens = 0;       // 0: the model's num_latents
-  float guidance_scale = 3.0f;  // >= 0; 0 disables guidance
+  int64_t num_tokens = 0;  // 0: the model's num_latents
   bool use_kv_cache = true;
   // After the prefill, CubeGpt::release_condition_pages (the condition stream's weights are not
   // read again until the next prefill; ShapePipeline sets this, PipelineOptions says why).
@@ -61,7 +60,7 @@ struct GenerateOptions {
   // reaching the host a few steps behind through a ring in host-visible memory. false: every op
   // launched every step (the "eager" mode the benchmarks compare against).
   bool use_graphs = true;
-  SamplerOptions sampler;                     // greedy by default
+  SamplingSettings sampling;                  // the reference's by default: greedy, guidance 3
   const std::atomic<bool>* cancel = nullptr;  // may be null
   Trace* trace = nullptr;                     // may be null
   // Test hook (may be null): receives the guided, restricted logits of every step appended
@@ -72,7 +71,7 @@ struct GenerateOptions {
 using TokenCallback = std::function<void(int64_t index, int32_t id, double ms)>;
 
 // One generation of a batch (generate_candidates): which prompt it continues and its sampler's
-// seed (GenerateOptions::sampler.seed is not used there).
+// seed (GenerateOptions::sampling.seed is not used there).
 struct CandidateSpec {
   int64_t prompt = 0;  // index into the prompts
   uint64_t seed = 0;
@@ -83,8 +82,8 @@ using CandidateTokenCallback =
 
 // The token choice of a generation of `total_steps` tokens of model config `c` (the guidance mix
 // over the [cond ; uncond] logits rows when guided), as Backend::choose_token takes it.
-kernels::TokenChoice make_token_choice(const GptConfig& c, bool guided, float guidance_scale,
-                                       int64_t total_steps, const SamplerOptions& sampler);
+kernels::TokenChoice make_token_choice(const GptConfig& c, bool guided, int64_t total_steps,
+                                       const SamplingSettings& sampling);
 // A device-resident loop's counters in backend memory: *step = first (int64), rng = the four
 // xoshiro256** words of Xoshiro256(seed).
 Status reset_resident_state(kernels::Backend& be, void* step, void* rng, int64_t first,

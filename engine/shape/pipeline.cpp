@@ -345,9 +345,9 @@ Expected<std::vector<int32_t>> ShapePipeline::generate(const EncodedPrompt& prom
                                                        const std::atomic<bool>* cancel) {
   CandidateTokenCallback each;
   if (on_token) each = [&](int64_t, int64_t i, int32_t id, double ms) { on_token(i, id, ms); };
-  TESSERA_ASSIGN_OR_RETURN(
-      auto tokens, generate_candidates({&prompt}, {CandidateSpec{0, options.sampler.seed}}, options,
-                                       each, trace, cancel));
+  TESSERA_ASSIGN_OR_RETURN(auto tokens,
+                           generate_candidates({&prompt}, {CandidateSpec{0, options.sampling.seed}},
+                                               options, each, trace, cancel));
   return std::move(tokens[0]);
 }
 
@@ -399,10 +399,9 @@ Expected<std::vector<std::vector<int32_t>>> ShapePipeline::generate_candidates(
   }
   GenerateOptions g;
   g.num_tokens = options.num_tokens;
-  g.guidance_scale = options.guidance_scale;
   g.use_kv_cache = options.use_kv_cache;
   g.use_graphs = options.use_graphs;
-  g.sampler = options.sampler;
+  g.sampling = options.sampling;
   g.cancel = cancel;
   g.trace = trace;
   g.release_condition_pages = release_idle_pages_;

@@ -108,8 +108,8 @@ struct EncodedPrompt {
 };
 
 struct GenerationOptions {
-  SamplerOptions sampler;       // greedy by default (the reference); seed/temperature/top-k/top-p
-  float guidance_scale = 3.0f;  // >= 0; 0: conditional row only
+  // The reference's by default: greedy, guidance 3 (0: the conditional row only).
+  SamplingSettings sampling;
   // v0.5 bounding box (x, y, z; proportions); none = (0, 0, 0). Ignored (not an error) on v0.1
   // checkpoints, which have no box token.
   std::optional<std::array<float, 3>> bbox;
@@ -187,7 +187,7 @@ class ShapePipeline {
                                           const std::atomic<bool>* cancel = nullptr);
 
   // Stage 2 for several candidates in one decode (variations, batches): candidate j continues
-  // *prompts[candidates[j].prompt] with seed candidates[j].seed (options.sampler.seed unused),
+  // *prompts[candidates[j].prompt] with seed candidates[j].seed (options.sampling.seed unused),
   // the rest of `options` shared; ShapeGenerator::generate_candidates says how, and why candidate
   // j's tokens equal generate()'s for its prompt and seed. At most kMaxCandidates; the generator
   // grows its cache to the largest count asked for so far. on_token: (candidate, index, id, ms).

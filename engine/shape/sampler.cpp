@@ -5,20 +5,7 @@
 
 namespace tessera::shape {
 
-Status validate_sampler_options(const SamplerOptions& o) {
-  if (!(o.temperature > 0.0f) || !std::isfinite(o.temperature)) {
-    return invalid_argument("sampler: temperature " + std::to_string(o.temperature) +
-                            " must be a finite number > 0");
-  }
-  if (o.top_k < 0)
-    return invalid_argument("sampler: top_k " + std::to_string(o.top_k) + " must be >= 0");
-  if (!(o.top_p > 0.0f && o.top_p <= 1.0f)) {
-    return invalid_argument("sampler: top_p " + std::to_string(o.top_p) + " must be in (0, 1]");
-  }
-  return {};
-}
-
-Sampler::Sampler(const SamplerOptions& options, int64_t vocab)
+Sampler::Sampler(const SamplingSettings& options, int64_t vocab)
     : options_(options), rng_(options.seed) {
   order_.resize(static_cast<size_t>(std::max<int64_t>(vocab, 1)));
   probs_.resize(order_.size());

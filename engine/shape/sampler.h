@@ -1,7 +1,7 @@
 // Sampler: picks the next shape code from (guided, restricted) logits.
 //
 // Greedy (the default) is argmax with ties going to the lowest index: it reproduces the reference.
-// Sampling (SamplerOptions::sample = true) applies, in this order:
+// Sampling (SamplingSettings::sample = true, core/sampling.h) applies, in this order:
 //   1. temperature: z = logits / temperature (temperature > 0);
 //   2. top-k: keep the k largest z (k = 0: all); ties broken towards the lower index;
 //   3. softmax over the kept tokens (in double);
@@ -21,21 +21,11 @@
 #include <string>
 #include <vector>
 
+#include "core/sampling.h"
 #include "core/status.h"
 #include "kernels/sampling.h"
 
 namespace tessera::shape {
-
-struct SamplerOptions {
-  bool sample = false;       // false: greedy argmax (the reference's behaviour)
-  float temperature = 1.0f;  // > 0
-  int64_t top_k = 0;         // 0: no top-k filter
-  float top_p = 1.0f;        // in (0, 1]; 1: no nucleus filter
-  uint64_t seed = 0;
-};
-
-// Checks the ranges above; the message names the offending option.
-Status validate_sampler_options(const SamplerOptions& options);
 
 // The RNG and argmax live with the sampling ops (kernels/sampling.h), which the device sampler
 // shares.
@@ -45,16 +35,17 @@ using ::tessera::kernels::Xoshiro256;
 
 class Sampler {
  public:
-  // options must be valid (validate_sampler_options); vocab >= 1 is the size next() expects.
-  Sampler(const SamplerOptions& options, int64_t vocab);
+  // options must be valid (check_sampling); vocab >= 1 is the size next() expects. The guidance
+  // is not the sampler's (the generator mixes the logits before they arrive here).
+  Sampler(const SamplingSettings& options, int64_t vocab);
 
   // The next token from logits[0, n) (n <= vocab). Errors: kInvalidArgument for non-finite
   // logits (naming the index) or n outside [1, vocab].
   Expected<int32_t> next(const float* logits, int64_t n);
-  const SamplerOptions& options() const { return options_; }
+  const SamplingSettings& options() const { return options_; }
 
  private:
-  SamplerOptions options_;
+  SamplingSettings options_;
   Xoshiro256 rng_;
   std::vector<int32_t> order_;
   std::vector<double> probs_;

@@ -107,7 +107,7 @@ TEST_F(BatchCliTest, TextAndJsonItemsBadLinesManifestAndResume) {
   EXPECT_NE(r.err.find("p.txt:5: unknown key \"colour\""), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("p.txt:6: invalid JSON"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("p.txt:8: empty prompt"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("p.txt:9: \"top_p\""), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("p.txt:9: top_p: 1.5 is outside (0, 1]"), std::string::npos) << r.err;
   std::vector<json> failures;
   const std::vector<json> entries = manifest_lines(out / "manifest.jsonl", &failures);
   ASSERT_EQ(entries.size(), 5u);   // a cube, a chair x2, a torus, a ring
@@ -153,6 +153,27 @@ TEST_F(BatchCliTest, TextAndJsonItemsBadLinesManifestAndResume) {
   const std::vector<json> repaired = manifest_lines(out / "manifest.jsonl");
   EXPECT_EQ(repaired.size(), 5u);
   expect_consistent(out, repaired);
+}
+
+// The command line's sampling settings are checked before anything runs, with the words a JSON
+// line gets (check_sampling's); a line's own bad value fails that line alone.
+TEST_F(BatchCliTest, SamplingSettingsOutOfRangeAreTheOneMessage) {
+  const std::string prompts = write("p.txt", "a cube\n");
+  const fs::path out = path("out");
+  auto r = run_tessera("batch " + shell_quote(prompts) + " --out " + shell_quote(out.string()) +
+                       kSettings + " --top-p 1.5 --temperature 0");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("tessera batch: temperature: 0 is outside (0, inf); top_p: 1.5 is outside "
+                       "(0, 1]\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(out / "manifest.jsonl"));
+  // A line's value over a valid command line: the line's message names the field.
+  const std::string line = write("q.txt", "{\"prompt\": \"a cone\", \"top_k\": -1}\n");
+  r = run_tessera("batch " + shell_quote(line) + " --out " + shell_quote(out.string()) + kSettings +
+                  " --top-p 0.5");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("q.txt:1: top_k: -1 is outside [0, inf)"), std::string::npos) << r.err;
 }
 
 TEST_F(BatchCliTest, ShardsMakeEveryItemOnceAndMergeChecksIt) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/safetensors.h"
+#include "engine/runtime/job_request.h"
 #include "tests/support/cli_runner.h"
 #include "tests/support/fixture_model_dir.h"
 
@@ -244,9 +245,26 @@ TEST_F(GenerateCliTest, BadOptionsFailBeforeGenerating) {
   auto r = run_tessera(generate_args(path("out.obj"), 100));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("resolution 100"), std::string::npos) << r.err;
+  // The sampling settings: check_sampling's message, the same words as a JSON job's (one per bad
+  // field), before the model is loaded.
   r = run_tessera(generate_args(path("out.obj")) + " --top-p 0");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("top_p"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tessera generate: top_p: 0 is outside (0, 1]\n"), std::string::npos)
+      << r.err;
+  r = run_tessera(generate_args(path("out.obj")) + " --top-p 1.5 --top-k -2 --guidance -1");
+  EXPECT_EQ(r.exit_code, 1);
+  const auto job = runtime::parse_job_request(
+      nlohmann::json{{"prompt", "x"}, {"top_p", 1.5}, {"top_k", -2}, {"guidance", -1}});
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().message(),
+            "top_k: -2 is outside [0, inf); top_p: 1.5 is outside (0, 1]; guidance: -1 is outside "
+            "[0, inf)");
+  EXPECT_NE(r.err.find("tessera generate: " + job.status().message() + "\n"), std::string::npos)
+      << r.err;
+  r = run_tessera(generate_args(path("out.obj")) + " --temperature 0");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("tessera generate: temperature: 0 is outside (0, inf)"), std::string::npos)
+      << r.err;
   r = run_tessera(generate_args(path("out.obj")) + " --tokens 99");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("--tokens 99"), std::string::npos) << r.err;

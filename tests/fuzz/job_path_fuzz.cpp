@@ -69,7 +69,7 @@ void run(const uint8_t* data, size_t size) {
   const std::string prompt(reinterpret_cast<const char*>(data) + 8, size - 8);
   runtime::JobOptions job;
   job.prompt = prompt;
-  auto& sampler = job.generation.sampler;
+  SamplingSettings& sampler = job.generation.sampling;
   sampler.sample = (data[0] & 1) != 0;
   job.variations = sampler.sample && (data[0] & 2) != 0 ? 2 : 1;
   const bool metadata = (data[0] & 4) == 0;
@@ -77,7 +77,7 @@ void run(const uint8_t* data, size_t size) {
   sampler.temperature = 0.25f + static_cast<float>(data[2]) / 64.0f;
   sampler.top_k = data[3] % 8 == 0 ? 0 : data[3];
   sampler.top_p = 0.05f + 0.95f * static_cast<float>(data[4]) / 255.0f;
-  job.generation.guidance_scale = static_cast<float>(data[5]) / 32.0f;
+  job.generation.sampling.guidance = static_cast<float>(data[5]) / 32.0f;
   static constexpr int kResolutions[] = {9, 17, 33};
   job.mesh.resolution = kResolutions[data[6] % 3];
   job.generation.num_tokens = data[7] % 65;

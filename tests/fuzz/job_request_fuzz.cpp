@@ -26,11 +26,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     const runtime::JobRequest& r = *request;
     if (r.variations < 1 || r.variations > runtime::kMaxVariations) __builtin_trap();
+    if (!check_sampling(r.sampling).ok()) __builtin_trap();  // accepted: within every range
     if (r.resolution != 0 && !runtime::resolution_base(r.resolution).ok()) __builtin_trap();
     if (!r.name.empty() && (r.name.find('/') != std::string::npos || r.name[0] == '.'))
       __builtin_trap();
     runtime::JobOptions job = r.job();
-    if (job.variations > 1 && !job.generation.sampler.sample) __builtin_trap();
+    if (job.variations > 1 && !job.generation.sampling.sample) __builtin_trap();
     auto accepted = runtime::accept_job_text(&job);
     if (!accepted.ok() && accepted.status().message().empty()) __builtin_trap();
   } catch (const std::exception&) {

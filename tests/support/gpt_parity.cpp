@@ -67,7 +67,7 @@ void expect_unguided_and_v01_greedy(shape::ShapeGenerator& gen05, const shape::C
                                     const shape::ConditionInputs& in,
                                     const ParityTensors& reference) {
   shape::GenerateOptions no_guidance;
-  no_guidance.guidance_scale = 0.0f;
+  no_guidance.sampling.guidance = 0.0f;
   shape::ConditionInputs cond_only = in;
   cond_only.uncond_hidden = nullptr;
   auto tokens = gen05.generate(cond_only, no_guidance);

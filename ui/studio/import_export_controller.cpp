@@ -178,7 +178,7 @@ bool ImportExportController::restore_settings_from(const QString& path) {
   views_.prompt->setPlainText(QString::fromStdString(restored->prompt));
   views_.settings->restore(*restored);
   QString text = tr("Restored the prompt and settings of %1").arg(QFileInfo(path).fileName());
-  if (restored->has_seed) text += tr(" (seed %1, locked)").arg(restored->seed);
+  if (restored->has_seed) text += tr(" (seed %1, locked)").arg(restored->sampling.seed);
   for (const std::string& note : restored->notes)
     text += tr("; %1").arg(QString::fromStdString(note));
   if (!restored->model_name.empty() &&

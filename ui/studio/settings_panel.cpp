@@ -55,7 +55,7 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   temperature_ = new QDoubleSpinBox(sampling);
   temperature_->setRange(0.05, 5.0);
   temperature_->setSingleStep(0.05);
-  temperature_->setValue(runtime::kDefaultTemperature);
+  temperature_->setValue(runtime::kDefaultSampling.temperature);
   sf->addRow(tr("Temperature"), temperature_);
   top_k_ = new QSpinBox(sampling);
   top_k_->setRange(0, 1 << 16);
@@ -64,12 +64,12 @@ SettingsPanel::SettingsPanel(QWidget* parent) : QWidget(parent) {
   top_p_ = new QDoubleSpinBox(sampling);
   top_p_->setRange(0.01, 1.0);
   top_p_->setSingleStep(0.01);
-  top_p_->setValue(runtime::kDefaultTopP);
+  top_p_->setValue(runtime::kDefaultSampling.top_p);
   sf->addRow(tr("Top-p"), top_p_);
   guidance_ = new QDoubleSpinBox(sampling);
   guidance_->setRange(0.0, 20.0);
   guidance_->setSingleStep(0.5);
-  guidance_->setValue(runtime::kDefaultGuidance);
+  guidance_->setValue(runtime::kDefaultSampling.guidance);
   guidance_->setToolTip(tr("Classifier-free guidance scale (0: off)"));
   sf->addRow(tr("Guidance"), guidance_);
   auto update_sampling = [this] {
@@ -190,22 +190,19 @@ int SettingsPanel::preview_resolution() const {
 runtime::JobOptions SettingsPanel::make_job(const QString& prompt) {
   runtime::JobOptions job;
   job.prompt = prompt.toStdString();
-  auto& sampler = job.generation.sampler;
+  SamplingSettings& sampling = job.generation.sampling;
   job.variations = variations();
-  sampler.sample = sample_->isChecked() || job.variations > 1;
-  if (sampler.sample && !seed_lock_->isChecked()) randomise_->click();
-  sampler.seed = static_cast<uint64_t>(seed_->value());
+  sampling.sample = sample_->isChecked() || job.variations > 1;
+  if (sampling.sample && !seed_lock_->isChecked()) randomise_->click();
+  sampling.seed = static_cast<uint64_t>(seed_->value());
+  // Sample off (variations alone sample): the product's temperature, top-k and top-p, the job's
+  // defaults.
   if (sample_->isChecked()) {
-    sampler.temperature = static_cast<float>(temperature_->value());
-    sampler.top_k = top_k_->value();
-    sampler.top_p = static_cast<float>(top_p_->value());
-  } else if (job.variations > 1) {  // sampled with the product's defaults
-    const uint64_t seed = sampler.seed;
-    sampler = runtime::SamplingOptions{};
-    sampler.sample = true;
-    sampler.seed = seed;
+    sampling.temperature = static_cast<float>(temperature_->value());
+    sampling.top_k = top_k_->value();
+    sampling.top_p = static_cast<float>(top_p_->value());
   }
-  job.generation.guidance_scale = static_cast<float>(guidance_->value());
+  sampling.guidance = static_cast<float>(guidance_->value());
   if (model_uses_bbox_ && bbox_enabled_->isChecked()) {
     job.generation.bbox = std::array<float, 3>{static_cast<float>(bbox_[0]->value()),
                                                static_cast<float>(bbox_[1]->value()),
@@ -246,12 +243,15 @@ void SettingsPanel::load(QSettings& s) {
   seed_lock_->setChecked(s.value("seed_locked", false).toBool());
   sample_->setChecked(s.value("sample", false).toBool());
   temperature_->setValue(
-      s.value("temperature", static_cast<double>(runtime::kDefaultTemperature)).toDouble());
-  top_k_->setValue(s.value("top_k", 0).toInt());
-  top_p_->setValue(s.value("top_p", static_cast<double>(runtime::kDefaultTopP)).toDouble());
+      s.value("temperature", static_cast<double>(runtime::kDefaultSampling.temperature))
+          .toDouble());
+  top_k_->setValue(
+      s.value("top_k", static_cast<qlonglong>(runtime::kDefaultSampling.top_k)).toInt());
+  top_p_->setValue(
+      s.value("top_p", static_cast<double>(runtime::kDefaultSampling.top_p)).toDouble());
   set_variations(std::clamp(s.value("variations", 1).toInt(), 1, runtime::kMaxVariations));
   guidance_->setValue(
-      s.value("guidance", static_cast<double>(runtime::kDefaultGuidance)).toDouble());
+      s.value("guidance", static_cast<double>(runtime::kDefaultSampling.guidance)).toDouble());
   preview_every_->setValue(s.value("preview_every", 16).toInt());
   select_resolution(preview_resolution_, s.value("preview_resolution", 33).toInt());
   select_resolution(final_resolution_, s.value("final_resolution", 129).toInt());
@@ -361,16 +361,17 @@ void SettingsPanel::set_sampling(bool sample) {
 }
 
 void SettingsPanel::restore(const runtime::RestoredSettings& r) {
+  const SamplingSettings& s = r.sampling;  // checked by restored_settings
   if (r.has_sampling) {
-    sample_->setChecked(r.sample);
-    if (r.sample) {
-      temperature_->setValue(r.temperature);
-      top_p_->setValue(r.top_p);
-      top_k_->setValue(static_cast<int>(std::min<int64_t>(r.top_k, top_k_->maximum())));
+    sample_->setChecked(s.sample);
+    if (s.sample) {
+      temperature_->setValue(s.temperature);
+      top_p_->setValue(s.top_p);
+      top_k_->setValue(static_cast<int>(std::min<int64_t>(s.top_k, top_k_->maximum())));
     }
-    if (r.has_seed) set_seed(r.seed, true);
+    if (r.has_seed) set_seed(s.seed, true);
   }
-  if (r.has_guidance) guidance_->setValue(r.guidance);
+  if (r.has_guidance) guidance_->setValue(s.guidance);
   if (r.resolution > 0) set_final_resolution(r.resolution);
   set_variations(1);
 }

@@ -30,6 +30,9 @@ Expected<runtime::TextNotes> ShapeController::start(runtime::JobOptions job) {
   if (!engine_.has_model()) {
     return not_found(engine_.loading() ? "the model is still loading" : "no model is loaded");
   }
+  // The studio's door for every shape job (Generate, More like this, a script): the sampling
+  // settings checked as every front end checks them.
+  TESSERA_RETURN_IF_ERROR(check_sampling(job.generation.sampling));
   TESSERA_ASSIGN_OR_RETURN(runtime::TextNotes notes, runtime::accept_job_text(&job));
   prompt_ = QString::fromStdString(job.prompt);
   last_job_ = job;
@@ -37,7 +40,7 @@ Expected<runtime::TextNotes> ShapeController::start(runtime::JobOptions job) {
   chosen_ = 0;
   candidates_.assign(static_cast<size_t>(std::max(job.variations, 1)), Candidate{});
   for (size_t i = 0; i < candidates_.size(); ++i) {
-    candidates_[i].seed = job.generation.sampler.seed + i;
+    candidates_[i].seed = job.generation.sampling.seed + i;
   }
   current_tokens_.clear();
   shown_generated_ = false;
@@ -46,7 +49,7 @@ Expected<runtime::TextNotes> ShapeController::start(runtime::JobOptions job) {
   engine_.submit(job);
   QStringList shown_notes;
   for (const std::string& note : notes) shown_notes << QString::fromStdString(note);
-  Q_EMIT started(job.variations, job.generation.sampler.seed, shown_notes);
+  Q_EMIT started(job.variations, job.generation.sampling.seed, shown_notes);
   Q_EMIT changed();
   return notes;
 }
@@ -54,14 +57,10 @@ Expected<runtime::TextNotes> ShapeController::start(runtime::JobOptions job) {
 Expected<runtime::TextNotes> ShapeController::more_like_this() {
   if (!has_last_job_) return not_found("no shape has been generated yet");
   runtime::JobOptions job = last_job_;
-  auto& sampler = job.generation.sampler;
-  if (!sampler.sample) {  // after a greedy job: sample around it with the product's defaults
-    const uint64_t seed = sampler.seed;
-    sampler = runtime::SamplingOptions{};
-    sampler.sample = true;
-    sampler.seed = seed;
-  }
-  sampler.seed += static_cast<uint64_t>(std::max(job.variations, 1));
+  SamplingSettings& sampling = job.generation.sampling;
+  // After a greedy job: sample around it with the product's defaults.
+  if (!sampling.sample) sampling = runtime::sampled_with_defaults(sampling);
+  sampling.seed += static_cast<uint64_t>(std::max(job.variations, 1));
   return start(std::move(job));
 }
 
@@ -118,7 +117,7 @@ nlohmann::json ShapeController::shown_settings_json() {
   if (!shown_generated_ || !has_last_job_) return nullptr;
   const std::optional<runtime::ModelIdentity> identity = engine_.model_identity();
   if (!identity) return nullptr;
-  const uint64_t seed = last_job_.generation.sampler.seed + static_cast<uint64_t>(chosen_);
+  const uint64_t seed = last_job_.generation.sampling.seed + static_cast<uint64_t>(chosen_);
   return runtime::shape_settings_json(last_job_, seed, shown_resolution_, identity->name,
                                       identity->gpt_sha256);
 }
@@ -127,7 +126,7 @@ nlohmann::json ShapeController::candidate_settings_json(int i) {
   if (!has_last_job_) return nullptr;
   const std::optional<runtime::ModelIdentity> identity = engine_.model_identity();
   if (!identity) return nullptr;
-  const uint64_t seed = last_job_.generation.sampler.seed + static_cast<uint64_t>(std::max(i, 0));
+  const uint64_t seed = last_job_.generation.sampling.seed + static_cast<uint64_t>(std::max(i, 0));
   return runtime::shape_settings_json(last_job_, seed, last_job_.mesh.resolution, identity->name,
                                       identity->gpt_sha256);
 }

@@ -15,11 +15,11 @@ namespace {
 TEST(Provenance, WhatIsWrittenIsReadBack) {
   JobOptions job;
   job.prompt = "a chair";
-  job.generation.sampler.sample = true;
-  job.generation.sampler.temperature = 0.8f;
-  job.generation.sampler.top_k = 40;
-  job.generation.sampler.top_p = 0.75f;
-  job.generation.guidance_scale = 4.5f;
+  job.generation.sampling.sample = true;
+  job.generation.sampling.temperature = 0.8f;
+  job.generation.sampling.top_k = 40;
+  job.generation.sampling.top_p = 0.75f;
+  job.generation.sampling.guidance = 4.5f;
   job.generation.bbox = std::array<float, 3>{1.0f, 2.0f, 0.5f};
   job.generation.num_tokens = 48;
   nlohmann::json settings = shape_settings_json(job, 12, 65, "tessera-tiny", "ab");
@@ -35,13 +35,11 @@ TEST(Provenance, WhatIsWrittenIsReadBack) {
   auto r = restored_settings(settings, "chair.glb");
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->prompt, "a chair");
-  EXPECT_TRUE(r->has_sampling && r->sample && r->has_seed);
-  EXPECT_EQ(r->seed, 12u);
-  EXPECT_FLOAT_EQ(r->temperature, 0.8f);
-  EXPECT_EQ(r->top_k, 40);
-  EXPECT_FLOAT_EQ(r->top_p, 0.75f);
+  EXPECT_TRUE(r->has_sampling && r->sampling.sample && r->has_seed);
   EXPECT_TRUE(r->has_guidance);
-  EXPECT_FLOAT_EQ(r->guidance, 4.5f);
+  SamplingSettings written = job.generation.sampling;
+  written.seed = 12;  // the candidate's own seed
+  EXPECT_EQ(r->sampling, written);
   ASSERT_TRUE(r->bbox.has_value());
   EXPECT_FLOAT_EQ((*r->bbox)[1], 2.0f);
   EXPECT_EQ(r->resolution, 65);
@@ -61,8 +59,7 @@ TEST(Provenance, AbsentFieldsKeepTheProductDefaults) {
   auto r = restored_settings(nlohmann::json{{"prompt", "a ball"}}, "ball.obj");
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_FALSE(r->has_sampling || r->has_seed || r->has_guidance);
-  EXPECT_FLOAT_EQ(r->top_p, kDefaultTopP);
-  EXPECT_FLOAT_EQ(r->guidance, kDefaultGuidance);
+  EXPECT_EQ(r->sampling, kDefaultSampling);
   EXPECT_FALSE(r->bbox || r->exporting);
   EXPECT_EQ(r->resolution, 0);
   EXPECT_EQ(r->tokens, 0);
@@ -76,7 +73,8 @@ TEST(Provenance, ABadFieldIsRefusedNamingFileAndField) {
   for (const Case& c : {
            Case{R"({"seed": 3})", "'prompt'"},
            Case{R"({"prompt": "a", "sampling": {"seed": "x"}})", "'sampling.seed'"},
-           Case{R"({"prompt": "a", "sampling": {"top_k": -1}})", "'sampling.top_k'"},
+           Case{R"({"prompt": "a", "sampling": {"top_k": 1.5}})", "'sampling.top_k'"},
+           Case{R"({"prompt": "a", "sampling": {"top_p": "x"}})", "'sampling.top_p'"},
            Case{R"({"prompt": "a", "bbox": [1, 2]})", "'bbox'"},
            Case{R"({"prompt": "a", "bbox": [1, 2, "x"]})", "'bbox'"},
            Case{R"({"prompt": "a", "resolution": 4000})", "'resolution'"},
@@ -96,6 +94,37 @@ TEST(Provenance, ABadFieldIsRefusedNamingFileAndField) {
     EXPECT_NE(r.status().message().find("m.fbx"), std::string::npos) << r.status().message();
     EXPECT_NE(r.status().message().find(c.field), std::string::npos) << r.status().message();
   }
+}
+
+// A file written before any of this (greedy, so no sampling fields) still loads, with the
+// product's defaults for what it leaves out.
+TEST(Provenance, AGreedyFileLoadsWithTheDefaults) {
+  const auto r = restored_settings(
+      nlohmann::json::parse(R"({"tessera": "0.1.0", "prompt": "a cup", "sampling": {"sample":
+      false}, "guidance": 3.0, "bbox": null, "resolution": 65, "tokens": 0})"),
+      "cup.glb");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->has_sampling && r->has_guidance && !r->has_seed);
+  EXPECT_EQ(r->sampling, kDefaultSampling);
+}
+
+// Sampling settings out of range are refused with check_sampling's message, one per bad field,
+// after the file's name: the same words as the command line and a JSON job.
+TEST(Provenance, SamplingOutOfRangeGivesTheOneMessage) {
+  auto r = restored_settings(nlohmann::json::parse(R"({"prompt": "a", "sampling": {"sample": true,
+      "top_p": 1.5, "top_k": -1}, "guidance": -2})"),
+                             "m.glb");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kInvalidArgument);
+  SamplingSettings bad = kDefaultSampling;
+  bad.sample = true;
+  bad.top_p = 1.5f;
+  bad.top_k = -1;
+  bad.guidance = -2.0f;
+  EXPECT_EQ(r.status().message(), "m.glb: metadata: " + check_sampling(bad).message());
+  EXPECT_EQ(r.status().message(),
+            "m.glb: metadata: top_k: -1 is outside [0, inf); top_p: 1.5 is outside (0, 1]; "
+            "guidance: -2 is outside [0, inf)");
 }
 
 }  // namespace

@@ -368,8 +368,8 @@ TEST_F(SessionTest, BadOptionsComeBackAsErrorEvents) {
   EXPECT_NE(err->status.message().find("preview"), std::string::npos) << err->status.message();
 
   job = small_job();
-  job.generation.sampler.sample = true;
-  job.generation.sampler.temperature = -1.0f;
+  job.generation.sampling.sample = true;
+  job.generation.sampling.temperature = -1.0f;
   id = session->submit(job);
   events = collect_until_terminal(*session, id);
   err = std::get_if<ErrorEvent>(&events.back().payload);

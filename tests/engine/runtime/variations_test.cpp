@@ -40,9 +40,9 @@ JobResult run(Session& session, const JobOptions& job) {
 JobOptions sampled(const std::string& prompt, uint64_t seed, int variations) {
   JobOptions job;
   job.prompt = prompt;
-  job.generation.sampler.sample = true;
-  job.generation.sampler.top_p = 0.9f;
-  job.generation.sampler.seed = seed;
+  job.generation.sampling.sample = true;
+  job.generation.sampling.top_p = 0.9f;
+  job.generation.sampling.seed = seed;
   job.variations = variations;
   job.mesh.resolution = 33;  // the invariance is in the tokens; a small lattice keeps it quick
   return job;

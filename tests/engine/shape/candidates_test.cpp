@@ -42,9 +42,9 @@ Prompts two_prompts() {
 
 GenerateOptions sampled() {
   GenerateOptions o;
-  o.sampler.sample = true;
-  o.sampler.temperature = 1.5f;  // a broad distribution: a changed logit soon changes a draw
-  o.sampler.top_p = 0.95f;
+  o.sampling.sample = true;
+  o.sampling.temperature = 1.5f;  // a broad distribution: a changed logit soon changes a draw
+  o.sampling.top_p = 0.95f;
   return o;
 }
 
@@ -52,7 +52,7 @@ GenerateOptions sampled() {
 std::vector<int32_t> alone(const CubeGpt& model, const ConditionInputs& in, uint64_t seed,
                            GenerateOptions options) {
   auto gen = ShapeGenerator::create(model).value();
-  options.sampler.seed = seed;
+  options.sampling.seed = seed;
   auto tokens = gen->generate(in, options);
   EXPECT_TRUE(tokens.ok()) << tokens.status().to_string();
   return tokens.ok() ? *tokens : std::vector<int32_t>{};
@@ -99,7 +99,7 @@ TEST(Candidates, EachCandidateIsItsLoneGenerationBf16) {
 
 TEST(Candidates, EachCandidateIsItsLoneGenerationUnguidedAndV01) {
   GenerateOptions o = sampled();
-  o.guidance_scale = 0.0f;
+  o.sampling.guidance = 0.0f;
   expect_invariant(*models().v05, "f32, unguided", o);
   expect_invariant(*models().v01, "v0.1, guided", sampled());
 }

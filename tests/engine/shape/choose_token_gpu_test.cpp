@@ -27,7 +27,7 @@ struct Config {
   std::string name;
   int64_t codes, vocab;
   bool guided;
-  shape::SamplerOptions sampler;
+  SamplingSettings sampler;
 };
 
 // The host's mix, exactly as engine/shape/generator.cpp writes it.
@@ -139,8 +139,8 @@ class ChooseTokenTest : public test::GpuTest {
   }
 };
 
-shape::SamplerOptions sampled(float temperature, int64_t top_k, float top_p, uint64_t seed) {
-  shape::SamplerOptions o;
+SamplingSettings sampled(float temperature, int64_t top_k, float top_p, uint64_t seed) {
+  SamplingSettings o;
   o.sample = true;
   o.temperature = temperature;
   o.top_k = top_k;

@@ -194,11 +194,11 @@ TEST_F(GptCudaTest, GraphReplayEagerAndCpuGiveTheSameTokens) {
   for (bool sample : {false, true}) {
     SCOPED_TRACE(sample ? "sampled" : "greedy");
     GenerateOptions opt;
-    opt.sampler.sample = sample;
-    opt.sampler.temperature = 0.9f;
-    opt.sampler.top_k = 20;
-    opt.sampler.top_p = 0.95f;
-    opt.sampler.seed = 31;
+    opt.sampling.sample = sample;
+    opt.sampling.temperature = 0.9f;
+    opt.sampling.top_k = 20;
+    opt.sampling.top_p = 0.95f;
+    opt.sampling.seed = 31;
     std::vector<int64_t> order;
     auto graphs = gen->generate(in, opt, [&](int64_t i, int32_t, double) { order.push_back(i); });
     ASSERT_TRUE(graphs.ok()) << graphs.status().to_string();
@@ -244,14 +244,14 @@ TEST_F(GptCudaTest, EachCandidateIsItsLoneGeneration) {
       SCOPED_TRACE(std::string(model == m_->cuda05.get() ? "f32" : "bf16") +
                    (graphs ? ", graphs" : ", eager"));
       GenerateOptions o;
-      o.sampler.sample = true;
-      o.sampler.temperature = 1.5f;
-      o.sampler.top_p = 0.95f;
+      o.sampling.sample = true;
+      o.sampling.temperature = 1.5f;
+      o.sampling.top_p = 0.95f;
       o.use_graphs = graphs;
       auto alone = [&](const ConditionInputs& in, uint64_t seed) {
         auto gen = ShapeGenerator::create(*model).value();
         GenerateOptions lone = o;
-        lone.sampler.seed = seed;
+        lone.sampling.seed = seed;
         auto tokens = gen->generate(in, lone);
         EXPECT_TRUE(tokens.ok()) << tokens.status().to_string();
         return tokens.ok() ? *tokens : std::vector<int32_t>{};
@@ -285,8 +285,8 @@ TEST_F(GptCudaTest, EachCandidateIsItsLoneGeneration) {
     // that close to a cut-off): candidate 0's guided logits, through the host loop (the hook), must
     // be the lone generation's bit for bit, with 4 other candidates (10 rows) and with 7 (16 rows).
     GenerateOptions o;
-    o.sampler.sample = true;
-    o.sampler.seed = 100;
+    o.sampling.sample = true;
+    o.sampling.seed = 100;
     std::vector<float> lone_logits;
     o.guided_logits = &lone_logits;
     auto lone = ShapeGenerator::create(*model).value()->generate(prompts[0], o);

@@ -341,17 +341,17 @@ TEST(CubeGptTest, SampledGenerationIsSeededAndCacheIndependent) {
   ConditionInputs in{hidden.data(), hidden.data() + 77 * 32, std::nullopt};
   auto gen = ShapeGenerator::create(*f.model05).value();
   GenerateOptions opt;
-  opt.sampler.sample = true;
-  opt.sampler.temperature = 1.5f;
-  opt.sampler.top_p = 0.95f;
-  opt.sampler.seed = 1234;
+  opt.sampling.sample = true;
+  opt.sampling.temperature = 1.5f;
+  opt.sampling.top_p = 0.95f;
+  opt.sampling.seed = 1234;
   auto a = gen->generate(in, opt).value();
   auto b = gen->generate(in, opt).value();
   opt.use_kv_cache = false;
   auto c = gen->generate(in, opt).value();
   EXPECT_EQ(a, b);
   EXPECT_EQ(a, c);
-  opt.sampler.seed = 99;
+  opt.sampling.seed = 99;
   auto d = gen->generate(in, opt).value();
   EXPECT_NE(a, d);  // 16 draws at temperature 1.5: equal sequences would mean the seed is ignored
   for (int32_t id : a) {
@@ -378,11 +378,11 @@ TEST(CubeGptTest, DeviceResidentLoopMatchesTheHostLoop) {
     for (int mode = 0; mode < 3; ++mode) {
       GenerateOptions opt;
       if (mode > 0) {
-        opt.sampler.sample = true;
-        opt.sampler.temperature = mode == 1 ? 1.0f : 0.8f;
-        opt.sampler.top_k = mode == 1 ? 0 : 10;
-        opt.sampler.top_p = mode == 1 ? 0.9f : 1.0f;
-        opt.sampler.seed = 4242 + uint64_t(mode);
+        opt.sampling.sample = true;
+        opt.sampling.temperature = mode == 1 ? 1.0f : 0.8f;
+        opt.sampling.top_k = mode == 1 ? 0 : 10;
+        opt.sampling.top_p = mode == 1 ? 0.9f : 1.0f;
+        opt.sampling.seed = 4242 + uint64_t(mode);
       }
       SCOPED_TRACE("mode " + std::to_string(mode));
       std::vector<int64_t> seen;
@@ -471,9 +471,9 @@ TEST(CubeGptTest, RecordedDecodeStepReplaysToTheSameTokens) {
     for (bool sample : {false, true}) {
       SCOPED_TRACE(sample ? "sampled" : "greedy");
       GenerateOptions opt;
-      opt.sampler.sample = sample;
-      opt.sampler.temperature = 1.2f;
-      opt.sampler.seed = 8;
+      opt.sampling.sample = sample;
+      opt.sampling.temperature = 1.2f;
+      opt.sampling.seed = 8;
       std::vector<int64_t> order;
       const int64_t replays_before = recorder.replays;
       auto replayed =
@@ -528,8 +528,8 @@ TEST(CubeGptTest, CancellationAndBadOptions) {
   bad.num_tokens = 17;  // beyond the session's 16
   EXPECT_FALSE(gen->generate(in, bad).ok());
   bad = GenerateOptions();
-  bad.sampler.sample = true;
-  bad.sampler.top_p = 0.0f;
+  bad.sampling.sample = true;
+  bad.sampling.top_p = 0.0f;
   auto e = gen->generate(in, bad);
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.status().message().find("top_p"), std::string::npos);

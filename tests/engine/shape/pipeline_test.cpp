@@ -118,17 +118,17 @@ TEST_F(PipelineTest, GreedyTokensFromTextMatchTheReferenceWithAndWithoutCache) {
 TEST_F(PipelineTest, SeededSamplingIsReproducibleAndPrefixesWork) {
   auto encoded = pipeline_->encode_prompt("b c").value();
   GenerationOptions options;
-  options.sampler.sample = true;
-  options.sampler.seed = 7;
-  options.sampler.temperature = 1.5f;
-  options.sampler.top_k = 20;
-  options.sampler.top_p = 0.9f;
+  options.sampling.sample = true;
+  options.sampling.seed = 7;
+  options.sampling.temperature = 1.5f;
+  options.sampling.top_k = 20;
+  options.sampling.top_p = 0.9f;
   auto a = pipeline_->generate(encoded, options).value();
   auto b = pipeline_->generate(encoded, options).value();
   EXPECT_EQ(a, b);
   // A shorter run is a prefix of the longer one without guidance (the guidance schedule
   // g = scale * (N - i) / N depends on N).
-  options.guidance_scale = 0.0f;
+  options.sampling.guidance = 0.0f;
   auto full = pipeline_->generate(encoded, options).value();
   options.num_tokens = 5;
   auto prefix = pipeline_->generate(encoded, options).value();
@@ -136,7 +136,7 @@ TEST_F(PipelineTest, SeededSamplingIsReproducibleAndPrefixesWork) {
   options.num_tokens = 17;
   EXPECT_FALSE(pipeline_->generate(encoded, options).ok());
   options.num_tokens = 0;
-  options.sampler.top_p = 0.0f;
+  options.sampling.top_p = 0.0f;
   auto bad = pipeline_->generate(encoded, options);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("top_p"), std::string::npos) << bad.status().message();

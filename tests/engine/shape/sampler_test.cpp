@@ -36,7 +36,7 @@ TEST(SamplerTest, XoshiroIsDeterministicAndUniformInRange) {
 }
 
 TEST(SamplerTest, GreedyIsArgmaxLowestIndexOnTies) {
-  Sampler s(SamplerOptions{}, 8);
+  Sampler s(SamplingSettings{}, 8);
   const float logits[6] = {0.5f, 2.0f, -1.0f, 2.0f, 1.9f, -std::numeric_limits<float>::infinity()};
   EXPECT_EQ(s.next(logits, 6).value(), 1);
   EXPECT_EQ(argmax(logits, 6), 1);
@@ -45,7 +45,7 @@ TEST(SamplerTest, GreedyIsArgmaxLowestIndexOnTies) {
 }
 
 TEST(SamplerTest, NonFiniteLogitsAreErrors) {
-  Sampler s(SamplerOptions{}, 4);
+  Sampler s(SamplingSettings{}, 4);
   const float nan_logits[3] = {0.0f, std::nanf(""), 1.0f};
   auto r = s.next(nan_logits, 3);
   ASSERT_FALSE(r.ok());
@@ -58,21 +58,8 @@ TEST(SamplerTest, NonFiniteLogitsAreErrors) {
   EXPECT_FALSE(s.next(pos, 5).ok());  // more than the vocab
 }
 
-TEST(SamplerTest, ValidatesOptions) {
-  SamplerOptions o;
-  EXPECT_TRUE(validate_sampler_options(o).ok());
-  o.temperature = 0.0f;
-  EXPECT_NE(validate_sampler_options(o).message().find("temperature"), std::string::npos);
-  o = SamplerOptions();
-  o.top_p = 1.5f;
-  EXPECT_NE(validate_sampler_options(o).message().find("top_p"), std::string::npos);
-  o = SamplerOptions();
-  o.top_k = -1;
-  EXPECT_NE(validate_sampler_options(o).message().find("top_k"), std::string::npos);
-}
-
 // Frequencies of `draws` samples of the distribution (0.5, 0.3, 0.2) under the given filters.
-std::vector<double> frequencies(SamplerOptions o, int draws = 20000) {
+std::vector<double> frequencies(SamplingSettings o, int draws = 20000) {
   o.sample = true;
   Sampler s(o, 3);
   const float logits[3] = {std::log(0.5f), std::log(0.3f), std::log(0.2f)};
@@ -82,7 +69,7 @@ std::vector<double> frequencies(SamplerOptions o, int draws = 20000) {
 }
 
 TEST(SamplerTest, SamplesTheSoftmax) {
-  SamplerOptions o;
+  SamplingSettings o;
   o.seed = 7;
   auto f = frequencies(o);
   EXPECT_NEAR(f[0], 0.5, 0.015);
@@ -96,7 +83,7 @@ TEST(SamplerTest, SamplesTheSoftmax) {
 }
 
 TEST(SamplerTest, TopKAndTopPFilters) {
-  SamplerOptions o;
+  SamplingSettings o;
   o.seed = 3;
   o.top_k = 2;  // (0.5, 0.3) renormalized
   auto f = frequencies(o);
@@ -116,7 +103,7 @@ TEST(SamplerTest, TopKAndTopPFilters) {
 }
 
 TEST(SamplerTest, SameSeedSameSequence) {
-  SamplerOptions o;
+  SamplingSettings o;
   o.sample = true;
   o.seed = 11;
   std::vector<float> logits(100);

@@ -97,16 +97,26 @@ TEST(ShapeController, GenerateChooseMoreLikeThisAndRemesh) {
 
   // More like this after a greedy job: sampled with the product's defaults, the next seed.
   ASSERT_TRUE(shape.more_like_this().ok());
-  EXPECT_TRUE(shape.last_job().generation.sampler.sample);
-  EXPECT_FLOAT_EQ(shape.last_job().generation.sampler.top_p, runtime::kDefaultTopP);
+  EXPECT_TRUE(shape.last_job().generation.sampling.sample);
+  EXPECT_FLOAT_EQ(shape.last_job().generation.sampling.top_p, runtime::kDefaultSampling.top_p);
   EXPECT_EQ(seen.started_seed, 1u);
   ASSERT_TRUE(wait_until([&] { return !engine.busy(); }));
+
+  // The studio's door refuses settings out of range with check_sampling's message, starting
+  // nothing.
+  runtime::JobOptions bad = small_job("a vase");
+  bad.generation.sampling.top_p = 1.5f;
+  const auto refused = shape.start(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().message(), "top_p: 1.5 is outside (0, 1]");
+  EXPECT_FALSE(engine.busy());
+  EXPECT_TRUE(shape.last_job().generation.sampling.sample);  // the last job is still the last
 
   // Three variations: a tile per candidate, each finished one in the gallery with its seed.
   runtime::JobOptions job = small_job("a chair");
   job.variations = 3;
-  job.generation.sampler.sample = true;
-  job.generation.sampler.seed = 40;
+  job.generation.sampling.sample = true;
+  job.generation.sampling.seed = 40;
   seen.results.clear();
   seen.candidate_meshes.clear();
   ASSERT_TRUE(shape.start(job).ok());
