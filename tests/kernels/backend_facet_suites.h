@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,10 @@ struct BackendUnderTest {
   std::string name;
   std::function<kernels::Backend*(std::string* why)> get;
 };
+// gtest prints the parameter by its name, not its bytes.
+inline void PrintTo(const BackendUnderTest& backend, std::ostream* os) {
+  *os << backend.name;
+}
 inline std::string backend_test_name(const ::testing::TestParamInfo<BackendUnderTest>& info) {
   return info.param.name;
 }
