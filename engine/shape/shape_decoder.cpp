@@ -427,7 +427,7 @@ Status ShapeDecoder::load_weights(WeightStore& store) {
   if (backend_.device() != Device::kCpu) {
     embed_host_.resize(static_cast<size_t>(C * c.fourier_dim()));
   }
-  if (backend_.device() != Device::kCpu && backend_.extraction() != nullptr) {
+  if (backend_.extraction() != nullptr) {
     // Fourier features on the device where the backend has them (its extraction facet): the
     // frequencies and the carrier's cos/sin (as FourierEmbedder rounds them) go up once; a chunk
     // then uploads its points (12 bytes each) instead of their features (4 (3 + 6 F) bytes each).

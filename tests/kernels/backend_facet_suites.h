@@ -103,35 +103,24 @@ class FacetTest : public ::testing::TestWithParam<BackendUnderTest> {
 
 class TensorOpsConformance : public FacetTest {};
 
-class DecodeOpsConformance : public FacetTest {
+// The suite of an optional facet: skipped on a backend that does not have it.
+template <typename Ops, Ops* (kernels::Backend::*Facet)()>
+class OptionalFacetTest : public FacetTest {
  protected:
   void SetUp() override {
     FacetTest::SetUp();
     if (IsSkipped()) return;
-    if (be().decode() == nullptr) GTEST_SKIP() << be().name() << " has no decode facet";
+    if ((be().*Facet)() == nullptr) GTEST_SKIP() << be().name() << " does not have this facet";
   }
-  kernels::DecodeOps& ops() { return *be().decode(); }
+  Ops& ops() { return *(be().*Facet)(); }
 };
 
-class DiffusionOpsConformance : public FacetTest {
- protected:
-  void SetUp() override {
-    FacetTest::SetUp();
-    if (IsSkipped()) return;
-    if (be().diffusion() == nullptr) GTEST_SKIP() << be().name() << " has no diffusion facet";
-  }
-  kernels::DiffusionOps& ops() { return *be().diffusion(); }
-};
-
-class ExtractionOpsConformance : public FacetTest {
- protected:
-  void SetUp() override {
-    FacetTest::SetUp();
-    if (IsSkipped()) return;
-    if (be().extraction() == nullptr) GTEST_SKIP() << be().name() << " has no extraction facet";
-  }
-  kernels::ExtractionOps& ops() { return *be().extraction(); }
-};
+class DecodeOpsConformance
+    : public OptionalFacetTest<kernels::DecodeOps, &kernels::Backend::decode> {};
+class DiffusionOpsConformance
+    : public OptionalFacetTest<kernels::DiffusionOps, &kernels::Backend::diffusion> {};
+class ExtractionOpsConformance
+    : public OptionalFacetTest<kernels::ExtractionOps, &kernels::Backend::extraction> {};
 
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(TensorOpsConformance);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(DecodeOpsConformance);
