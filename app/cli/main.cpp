@@ -24,7 +24,8 @@ void print_version() {
   } else {
     std::printf("cuda: built in, no usable device (%s); CPU backend\n", caps.cuda.reason.c_str());
   }
-  std::printf("cpu: %s, %d threads\n", cpu_model_name().c_str(), runtime::cpu_threads());
+  std::printf("cpu: %s, %d threads, %s kernels\n", cpu_model_name().c_str(), runtime::cpu_threads(),
+              runtime::cpu_isa());
   std::printf("cpu features: %s%s\n", cpu_features_string(cpu_features_detected()).c_str(),
               simd_enabled() ? "" : " (SIMD disabled by TESSERA_NO_SIMD)");
 }
@@ -39,6 +40,10 @@ int main(int argc, char** argv) {
   app.add_flag("--version", version, "Print version, build type, CUDA and CPU features");
   app.add_option("--threads", threads, "CPU threads (default: all cores)")
       ->check(CLI::Range(0, 256));
+  std::string isa;
+  app.add_option("--isa", isa,
+                 "Cap the CPU kernels' instruction set: avx512, avx2 or scalar (default: "
+                 "TESSERA_ISA, else the best this CPU has)");
   int exit_code = 0;
   tessera::cli::register_tokenize(app, &exit_code);
   tessera::cli::register_info(app, &exit_code);
@@ -53,7 +58,12 @@ int main(int argc, char** argv) {
   tessera::cli::register_models(app, &exit_code);
   tessera::cli::register_library(app, &exit_code);
   tessera::cli::register_serve(app, &exit_code);
-  app.parse_complete_callback([&] { tessera::runtime::set_cpu_threads(threads); });
+  app.parse_complete_callback([&] {
+    tessera::runtime::set_cpu_threads(threads);
+    if (const tessera::Status s = tessera::runtime::set_cpu_isa(isa); !s.ok()) {
+      throw CLI::ValidationError(s.message());
+    }
+  });
   // The commands run inside parse(). No exception leaves the program as a crash: one that
   // escapes a command is a bug, reported as such with a non-zero status (files already written
   // stay: every write is atomic).

@@ -115,12 +115,33 @@ int main(int argc, char** argv) {
                                    "to the UI and the often software GL rasterizer so the viewport "
                                    "stays smooth while tokens stream).",
                                    "n");
-  parser.addOptions(
-      {prompt,        generate,      screenshot,  screenshot_window, quit,
-       model,         record,        export_path, resolution,        preview_resolution,
-       preview_every, variations,    seed_option, no_grid,           diffusion_model,
-       image,         apply_texture, image_steps, image_seed,        device,
-       weights,       threads});
+  const QCommandLineOption isa("isa",
+                               "Cap the CPU kernels' instruction set (default: TESSERA_ISA, else "
+                               "the best this CPU has).",
+                               "avx512|avx2|scalar");
+  parser.addOptions({isa,
+                     prompt,
+                     generate,
+                     screenshot,
+                     screenshot_window,
+                     quit,
+                     model,
+                     record,
+                     export_path,
+                     resolution,
+                     preview_resolution,
+                     preview_every,
+                     variations,
+                     seed_option,
+                     no_grid,
+                     diffusion_model,
+                     image,
+                     apply_texture,
+                     image_steps,
+                     image_seed,
+                     device,
+                     weights,
+                     threads});
   parser.addPositionalArgument(
       "file", "A mesh to open (any format File > Open lists; the desktop entry passes it)",
       "[file]");
@@ -200,6 +221,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   tessera::runtime::set_cpu_threads(cpu_threads);
+  if (const tessera::Status s =
+          tessera::runtime::set_cpu_isa(parser.isSet(isa) ? parser.value(isa).toStdString() : "");
+      !s.ok()) {
+    std::fprintf(stderr, "tessera-studio: %s\n", s.message().c_str());
+    return 2;
+  }
 
   tessera::studio::MainWindow window(options);
   window.show();

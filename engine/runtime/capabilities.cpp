@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "engine/runtime/engine_types_internal.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/cuda/device.h"
 
@@ -74,6 +76,30 @@ void set_cpu_threads(int n) {
 
 int cpu_threads() {
   return kernels::cpu::cpu_pool().num_threads();
+}
+
+Status set_cpu_isa(std::string_view text) {
+  std::string source = "--isa";
+  std::string value(text);
+  if (value.empty()) {
+    const char* env = std::getenv("TESSERA_ISA");
+    if (env == nullptr || *env == '\0') return Status();
+    source = "TESSERA_ISA";
+    value = env;
+  }
+  for (kernels::cpu::Isa isa :
+       {kernels::cpu::Isa::kAvx512, kernels::cpu::Isa::kAvx2, kernels::cpu::Isa::kScalar}) {
+    if (value == kernels::cpu::isa_name(isa)) {
+      kernels::cpu::limit_isa(isa);
+      return Status();
+    }
+  }
+  return invalid_argument(source + ": '" + value +
+                          "' is not an instruction set (avx512, avx2, scalar)");
+}
+
+const char* cpu_isa() {
+  return kernels::cpu::isa_name(kernels::cpu::active_isa());
 }
 
 MemoryUse memory_use(bool with_device) {

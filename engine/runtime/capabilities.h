@@ -53,6 +53,15 @@ Capabilities probe_capabilities();
 void set_cpu_threads(int n);
 int cpu_threads();
 
+// Caps the instruction set of the CPU kernels (tessera --isa, tessera-studio --isa, tessera-bench
+// --isa): "avx512", "avx2" or "scalar"; the kernels use the best the CPU supports up to the cap (a
+// cap above it changes nothing). Empty text: the environment's TESSERA_ISA when set, else no cap.
+// Each front end calls it once at start-up, before any job, as set_cpu_threads. Errors:
+// kInvalidArgument naming the text (or TESSERA_ISA and its value) and the choices; nothing changes.
+Status set_cpu_isa(std::string_view text);
+// What the CPU kernels use now: "avx512", "avx2" or "scalar".
+const char* cpu_isa();
+
 // Memory in use, in bytes; -1 where unknown.
 struct MemoryUse {
   int64_t resident_bytes = -1;     // this process's resident set (/proc/self/statm)

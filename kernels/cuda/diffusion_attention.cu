@@ -5,7 +5,6 @@
 // kernel reduces each row's max and sum of exp into two vectors; the P V kernel, a tiled GEMM,
 // normalises each S tile as it loads it into shared memory (exp(S - max) / sum), so the
 // normalised matrix is never written.
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -230,18 +229,18 @@ Status diffusion_attention(const float* q, const float* k, const float* v, float
       // Row-major S [q_len, kv_len] = scale Q K^T; column-major S^T (kv x q, ld kv_len) =
       // K (op T of the column-major head_dim x kv view, ld k_token_stride) . Q^T (head_dim x q,
       // ld q_token_stride).
-      cublasStatus_t st = cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, kvn, qn, dn, &scale, kh,
-                                      static_cast<int>(s.k_token_stride), qh,
-                                      static_cast<int>(s.q_token_stride), &zero, scores, kvn);
+      cublasStatus_t st = cublas().sgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, kvn, qn, dn, &scale, kh,
+                                         static_cast<int>(s.k_token_stride), qh,
+                                         static_cast<int>(s.q_token_stride), &zero, scores, kvn);
       if (st != CUBLAS_STATUS_SUCCESS) {
         return diffusion_detail::cublas_status(st, "diffusion_attention", "cublasSgemm (Q K^T)");
       }
       if (algo == AttentionAlgo::kNaive) {
         TESSERA_RETURN_IF_ERROR(cuda::softmax(scores, scores, s.q_len, s.kv_len, stream));
         // Row-major O [q, head_dim] (ld o_token_stride) = P V; column-major O^T = V^T . P^T.
-        st = cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, dn, qn, kvn, &one, vh,
-                         static_cast<int>(s.v_token_stride), scores, kvn, &zero, oh,
-                         static_cast<int>(s.o_token_stride));
+        st = cublas().sgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, dn, qn, kvn, &one, vh,
+                            static_cast<int>(s.v_token_stride), scores, kvn, &zero, oh,
+                            static_cast<int>(s.o_token_stride));
         if (st != CUBLAS_STATUS_SUCCESS) {
           return diffusion_detail::cublas_status(st, "diffusion_attention", "cublasSgemm (P V)");
         }

@@ -18,7 +18,6 @@
 //         [0 -2 -1  2 1 0]         [0 1 -1 8 -8 1]
 //         [0  2 -1 -2 1 0]
 //         [0  4  0 -5 0 1]
-#include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -303,7 +302,7 @@ Status conv3x3_winograd(const float* x, const float* packed, const float* bias, 
     TESSERA_CUDA_CHECK_LAUNCH("conv2d: winograd input transform launch");
     // Row-major M[p] [nt, out_c] = V[p] [nt, in_c] . U[p] [in_c, out_c]; in cuBLAS's column-major
     // terms M[p]^T (out_c x nt) = U[p]^T (out_c x in_c, ld out_c) . V[p]^T (in_c x nt, ld in_c).
-    const cublasStatus_t st = cublasSgemmStridedBatched(
+    const cublasStatus_t st = cublas().sgemm_strided_batched(
         handle, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(s.out_c), static_cast<int>(nt),
         static_cast<int>(s.in_c), &alpha, packed, static_cast<int>(s.out_c),
         static_cast<long long>(s.in_c * s.out_c), v, static_cast<int>(s.in_c),

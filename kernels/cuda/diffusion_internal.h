@@ -1,11 +1,10 @@
 // Shared by the CUDA diffusion ops (kernels/cuda/diffusion_*.cu) only; needs the CUDA headers.
 #pragma once
 
-#include <cublas_v2.h>
-
 #include <string>
 
 #include "core/status.h"
+#include "kernels/cuda/cublas_api.h"
 
 namespace tessera::kernels::cuda::diffusion_detail {
 

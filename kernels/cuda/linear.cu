@@ -19,13 +19,13 @@
 // take the same two kernels, the weights dequantized while loading (q * scale in f32, x in f32: the
 // CPU kernels' 16-bit x differs from f32 x by ~2^-16 relative): the GEMV reads 16 weights per
 // 16-byte load, half the bytes of bf16, which is what a decode step is bound by.
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <climits>
 #include <string>
 
+#include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/cuda_util.h"
 
@@ -543,15 +543,15 @@ Status launch_add_bias(float* y, const float* bias, int64_t m, int64_t n, cudaSt
 // ---- cuBLAS handle, one per host thread and device
 // -------------------------------------------------
 std::string cublas_error(cublasStatus_t st, const char* what) {
-  return std::string("cuda linear: ") + what + " failed: " + cublasGetStatusName(st) + " (" +
-         cublasGetStatusString(st) + ")";
+  return std::string("cuda linear: ") + what + " failed: " + cublas().status_name(st) + " (" +
+         cublas().status_string(st) + ")";
 }
 
 struct ThreadCublasHandle {
   int device = -1;
   cublasHandle_t handle = nullptr;
   ~ThreadCublasHandle() {
-    if (handle != nullptr) cublasDestroy(handle);
+    if (handle != nullptr) cublas().destroy(handle);
   }
 };
 
@@ -560,16 +560,17 @@ thread_local bool t_tf32_products = false;
 // Handles are bound to the device current at creation and are not safe to share between threads
 // that issue work concurrently, hence one per thread, recreated if the thread switches devices.
 Expected<cublasHandle_t> thread_cublas_handle() {
+  TESSERA_ASSIGN_OR_RETURN(const CublasApi* blas, cublas_api());
   thread_local ThreadCublasHandle cached;
   int device = 0;
   TESSERA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device), "linear: cudaGetDevice");
   if (cached.handle != nullptr && cached.device == device) return cached.handle;
   if (cached.handle != nullptr) {
-    cublasDestroy(cached.handle);
+    blas->destroy(cached.handle);
     cached.handle = nullptr;
   }
   cublasHandle_t handle = nullptr;
-  const cublasStatus_t st = cublasCreate(&handle);
+  const cublasStatus_t st = blas->create(&handle);
   if (st != CUBLAS_STATUS_SUCCESS) {
     if (st == CUBLAS_STATUS_ALLOC_FAILED) return out_of_memory(cublas_error(st, "cublasCreate"));
     return internal_error(cublas_error(st, "cublasCreate"));
@@ -582,19 +583,19 @@ Expected<cublasHandle_t> thread_cublas_handle() {
 Status sgemm(const float* x, int64_t m, const float* w, int64_t n, int64_t k, float* y,
              cudaStream_t stream) {
   TESSERA_ASSIGN_OR_RETURN(cublasHandle_t handle, thread_cublas_handle());
-  cublasStatus_t st = cublasSetStream(handle, stream);
+  cublasStatus_t st = cublas().set_stream(handle, stream);
   if (st != CUBLAS_STATUS_SUCCESS) return internal_error(cublas_error(st, "cublasSetStream"));
-  st =
-      cublasSetMathMode(handle, tf32_products() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+  st = cublas().set_math_mode(handle,
+                              tf32_products() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
   if (st != CUBLAS_STATUS_SUCCESS) return internal_error(cublas_error(st, "cublasSetMathMode"));
   // cuBLAS is column-major. Row-major y[m,n] is column-major C = y^T (n x m, ld n), and
   // y^T = w x^T: row-major w[n,k] is column-major k x n (ld k), used transposed (op T: n x k);
   // row-major x[m,k] is column-major k x m (ld k), used as is.
   const float alpha = 1.f;
   const float beta = 0.f;
-  st = cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
-                   static_cast<int>(k), &alpha, w, static_cast<int>(k), x, static_cast<int>(k),
-                   &beta, y, static_cast<int>(n));
+  st = cublas().sgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+                      static_cast<int>(k), &alpha, w, static_cast<int>(k), x, static_cast<int>(k),
+                      &beta, y, static_cast<int>(n));
   if (st != CUBLAS_STATUS_SUCCESS) return internal_error(cublas_error(st, "cublasSgemm"));
   return Status();
 }
@@ -669,17 +670,17 @@ Expected<bool> bf16_tensor_core_gemm(const float* x, int64_t m, const uint16_t* 
 Status gemm_bf16_operands(const uint16_t* xb, int64_t m, const uint16_t* w, int64_t n, int64_t k,
                           float* y, cudaStream_t stream) {
   TESSERA_ASSIGN_OR_RETURN(cublasHandle_t handle, thread_cublas_handle());
-  cublasStatus_t st = cublasSetStream(handle, stream);
+  cublasStatus_t st = cublas().set_stream(handle, stream);
   if (st != CUBLAS_STATUS_SUCCESS) return internal_error(cublas_error(st, "cublasSetStream"));
-  st = cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH);
+  st = cublas().set_math_mode(handle, CUBLAS_DEFAULT_MATH);
   if (st != CUBLAS_STATUS_SUCCESS) return internal_error(cublas_error(st, "cublasSetMathMode"));
   // Column-major as in sgemm(): y^T (n x m) = w (k x n, op T) . x^T (k x m).
   const float alpha = 1.f;
   const float beta = 0.f;
-  st = cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
-                    static_cast<int>(k), &alpha, w, CUDA_R_16BF, static_cast<int>(k), xb,
-                    CUDA_R_16BF, static_cast<int>(k), &beta, y, CUDA_R_32F, static_cast<int>(n),
-                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  st = cublas().gemm_ex(handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+                        static_cast<int>(k), &alpha, w, CUDA_R_16BF, static_cast<int>(k), xb,
+                        CUDA_R_16BF, static_cast<int>(k), &beta, y, CUDA_R_32F, static_cast<int>(n),
+                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (st != CUBLAS_STATUS_SUCCESS) return internal_error(cublas_error(st, "cublasGemmEx bf16"));
   return Status();
 }

@@ -51,6 +51,24 @@ TEST_F(CliTest, VersionNamesBuildCudaAndCpu) {
   EXPECT_NE(r.out.find("cpu features:"), std::string::npos) << r.out;
 }
 
+TEST_F(CliTest, IsaCapFromTheOptionOrTheEnvironment) {
+  const auto scalar = run_tessera("--version", "TESSERA_ISA=scalar");
+  ASSERT_EQ(scalar.exit_code, 0) << scalar.err;
+  EXPECT_NE(scalar.out.find("scalar kernels"), std::string::npos) << scalar.out;
+  const auto option = run_tessera("--isa scalar --version");
+  ASSERT_EQ(option.exit_code, 0) << option.err;
+  EXPECT_NE(option.out.find("scalar kernels"), std::string::npos) << option.out;
+  const auto bad = run_tessera("--isa avx3 --version");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_LT(bad.exit_code, 128) << "killed by a signal";
+  EXPECT_NE(bad.err.find("--isa: 'avx3' is not an instruction set (avx512, avx2, scalar)"),
+            std::string::npos)
+      << bad.err;
+  const auto bad_env = run_tessera("--version", "TESSERA_ISA=sse4");
+  EXPECT_NE(bad_env.exit_code, 0);
+  EXPECT_NE(bad_env.err.find("TESSERA_ISA: 'sse4'"), std::string::npos) << bad_env.err;
+}
+
 TEST_F(CliTest, UnknownCommandIsAUsageError) {
   const auto r = run_tessera("frobnicate");
   EXPECT_NE(r.exit_code, 0);
