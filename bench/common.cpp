@@ -16,6 +16,7 @@
 
 #include "core/assets.h"
 #include "core/cpu_features.h"
+#include "engine/runtime/capabilities.h"
 #include "core/mapped_file.h"
 #include "core/thread_pool.h"
 #include "kernels/cuda/device.h"
@@ -245,6 +246,7 @@ Machine describe_machine() {
   machine.cpu = cpu_model_name();
   machine.threads = default_thread_pool().num_threads();
   machine.features = cpu_features_string(cpu_features());
+  machine.isa = runtime::cpu_isa();
   machine.simd = simd_enabled();
   machine.date = utc_now();
   machine.command = command_line();
@@ -310,7 +312,7 @@ std::string machine_markdown(const Machine& machine) {
   md << "Command: `" << machine.command << "`  \n";
   md << "Machine: " << machine.cpu << ", " << machine.threads
      << " threads, features: " << machine.features << (machine.simd ? "" : " (SIMD disabled)")
-     << "  \n";
+     << ", kernels: " << machine.isa << "  \n";
   md << "Date: " << machine.date << ", load average before the run: " << machine.load
      << (machine.load > 0.5 ? " (machine not idle: figures may be low)" : "");
   if (machine.nice != 0) md << ", run at nice " << machine.nice;

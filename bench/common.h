@@ -113,6 +113,7 @@ class ReadProbe {
 // The machine header of every result (JSON and markdown).
 struct Machine {
   std::string cpu, features, date, command;
+  std::string isa;  // what the CPU kernels use ("avx512", "avx2", "scalar"; --isa caps it)
   int threads = 0;
   int nice = 0;  // the process's nice value: a benchmark run at raised priority says so
   double load = 0;

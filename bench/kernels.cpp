@@ -358,10 +358,15 @@ std::string format_time(const Row& r) {
 
 nlohmann::json to_json(const Machine& machine, const Bandwidth& bw, const std::vector<Row>& rows) {
   nlohmann::json j;
-  j["machine"] = {{"cpu", machine.cpu},           {"threads", machine.threads},
-                  {"features", machine.features}, {"simd_enabled", machine.simd},
-                  {"date", machine.date},         {"load_average_1min", machine.load},
-                  {"nice", machine.nice},         {"command", machine.command}};
+  j["machine"] = {{"cpu", machine.cpu},
+                  {"threads", machine.threads},
+                  {"features", machine.features},
+                  {"isa", machine.isa},
+                  {"simd_enabled", machine.simd},
+                  {"date", machine.date},
+                  {"load_average_1min", machine.load},
+                  {"nice", machine.nice},
+                  {"command", machine.command}};
   j["bandwidth_gbs"] = {{"copy", bw.copy_gbs}, {"read", bw.read_gbs}};
   nlohmann::json list = nlohmann::json::array();
   for (const Row& r : rows) {
@@ -416,8 +421,8 @@ void print_table(const std::vector<Row>& rows) {
 
 Status run_bench_kernels(const Options& opt) {
   const Machine machine = describe_machine();
-  std::printf("tessera-bench kernels: %s, %d threads, features: %s\n", machine.cpu.c_str(),
-              machine.threads, machine.features.c_str());
+  std::printf("tessera-bench kernels: %s, %d threads, features: %s, kernels: %s\n",
+              machine.cpu.c_str(), machine.threads, machine.features.c_str(), machine.isa.c_str());
   warn_if_busy(machine);
   const int reps = opt.quick ? 5 : 7;
   std::vector<Row> rows;

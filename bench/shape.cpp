@@ -1010,10 +1010,15 @@ std::string shape_markdown(const Machine& machine, const std::vector<ShapeModelR
 
 nlohmann::json shape_json(const Machine& machine, const std::vector<ShapeModelResult>& models) {
   nlohmann::json j;
-  j["machine"] = {{"cpu", machine.cpu},           {"threads", machine.threads},
-                  {"features", machine.features}, {"simd_enabled", machine.simd},
-                  {"date", machine.date},         {"load_average_1min", machine.load},
-                  {"nice", machine.nice},         {"command", machine.command}};
+  j["machine"] = {{"cpu", machine.cpu},
+                  {"threads", machine.threads},
+                  {"features", machine.features},
+                  {"isa", machine.isa},
+                  {"simd_enabled", machine.simd},
+                  {"date", machine.date},
+                  {"load_average_1min", machine.load},
+                  {"nice", machine.nice},
+                  {"command", machine.command}};
   nlohmann::json list = nlohmann::json::array();
   for (const ShapeModelResult& m : models) {
     nlohmann::json e = {
@@ -1101,8 +1106,8 @@ Status run_bench_shape(const Options& opt) {
     return invalid_argument("--write-results records the bf16 run; run --weights int8 without it");
   }
   const Machine machine = describe_machine();
-  std::printf("tessera-bench shape: %s, %d threads, features: %s\n", machine.cpu.c_str(),
-              machine.threads, machine.features.c_str());
+  std::printf("tessera-bench shape: %s, %d threads, features: %s, kernels: %s\n",
+              machine.cpu.c_str(), machine.threads, machine.features.c_str(), machine.isa.c_str());
   warn_if_busy(machine);
   std::vector<int64_t> lengths = {64, 256, 1024};
   if (opt.quick) lengths = {64, 256};

@@ -6,14 +6,15 @@
 # once as there are jobs. Each stage prints the minutes since the start. A
 # ThreadSanitizer build (build-tsan/) runs the thread pool and Session tests.
 #
-# Environment: TESSERA_FUZZ_SECONDS (default 60 per fuzzer, 0 skips fuzzing), TESSERA_JOBS (default
+# Environment: TESSERA_FUZZ_SECONDS (default 30 per fuzzer, from the seeds plus the inputs that
+# longer runs found, tests/fuzz/grown/; 0 skips fuzzing), TESSERA_JOBS (default
 # nproc), TESSERA_WITH_CUDA (default AUTO: CUDA sources compile when nvcc exists), TESSERA_TSAN
 # (default 1; 0 skips the ThreadSanitizer stage).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 jobs=${TESSERA_JOBS:-$(nproc)}
-fuzz_seconds=${TESSERA_FUZZ_SECONDS:-60}
+fuzz_seconds=${TESSERA_FUZZ_SECONDS:-30}
 # Each stage's start, with the minutes since the script began: where a run's time goes.
 started=$SECONDS
 stage() { echo "== [$(( (SECONDS - started) / 60 ))m$(( (SECONDS - started) % 60 ))s] $*"; }
@@ -40,9 +41,13 @@ run-clang-tidy -p build -j "$jobs" -quiet -extra-arg=-Wno-unknown-warning-option
 stage "tests"
 (cd build && ctest --output-on-failure -j"$jobs" --timeout 600)
 
+# The ThreadSanitizer and fuzzer builds exist to run their checks, not to ship: -O1 with line
+# tables only (all a sanitizer's report needs for file:line stacks) builds them in less time than
+# RelWithDebInfo's -O2 -g, and the sanitizers instrument every access either way.
 if [[ "${TESSERA_TSAN:-1}" != "0" ]]; then
   stage "ThreadSanitizer: thread pool, Session lanes, Scheduler, the image lane and live previews (worker threads, cancel/replace)"
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_SANITIZE=thread \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
     -DTESSERA_WITH_CUDA=OFF >build-tsan-configure.log 2>&1 || { cat build-tsan-configure.log; exit 1; }
   ninja -C build-tsan -j"$jobs" tessera_thread_tests
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
@@ -53,6 +58,8 @@ if [[ "$fuzz_seconds" != "0" ]]; then
   stage "fuzzers (clang, ASan+UBSan, ${fuzz_seconds}s each)"
   cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
     -DCMAKE_CXX_COMPILER=clang++ -DTESSERA_FUZZ=ON -DTESSERA_BUILD_TESTS=ON -DTESSERA_WITH_CUDA=OFF \
+    -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
     >build-fuzz-configure.log 2>&1 || { cat build-fuzz-configure.log; exit 1; }
   fuzzers=$(cd tests/fuzz && ls *_fuzz.cpp 2>/dev/null | sed 's/\.cpp$//')
   # All targets in one build (ninja keeps both cores busy across them), then the fuzzers `jobs` at
@@ -63,6 +70,8 @@ if [[ "$fuzz_seconds" != "0" ]]; then
   run_fuzzer() {
     local f=$1 corpus="tests/fuzz/corpus/$1" work="build-fuzz/corpus-$1"
     mkdir -p "$work"
+    # The inputs earlier long runs found (scripts/fuzz-grow.sh), so each run starts where they ended.
+    if [[ -f "tests/fuzz/grown/$f.tar.gz" ]]; then tar -xzf "tests/fuzz/grown/$f.tar.gz" -C "$work"; fi
     LSAN_OPTIONS="suppressions=$root/tests/fuzz/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}" \
     "build-fuzz/tests/$f" -max_total_time="$fuzz_seconds" -max_len=65536 -timeout=10 \
       -rss_limit_mb=2048 -print_final_stats=1 "$work" "$corpus" >"build-fuzz/$f.log" 2>&1
