@@ -14,6 +14,8 @@
 #include <fstream>
 #include <iterator>
 
+#include <nlohmann/json.hpp>
+
 #include "core/assets.h"
 #include "core/cpu_features.h"
 #include "engine/runtime/capabilities.h"
@@ -304,6 +306,18 @@ Status write_results_section(const std::string& path, const std::string& heading
     text.replace(begin, end - begin, section);
   }
   return write_file_atomic(path, text.data(), text.size()).with_context("bench: --write-results");
+}
+
+nlohmann::json machine_json(const Machine& machine) {
+  return {{"cpu", machine.cpu},
+          {"threads", machine.threads},
+          {"features", machine.features},
+          {"isa", machine.isa},
+          {"simd_enabled", machine.simd},
+          {"date", machine.date},
+          {"load_average_1min", machine.load},
+          {"nice", machine.nice},
+          {"command", machine.command}};
 }
 
 // "Command / Machine / Date" lines that open every RESULTS.md section, then a blank line.

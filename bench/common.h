@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "core/status.h"
 #include "engine/shape/pipeline.h"
 
@@ -146,6 +148,8 @@ class DeviceMemoryPeak {
 Machine describe_machine();
 // "Command / Machine / Date" lines that open every RESULTS.md section, then a blank line.
 std::string machine_markdown(const Machine& machine);
+// The same as the "machine" object of the --json files.
+nlohmann::json machine_json(const Machine& machine);
 
 // Prints a warning to stderr when the load average says the machine is not idle.
 void warn_if_busy(const Machine& machine);

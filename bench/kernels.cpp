@@ -358,15 +358,7 @@ std::string format_time(const Row& r) {
 
 nlohmann::json to_json(const Machine& machine, const Bandwidth& bw, const std::vector<Row>& rows) {
   nlohmann::json j;
-  j["machine"] = {{"cpu", machine.cpu},
-                  {"threads", machine.threads},
-                  {"features", machine.features},
-                  {"isa", machine.isa},
-                  {"simd_enabled", machine.simd},
-                  {"date", machine.date},
-                  {"load_average_1min", machine.load},
-                  {"nice", machine.nice},
-                  {"command", machine.command}};
+  j["machine"] = machine_json(machine);
   j["bandwidth_gbs"] = {{"copy", bw.copy_gbs}, {"read", bw.read_gbs}};
   nlohmann::json list = nlohmann::json::array();
   for (const Row& r : rows) {

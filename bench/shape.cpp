@@ -1010,15 +1010,7 @@ std::string shape_markdown(const Machine& machine, const std::vector<ShapeModelR
 
 nlohmann::json shape_json(const Machine& machine, const std::vector<ShapeModelResult>& models) {
   nlohmann::json j;
-  j["machine"] = {{"cpu", machine.cpu},
-                  {"threads", machine.threads},
-                  {"features", machine.features},
-                  {"isa", machine.isa},
-                  {"simd_enabled", machine.simd},
-                  {"date", machine.date},
-                  {"load_average_1min", machine.load},
-                  {"nice", machine.nice},
-                  {"command", machine.command}};
+  j["machine"] = machine_json(machine);
   nlohmann::json list = nlohmann::json::array();
   for (const ShapeModelResult& m : models) {
     nlohmann::json e = {
