@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/mapped_file.h"
-#include "core/png.h"
+#include "engine/mesh/texture.h"
 #include "engine/mesh/export_fbx.h"
 #include "engine/mesh/metadata.h"
 #include "engine/mesh/stl.h"
@@ -61,11 +61,6 @@ class ExportView {
   const Mesh* mesh_;
   std::optional<Mesh> copy_;
 };
-
-Expected<std::string> texture_png(const Mesh& mesh) {
-  const TextureImage& t = mesh.texture;
-  return encode_png(t.rgb.data(), t.width, t.height, 3);
-}
 
 }  // namespace
 
@@ -191,7 +186,7 @@ Expected<std::string> to_glb_lods(const std::vector<const Mesh*>& lods,
   const bool textured = !lods[0]->texture.empty();
   std::string png;
   if (textured) {
-    Expected<std::string> encoded = texture_png(*lods[0]);
+    Expected<std::string> encoded = encode_texture_png(lods[0]->texture);
     if (!encoded.ok()) return encoded.status().with_context("glb: texture");
     png = std::move(*encoded);
   }

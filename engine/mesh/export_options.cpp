@@ -9,15 +9,9 @@
 
 #include "core/mapped_file.h"
 #include "core/png.h"
+#include "engine/mesh/texture.h"
 
 namespace tessera::mesh {
-
-namespace {
-Expected<std::string> texture_png(const Mesh& mesh) {
-  const TextureImage& t = mesh.texture;
-  return encode_png(t.rgb.data(), t.width, t.height, 3);
-}
-}  // namespace
 
 std::string texture_path_for(const std::string& mesh_path) {
   std::filesystem::path p(mesh_path);
@@ -28,7 +22,7 @@ std::string texture_path_for(const std::string& mesh_path) {
 Status write_texture_beside(const Mesh& mesh, const std::string& mesh_path,
                             const std::string& metadata_json) {
   if (mesh.texture.empty()) return Status();
-  Expected<std::string> png = texture_png(mesh);
+  Expected<std::string> png = encode_texture_png(mesh.texture);
   if (png.ok()) png = add_png_text(std::move(*png), tessera_png_text(metadata_json));
   if (!png.ok()) return png.status().with_context(mesh_path);
   return write_file_atomic(texture_path_for(mesh_path), png->data(), png->size())

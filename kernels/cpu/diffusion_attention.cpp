@@ -4,8 +4,9 @@
 // of R queries):
 //   S[R][kv_len] = scale * Q_blk K^T          one sgemm, S written once (per-thread scratch)
 //   m[r] = max_j S[r][j], l[r] = sum_j exp(S[r][j] - m[r])   reduced into two R-vectors
-//   for key tiles of kKeyTile: P = exp(S[:, tile] - m) into an L1 buffer, O_blk += P V_tile (sgemm)
-//   O_blk[r] *= 1 / l[r]                      the normalisation folded into the product's rows
+//   for key tiles of kExpKeyTile: P = exp(S[:, tile] - m) into an L1 buffer, O_blk += P V_tile
+//   (sgemm) O_blk[r] *= 1 / l[r]                      the normalisation folded into the product's
+//   rows
 // so the normalised score matrix never exists. R is chosen so S stays within ~kScoreBlockFloats
 // (L2-sized), which bounds the scratch for any kv_len.
 // kNaive: the unfused baseline the paper starts from (S for a whole head in memory, softmax in
@@ -29,8 +30,8 @@ using diffusion_detail::sgemm;
 // Score block per task: 128K floats (512 KiB), half of a Zen 4 core's L2.
 constexpr int64_t kScoreBlockFloats = 128 * 1024;
 constexpr int64_t kMaxQueryBlock = 64;
-// Keys per exp tile: P is [R][kKeyTile] <= 64 KiB, the V tile [kKeyTile][head_dim].
-constexpr int64_t kKeyTile = 256;
+// Keys per exp tile: P is [R][kExpKeyTile] <= 64 KiB, the V tile [kExpKeyTile][head_dim].
+constexpr int64_t kExpKeyTile = 256;
 
 int64_t query_block(const AttentionShape& s) {
   int64_t r =
@@ -56,8 +57,8 @@ void partial_fused(const float* q, const float* k, const float* v, float* o,
     const float* vb = v + b * s.v_batch_stride + h * d;
     float* ob = o + b * s.o_batch_stride + q0 * s.o_token_stride + h * d;
     float* sc = diffusion_detail::thread_scratch(0, rows * kv);
-    float* p = diffusion_detail::thread_scratch(1, rows * kKeyTile + 2 * kMaxQueryBlock);
-    float* row_m = p + rows * kKeyTile;
+    float* p = diffusion_detail::thread_scratch(1, rows * kExpKeyTile + 2 * kMaxQueryBlock);
+    float* row_m = p + rows * kExpKeyTile;
     float* row_inv_l = row_m + kMaxQueryBlock;
     sgemm(rows, kv, d, s.scale, qb, s.q_token_stride, kb, s.k_token_stride, /*b_trans=*/true, 0.0f,
           sc, kv);
@@ -66,17 +67,17 @@ void partial_fused(const float* q, const float* k, const float* v, float* o,
       row_m[r] = kr.row_max(sr, kv);
       // The exponentials only feed the sum: they go through the first P row (L1), not memory.
       float l = 0.0f;
-      for (int64_t j = 0; j < kv; j += kKeyTile) {
-        l += kr.exp_sub_sum(sr + j, row_m[r], p, std::min(kKeyTile, kv - j));
+      for (int64_t j = 0; j < kv; j += kExpKeyTile) {
+        l += kr.exp_sub_sum(sr + j, row_m[r], p, std::min(kExpKeyTile, kv - j));
       }
       row_inv_l[r] = 1.0f / l;
     }
-    for (int64_t j0 = 0; j0 < kv; j0 += kKeyTile) {
-      const int64_t nk = std::min(kKeyTile, kv - j0);
+    for (int64_t j0 = 0; j0 < kv; j0 += kExpKeyTile) {
+      const int64_t nk = std::min(kExpKeyTile, kv - j0);
       for (int64_t r = 0; r < rows; ++r) {
-        kr.exp_sub_sum(sc + r * kv + j0, row_m[r], p + r * kKeyTile, nk);
+        kr.exp_sub_sum(sc + r * kv + j0, row_m[r], p + r * kExpKeyTile, nk);
       }
-      sgemm(rows, d, nk, 1.0f, p, kKeyTile, vb + j0 * s.v_token_stride, s.v_token_stride,
+      sgemm(rows, d, nk, 1.0f, p, kExpKeyTile, vb + j0 * s.v_token_stride, s.v_token_stride,
             /*b_trans=*/false, j0 == 0 ? 0.0f : 1.0f, ob, s.o_token_stride);
     }
     for (int64_t r = 0; r < rows; ++r) {

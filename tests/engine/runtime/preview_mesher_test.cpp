@@ -20,7 +20,7 @@ namespace {
 using namespace std::chrono_literals;
 
 // What `work` saw, with a gate that holds the first call until opened.
-struct Recorder {
+struct PreviewRecorder {
   std::mutex mutex;
   std::condition_variable cv;
   std::vector<std::pair<int, size_t>> calls;  // candidate, prefix length
@@ -53,7 +53,7 @@ std::vector<int32_t> prefix(size_t n) {
 }
 
 TEST(PreviewMesher, WithoutBudgetEveryDuePreviewIsMeshedNewestFirstCandidatesTakingTurns) {
-  Recorder r;
+  PreviewRecorder r;
   r.gate_open = false;
   std::atomic<bool> cancel{false};
   PreviewMesher mesher(r.work(), &cancel, 1.0, 0.0);
@@ -99,7 +99,7 @@ TEST(PreviewMesher, FinishDropsWhatWaitsAndCancelsThePreviewBeingMeshed) {
 
 TEST(PreviewMesher, TheBudgetHoldsPreviewsBack) {
   // A preview expected to take 1 s may use 10 % of the job: none starts in the first 10 s.
-  Recorder held;
+  PreviewRecorder held;
   std::atomic<bool> cancel{false};
   {
     PreviewMesher mesher(held.work(), &cancel, 0.1, 1000.0);
@@ -109,7 +109,7 @@ TEST(PreviewMesher, TheBudgetHoldsPreviewsBack) {
   }
   EXPECT_TRUE(held.calls.empty());
   // Nothing known yet: the first preview starts at once and measures itself.
-  Recorder first;
+  PreviewRecorder first;
   PreviewMesher mesher(first.work(30.0), &cancel, 0.1, 0.0);
   mesher.submit(0, prefix(4));
   first.wait_started();
