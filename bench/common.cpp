@@ -249,6 +249,7 @@ Machine describe_machine() {
   machine.threads = default_thread_pool().num_threads();
   machine.features = cpu_features_string(cpu_features());
   machine.isa = runtime::cpu_isa();
+  machine.blas = runtime::cpu_blas_core();
   machine.simd = simd_enabled();
   machine.date = utc_now();
   machine.command = command_line();
@@ -308,16 +309,18 @@ Status write_results_section(const std::string& path, const std::string& heading
   return write_file_atomic(path, text.data(), text.size()).with_context("bench: --write-results");
 }
 
+std::string machine_line(const Machine& machine) {
+  return machine.cpu + ", " + std::to_string(machine.threads) +
+         " threads, features: " + machine.features + ", kernels: " + machine.isa + ", OpenBLAS " +
+         machine.blas;
+}
+
 nlohmann::json machine_json(const Machine& machine) {
-  return {{"cpu", machine.cpu},
-          {"threads", machine.threads},
-          {"features", machine.features},
-          {"isa", machine.isa},
-          {"simd_enabled", machine.simd},
-          {"date", machine.date},
-          {"load_average_1min", machine.load},
-          {"nice", machine.nice},
-          {"command", machine.command}};
+  return {{"cpu", machine.cpu},           {"threads", machine.threads},
+          {"features", machine.features}, {"isa", machine.isa},
+          {"blas", machine.blas},         {"simd_enabled", machine.simd},
+          {"date", machine.date},         {"load_average_1min", machine.load},
+          {"nice", machine.nice},         {"command", machine.command}};
 }
 
 // "Command / Machine / Date" lines that open every RESULTS.md section, then a blank line.
@@ -326,7 +329,7 @@ std::string machine_markdown(const Machine& machine) {
   md << "Command: `" << machine.command << "`  \n";
   md << "Machine: " << machine.cpu << ", " << machine.threads
      << " threads, features: " << machine.features << (machine.simd ? "" : " (SIMD disabled)")
-     << ", kernels: " << machine.isa << "  \n";
+     << ", kernels: " << machine.isa << ", OpenBLAS " << machine.blas << "  \n";
   md << "Date: " << machine.date << ", load average before the run: " << machine.load
      << (machine.load > 0.5 ? " (machine not idle: figures may be low)" : "");
   if (machine.nice != 0) md << ", run at nice " << machine.nice;

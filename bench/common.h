@@ -115,7 +115,8 @@ class ReadProbe {
 // The machine header of every result (JSON and markdown).
 struct Machine {
   std::string cpu, features, date, command;
-  std::string isa;  // what the CPU kernels use ("avx512", "avx2", "scalar"; --isa caps it)
+  std::string blas;  // OpenBLAS's kernels (runtime::cpu_blas_core; --isa does not cap them)
+  std::string isa;   // what the CPU kernels use ("avx512", "avx2", "scalar"; --isa caps it)
   int threads = 0;
   int nice = 0;  // the process's nice value: a benchmark run at raised priority says so
   double load = 0;
@@ -146,6 +147,8 @@ class DeviceMemoryPeak {
 };
 
 Machine describe_machine();
+// One line for a bench's start: CPU, threads, features, the kernels in use and OpenBLAS's.
+std::string machine_line(const Machine& machine);
 // "Command / Machine / Date" lines that open every RESULTS.md section, then a blank line.
 std::string machine_markdown(const Machine& machine);
 // The same as the "machine" object of the --json files.

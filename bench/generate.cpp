@@ -20,6 +20,7 @@
 #include "bench/subcommands.h"
 #include "core/process_memory.h"
 #include "core/thread_pool.h"
+#include "engine/mesh/extraction.h"
 #include "engine/runtime/capabilities.h"
 #include "engine/runtime/session.h"
 
@@ -44,6 +45,7 @@ struct JobResult {
   double total_ms = 0;
   std::map<std::string, double> stage_ms;
   int64_t queries = 0;
+  std::string level_queries;  // mesh::describe_level_queries
   int64_t triangles = 0;
 };
 
@@ -66,6 +68,7 @@ Expected<JobResult> run_job(runtime::Session& session, const std::string& prompt
       result.stage_ms[s->name] += s->ms;
     } else if (const auto* f = std::get_if<runtime::FinalMeshEvent>(&e.payload)) {
       result.queries = f->extraction.queries;
+      result.level_queries = mesh::describe_level_queries(f->extraction);
       result.triangles = static_cast<int64_t>(f->mesh->triangle_count());
     }
   });
@@ -125,7 +128,7 @@ Status run_bench_generate(const GenerateBenchOptions& o) {
 
   std::string table =
       "| prompt | job (median) | min - max | text | prefill | decode | latent decode | "
-      "extraction | cleanup | queries | triangles |\n"
+      "extraction | cleanup | queries (per level) | triangles |\n"
       "|---|---|---|---|---|---|---|---|---|---|---|\n";
   std::vector<double> all_medians;
   for (const std::string& prompt : prompts) {
@@ -150,8 +153,8 @@ Status run_bench_generate(const GenerateBenchOptions& o) {
       std::snprintf(line, sizeof(line), " %.1f |", percentile(per_stage[s], 50));
       table += line;
     }
-    std::snprintf(line, sizeof(line), " %lld | %lld |\n", static_cast<long long>(last.queries),
-                  static_cast<long long>(last.triangles));
+    std::snprintf(line, sizeof(line), " %lld (%s) | %lld |\n", static_cast<long long>(last.queries),
+                  last.level_queries.c_str(), static_cast<long long>(last.triangles));
     table += line;
   }
   const double overall = percentile(all_medians, 50);

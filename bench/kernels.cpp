@@ -413,8 +413,7 @@ void print_table(const std::vector<Row>& rows) {
 
 Status run_bench_kernels(const Options& opt) {
   const Machine machine = describe_machine();
-  std::printf("tessera-bench kernels: %s, %d threads, features: %s, kernels: %s\n",
-              machine.cpu.c_str(), machine.threads, machine.features.c_str(), machine.isa.c_str());
+  std::printf("tessera-bench kernels: %s\n", machine_line(machine).c_str());
   warn_if_busy(machine);
   const int reps = opt.quick ? 5 : 7;
   std::vector<Row> rows;

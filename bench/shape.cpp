@@ -1098,8 +1098,7 @@ Status run_bench_shape(const Options& opt) {
     return invalid_argument("--write-results records the bf16 run; run --weights int8 without it");
   }
   const Machine machine = describe_machine();
-  std::printf("tessera-bench shape: %s, %d threads, features: %s, kernels: %s\n",
-              machine.cpu.c_str(), machine.threads, machine.features.c_str(), machine.isa.c_str());
+  std::printf("tessera-bench shape: %s\n", machine_line(machine).c_str());
   warn_if_busy(machine);
   std::vector<int64_t> lengths = {64, 256, 1024};
   if (opt.quick) lengths = {64, 256};

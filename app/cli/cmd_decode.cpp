@@ -14,6 +14,7 @@
 #include "engine/runtime/tokens_file.h"
 #include "core/trace.h"
 #include "engine/mesh/export.h"
+#include "engine/mesh/extraction.h"
 #include "engine/runtime/session.h"
 
 namespace tessera::cli {
@@ -93,9 +94,10 @@ int run_decode(const DecodeCliOptions& o) {
                          .c_str()
                    : "");
   std::fprintf(
-      stderr, "  extraction     %9.1f  (resolution %d, %lld occupancy queries, %d levels)\n",
+      stderr, "  extraction     %9.1f  (resolution %d, %lld occupancy queries, %d levels: %s)\n",
       total(runtime::kStageExtraction), final_mesh->resolution,
-      static_cast<long long>(final_mesh->extraction.queries), final_mesh->extraction.levels);
+      static_cast<long long>(final_mesh->extraction.queries), final_mesh->extraction.levels,
+      mesh::describe_level_queries(final_mesh->extraction).c_str());
   std::fprintf(stderr, "  cleanup        %9.1f\n", total(runtime::kStageCleanup));
   std::printf("wrote %s (%lld vertices, %lld triangles)\n", o.output.c_str(),
               static_cast<long long>(result.vertex_count()),

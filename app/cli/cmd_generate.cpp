@@ -33,6 +33,7 @@
 #include "core/sha256.h"
 #include "core/trace.h"
 #include "engine/mesh/export.h"
+#include "engine/mesh/extraction.h"
 #include "engine/mesh/metadata.h"
 #include "engine/runtime/library.h"
 #include "engine/runtime/provenance.h"
@@ -258,9 +259,10 @@ void print_summary(const GenerateCliOptions& o, JobRun& r) {
       o.no_kv_cache ? ", no KV cache" : "");
   std::fprintf(stderr, "  latent decode  %9.1f\n", stage_ms(runtime::kStageLatentDecode));
   std::fprintf(
-      stderr, "  extraction     %9.1f  (resolution %d, %lld occupancy queries, %d levels)\n",
+      stderr, "  extraction     %9.1f  (resolution %d, %lld occupancy queries, %d levels: %s)\n",
       stage_ms(runtime::kStageExtraction), final_mesh->resolution,
-      static_cast<long long>(final_mesh->extraction.queries), final_mesh->extraction.levels);
+      static_cast<long long>(final_mesh->extraction.queries), final_mesh->extraction.levels,
+      mesh::describe_level_queries(final_mesh->extraction).c_str());
   std::fprintf(stderr, "  cleanup        %9.1f\n", stage_ms(runtime::kStageCleanup));
   std::fprintf(stderr, "  write          %9.1f\n", r.write_ms);
   std::fprintf(

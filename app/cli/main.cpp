@@ -24,8 +24,8 @@ void print_version() {
   } else {
     std::printf("cuda: built in, no usable device (%s); CPU backend\n", caps.cuda.reason.c_str());
   }
-  std::printf("cpu: %s, %d threads, %s kernels\n", cpu_model_name().c_str(), runtime::cpu_threads(),
-              runtime::cpu_isa());
+  std::printf("cpu: %s, %d threads, %s kernels, OpenBLAS %s\n", cpu_model_name().c_str(),
+              runtime::cpu_threads(), runtime::cpu_isa(), runtime::cpu_blas_core());
   std::printf("cpu features: %s%s\n", cpu_features_string(cpu_features_detected()).c_str(),
               simd_enabled() ? "" : " (SIMD disabled by TESSERA_NO_SIMD)");
 }

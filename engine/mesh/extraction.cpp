@@ -77,9 +77,11 @@ class BatchEvaluator {
         if (on_boundary(l, idx)) out[begin + p] = std::min(out[begin + p], iso_ - kBoundaryOutside);
       }
     }
+    queries_ += total;
     if (stats_ != nullptr) stats_->queries += total;
     return Status();
   }
+  int64_t queries() const { return queries_; }
 
  public:
   // The logits' range as the model gave them (before the box faces were set outside).
@@ -103,6 +105,7 @@ class BatchEvaluator {
   int64_t batch_;
   float iso_;
   float raw_lo_ = INFINITY, raw_hi_ = -INFINITY;
+  int64_t queries_ = 0;
   ExtractionStats* stats_;
   std::vector<float> points_;
 };
@@ -155,6 +158,17 @@ Status no_surface(float lo, float hi, float iso) {
 
 }  // namespace
 
+std::string describe_level_queries(const ExtractionStats& stats) {
+  std::string out;
+  for (size_t i = 0; i < stats.level_queries.size(); ++i) {
+    if (i > 0) out += " + ";
+    out += std::to_string(stats.level_queries[i]);
+  }
+  if (!out.empty() && stats.tracking_queries > 0)
+    out += " (tracking " + std::to_string(stats.tracking_queries) + ")";
+  return out;
+}
+
 Expected<Mesh> extract_dense(const OccupancyFn& occupancy, const ExtractionOptions& options,
                              ExtractionStats* stats) {
   TESSERA_RETURN_IF_ERROR(check_options(options, false));
@@ -168,6 +182,7 @@ Expected<Mesh> extract_dense(const OccupancyFn& occupancy, const ExtractionOptio
   BatchEvaluator eval(occupancy, options.batch_points, options.iso, st);
   TESSERA_RETURN_IF_ERROR(eval.evaluate(l, indices, values.data()));
   st->levels = 1;
+  st->level_queries = {st->queries};
   if (eval.one_sided(options.iso)) return no_surface(eval.raw_lo(), eval.raw_hi(), options.iso);
   TESSERA_ASSIGN_OR_RETURN(Mesh mesh, marching_cubes(values.data(), l, options.iso));
   if (mesh.empty()) {
@@ -317,7 +332,7 @@ Status track_surface(const Lattice& l, float iso, BatchEvaluator& eval, std::vec
 // the former. `cells` / `corners` are replaced by the finest surface cells, tracked.
 Status refine_finest_seeded(const Lattice& l, const Lattice& next, float iso, BatchEvaluator& eval,
                             std::vector<int64_t>& cells, std::vector<std::array<float, 8>>& corners,
-                            float* lo, float* hi) {
+                            float* lo, float* hi, int64_t* tracking_queries) {
   PointValues values(cells.size() * 8);
   PointValues members(cells.size() * 4);  // finest cells already in the output (values unused)
   std::vector<int64_t> query;
@@ -440,7 +455,10 @@ Status refine_finest_seeded(const Lattice& l, const Lattice& next, float iso, Ba
     cells.push_back(cell);
     corners.push_back(c);
   }
-  return track_surface(next, iso, eval, cells, corners, values);
+  const int64_t before = eval.queries();
+  TESSERA_RETURN_IF_ERROR(track_surface(next, iso, eval, cells, corners, values));
+  *tracking_queries = eval.queries() - before;
+  return Status();
 }
 
 }  // namespace
@@ -498,6 +516,7 @@ Expected<Mesh> extract_coarse_to_fine(const OccupancyFn& occupancy,
     }
   }
   st->levels = 1;
+  st->level_queries = {st->queries};
   if (eval.one_sided(iso)) return no_surface(eval.raw_lo(), eval.raw_hi(), iso);
   LatticeHash hash;
   std::vector<int64_t> missing;      // next-level lattice indices to query, each once
@@ -511,10 +530,13 @@ Expected<Mesh> extract_coarse_to_fine(const OccupancyFn& occupancy,
     // of its 8 children, of which the 8 even ones are its own corners.
     const Lattice next = make_lattice(level + 1, options.bound);
     const bool finest = level + 1 == options.resolution_base;
+    const int64_t before = st->queries;
     if (finest) {
-      TESSERA_RETURN_IF_ERROR(refine_finest_seeded(l, next, iso, eval, cells, corners, &lo, &hi));
+      TESSERA_RETURN_IF_ERROR(refine_finest_seeded(l, next, iso, eval, cells, corners, &lo, &hi,
+                                                   &st->tracking_queries));
       l = next;
       ++st->levels;
+      st->level_queries.push_back(st->queries - before);
       break;
     }
     hash.reset(cells.size() * 19);
@@ -574,6 +596,7 @@ Expected<Mesh> extract_coarse_to_fine(const OccupancyFn& occupancy,
     std::swap(corners, next_corners);
     l = next;
     ++st->levels;
+    st->level_queries.push_back(st->queries - before);
   }
   // Finest level: the cells the surface crosses (refine_finest_seeded: seeded from the parents'
   // sign-changing edges and completed by surface tracking), polygonized on the dense path's

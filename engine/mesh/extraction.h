@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "core/status.h"
@@ -60,7 +61,15 @@ struct ExtractionStats {
   int64_t queries = 0;        // points evaluated
   int64_t surface_cells = 0;  // finest-level cells polygonized
   int levels = 0;             // lattices evaluated
+  // Where the queries went: per lattice, coarsest first (levels entries; they sum to `queries`);
+  // of the finest's, those its surface tracking added (cells the seeds did not reach).
+  std::vector<int64_t> level_queries;
+  int64_t tracking_queries = 0;
 };
+
+// The queries per level for a log line, e.g. "35937 + 88120 + 301544 + 754112 (tracking 6120)";
+// empty when no level was recorded.
+std::string describe_level_queries(const ExtractionStats& stats);
 
 // Errors: kInvalidArgument for bad options (resolution_base outside [1, 10], coarse_base outside
 // [1, resolution_base], bound <= 0, batch_points < 1) or a non-finite logit (names the point);

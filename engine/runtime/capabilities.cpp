@@ -102,6 +102,10 @@ const char* cpu_isa() {
   return kernels::cpu::isa_name(kernels::cpu::active_isa());
 }
 
+const char* cpu_blas_core() {
+  return kernels::cpu::blas_core();
+}
+
 MemoryUse memory_use(bool with_device) {
   MemoryUse m;
   if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {

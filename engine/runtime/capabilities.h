@@ -61,6 +61,9 @@ int cpu_threads();
 Status set_cpu_isa(std::string_view text);
 // What the CPU kernels use now: "avx512", "avx2" or "scalar".
 const char* cpu_isa();
+// The kernels OpenBLAS chose for the large f32 GEMMs (e.g. "SkylakeX", "Haswell"): its own choice
+// at load or OPENBLAS_CORETYPE's, never the cap above, so front ends print it beside cpu_isa().
+const char* cpu_blas_core();
 
 // Memory in use, in bytes; -1 where unknown.
 struct MemoryUse {

@@ -20,6 +20,10 @@ ThreadPool& cpu_pool() {
   return default_thread_pool();
 }
 
+const char* blas_core() {
+  return openblas_get_corename();
+}
+
 void configure_cpu_threads(int n) {
   blas_single_threaded();
   set_default_threads(n);

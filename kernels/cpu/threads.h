@@ -20,4 +20,9 @@ ThreadPool& cpu_pool();
 // Sizes the pool to n threads (n <= 0: every core).
 void configure_cpu_threads(int n);
 
+// The kernels OpenBLAS picked when it loaded (its own CPU detection, or OPENBLAS_CORETYPE), e.g.
+// "SkylakeX" or "Haswell". It serves the large f32 GEMMs and does not follow the --isa cap, so a
+// capped measurement names both.
+const char* blas_core();
+
 }  // namespace tessera::kernels::cpu

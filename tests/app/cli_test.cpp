@@ -69,6 +69,14 @@ TEST_F(CliTest, IsaCapFromTheOptionOrTheEnvironment) {
   EXPECT_NE(bad_env.err.find("TESSERA_ISA: 'sse4'"), std::string::npos) << bad_env.err;
 }
 
+// OpenBLAS picks its own kernels (the cap does not reach it): --version names them, and
+// OPENBLAS_CORETYPE is how a capped measurement holds it to the same level.
+TEST_F(CliTest, VersionNamesOpenBlasKernels) {
+  const auto held = run_tessera("--isa avx2 --version", "OPENBLAS_CORETYPE=Haswell");
+  ASSERT_EQ(held.exit_code, 0) << held.err;
+  EXPECT_NE(held.out.find("avx2 kernels, OpenBLAS Haswell"), std::string::npos) << held.out;
+}
+
 TEST_F(CliTest, UnknownCommandIsAUsageError) {
   const auto r = run_tessera("frobnicate");
   EXPECT_NE(r.exit_code, 0);

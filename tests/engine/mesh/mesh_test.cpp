@@ -130,6 +130,15 @@ TEST(Extraction, CoarseToFineMatchesDenseWithFarFewerQueries) {
     EXPECT_LE(c2f_stats.queries * 20, int64_t{257} * 257 * 257)
         << name << ": " << c2f_stats.queries;
     EXPECT_EQ(c2f_stats.levels, 4);
+    // Where they went: one count per lattice, coarse (33^3, every point) first, summing to all.
+    ASSERT_EQ(c2f_stats.level_queries.size(), 4u) << name;
+    EXPECT_EQ(c2f_stats.level_queries[0], 33 * 33 * 33) << name;
+    int64_t sum = 0;
+    for (int64_t q : c2f_stats.level_queries) sum += q;
+    EXPECT_EQ(sum, c2f_stats.queries) << name;
+    EXPECT_LE(c2f_stats.tracking_queries, c2f_stats.level_queries[3]) << name;
+    EXPECT_NE(describe_level_queries(c2f_stats).find("35937 + "), std::string::npos)
+        << describe_level_queries(c2f_stats);
     EXPECT_TRUE(compute_topology(*fine).watertight()) << name;
   }
 }
