@@ -1,5 +1,7 @@
-// AVX2 int8 dot kernel (linear_int8.h): vpmaddubsw on |x_q| and sign(x_q) * q_w (|products| <=
-// 2 * 127 * 127, no saturation), vpmaddwd to int32. Compiled with AVX2 flags.
+// AVX2 int8 dot kernel (linear_int8.h), for CPUs without VNNI: 16 int8 weights widened to int16
+// (vpmovsxbw) and multiplied in pairs with the int16 x_q by vpmaddwd into int32 sums (exact:
+// |products| <= 2 * 127 * 127), one group at a time, then scaled into f32. Compiled with AVX2
+// flags.
 #include <immintrin.h>
 
 #include "kernels/cpu/linear_int8.h"
