@@ -27,6 +27,7 @@ void GenerationStats::start(uint64_t id, int64_t tokens, std::chrono::steady_clo
   first_partial_ms = -1;
   total_ms = 0;
   final_vertices = final_triangles = 0;
+  extraction_queries = 0;
   submitted = now;
 }
 
@@ -60,6 +61,7 @@ bool GenerationStats::apply(const runtime::Event& event,
       first_partial_ms = std::chrono::duration<double, std::milli>(now - submitted).count();
     }
   } else if (const auto* f = std::get_if<runtime::FinalMeshEvent>(&event.payload)) {
+    extraction_queries += f->extraction.queries;
     if (f->candidate != 0) return true;  // the status line speaks of candidate 0 (the current)
     final_vertices = f->mesh->vertex_count();
     final_triangles = f->mesh->triangle_count();
@@ -74,6 +76,26 @@ bool GenerationStats::apply(const runtime::Event& event,
     message = e->status.message();
   }
   return true;
+}
+
+std::string GenerationStats::stages_summary() const {
+  double sum = 0, most = -1;
+  size_t most_at = 0;
+  for (size_t i = 0; i < stage_ms.size(); ++i) {
+    if (stage_ms[i] < 0) continue;
+    sum += stage_ms[i];
+    if (stage_ms[i] > most) {
+      most = stage_ms[i];
+      most_at = i;
+    }
+  }
+  if (most < 0) return std::string();
+  // Done: the job's own total (it also holds what no stage counts, e.g. waiting for a lane).
+  const double total = state == JobState::kDone && total_ms > 0 ? total_ms : sum;
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%.2f s, most in %s (%.0f %%)", total / 1000.0,
+                kStageNames[most_at], total > 0 ? 100.0 * most / total : 0.0);
+  return buf;
 }
 
 double GenerationStats::tpot_mean_ms() const {

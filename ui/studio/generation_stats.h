@@ -37,6 +37,7 @@ struct GenerationStats {
   double first_partial_ms = -1;  // wall-clock from submit to the first partial mesh, -1: none yet
   double total_ms = 0;           // DoneEvent::total_ms
   int64_t final_vertices = 0, final_triangles = 0;
+  int64_t extraction_queries = 0;  // occupancy queries of the final meshes, all candidates
 
   // Model / mode facts: set by the bridge when the job starts, then by the job's ModeEvent (how
   // the runtime actually runs it).
@@ -63,6 +64,11 @@ struct GenerationStats {
              int candidates = 1);
   // Applies one event of the current job (events of other jobs are ignored; returns false then).
   bool apply(const runtime::Event& event, std::chrono::steady_clock::time_point now);
+
+  // Where the time went, for the folded Stages panel's title: the time so far (the job total
+  // once done) and the stage that took most of it, e.g. "1.69 s, most in extraction (48 %)";
+  // empty before any stage has finished.
+  std::string stages_summary() const;
 
   // TPOT statistics over the decode steps (every token after the first, which includes prefill).
   double tpot_mean_ms() const;

@@ -4,8 +4,10 @@
 #include <backends/imgui_impl_opengl3.h>
 
 #include <algorithm>
-#include <vector>
 #include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
 
 namespace tessera::studio {
 
@@ -263,10 +265,19 @@ void ImGuiOverlay::render(const GenerationStats& stats, const OverlayPanels& pan
     // Panels other than Timing start folded to their title line: the viewport stays visible.
     ImGui::SetNextWindowCollapsed(true, ImGuiCond_FirstUseEver);
     ImGui::SetNextWindowBgAlpha(0.85f);
-    if (ImGui::Begin("Stages", nullptr, flags)) {
+    // Folded, the title line still says where the time went; "###Stages" keeps the window's
+    // identity while the label changes.
+    const std::string summary = stats.stages_summary();
+    const std::string title =
+        (summary.empty() ? std::string("Stages") : "Stages: " + summary) + "###Stages";
+    if (ImGui::Begin(title.c_str(), nullptr, flags)) {
       for (size_t i = 0; i < kStageNames.size(); ++i) {
         const double ms = stats.stage_ms[i];
-        if (ms >= 0) {
+        if (ms >= 0 && kStageNames[i] == std::string_view(runtime::kStageExtraction) &&
+            stats.extraction_queries > 0) {
+          ImGui::Text("%-14s %9.1f ms  %.0fk queries", stage_label(i), ms,
+                      static_cast<double>(stats.extraction_queries) / 1000.0);
+        } else if (ms >= 0) {
           ImGui::Text("%-14s %9.1f ms", stage_label(i), ms);
         } else {
           ImGui::TextDisabled("%-14s         -", stage_label(i));

@@ -104,6 +104,33 @@ TEST(GenerationStats, PercentilesAndRates) {
   EXPECT_GT(runtime::memory_use(false).resident_bytes, 0);
 }
 
+// The folded Stages panel's title: the time so far (the job's total once done) and its largest
+// stage; the extraction's queries add up over the candidates and start again with the next job.
+TEST(GenerationStats, StagesSummaryNamesWhereTheTimeWent) {
+  GenerationStats s;
+  const auto t0 = std::chrono::steady_clock::now();
+  s.start(5, 4, t0, 2);
+  EXPECT_EQ(s.stages_summary(), "");
+  s.apply({5, runtime::Lane::kShape, runtime::StageEvent{runtime::kStagePrefill, 100}}, t0);
+  s.apply({5, runtime::Lane::kShape, runtime::StageEvent{runtime::kStageDecode, 500}}, t0);
+  EXPECT_EQ(s.stages_summary(), "0.60 s, most in decode (83 %)");
+  for (int c = 0; c < 2; ++c) {
+    s.apply({5, runtime::Lane::kShape, runtime::StageEvent{runtime::kStageExtraction, 400, c}}, t0);
+    runtime::FinalMeshEvent f;
+    f.candidate = c;
+    f.mesh = std::make_shared<mesh::Mesh>();
+    f.extraction.queries = 1000 + c;
+    s.apply({5, runtime::Lane::kShape, f}, t0);
+  }
+  EXPECT_EQ(s.extraction_queries, 2001);
+  EXPECT_EQ(s.stages_summary(), "1.40 s, most in extraction (57 %)");
+  s.apply({5, runtime::Lane::kShape, runtime::DoneEvent{1600}}, t0);
+  EXPECT_EQ(s.stages_summary(), "1.60 s, most in extraction (50 %)");
+  s.start(6, 4, t0);
+  EXPECT_EQ(s.extraction_queries, 0);
+  EXPECT_EQ(s.stages_summary(), "");
+}
+
 // Variations: one step serves every candidate, so the per-step curve comes from candidate 0's
 // events, the rate counts all candidates, mesh stages add up over candidates, and the status line's
 // mesh is candidate 0's.
@@ -138,6 +165,7 @@ TEST(GenerationStats, VariationsCountStepsOnceAndRatesOverAll) {
   s.apply({9, runtime::Lane::kShape, first}, t0);
   s.apply({9, runtime::Lane::kShape, later}, t0);
   EXPECT_EQ(s.final_vertices, 3);  // candidate 0's
+  EXPECT_EQ(s.extraction_queries, 0);
 }
 
 TEST(GenerationStats, IgnoresOtherJobs) {
