@@ -14,7 +14,6 @@
 #include "engine/runtime/tokens_file.h"
 #include "core/trace.h"
 #include "engine/mesh/export.h"
-#include "engine/mesh/extraction.h"
 #include "engine/runtime/session.h"
 
 namespace tessera::cli {
@@ -93,11 +92,7 @@ int run_decode(const DecodeCliOptions& o) {
                       std::to_string(model.fill_token_id))
                          .c_str()
                    : "");
-  std::fprintf(
-      stderr, "  extraction     %9.1f  (resolution %d, %lld occupancy queries, %d levels: %s)\n",
-      total(runtime::kStageExtraction), final_mesh->resolution,
-      static_cast<long long>(final_mesh->extraction.queries), final_mesh->extraction.levels,
-      mesh::describe_level_queries(final_mesh->extraction).c_str());
+  print_extraction_timing(total(runtime::kStageExtraction), *final_mesh);
   std::fprintf(stderr, "  cleanup        %9.1f\n", total(runtime::kStageCleanup));
   std::printf("wrote %s (%lld vertices, %lld triangles)\n", o.output.c_str(),
               static_cast<long long>(result.vertex_count()),

@@ -33,7 +33,6 @@
 #include "core/sha256.h"
 #include "core/trace.h"
 #include "engine/mesh/export.h"
-#include "engine/mesh/extraction.h"
 #include "engine/mesh/metadata.h"
 #include "engine/runtime/library.h"
 #include "engine/runtime/provenance.h"
@@ -258,11 +257,7 @@ void print_summary(const GenerateCliOptions& o, JobRun& r) {
       o.variations > 1 ? (" over " + std::to_string(o.variations) + " candidates").c_str() : "",
       o.no_kv_cache ? ", no KV cache" : "");
   std::fprintf(stderr, "  latent decode  %9.1f\n", stage_ms(runtime::kStageLatentDecode));
-  std::fprintf(
-      stderr, "  extraction     %9.1f  (resolution %d, %lld occupancy queries, %d levels: %s)\n",
-      stage_ms(runtime::kStageExtraction), final_mesh->resolution,
-      static_cast<long long>(final_mesh->extraction.queries), final_mesh->extraction.levels,
-      mesh::describe_level_queries(final_mesh->extraction).c_str());
+  print_extraction_timing(stage_ms(runtime::kStageExtraction), *final_mesh);
   std::fprintf(stderr, "  cleanup        %9.1f\n", stage_ms(runtime::kStageCleanup));
   std::fprintf(stderr, "  write          %9.1f\n", r.write_ms);
   std::fprintf(

@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 #include "engine/mesh/asset.h"
 #include "engine/mesh/export.h"
+#include "engine/mesh/extraction.h"
 #include "engine/mesh/texture.h"
 #include "engine/runtime/export_asset.h"
 #include "engine/runtime/session.h"
@@ -77,6 +78,15 @@ inline runtime::ShapeModelOptions shape_model_options(const std::string& model,
 
 // A file we will write at the end of a long run: check what can be checked up front (its
 // directory exists) so that a typo does not cost a whole generation. `what` names the option.
+// The extraction line of --timings (generate, decode): milliseconds, resolution and where the
+// occupancy queries went.
+inline void print_extraction_timing(double ms, const runtime::FinalMeshEvent& final_mesh) {
+  std::fprintf(
+      stderr, "  extraction     %9.1f  (resolution %d, %lld occupancy queries, %d levels: %s)\n",
+      ms, final_mesh.resolution, static_cast<long long>(final_mesh.extraction.queries),
+      final_mesh.extraction.levels, mesh::describe_level_queries(final_mesh.extraction).c_str());
+}
+
 inline Status check_output_file(const std::string& path, const std::string& what) {
   namespace fs = std::filesystem;
   std::error_code ec;

@@ -77,11 +77,10 @@ class BatchEvaluator {
         if (on_boundary(l, idx)) out[begin + p] = std::min(out[begin + p], iso_ - kBoundaryOutside);
       }
     }
-    queries_ += total;
-    if (stats_ != nullptr) stats_->queries += total;
+    stats_->queries += total;
     return Status();
   }
-  int64_t queries() const { return queries_; }
+  int64_t queries() const { return stats_->queries; }
 
  public:
   // The logits' range as the model gave them (before the box faces were set outside).
@@ -105,8 +104,7 @@ class BatchEvaluator {
   int64_t batch_;
   float iso_;
   float raw_lo_ = INFINITY, raw_hi_ = -INFINITY;
-  int64_t queries_ = 0;
-  ExtractionStats* stats_;
+  ExtractionStats* stats_;  // never null: the callers pass theirs or a local one
   std::vector<float> points_;
 };
 

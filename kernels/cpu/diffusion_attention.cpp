@@ -4,9 +4,9 @@
 // of R queries):
 //   S[R][kv_len] = scale * Q_blk K^T          one sgemm, S written once (per-thread scratch)
 //   m[r] = max_j S[r][j], l[r] = sum_j exp(S[r][j] - m[r])   reduced into two R-vectors
-//   for key tiles of kExpKeyTile: P = exp(S[:, tile] - m) into an L1 buffer, O_blk += P V_tile
-//   (sgemm) O_blk[r] *= 1 / l[r]                      the normalisation folded into the product's
-//   rows
+//   for key tiles of kExpKeyTile keys:
+//     P = exp(S[:, tile] - m) into an L1 buffer, O_blk += P V_tile   (sgemm)
+//   O_blk[r] *= 1 / l[r]                      the normalisation folded into the product's rows
 // so the normalised score matrix never exists. R is chosen so S stays within ~kScoreBlockFloats
 // (L2-sized), which bounds the scratch for any kv_len.
 // kNaive: the unfused baseline the paper starts from (S for a whole head in memory, softmax in
