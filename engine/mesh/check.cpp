@@ -10,21 +10,15 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/mesh/cleanup.h"
+#include "engine/mesh/vec3_internal.h"
 
 namespace tessera::mesh {
 namespace {
 
-using Vec = std::array<double, 3>;
-
-Vec sub(const Vec& a, const Vec& b) {
-  return {a[0] - b[0], a[1] - b[1], a[2] - b[2]};
-}
-Vec cross(const Vec& a, const Vec& b) {
-  return {a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]};
-}
-double dot(const Vec& a, const Vec& b) {
-  return a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
-}
+using vec3::cross;
+using vec3::dot;
+using vec3::sub;
+using vec3::Vec;
 
 // Does segment p-q cross triangle (a, b, c) strictly inside the segment?
 bool segment_hits_triangle(const Vec& p, const Vec& q, const Vec& a, const Vec& b, const Vec& c) {
