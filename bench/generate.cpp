@@ -33,7 +33,7 @@ struct GenerateBenchOptions {
   int repeat = 5;
   int resolution = 0;
   int variations = 1;            // > 1: also the variations table (N candidates vs 1, sampled)
-  std::string weights = "auto";  // runtime::ShapeWeights: auto | f32 | bf16 | int8
+  std::string weights = "auto";  // runtime::ShapeWeights: auto | fast | f32 | bf16 | int8
   bool keep_pages = false;       // runtime::ShapeModelOptions::release_idle_pages = false
   std::string device = "cpu";    // runtime::ShapeModelOptions::device: cpu | cuda | auto
   int warmup = 1;                // untimed jobs per prompt first
@@ -271,7 +271,7 @@ void register_generate_bench(CLI::App* bench, int* exit_code) {
       ->check(CLI::Range(1, 8));
   cmd->add_option(
       "--weights", o->weights,
-      "The weights: auto (the default: as tessera generate), f32, bf16, int8 (the shape "
+      "The weights: auto (the default: as tessera generate), fast, f32, bf16, int8 (the shape "
       "GPT quantized at load unless the file is int8 already)");
   cmd->add_flag("--keep-pages", o->keep_pages,
                 "Keep the weights mapped from their files resident between the job's phases (the "

@@ -220,6 +220,7 @@ Expected<std::optional<nlohmann::json>> read_prompt(GenerateCliOptions* o) {
 // What one generate run produced and how long each part took (run_generate fills it).
 struct JobRun {
   double load_ms = 0, write_ms = 0, job_ms = 0;
+  std::string weights;  // what the shape GPT runs in (ShapeModelInfo::weights: f32, bf16, int8)
   int64_t previews = 0;
   std::vector<std::pair<std::string, double>> stages;
   std::vector<std::vector<int32_t>> tokens;  // per candidate
@@ -232,7 +233,6 @@ struct JobRun {
 void print_summary(const GenerateCliOptions& o, JobRun& r) {
   const runtime::FinalMeshEvent* final_mesh = r.final_meshes[0].get();
 
-  // Timing summary (mesh r.stages summed over the candidates).
   auto stage_ms = [&](const char* name) {
     double sum = 0.0;
     for (const auto& [n, ms] : r.stages) {
@@ -248,11 +248,11 @@ void print_summary(const GenerateCliOptions& o, JobRun& r) {
                                                  o.variations / (prefill + decode)
                                            : 0.0;
   std::fprintf(stderr, "timings (ms):\n");
-  std::fprintf(stderr, "  load           %9.1f\n", r.load_ms);
+  std::fprintf(stderr, "  load           %9.1f  (%s weights)\n", r.load_ms, r.weights.c_str());
   std::fprintf(stderr, "  text           %9.1f\n", stage_ms(runtime::kStageText));
   std::fprintf(stderr, "  prefill        %9.1f\n", prefill);
   std::fprintf(
-      stderr, "  decode         %9.1f  (%lld steps, TPOT %.2f ms, %.1f r.tokens/s%s%s)\n", decode,
+      stderr, "  decode         %9.1f  (%lld steps, TPOT %.2f ms, %.1f tokens/s%s%s)\n", decode,
       static_cast<long long>(std::max<int64_t>(steps, 0)), tpot, rate,
       o.variations > 1 ? (" over " + std::to_string(o.variations) + " candidates").c_str() : "",
       o.no_kv_cache ? ", no KV cache" : "");
@@ -266,7 +266,7 @@ void print_summary(const GenerateCliOptions& o, JobRun& r) {
   if (final_mesh->prompt_truncated) {
     std::fprintf(
         stderr,
-        "note: the prompt has %d CLIP r.tokens; only the first 77 (BOS + 75 + EOS) were used\n",
+        "note: the prompt has %d CLIP tokens; only the first 77 (BOS + 75 + EOS) were used\n",
         final_mesh->prompt_tokens);
   }
   if (final_mesh->image_only_tokens > 0) {
@@ -284,7 +284,7 @@ void print_summary(const GenerateCliOptions& o, JobRun& r) {
     if (o.sampling.sample) std::printf(", seed %llu", static_cast<unsigned long long>(f->seed));
     std::printf(")\n");
     if (!o.tokens_out.empty()) {
-      std::printf("wrote %s (%zu shape r.tokens)\n",
+      std::printf("wrote %s (%zu shape tokens)\n",
                   numbered_path(o.tokens_out, i, o.variations).c_str(), f->tokens.size());
     }
   }
@@ -338,6 +338,7 @@ int run_generate(GenerateCliOptions o) {
     }
   }
   Stopwatch load_watch;
+  std::string weights_used;
   runtime::ShapeWeights weights = runtime::ShapeWeights::kAuto;
   if (!o.weights.empty()) {
     auto parsed = runtime::parse_shape_weights(o.weights);
@@ -351,6 +352,7 @@ int run_generate(GenerateCliOptions o) {
   {
     const runtime::ShapeModelInfo model = *(*session)->shape_model();
     print_device(o.device, model.backend, model.backend_note);
+    weights_used = model.weights;
   }
   const double load_ms = load_watch.elapsed_ms();
   // The model's identity for the files' metadata (and --from's check): its folder name and the
@@ -401,6 +403,7 @@ int run_generate(GenerateCliOptions o) {
   Stopwatch generation_watch;
   JobRun run;
   run.load_ms = load_ms;
+  run.weights = weights_used;
   run.tokens.resize(static_cast<size_t>(o.variations));
   auto& tokens = run.tokens;
   auto& stages = run.stages;
@@ -547,9 +550,10 @@ void register_generate(CLI::App& app, int* exit_code) {
   cmd->add_flag("--bf16", o->bf16, "Convert the weights to bf16 once at load (= --weights bf16)");
   cmd->add_option("--weights", o->weights,
                   "Weights: auto (default: int8 for a quantized model, bf16 for large ones, f32 "
-                  "for small ones such as tessera-tiny), f32 (as stored), bf16, or int8 (the "
-                  "shape GPT's linear layers quantized once at load, a scale per 128 weights; CPU)")
-      ->check(CLI::IsMember({"auto", "f32", "bf16", "int8"}));
+                  "for small ones such as tessera-tiny), fast (the quickest whose shapes hold: "
+                  "int8 on the CPU, bf16 on a GPU), f32 (as stored), bf16, or int8 (the shape "
+                  "GPT's linear layers quantized once at load, a scale per 128 weights; CPU)")
+      ->check(CLI::IsMember({"auto", "fast", "f32", "bf16", "int8"}));
   add_device_options(cmd, &o->device);
   cmd->add_option("--resolution,-r", o->resolution,
                   "Extraction lattice points per axis, 2^k+1 (default: the model's, 65 for "

@@ -73,7 +73,7 @@ void register_serve(CLI::App& app, int* exit_code) {
   auto o = std::make_shared<ServeCliOptions>();
   CLI::App* cmd = app.add_subcommand("serve", "Serve shape generation over HTTP (docs/serve.md)");
   cmd->add_option("--model,-m", o->model, "Model folder or name (default: the embedded model)");
-  cmd->add_option("--weights", o->weights, "auto, f32, bf16 or int8 (as tessera generate)");
+  cmd->add_option("--weights", o->weights, "auto, fast, f32, bf16 or int8 (as tessera generate)");
   add_device_options(cmd, &o->device);
   CLI::Option* port = cmd->add_option("--port", o->port, "TCP port (0: any free one, printed)")
                           ->check(CLI::Range(0, 65535));

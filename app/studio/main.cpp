@@ -106,10 +106,11 @@ int main(int argc, char** argv) {
                                   "cpu|cuda|auto");
   const QCommandLineOption weights("weights",
                                    "The shape model's weights: auto (bf16 for large models, int8 "
-                                   "for quantized ones), f32 (as stored), bf16 (converted at load) "
-                                   "or int8 (quantized at load: half of bf16's memory; CPU). "
-                                   "Default: the Settings' choice, auto at first.",
-                                   "auto|f32|bf16|int8");
+                                   "for quantized ones), fast (int8 on the CPU, bf16 on a GPU), "
+                                   "f32 (as stored), bf16 (converted at load) or int8 (quantized "
+                                   "at load: half of bf16's memory; CPU). Default: the Settings' "
+                                   "choice, auto at first.",
+                                   "auto|fast|f32|bf16|int8");
   const QCommandLineOption threads("threads",
                                    "CPU threads for the engines (default: all cores but one, left "
                                    "to the UI and the often software GL rasterizer so the viewport "
@@ -169,7 +170,8 @@ int main(int argc, char** argv) {
   if (parser.isSet(weights)) {
     const QString w = parser.value(weights);
     if (!tessera::runtime::parse_shape_weights(w.toStdString()).ok()) {
-      std::fprintf(stderr, "tessera-studio: --weights: '%s' is not one of auto, f32, bf16, int8\n",
+      std::fprintf(stderr,
+                   "tessera-studio: --weights: '%s' is not one of auto, fast, f32, bf16, int8\n",
                    w.toUtf8().constData());
       return 2;
     }

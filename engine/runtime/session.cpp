@@ -160,18 +160,19 @@ Expected<std::unique_ptr<shape::ShapePipeline>> load_shape(const ShapeModelOptio
   if (!std::filesystem::is_directory(*path, ec)) {
     return not_found("model directory '" + *path + "' does not exist or is not a directory");
   }
-  TESSERA_ASSIGN_OR_RETURN(const ShapeWeights resolved, resolve_shape_weights(*path, o.weights));
+  TESSERA_ASSIGN_OR_RETURN(const ShapeWeights resolved,
+                           resolve_shape_weights(*path, o.weights, o.device));
   return shape::ShapePipeline::load(*path, pipeline_options(o, resolved));
 }
 
 }  // namespace
 
 Expected<ShapeWeights> parse_shape_weights(const std::string& name) {
-  for (ShapeWeights w :
-       {ShapeWeights::kAuto, ShapeWeights::kF32, ShapeWeights::kBF16, ShapeWeights::kInt8}) {
+  for (ShapeWeights w : {ShapeWeights::kAuto, ShapeWeights::kF32, ShapeWeights::kBF16,
+                         ShapeWeights::kInt8, ShapeWeights::kFast}) {
     if (name == shape_weights_name(w)) return w;
   }
-  return invalid_argument("weights '" + name + "': expected auto, f32, bf16 or int8");
+  return invalid_argument("weights '" + name + "': expected auto, fast, f32, bf16 or int8");
 }
 
 const char* shape_weights_name(ShapeWeights weights) {
@@ -184,11 +185,18 @@ const char* shape_weights_name(ShapeWeights weights) {
       return "bf16";
     case ShapeWeights::kInt8:
       return "int8";
+    case ShapeWeights::kFast:
+      return "fast";
   }
   return "?";
 }
 
-Expected<ShapeWeights> resolve_shape_weights(const std::string& dir, ShapeWeights weights) {
+Expected<ShapeWeights> resolve_shape_weights(const std::string& dir, ShapeWeights weights,
+                                             DeviceChoice device) {
+  if (weights == ShapeWeights::kFast) {
+    if (device == DeviceChoice::kAuto) device = probe_capabilities().auto_device;
+    return device == DeviceChoice::kCuda ? ShapeWeights::kBF16 : ShapeWeights::kInt8;
+  }
   if (weights != ShapeWeights::kAuto) return weights;
   TESSERA_ASSIGN_OR_RETURN(const shape::ModelPaths paths, shape::locate_model_dir(dir));
   auto gpt = SafeTensors::open(paths.shape_gpt);

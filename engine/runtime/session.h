@@ -140,14 +140,24 @@ inline constexpr int kMaxVariations = 8;
 //   kBF16  every model's matrices converted once to bf16 (half the bytes).
 //   kInt8  the shape GPT's linear layers int8 (quantized at load unless stored so; CPU), the
 //          other models (CLIP, shape decoder) bf16.
-enum class ShapeWeights { kAuto, kF32, kBF16, kInt8 };
+//   kFast  the quickest choice whose shapes hold, for artists iterating on prompts: on the CPU
+//          kInt8 (a decode step reads half of bf16's bytes: 1.5-1.9x faster per token on AVX2 and
+//          AVX-512; judged on tessera-tiny's 57 held-out and 91 first prompts, where int8 keeps
+//          bf16's family match and passes every property check bf16 passes, while only ~81 % of
+//          the tokens are the same: a near-tie flips to another shape of the same family;
+//          bench/RESULTS.md, "int8 weights (CPU)"); on a GPU kBF16 (its int8 kernels are not
+//          measured yet).
+enum class ShapeWeights { kAuto, kF32, kBF16, kInt8, kFast };
 inline constexpr int64_t kAutoBf16Parameters = 100'000'000;
-// "auto", "f32", "bf16", "int8" -> ShapeWeights; kInvalidArgument naming the text otherwise.
+// "auto", "f32", "bf16", "int8", "fast" -> ShapeWeights; kInvalidArgument naming the text
+// otherwise.
 Expected<ShapeWeights> parse_shape_weights(const std::string& name);
 const char* shape_weights_name(ShapeWeights weights);
-// What kAuto resolves to for the model directory `dir` (reads the GPT file's header only); other
-// choices come back as they are. Errors: the directory's (locate_model_dir, the GPT file).
-Expected<ShapeWeights> resolve_shape_weights(const std::string& dir, ShapeWeights weights);
+// What kAuto resolves to for the model directory `dir` (reads the GPT file's header only) and
+// kFast on `device` (kAuto: the device probe_capabilities() picks); other choices come back as
+// they are. Errors: the directory's (locate_model_dir, the GPT file).
+Expected<ShapeWeights> resolve_shape_weights(const std::string& dir, ShapeWeights weights,
+                                             DeviceChoice device = DeviceChoice::kCpu);
 
 struct ShapeModelOptions {
   std::string path;  // a Cube 3D layout directory; "": the embedded default

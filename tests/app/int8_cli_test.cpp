@@ -2,9 +2,9 @@
 // layers are quantized at load and the run makes a closed mesh; greedy tokens agree with the f32
 // run for most of the object on prompts the model knows well ("a torus", "a sphere": 64/64 on the
 // machine this was written on; the test asks for 48 of 64 positions, since a near-tie flipped by
-// rounding shifts the rest of a greedy sequence), and a bad --weights value is refused.
-// `tessera quantize` writes a directory that loads as int8 (tessera info says so) and generates
-// exactly the tokens of --weights int8; it never overwrites.
+// rounding shifts the rest of a greedy sequence); --weights fast is int8 on the CPU; a bad
+// --weights value is refused. `tessera quantize` writes a directory that loads as int8 (tessera
+// info says so) and generates exactly the tokens of --weights int8; it never overwrites.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -37,6 +37,14 @@ TEST(Int8Cli, GenerateWithInt8WeightsMakesTheShape) {
     r = run_tessera("generate -p " + shell_quote(prompt) + " --weights int8 --tokens-out " +
                     shell_quote(i8) + " -o " + shell_quote((dir / "i.stl").string()));
     ASSERT_EQ(r.exit_code, 0) << r.err;
+    // "fast" on the CPU is int8: the same tokens, and the model line says so.
+    const std::string fast = (dir / "fast.txt").string();
+    const CliResult f =
+        run_tessera("generate -p " + shell_quote(prompt) + " --weights fast --tokens-out " +
+                    shell_quote(fast) + " -o " + shell_quote((dir / "fast.glb").string()));
+    ASSERT_EQ(f.exit_code, 0) << f.err;
+    EXPECT_EQ(slurp(fast), slurp(i8));
+    EXPECT_NE(f.err.find("(int8 weights)"), std::string::npos) << f.err;
     EXPECT_EQ(run_tessera("check " + shell_quote((dir / "i.stl").string())).exit_code, 0);
     const auto a = words(slurp(f32)), b = words(slurp(i8));
     ASSERT_EQ(a.size(), b.size());

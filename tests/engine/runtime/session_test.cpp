@@ -752,5 +752,31 @@ TEST(CapabilitiesTest, SaysWhatIsUsableAndWhyNot) {
   EXPECT_FALSE(parse_device("tpu").ok());
 }
 
+// The weights choices: names both ways, what auto and fast resolve to (fast: int8 on the CPU,
+// bf16 on a GPU; auto on tessera-tiny: f32, a small model), a bad name listed with the choices.
+TEST(ShapeWeightsTest, FastIsInt8OnTheCpuAndBf16OnAGpu) {
+  for (ShapeWeights w : {ShapeWeights::kAuto, ShapeWeights::kFast, ShapeWeights::kF32,
+                         ShapeWeights::kBF16, ShapeWeights::kInt8}) {
+    auto parsed = parse_shape_weights(shape_weights_name(w));
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, w);
+  }
+  const auto bad = parse_shape_weights("int4");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'int4': expected auto, fast,"), std::string::npos)
+      << bad.status().message();
+  const std::string tiny = default_shape_model_dir();
+  EXPECT_EQ(*resolve_shape_weights(tiny, ShapeWeights::kFast, DeviceChoice::kCpu),
+            ShapeWeights::kInt8);
+  EXPECT_EQ(*resolve_shape_weights(tiny, ShapeWeights::kFast, DeviceChoice::kCuda),
+            ShapeWeights::kBF16);
+  const ShapeWeights on_auto = probe_capabilities().auto_device == DeviceChoice::kCuda
+                                   ? ShapeWeights::kBF16
+                                   : ShapeWeights::kInt8;
+  EXPECT_EQ(*resolve_shape_weights(tiny, ShapeWeights::kFast, DeviceChoice::kAuto), on_auto);
+  EXPECT_EQ(*resolve_shape_weights(tiny, ShapeWeights::kAuto), ShapeWeights::kF32);
+  EXPECT_EQ(*resolve_shape_weights(tiny, ShapeWeights::kBF16), ShapeWeights::kBF16);
+}
+
 }  // namespace
 }  // namespace tessera::runtime

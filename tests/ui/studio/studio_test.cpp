@@ -236,7 +236,7 @@ TEST(Studio, ScriptedRunShowsMeshAndOverlay) {
   image.save(QString(TESSERA_BINARY_DIR) + "/studio_scripted_shot.png");
 }
 
-// The Weights setting (f32 / bf16 / int8): --weights picks it at launch, changing it reloads the
+// The Weights setting (fast / f32 / bf16 / int8): --weights picks it at launch, changing it reloads the
 // shape model in that format, the overlay's stats say which (format and bytes read per token),
 // and a job runs on the int8 model.
 TEST(Studio, WeightsSettingReloadsAndTheOverlaySaysWhich) {
@@ -265,6 +265,15 @@ TEST(Studio, WeightsSettingReloadsAndTheOverlaySaysWhich) {
   })) << window->engine().weights_label().toStdString();
   EXPECT_NE(window->engine().weights_label(), int8_label);
   EXPECT_EQ(window->settings_panel()->weights(), QStringLiteral("bf16"));
+
+  // Fast is int8 on the CPU: the model reloads in int8.
+  box->setCurrentIndex(box->findData(QStringLiteral("fast")));
+  Q_EMIT box->activated(box->currentIndex());
+  ASSERT_TRUE(wait_until([&] {
+    return !window->engine().loading() &&
+           window->engine().weights_label().startsWith(QStringLiteral("int8"));
+  })) << window->engine().weights_label().toStdString();
+  EXPECT_EQ(window->settings_panel()->weights(), QStringLiteral("fast"));
 }
 
 TEST(Studio, ScriptedRunWithBadModelFails) {
