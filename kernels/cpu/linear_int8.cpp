@@ -56,7 +56,7 @@ Int8Kernel int8_kernel_for(int isa_level, const Weight& w) {
   if (isa == Isa::kAvx512 && cpu_features().avx512vnni) {
     return {prepare_int8_rows_into_avx512, dot_prepared_i8_vnni};
   }
-  if (isa >= Isa::kAvx2) return {prepare_int8_rows_into, dot_prepared_i8_avx2};
+  if (isa >= Isa::kAvx2) return {prepare_int8_rows_into_avx2, dot_prepared_i8_avx2};
   return {prepare_int8_rows_into, dot_prepared_i8_scalar};
 }
 

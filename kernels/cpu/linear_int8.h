@@ -30,7 +30,9 @@ struct Int8Rows {
 // scale[rows * (w.cols / w.group)].
 void prepare_int8_rows_into(const float* x, int64_t rows, const Weight& w, int16_t* q,
                             float* scale);
-// The AVX-512 twin (the same values); call only on CPUs with AVX-512 F/BW.
+// The AVX2 and AVX-512 twins (the same values); call only on CPUs with AVX2 / AVX-512 F/BW.
+void prepare_int8_rows_into_avx2(const float* x, int64_t rows, const Weight& w, int16_t* q,
+                                 float* scale);
 void prepare_int8_rows_into_avx512(const float* x, int64_t rows, const Weight& w, int16_t* q,
                                    float* scale);
 // Rows [row, row + rows) of an Int8Rows prepared for more rows (a pass of the GEMV).

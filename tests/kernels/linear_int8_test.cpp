@@ -181,5 +181,35 @@ TEST(Int8Linear, KernelsAgreeAndAreBatchInvariant) {
   }
 }
 
+// The SIMD preparations of x give the scalar one's int16 values and scales exactly: groups with an
+// outlier, a group of zeros (scale 0), a negative maximum, values on the rounding ties.
+TEST(Int8Linear, PreparationsOfXAgreeExactly) {
+  const int64_t m = 3, k_dim = 1536, group = 128;
+  const Int8Weight q = make_weight(4, k_dim, group, 3);
+  std::vector<float> x = random_x(m, k_dim, 11);
+  for (int64_t c = 128; c < 256; ++c) x[static_cast<size_t>(c)] = 0.0f;  // group 1 of row 0
+  x[static_cast<size_t>(k_dim + 300)] = -40.0f;                          // row 1: negative max
+  for (int64_t c = 0; c < group; ++c) {  // row 2, group 0: max 32767 -> scale 1, halves between
+    x[static_cast<size_t>(2 * k_dim + c)] = c == 0 ? 32767.0f : static_cast<float>(c) + 0.5f;
+  }
+  const int64_t n = m * k_dim, groups = m * (k_dim / group);
+  std::vector<int16_t> want_q(static_cast<size_t>(n)), got_q(static_cast<size_t>(n));
+  std::vector<float> want_s(static_cast<size_t>(groups)), got_s(static_cast<size_t>(groups));
+  cpu::linear_detail::prepare_int8_rows_into(x.data(), m, q.w, want_q.data(), want_s.data());
+  EXPECT_EQ(want_s[1], 0.0f);
+  EXPECT_EQ(want_q[2 * k_dim + 1], 2);  // 1.5 rounds to even
+  EXPECT_EQ(want_q[2 * k_dim + 2], 2);  // 2.5 too
+  if (cpu::isa_supported(Isa::kAvx2)) {
+    cpu::linear_detail::prepare_int8_rows_into_avx2(x.data(), m, q.w, got_q.data(), got_s.data());
+    EXPECT_EQ(got_q, want_q);
+    EXPECT_EQ(got_s, want_s);
+  }
+  if (cpu::isa_supported(Isa::kAvx512)) {
+    cpu::linear_detail::prepare_int8_rows_into_avx512(x.data(), m, q.w, got_q.data(), got_s.data());
+    EXPECT_EQ(got_q, want_q);
+    EXPECT_EQ(got_s, want_s);
+  }
+}
+
 }  // namespace
 }  // namespace tessera::kernels
