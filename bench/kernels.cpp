@@ -12,6 +12,7 @@
 //   with;
 // - cpu::linear as GEMM (prefill m = 77, 256, 1024; f32, bf16, int8) in GFLOP/s;
 // - cpu::attention (causal prefill) and cpu::attention_decode;
+// - one core's multiply-add issue rates: f32 FMA against 16-bit vpmaddwd (AVX2);
 // - the ref:: kernels on the smaller shapes, for comparison.
 // Every figure is the median of >= 5 timed repetitions after one warm-up run, with min and max.
 // Results are printed as a table; --json writes them with a machine header; --write-results
@@ -32,6 +33,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <immintrin.h>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -211,6 +213,51 @@ Status bench_gemv_compute(const Options& opt, std::vector<Row>* rows) {
       }
     }
   }
+  return Status::ok_status();
+}
+
+// Multiply-add issue rates of one core, the arithmetic behind the AVX2 kernels' choices: f32
+// vfmadd231ps (8 multiply-adds per ymm instruction) against 16-bit vpmaddwd + vpaddd (16 per
+// instruction pair: what an int16 x int16 or int8-widened GEMM would run on). Twelve independent
+// chains each, so the rate is the instructions' throughput, not their latency. On a CPU that
+// issues vpmaddwd at half the FMA's rate (Zen 4: one per cycle against two) 16-bit products buy
+// nothing over f32 FMAs.
+__attribute__((target("avx2,fma"))) double fma_loop(int64_t n) {
+  __m256 x = _mm256_set1_ps(1.0001f), y = _mm256_set1_ps(0.9999f);
+  __m256 a[12];
+  for (int i = 0; i < 12; ++i) a[i] = _mm256_set1_ps(static_cast<float>(i));
+  for (int64_t j = 0; j < n; ++j) {
+    for (int i = 0; i < 12; ++i) a[i] = _mm256_fmadd_ps(x, y, a[i]);
+    asm volatile("" : "+x"(x), "+x"(y));
+  }
+  __m256 s = a[0];
+  for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, a[i]);
+  return _mm256_cvtss_f32(s);
+}
+__attribute__((target("avx2,fma"))) double madd_loop(int64_t n) {
+  __m256i w = _mm256_set1_epi16(3);
+  __m256i a[12];
+  for (int i = 0; i < 12; ++i) a[i] = _mm256_set1_epi32(i);
+  for (int64_t j = 0; j < n; ++j) {
+    for (int i = 0; i < 12; ++i) a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(w, a[i]));
+    asm volatile("" : "+x"(w));
+  }
+  __m256i s = a[0];
+  for (int i = 1; i < 12; ++i) s = _mm256_add_epi32(s, a[i]);
+  return _mm256_extract_epi32(s, 0);
+}
+
+Status bench_issue_rates(const Options& opt, std::vector<Row>* rows) {
+  if (!cpu_features().avx2 || !cpu_features().fma) return Status::ok_status();
+  const int64_t n = opt.quick ? 2'000'000 : 10'000'000;
+  volatile double sink = 0;
+  const Timing fma = time_it(5, 1, [&] { sink = sink + fma_loop(n); });
+  const Timing madd = time_it(5, 1, [&] { sink = sink + madd_loop(n); });
+  const double per_call = static_cast<double>(n) * 12;
+  rows->push_back({"arith", "vfmadd231ps ymm, 12 chains", "cpu-1core", "f32", 1, fma,
+                   "G multiply-adds/s", per_call * 8, "f32 multiply-adds, 8 per instruction"});
+  rows->push_back({"arith", "vpmaddwd + vpaddd ymm, 12 chains", "cpu-1core", "i16", 1, madd,
+                   "G multiply-adds/s", per_call * 16, "16-bit multiply-adds, 16 per vpmaddwd"});
   return Status::ok_status();
 }
 
@@ -420,6 +467,7 @@ Status run_bench_kernels(const Options& opt) {
   TESSERA_ASSIGN_OR_RETURN(const Bandwidth bw, bench_bandwidth(opt, reps, &rows));
   TESSERA_RETURN_IF_ERROR(bench_gemv(opt, reps, bw, &rows));
   TESSERA_RETURN_IF_ERROR(bench_gemv_compute(opt, &rows));
+  TESSERA_RETURN_IF_ERROR(bench_issue_rates(opt, &rows));
   TESSERA_RETURN_IF_ERROR(bench_gemm(opt, reps, &rows));
   TESSERA_RETURN_IF_ERROR(bench_query_gemm(opt, reps, &rows));
   TESSERA_RETURN_IF_ERROR(bench_attention(opt, reps, &rows));
