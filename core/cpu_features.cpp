@@ -42,6 +42,13 @@ CpuFeatures detect() {
     }
   }
   if (zmm_os && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512bf16 = a & (1u << 5);
+  if (f.avx512f && __get_cpuid(0, &a, &b, &c, &d)) {
+    const bool amd = b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163;  // "AuthenticAMD"
+    __get_cpuid(1, &a, &b, &c, &d);
+    const unsigned base = (a >> 8) & 0xf;
+    const unsigned family = base == 0xf ? base + ((a >> 20) & 0xff) : base;
+    f.avx512_half_width = amd && family == 0x19;
+  }
 #endif
   return f;
 }
@@ -85,6 +92,7 @@ std::string cpu_features_string(const CpuFeatures& f) {
   add(f.avx512vl, "avx512vl");
   add(f.avx512bf16, "avx512bf16");
   add(f.avx512vnni, "avx512vnni");
+  add(f.avx512_half_width, "avx512-in-halves");
   return s.empty() ? "none" : s;
 }
 

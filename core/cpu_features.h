@@ -16,6 +16,10 @@ struct CpuFeatures {
   bool avx512vl = false;
   bool avx512bf16 = false;
   bool avx512vnni = false;
+  // AVX-512 executed as two 256-bit halves (AMD family 0x19, Zen 4): a 512-bit instruction costs
+  // two 256-bit ones there, so kernels whose AVX2 version issues as many multiply-adds per cycle
+  // may prefer it (the int8 GEMV does: linear_int8.cpp).
+  bool avx512_half_width = false;
 };
 
 // What the CPU and OS support (XSAVE state checked), independent of the switches.

@@ -53,7 +53,11 @@ void dot_prepared_i8_scalar(const Int8Rows& p, const Weight& w, const float* bia
 Int8Kernel int8_kernel_for(int isa_level, const Weight& w) {
   const auto isa = static_cast<Isa>(isa_level);
   if (w.group % 32 != 0 || w.group > 512) return {prepare_int8_rows_into, dot_prepared_i8_scalar};
-  if (isa == Isa::kAvx512 && cpu_features().avx512vnni) {
+  // Where AVX-512 runs as two 256-bit halves (Zen 4) the AVX2 kernel is the faster one at the
+  // decode's 1-4 rows of x (bench kernels --quick, --isa avx2 against avx512 alternated three
+  // times: 1.0-1.5x, e.g. mlp_up 1536->6144 at m = 2 343 against 478 us), and it serves every m
+  // alike (the GEMV is batch-invariant per kernel).
+  if (isa == Isa::kAvx512 && cpu_features().avx512vnni && !cpu_features().avx512_half_width) {
     return {prepare_int8_rows_into_avx512, dot_prepared_i8_vnni};
   }
   if (isa >= Isa::kAvx2) return {prepare_int8_rows_into_avx2, dot_prepared_i8_avx2};

@@ -211,5 +211,42 @@ TEST(Int8Linear, PreparationsOfXAgreeExactly) {
   }
 }
 
+// Every dot kernel the CPU can run, called directly (int8_kernel_for picks one per CPU: on Zen 4,
+// whose AVX-512 runs in 256-bit halves, the AVX2 one even at --isa avx512, so VNNI is tested here
+// and not only through linear): 1-4 rows of x, long and short rows, a bias, against the scalar
+// kernel (the integer dots exact, the float sums within rounding).
+TEST(Int8Linear, EveryDotKernelMatchesTheScalarOne) {
+  using cpu::linear_detail::Int8Rows;
+  for (const int64_t k_dim : {int64_t{1536}, int64_t{6144}}) {
+    const int64_t n_out = 37;
+    const Int8Weight q = make_weight(n_out, k_dim, 128, 21);
+    const std::vector<float> x = random_x(4, k_dim, 23);
+    std::vector<float> bias(static_cast<size_t>(n_out));
+    for (size_t i = 0; i < bias.size(); ++i) bias[i] = 0.01f * static_cast<float>(i);
+    std::vector<int16_t> xq(static_cast<size_t>(4 * k_dim));
+    std::vector<float> xs(static_cast<size_t>(4 * (k_dim / 128)));
+    cpu::linear_detail::prepare_int8_rows_into(x.data(), 4, q.w, xq.data(), xs.data());
+    for (int64_t rows = 1; rows <= 4; ++rows) {
+      SCOPED_TRACE("K " + std::to_string(k_dim) + ", rows " + std::to_string(rows));
+      const Int8Rows p{rows, k_dim, 128, xq.data(), xs.data()};
+      std::vector<float> want(static_cast<size_t>(rows * n_out)), got(want.size());
+      cpu::linear_detail::dot_prepared_i8_scalar(p, q.w, bias.data(), want.data(), n_out, 0, n_out);
+      auto check = [&](const char* name) {
+        SCOPED_TRACE(name);
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_NEAR(got[i], want[i], 1e-5f * (1.0f + std::fabs(want[i]))) << i;
+      };
+      if (cpu_features().avx2) {
+        cpu::linear_detail::dot_prepared_i8_avx2(p, q.w, bias.data(), got.data(), n_out, 0, n_out);
+        check("avx2");
+      }
+      if (cpu_features().avx512vnni && cpu_features().avx512bw) {
+        cpu::linear_detail::dot_prepared_i8_vnni(p, q.w, bias.data(), got.data(), n_out, 0, n_out);
+        check("vnni");
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tessera::kernels
