@@ -216,12 +216,13 @@ Status bench_gemv_compute(const Options& opt, std::vector<Row>* rows) {
   return Status::ok_status();
 }
 
-// Multiply-add issue rates of one core, the arithmetic behind the AVX2 kernels' choices: f32
-// vfmadd231ps (8 multiply-adds per ymm instruction) against 16-bit vpmaddwd + vpaddd (16 per
-// instruction pair: what an int16 x int16 or int8-widened GEMM would run on). Twelve independent
-// chains each, so the rate is the instructions' throughput, not their latency. On a CPU that
-// issues vpmaddwd at half the FMA's rate (Zen 4: one per cycle against two) 16-bit products buy
-// nothing over f32 FMAs.
+// Multiply-add issue rates of one core, the arithmetic behind the AVX2 kernels' choices and the
+// query path's compute floor: f32 vfmadd231ps (8 multiply-adds per ymm instruction) against 16-bit
+// vpmaddwd + vpaddd (16 per instruction pair: what an int16 x int16 or int8-widened GEMM would run
+// on), and AVX-512 BF16's vdpbf16ps (32 per zmm instruction) where the CPU has it. Twelve
+// independent chains each, so the rate is the instructions' throughput, not their latency. On a CPU
+// that issues vpmaddwd at half the FMA's rate (Zen 4: one per cycle against two) 16-bit products
+// buy nothing over f32 FMAs.
 __attribute__((target("avx2,fma"))) double fma_loop(int64_t n) {
   __m256 x = _mm256_set1_ps(1.0001f), y = _mm256_set1_ps(0.9999f);
   __m256 a[12];
@@ -247,6 +248,21 @@ __attribute__((target("avx2,fma"))) double madd_loop(int64_t n) {
   return _mm256_extract_epi32(s, 0);
 }
 
+__attribute__((target("avx512f,avx512bf16"))) double dpbf16_loop(int64_t n) {
+  __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80), y = (__m512bh)_mm512_set1_epi16(0x3f80);
+  __m512 a[12];
+  for (int i = 0; i < 12; ++i) a[i] = _mm512_set1_ps(static_cast<float>(i));
+  for (int64_t j = 0; j < n; ++j) {
+    for (int i = 0; i < 12; ++i) a[i] = _mm512_dpbf16_ps(a[i], x, y);
+    asm volatile("" : "+v"(x), "+v"(y));
+  }
+  __m512 s = a[0];
+  for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, a[i]);
+  alignas(64) float out[16];
+  _mm512_store_ps(out, s);
+  return out[0];
+}
+
 Status bench_issue_rates(const Options& opt, std::vector<Row>* rows) {
   if (!cpu_features().avx2 || !cpu_features().fma) return Status::ok_status();
   const int64_t n = opt.quick ? 2'000'000 : 10'000'000;
@@ -258,6 +274,11 @@ Status bench_issue_rates(const Options& opt, std::vector<Row>* rows) {
                    "G multiply-adds/s", per_call * 8, "f32 multiply-adds, 8 per instruction"});
   rows->push_back({"arith", "vpmaddwd + vpaddd ymm, 12 chains", "cpu-1core", "i16", 1, madd,
                    "G multiply-adds/s", per_call * 16, "16-bit multiply-adds, 16 per vpmaddwd"});
+  if (cpu_features().avx512bf16) {  // the AVX-512 query path's instruction (gemm_bf16)
+    const Timing dp = time_it(5, 1, [&] { sink = sink + dpbf16_loop(n); });
+    rows->push_back({"arith", "vdpbf16ps zmm, 12 chains", "cpu-1core", "bf16", 1, dp,
+                     "G multiply-adds/s", per_call * 32, "bf16 multiply-adds, 32 per instruction"});
+  }
   return Status::ok_status();
 }
 
