@@ -236,8 +236,8 @@ TEST(Studio, ScriptedRunShowsMeshAndOverlay) {
   image.save(QString(TESSERA_BINARY_DIR) + "/studio_scripted_shot.png");
 }
 
-// The Weights setting (fast / f32 / bf16 / int8): --weights picks it at launch, changing it reloads the
-// shape model in that format, the overlay's stats say which (format and bytes read per token),
+// The Weights setting (fast / f32 / bf16 / int8): --weights picks it at launch, changing it reloads
+// the shape model in that format, the overlay's stats say which (format and bytes read per token),
 // and a job runs on the int8 model.
 TEST(Studio, WeightsSettingReloadsAndTheOverlaySaysWhich) {
   FixtureModelDir dir("studio-weights");
