@@ -69,7 +69,7 @@ struct GenerateCliOptions {
   bool prompt_given = false;
   bool no_metadata = false;  // --no-metadata: write no settings into the files
   bool library = false;      // --library: also keep every result in the library
-  std::string weights;       // --weights auto|f32|bf16|int8 ("": auto, or bf16 with --bf16)
+  std::string weights;       // --weights auto|fast|f32|bf16|int8 ("": auto, or bf16 with --bf16)
 };
 
 // Redraws "[#####.....] 512/1024 tokens  190.3 tokens/s" in place on a terminal (at most ~10 times

@@ -22,10 +22,25 @@ Vec lerp3(const Vec& a, const Vec& ab, const Vec& ac, double v, double w) {
   return {a[0] + v * ab[0] + w * ac[0], a[1] + v * ab[1] + w * ac[1], a[2] + v * ab[2] + w * ac[2]};
 }
 
+// Squared distance from p to segment ab (a point when a == b).
+double point_segment_dist2(const Vec& p, const Vec& a, const Vec& b) {
+  const Vec ab = sub(b, a);
+  const double len2 = dot(ab, ab);
+  if (len2 <= 0) return dist2(p, a);
+  const double t = std::clamp(dot(sub(p, a), ab) / len2, 0.0, 1.0);
+  return dist2(p, lerp3(a, ab, ab, t, 0));
+}
+
 // Squared distance from p to triangle abc: the closest point by the triangle's Voronoi regions
-// (vertex, edge, face), as in Ericson's Real-Time Collision Detection, 5.1.5.
+// (vertex, edge, face), as in Ericson's Real-Time Collision Detection, 5.1.5. A zero-area triangle
+// (repeated or collinear corners) is its three edges, whose divisions below would be 0 / 0.
 double point_triangle_dist2(const Vec& p, const Vec& a, const Vec& b, const Vec& c) {
   const Vec ab = sub(b, a), ac = sub(c, a), ap = sub(p, a);
+  const Vec n = vec3::cross(ab, ac);
+  if (dot(n, n) <= 1e-24 * dot(ab, ab) * dot(ac, ac)) {
+    return std::min(
+        {point_segment_dist2(p, a, b), point_segment_dist2(p, b, c), point_segment_dist2(p, a, c)});
+  }
   const double d1 = dot(ab, ap), d2 = dot(ac, ap);
   if (d1 <= 0 && d2 <= 0) return dist2(p, a);
   const Vec bp = sub(p, b);
@@ -50,10 +65,7 @@ double point_triangle_dist2(const Vec& p, const Vec& a, const Vec& b, const Vec&
     const Vec bc = sub(c, b);
     return dist2(p, {b[0] + w * bc[0], b[1] + w * bc[1], b[2] + w * bc[2]});
   }
-  const double denom = va + vb + vc;
-  if (denom <= 0) {  // degenerate (zero-area) triangle: its edges' nearest point
-    return std::min({dist2(p, a), dist2(p, b), dist2(p, c)});
-  }
+  const double denom = va + vb + vc;  // > 0: the triangle has an area
   return dist2(p, lerp3(a, ab, ac, vb / denom, vc / denom));
 }
 
@@ -70,7 +82,7 @@ class TriangleGrid {
     edge /= static_cast<double>(std::max<int64_t>(t, 1));
     double extent = 0;
     for (int d = 0; d < 3; ++d) extent = std::max(extent, double(b.max[d]) - b.min[d]);
-    cell_ = std::max({2.0 * edge, extent / 256.0, 1e-9});
+    cell_ = std::max({2.0 * edge, extent / 128.0, 1e-9});  // at most 129^3 cells
     for (int d = 0; d < 3; ++d) {
       origin_[d] = b.min[d];
       dims_[d] = std::max<int64_t>(1, static_cast<int64_t>((b.max[d] - b.min[d]) / cell_) + 1);
@@ -103,7 +115,6 @@ class TriangleGrid {
   double distance(const Vec& p) const {
     std::array<int64_t, 3> c{};
     for (int d = 0; d < 3; ++d) c[d] = coord(p[d], d);
-    // Distance from p to the grid's box: shells nearer than that hold nothing.
     double best = std::numeric_limits<double>::max();
     const int64_t max_ring = std::max({dims_[0], dims_[1], dims_[2]}) + 1;
     for (int64_t r = 0; r <= max_ring; ++r) {

@@ -2,6 +2,7 @@
 #include "kernels/cpu/gemm_i8.h"
 
 #include <algorithm>
+#include <limits>
 #include <cassert>
 #include <cmath>
 
@@ -61,7 +62,7 @@ PackedI8 pack(const Weight& w) {
   for (int64_t j = 0; j < out.n; ++j) {
     for (int64_t kk = 0; kk < out.k; ++kk) row[static_cast<size_t>(kk)] = weight_value(w, j, kk);
     const float s = int8_abs_max(row.data(), out.k) / static_cast<float>(kInt8MaxQ);
-    const float inv = s > 0.0f ? 1.0f / s : 0.0f;
+    const float inv = s >= std::numeric_limits<float>::min() ? 1.0f / s : 0.0f;
     int8_t* panel = out.panels.data() + (j / kNr) * kq * kNr * 4;
     const int64_t col = j % kNr;
     int32_t sum = 0;
@@ -89,7 +90,7 @@ void quantize_rows_reference(const float* a, int64_t lda, int64_t rows, int64_t 
   for (int64_t r = 0; r < rows; ++r) {
     const float* src = a + r * lda;
     const float s = int8_abs_max(src, k) / static_cast<float>(kInt8MaxQ);
-    const float inv = s > 0.0f ? 1.0f / s : 0.0f;
+    const float inv = s >= std::numeric_limits<float>::min() ? 1.0f / s : 0.0f;
     uint8_t* out = dst + r * kpad;
     for (int64_t c = 0; c < k; ++c) {
       const float v = std::clamp(std::nearbyint(src[c] * inv), -127.0f, 127.0f);

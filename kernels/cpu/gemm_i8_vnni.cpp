@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <cstring>
 
@@ -99,7 +100,7 @@ void quantize_rows(const float* a, int64_t lda, int64_t rows, int64_t k, int64_t
     // The same float operations as quantize_rows_reference: max, / 127, 1 / s, x * inv, round to
     // nearest even (vcvtps2dq under the default rounding mode = nearbyint), clamp.
     const float s = _mm512_reduce_max_ps(amax) / 127.0f;
-    const float inv = s > 0.0f ? 1.0f / s : 0.0f;
+    const float inv = s >= std::numeric_limits<float>::min() ? 1.0f / s : 0.0f;
     const __m512 vinv = _mm512_set1_ps(inv);
     uint8_t* out = dst + r * kpad;
     for (c = 0; c + 16 <= k; c += 16) {

@@ -1,6 +1,7 @@
 #include "kernels/cpu/linear_int8.h"
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 
 #include "core/cpu_features.h"
@@ -16,7 +17,7 @@ void prepare_int8_rows_into(const float* x, int64_t rows, const Weight& w, int16
     for (int64_t g = 0; g < groups; ++g) {
       const float* src = x + i * cols + g * group;
       const float s = int8_abs_max(src, group) / 32767.0f;
-      const float inv = s > 0.0f ? 1.0f / s : 0.0f;
+      const float inv = s >= std::numeric_limits<float>::min() ? 1.0f / s : 0.0f;
       int16_t* dst = q + i * cols + g * group;
       for (int64_t k = 0; k < group; ++k) {
         // |src * inv| <= 32767 up to rounding; the clamp guards the last ulp.
@@ -54,9 +55,10 @@ Int8Kernel int8_kernel_for(int isa_level, const Weight& w) {
   const auto isa = static_cast<Isa>(isa_level);
   if (w.group % 32 != 0 || w.group > 512) return {prepare_int8_rows_into, dot_prepared_i8_scalar};
   // Where AVX-512 runs as two 256-bit halves (Zen 4) the AVX2 kernel is the faster one at the
-  // decode's 1-4 rows of x (bench kernels --quick, --isa avx2 against avx512 alternated three
-  // times: 1.0-1.5x, e.g. mlp_up 1536->6144 at m = 2 343 against 478 us), and it serves every m
-  // alike (the GEMV is batch-invariant per kernel).
+  // decode's 1-2 rows of x (bench kernels --quick, --isa avx2 against avx512 alternated three
+  // times: 1.0-1.6x, e.g. mlp_up 1536->6144 at m = 2 343 against 478 us), though slower at 8 rows
+  // (4 candidates: mlp_down 1040 against 862 us); one kernel serves every m (the GEMV is
+  // batch-invariant per kernel), and one candidate is the common case.
   if (isa == Isa::kAvx512 && cpu_features().avx512vnni && !cpu_features().avx512_half_width) {
     return {prepare_int8_rows_into_avx512, dot_prepared_i8_vnni};
   }

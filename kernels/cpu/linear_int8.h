@@ -3,7 +3,8 @@
 // tests/kernels/linear_int8_test.cpp, which runs every variant explicitly.
 //
 // Each call quantizes its rows of x once (symmetric int16, one scale per weight group: x16 =
-// round(x / s_x), s_x = max |x| / 32767 over the group), then for every weight row n and x row i:
+// round(x / s_x), s_x = max |x| / 32767 over the group; a group whose s_x is below FLT_MIN, where
+// 1 / s_x would overflow, is quantized to zeros), then for every weight row n and x row i:
 //   y[i, n] = sum_g s_w[n, g] * s_x[i, g] * D[i, n, g],   D = sum_{k in g} q_w[n, k] * x16[i, k]
 // with D exact in int32 (|D| <= 127 * 32767 * group < 2^31 for groups up to 512). The AVX-512 VNNI
 // kernel computes D with vpdpwssd on the sign-extended weights (vpmovsxbw), the AVX2 kernel with

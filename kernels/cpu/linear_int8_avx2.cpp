@@ -4,6 +4,8 @@
 // x (the scalar one's values). Compiled with AVX2 flags.
 #include <immintrin.h>
 
+#include <limits>
+
 #include "kernels/cpu/linear_int8.h"
 
 namespace tessera::kernels::cpu::linear_detail {
@@ -33,7 +35,7 @@ void prepare_int8_rows_into_avx2(const float* x, int64_t rows, const Weight& w, 
       m = _mm_max_ps(m, _mm_movehl_ps(m, m));
       m = _mm_max_ss(m, _mm_movehdup_ps(m));
       const float s = _mm_cvtss_f32(m) / 32767.0f;
-      const __m256 inv = _mm256_set1_ps(s > 0.0f ? 1.0f / s : 0.0f);
+      const __m256 inv = _mm256_set1_ps(s >= std::numeric_limits<float>::min() ? 1.0f / s : 0.0f);
       int16_t* dst = q + i * cols + g * group;
       for (int64_t k = 0; k < group; k += 16) {
         // Rounded to nearest even (the default MXCSR mode: std::nearbyint's), clamped, then packed

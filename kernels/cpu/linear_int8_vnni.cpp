@@ -8,6 +8,8 @@
 #endif
 #include <immintrin.h>
 
+#include <limits>
+
 #include "kernels/cpu/linear_int8.h"
 
 namespace tessera::kernels::cpu::linear_detail {
@@ -25,7 +27,7 @@ void prepare_int8_rows_into_avx512(const float* x, int64_t rows, const Weight& w
         amax = _mm512_max_ps(amax, _mm512_and_ps(_mm512_loadu_ps(src + k), sign_mask));
       }
       const float s = _mm512_reduce_max_ps(amax) / 32767.0f;
-      const __m512 inv = _mm512_set1_ps(s > 0.0f ? 1.0f / s : 0.0f);
+      const __m512 inv = _mm512_set1_ps(s >= std::numeric_limits<float>::min() ? 1.0f / s : 0.0f);
       int16_t* dst = q + i * cols + g * group;
       for (int64_t k = 0; k < group; k += 16) {
         __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(src + k), inv));

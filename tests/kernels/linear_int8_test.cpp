@@ -6,6 +6,7 @@
 // other on the exact integer part (same results to float rounding).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -182,7 +183,8 @@ TEST(Int8Linear, KernelsAgreeAndAreBatchInvariant) {
 }
 
 // The SIMD preparations of x give the scalar one's int16 values and scales exactly: groups with an
-// outlier, a group of zeros (scale 0), a negative maximum, values on the rounding ties.
+// outlier, a group of zeros (scale 0), a negative maximum, values on the rounding ties, a group so
+// small that 1 / scale would overflow (zeros).
 TEST(Int8Linear, PreparationsOfXAgreeExactly) {
   const int64_t m = 3, k_dim = 1536, group = 128;
   const Int8Weight q = make_weight(4, k_dim, group, 3);
@@ -192,6 +194,9 @@ TEST(Int8Linear, PreparationsOfXAgreeExactly) {
   for (int64_t c = 0; c < group; ++c) {  // row 2, group 0: max 32767 -> scale 1, halves between
     x[static_cast<size_t>(2 * k_dim + c)] = c == 0 ? 32767.0f : static_cast<float>(c) + 0.5f;
   }
+  for (int64_t c = group; c < 2 * group; ++c) {  // row 2, group 1: 1 / scale would overflow
+    x[static_cast<size_t>(2 * k_dim + c)] = (c % 2 ? 1e-36f : -3e-37f);
+  }
   const int64_t n = m * k_dim, groups = m * (k_dim / group);
   std::vector<int16_t> want_q(static_cast<size_t>(n)), got_q(static_cast<size_t>(n));
   std::vector<float> want_s(static_cast<size_t>(groups)), got_s(static_cast<size_t>(groups));
@@ -199,12 +204,17 @@ TEST(Int8Linear, PreparationsOfXAgreeExactly) {
   EXPECT_EQ(want_s[1], 0.0f);
   EXPECT_EQ(want_q[2 * k_dim + 1], 2);  // 1.5 rounds to even
   EXPECT_EQ(want_q[2 * k_dim + 2], 2);  // 2.5 too
+  for (int64_t c = group; c < 2 * group; ++c) EXPECT_EQ(want_q[2 * k_dim + c], 0);
   if (cpu::isa_supported(Isa::kAvx2)) {
+    std::fill(got_q.begin(), got_q.end(), int16_t{-1});
+    std::fill(got_s.begin(), got_s.end(), -1.0f);
     cpu::linear_detail::prepare_int8_rows_into_avx2(x.data(), m, q.w, got_q.data(), got_s.data());
     EXPECT_EQ(got_q, want_q);
     EXPECT_EQ(got_s, want_s);
   }
   if (cpu::isa_supported(Isa::kAvx512)) {
+    std::fill(got_q.begin(), got_q.end(), int16_t{-1});
+    std::fill(got_s.begin(), got_s.end(), -1.0f);
     cpu::linear_detail::prepare_int8_rows_into_avx512(x.data(), m, q.w, got_q.data(), got_s.data());
     EXPECT_EQ(got_q, want_q);
     EXPECT_EQ(got_s, want_s);
@@ -237,10 +247,12 @@ TEST(Int8Linear, EveryDotKernelMatchesTheScalarOne) {
           ASSERT_NEAR(got[i], want[i], 1e-5f * (1.0f + std::fabs(want[i]))) << i;
       };
       if (cpu_features().avx2) {
+        std::fill(got.begin(), got.end(), -1e30f);
         cpu::linear_detail::dot_prepared_i8_avx2(p, q.w, bias.data(), got.data(), n_out, 0, n_out);
         check("avx2");
       }
       if (cpu_features().avx512vnni && cpu_features().avx512bw) {
+        std::fill(got.begin(), got.end(), -1e30f);
         cpu::linear_detail::dot_prepared_i8_vnni(p, q.w, bias.data(), got.data(), n_out, 0, n_out);
         check("vnni");
       }

@@ -48,7 +48,7 @@ class EngineBridge : public QObject {
   // Where later loads run the model (studio --device or the Settings' device; default the CPU).
   void set_device(runtime::DeviceChoice device) { device_ = device; }
   runtime::DeviceChoice device() const { return device_; }
-  // The shape model's weights for later loads: "auto", "f32", "bf16" or "int8"
+  // The shape model's weights for later loads: "auto", "fast", "f32", "bf16" or "int8"
   // (runtime::ShapeWeights).
   void set_weights(const QString& weights) { weights_ = weights; }
   QString weights() const { return weights_; }

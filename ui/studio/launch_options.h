@@ -34,7 +34,8 @@ struct LaunchOptions {
   uint64_t image_seed = 0;         // scripted runs lock the seed to this
   // Where both engines run (--device): cpu (default), cuda, or auto.
   runtime::DeviceChoice device = runtime::DeviceChoice::kCpu;
-  // The shape model's weights (--weights): "auto", "f32", "bf16", "int8"; empty: the Settings'.
+  // The shape model's weights (--weights): "auto", "fast", "f32", "bf16", "int8"; empty: the
+  // Settings'.
   QString weights;
   bool scripted() const { return generate || quit_when_done || !screenshot.isEmpty(); }
 };
