@@ -74,8 +74,9 @@ def load_exported(model_dir=EXPORT_DIR):
                             ch_mult=v["ch_mult"], num_res_blocks=v["num_res_blocks"], groups=v["groups"])
     unet, dec = sd_unet.UNet(ucfg).eval(), sd_vae.VaeDecoder(vcfg).eval()
     for mod, prefix in ((unet, sd_unet.UNET_PREFIX), (dec, sd_vae.VAE_PREFIX)):
+        # The VAE's encoder and quant_conv (image-to-image) are not the decoder's.
         sd = {k[len(prefix):]: torch.from_numpy(np.array(w, np.float32)) for k, w in weights.items()
-              if k.startswith(prefix)}
+              if k.startswith(prefix) and not k.startswith((prefix + "encoder.", prefix + "quant_conv."))}
         mod.load_state_dict(sd, strict=True)
     return unet, dec, float(card["latent_scale"])
 
