@@ -67,11 +67,20 @@ struct Conv2dShape {
   // read through the convolution's input indexing: x is never expanded in memory. Kernel 3,
   // stride 1 only.
   bool upsample2x = false;
+  // The VAE encoder's Downsample: x padded by one zero row at the bottom and one zero column on the
+  // right only (torch pad (0, 1, 0, 1), then padding 0), instead of one on every side. Kernel 3,
+  // stride 2 only.
+  bool pad_end_only = false;
 
   int64_t conv_in_h() const { return upsample2x ? 2 * in_h : in_h; }
   int64_t conv_in_w() const { return upsample2x ? 2 * in_w : in_w; }
-  int64_t out_h() const { return kernel == 1 ? conv_in_h() : (conv_in_h() - 1) / stride + 1; }
-  int64_t out_w() const { return kernel == 1 ? conv_in_w() : (conv_in_w() - 1) / stride + 1; }
+  // Zero rows / columns before the input (kernel 3): 1, or 0 with pad_end_only.
+  int64_t pad_begin() const { return kernel == 1 || pad_end_only ? 0 : 1; }
+  int64_t out_h() const { return out_size(conv_in_h()); }
+  int64_t out_w() const { return out_size(conv_in_w()); }
+  int64_t out_size(int64_t in) const {
+    return kernel == 1 ? in : (in + pad_begin() + 1 - 3) / stride + 1;
+  }
 };
 
 // How a convolution is computed (cpu::conv2d).

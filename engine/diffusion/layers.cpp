@@ -112,7 +112,8 @@ Status GroupNorm::run(const float* x, float* y, const ImageShape& s, bool silu,
 }
 
 Expected<Conv2d> Conv2d::load(LoadContext& ctx, const std::string& name, int64_t in_c,
-                              int64_t out_c, int64_t kernel, int64_t stride, bool upsample2x) {
+                              int64_t out_c, int64_t kernel, int64_t stride, bool upsample2x,
+                              bool pad_end_only) {
   Conv2d c;
   c.backend_ = &ctx.backend;
   TESSERA_ASSIGN_OR_RETURN(c.weight_,
@@ -123,6 +124,7 @@ Expected<Conv2d> Conv2d::load(LoadContext& ctx, const std::string& name, int64_t
   c.kernel_ = kernel;
   c.stride_ = stride;
   c.upsample2x_ = upsample2x;
+  c.pad_end_only_ = pad_end_only;
   return c;
 }
 
@@ -139,6 +141,7 @@ Status Conv2d::run(const float* x, int64_t batch, int64_t h, int64_t w, float* y
   s.kernel = kernel_;
   s.stride = stride_;
   s.upsample2x = upsample2x_;
+  s.pad_end_only = pad_end_only_;
   const float* in = x;
   if (upsample2x_ && opt.upsample == kernels::Fusion::kOff) {
     // The unfused baseline: the upsampled image goes through memory.

@@ -171,14 +171,15 @@ struct GroupNorm {
              const KernelOptions& opt) const;
 };
 
-// A convolution (kernel 1 or 3, stride 1 or 2, optional fused nearest x2 upsample of its input).
+// A convolution (kernel 1 or 3, stride 1 or 2, optional fused nearest x2 upsample of its input;
+// pad_end_only: the VAE encoder's Downsample padding, kernels::Conv2dShape says).
 // Weights are packed for an algorithm on its first use (kernels::cpu::conv2d_pack_weights on the
 // host, then on the backend), so switching KernelOptions between passes costs one packing.
 class Conv2d {
  public:
   static Expected<Conv2d> load(LoadContext& ctx, const std::string& name, int64_t in_c,
                                int64_t out_c, int64_t kernel, int64_t stride = 1,
-                               bool upsample2x = false);
+                               bool upsample2x = false, bool pad_end_only = false);
   // x [batch, h, w, in_c] -> y [batch, out_h, out_w, out_c]; y must not alias x.
   Status run(const float* x, int64_t batch, int64_t h, int64_t w, float* y,
              const KernelOptions& opt, Workspace& ws);
@@ -190,6 +191,7 @@ class Conv2d {
   const float* bias_ = nullptr;    // backend memory
   int64_t in_c_ = 0, out_c_ = 0, kernel_ = 3, stride_ = 1;
   bool upsample2x_ = false;
+  bool pad_end_only_ = false;
   // By kernels::ConvAlgo, made on first use: the host packing (kept while the backend reads it
   // in place), its copy on a device, and the pointer the backend gets.
   std::array<std::vector<float>, 2> packed_host_;

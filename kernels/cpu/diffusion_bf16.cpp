@@ -54,6 +54,7 @@ void conv2d_bf16(const float* x, const g::PackedB& packed, const float* bias, fl
   assert(s.kernel == 1 || s.kernel == 3);
   assert(s.stride == 1 || (s.stride == 2 && s.kernel == 3));
   assert(!s.upsample2x || (s.kernel == 3 && s.stride == 1));
+  assert(!s.pad_end_only || (s.kernel == 3 && s.stride == 2));
   assert(packed.n == s.out_c && packed.k == s.kernel * s.kernel * s.in_c);
   if (s.batch <= 0 || s.in_h <= 0 || s.in_w <= 0 || s.out_c <= 0) return;
   const int64_t co = s.out_c;

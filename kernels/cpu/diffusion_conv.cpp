@@ -213,6 +213,7 @@ void conv2d(const float* x, const float* packed, const float* bias, float* y, co
   assert(s.kernel == 1 || s.kernel == 3);
   assert(s.stride == 1 || (s.stride == 2 && s.kernel == 3));
   assert(!s.upsample2x || (s.kernel == 3 && s.stride == 1));
+  assert(!s.pad_end_only || (s.kernel == 3 && s.stride == 2));
   if (s.batch <= 0 || s.in_h <= 0 || s.in_w <= 0 || s.out_c <= 0) return;
   if (s.kernel == 1) {
     const Weight w{packed, DType::kF32, s.out_c, s.in_c};

@@ -99,10 +99,11 @@ inline void for_each_tap3x3(const float* x, const Conv2dShape& s, int64_t p, con
   const int64_t ih = s.conv_in_h(), iw = s.conv_in_w(), oh = s.out_h(), ow = s.out_w();
   const int64_t up = s.upsample2x ? 1 : 0;
   const int64_t n = p / (oh * ow), oy = (p / ow) % oh, ox = p % ow;
+  const int64_t before = s.pad_begin();
   for (int64_t ky = 0; ky < 3; ++ky) {
-    const int64_t iy = oy * s.stride + ky - 1;
+    const int64_t iy = oy * s.stride + ky - before;
     for (int64_t kx = 0; kx < 3; ++kx) {
-      const int64_t ix = ox * s.stride + kx - 1;
+      const int64_t ix = ox * s.stride + kx - before;
       const bool pad = iy < 0 || iy >= ih || ix < 0 || ix >= iw;
       tap(ky * 3 + kx,
           pad ? nullptr : x + ((n * s.in_h + (iy >> up)) * s.in_w + (ix >> up)) * s.in_c);

@@ -42,12 +42,22 @@ struct ConvGeometry {
   int64_t out_h, out_w;
   int64_t in_c, out_c;
   int64_t stride;
-  int up;  // 1 when upsampling: conv coordinate >> up is the stored coordinate
+  int up;   // 1 when upsampling: conv coordinate >> up is the stored coordinate
+  int pad;  // zero rows / columns before the input (Conv2dShape::pad_begin)
 };
 
 ConvGeometry geometry_of(const Conv2dShape& s) {
-  return {s.in_h,    s.in_w, s.conv_in_h(), s.conv_in_w(), s.out_h(),
-          s.out_w(), s.in_c, s.out_c,       s.stride,      s.upsample2x ? 1 : 0};
+  return {s.in_h,
+          s.in_w,
+          s.conv_in_h(),
+          s.conv_in_w(),
+          s.out_h(),
+          s.out_w(),
+          s.in_c,
+          s.out_c,
+          s.stride,
+          s.upsample2x ? 1 : 0,
+          static_cast<int>(s.pad_begin())};
 }
 
 // col[i][(ky * 3 + kx) * in_c + c] for the block's output pixels p0 + i, i < np: f32, or bf16 bits
@@ -77,8 +87,8 @@ __global__ void __launch_bounds__(kConvThreads)
     const int64_t n = p / (g.out_h * g.out_w);
     const int64_t oy = (p / g.out_w) % g.out_h;
     const int64_t ox = p % g.out_w;
-    const int64_t iy = oy * g.stride + tap / 3 - 1;
-    const int64_t ix = ox * g.stride + tap % 3 - 1;
+    const int64_t iy = oy * g.stride + tap / 3 - g.pad;
+    const int64_t ix = ox * g.stride + tap % 3 - g.pad;
     float v = 0.f;
     if (iy >= 0 && iy < g.conv_h && ix >= 0 && ix < g.conv_w) {
       v = x[((n * g.in_h + (iy >> g.up)) * g.in_w + (ix >> g.up)) * g.in_c + c];
@@ -229,6 +239,9 @@ Status check_conv_shape(const Conv2dShape& s, ConvAlgo algo) {
   }
   if (s.upsample2x && !(s.kernel == 3 && s.stride == 1)) {
     return unsupported("cuda conv2d: upsample2x needs kernel 3, stride 1");
+  }
+  if (s.pad_end_only && !(s.kernel == 3 && s.stride == 2)) {
+    return unsupported("cuda conv2d: pad_end_only needs kernel 3, stride 2");
   }
   if (algo == ConvAlgo::kWinograd && !winograd_ok(s)) {
     return unsupported("cuda conv2d: Winograd needs kernel 3, stride 1 (got kernel " +

@@ -1,6 +1,7 @@
 // Reference convolution (direct, double accumulation) and nearest x2 upsampling over NHWC
-// activations (tests only). Follows Conv2dShape exactly: kernel 3 pads by 1, kernel 1 by 0, the
-// optional nearest x2 upsampling is applied to x before the convolution.
+// activations (tests only). Follows Conv2dShape exactly: kernel 3 pads by 1 (pad_end_only: by 0
+// before, 1 after), kernel 1 by 0, the optional nearest x2 upsampling is applied to x before the
+// convolution.
 #include <cassert>
 #include <cstdint>
 #include <vector>
@@ -13,7 +14,8 @@ void conv2d(const float* x, const float* w, const float* bias, float* y, const C
   assert(s.kernel == 1 || s.kernel == 3);
   assert(s.stride == 1 || (s.stride == 2 && s.kernel == 3));
   assert(!s.upsample2x || (s.kernel == 3 && s.stride == 1));
-  const int64_t k = s.kernel, pad = k / 2, up = s.upsample2x ? 1 : 0;
+  assert(!s.pad_end_only || (s.kernel == 3 && s.stride == 2));
+  const int64_t k = s.kernel, pad = s.pad_begin(), up = s.upsample2x ? 1 : 0;
   const int64_t ih = s.conv_in_h(), iw = s.conv_in_w(), oh = s.out_h(), ow = s.out_w();
   std::vector<double> acc(static_cast<size_t>(s.out_c));
   for (int64_t n = 0; n < s.batch; ++n) {

@@ -91,11 +91,14 @@ TEST_F(DiffusionBf16Test, Conv2dMatchesDoubleReference) {
     s.upsample2x = up;
     return s;
   };
-  check_conv(shape(2, 9, 7, 64, 40, 3, 1, false), rng);    // batch, odd sizes, n tail
-  check_conv(shape(1, 10, 10, 33, 17, 3, 2, false), rng);  // stride 2, odd in_c (odd k)
-  check_conv(shape(1, 6, 5, 32, 48, 3, 1, true), rng);     // fused nearest x2 upsample
-  check_conv(shape(1, 8, 8, 4, 64, 3, 1, false), rng);     // the latent input layer
-  check_conv(shape(2, 6, 6, 96, 70, 1, 1, false), rng);    // 1x1
+  check_conv(shape(2, 9, 7, 64, 40, 3, 1, false), rng);       // batch, odd sizes, n tail
+  check_conv(shape(1, 10, 10, 33, 17, 3, 2, false), rng);     // stride 2, odd in_c (odd k)
+  Conv2dShape end_pad = shape(1, 9, 8, 32, 24, 3, 2, false);  // the encoder's Downsample
+  end_pad.pad_end_only = true;
+  check_conv(end_pad, rng);
+  check_conv(shape(1, 6, 5, 32, 48, 3, 1, true), rng);   // fused nearest x2 upsample
+  check_conv(shape(1, 8, 8, 4, 64, 3, 1, false), rng);   // the latent input layer
+  check_conv(shape(2, 6, 6, 96, 70, 1, 1, false), rng);  // 1x1
   // k = 9 * 320 = 2880 (SD's first level): several k blocks of the packed GEMM.
   check_conv(shape(1, 6, 6, 320, 64, 3, 1, false), rng);
 }

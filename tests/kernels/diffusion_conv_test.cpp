@@ -133,6 +133,32 @@ TEST(DiffusionConv, WinogradErrorOnSdLikeValues) {
   }
 }
 
+// The reference's end-only padding (the VAE encoder's Downsample) worked out by hand: a 4x4 image
+// of ones and a 3x3 kernel of ones count the taps that land inside the image. Output (0, 0) reads
+// rows and columns 0..2 (9 taps); (0, 1) columns 2..4, 4 being padding (6); (1, 1) 4 taps. With
+// the symmetric padding (0, 0) would read row and column -1 (4 taps).
+TEST(DiffusionConv, ReferenceEndOnlyPaddingByHand) {
+  Conv2dShape s;
+  s.in_h = s.in_w = 4;
+  s.in_c = s.out_c = 1;
+  s.stride = 2;
+  s.pad_end_only = true;
+  ASSERT_EQ(s.out_h(), 2);
+  ASSERT_EQ(s.out_w(), 2);
+  const std::vector<float> x(16, 1.0f), w(9, 1.0f);
+  std::vector<float> y(4);
+  ref::conv2d(x.data(), w.data(), nullptr, y.data(), s);
+  EXPECT_EQ(y, (std::vector<float>{9, 6, 6, 4}));
+  s.pad_end_only = false;
+  ref::conv2d(x.data(), w.data(), nullptr, y.data(), s);
+  EXPECT_EQ(y, (std::vector<float>{4, 6, 6, 9}));
+  // Odd sides: torch gives floor((5 + 1 - 3) / 2) + 1 = 2 outputs, the symmetric padding 3.
+  s.in_h = s.in_w = 5;
+  EXPECT_EQ(s.out_h(), 3);
+  s.pad_end_only = true;
+  EXPECT_EQ(s.out_h(), 2);
+}
+
 TEST(DiffusionConv, ChooserRespectsApplicability) {
   Conv2dShape s;
   s.in_h = s.in_w = 64;

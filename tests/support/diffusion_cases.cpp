@@ -16,6 +16,7 @@ kernels::Conv2dShape conv_shape(const ConvCase& c) {
   s.kernel = c.kernel;
   s.stride = c.stride;
   s.upsample2x = c.upsample;
+  s.pad_end_only = c.pad_end_only;
   return s;
 }
 
@@ -23,7 +24,8 @@ std::string describe(const kernels::Conv2dShape& s, kernels::ConvAlgo algo) {
   return std::string(algo == kernels::ConvAlgo::kWinograd ? "winograd" : "gemm") + " batch " +
          std::to_string(s.batch) + " " + std::to_string(s.in_h) + "x" + std::to_string(s.in_w) +
          " " + std::to_string(s.in_c) + "->" + std::to_string(s.out_c) + " k" +
-         std::to_string(s.kernel) + " s" + std::to_string(s.stride) + (s.upsample2x ? " up2" : "");
+         std::to_string(s.kernel) + " s" + std::to_string(s.stride) + (s.upsample2x ? " up2" : "") +
+         (s.pad_end_only ? " pad-end" : "");
 }
 
 std::string describe(const AttentionCase& c, kernels::AttentionAlgo algo) {

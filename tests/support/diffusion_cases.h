@@ -26,15 +26,20 @@ inline bool runs_on_gpu(RunsOn r) {
 struct ConvCase {
   int64_t batch, in_h, in_w, in_c, out_c, kernel, stride;
   bool upsample;
+  bool pad_end_only = false;  // the VAE encoder's Downsample padding
 };
 
 // 1-pixel images, primes, images that are not multiples of the 4x4 Winograd tile, channel counts
-// that are not multiples of the 16-lane transforms, batches, stride 2, 1x1, fused upsampling.
+// that are not multiples of the 16-lane transforms, batches, stride 2, 1x1, fused upsampling,
+// the encoder's end-only padding (even, odd and 2-pixel sides).
 inline constexpr ConvCase kConvCases[] = {
-    {1, 1, 1, 1, 1, 3, 1, false},     {1, 5, 7, 3, 2, 3, 1, false}, {2, 9, 6, 17, 13, 3, 1, false},
-    {1, 13, 11, 64, 70, 3, 1, false}, {1, 8, 8, 5, 7, 3, 2, false}, {1, 9, 7, 16, 3, 3, 2, false},
-    {2, 5, 3, 7, 9, 1, 1, false},     {1, 4, 5, 6, 5, 3, 1, true},  {1, 7, 9, 33, 20, 3, 1, true},
-    {1, 1, 2, 4, 320, 3, 1, false},   {1, 2, 1, 1, 1, 3, 2, false},
+    {1, 1, 1, 1, 1, 3, 1, false},        {1, 5, 7, 3, 2, 3, 1, false},
+    {2, 9, 6, 17, 13, 3, 1, false},      {1, 13, 11, 64, 70, 3, 1, false},
+    {1, 8, 8, 5, 7, 3, 2, false},        {1, 9, 7, 16, 3, 3, 2, false},
+    {2, 5, 3, 7, 9, 1, 1, false},        {1, 4, 5, 6, 5, 3, 1, true},
+    {1, 7, 9, 33, 20, 3, 1, true},       {1, 1, 2, 4, 320, 3, 1, false},
+    {1, 2, 1, 1, 1, 3, 2, false},        {1, 8, 8, 5, 7, 3, 2, false, true},
+    {2, 9, 7, 16, 3, 3, 2, false, true}, {1, 2, 2, 3, 4, 3, 2, false, true},
 };
 
 kernels::Conv2dShape conv_shape(const ConvCase& c);
