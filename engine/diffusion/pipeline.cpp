@@ -28,6 +28,15 @@ const UNetConfig& DiffusionModel::unet_config() const {
 const VaeDecoderConfig& DiffusionModel::vae_config() const {
   return impl_->vae->config();
 }
+bool DiffusionModel::has_encoder() const {
+  return impl_->encoder != nullptr;
+}
+const VaeEncoderConfig* DiffusionModel::encoder_config() const {
+  return impl_->encoder ? &impl_->encoder->config() : nullptr;
+}
+bool DiffusionModel::is_inpainting() const {
+  return unet_config().in_channels != unet_config().out_channels;
+}
 int64_t DiffusionModel::text_width() const {
   return impl_->text->config().width;
 }
@@ -45,6 +54,7 @@ int64_t DiffusionModel::default_image_size() const {
 void DiffusionModel::set_kernel_options(const KernelOptions& options) {
   impl_->unet->set_options(options);
   impl_->vae->set_options(options);
+  if (impl_->encoder) impl_->encoder->set_options(options);
 }
 kernels::Precision DiffusionModel::compute_precision() const {
   const KernelOptions& o = impl_->unet->options();
@@ -100,6 +110,41 @@ kernels::Precision resolve_precision(ComputePrecision p, int64_t model_channels,
   return p == ComputePrecision::kBf16 ? kernels::Precision::kBf16 : kernels::Precision::kF32;
 }
 
+Status DiffusionModel::check_image_inputs(const GenerateRequest& request) const {
+  const auto check_view = [&](const ImageView* v, const char* what, bool mask) -> Status {
+    if (v == nullptr) return Status();
+    if (v->pixels == nullptr) return invalid_argument(std::string(what) + ": no pixels");
+    if (v->width != request.width || v->height != request.height) {
+      return invalid_argument(std::string(what) + " is " + std::to_string(v->width) + "x" +
+                              std::to_string(v->height) + ", the image " +
+                              std::to_string(request.width) + "x" + std::to_string(request.height) +
+                              " (resize it first)");
+    }
+    if (v->channels != 3 && !(mask && v->channels == 1)) {
+      return invalid_argument(std::string(what) + " has " + std::to_string(v->channels) +
+                              " channels; it needs " + (mask ? "1 or 3" : "3 (RGB)"));
+    }
+    return Status();
+  };
+  TESSERA_RETURN_IF_ERROR(check_view(request.init_image, "init image", false));
+  TESSERA_RETURN_IF_ERROR(check_view(request.mask, "mask", true));
+  if (request.mask != nullptr && request.init_image == nullptr) {
+    return invalid_argument(
+        "a mask needs an init image (the picture whose masked part is repainted)");
+  }
+  const bool needs_encoder = request.init_image != nullptr || is_inpainting();
+  if (needs_encoder && impl_->encoder == nullptr) {
+    return not_found(files_.vae + ": image-to-image needs the VAE encoder (tensors '" + kVaePrefix +
+                     "encoder.*'), and this VAE has only the decoder");
+  }
+  if (request.init_image != nullptr && !(request.strength > 0.0f && request.strength <= 1.0f)) {
+    return invalid_argument("strength " + std::to_string(request.strength) +
+                            " is outside (0, 1] (0.3: a light touch, 0.75: the default, 1: repaint "
+                            "fully)");
+  }
+  return Status();
+}
+
 Expected<GeneratedImage> DiffusionModel::generate(const GenerateRequest& request,
                                                   const GenerateCallbacks& callbacks) {
   Impl& m = *impl_;
@@ -125,8 +170,10 @@ Expected<GeneratedImage> DiffusionModel::generate(const GenerateRequest& request
   };
   const int64_t upscale = vae_config().upscale();
   const int64_t lh = request.height / upscale, lw = request.width / upscale;
-  const int64_t channels = unet_config().in_channels;
+  const int64_t channels =
+      unet_config().out_channels;  // the latents (an inpainting UNet takes more)
   const int64_t n = lh * lw * channels;
+  TESSERA_RETURN_IF_ERROR(check_image_inputs(request));
   if (request.initial_noise != nullptr &&
       static_cast<int64_t>(request.initial_noise->size()) != n) {
     return invalid_argument("initial noise has " + std::to_string(request.initial_noise->size()) +
@@ -138,6 +185,9 @@ Expected<GeneratedImage> DiffusionModel::generate(const GenerateRequest& request
   TESSERA_ASSIGN_OR_RETURN(Sampler sampler,
                            Sampler::create(NoiseSchedule::sd(), request.sampler, schedule,
                                            request.steps, n, request.seed));
+  if (request.init_image != nullptr) {
+    TESSERA_RETURN_IF_ERROR(sampler.set_strength(request.strength));
+  }
   GeneratedImage out;
   if (cancelled_now()) return cancelled("image generation cancelled before the text encoder");
   auto t0 = Clock::now();
@@ -145,6 +195,8 @@ Expected<GeneratedImage> DiffusionModel::generate(const GenerateRequest& request
   out.text_ms = ms_since(t0);
 
   const Impl::LatentGrid grid{lh, lw, channels};
+  if (cancelled_now()) return cancelled("image generation cancelled before the VAE encode");
+  TESSERA_RETURN_IF_ERROR(Impl::encode_inputs(m, request, grid, &out));
   TESSERA_RETURN_IF_ERROR(
       Impl::denoise(m, request, callbacks, sampler, grid, context_length(), text_width(), &out));
   if (cancelled_now()) return cancelled("image generation cancelled before the VAE decode");

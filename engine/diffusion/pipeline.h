@@ -134,6 +134,14 @@ void latents_to_rgb_preview(const float* latents, int64_t height, int64_t width,
 // image NHWC [h, w, 3] in [-1, 1] -> RGB8: round(clamp((v + 1) / 2, 0, 1) * 255).
 void image_to_rgb8(const float* image, int64_t pixels, uint8_t* rgb);
 
+// An 8-bit image handed to generate() (init image, mask): `channels` (1 or 3) bytes per pixel,
+// row-major, top row first. The caller keeps the pixels alive during generate().
+struct ImageView {
+  const uint8_t* pixels = nullptr;
+  int64_t width = 0, height = 0;
+  int channels = 3;
+};
+
 struct GenerateRequest {
   std::string prompt;
   std::string negative_prompt;  // "" = unconditional
@@ -148,14 +156,31 @@ struct GenerateRequest {
   // Optional N(0, 1) initial noise, NHWC [height / f, width / f, 4] (f = the VAE's upscale), in
   // place of the seed's stream 0 (parity with other RNGs). Must hold exactly that many floats.
   const std::vector<float>* initial_noise = nullptr;
+
+  // Image-to-image (needs the VAE encoder, has_encoder()): the init image, RGB of exactly width x
+  // height, is encoded (the posterior's mean, scaled by the latent scale) and noised to the first
+  // step that runs: of the `steps`-step schedule the last floor(steps * strength) run
+  // (Sampler::set_strength), from init + sigma * noise. strength in (0, 1]; 1 repaints fully
+  // (the image still steers the low frequencies).
+  const ImageView* init_image = nullptr;
+  float strength = 0.75f;
+  // Inpainting (needs init_image): width x height, 1 or 3 channels (3: their mean); >= 128 =
+  // repaint (white), below = keep. A latent cell is repainted when any pixel of its f x f block
+  // is (stable-diffusion.cpp's rule: a repainted area never shrinks). With a standard UNet the
+  // kept cells are set to init + sigma_next * noise after every step (the same noise as the
+  // start; the clean init after the last step); an inpainting UNet (2z + 1 input channels) gets
+  // [latents | mask | masked image latents] instead, the masked image being the init with the
+  // repainted pixels set to 0 (mid grey). Without a mask an inpainting UNet sees a mask of ones
+  // and a grey masked image (text-to-image and plain image-to-image still work).
+  const ImageView* mask = nullptr;
 };
 
 // Sent after every denoising step. Pointers are valid during the callback only.
 struct StepProgress {
-  int step = 0;  // 0-based
-  int steps = 0;
-  double sigma = 0;                // the step's starting sigma
-  double ms = 0;                   // wall time of this step (UNet passes + sampler update)
+  int step = 0;      // 0-based, counted from the first step that runs (image-to-image skips some)
+  int steps = 0;     // the steps that run
+  double sigma = 0;  // the step's starting sigma
+  double ms = 0;     // wall time of this step (UNet passes + sampler update)
   const float* latents = nullptr;  // NHWC [latent_height, latent_width, channels] after the step
   int64_t latent_height = 0, latent_width = 0, latent_channels = 0;
   // Cheap preview of the model's current prediction of the clean latents (x - sigma * eps)
@@ -176,7 +201,8 @@ struct GeneratedImage {
   std::vector<uint8_t> rgb;    // RGB8, row-major, top row first, width * height * 3
   std::vector<float> decoded;  // the VAE output NHWC [height, width, 3], about [-1, 1], unclamped
   std::vector<float> latents;  // the final latents NHWC
-  double text_ms = 0, denoise_ms = 0, vae_ms = 0;
+  int steps_run = 0;           // image-to-image runs fewer than the request's steps
+  double text_ms = 0, encode_ms = 0, denoise_ms = 0, vae_ms = 0;
 };
 
 class DiffusionModel {
@@ -193,6 +219,11 @@ class DiffusionModel {
   const DiffusionModelFiles& files() const { return files_; }
   const UNetConfig& unet_config() const;
   const VaeDecoderConfig& vae_config() const;
+  // Whether the model has a VAE encoder (image-to-image and inpainting need it), its config.
+  bool has_encoder() const;
+  const VaeEncoderConfig* encoder_config() const;  // null without one
+  // An inpainting UNet (2z + 1 input channels: latents, mask, masked image latents).
+  bool is_inpainting() const;
   int64_t text_width() const;
   int64_t context_length() const;  // the text encoder's positions (77)
   // Image width and height must be multiples of this: the VAE's upscale x the UNet's
@@ -221,14 +252,19 @@ class DiffusionModel {
 
   // Runs the whole pipeline. Errors: kInvalidArgument naming the field (width / height not a
   // positive multiple of size_multiple(), steps < 1 or > 1000, a non-finite guidance scale, a
-  // wrong initial_noise size); kCancelled; kCorruptData when the latents or the UNet output
-  // become NaN / infinite ("step 2 of 20 (sigma ...): ..."), or the decoded image does.
+  // wrong initial_noise size, a strength outside (0, 1] or running no step, an init image or
+  // mask whose size differs from the request's or with another channel count, a mask without an
+  // init image, a mask with nothing to repaint); kNotFound for image-to-image on a model without
+  // a VAE encoder; kCancelled; kCorruptData when the latents or the UNet output become NaN /
+  // infinite ("step 2 of 20 (sigma ...): ..."), or the decoded image does.
   Expected<GeneratedImage> generate(const GenerateRequest& request,
                                     const GenerateCallbacks& callbacks = {});
 
  private:
   struct Impl;
   explicit DiffusionModel(std::unique_ptr<Impl> impl);
+  // The init image's and mask's sizes, channels and strength against the request.
+  Status check_image_inputs(const GenerateRequest& request) const;
   std::unique_ptr<Impl> impl_;
   DiffusionModelFiles files_;
 };
@@ -239,8 +275,8 @@ class DiffusionModel {
 std::string diffusers_unet_key_to_compvis(
     const std::string& name, int64_t layers_per_block,
     const std::function<bool(int64_t)>& up_block_has_attention);
-// `up_levels`: the number of decoder.up_blocks (they are numbered in reverse in CompVis). Returns
-// "" for names the decoder does not use (the encoder, quant_conv).
+// `up_levels`: the number of decoder.up_blocks (they are numbered in reverse in CompVis; the
+// encoder's down_blocks are not). Returns "" for names neither part uses.
 std::string diffusers_vae_key_to_compvis(const std::string& name, int64_t up_levels);
 
 }  // namespace tessera::diffusion

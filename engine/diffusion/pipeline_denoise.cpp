@@ -23,41 +23,67 @@ Status DiffusionModel::Impl::denoise(Impl& m, const GenerateRequest& request,
   const bool guided = request.guidance_scale != 1.0f;
   const int64_t batch = guided ? 2 : 1;
   const int64_t length = context_length;
+  // An inpainting UNet takes [latents | mask | masked image latents] per latent pixel.
+  const int64_t unet_in = m.unet->config().in_channels;
+  const int64_t extra = unet_in - channels;
+  const int64_t lp = lh * lw, n_in = lp * unet_in;
   // Batch 1 uses the prompt's row (row 1) alone. The context goes to the backend once.
   const int64_t context_floats = batch * length * text_width;
   TESSERA_ASSIGN_OR_RETURN(float* context, m.dev.get(Impl::kDevContext, context_floats));
   TESSERA_RETURN_IF_ERROR(m.backend->upload(context,
                                             m.context.data() + (guided ? 0 : length * text_width),
                                             static_cast<size_t>(context_floats) * sizeof(float)));
-  TESSERA_ASSIGN_OR_RETURN(float* x_dev, m.dev.get(Impl::kDevX, batch * n));
+  TESSERA_ASSIGN_OR_RETURN(float* x_dev, m.dev.get(Impl::kDevX, batch * n_in));
   TESSERA_ASSIGN_OR_RETURN(float* eps_dev, m.dev.get(Impl::kDevEps, batch * n));
   m.x.resize(static_cast<size_t>(n));
-  m.x_in.resize(static_cast<size_t>(batch * n));
+  m.x_in.resize(static_cast<size_t>(batch * n_in));
   m.eps.resize(static_cast<size_t>(batch * n));
   m.guided.resize(static_cast<size_t>(n));
   m.t.resize(static_cast<size_t>(batch));
+  // The start: noise at the first step's sigma, added to the init image's latents when there is
+  // one. The same noise re-noises the kept part of an inpainting run after every step.
+  const int first = sampler.first_step();
+  const bool from_image = !m.init_latents.empty();
+  const bool blend = !m.latent_mask.empty() && extra == 0;
+  m.noise0.resize(static_cast<size_t>(n));
   if (request.initial_noise != nullptr) {
-    const double s0 = sampler.sigma(0);
-    for (int64_t k = 0; k < n; ++k) {
-      m.x[k] = static_cast<float>((*request.initial_noise)[k] * s0);
-    }
+    std::copy(request.initial_noise->begin(), request.initial_noise->end(), m.noise0.begin());
   } else {
-    sampler.init_latents(m.x.data());
+    NoiseRng(request.seed).fill(0, m.noise0.data(), n);
+  }
+  {
+    const double s0 = sampler.sigma(first);
+    for (int64_t k = 0; k < n; ++k) {
+      const double base = from_image ? m.init_latents[static_cast<size_t>(k)] : 0.0;
+      m.x[k] = static_cast<float>(base + m.noise0[k] * s0);
+    }
   }
   const bool preview = callbacks.on_step && channels == 4;
   if (preview) m.preview.resize(static_cast<size_t>(lh * lw * 3));
   std::vector<float> denoised(preview ? static_cast<size_t>(n) : 0);
 
   const auto denoise_start = Clock::now();
-  for (int i = 0; i < sampler.steps(); ++i) {
+  const int run = sampler.steps() - first;
+  for (int i = first; i < sampler.steps(); ++i) {
     if (cancelled_now()) {
-      return cancelled("image generation cancelled after " + std::to_string(i) + " of " +
-                       std::to_string(sampler.steps()) + " steps");
+      return cancelled("image generation cancelled after " + std::to_string(i - first) + " of " +
+                       std::to_string(run) + " steps");
     }
     const auto step_start = Clock::now();
     const double sigma = sampler.sigma(i);
-    scale_model_input(m.x.data(), n, sigma, m.x_in.data());
-    if (guided) std::copy(m.x_in.begin(), m.x_in.begin() + n, m.x_in.begin() + n);
+    if (extra == 0) {
+      scale_model_input(m.x.data(), n, sigma, m.x_in.data());
+    } else {
+      const double c_in = input_scale(sigma);
+      for (int64_t p = 0; p < lp; ++p) {
+        float* dst = m.x_in.data() + p * unet_in;
+        for (int64_t c = 0; c < channels; ++c) {
+          dst[c] = static_cast<float>(m.x[p * channels + c] * c_in);
+        }
+        std::copy_n(m.unet_extra.data() + p * extra, extra, dst + channels);
+      }
+    }
+    if (guided) std::copy(m.x_in.begin(), m.x_in.begin() + n_in, m.x_in.begin() + n_in);
     std::fill(m.t.begin(), m.t.end(), static_cast<float>(sampler.timestep(i)));
     TESSERA_RETURN_IF_ERROR(m.backend->upload(x_dev, m.x_in.data(), m.x_in.size() * sizeof(float)));
     TESSERA_RETURN_IF_ERROR(
@@ -76,10 +102,21 @@ Status DiffusionModel::Impl::denoise(Impl& m, const GenerateRequest& request,
       }
     }
     TESSERA_RETURN_IF_ERROR(sampler.step(i, m.guided.data(), m.x.data()));
+    if (blend) {
+      // Kept cells: the init image at the next step's noise level (clean after the last step).
+      const double sn = sampler.sigma(i + 1);
+      for (int64_t p = 0; p < lp; ++p) {
+        if (m.latent_mask[static_cast<size_t>(p)] != 0.0f) continue;
+        for (int64_t c = 0; c < channels; ++c) {
+          const int64_t k = p * channels + c;
+          m.x[k] = static_cast<float>(m.init_latents[static_cast<size_t>(k)] + sn * m.noise0[k]);
+        }
+      }
+    }
     if (callbacks.on_step) {
       StepProgress progress{};
-      progress.step = i;
-      progress.steps = sampler.steps();
+      progress.step = i - first;
+      progress.steps = run;
       progress.sigma = sigma;
       progress.ms = ms_since(step_start);
       progress.latents = m.x.data();
@@ -93,6 +130,7 @@ Status DiffusionModel::Impl::denoise(Impl& m, const GenerateRequest& request,
       callbacks.on_step(progress);
     }
   }
+  out->steps_run = run;
   out->denoise_ms = ms_since(denoise_start);
   return Status();
 }

@@ -191,8 +191,8 @@ Expected<RenamedFile> open_diffusers_vae(const std::string& path) {
     const std::string name = diffusers_vae_key_to_compvis(info.name, levels);
     if (name.empty()) return name;
     // diffusers stores the middle attention's q/k/v/out as linear [C, C]; CompVis as 1x1 convs.
-    if (name.rfind("decoder.mid.attn_1.", 0) == 0 && shape->size() == 2 && name.size() > 7 &&
-        name.compare(name.size() - 7, 7, ".weight") == 0) {
+    if ((name.rfind("decoder.mid.attn_1.", 0) == 0 || name.rfind("encoder.mid.attn_1.", 0) == 0) &&
+        shape->size() == 2 && name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0) {
       shape->push_back(1);
       shape->push_back(1);
     }
@@ -254,21 +254,22 @@ std::string diffusers_unet_key_to_compvis(
 std::string diffusers_vae_key_to_compvis(const std::string& name, int64_t up_levels) {
   const auto p = split_dots(name);
   if (p.size() < 2) return "";
-  if (p[0] == "post_quant_conv") return name;
-  if (p[0] != "decoder" || p.size() < 3) return "";
+  if (p[0] == "post_quant_conv" || p[0] == "quant_conv") return name;
+  if ((p[0] != "decoder" && p[0] != "encoder") || p.size() < 3) return "";
+  const std::string& part = p[0];  // the encoder and decoder share the middle block's naming
   if (p[1] == "conv_in" || p[1] == "conv_out") return name;
-  if (p[1] == "conv_norm_out") return "decoder.norm_out." + join_from(p, 2);
+  if (p[1] == "conv_norm_out") return part + ".norm_out." + join_from(p, 2);
   int64_t i = 0, j = 0;
   if (p[1] == "mid_block" && p.size() > 4 && parse_index(p[3], &j)) {
     if (p[2] == "resnets" && j <= 1) {
-      return prefixed("decoder.mid.block_" + std::to_string(j + 1) + ".", vae_resnet_tail(p, 4));
+      return prefixed(part + ".mid.block_" + std::to_string(j + 1) + ".", vae_resnet_tail(p, 4));
     }
     if (p[2] == "attentions" && j == 0) {
       // Older diffusers files name the projections query/key/value/proj_attn.
       if (p.size() > 6 && p[4] == "to_out" && p[5] == "0") {
-        return "decoder.mid.attn_1.proj_out." + join_from(p, 6);
+        return part + ".mid.attn_1.proj_out." + join_from(p, 6);
       }
-      return prefixed("decoder.mid.attn_1.", renamed_tail(p, 4,
+      return prefixed(part + ".mid.attn_1.", renamed_tail(p, 4,
                                                           {{"group_norm", "norm"},
                                                            {"to_q", "q"},
                                                            {"query", "q"},
@@ -277,6 +278,18 @@ std::string diffusers_vae_key_to_compvis(const std::string& name, int64_t up_lev
                                                            {"to_v", "v"},
                                                            {"value", "v"},
                                                            {"proj_attn", "proj_out"}}));
+    }
+    return "";
+  }
+  if (part == "encoder") {
+    // Encoder levels keep their order: down_blocks.i = down.i.
+    if (p[1] != "down_blocks" || p.size() < 6 || !parse_index(p[2], &i)) return "";
+    const std::string level = "encoder.down." + std::to_string(i) + ".";
+    if (p[3] == "downsamplers" && p[4] == "0" && p[5] == "conv" && p.size() > 6) {
+      return level + "downsample.conv." + join_from(p, 6);
+    }
+    if (p[3] == "resnets" && parse_index(p[4], &j)) {
+      return prefixed(level + "block." + std::to_string(j) + ".", vae_resnet_tail(p, 5));
     }
     return "";
   }

@@ -21,6 +21,7 @@
 #include "engine/diffusion/pipeline.h"
 #include "engine/diffusion/unet.h"
 #include "engine/diffusion/vae_decoder.h"
+#include "engine/diffusion/vae_encoder.h"
 #include "engine/text/clip_text_encoder.h"
 #include "engine/text/clip_tokenizer.h"
 #include "kernels/backend.h"
@@ -73,8 +74,13 @@ struct DiffusionModel::Impl {
   std::optional<text::ClipTokenizer> tokenizer;
   std::unique_ptr<UNet> unet;
   std::unique_ptr<VaeDecoder> vae;
+  std::unique_ptr<VaeEncoder> encoder;  // null: the model has none (no image-to-image)
   // Generation buffers, reused between calls: host, then the backend's (slots: Dev).
   std::vector<float> context, x, x_in, t, eps, guided, decoded;
+  // Image-to-image and inpainting (encode_inputs): the init image's latents (NHWC, scaled), the
+  // latent mask (1 = repaint, one per latent pixel; empty without a mask) and an inpainting
+  // UNet's extra input per latent pixel [mask | masked image latents] (empty for a standard UNet).
+  std::vector<float> init_latents, latent_mask, unet_extra, noise0, image_in, moments;
   enum Dev : int { kDevContext, kDevX, kDevEps, kDevImage };
   Workspace dev;
   std::vector<uint8_t> preview;
@@ -100,6 +106,16 @@ struct DiffusionModel::Impl {
   static Status denoise(Impl& m, const GenerateRequest& request, const GenerateCallbacks& callbacks,
                         Sampler& sampler, const LatentGrid& grid, int64_t context_length,
                         int64_t text_width, GeneratedImage* out);
+
+  // VAE encoder stage (pipeline_vae.cpp): the request's init image and mask into m.init_latents,
+  // m.latent_mask and m.unet_extra (each cleared when not used). Sets out->encode_ms.
+  // kInvalidArgument for a mask with nothing to repaint.
+  static Status encode_inputs(Impl& m, const GenerateRequest& request, const LatentGrid& grid,
+                              GeneratedImage* out);
+  // The posterior's mean of `rgb` (request-sized RGB8 as floats in [-1, 1], m.image_in) times the
+  // latent scale, into `latents` (NHWC).
+  static Status encode_image(Impl& m, const LatentGrid& grid, int64_t width, int64_t height,
+                             std::vector<float>* latents);
 
   // VAE stage (pipeline_vae.cpp): m.x decoded into out's image (decoded, rgb, latents, width,
   // height, vae_ms). kCorruptData when the image is not finite.

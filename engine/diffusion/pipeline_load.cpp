@@ -78,8 +78,21 @@ struct DenoiserWeights {
   std::unique_ptr<WeightStore> unet_store, vae_store;     // vae_store null: in unet_store
   UNetConfig unet;
   VaeDecoderConfig vae;
-  bool text_in_checkpoint = false;  // a CompVis checkpoint carrying its CLIP text encoder
+  std::optional<VaeEncoderConfig> encoder;  // none: the file has no VAE encoder
+  bool text_in_checkpoint = false;          // a CompVis checkpoint carrying its CLIP text encoder
 };
+
+// The VAE encoder's configuration when `file` has one (image-to-image needs it; many SD files ship
+// it, some decoder-only VAEs do not): none for a missing encoder, an error naming the tensor for a
+// malformed one.
+Expected<std::optional<VaeEncoderConfig>> optional_encoder(const SafeTensors& file) {
+  if (!file.contains(std::string(kVaePrefix) + "encoder.conv_in.weight")) {
+    return std::optional<VaeEncoderConfig>();
+  }
+  auto inferred = infer_vae_encoder_config(file);
+  if (!inferred.ok()) return with_prefix(inferred.status(), "VAE encoder: ");
+  return std::optional<VaeEncoderConfig>(*inferred);
+}
 
 // The UNet's attention head count, not visible in tensor shapes: the option, else `config`'s,
 // else 8 (SD 1.x).
@@ -119,6 +132,7 @@ Expected<DenoiserWeights> open_diffusers_weights(const std::string& path, const 
   auto vae_inferred = infer_vae_decoder_config(vae_file.file);
   if (!vae_inferred.ok()) return with_prefix(vae_inferred.status(), "VAE decoder: ");
   w.vae = *vae_inferred;
+  TESSERA_ASSIGN_OR_RETURN(w.encoder, optional_encoder(vae_file.file));
   w.unet_store = std::make_unique<WeightStore>(std::move(unet_file.file), options.weights);
   w.vae_store = std::make_unique<WeightStore>(std::move(vae_file.file), options.weights);
   w.renamed_bytes.push_back(std::move(unet_file.bytes));
@@ -158,25 +172,43 @@ Expected<DenoiserWeights> open_compvis_weights(const fs::path& dir,
   auto vae_inferred = infer_vae_decoder_config(file);
   if (!vae_inferred.ok()) return with_prefix(vae_inferred.status(), "VAE decoder: ");
   w.vae = *vae_inferred;
+  TESSERA_ASSIGN_OR_RETURN(w.encoder, optional_encoder(file));
   w.text_in_checkpoint =
       file.contains(std::string(kCompVisText) + "text_model.embeddings.token_embedding.weight");
   w.unet_store = std::make_unique<WeightStore>(std::move(file), options.weights);
   return w;
 }
 
-// The UNet and the VAE belong together: an RGB decoder whose latent channels are the UNet's.
+// The UNet and the VAE belong together: an RGB decoder whose latent channels are the UNet's
+// output; the UNet's input is those latents, or (an inpainting UNet) latents, mask and masked
+// image latents; an encoder, where there is one, makes the decoder's latents from RGB.
 Status check_denoiser_fit(const DiffusionModelFiles& files, const UNetConfig& unet,
-                          const VaeDecoderConfig& vae) {
+                          const VaeDecoderConfig& vae,
+                          const std::optional<VaeEncoderConfig>& encoder) {
   if (vae.out_channels != 3) {
     return unsupported(files.vae + ": the VAE decoder has " + std::to_string(vae.out_channels) +
                        " output channels (tensor '" + kVaePrefix +
                        "decoder.conv_out.weight'); an RGB image needs 3");
   }
-  if (unet.in_channels != vae.z_channels || unet.out_channels != unet.in_channels) {
-    return invalid_argument(
-        files.unet + ": UNet in/out channels " + std::to_string(unet.in_channels) + "/" +
-        std::to_string(unet.out_channels) + " do not match the VAE's " +
-        std::to_string(vae.z_channels) + " latent channels (" + files.vae + ")");
+  const int64_t z = vae.z_channels;
+  if ((unet.in_channels != z && unet.in_channels != 2 * z + 1) || unet.out_channels != z) {
+    return invalid_argument(files.unet + ": UNet in/out channels " +
+                            std::to_string(unet.in_channels) + "/" +
+                            std::to_string(unet.out_channels) + " do not match the VAE's " +
+                            std::to_string(z) + " latent channels (" + files.vae +
+                            "; an inpainting UNet takes " + std::to_string(2 * z + 1) + ")");
+  }
+  if (encoder && (encoder->z_channels != z || encoder->in_channels != 3 ||
+                  encoder->downscale() != vae.upscale())) {
+    return invalid_argument(files.vae + ": the VAE encoder (" + encoder->summary() + ", " +
+                            std::to_string(encoder->in_channels) +
+                            " input channels) does not fit its decoder (" + vae.summary() +
+                            ", upscale " + std::to_string(vae.upscale()) + ")");
+  }
+  if (unet.in_channels != z && !encoder) {
+    return not_found(files.vae + ": an inpainting UNet (" + std::to_string(unet.in_channels) +
+                     " input channels) needs the VAE encoder, and the VAE has none (tensor '" +
+                     kVaePrefix + "encoder.conv_in.weight')");
   }
   return Status();
 }
@@ -203,7 +235,7 @@ Expected<std::unique_ptr<DiffusionModel>> DiffusionModel::load(
                            files.layout == ModelLayout::kDiffusers
                                ? open_diffusers_weights(path, dir, files, options)
                                : open_compvis_weights(dir, files, options));
-  TESSERA_RETURN_IF_ERROR(check_denoiser_fit(files, weights.unet, weights.vae));
+  TESSERA_RETURN_IF_ERROR(check_denoiser_fit(files, weights.unet, weights.vae, weights.encoder));
   impl->renamed_bytes = std::move(weights.renamed_bytes);
   impl->unet_store = std::move(weights.unet_store);
   impl->vae_store = std::move(weights.vae_store);
@@ -213,11 +245,17 @@ Expected<std::unique_ptr<DiffusionModel>> DiffusionModel::load(
   auto vae = VaeDecoder::load(vae_store, weights.vae, kVaePrefix, impl->backend.get());
   if (!vae.ok()) return with_prefix(vae.status(), "VAE decoder: ");
   impl->vae = std::move(*vae);
+  if (weights.encoder) {
+    auto encoder = VaeEncoder::load(vae_store, *weights.encoder, kVaePrefix, impl->backend.get());
+    if (!encoder.ok()) return with_prefix(encoder.status(), "VAE encoder: ");
+    impl->encoder = std::move(*encoder);
+  }
   KernelOptions kernel_options;
   kernel_options.precision =
       resolve_precision(options.precision, weights.unet.model_channels, *impl->backend);
   impl->unet->set_options(kernel_options);
   impl->vae->set_options(kernel_options);
+  if (impl->encoder) impl->encoder->set_options(kernel_options);
 
   TESSERA_RETURN_IF_ERROR(
       impl->load_text_stage(path, dir, weights.text_in_checkpoint, weights.unet, options, &files));

@@ -1,7 +1,10 @@
-// The VAE stage (pipeline.h): the final latents decoded to the image, and the latent and image
-// conversions to RGB8 (the step previews' cheap linear map, the decoded image).
+// The VAE stages (pipeline.h): the init image and mask encoded (image-to-image, inpainting), the
+// final latents decoded to the image, and the latent and image conversions to RGB8 (the step
+// previews' cheap linear map, the decoded image).
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "engine/diffusion/pipeline_internal.h"
 
@@ -31,6 +34,99 @@ void latents_to_rgb_preview(const float* latents, int64_t height, int64_t width,
 
 void image_to_rgb8(const float* image, int64_t pixels, uint8_t* rgb) {
   for (int64_t k = 0; k < pixels * 3; ++k) rgb[k] = to_u8((image[k] + 1.0f) * 0.5f);
+}
+
+Status DiffusionModel::Impl::encode_image(Impl& m, const LatentGrid& grid, int64_t width,
+                                          int64_t height, std::vector<float>* latents) {
+  const int64_t lp = grid.height * grid.width;
+  const int64_t z = m.encoder->config().z_channels;
+  m.moments.resize(static_cast<size_t>(lp * 2 * z));
+  {
+    TESSERA_ASSIGN_OR_RETURN(float* image_dev,
+                             m.dev.get(Impl::kDevImage, static_cast<int64_t>(m.image_in.size())));
+    TESSERA_ASSIGN_OR_RETURN(float* moments_dev,
+                             m.dev.get(Impl::kDevEps, static_cast<int64_t>(m.moments.size())));
+    TESSERA_RETURN_IF_ERROR(
+        m.backend->upload(image_dev, m.image_in.data(), m.image_in.size() * sizeof(float)));
+    TESSERA_RETURN_IF_ERROR(m.encoder->encode(image_dev, 1, height, width, moments_dev));
+    TESSERA_RETURN_IF_ERROR(
+        m.backend->download(m.moments.data(), moments_dev, m.moments.size() * sizeof(float)));
+  }
+  for (size_t k = 0; k < m.moments.size(); ++k) {
+    if (!std::isfinite(m.moments[k])) {
+      return corrupt_data("VAE encode: the latents have " +
+                          std::string(std::isnan(m.moments[k]) ? "NaN" : "an infinity") +
+                          " at element " + std::to_string(k));
+    }
+  }
+  latents->resize(static_cast<size_t>(lp * z));
+  // The posterior's mode (its mean): reproducible, and SD's posterior std is a small fraction of
+  // the latents' (diffusers and stable-diffusion.cpp draw a sample instead).
+  posterior_latents(m.moments.data(), lp, z, nullptr, m.encoder->config().latent_scale,
+                    latents->data());
+  return Status();
+}
+
+Status DiffusionModel::Impl::encode_inputs(Impl& m, const GenerateRequest& request,
+                                           const LatentGrid& grid, GeneratedImage* out) {
+  m.init_latents.clear();
+  m.latent_mask.clear();
+  m.unet_extra.clear();
+  const bool inpainting_unet = m.unet->config().in_channels != m.unet->config().out_channels;
+  if (request.init_image == nullptr && !inpainting_unet) return Status();
+  const auto t0 = Clock::now();
+  const int64_t width = request.width, height = request.height, pixels = width * height;
+  const int64_t lh = grid.height, lw = grid.width, lp = lh * lw, z = grid.channels;
+  const int64_t f = height / lh;
+  m.image_in.resize(static_cast<size_t>(pixels * 3));
+  if (request.init_image != nullptr) {
+    rgb8_to_image(request.init_image->pixels, pixels, m.image_in.data());
+    TESSERA_RETURN_IF_ERROR(encode_image(m, grid, width, height, &m.init_latents));
+  }
+  // The pixel mask (1 = repaint) and the latent one: a cell repaints when any of its pixels does.
+  std::vector<uint8_t> repaint;
+  if (request.mask != nullptr) {
+    const ImageView& v = *request.mask;
+    repaint.resize(static_cast<size_t>(pixels));
+    m.latent_mask.assign(static_cast<size_t>(lp), 0.0f);
+    int64_t any = 0;
+    for (int64_t p = 0; p < pixels; ++p) {
+      int value = v.pixels[p * v.channels];
+      if (v.channels == 3) value = (value + v.pixels[p * 3 + 1] + v.pixels[p * 3 + 2] + 1) / 3;
+      repaint[p] = value >= 128 ? 1 : 0;
+      if (repaint[p]) {
+        ++any;
+        const int64_t y = p / width, x = p % width;
+        m.latent_mask[static_cast<size_t>((y / f) * lw + x / f)] = 1.0f;
+      }
+    }
+    if (any == 0) {
+      return invalid_argument(
+          "mask: no pixel is white (>= 128), so nothing would be repainted "
+          "(white = repaint, black = keep)");
+    }
+  }
+  if (inpainting_unet) {
+    // The masked image: the init with the repainted pixels at 0 (grey); with no init or no mask,
+    // everything is repainted (a grey image, a mask of ones).
+    std::vector<float> masked_latents;
+    if (request.init_image == nullptr || repaint.empty()) {
+      std::fill(m.image_in.begin(), m.image_in.end(), 0.0f);
+    } else {
+      for (int64_t p = 0; p < pixels; ++p) {
+        if (repaint[p]) std::fill_n(m.image_in.begin() + 3 * p, 3, 0.0f);
+      }
+    }
+    TESSERA_RETURN_IF_ERROR(encode_image(m, grid, width, height, &masked_latents));
+    m.unet_extra.resize(static_cast<size_t>(lp * (1 + z)));
+    for (int64_t p = 0; p < lp; ++p) {
+      float* e = m.unet_extra.data() + p * (1 + z);
+      e[0] = m.latent_mask.empty() ? 1.0f : m.latent_mask[static_cast<size_t>(p)];
+      std::copy_n(masked_latents.data() + p * z, z, e + 1);
+    }
+  }
+  out->encode_ms = ms_since(t0);
+  return Status();
 }
 
 Status DiffusionModel::Impl::decode_latents(Impl& m, const GenerateRequest& request,

@@ -226,16 +226,35 @@ Status Sampler::step(int i, const float* eps, float* x) {
   return step_with_noise(i, eps, noise_.data(), x);
 }
 
-Status Sampler::step_with_noise(int i, const float* eps, const float* noise, float* x) {
-  if (i < 0 || i >= steps_) {
-    return invalid_argument("sampler: step " + std::to_string(i) + " is outside [0, " +
-                            std::to_string(steps_) + ")");
+Status Sampler::set_strength(double strength) {
+  if (!(strength > 0.0 && strength <= 1.0)) {
+    return invalid_argument("strength " + std::to_string(strength) +
+                            " is outside (0, 1] (the share of the steps that repaint the init "
+                            "image)");
   }
-  if (i != 0 && i != next_step_) {
+  const int run = static_cast<int>(std::floor(steps_ * strength + 1e-9));
+  if (run < 1) {
+    return invalid_argument("strength " + std::to_string(strength) + " with " +
+                            std::to_string(steps_) +
+                            " steps runs no step (floor(steps x strength) "
+                            "is 0): raise the strength to at least " +
+                            std::to_string(1.0 / steps_) + " or use more steps");
+  }
+  first_step_ = steps_ - run;
+  next_step_ = first_step_;
+  return Status::ok_status();
+}
+
+Status Sampler::step_with_noise(int i, const float* eps, const float* noise, float* x) {
+  if (i < first_step_ || i >= steps_) {
+    return invalid_argument("sampler: step " + std::to_string(i) + " is outside [" +
+                            std::to_string(first_step_) + ", " + std::to_string(steps_) + ")");
+  }
+  if (i != first_step_ && i != next_step_) {
     return invalid_argument("sampler: step " + std::to_string(i) + " called out of order (step " +
                             std::to_string(next_step_) + " is next)");
   }
-  next_step_ = 0;  // a failed step forces a restart
+  next_step_ = first_step_;  // a failed step forces a restart
   TESSERA_RETURN_IF_ERROR(check_finite(i, eps, "model output"));
   const double s = sigma(i), sn = sigma(i + 1);
   // With epsilon prediction denoised = x - s * eps, so the ODE derivative (x - denoised) / s is
@@ -274,7 +293,7 @@ Status Sampler::step_with_noise(int i, const float* eps, const float* noise, flo
       const double h = std::log(s) - std::log(sn);
       const double ratio = sn / s, em = std::expm1(-h);
       double c_cur = 1.0, c_prev = 0.0;
-      if (i > 0) {
+      if (i > first_step_) {
         const double r = (std::log(sigma(i - 1)) - std::log(s)) / h;
         c_cur = 1.0 + 1.0 / (2.0 * r);
         c_prev = -1.0 / (2.0 * r);

@@ -130,6 +130,13 @@ class Sampler {
 
   SamplerKind kind() const { return kind_; }
   int steps() const { return steps_; }
+  // Image-to-image: the run starts at step first_step() (diffusers' img2img rule): of the
+  // `steps`-step schedule the last floor(steps * strength) steps run (the product taken with a
+  // 1e-9 margin, so that 0.29 x 100 runs 29, not float's 28), from the init latents noised
+  // to sigma(first_step()). Errors (kInvalidArgument, naming the strength): strength outside
+  // (0, 1], or so low that no step would run. Call before the first step; 1 restores step 0.
+  Status set_strength(double strength);
+  int first_step() const { return first_step_; }
   int64_t size() const { return n_; }
   const std::vector<double>& sigmas() const { return sigmas_; }          // steps + 1, last 0
   double sigma(int i) const { return sigmas_[static_cast<size_t>(i)]; }  // i <= steps
@@ -139,9 +146,10 @@ class Sampler {
   // x[k] = N(0, 1) * sigma(0) from the seed's stream 0 (x holds size() floats).
   void init_latents(float* x) const;
 
-  // Step i (0 <= i < steps) from sigma(i) to sigma(i + 1): eps is the model's (guided) epsilon for
-  // x * input_scale(sigma(i)) at timestep(i); x (size() floats) is updated in place. Steps run in
-  // order 0, 1, 2, ...; step 0 may be called again to restart (DPM++ 2M forgets its history).
+  // Step i (first_step() <= i < steps) from sigma(i) to sigma(i + 1): eps is the model's (guided)
+  // epsilon for x * input_scale(sigma(i)) at timestep(i); x (size() floats) is updated in place.
+  // Steps run in order first_step(), first_step() + 1, ...; the first step may be called again to
+  // restart (DPM++ 2M forgets its history).
   // Euler ancestral draws its noise from the seed (stream i + 1).
   // Errors: kInvalidArgument for i out of order or out of range; kCorruptData when eps or the
   // updated latents hold a NaN or an infinity ("step 4 of 20 (sigma 1.86): model output has NaN
@@ -159,6 +167,7 @@ class Sampler {
   int steps_ = 0;
   int64_t n_ = 0;
   int next_step_ = 0;
+  int first_step_ = 0;
   NoiseRng rng_{0};
   std::vector<double> sigmas_, timesteps_;
   std::vector<float> prev_denoised_;  // DPM++ 2M: the previous step's prediction of x0

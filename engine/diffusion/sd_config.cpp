@@ -107,6 +107,13 @@ std::string VaeDecoderConfig::summary() const {
   return os.str();
 }
 
+std::string VaeEncoderConfig::summary() const {
+  std::ostringstream os;
+  os << "conv_in " << base_channels << ", levels " << join(level_channels, "/") << ", "
+     << blocks_per_level << " res blocks per level, z " << z_channels;
+  return os.str();
+}
+
 UNetConfig sd15_unet_config() {
   UNetConfig c;
   c.level_channels = {320, 640, 1280, 1280};
@@ -116,6 +123,12 @@ UNetConfig sd15_unet_config() {
 
 VaeDecoderConfig sd15_vae_decoder_config() {
   VaeDecoderConfig c;
+  c.level_channels = {128, 256, 512, 512};
+  return c;
+}
+
+VaeEncoderConfig sd15_vae_encoder_config() {
+  VaeEncoderConfig c;
   c.level_channels = {128, 256, 512, 512};
   return c;
 }
@@ -187,6 +200,30 @@ TensorShapes vae_decoder_tensor_shapes(const VaeDecoderConfig& c, const std::str
   return s.take();
 }
 
+TensorShapes vae_encoder_tensor_shapes(const VaeEncoderConfig& c, const std::string& prefix) {
+  Shapes s(prefix);
+  int64_t ch = c.base_channels;
+  s.conv("encoder.conv_in", ch, c.in_channels, 3);
+  for (int64_t l = 0; l < c.levels(); ++l) {
+    const std::string p = "encoder.down." + std::to_string(l) + ".";
+    for (int64_t j = 0; j < c.blocks_per_level; ++j) {
+      vae_res_block(s, p + "block." + std::to_string(j) + ".", ch, c.level_channels[l]);
+      ch = c.level_channels[l];
+    }
+    if (l + 1 < c.levels()) s.conv(p + "downsample.conv", ch, ch, 3);
+  }
+  vae_res_block(s, "encoder.mid.block_1.", ch, ch);
+  s.norm("encoder.mid.attn_1.norm", ch);
+  for (const char* n : {"q", "k", "v", "proj_out"}) {
+    s.conv(std::string("encoder.mid.attn_1.") + n, ch, ch, 1);
+  }
+  vae_res_block(s, "encoder.mid.block_2.", ch, ch);
+  s.norm("encoder.norm_out", ch);
+  s.conv("encoder.conv_out", 2 * c.z_channels, ch, 3);
+  s.conv("quant_conv", 2 * c.z_channels, 2 * c.z_channels, 1);
+  return s.take();
+}
+
 namespace {
 int64_t count(const TensorShapes& shapes) {
   int64_t total = 0;
@@ -204,6 +241,9 @@ int64_t unet_parameter_count(const UNetConfig& config) {
 }
 int64_t vae_decoder_parameter_count(const VaeDecoderConfig& config) {
   return count(vae_decoder_tensor_shapes(config, ""));
+}
+int64_t vae_encoder_parameter_count(const VaeEncoderConfig& config) {
+  return count(vae_encoder_tensor_shapes(config, ""));
 }
 
 Expected<UNetConfig> infer_unet_config(const SafeTensors& file, int64_t num_heads,
@@ -347,6 +387,56 @@ Expected<VaeDecoderConfig> infer_vae_decoder_config(const SafeTensors& file,
                           std::to_string(c.level_channels[l]) + " channels, not a multiple of " +
                           std::to_string(c.groups) + " GroupNorm groups");
     }
+  }
+  return c;
+}
+
+Expected<VaeEncoderConfig> infer_vae_encoder_config(const SafeTensors& file,
+                                                    const std::string& prefix) {
+  VaeEncoderConfig c;
+  c.level_channels.clear();
+  const std::string& path = file.path();
+  if (!file.contains(prefix + "encoder.conv_in.weight")) {
+    return not_found(path + ": missing tensor '" + prefix +
+                     "encoder.conv_in.weight' (no VAE encoder: this file has only the decoder)");
+  }
+  TESSERA_ASSIGN_OR_RETURN(const auto* conv_in,
+                           shape_of(file, prefix + "encoder.conv_in.weight", 4));
+  c.base_channels = (*conv_in)[0];
+  c.in_channels = (*conv_in)[1];
+  for (int64_t l = 0;; ++l) {
+    const std::string name = prefix + "encoder.down." + std::to_string(l) + ".block.0.conv2.weight";
+    if (!file.contains(name)) break;
+    TESSERA_ASSIGN_OR_RETURN(const auto* conv, shape_of(file, name, 4));
+    c.level_channels.push_back((*conv)[0]);
+  }
+  if (c.level_channels.empty()) {
+    return not_found(path + ": missing tensor '" + prefix +
+                     "encoder.down.0.block.0.conv2.weight' (a VAE encoder without blocks)");
+  }
+  c.blocks_per_level = 0;
+  while (file.contains(prefix + "encoder.down.0.block." + std::to_string(c.blocks_per_level) +
+                       ".conv1.weight")) {
+    ++c.blocks_per_level;
+  }
+  TESSERA_ASSIGN_OR_RETURN(const auto* quant, shape_of(file, prefix + "quant_conv.weight", 4));
+  if ((*quant)[0] % 2 != 0 || (*quant)[0] < 2) {
+    return corrupt_data(path + ": tensor '" + prefix + "quant_conv.weight' has " +
+                        std::to_string((*quant)[0]) +
+                        " output channels; a KL encoder has an even count (mean | log-variance)");
+  }
+  c.z_channels = (*quant)[0] / 2;
+  for (int64_t ch : c.level_channels) {
+    if (ch % c.groups != 0) {
+      return corrupt_data(path + ": VAE encoder level with " + std::to_string(ch) +
+                          " channels, not a multiple of " + std::to_string(c.groups) +
+                          " GroupNorm groups");
+    }
+  }
+  if (c.base_channels % c.groups != 0) {
+    return corrupt_data(path + ": VAE encoder conv_in has " + std::to_string(c.base_channels) +
+                        " channels, not a multiple of " + std::to_string(c.groups) +
+                        " GroupNorm groups");
   }
   return c;
 }

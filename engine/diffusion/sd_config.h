@@ -83,9 +83,33 @@ struct VaeDecoderConfig {
   std::string summary() const;
 };
 
+// The VAE encoder (image-to-image, inpainting; prefix `first_stage_model.`, keys `encoder.*` and
+// `quant_conv`), what each size comes from:
+//   in_channels, base channels  encoder.conv_in.weight [ch, in, 3, 3]
+//   level channels              encoder.down.L.block.0.conv2.weight [C_L, C_L, 3, 3], L = 0..
+//                               (every level but the last ends with a stride-2 Downsample)
+//   blocks per level            the count of encoder.down.0.block.J
+//   z_channels                  quant_conv.weight [2z, 2z, 1, 1] (mean | log-variance)
+struct VaeEncoderConfig {
+  int64_t in_channels = 3;
+  int64_t base_channels = 128;          // conv_in's output (the config's `ch`)
+  std::vector<int64_t> level_channels;  // SD: 128, 256, 512, 512
+  int64_t blocks_per_level = 2;         // the config's num_res_blocks
+  int64_t z_channels = 4;
+  int64_t groups = 32;
+  float eps = 1e-6f;
+  float latent_scale = kSdLatentScale;
+
+  int64_t levels() const { return static_cast<int64_t>(level_channels.size()); }
+  // Image pixels per latent pixel along each axis (8 for SD).
+  int64_t downscale() const { return int64_t{1} << (levels() - 1); }
+  std::string summary() const;
+};
+
 // The full SD 1.5 configurations (for benchmarks with random weights and the parameter checks).
 UNetConfig sd15_unet_config();
 VaeDecoderConfig sd15_vae_decoder_config();
+VaeEncoderConfig sd15_vae_encoder_config();
 
 // Tensor name -> shape.
 using TensorShapes = std::map<std::string, std::vector<int64_t>>;
@@ -95,17 +119,25 @@ using TensorShapes = std::map<std::string, std::vector<int64_t>>;
 TensorShapes unet_tensor_shapes(const UNetConfig& config, const std::string& prefix = kUNetPrefix);
 TensorShapes vae_decoder_tensor_shapes(const VaeDecoderConfig& config,
                                        const std::string& prefix = kVaePrefix);
+TensorShapes vae_encoder_tensor_shapes(const VaeEncoderConfig& config,
+                                       const std::string& prefix = kVaePrefix);
 
 // Parameters the model holds for `config` (SD 1.5: UNet 859,520,964; VAE decoder with
 // post_quant_conv 49,490,199): the sum of every tensor shape the loaders ask for.
 int64_t unet_parameter_count(const UNetConfig& config);
 int64_t vae_decoder_parameter_count(const VaeDecoderConfig& config);
+// SD 1.5: 34,163,664 (encoder + quant_conv).
+int64_t vae_encoder_parameter_count(const VaeEncoderConfig& config);
 
 // Infer the configs from `file` (tensor names under `prefix`). num_heads: see above (> 0 and
 // dividing every attention level's channels, else kInvalidArgument).
 Expected<UNetConfig> infer_unet_config(const SafeTensors& file, int64_t num_heads = 8,
                                        const std::string& prefix = kUNetPrefix);
 Expected<VaeDecoderConfig> infer_vae_decoder_config(const SafeTensors& file,
+                                                    const std::string& prefix = kVaePrefix);
+// kNotFound naming `encoder.conv_in.weight` when the file has no encoder (SD files that ship only
+// the decoder: image-to-image then needs another VAE).
+Expected<VaeEncoderConfig> infer_vae_encoder_config(const SafeTensors& file,
                                                     const std::string& prefix = kVaePrefix);
 
 }  // namespace tessera::diffusion
