@@ -1,17 +1,19 @@
 #!/usr/bin/python3
 """Writes the deterministic diffusion parity fixtures under tests/fixtures/diffusion/ (README.md there).
 
-A tiny random-weight SD 1.x UNet and VAE decoder with the CompVis single-file key names
+A tiny random-weight SD 1.x UNet, VAE decoder and VAE encoder with the CompVis single-file key names
 (`model.diffusion_model.*`, `first_stage_model.*`) in one checkpoint, plus expected.safetensors with the
 inputs and the outputs of the fp32 reference (tools/tessera_ref/sd_unet.py, sd_vae.py). Weights are
 stored F16 (to keep the fixtures small); the reference runs on the F16-rounded values in f32, so the
 C++ engine (which widens F16 exactly) sees the same weights. Also checks the parameter counts of the
-full SD 1.5 config (UNet 859,520,964; VAE decoder + post_quant_conv 49,490,199) on the meta device.
+full SD 1.5 config (UNet 859,520,964; VAE decoder + post_quant_conv 49,490,199; VAE encoder + quant_conv
+34,163,664) on the meta device.
 Single-threaded, fixed seeds: two runs give byte-identical files.
 
 Usage: /usr/bin/python3 tools/make_diffusion_fixtures.py [--out DIR]      (a few seconds)
 
-The files stay under 2 MiB in total (checked), hence F16 weights and few intermediate outputs.
+The files stay under 3 MiB in total (checked), hence F16 weights and few intermediate outputs (the budget
+was 2 MiB before the encoder's 0.5 MB).
 """
 
 import argparse
@@ -25,11 +27,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tessera_ref import st_io  # noqa: E402
 from tessera_ref.sd_unet import SD15_UNET, UNET_PREFIX, UNet, UNetConfig  # noqa: E402
-from tessera_ref.sd_vae import SD15_VAE, SD_LATENT_SCALE, VAE_PREFIX, VaeConfig, VaeDecoder  # noqa: E402
+from tessera_ref.sd_vae import (SD15_VAE, SD15_VAE_ENCODER, SD_LATENT_SCALE, VAE_PREFIX, VaeConfig,  # noqa: E402
+                                VaeDecoder, VaeEncoder, VaeEncoderConfig)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SD15_UNET_PARAMS = 859_520_964
 SD15_VAE_DECODER_PARAMS = 49_490_199
+SD15_VAE_ENCODER_PARAMS = 34_163_664
 
 TINY_UNET = UNetConfig(in_channels=4, out_channels=4, model_channels=32, channel_mult=[1, 2],
                        num_res_blocks=1, attention_levels=[0], num_heads=2, context_dim=32, groups=32)
@@ -37,6 +41,11 @@ TINY_UNET = UNetConfig(in_channels=4, out_channels=4, model_channels=32, channel
 # output) so that the fixtures stay under 2 MB and still cover nin_shortcut, upsampling and the middle
 # attention.
 TINY_VAE = VaeConfig(z_channels=4, out_channels=3, ch=32, ch_mult=[2, 1], num_res_blocks=0, groups=32)
+# The encoder (image-to-image) mirrors it: 32 channels at full resolution, 64 at the latent's, one
+# ResnetBlock per level (the second has a nin_shortcut), the (0, 1, 0, 1)-padded Downsample, the middle
+# attention.
+TINY_VAE_ENCODER = VaeEncoderConfig(in_channels=3, z_channels=4, ch=32, ch_mult=[1, 2], num_res_blocks=1,
+                                    groups=32)
 TIMESTEPS = [999.0, 37.0]
 CONTEXT_LEN = 77
 LATENT_HW = 16
@@ -54,12 +63,14 @@ Written separately by `tools/make_scheduler_fixtures.py` from `tools/tessera_ref
 trajectories (Euler, Euler-a with supplied noise, DPM++ 2M) on a toy eps model; its docstring
 documents the format.
 
-## sd_tiny.safetensors (UNet + VAE decoder, CompVis layout)
+## sd_tiny.safetensors (UNet + VAE decoder + VAE encoder, CompVis layout)
 - UNet (`model.diffusion_model.`): {unet}
   (GroupNorm eps 1e-5, 1e-6 around transformers; LayerNorm eps 1e-5; heads are not visible in the
   shapes: pass 2).
 - VAE decoder (`first_stage_model.`): {vae}
   (decoder runs num_res_blocks + 1 = {vae_blocks} ResnetBlocks per level; GroupNorm eps 1e-6).
+- VAE encoder (`first_stage_model.encoder.*`, `first_stage_model.quant_conv`): {encoder}
+  (Downsample = pad (0, 1, 0, 1) + 3x3 stride-2 conv; GroupNorm eps 1e-6).
 
 ## expected.safetensors (all F32, NCHW as PyTorch)
 | name | shape | meaning |
@@ -74,9 +85,16 @@ documents the format.
 | `vae.z` | [1,4,16,16] | scaled latent (N(0, 0.18215^2)); decode divides by 0.18215 |
 | `vae.mid` | [1,32,16,16] | decoder after the middle block |
 | `vae.image` | [1,3,32,32] | decoder output |
+| `enc.image` | [1,3,32,32] | encoder input in [-1, 1] (a smooth ramp plus noise) |
+| `enc.down.0` | [1,32,16,16] | encoder after level 0 (its Downsample included) |
+| `enc.mid` | [1,64,16,16] | encoder after the middle block |
+| `enc.moments` | [1,8,16,16] | quant_conv output: mean (0..3), log-variance (4..7), unclamped |
+| `enc.noise` | [1,4,16,16] | N(0,1) for the posterior sample |
+| `enc.latents` | [1,4,16,16] | 0.18215 * (mean + exp(clamp(logvar) / 2) * noise) |
+| `enc.mode` | [1,4,16,16] | 0.18215 * mean |
 
 Full SD 1.5 config check (meta device): UNet {unet_params:,} parameters, VAE decoder + post_quant_conv
-{vae_params:,}.
+{vae_params:,}, VAE encoder + quant_conv {encoder_params:,}.
 """
 
 
@@ -107,9 +125,11 @@ def count_params(module):
 def check_sd15_counts():
     unet = count_params(UNet(SD15_UNET, device="meta"))
     vae = count_params(VaeDecoder(SD15_VAE, device="meta"))
-    if unet != SD15_UNET_PARAMS or vae != SD15_VAE_DECODER_PARAMS:
+    enc = count_params(VaeEncoder(SD15_VAE_ENCODER, device="meta"))
+    if unet != SD15_UNET_PARAMS or vae != SD15_VAE_DECODER_PARAMS or enc != SD15_VAE_ENCODER_PARAMS:
         raise SystemExit(f"SD 1.5 parameter counts differ: UNet {unet} (want {SD15_UNET_PARAMS}), "
-                         f"VAE decoder {vae} (want {SD15_VAE_DECODER_PARAMS})")
+                         f"VAE decoder {vae} (want {SD15_VAE_DECODER_PARAMS}), encoder {enc} "
+                         f"(want {SD15_VAE_ENCODER_PARAMS})")
     return unet, vae
 
 
@@ -130,6 +150,8 @@ def main():
     vae = randomize(VaeDecoder(TINY_VAE).eval(), seed=5678)
     weights = {UNET_PREFIX + k: nd(v) for k, v in unet.state_dict().items()}
     weights.update({VAE_PREFIX + k: nd(v) for k, v in vae.state_dict().items()})
+    encoder = randomize(VaeEncoder(TINY_VAE_ENCODER).eval(), seed=9012)
+    weights.update({VAE_PREFIX + k: nd(v) for k, v in encoder.state_dict().items()})
     st_io.save(os.path.join(args.out, "sd_tiny.safetensors"), weights,
                dtypes={k: "F16" for k in weights},
                metadata={"format": "pt", "generator": "tools/make_diffusion_fixtures.py"})
@@ -139,29 +161,43 @@ def main():
     t = torch.tensor(TIMESTEPS)
     ctx = torch.randn(2, CONTEXT_LEN, TINY_UNET.context_dim, generator=g)
     z = torch.randn(1, TINY_VAE.z_channels, LATENT_HW, LATENT_HW, generator=g) * SD_LATENT_SCALE
+    # The encoder's input: a smooth image in [-1, 1] plus noise (a photo-like mix of both scales).
+    yy, xx = torch.meshgrid(torch.linspace(-1, 1, 2 * LATENT_HW), torch.linspace(-1, 1, 2 * LATENT_HW),
+                            indexing="ij")
+    smooth = torch.stack([xx, yy, xx * yy]).unsqueeze(0) * 0.8
+    enc_image = (smooth + 0.2 * torch.randn(smooth.shape, generator=g)).clamp(-1, 1)
+    enc_noise = torch.randn(1, TINY_VAE_ENCODER.z_channels, LATENT_HW, LATENT_HW, generator=g)
     out = {}
     with torch.no_grad():
         taps = {}
         eps = unet(x, t, ctx, taps)
         vtaps = {}
         image = vae(z, taps=vtaps)
+        etaps = {}
+        mean, logvar = encoder.moments(enc_image, taps=etaps)
+        moments = encoder.quant_conv(encoder.encoder(enc_image))  # unclamped, as the engine returns
+        sampled = encoder(enc_image, noise=enc_noise)
     out.update({"unet.x": nd(x), "unet.t": nd(t), "unet.context": nd(ctx), "unet.eps": nd(eps),
                 "unet.time_embed": nd(taps["time_embed"]), "unet.middle_block": nd(taps["middle_block"]),
                 "unet.input_blocks.3": nd(taps["input_blocks.3"]),
-                "vae.z": nd(z), "vae.mid": nd(vtaps["mid"]), "vae.image": nd(image)})
+                "vae.z": nd(z), "vae.mid": nd(vtaps["mid"]), "vae.image": nd(image),
+                "enc.image": nd(enc_image), "enc.down.0": nd(etaps["down.0"]), "enc.mid": nd(etaps["mid"]),
+                "enc.moments": nd(moments), "enc.noise": nd(enc_noise), "enc.latents": nd(sampled),
+                "enc.mode": nd(mean * SD_LATENT_SCALE)})
     st_io.save(os.path.join(args.out, "expected.safetensors"), out)
 
     total = sum(os.path.getsize(os.path.join(args.out, f))
                 for f in ("sd_tiny.safetensors", "expected.safetensors"))
-    if total >= 2 * 1024 * 1024:
-        raise SystemExit(f"fixtures are {total} bytes, over the 2 MiB budget")
+    if total >= 3 * 1024 * 1024:
+        raise SystemExit(f"fixtures are {total} bytes, over the 3 MiB budget")
 
     def describe(cfg):
         return ", ".join(f"{k}={v}" for k, v in vars(cfg).items())
     with open(os.path.join(args.out, "README.md"), "w") as f:
         f.write(README.format(unet=describe(TINY_UNET), vae=describe(TINY_VAE),
-                              vae_blocks=TINY_VAE.num_res_blocks + 1, timesteps=TIMESTEPS,
-                              unet_params=unet_params, vae_params=vae_params))
+                              encoder=describe(TINY_VAE_ENCODER), vae_blocks=TINY_VAE.num_res_blocks + 1, timesteps=TIMESTEPS,
+                              unet_params=unet_params, vae_params=vae_params,
+                              encoder_params=SD15_VAE_ENCODER_PARAMS))
     print(f"SD 1.5 counts ok: UNet {unet_params:,}, VAE decoder {vae_params:,}; tiny UNet "
           f"{count_params(unet):,}, tiny VAE {count_params(vae):,}; eps |max| {eps.abs().max():.3f}, "
           f"image |max| {image.abs().max():.3f}")

@@ -27,13 +27,13 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from clip_tokenizer_ref import SimpleTokenizer, bytes_to_unicode  # noqa: E402
-from make_diffusion_fixtures import TINY_UNET, TINY_VAE  # noqa: E402
+from make_diffusion_fixtures import TINY_UNET, TINY_VAE, TINY_VAE_ENCODER  # noqa: E402
 from tessera_ref import st_io  # noqa: E402
 from tessera_ref.clip_text import ClipTextModel  # noqa: E402
 from tessera_ref.config import ClipTextConfig  # noqa: E402
 from tessera_ref.sd_pipeline import Pipeline, noise_rng, pad_ids  # noqa: E402
 from tessera_ref.sd_unet import UNET_PREFIX, UNet  # noqa: E402
-from tessera_ref.sd_vae import VAE_PREFIX, VaeDecoder  # noqa: E402
+from tessera_ref.sd_vae import VAE_PREFIX, VaeDecoder, VaeEncoder  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROMPT = "a red torus"
@@ -42,6 +42,25 @@ STEPS = 3
 SEED = 42
 SIZE = 32  # pixels; the tiny VAE upscales 2x, so the latents are 16 x 16
 CONTEXT_LEN = 77
+# Image-to-image: 5 steps at strength 0.6 run the last 3. Inpainting: 3 steps at strength 1.
+I2I_STEPS, I2I_STRENGTH = 5, 0.6
+INPAINT_STEPS = 3
+
+
+def init_image(size):
+    """A deterministic RGB8 picture: a disc on a two-colour ramp."""
+    yy, xx = np.mgrid[0:size, 0:size].astype(np.float64) / (size - 1)
+    img = np.stack([40 + 180 * xx, 60 + 120 * yy, 200 - 150 * xx * yy], axis=-1)
+    disc = (xx - 0.55) ** 2 + (yy - 0.45) ** 2 < 0.08
+    img[disc] = [230, 40, 40]
+    return np.clip(np.round(img), 0, 255).astype(np.uint8)
+
+
+def mask_image(size):
+    """White (repaint) over an off-centre rectangle whose edges do not fall on latent cell borders."""
+    m = np.zeros((size, size), np.uint8)
+    m[5:20, 9:27] = 255
+    return m
 
 README = """# SD pipeline parity fixture (generated: do not edit)
 
@@ -66,6 +85,20 @@ engine/diffusion/scheduler.h), {size}x{size} pixels ({lat}x{lat} latents).
 | `timesteps` | [{steps}] | the UNet timestep of each step |
 | `latents.I` | [1,4,{lat},{lat}] | latents after Euler step I (I = 0..{last}) |
 | `image` | [1,3,{size},{size}] | VAE decode of the final latents (in about [-1, 1], not clamped) |
+
+Image-to-image and inpainting (`Pipeline.sample_euler_image`; the VAE encoder of ../sd_tiny.safetensors;
+same prompt, guidance, seed and noise):
+| name | shape | meaning |
+|---|---|---|
+| `i2i.rgb` | [{size},{size},3] | the init image (its RGB8 values): a red disc on a two-colour ramp |
+| `i2i.mask` | [{size},{size}] | the mask (255 = repaint, 0 = keep): an off-centre rectangle |
+| `i2i.init_latents` | [1,4,{lat},{lat}] | 0.18215 x the encoder posterior's mean of the init image |
+| `i2i.first` | [1] | the first step that runs: {i2i_steps} steps at strength {i2i_strength} |
+| `i2i.latents.I` | [1,4,{lat},{lat}] | latents after the I-th step run |
+| `i2i.image` | [1,3,{size},{size}] | its decoded image |
+| `inpaint.latents`, `inpaint.image` | | inpainting with the mask, this UNet, {inpaint_steps} steps, strength 1 |
+| `inpaint9.conv_in` | [32,9,3,3] | conv_in of an inpainting UNet (the UNet's other weights unchanged) |
+| `inpaint9.latents`, `inpaint9.image` | | the same inpainting run with that UNet |
 """
 
 
@@ -120,6 +153,7 @@ def main():
     sd, _ = st_io.load(os.path.join(fixtures, "diffusion", "sd_tiny.safetensors"))
     unet = load_module(UNet(TINY_UNET), sd, UNET_PREFIX)
     vae = load_module(VaeDecoder(TINY_VAE), sd, VAE_PREFIX)
+    encoder = load_module(VaeEncoder(TINY_VAE_ENCODER), sd, VAE_PREFIX)
     clip, cfg = load_hf_clip(os.path.join(fixtures, "parity", "text_encoder"))
     if cfg.width != TINY_UNET.context_dim:
         raise SystemExit(f"text width {cfg.width} != UNet context {TINY_UNET.context_dim}")
@@ -133,7 +167,7 @@ def main():
     bos, eos = tok.encoder["<|startoftext|>"], tok.encoder["<|endoftext|>"]
     rows = [pad_ids(tok.encode_with_specials(p), CONTEXT_LEN, eos) for p in ("", PROMPT)]
 
-    pipe = Pipeline(unet, vae, clip)
+    pipe = Pipeline(unet, vae, clip, encoder)
     context = pipe.encode(rows)
     lat = SIZE // (2 ** (len(TINY_VAE.ch_mult) - 1))
     # The engine's latents are NHWC: the stream fills them in that order.
@@ -144,6 +178,32 @@ def main():
            "noise": nd(noise), "sigmas": nd(sigmas), "timesteps": nd(timesteps), "image": nd(image)}
     for i, x in enumerate(latents):
         out[f"latents.{i}"] = nd(x)
+
+    # Image-to-image, inpainting with this UNet, and with an inpainting UNet: the same UNet but for
+    # conv_in, widened to 2z + 1 = 9 input channels (its weights stored here: inpaint.conv_in).
+    rgb, mask = init_image(SIZE), mask_image(SIZE)
+    first, i2i_latents, i2i_image = pipe.sample_euler_image(context, noise, I2I_STEPS, GUIDANCE, rgb,
+                                                            I2I_STRENGTH)
+    _, mask_latents, mask_image_out = pipe.sample_euler_image(context, noise, INPAINT_STEPS, GUIDANCE, rgb,
+                                                              1.0, mask)
+    g = torch.Generator().manual_seed(77)
+    conv_in = unet.input_blocks[0][0]
+    wide = torch.nn.Conv2d(9, conv_in.out_channels, 3, padding=1)
+    with torch.no_grad():
+        wide.weight.copy_((torch.randn(wide.weight.shape, generator=g) / 81 ** 0.5).half().float())
+        wide.bias.copy_(conv_in.bias)
+    unet.input_blocks[0][0] = wide
+    _, wide_latents, wide_image = pipe.sample_euler_image(context, noise, INPAINT_STEPS, GUIDANCE, rgb, 1.0,
+                                                          mask)
+    unet.input_blocks[0][0] = conv_in
+    out.update({"i2i.rgb": rgb.astype(np.float32), "i2i.mask": mask.astype(np.float32),
+                "i2i.init_latents": nd(pipe.encode_image(rgb)),
+                "i2i.first": np.asarray([first], np.float32), "i2i.image": nd(i2i_image),
+                "inpaint.latents": nd(mask_latents[-1]), "inpaint.image": nd(mask_image_out),
+                "inpaint9.conv_in": nd(wide.weight.detach()), "inpaint9.latents": nd(wide_latents[-1]),
+                "inpaint9.image": nd(wide_image)})
+    for i, x in enumerate(i2i_latents):
+        out[f"i2i.latents.{i}"] = nd(x)
     st_io.save(os.path.join(args.out, "expected.safetensors"), out,
                metadata={"generator": "tools/make_pipeline_fixtures.py", "prompt": PROMPT})
     total = sum(os.path.getsize(os.path.join(args.out, f)) for f in os.listdir(args.out))
@@ -152,7 +212,8 @@ def main():
     with open(os.path.join(args.out, "README.md"), "w") as f:
         f.write(README.format(width=cfg.width, layers=cfg.n_layer, bos=bos, eos=eos, prompt=PROMPT,
                               guidance=GUIDANCE, steps=STEPS, steps1=STEPS + 1, last=STEPS - 1,
-                              seed=SEED, size=SIZE, lat=lat))
+                              seed=SEED, size=SIZE, lat=lat, i2i_steps=I2I_STEPS,
+                              i2i_strength=I2I_STRENGTH, inpaint_steps=INPAINT_STEPS))
     print(f"prompt ids {rows[1][:8]}...; latents |max| {np.abs(latents[-1]).max():.3f}, "
           f"image |max| {np.abs(image).max():.3f}; {total} bytes")
 

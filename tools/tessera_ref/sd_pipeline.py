@@ -13,6 +13,15 @@ Stages, as the C++ pipeline runs them:
    scale == 1), then the sampler update in float64 per element, rounded to f32.
 4. VAE decode of the final latents (z / 0.18215 inside the decoder) -> image in [-1, 1].
 
+Image-to-image and inpainting (`sample_euler_image`): the init image (uint8 / 127.5 - 1) is encoded
+to the posterior's mean times 0.18215 (the mode, not a sample); of the N-step schedule the last
+floor(N * strength + 1e-9) steps run (diffusers' rule), from init + sigma_first * noise. A pixel mask
+(>= 128 = repaint) becomes a latent mask by max-pooling each f x f block (any repainted pixel repaints
+the cell). A standard UNet: after every step the kept cells are replaced by init + sigma_next * noise
+(the start's noise; the clean init after the last step). An inpainting UNet (2z + 1 input channels):
+the UNet input is [x * c_in | latent mask | masked image latents], the masked image being the init with
+the repainted pixels set to 0, encoded the same way; no blend.
+
 Everything is float32 except the sampler arithmetic (float64 on f32 latents, as the C++ does).
 """
 
@@ -61,12 +70,27 @@ def pad_ids(ids, length, eos_id):
     return ids + [eos_id] * (length - len(ids))
 
 
-class Pipeline:
-    """unet: sd_unet.UNet, vae: sd_vae.VaeDecoder, clip: clip_text.ClipTextModel (all eval, fp32)."""
+def latent_mask(mask_u8, f):
+    """uint8 mask [H, W] (>= 128 = repaint) -> float32 [1, 1, H/f, W/f]: 1 where any pixel of the f x f
+    block repaints."""
+    m = torch.from_numpy((np.asarray(mask_u8) >= 128).astype(np.float32))[None, None]
+    return torch.nn.functional.max_pool2d(m, f).numpy()
 
-    def __init__(self, unet, vae, clip):
-        self.unet, self.vae, self.clip = unet, vae, clip
+
+class Pipeline:
+    """unet: sd_unet.UNet, vae: sd_vae.VaeDecoder, clip: clip_text.ClipTextModel (all eval, fp32);
+    encoder: sd_vae.VaeEncoder (image-to-image only)."""
+
+    def __init__(self, unet, vae, clip, encoder=None):
+        self.unet, self.vae, self.clip, self.encoder = unet, vae, clip, encoder
         self.sched = sd_sampler.Schedule()
+        self.extra = None  # an inpainting UNet's [mask | masked image latents], NCHW f32
+
+    @torch.no_grad()
+    def encode_image(self, rgb_u8):
+        """uint8 [H, W, 3] -> the UNet's latents [1, z, H/f, W/f] (0.18215 * the posterior's mean)."""
+        x = torch.from_numpy(np.asarray(rgb_u8, np.float32)).permute(2, 0, 1)[None] / np.float32(127.5) - 1
+        return self.encoder(x).numpy()
 
     @torch.no_grad()
     def encode(self, ids_rows):
@@ -77,6 +101,8 @@ class Pipeline:
     def eps(self, x, sigma, context, guidance):
         """Guided epsilon for f32 latents x [1, C, h, w]; context [2, L, D] = [uncond, cond]."""
         x_in = torch.from_numpy((x.astype(np.float64) * sd_sampler.c_in(sigma)).astype(np.float32))
+        if self.extra is not None:
+            x_in = torch.cat([x_in, torch.from_numpy(self.extra)], dim=1)
         t = float(np.float32(self.sched.sigma_to_t(sigma)))
         if guidance == 1.0:
             return self.unet(x_in, torch.tensor([t]), context[1:2]).numpy()
@@ -100,3 +126,38 @@ class Pipeline:
         image = self.vae(torch.from_numpy(x)).numpy()
         timesteps = [self.sched.sigma_to_t(s) for s in sigmas[:-1]]
         return sigmas, timesteps, latents, image
+
+    @torch.no_grad()
+    def sample_euler_image(self, context, noise, steps, guidance, rgb_u8, strength, mask_u8=None):
+        """Image-to-image / inpainting with Euler (see the module docstring). Returns the first step
+        that runs, the f32 latents after each step run and the decoded image."""
+        init = self.encode_image(rgb_u8)
+        z = init.shape[1]
+        f = rgb_u8.shape[0] // init.shape[2]
+        lmask = None if mask_u8 is None else latent_mask(mask_u8, f)
+        self.extra = None
+        if self.unet.input_blocks[0][0].in_channels != z:
+            masked = np.array(rgb_u8, np.float32)
+            if mask_u8 is None:
+                masked[:] = 127.5  # (v / 127.5 - 1) = 0: grey
+                m = np.ones((1, 1) + init.shape[2:], np.float32)
+            else:
+                masked[np.asarray(mask_u8) >= 128] = 127.5
+                m = lmask
+            self.extra = np.concatenate([m, self.encode_image(masked)], axis=1).astype(np.float32)
+        sigmas = self.sched.normal(steps)
+        run = int(math.floor(steps * strength + 1e-9))
+        first = steps - run
+        x = (init.astype(np.float64) + noise.astype(np.float64) * sigmas[first]).astype(np.float32)
+        latents = []
+        for i in range(first, steps):
+            s, sn = sigmas[i], sigmas[i + 1]
+            e = self.eps(x, s, context, guidance).astype(np.float64)
+            x = (x.astype(np.float64) + e * (sn - s)).astype(np.float32)
+            if lmask is not None and self.extra is None:
+                known = (init.astype(np.float64) + sn * noise.astype(np.float64)).astype(np.float32)
+                x = np.where(lmask > 0, x, known).astype(np.float32)
+            latents.append(x.copy())
+        self.extra = None
+        image = self.vae(torch.from_numpy(x)).numpy()
+        return first, latents, image

@@ -256,6 +256,145 @@ TEST_F(DiffusionPipeline, GuidanceNegativePromptAndSeed) {
   }
 }
 
+// The fixture's init image and mask as bytes.
+std::vector<uint8_t> fixture_bytes(const std::string& name) {
+  const std::vector<float> v = expected(name);
+  return std::vector<uint8_t>(v.begin(), v.end());
+}
+
+// Runs `request` with the fixture's init image (and mask when `masked`), collecting the latents of
+// every step run.
+Expected<GeneratedImage> run_image_request(DiffusionModel& model, GenerateRequest r, bool masked,
+                                           std::vector<std::vector<float>>* latents) {
+  const std::vector<uint8_t> rgb = fixture_bytes("i2i.rgb"), mask = fixture_bytes("i2i.mask");
+  const ImageView init{rgb.data(), kSize, kSize, 3}, mask_view{mask.data(), kSize, kSize, 1};
+  r.init_image = &init;
+  if (masked) r.mask = &mask_view;
+  GenerateCallbacks cb;
+  cb.on_step = [&](const StepProgress& p) {
+    latents->emplace_back(p.latents, p.latents + kLatent * kLatent * 4);
+  };
+  return model.generate(r, cb);
+}
+
+TEST_F(DiffusionPipeline, ImageToImageMatchesPyTorchReference) {
+  auto model = load_compvis();
+  ASSERT_NE(model, nullptr);
+  ASSERT_TRUE(model->has_encoder());
+  EXPECT_FALSE(model->is_inpainting());
+  GenerateRequest r = fixture_request();
+  r.steps = 5;
+  r.strength = 0.6f;
+  std::vector<std::vector<float>> latents;
+  auto image = run_image_request(*model, r, false, &latents);
+  ASSERT_TRUE(image.ok()) << image.status().message();
+  EXPECT_EQ(static_cast<int>(expected("i2i.first")[0]), 2);
+  EXPECT_EQ(image->steps_run, 3);  // the last floor(5 x 0.6) of 5
+  ASSERT_EQ(latents.size(), 3u);
+  for (size_t i = 0; i < latents.size(); ++i) {
+    EXPECT_TRUE(close_rel(
+        latents[i], to_nhwc(expected("i2i.latents." + std::to_string(i)), 1, 4, kLatent, kLatent),
+        1e-4))
+        << "latents after step " << i;
+  }
+  EXPECT_TRUE(close_rel(image->decoded, to_nhwc(expected("i2i.image"), 1, 3, kSize, kSize), 1e-4));
+  EXPECT_GT(image->encode_ms, 0.0);
+}
+
+TEST_F(DiffusionPipeline, InpaintingMatchesPyTorchReference) {
+  auto model = load_compvis();
+  ASSERT_NE(model, nullptr);
+  GenerateRequest r = fixture_request();
+  r.strength = 1.0f;
+  std::vector<std::vector<float>> latents;
+  auto image = run_image_request(*model, r, true, &latents);
+  ASSERT_TRUE(image.ok()) << image.status().message();
+  ASSERT_EQ(latents.size(), 3u);
+  const std::vector<float> want = to_nhwc(expected("inpaint.latents"), 1, 4, kLatent, kLatent);
+  EXPECT_TRUE(close_rel(latents.back(), want, 1e-4));
+  EXPECT_TRUE(
+      close_rel(image->decoded, to_nhwc(expected("inpaint.image"), 1, 3, kSize, kSize), 1e-4));
+  // The kept cells are the init image's latents (the clean init after the last step; the
+  // reference's encoder sums in another order, hence the tolerance); repainted cells are not.
+  const std::vector<float> init = to_nhwc(expected("i2i.init_latents"), 1, 4, kLatent, kLatent);
+  EXPECT_NEAR(latents.back()[0], init[0], 1e-5);  // cell (0, 0) is outside the rectangle
+  EXPECT_GT(std::abs(latents.back()[(8 * kLatent + 8) * 4] - init[(8 * kLatent + 8) * 4]), 1e-2);
+}
+
+TEST_F(DiffusionPipeline, InpaintingUNetMatchesPyTorchReference) {
+  const std::vector<float> conv_in = expected("inpaint9.conv_in");
+  auto model = load_edited("inpaint9", [&](pt::Tensors& t) {
+    auto& w = t.at("model.diffusion_model.input_blocks.0.0.weight");
+    w.shape = {w.shape[0], 9, 3, 3};
+    w.values = conv_in;
+  });
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  EXPECT_TRUE((*model)->is_inpainting());
+  GenerateRequest r = fixture_request();
+  r.strength = 1.0f;
+  std::vector<std::vector<float>> latents;
+  auto image = run_image_request(**model, r, true, &latents);
+  ASSERT_TRUE(image.ok()) << image.status().message();
+  ASSERT_EQ(latents.size(), 3u);
+  EXPECT_TRUE(close_rel(latents.back(),
+                        to_nhwc(expected("inpaint9.latents"), 1, 4, kLatent, kLatent), 1e-4));
+  EXPECT_TRUE(
+      close_rel(image->decoded, to_nhwc(expected("inpaint9.image"), 1, 3, kSize, kSize), 1e-4));
+  // Text-to-image still works with an inpainting UNet (a grey masked image, a mask of ones).
+  auto t2i = (*model)->generate(fixture_request());
+  EXPECT_TRUE(t2i.ok()) << t2i.status().message();
+}
+
+TEST_F(DiffusionPipeline, BadImageInputsAreNamed) {
+  auto model = load_compvis();
+  ASSERT_NE(model, nullptr);
+  std::vector<uint8_t> rgb(kSize * kSize * 3, 100), black(kSize * kSize, 0);
+  const ImageView init{rgb.data(), kSize, kSize, 3};
+  const ImageView mask{black.data(), kSize, kSize, 1};
+  auto message_of = [&](const GenerateRequest& r) {
+    auto s = model->generate(r);
+    EXPECT_FALSE(s.ok());
+    return s.ok() ? std::string() : s.status().message();
+  };
+  GenerateRequest r = fixture_request();
+  r.mask = &mask;
+  EXPECT_NE(message_of(r).find("needs an init image"), std::string::npos);
+  r.init_image = &init;
+  EXPECT_NE(message_of(r).find("nothing would be repainted"), std::string::npos);
+  r = fixture_request();
+  r.init_image = &init;
+  for (float bad : {0.0f, -0.5f, 1.5f, std::numeric_limits<float>::quiet_NaN()}) {
+    r.strength = bad;
+    EXPECT_NE(message_of(r).find("outside (0, 1]"), std::string::npos) << bad;
+  }
+  r.strength = 0.1f;  // floor(3 x 0.1) = 0 steps
+  EXPECT_NE(message_of(r).find("runs no step"), std::string::npos);
+  r.strength = 0.5f;
+  const ImageView small{rgb.data(), 16, 16, 3};
+  r.init_image = &small;
+  EXPECT_NE(message_of(r).find("init image is 16x16, the image 32x32"), std::string::npos);
+  const ImageView grey{rgb.data(), kSize, kSize, 1};
+  r.init_image = &grey;
+  EXPECT_NE(message_of(r).find("1 channels"), std::string::npos);
+
+  // A model without an encoder says what is missing; text-to-image still works.
+  auto decoder_only = load_edited("no-encoder", [](pt::Tensors& t) {
+    for (auto it = t.begin(); it != t.end();) {
+      const bool enc = it->first.rfind("first_stage_model.encoder.", 0) == 0 ||
+                       it->first.rfind("first_stage_model.quant_conv.", 0) == 0;
+      it = enc ? t.erase(it) : std::next(it);
+    }
+  });
+  ASSERT_TRUE(decoder_only.ok()) << decoder_only.status().message();
+  EXPECT_FALSE((*decoder_only)->has_encoder());
+  r.init_image = &init;
+  auto s = (*decoder_only)->generate(r);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), ErrorCode::kNotFound);
+  EXPECT_NE(s.status().message().find("VAE encoder"), std::string::npos) << s.status().message();
+  EXPECT_TRUE((*decoder_only)->generate(fixture_request()).ok());
+}
+
 TEST_F(DiffusionPipeline, BadRequests) {
   auto model = load_compvis();
   ASSERT_NE(model, nullptr);
@@ -418,7 +557,17 @@ TEST(DiffusersKeys, SD15NamesMapToCompVis) {
             "decoder.mid.attn_1.proj_out.weight");
   EXPECT_EQ(diffusers_vae_key_to_compvis("decoder.mid_block.attentions.0.key.bias", 4),
             "decoder.mid.attn_1.k.bias");
-  EXPECT_EQ(diffusers_vae_key_to_compvis("encoder.conv_in.weight", 4), "");
+  EXPECT_EQ(diffusers_vae_key_to_compvis("encoder.conv_in.weight", 4), "encoder.conv_in.weight");
+  EXPECT_EQ(diffusers_vae_key_to_compvis("encoder.down_blocks.1.resnets.0.conv_shortcut.bias", 4),
+            "encoder.down.1.block.0.nin_shortcut.bias");
+  EXPECT_EQ(diffusers_vae_key_to_compvis("encoder.down_blocks.2.downsamplers.0.conv.weight", 4),
+            "encoder.down.2.downsample.conv.weight");
+  EXPECT_EQ(diffusers_vae_key_to_compvis("encoder.mid_block.attentions.0.query.weight", 4),
+            "encoder.mid.attn_1.q.weight");
+  EXPECT_EQ(diffusers_vae_key_to_compvis("encoder.conv_norm_out.weight", 4),
+            "encoder.norm_out.weight");
+  EXPECT_EQ(diffusers_vae_key_to_compvis("quant_conv.bias", 4), "quant_conv.bias");
+  EXPECT_EQ(diffusers_vae_key_to_compvis("encoder.conv_act.weight", 4), "");
 }
 
 TEST(DiffusionPreview, LatentToRgb) {

@@ -179,21 +179,27 @@ inline std::string unet_key_to_diffusers(const std::string& key) {
 // handled by the caller.
 inline std::string vae_key_to_diffusers(const std::string& key) {
   const auto p = split(key);
-  if (p[0] == "post_quant_conv") return key;
+  if (p[0] == "post_quant_conv" || p[0] == "quant_conv") return key;
+  const std::string& part = p[0];  // decoder or encoder
   if (p[1] == "conv_in" || p[1] == "conv_out") return key;
-  if (p[1] == "norm_out") return "decoder.conv_norm_out." + join(p, 2);
+  if (p[1] == "norm_out") return part + ".conv_norm_out." + join(p, 2);
   auto res = [](const std::string& rest) {
     return rest.rfind("nin_shortcut.", 0) == 0 ? "conv_shortcut" + rest.substr(12) : rest;
   };
   if (p[1] == "mid") {
-    if (p[2] == "block_1") return "decoder.mid_block.resnets.0." + res(join(p, 3));
-    if (p[2] == "block_2") return "decoder.mid_block.resnets.1." + res(join(p, 3));
+    if (p[2] == "block_1") return part + ".mid_block.resnets.0." + res(join(p, 3));
+    if (p[2] == "block_2") return part + ".mid_block.resnets.1." + res(join(p, 3));
     static const std::map<std::string, std::string> kAttn = {{"norm", "group_norm"},
                                                              {"q", "to_q"},
                                                              {"k", "to_k"},
                                                              {"v", "to_v"},
                                                              {"proj_out", "to_out.0"}};
-    return "decoder.mid_block.attentions.0." + kAttn.at(p[3]) + "." + join(p, 4);
+    return part + ".mid_block.attentions.0." + kAttn.at(p[3]) + "." + join(p, 4);
+  }
+  if (part == "encoder") {  // encoder.down.L.{block.J, downsample.conv}: levels in order
+    const std::string blk = "encoder.down_blocks." + p[2] + ".";
+    if (p[3] == "downsample") return blk + "downsamplers.0.conv." + join(p, 5);
+    return blk + "resnets." + p[4] + "." + res(join(p, 5));
   }
   const int64_t level = std::stoll(p[2]);
   const std::string blk = "decoder.up_blocks." + std::to_string(kVaeLevels - 1 - level) + ".";
@@ -221,9 +227,8 @@ inline bool write_diffusers_model(const fs::path& dir, const Tensors& tensors,
       text[name.substr(tp.size())] = t;
     }
   }
-  // An encoder tensor the loader must ignore, as real diffusers VAEs carry the encoder.
-  vae["encoder.conv_in.bias"] = {{4}, {0.f, 1.f, 2.f, 3.f}};
-  vae["quant_conv.bias"] = {{8}, std::vector<float>(8, 0.5f)};
+  // A tensor of the diffusers VAE that no SD 1.x part reads: the loader must ignore it.
+  vae["encoder.conv_act.unused"] = {{4}, {0.f, 1.f, 2.f, 3.f}};
   if (!write_tensors(dir / "unet" / "diffusion_pytorch_model.safetensors", unet)) return false;
   if (!write_text(dir / "unet" / "config.json",
                   "{\"_class_name\": \"UNet2DConditionModel\", \"attention_head_dim\": 2}\n")) {

@@ -335,6 +335,52 @@ TEST(SdScheduler, OutOfOrderStepsAreRejected) {
   EXPECT_EQ(s.step(1, eps.data(), x.data()).code(), ErrorCode::kInvalidArgument);
 }
 
+TEST(SdScheduler, StrengthPicksTheFirstStep) {
+  const NoiseSchedule sched = NoiseSchedule::sd();
+  Sampler s = Sampler::create(sched, SamplerKind::kEuler, SigmaSchedule::kNormal, 20, 2, 0).value();
+  EXPECT_EQ(s.first_step(), 0);
+  ASSERT_TRUE(s.set_strength(0.6).ok());
+  EXPECT_EQ(s.first_step(), 8);  // the last 12 of 20 run
+  ASSERT_TRUE(s.set_strength(1.0).ok());
+  EXPECT_EQ(s.first_step(), 0);
+  ASSERT_TRUE(s.set_strength(0.05).ok());
+  EXPECT_EQ(s.first_step(), 19);  // one step
+  Sampler hundred =
+      Sampler::create(sched, SamplerKind::kEuler, SigmaSchedule::kNormal, 100, 2, 0).value();
+  ASSERT_TRUE(hundred.set_strength(0.29).ok());
+  EXPECT_EQ(hundred.first_step(), 71);  // 29 steps, not float's 28.999...
+  for (double bad : {0.0, -0.1, 1.01, std::nan("")}) {
+    const Status st = s.set_strength(bad);
+    EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument) << bad;
+    EXPECT_NE(st.message().find("outside (0, 1]"), std::string::npos) << st.message();
+  }
+  const Status none = s.set_strength(0.04);
+  EXPECT_EQ(none.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(none.message().find("runs no step"), std::string::npos) << none.message();
+}
+
+TEST(SdScheduler, LateStartRunsFromTheFirstStep) {
+  // DPM++ 2M started at step 3 of 7: the first step run is first order (no history), as
+  // k-diffusion's sampler given the sigmas from there on; earlier steps are refused.
+  const NoiseSchedule sched = NoiseSchedule::sd();
+  Sampler s =
+      Sampler::create(sched, SamplerKind::kDpmpp2m, SigmaSchedule::kKarras, 7, 2, 0).value();
+  ASSERT_TRUE(s.set_strength(4.0 / 7.0).ok());
+  ASSERT_EQ(s.first_step(), 3);
+  std::vector<float> x = {1.0f, -2.0f}, eps = {0.3f, 0.1f};
+  EXPECT_EQ(s.step(0, eps.data(), x.data()).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(s.step(4, eps.data(), x.data()).code(), ErrorCode::kInvalidArgument);
+  const double sg = s.sigma(3), sn = s.sigma(4), h = std::log(sg) - std::log(sn);
+  std::vector<double> want(2);
+  for (int k = 0; k < 2; ++k) {
+    const double d = x[k] - sg * eps[k];
+    want[k] = sn / sg * x[k] - std::expm1(-h) * d;
+  }
+  ASSERT_TRUE(s.step(3, eps.data(), x.data()).ok());
+  for (int k = 0; k < 2; ++k) EXPECT_NEAR(x[k], want[k], 1e-6 * std::abs(want[k]) + 1e-7);
+  EXPECT_TRUE(s.step(4, eps.data(), x.data()).ok());
+}
+
 TEST(SdScheduler, NaNsAreReportedWithTheStep) {
   const NoiseSchedule sched = NoiseSchedule::sd();
   for (SamplerKind kind :
