@@ -1,5 +1,5 @@
-// tessera image: prompt -> image (PNG) through the runtime's image lane (the SD 1.x-compatible
-// engine), with one progress line per denoising step (sigma, ms/step) and a
+// tessera image: prompt (+ init image, mask) -> image (PNG) through the runtime's image lane (the
+// SD 1.x-compatible engine), with one progress line per denoising step (sigma, ms/step) and a
 // timing summary on stderr. Ctrl-C cancels between steps.
 //
 // PNG: 8-bit RGB through the engine's shared encoder (core/png.h, deflate-compressed).
@@ -23,6 +23,7 @@
 #include "core/mapped_file.h"
 #include "core/png.h"
 #include "core/status.h"
+#include "engine/runtime/provenance.h"
 #include "engine/runtime/session.h"
 #include "engine/runtime/user_text.h"
 
@@ -43,8 +44,27 @@ struct ImageCliOptions {
   bool bf16 = false;
   std::string precision = "auto";
   bool no_metadata = false;
+  std::string init;  // image-to-image
+  float strength = runtime::kDefaultImageStrength;
+  std::string mask;  // inpainting
   DeviceCli device;
 };
+
+// A picture the job starts from (PNG, any size), as RGB; errors name the flag and the file.
+Expected<std::shared_ptr<const mesh::TextureImage>> read_picture(const std::string& path,
+                                                                 const char* flag) {
+  auto file = MappedFile::open(path);
+  if (!file.ok()) {
+    return Status(file.status().code(), std::string(flag) + ": " + file.status().message());
+  }
+  auto png = decode_png(file->data(), file->size(), 3, path);
+  if (!png.ok()) return invalid_argument(std::string(flag) + ": " + png.status().message());
+  auto image = std::make_shared<mesh::TextureImage>();
+  image->width = png->width;
+  image->height = png->height;
+  image->rgb = std::move(png->pixels);
+  return std::shared_ptr<const mesh::TextureImage>(std::move(image));
+}
 
 // ---- the command --------------------------------------------------------------------------------
 
@@ -71,7 +91,25 @@ int run_image(const ImageCliOptions& o) {
   if (o.width < 0 || o.height < 0) return fail("--width and --height must be positive");
   auto precision = runtime::parse_precision(o.precision);
   if (!precision.ok()) return fail("--" + precision.status().message());
+  if (!o.mask.empty() && o.init.empty()) {
+    return fail("--mask needs --init (the picture whose white part is repainted)");
+  }
+  if (!o.init.empty() && !(o.strength > 0.0f && o.strength <= 1.0f)) {
+    return fail("--strength " + std::to_string(o.strength) +
+                " is outside (0, 1] (0.3: a light touch, 0.75: the default, 1: repaint fully)");
+  }
   runtime::ImageJobOptions job;
+  if (!o.init.empty()) {
+    auto init = read_picture(o.init, "--init");
+    if (!init.ok()) return fail(init.status().message());
+    job.init_image = *init;
+    job.strength = o.strength;
+  }
+  if (!o.mask.empty()) {
+    auto mask = read_picture(o.mask, "--mask");
+    if (!mask.ok()) return fail(mask.status().message());
+    job.mask = *mask;
+  }
   job.prompt = o.prompt;
   job.negative_prompt = o.negative_prompt;
   auto text_notes = runtime::accept_job_text(&job);
@@ -120,6 +158,7 @@ int run_image(const ImageCliOptions& o) {
     } else if (const auto* r = std::get_if<runtime::ImageEvent>(&event->payload)) {
       image = r->image;
       timings = *r;
+      for (const std::string& note : r->notes) std::fprintf(stderr, "note: %s\n", note.c_str());
     }
     if (event->terminal()) end = std::move(event);
   }
@@ -133,35 +172,37 @@ int run_image(const ImageCliOptions& o) {
   if (image == nullptr) return fail("internal error: the job ended without an image");
   auto png = encode_png(image->rgb.data(), image->width, image->height, 3);
   if (!png.ok()) return fail(png.status().message());
-  // How the image was made, as PNG text (the privacy switch leaves only the Software entry).
-  std::string settings;
-  if (!o.no_metadata) {
-    auto decimal = [](double v) { return std::stod(std::to_string(v)); };
-    nlohmann::json j = {{"tessera", TESSERA_VERSION},
-                        {"prompt", job.prompt},
-                        {"negative_prompt", job.negative_prompt},
-                        {"seed", o.seed},
-                        {"steps", o.steps},
-                        {"guidance", decimal(o.guidance)},
-                        {"sampler", o.sampler},
-                        {"width", image->width},
-                        {"height", image->height},
-                        {"model", runtime::display_path(fs::path(info.path).filename().string())},
-                        {"precision", info.precision}};
-    settings = j.dump();
-  }
-  png = add_png_text(std::move(*png), tessera_png_text(settings));
+  // How the image was made, as PNG text: Tessera's JSON and A1111's "parameters" (the privacy
+  // switch leaves only the Software entry).
+  runtime::ImageProvenance provenance;
+  provenance.job = &job;
+  provenance.width = image->width;
+  provenance.height = image->height;
+  provenance.model_name = fs::path(info.path).filename().string();
+  provenance.precision = info.precision;
+  provenance.init_name = fs::path(o.init).filename().string();
+  provenance.mask_name = fs::path(o.mask).filename().string();
+  png = add_png_text(std::move(*png),
+                     o.no_metadata ? tessera_png_text("") : runtime::image_png_text(provenance));
   if (!png.ok()) return fail(png.status().message());
   if (Status st = write_file_atomic(o.output, png->data(), png->size()); !st.ok()) {
     return fail(st.message());
   }
+  const int run = std::max(1, timings.steps_run);
+  std::string encode;
+  if (job.init_image != nullptr) {
+    char buf[96];
+    std::snprintf(buf, sizeof(buf), ", VAE encode %.1f ms (strength %.2f: %d of %d steps)",
+                  timings.encode_ms, static_cast<double>(o.strength), run, o.steps);
+    encode = buf;
+  }
   std::fprintf(stderr,
-               "%lldx%lld, %d steps (%s, guidance %.2f, seed %llu): text %.1f ms, denoise %.1f ms "
-               "(%.1f ms/step), VAE %.1f ms -> %s\n",
-               static_cast<long long>(image->width), static_cast<long long>(image->height), o.steps,
+               "%lldx%lld, %d steps (%s, guidance %.2f, seed %llu): text %.1f ms%s, denoise %.1f "
+               "ms (%.1f ms/step), VAE %.1f ms -> %s\n",
+               static_cast<long long>(image->width), static_cast<long long>(image->height), run,
                o.sampler.c_str(), static_cast<double>(o.guidance),
-               static_cast<unsigned long long>(o.seed), timings.text_ms, timings.denoise_ms,
-               timings.denoise_ms / o.steps, timings.vae_ms, o.output.c_str());
+               static_cast<unsigned long long>(o.seed), timings.text_ms, encode.c_str(),
+               timings.denoise_ms, timings.denoise_ms / run, timings.vae_ms, o.output.c_str());
   return 0;
 }
 
@@ -190,6 +231,15 @@ void register_image(CLI::App& app, int* exit_code) {
                   "UNet/VAE products: auto (bf16 for SD-size models on AVX-512 BF16 CPUs, else "
                   "f32; f32 on a GPU), f32 or bf16 (on a GPU: the weights' products on the bf16 "
                   "tensor cores, attention's in TF32) (default auto)");
+  cmd->add_option("--init,-i", o->init,
+                  "Image-to-image: start from this PNG (any size: resized to --width/--height, "
+                  "else to its own size rounded to the model's size step)");
+  cmd->add_option("--strength", o->strength,
+                  "Image-to-image: how much of the init image is repainted, in (0, 1]: the last "
+                  "floor(steps x strength) steps run (default 0.75)");
+  cmd->add_option("--mask", o->mask,
+                  "Inpainting (with --init): a PNG whose white part (>= 128) is repainted and "
+                  "black part kept");
   cmd->add_flag("--no-metadata", o->no_metadata,
                 "Write no prompt or settings into the PNG (its text chunks)");
   add_device_options(cmd, &o->device);

@@ -38,5 +38,8 @@ inline constexpr double kDefaultPreviewBudget = 0.1;
 // Images (the diffusion engine).
 inline constexpr int kDefaultImageSteps = 20;
 inline constexpr float kDefaultImageGuidance = 7.5f;
+// Image-to-image: the share of the steps that repaint the init image (stable-diffusion.cpp's
+// default; diffusers uses 0.8).
+inline constexpr float kDefaultImageStrength = 0.75f;
 
 }  // namespace tessera::runtime

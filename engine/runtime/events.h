@@ -54,6 +54,7 @@ inline constexpr const char* kStageCleanup = "cleanup";
 inline constexpr const char* kStageImageText = "image_text";
 inline constexpr const char* kStageDenoise = "denoise";
 inline constexpr const char* kStageVae = "vae";
+inline constexpr const char* kStageVaeEncode = "vae_encode";  // image-to-image's init image
 
 // Whether a shape job replays a recorded decode step (CUDA graphs).
 enum class GraphMode : uint8_t {
@@ -117,6 +118,10 @@ struct ImageEvent {
   std::shared_ptr<const mesh::TextureImage> image;  // never null: RGB8, top row first
   uint64_t seed = 0;
   double text_ms = 0, denoise_ms = 0, vae_ms = 0;
+  double encode_ms = 0;  // the VAE encoder (image-to-image)
+  int steps_run = 0;     // image-to-image runs the last floor(steps x strength)
+  // What the runtime did with the job's pictures ("init image resized from 500x375 to 448x320").
+  std::vector<std::string> notes;
 };
 
 // Texture projection jobs.

@@ -1,5 +1,7 @@
 #include "engine/runtime/provenance.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <type_traits>
@@ -31,6 +33,78 @@ nlohmann::json shape_settings_json(const JobOptions& job, uint64_t seed, int res
   j["tokens"] = job.generation.num_tokens;
   j["model"] = {{"name", display_path(model_name)}, {"gpt_sha256", gpt_sha256}};
   return j;
+}
+
+namespace {
+
+// A float as people write it (0.6, not 0.600000023841858): the shortest of %g's forms that reads
+// back as the same float.
+std::string short_number(float v) {
+  char buf[32];
+  for (int digits = 1; digits <= 9; ++digits) {
+    std::snprintf(buf, sizeof(buf), "%.*g", digits, static_cast<double>(v));
+    if (std::strtof(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+// A1111's names for the samplers (its "Sampler:" field).
+const char* a1111_sampler_name(SamplerKind kind) {
+  switch (kind) {
+    case SamplerKind::kEuler:
+      return "Euler";
+    case SamplerKind::kEulerAncestral:
+      return "Euler a";
+    case SamplerKind::kDpmpp2m:
+      return "DPM++ 2M Karras";
+  }
+  return "Euler";
+}
+
+}  // namespace
+
+nlohmann::json image_settings_json(const ImageProvenance& p) {
+  const ImageJobOptions& job = *p.job;
+  nlohmann::json j = {
+      {"tessera", TESSERA_VERSION},
+      {"prompt", check_user_text("prompt", job.prompt, std::string::npos)->text},
+      {"negative_prompt",
+       check_user_text("negative prompt", job.negative_prompt, std::string::npos)->text},
+      {"seed", job.seed},
+      {"steps", job.steps},
+      {"guidance", std::stod(short_number(job.guidance))},
+      {"sampler", sampler_kind_name(job.sampler)},
+      {"width", p.width},
+      {"height", p.height},
+      {"model", display_path(p.model_name)},
+      {"precision", p.precision}};
+  if (job.init_image != nullptr) {
+    j["init_image"] = display_path(p.init_name);
+    j["strength"] = std::stod(short_number(job.strength));
+    if (job.mask != nullptr) j["mask"] = display_path(p.mask_name);
+  }
+  return j;
+}
+
+std::string a1111_parameters(const ImageProvenance& p) {
+  const ImageJobOptions& job = *p.job;
+  std::string s = check_user_text("prompt", job.prompt, std::string::npos)->text + "\n";
+  const std::string negative =
+      check_user_text("negative prompt", job.negative_prompt, std::string::npos)->text;
+  if (!negative.empty()) s += "Negative prompt: " + negative + "\n";
+  s += "Steps: " + std::to_string(job.steps) + ", Sampler: " + a1111_sampler_name(job.sampler) +
+       ", CFG scale: " + short_number(job.guidance) + ", Seed: " + std::to_string(job.seed) +
+       ", Size: " + std::to_string(p.width) + "x" + std::to_string(p.height) +
+       ", Model: " + display_path(p.model_name);
+  if (job.init_image != nullptr) s += ", Denoising strength: " + short_number(job.strength);
+  s += std::string(", Version: Tessera ") + TESSERA_VERSION;
+  return s;
+}
+
+std::vector<std::pair<std::string, std::string>> image_png_text(const ImageProvenance& p) {
+  return {{"Software", std::string("Tessera ") + TESSERA_VERSION},
+          {"tessera", image_settings_json(p).dump()},
+          {"parameters", a1111_parameters(p)}};
 }
 
 Expected<ModelIdentity> model_identity(const ShapeModelInfo& model) {

@@ -23,6 +23,23 @@ namespace tessera::runtime {
 nlohmann::json shape_settings_json(const JobOptions& job, uint64_t seed, int resolution,
                                    const std::string& model_name, const std::string& gpt_sha256);
 
+// How an image was made, as a front end writes it into the PNG: Tessera's JSON {"tessera",
+// "prompt", "negative_prompt", "seed", "steps", "guidance", "sampler", "width", "height",
+// "model", "precision", and for image-to-image "init_image" (the file's name as given),
+// "strength", "mask"} and A1111's "parameters" text (the convention image tools read: the prompt,
+// "Negative prompt: ..." when there is one, then "Steps: 20, Sampler: Euler, CFG scale: 7.5,
+// Seed: 0, Size: 512x512, Model: name, Denoising strength: 0.6, Version: Tessera x").
+struct ImageProvenance {
+  const ImageJobOptions* job = nullptr;  // not null
+  int64_t width = 0, height = 0;         // the image made
+  std::string model_name, precision;
+  std::string init_name, mask_name;  // "" when the job has none
+};
+nlohmann::json image_settings_json(const ImageProvenance& p);
+std::string a1111_parameters(const ImageProvenance& p);
+// Both as PNG text: Software, "tessera" (the JSON) and "parameters".
+std::vector<std::pair<std::string, std::string>> image_png_text(const ImageProvenance& p);
+
 // The model's identity for the metadata: its folder name and the SHA-256 (hex) of its shape GPT
 // file. Errors: reading the file.
 struct ModelIdentity {

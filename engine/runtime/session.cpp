@@ -1,5 +1,6 @@
 #include "engine/runtime/session.h"
 #include "engine/runtime/engine_types_internal.h"
+#include "engine/runtime/image_inputs.h"
 #include "engine/runtime/models.h"
 #include "engine/runtime/session_internal.h"
 #include "engine/runtime/user_text.h"
@@ -522,11 +523,24 @@ void Session::Impl::run_image_job(uint64_t id, const ImageJobOptions& o,
   if (!scheduler_.wait_image_turn(cancel, on_wait)) {
     return emit(id, lane, CancelledEvent{"cancelled before it started"});
   }
+  auto inputs = prepare_image_inputs(o.width, o.height, o.init_image, o.mask,
+                                     image_->size_multiple(), image_->default_image_size());
+  if (!inputs.ok()) return emit(id, lane, ErrorEvent{inputs.status()});
   diffusion::GenerateRequest request;
   request.prompt = o.prompt;
   request.negative_prompt = o.negative_prompt;
-  request.width = o.width > 0 ? o.width : image_->default_image_size();
-  request.height = o.height > 0 ? o.height : image_->default_image_size();
+  request.width = inputs->width;
+  request.height = inputs->height;
+  diffusion::ImageView init_view, mask_view;
+  if (inputs->init) {
+    init_view = {inputs->init->rgb.data(), inputs->init->width, inputs->init->height, 3};
+    request.init_image = &init_view;
+    request.strength = o.strength;
+  }
+  if (inputs->mask) {
+    mask_view = {inputs->mask->rgb.data(), inputs->mask->width, inputs->mask->height, 3};
+    request.mask = &mask_view;
+  }
   request.steps = o.steps;
   request.guidance_scale = o.guidance;
   request.sampler = to_diffusion(o.sampler);
@@ -564,14 +578,18 @@ void Session::Impl::run_image_job(uint64_t id, const ImageJobOptions& o,
     return emit(id, lane, ErrorEvent{image.status()});
   }
   emit(id, lane, StageEvent{kStageImageText, image->text_ms});
+  if (request.init_image != nullptr) emit(id, lane, StageEvent{kStageVaeEncode, image->encode_ms});
   emit(id, lane, StageEvent{kStageDenoise, image->denoise_ms});
   emit(id, lane, StageEvent{kStageVae, image->vae_ms});
   auto rgb = std::make_shared<mesh::TextureImage>();
   rgb->width = image->width;
   rgb->height = image->height;
   rgb->rgb = std::move(image->rgb);
-  emit(id, lane,
-       ImageEvent{std::move(rgb), o.seed, image->text_ms, image->denoise_ms, image->vae_ms});
+  ImageEvent done{std::move(rgb), o.seed, image->text_ms, image->denoise_ms, image->vae_ms};
+  done.encode_ms = image->encode_ms;
+  done.steps_run = image->steps_run;
+  done.notes = std::move(inputs->notes);
+  emit(id, lane, std::move(done));
   emit(id, lane, DoneEvent{total.elapsed_ms()});
 }
 

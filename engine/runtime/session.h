@@ -182,12 +182,20 @@ Expected<ImagePrecision> parse_precision(const std::string& name);
 
 struct ImageJobOptions {
   std::string prompt;
-  std::string negative_prompt;    // "" = unconditional
-  int64_t width = 0, height = 0;  // pixels; 0: the model's default side
+  std::string negative_prompt;  // "" = unconditional
+  // Pixels; 0: the init image's size rounded down to the model's size step, else the model's
+  // default side (engine/runtime/image_inputs.h has the rules).
+  int64_t width = 0, height = 0;
   int steps = kDefaultImageSteps;
   float guidance = kDefaultImageGuidance;
   SamplerKind sampler = SamplerKind::kEuler;
   uint64_t seed = 0;
+  // Image-to-image: the picture to start from (any size: resized and said) and the share of the
+  // steps that repaint it, in (0, 1].
+  std::shared_ptr<const mesh::TextureImage> init_image;
+  float strength = kDefaultImageStrength;
+  // Inpainting (with init_image): white (>= 128, mean of the channels) = repaint, black = keep.
+  std::shared_ptr<const mesh::TextureImage> mask;
 };
 
 struct TextureJobOptions {

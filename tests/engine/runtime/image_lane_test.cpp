@@ -4,13 +4,16 @@
 // shape parity fixture.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <optional>
 #include <chrono>
 #include <string>
 #include <thread>
 #include <variant>
 #include <vector>
 
+#include "engine/runtime/image_inputs.h"
 #include "engine/runtime/session.h"
 #include "tests/engine/diffusion/pipeline_test_util.h"
 #include "tests/support/fixture_model_dir.h"
@@ -103,6 +106,121 @@ TEST(RuntimeImageLane, CancelBetweenStepsAndBadOptions) {
   EXPECT_NE(e->status.message().find("width"), std::string::npos) << e->status.message();
   EXPECT_TRUE(std::holds_alternative<DoneEvent>(
       session->wait_for(session->submit_image(small_image(2))).payload));
+}
+
+// A picture of `w` x `h` with a left-right ramp (red) and a top-bottom ramp (green).
+std::shared_ptr<const mesh::TextureImage> ramp(int64_t w, int64_t h) {
+  auto image = std::make_shared<mesh::TextureImage>();
+  image->width = w;
+  image->height = h;
+  image->rgb.resize(static_cast<size_t>(w * h * 3));
+  for (int64_t y = 0; y < h; ++y) {
+    for (int64_t x = 0; x < w; ++x) {
+      uint8_t* p = image->rgb.data() + (y * w + x) * 3;
+      p[0] = static_cast<uint8_t>(255 * x / std::max<int64_t>(1, w - 1));
+      p[1] = static_cast<uint8_t>(255 * y / std::max<int64_t>(1, h - 1));
+      p[2] = 90;
+    }
+  }
+  return image;
+}
+
+TEST(RuntimeImageLane, ImageToImageTakesThePicturesSizeAndSaysWhatItResized) {
+  auto session = session_with_image_model();
+  const int64_t step = session->image_model()->size_multiple;
+  ImageJobOptions job = small_image(4);
+  // 37 x 22: rounded down to the size step (36 x 20 with the fixture's 4), resized and said.
+  job.init_image = ramp(37, 22);
+  job.strength = 0.5f;
+  auto mask = std::make_shared<mesh::TextureImage>(*ramp(37, 22));
+  job.mask = mask;
+  std::vector<std::string> stages;
+  std::optional<ImageEvent> done;
+  int steps = 0;
+  const Event end = session->wait_for(session->submit_image(job), [&](const Event& e) {
+    if (const auto* s = std::get_if<ImageStepEvent>(&e.payload)) {
+      EXPECT_EQ(s->steps, 2);  // floor(4 x 0.5)
+      ++steps;
+    } else if (const auto* st = std::get_if<StageEvent>(&e.payload)) {
+      stages.push_back(st->name);
+    } else if (const auto* i = std::get_if<ImageEvent>(&e.payload)) {
+      done = *i;
+    }
+  });
+  ASSERT_TRUE(std::holds_alternative<DoneEvent>(end.payload))
+      << (std::holds_alternative<ErrorEvent>(end.payload)
+              ? std::get<ErrorEvent>(end.payload).status.message()
+              : "");
+  ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(steps, 2);
+  EXPECT_EQ(done->steps_run, 2);
+  EXPECT_EQ(done->image->width, 37 / step * step);
+  EXPECT_EQ(done->image->height, 22 / step * step);
+  ASSERT_EQ(done->notes.size(), 2u);
+  EXPECT_NE(done->notes[0].find("init image resized from 37x22"), std::string::npos)
+      << done->notes[0];
+  EXPECT_NE(done->notes[1].find("mask resized"), std::string::npos) << done->notes[1];
+  EXPECT_EQ(stages,
+            (std::vector<std::string>{kStageImageText, kStageVaeEncode, kStageDenoise, kStageVae}));
+  // A mask without an init image is an Error naming both.
+  ImageJobOptions bad = small_image(2);
+  bad.mask = mask;
+  const Event failed = session->wait_for(session->submit_image(bad));
+  const auto* e = std::get_if<ErrorEvent>(&failed.payload);
+  ASSERT_NE(e, nullptr);
+  EXPECT_NE(e->status.message().find("mask needs an init image"), std::string::npos);
+}
+
+TEST(RuntimeImageInputs, SizesAndResizing) {
+  // No size given and no picture: the model's default side.
+  auto p = prepare_image_inputs(0, 0, nullptr, nullptr, 8, 64);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->width, 64);
+  EXPECT_TRUE(p->notes.empty());
+  // A picture of the right size is shared, not copied.
+  auto exact = ramp(48, 40);
+  p = prepare_image_inputs(0, 0, exact, nullptr, 8, 64);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->init, exact);
+  EXPECT_TRUE(p->notes.empty());
+  // A given size wins over the picture's; a tiny picture still gives one size step.
+  p = prepare_image_inputs(16, 0, ramp(5, 3), nullptr, 8, 64);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->width, 16);
+  EXPECT_EQ(p->height, 8);
+  EXPECT_NE(p->notes[0].find("to 16x8"), std::string::npos);
+  // Bad pictures are named.
+  auto broken = std::make_shared<mesh::TextureImage>();
+  broken->width = 4;
+  broken->height = 4;
+  auto bad = prepare_image_inputs(0, 0, broken, nullptr, 8, 64);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("init image: 4x4"), std::string::npos);
+}
+
+TEST(RuntimeImageInputs, ResizeKeepsRampsAndMasksStayBinary) {
+  // Shrinking by 4 averages each 4 x 4 block; enlarging interpolates; nearest keeps values.
+  mesh::TextureImage blocks;
+  blocks.width = 8;
+  blocks.height = 4;
+  blocks.rgb.assign(8 * 4 * 3, 0);
+  for (int64_t y = 0; y < 4; ++y) {
+    for (int64_t x = 4; x < 8; ++x) std::fill_n(blocks.rgb.begin() + (y * 8 + x) * 3, 3, 200);
+  }
+  const mesh::TextureImage small = resize_image(blocks, 2, 1, false);
+  EXPECT_EQ(small.rgb[0], 0);
+  EXPECT_EQ(small.rgb[3], 200);
+  const mesh::TextureImage half = resize_image(blocks, 3, 1, false);  // 8/3 px per output
+  EXPECT_EQ(half.rgb[0], 0);
+  EXPECT_EQ(half.rgb[3], 100);  // 1.33 px of 0 and 1.33 px of 200 of 2.67
+  EXPECT_EQ(half.rgb[6], 200);
+  const mesh::TextureImage big = resize_image(blocks, 16, 8, false);
+  EXPECT_EQ(big.rgb[0], 0);
+  EXPECT_EQ(big.rgb[(16 - 1) * 3], 200);
+  EXPECT_GT(big.rgb[7 * 3], 0);  // the edge is blended
+  EXPECT_LT(big.rgb[7 * 3], 200);
+  const mesh::TextureImage nearest = resize_image(blocks, 13, 7, true);
+  for (uint8_t v : nearest.rgb) EXPECT_TRUE(v == 0 || v == 200);
 }
 
 TEST(RuntimeImageLane, AnImageWaitsForTheShapeJobOnTheSameDeviceAndResumes) {

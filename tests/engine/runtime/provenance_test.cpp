@@ -129,3 +129,52 @@ TEST(Provenance, SamplingOutOfRangeGivesTheOneMessage) {
 
 }  // namespace
 }  // namespace tessera::runtime
+
+namespace tessera::runtime {
+namespace {
+
+TEST(ImageProvenance, TesseraJsonAndA1111Parameters) {
+  ImageJobOptions job;
+  job.prompt = "a red torus";
+  job.negative_prompt = "blurry";
+  job.steps = 20;
+  job.guidance = 7.5f;
+  job.sampler = SamplerKind::kEulerAncestral;
+  job.seed = 42;
+  ImageProvenance p;
+  p.job = &job;
+  p.width = 512;
+  p.height = 448;
+  p.model_name = "v1-5-pruned-emaonly.safetensors";
+  p.precision = "bf16";
+  EXPECT_EQ(a1111_parameters(p),
+            std::string("a red torus\nNegative prompt: blurry\nSteps: 20, Sampler: Euler a, CFG "
+                        "scale: 7.5, Seed: 42, Size: 512x448, Model: "
+                        "v1-5-pruned-emaonly.safetensors, Version: Tessera ") +
+                TESSERA_VERSION);
+  nlohmann::json j = image_settings_json(p);
+  EXPECT_EQ(j["sampler"], "euler_a");
+  EXPECT_EQ(j["guidance"], 7.5);
+  EXPECT_FALSE(j.contains("strength"));
+  // Image-to-image: the strength as written (0.6, not 0.600000023841858) and the file names.
+  auto picture = std::make_shared<mesh::TextureImage>();
+  job.init_image = picture;
+  job.mask = picture;
+  job.strength = 0.6f;
+  job.negative_prompt.clear();
+  p.init_name = "photo.png";
+  p.mask_name = "mask.png";
+  const std::string a = a1111_parameters(p);
+  EXPECT_EQ(a.find("Negative prompt"), std::string::npos) << a;
+  EXPECT_NE(a.find(", Denoising strength: 0.6,"), std::string::npos) << a;
+  j = image_settings_json(p);
+  EXPECT_EQ(j["strength"], 0.6);
+  EXPECT_EQ(j["init_image"], "photo.png");
+  EXPECT_EQ(j["mask"], "mask.png");
+  const auto text = image_png_text(p);
+  ASSERT_EQ(text.size(), 3u);
+  EXPECT_EQ(text[2].first, "parameters");
+}
+
+}  // namespace
+}  // namespace tessera::runtime

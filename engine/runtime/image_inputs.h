@@ -1,0 +1,42 @@
+// The product's rules for the pictures an image job starts from (image-to-image's init image and
+// inpainting's mask), applied once here for every front end (CLI, studio, server, batch):
+// - the image size: the job's width / height where given, else the init image's size rounded down
+//   to the model's size multiple (an SD user's img2img keeps the picture's size), else the model's
+//   default side;
+// - an init image or mask of another size is resized to it (the image with an area average when
+//   shrinking and bilinear when enlarging, the mask nearest-neighbour so it stays black and white),
+//   and a note says so: resized and said, never refused;
+// - a mask is read as the mean of its channels, >= 128 = repaint (white), below = keep.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/mesh/mesh.h"
+
+namespace tessera::runtime {
+
+struct PreparedImageInputs {
+  int64_t width = 0, height = 0;  // the image to make
+  // The init image and the mask at that size (null when the job has none); shared with the job
+  // when no resize was needed.
+  std::shared_ptr<const mesh::TextureImage> init, mask;
+  std::vector<std::string> notes;  // what was done to them ("init image resized from ...")
+};
+
+// `width` / `height`: the job's (0: not given). `multiple`: the model's size multiple; `side`: its
+// default side. Errors (kInvalidArgument): an empty or inconsistent picture ("init image: 0x0"),
+// a mask without an init image.
+Expected<PreparedImageInputs> prepare_image_inputs(
+    int64_t width, int64_t height, const std::shared_ptr<const mesh::TextureImage>& init,
+    const std::shared_ptr<const mesh::TextureImage>& mask, int64_t multiple, int64_t side);
+
+// `image` at w x h: area average when shrinking an axis, bilinear (pixel centres aligned) when
+// enlarging it; `nearest`: nearest neighbour on both axes.
+mesh::TextureImage resize_image(const mesh::TextureImage& image, int64_t w, int64_t h,
+                                bool nearest);
+
+}  // namespace tessera::runtime
