@@ -45,6 +45,8 @@ CONTEXT_LEN = 77
 # Image-to-image: 5 steps at strength 0.6 run the last 3. Inpainting: 3 steps at strength 1.
 I2I_STEPS, I2I_STRENGTH = 5, 0.6
 INPAINT_STEPS = 3
+# LCM image-to-image: 2 steps at strength 0.5 (timesteps 499, 259), guidance 1 (one UNet pass).
+LCM_STEPS, LCM_STRENGTH = 2, 0.5
 
 
 def init_image(size):
@@ -99,6 +101,8 @@ same prompt, guidance, seed and noise):
 | `inpaint.latents`, `inpaint.image` | | inpainting with the mask, this UNet, {inpaint_steps} steps, strength 1 |
 | `inpaint9.conv_in` | [32,9,3,3] | conv_in of an inpainting UNet (the UNet's other weights unchanged) |
 | `inpaint9.latents`, `inpaint9.image` | | the same inpainting run with that UNet |
+| `lcm.timesteps` | [{lcm_steps}] | LCM image-to-image: {lcm_steps} steps at strength {lcm_strength}, guidance 1 |
+| `lcm.latents`, `lcm.image` | | its final latents (noise per step: NoiseRng({seed}) stream i + 1) and image |
 """
 
 
@@ -196,6 +200,8 @@ def main():
     _, wide_latents, wide_image = pipe.sample_euler_image(context, noise, INPAINT_STEPS, GUIDANCE, rgb, 1.0,
                                                           mask)
     unet.input_blocks[0][0] = conv_in
+    lcm_t, lcm_latents, lcm_image = pipe.sample_lcm_image(context, noise, LCM_STEPS, 1.0, SEED, rgb, LCM_STRENGTH)
+    out.update({"lcm.timesteps": nd(lcm_t), "lcm.latents": nd(lcm_latents), "lcm.image": nd(lcm_image)})
     out.update({"i2i.rgb": rgb.astype(np.float32), "i2i.mask": mask.astype(np.float32),
                 "i2i.init_latents": nd(pipe.encode_image(rgb)),
                 "i2i.first": np.asarray([first], np.float32), "i2i.image": nd(i2i_image),
@@ -213,7 +219,8 @@ def main():
         f.write(README.format(width=cfg.width, layers=cfg.n_layer, bos=bos, eos=eos, prompt=PROMPT,
                               guidance=GUIDANCE, steps=STEPS, steps1=STEPS + 1, last=STEPS - 1,
                               seed=SEED, size=SIZE, lat=lat, i2i_steps=I2I_STEPS,
-                              i2i_strength=I2I_STRENGTH, inpaint_steps=INPAINT_STEPS))
+                              i2i_strength=I2I_STRENGTH, inpaint_steps=INPAINT_STEPS,
+                              lcm_steps=LCM_STEPS, lcm_strength=LCM_STRENGTH))
     print(f"prompt ids {rows[1][:8]}...; latents |max| {np.abs(latents[-1]).max():.3f}, "
           f"image |max| {np.abs(image).max():.3f}; {total} bytes")
 

@@ -14,6 +14,9 @@ JSON object; every value is a list of numbers (or a string for "_about"):
   `euler_normal_7`, `euler_ancestral_normal_7` (noise per step from `euler_ancestral_noise`,
   [7 * 16] N(0, 1)), `dpmpp_2m_karras_7`, `dpmpp_2m_karras_20`, `dpmpp_2m_normal_7`;
   `toy_a`, `toy_b`: A and B.
+- LCM: `lcm_N_t` (N = 1, 2, 4, 6, 8) and `lcm_4_s05_t` (strength 0.5) the integer timesteps;
+  `lcm_x0` (N(0, 1) * sigma at timestep 999) and `lcm_4` (the trajectory, x in the k-diffusion scaling
+  after each step, noise per step from `lcm_noise` [4 * 16]; the toy model gets the integer t).
 
 Usage: /usr/bin/python3 tools/make_scheduler_fixtures.py [--out FILE]   (well under a second;
 deterministic: two runs give identical bytes)
@@ -75,6 +78,15 @@ def main():
                       ("normal_7", sched.normal(7))):
         out[f"dpmpp_2m_{name}"] = floats(sd_sampler.sample_dpmpp_2m(toy_model, sched, x0, sig))
 
+    for n in (1, 2, 4, 6, 8):
+        out[f"lcm_{n}_t"] = floats(sd_sampler.lcm_timesteps(n))
+    out["lcm_4_s05_t"] = floats(sd_sampler.lcm_timesteps(4, 0.5))
+    ts = sd_sampler.lcm_timesteps(4)
+    lcm_x0 = rng.standard_normal(N) * sched.sigmas[ts[0]]
+    lcm_noise = rng.standard_normal((4, N))
+    out["lcm_x0"] = floats(lcm_x0)
+    out["lcm_noise"] = floats(lcm_noise)
+    out["lcm_4"] = floats(sd_sampler.sample_lcm(toy_model, sched, lcm_x0, ts, lcm_noise))
     lines = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in out.items()]
     text = "{\n" + ",\n".join(lines) + "\n}\n"
     with open(args.out, "w") as f:

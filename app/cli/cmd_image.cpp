@@ -222,7 +222,9 @@ void register_image(CLI::App& app, int* exit_code) {
   cmd->add_option("--steps", o->steps, "Denoising steps (default 20)");
   cmd->add_option("--guidance,-g", o->guidance,
                   "Classifier-free guidance scale; 1: no guidance, one UNet pass (default 7.5)");
-  cmd->add_option("--sampler", o->sampler, "euler, euler_a or dpmpp_2m (Karras) (default euler)");
+  cmd->add_option("--sampler", o->sampler,
+                  "euler, euler_a, dpmpp_2m (Karras) or lcm (4-8 steps, guidance 1, for "
+                  "LCM-distilled weights) (default euler)");
   cmd->add_option("--seed", o->seed, "Noise seed (default 0)");
   cmd->add_option("--width,-W", o->width, "Image width in pixels (default: the model's)");
   cmd->add_option("--height,-H", o->height, "Image height in pixels (default: the model's)");

@@ -169,8 +169,37 @@ const char* sampler_kind_name(SamplerKind k) {
       return "euler_a";
     case SamplerKind::kDpmpp2m:
       return "dpmpp_2m";
+    case SamplerKind::kLcm:
+      return "lcm";
   }
   return "?";
+}
+
+Expected<std::vector<int>> lcm_timesteps(int steps, double strength, int train_steps) {
+  if (!(strength > 0.0 && strength <= 1.0)) {
+    return invalid_argument("strength " + std::to_string(strength) + " is outside (0, 1]");
+  }
+  const int kept = static_cast<int>(std::floor(kLcmOriginalSteps * strength + 1e-9));
+  if (steps < 1 || steps > kept) {
+    return invalid_argument(
+        "LCM steps " + std::to_string(steps) + " is outside [1, " + std::to_string(kept) + "] (" +
+        std::to_string(kept) + " timesteps of its " + std::to_string(kLcmOriginalSteps) +
+        (strength < 1.0 ? " at strength " + std::to_string(strength) : "") + "; 4 is typical)");
+  }
+  const int k = train_steps / kLcmOriginalSteps;
+  std::vector<int> t(static_cast<size_t>(steps));
+  for (int i = 0; i < steps; ++i) {
+    // floor(linspace(0, kept, steps, endpoint=False)[i]) = floor(i * kept / steps); the origin
+    // reversed: entry j is (kept - j) * k - 1.
+    const int j = static_cast<int>((static_cast<int64_t>(i) * kept) / steps);
+    t[static_cast<size_t>(i)] = (kept - j) * k - 1;
+  }
+  return t;
+}
+
+LcmScalings lcm_scalings(double timestep) {
+  const double u = 10.0 * timestep, d2 = 0.25;
+  return {d2 / (u * u + d2), u / std::sqrt(u * u + d2)};
 }
 
 AncestralStep ancestral_step(double sigma, double sigma_next, double eta) {
@@ -192,13 +221,17 @@ Expected<Sampler> Sampler::create(const NoiseSchedule& sched, SamplerKind kind,
   s.steps_ = steps;
   s.n_ = n;
   s.rng_ = NoiseRng(seed);
+  s.sched_ = sched;
   s.sigmas_ = std::move(sigmas);
   s.timesteps_.resize(static_cast<size_t>(steps));
   for (int i = 0; i < steps; ++i) {
     s.timesteps_[static_cast<size_t>(i)] = sched.sigma_to_t(s.sigmas_[static_cast<size_t>(i)]);
   }
+  if (kind == SamplerKind::kLcm) TESSERA_RETURN_IF_ERROR(s.use_lcm_schedule(1.0));
   if (kind == SamplerKind::kDpmpp2m) s.prev_denoised_.resize(static_cast<size_t>(n));
-  if (kind == SamplerKind::kEulerAncestral) s.noise_.resize(static_cast<size_t>(n));
+  if (kind == SamplerKind::kEulerAncestral || kind == SamplerKind::kLcm) {
+    s.noise_.resize(static_cast<size_t>(n));
+  }
   return s;
 }
 
@@ -220,13 +253,32 @@ Status Sampler::check_finite(int i, const float* v, const char* what) const {
 }
 
 Status Sampler::step(int i, const float* eps, float* x) {
-  if (kind_ == SamplerKind::kEulerAncestral && i >= 0 && i < steps_) {
+  if ((kind_ == SamplerKind::kEulerAncestral || kind_ == SamplerKind::kLcm) && i >= 0 &&
+      i < steps_) {
     rng_.fill(static_cast<uint64_t>(i) + 1, noise_.data(), n_);
   }
   return step_with_noise(i, eps, noise_.data(), x);
 }
 
+Status Sampler::use_lcm_schedule(double strength) {
+  TESSERA_ASSIGN_OR_RETURN(std::vector<int> t,
+                           lcm_timesteps(steps_, strength, sched_.train_steps()));
+  for (int i = 0; i < steps_; ++i) {
+    timesteps_[static_cast<size_t>(i)] = t[static_cast<size_t>(i)];
+    sigmas_[static_cast<size_t>(i)] =
+        sched_.sigmas()[static_cast<size_t>(t[static_cast<size_t>(i)])];
+  }
+  sigmas_[static_cast<size_t>(steps_)] = 0.0;
+  return Status::ok_status();
+}
+
 Status Sampler::set_strength(double strength) {
+  if (kind_ == SamplerKind::kLcm && strength > 0.0 && strength <= 1.0) {
+    TESSERA_RETURN_IF_ERROR(use_lcm_schedule(strength));
+    first_step_ = 0;
+    next_step_ = 0;
+    return Status::ok_status();
+  }
   if (!(strength > 0.0 && strength <= 1.0)) {
     return invalid_argument("strength " + std::to_string(strength) +
                             " is outside (0, 1] (the share of the steps that repaint the init "
@@ -272,6 +324,20 @@ Status Sampler::step_with_noise(int i, const float* eps, const float* noise, flo
       for (int64_t k = 0; k < n_; ++k) {
         double v = x[k] + eps[k] * dt;
         if (sn > 0) v += noise[k] * a.sigma_up;
+        x[k] = static_cast<float>(v);
+      }
+      break;
+    }
+    case SamplerKind::kLcm: {
+      if (noise == nullptr) return invalid_argument("sampler: lcm step without noise");
+      // In the k-diffusion scaling x = x_t / sqrt(abar): x0 = x - s eps, x_t = x / sqrt(1 + s^2),
+      // and the next x = denoised + s_next * noise (x_t' / sqrt(abar') of the DDPM form).
+      const LcmScalings c = lcm_scalings(timestep(i));
+      const double root_abar = 1.0 / std::sqrt(1.0 + s * s);
+      for (int64_t k = 0; k < n_; ++k) {
+        const double x0 = x[k] - s * static_cast<double>(eps[k]);
+        double v = c.c_out * x0 + c.c_skip * root_abar * x[k];
+        if (sn > 0) v += sn * static_cast<double>(noise[k]);
         x[k] = static_cast<float>(v);
       }
       break;

@@ -108,8 +108,28 @@ enum class SamplerKind {
   kEuler,           // first order, deterministic
   kEulerAncestral,  // Euler to sigma_down, then fresh noise * sigma_up (eta = 1)
   kDpmpp2m,         // DPM-Solver++(2M): second-order multistep with the previous prediction
+  // Latent consistency (Luo et al. 2023; diffusers' LCMScheduler with its defaults): its own
+  // integer timesteps (lcm_timesteps; the SigmaSchedule is not used), per step the consistency
+  // prediction denoised = c_out x0 + c_skip x_t, then fresh noise at the next step's level. For
+  // LCM-distilled weights (an LCM-LoRA): 2-8 steps, guidance 1-2.
+  kLcm,
 };
-const char* sampler_kind_name(SamplerKind k);  // "euler", "euler_a", "dpmpp_2m"
+const char* sampler_kind_name(SamplerKind k);  // "euler", "euler_a", "dpmpp_2m", "lcm"
+
+// LCM's schedule: the origin timesteps k - 1, 2k - 1, ..., (k = train_steps / kLcmOriginalSteps)
+// of which the first floor(kLcmOriginalSteps * strength) are kept (image-to-image keeps the low
+// noise end), reversed, at indices floor(i * L / steps) (L kept): 4 steps give 999, 759, 499,
+// 259. Errors (kInvalidArgument): steps < 1, strength outside (0, 1], or more steps than the L
+// timesteps kept.
+inline constexpr int kLcmOriginalSteps = 50;
+Expected<std::vector<int>> lcm_timesteps(int steps, double strength = 1.0,
+                                         int train_steps = kSdTrainSteps);
+// LCM's boundary scalings at timestep t (sigma_data 0.5, timestep scaling 10):
+// c_skip = 0.25 / (u^2 + 0.25), c_out = u / sqrt(u^2 + 0.25), u = 10 t.
+struct LcmScalings {
+  double c_skip = 0, c_out = 0;
+};
+LcmScalings lcm_scalings(double timestep);
 
 // Euler ancestral's split of a step sigma -> sigma_next (eta 1): the deterministic part goes to
 // sigma_down, noise of std sigma_up is added; sigma_down^2 + sigma_up^2 = sigma_next^2. Both 0
@@ -130,7 +150,8 @@ class Sampler {
 
   SamplerKind kind() const { return kind_; }
   int steps() const { return steps_; }
-  // Image-to-image: the run starts at step first_step() (diffusers' img2img rule): of the
+  // Image-to-image: the run starts at step first_step() (diffusers' img2img rule; LCM instead
+  // keeps every step over a schedule truncated to its low-noise end, lcm_timesteps): of the
   // `steps`-step schedule the last floor(steps * strength) steps run (the product taken with a
   // 1e-9 margin, so that 0.29 x 100 runs 29, not float's 28), from the init latents noised
   // to sigma(first_step()). Errors (kInvalidArgument, naming the strength): strength outside
@@ -150,18 +171,20 @@ class Sampler {
   // epsilon for x * input_scale(sigma(i)) at timestep(i); x (size() floats) is updated in place.
   // Steps run in order first_step(), first_step() + 1, ...; the first step may be called again to
   // restart (DPM++ 2M forgets its history).
-  // Euler ancestral draws its noise from the seed (stream i + 1).
+  // Euler ancestral and LCM draw their noise from the seed (stream i + 1).
   // Errors: kInvalidArgument for i out of order or out of range; kCorruptData when eps or the
   // updated latents hold a NaN or an infinity ("step 4 of 20 (sigma 1.86): model output has NaN
   // at element 123"); x is then unspecified and the run must restart at step 0.
   Status step(int i, const float* eps, float* x);
-  // Step i with the ancestral noise supplied by the caller (size() floats of N(0, 1); Euler
-  // ancestral only, ignored by the others): for parity with another RNG (tests, PyTorch).
+  // Step i with the noise supplied by the caller (size() floats of N(0, 1); Euler ancestral and
+  // LCM, ignored by the others): for parity with another RNG (tests, PyTorch).
   Status step_with_noise(int i, const float* eps, const float* noise, float* x);
 
  private:
   Sampler() = default;
   Status check_finite(int i, const float* v, const char* what) const;
+  // LCM: the timesteps and sigmas of lcm_timesteps(steps, strength).
+  Status use_lcm_schedule(double strength);
 
   SamplerKind kind_ = SamplerKind::kEuler;
   int steps_ = 0;
@@ -171,7 +194,8 @@ class Sampler {
   NoiseRng rng_{0};
   std::vector<double> sigmas_, timesteps_;
   std::vector<float> prev_denoised_;  // DPM++ 2M: the previous step's prediction of x0
-  std::vector<float> noise_;          // Euler ancestral: this step's noise
+  std::vector<float> noise_;          // Euler ancestral, LCM: this step's noise
+  NoiseSchedule sched_;               // LCM: to rebuild its schedule for a strength
 };
 
 }  // namespace tessera::diffusion

@@ -63,6 +63,8 @@ inline diffusion::SamplerKind to_diffusion(SamplerKind kind) {
       return diffusion::SamplerKind::kEulerAncestral;
     case SamplerKind::kDpmpp2m:
       return diffusion::SamplerKind::kDpmpp2m;
+    case SamplerKind::kLcm:
+      return diffusion::SamplerKind::kLcm;
   }
   return diffusion::SamplerKind::kEuler;
 }

@@ -57,6 +57,8 @@ const char* a1111_sampler_name(SamplerKind kind) {
       return "Euler a";
     case SamplerKind::kDpmpp2m:
       return "DPM++ 2M Karras";
+    case SamplerKind::kLcm:
+      return "LCM";
   }
   return "Euler";
 }

@@ -66,7 +66,7 @@ Expected<SamplerKind> parse_sampler(const std::string& name) {
   for (SamplerKind kind : kImageSamplers) {
     if (name == sampler_kind_name(kind)) return kind;
   }
-  return invalid_argument("sampler '" + name + "': expected euler, euler_a or dpmpp_2m");
+  return invalid_argument("sampler '" + name + "': expected euler, euler_a, dpmpp_2m or lcm");
 }
 
 Expected<ImagePrecision> parse_precision(const std::string& name) {

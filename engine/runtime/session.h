@@ -91,10 +91,12 @@ Expected<int> resolution_base(int resolution);
 int64_t tokens_to_generate(int64_t requested, int64_t num_latents);
 
 // The image engine's samplers.
-enum class SamplerKind { kEuler, kEulerAncestral, kDpmpp2m };
+// kLcm: latent consistency sampling (4-8 steps, guidance 1-2) for LCM-distilled weights (an
+// LCM-LoRA); on other weights it gives blurred images.
+enum class SamplerKind { kEuler, kEulerAncestral, kDpmpp2m, kLcm };
 inline constexpr SamplerKind kImageSamplers[] = {SamplerKind::kEuler, SamplerKind::kEulerAncestral,
-                                                 SamplerKind::kDpmpp2m};
-const char* sampler_kind_name(SamplerKind kind);  // "euler", "euler_a", "dpmpp_2m"
+                                                 SamplerKind::kDpmpp2m, SamplerKind::kLcm};
+const char* sampler_kind_name(SamplerKind kind);  // "euler", "euler_a", "dpmpp_2m", "lcm"
 Expected<SamplerKind> parse_sampler(const std::string& name);
 
 // The image engine's arithmetic. kAuto: bf16 for SD-size UNets where the CPU computes in bf16,

@@ -161,3 +161,28 @@ class Pipeline:
         self.extra = None
         image = self.vae(torch.from_numpy(x)).numpy()
         return first, latents, image
+
+    @torch.no_grad()
+    def sample_lcm_image(self, context, noise, steps, guidance, seed, rgb_u8, strength):
+        """LCM image-to-image (sd_sampler.sample_lcm's DDPM form with this UNet): timesteps
+        lcm_timesteps(steps, strength), start init + sigma_t0 * noise, fresh noise per step i from
+        NoiseRng(seed) stream i + 1 (NHWC order, as the engine). Returns the final latents and image."""
+        init = self.encode_image(rgb_u8)
+        ts = sd_sampler.lcm_timesteps(steps, strength)
+        sig = self.sched.sigmas
+        x = (init.astype(np.float64) + noise.astype(np.float64) * sig[ts[0]]).astype(np.float32)
+        shape = x.shape
+        noises = [noise_rng(seed, i + 1, x.size).reshape(shape[0], shape[2], shape[3], shape[1])
+                  .transpose(0, 3, 1, 2) for i in range(steps)]
+
+        def model(x_t, t):
+            x_in = torch.from_numpy(np.asarray(x_t, np.float32))
+            if guidance == 1.0:
+                return self.unet(x_in, torch.tensor([t], dtype=torch.float32), context[1:2]).numpy()
+            out = self.unet(x_in.repeat(2, 1, 1, 1), torch.tensor([t, t], dtype=torch.float32), context).numpy()
+            u, c = out[0:1], out[1:2]
+            return (u + np.float32(guidance) * (c - u)).astype(np.float32)
+
+        traj = sd_sampler.sample_lcm(model, self.sched, x.astype(np.float64), ts, noises)
+        x = traj[-1].astype(np.float32)
+        return ts, x, self.vae(torch.from_numpy(x)).numpy()

@@ -136,3 +136,51 @@ def sample_dpmpp_2m(model, sched, x, sigmas):
         old = den
         traj.append(x.copy())
     return traj
+
+
+# ---- LCM (latent consistency models; diffusers LCMScheduler, defaults) ----------------------------------
+
+LCM_ORIGINAL_STEPS = 50
+LCM_TIMESTEP_SCALING = 10.0
+LCM_SIGMA_DATA = 0.5
+
+
+def lcm_timesteps(n, strength=1.0, train_steps=TRAIN_STEPS, original=LCM_ORIGINAL_STEPS):
+    """The n integer timesteps of an LCM run: the origin schedule k, 2k, ... (k = train_steps // original)
+    minus 1, its first int(original * strength) entries (image-to-image keeps the low-noise end), reversed,
+    at indices floor(linspace(0, L, n, endpoint=False))."""
+    k = train_steps // original
+    origin = (np.arange(1, int(np.floor(original * strength + 1e-9)) + 1) * k - 1)[::-1]
+    idx = np.floor(np.linspace(0, len(origin), n, endpoint=False)).astype(np.int64)
+    return [int(origin[i]) for i in idx]
+
+
+def lcm_boundary(t):
+    """(c_skip, c_out) of the consistency parametrisation at timestep t."""
+    u = LCM_TIMESTEP_SCALING * t
+    return LCM_SIGMA_DATA ** 2 / (u * u + LCM_SIGMA_DATA ** 2), u / np.sqrt(u * u + LCM_SIGMA_DATA ** 2)
+
+
+def sample_lcm(model, sched, x, timesteps, noises):
+    """LCM in diffusers' DDPM form (x_t = sqrt(abar) x0 + sqrt(1 - abar) eps; the model sees x_t), started
+    and reported in the k-diffusion scaling the other samplers use (x_kd = x_t / sqrt(abar), so x_kd * c_in
+    = x_t): per step x0 = (x_t - sqrt(1 - abar) eps) / sqrt(abar), denoised = c_out x0 + c_skip x_t, then
+    x_t' = sqrt(abar') denoised + sqrt(1 - abar') noise (the last step returns denoised). model(x_in, t)
+    is called with the integer timestep."""
+    abar = 1.0 / (1.0 + sched.sigmas ** 2)
+    x_t = x * np.sqrt(abar[timesteps[0]])
+    traj = []
+    for i, t in enumerate(timesteps):
+        a = abar[t]
+        eps = model(x_t, float(t))
+        x0 = (x_t - np.sqrt(1.0 - a) * eps) / np.sqrt(a)
+        c_skip, c_out = lcm_boundary(t)
+        den = c_out * x0 + c_skip * x_t
+        if i + 1 < len(timesteps):
+            an = abar[timesteps[i + 1]]
+            x_t = np.sqrt(an) * den + np.sqrt(1.0 - an) * noises[i]
+            traj.append(x_t / np.sqrt(an))
+        else:
+            x_t = den
+            traj.append(den.copy())
+    return traj

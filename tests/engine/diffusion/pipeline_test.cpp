@@ -345,6 +345,28 @@ TEST_F(DiffusionPipeline, InpaintingUNetMatchesPyTorchReference) {
   EXPECT_TRUE(t2i.ok()) << t2i.status().message();
 }
 
+TEST_F(DiffusionPipeline, LcmImageToImageMatchesPyTorchReference) {
+  // LCM, 2 steps at strength 0.5 (timesteps 499, 259), guidance 1: one UNet pass per step, the
+  // per-step noise from the seed's streams 1 and 2.
+  auto model = load_compvis();
+  ASSERT_NE(model, nullptr);
+  GenerateRequest r = fixture_request();
+  r.steps = 2;
+  r.strength = 0.5f;
+  r.guidance_scale = 1.0f;
+  r.sampler = SamplerKind::kLcm;
+  std::vector<std::vector<float>> latents;
+  auto image = run_image_request(*model, r, false, &latents);
+  ASSERT_TRUE(image.ok()) << image.status().message();
+  EXPECT_EQ(image->steps_run, 2);
+  const std::vector<float> t = expected("lcm.timesteps");
+  EXPECT_EQ(t, (std::vector<float>{499, 259}));
+  ASSERT_EQ(latents.size(), 2u);
+  EXPECT_TRUE(
+      close_rel(latents.back(), to_nhwc(expected("lcm.latents"), 1, 4, kLatent, kLatent), 1e-4));
+  EXPECT_TRUE(close_rel(image->decoded, to_nhwc(expected("lcm.image"), 1, 3, kSize, kSize), 1e-4));
+}
+
 TEST_F(DiffusionPipeline, BadImageInputsAreNamed) {
   auto model = load_compvis();
   ASSERT_NE(model, nullptr);

@@ -161,9 +161,10 @@ TEST(SdScheduler, AncestralStepSplitsTheVariance) {
 // Runs a sampler on the fixture's toy model eps = A * x_in + B * t / 1000 and returns x after every
 // step, flattened.
 std::vector<float> toy_trajectory(SamplerKind kind, SigmaSchedule schedule, int steps,
-                                  const std::vector<double>* noise) {
+                                  const std::vector<double>* noise,
+                                  const std::string& start = "x0") {
   const NoiseSchedule sched = NoiseSchedule::sd();
-  const std::vector<float> x0 = as_float(fx("x0"));
+  const std::vector<float> x0 = as_float(fx(start));
   const auto n = static_cast<int64_t>(x0.size());
   const double a = fx("toy_a").at(0), b = fx("toy_b").at(0);
   Sampler s = Sampler::create(sched, kind, schedule, steps, n, 1).value();
@@ -186,6 +187,47 @@ std::vector<float> toy_trajectory(SamplerKind kind, SigmaSchedule schedule, int 
     traj.insert(traj.end(), x.begin(), x.end());
   }
   return traj;
+}
+
+TEST(SdScheduler, LcmTimestepsMatchReference) {
+  for (int n : {1, 2, 4, 6, 8}) {
+    const std::vector<int> t = lcm_timesteps(n).value();
+    EXPECT_EQ(std::vector<double>(t.begin(), t.end()), fx("lcm_" + std::to_string(n) + "_t")) << n;
+  }
+  const std::vector<int> half = lcm_timesteps(4, 0.5).value();
+  EXPECT_EQ(std::vector<double>(half.begin(), half.end()), fx("lcm_4_s05_t"));
+  // The spec's worked values: 4 steps 999, 759, 499, 259; c_skip 6.9e-6 and c_out ~1 at t 19.
+  EXPECT_EQ(lcm_timesteps(4).value(), (std::vector<int>{999, 759, 499, 259}));
+  EXPECT_NEAR(lcm_scalings(19).c_skip, 6.925e-6, 1e-8);
+  EXPECT_NEAR(lcm_scalings(19).c_out, 0.999997, 1e-6);
+  EXPECT_EQ(lcm_timesteps(0).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(lcm_timesteps(51).status().code(), ErrorCode::kInvalidArgument);
+  const Status st = lcm_timesteps(26, 0.5).status();
+  EXPECT_NE(st.message().find("outside [1, 25]"), std::string::npos) << st.message();
+}
+
+TEST(SdScheduler, LcmTrajectoryMatchesReference) {
+  // The engine's k-diffusion form of LCM against diffusers' DDPM form in the reference.
+  const std::vector<double>& noise = fx("lcm_noise");
+  ASSERT_EQ(noise.size(), 4u * fx("lcm_x0").size());
+  EXPECT_TRUE(
+      close_rel(toy_trajectory(SamplerKind::kLcm, SigmaSchedule::kNormal, 4, &noise, "lcm_x0"),
+                as_float(fx("lcm_4")), 1e-5));
+  Sampler s =
+      Sampler::create(NoiseSchedule::sd(), SamplerKind::kLcm, SigmaSchedule::kKarras, 4, 2, 0)
+          .value();
+  EXPECT_EQ(s.timestep(1), 759.0);
+  EXPECT_DOUBLE_EQ(s.sigma(0), NoiseSchedule::sd().sigmas()[999]);
+  EXPECT_EQ(s.sigma(4), 0.0);
+  // Image-to-image keeps every step over the low-noise half.
+  ASSERT_TRUE(s.set_strength(0.5).ok());
+  EXPECT_EQ(s.first_step(), 0);
+  EXPECT_EQ(s.timestep(0), 499.0);
+  EXPECT_EQ(
+      Sampler::create(NoiseSchedule::sd(), SamplerKind::kLcm, SigmaSchedule::kNormal, 60, 2, 0)
+          .status()
+          .code(),
+      ErrorCode::kInvalidArgument);
 }
 
 TEST(SdScheduler, EulerTrajectoryMatchesReference) {
