@@ -99,6 +99,17 @@ int main(int argc, char** argv) {
                                          "--image).");
   const QCommandLineOption image_steps("image-steps", "Denoising steps of the concept image.", "n");
   const QCommandLineOption image_seed("image-seed", "Seed of the concept image (default 0).", "n");
+  const QCommandLineOption image_from_viewport(
+      "image-from-viewport",
+      "Image-to-image from the finished mesh as the viewport shows it (implies --image).");
+  const QCommandLineOption image_init("image-init",
+                                      "Image-to-image from this PNG (implies --image).", "png");
+  const QCommandLineOption image_strength(
+      "image-strength", "Image-to-image: the share of the steps that repaint, in (0, 1].", "s");
+  const QCommandLineOption image_mask("image-mask",
+                                      "Inpainting mask PNG (white = repaint) with --image-init or "
+                                      "--image-from-viewport.",
+                                      "png");
   const QCommandLineOption device("device",
                                   "Where the shape and diffusion engines run: cpu (default), cuda "
                                   "(an NVIDIA GPU; the models fail to load with the reason when "
@@ -140,6 +151,10 @@ int main(int argc, char** argv) {
                      apply_texture,
                      image_steps,
                      image_seed,
+                     image_from_viewport,
+                     image_init,
+                     image_strength,
+                     image_mask,
                      device,
                      weights,
                      threads});
@@ -178,7 +193,26 @@ int main(int argc, char** argv) {
     options.weights = w;
   }
   options.apply_texture = parser.isSet(apply_texture);
-  options.image = parser.isSet(image) || options.apply_texture;
+  options.image_from_viewport = parser.isSet(image_from_viewport);
+  options.image_init = parser.value(image_init);
+  options.image_mask = parser.value(image_mask);
+  if (parser.isSet(image_strength)) {
+    bool ok = false;
+    options.image_strength = parser.value(image_strength).toFloat(&ok);
+    if (!ok || !(options.image_strength > 0.0f && options.image_strength <= 1.0f)) {
+      std::fprintf(stderr, "tessera-studio: --image-strength %s: expected a number in (0, 1]\n",
+                   qPrintable(parser.value(image_strength)));
+      return 2;
+    }
+  }
+  if (!options.image_mask.isEmpty() && !options.image_from_viewport &&
+      options.image_init.isEmpty()) {
+    std::fprintf(stderr,
+                 "tessera-studio: --image-mask needs --image-init or --image-from-viewport\n");
+    return 2;
+  }
+  options.image = parser.isSet(image) || options.apply_texture || options.image_from_viewport ||
+                  !options.image_init.isEmpty();
   if (options.image) options.generate = true;
   if (parser.isSet(image_steps) &&
       !parse_integer(parser.value(image_steps), "--image-steps", 1, 200, &options.image_steps)) {

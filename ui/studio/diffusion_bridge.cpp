@@ -32,7 +32,9 @@ void DiffusionBridge::load_model(const QString& path, runtime::DeviceChoice devi
   Q_EMIT modelStateChanged();
 }
 
-uint64_t DiffusionBridge::submit(const QString& prompt, const ImageSettings& settings) {
+uint64_t DiffusionBridge::submit(const QString& prompt, const ImageSettings& settings,
+                                 std::shared_ptr<const mesh::TextureImage> init,
+                                 std::shared_ptr<const mesh::TextureImage> mask) {
   if (model_state_ != DiffusionModelState::kReady) return 0;
   const uint64_t previous = state_.job;
   const bool previous_open = state_.state == JobState::kRunning;
@@ -43,6 +45,12 @@ uint64_t DiffusionBridge::submit(const QString& prompt, const ImageSettings& set
   job.guidance = settings.guidance;
   job.sampler = settings.sampler;
   job.seed = settings.seed;
+  const bool from_image = init != nullptr;
+  if (from_image) {
+    job.init_image = std::move(init);
+    job.strength = settings.strength;
+    job.mask = std::move(mask);
+  }
   const uint64_t id = engine_.session().submit_image(std::move(job));
   if (previous_open) {
     Q_EMIT imageFinished(previous, static_cast<int>(JobState::kCancelled),
@@ -54,6 +62,7 @@ uint64_t DiffusionBridge::submit(const QString& prompt, const ImageSettings& set
   state_.prompt = prompt;
   state_.seed = settings.seed;
   state_.steps = settings.steps;
+  state_.from_image = from_image;
   Q_EMIT imageChanged();
   return id;
 }
@@ -100,6 +109,7 @@ void DiffusionBridge::on_event(const runtime::Event& event) {
     state_.waiting_for_shape = w->waiting;
   } else if (const auto* p = std::get_if<runtime::ImageStepEvent>(&event.payload)) {
     state_.waiting_for_shape = false;
+    state_.steps = p->steps;  // image-to-image runs fewer than asked
     state_.step_ms.push_back(static_cast<float>(p->ms));
     state_.step_sigma.push_back(static_cast<float>(p->sigma));
     if (p->preview) {
@@ -118,6 +128,12 @@ void DiffusionBridge::on_event(const runtime::Event& event) {
     state_.text_ms = image->text_ms;
     state_.denoise_ms = image->denoise_ms;
     state_.vae_ms = image->vae_ms;
+    state_.encode_ms = image->encode_ms;
+    if (image->steps_run > 0) state_.steps = image->steps_run;
+    for (const std::string& note : image->notes) {
+      state_.message += (state_.message.isEmpty() ? QString() : QStringLiteral("; ")) +
+                        QString::fromStdString(note);
+    }
   } else if (const auto* done = std::get_if<runtime::DoneEvent>(&event.payload)) {
     state_.state = JobState::kDone;
     state_.total_ms = done->total_ms;

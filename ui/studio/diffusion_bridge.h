@@ -35,6 +35,13 @@ struct ImageSettings {
   uint64_t seed = 0;  // used as is when lock_seed, else replaced by a random one per job
   bool lock_seed = false;
   bool auto_after_shape = true;  // generate the image when a shape job finishes
+  // Image-to-image: what the image starts from, how much of it is repainted, and an optional
+  // inpainting mask (white = repaint) from a PNG.
+  enum class InitSource { kNone, kViewport, kFile };
+  InitSource init_source = InitSource::kNone;
+  std::string init_file;  // kFile: a PNG
+  float strength = runtime::kDefaultImageStrength;
+  std::string mask_file;  // "" = no mask
 };
 
 enum class DiffusionModelState { kMissing, kLoading, kReady, kFailed };
@@ -55,7 +62,9 @@ struct ImageJobState {
   bool image_final = false;
   uint64_t image_version = 0;  // bumped on every change (the overlay re-uploads its texture)
   double text_ms = 0, denoise_ms = 0, vae_ms = 0, total_ms = 0;
-  QString message;  // why it failed / was cancelled
+  double encode_ms = 0;     // image-to-image's VAE encode
+  bool from_image = false;  // an image-to-image job
+  QString message;          // why it failed / was cancelled; the runtime's notes when done
 };
 
 class DiffusionBridge : public QObject {
@@ -78,7 +87,11 @@ class DiffusionBridge : public QObject {
 
   // Queues an image of `prompt` with `settings` (seed already chosen by the caller). Cancels the
   // running job. Returns the job id, or 0 when no model is ready (the state's message says why).
-  uint64_t submit(const QString& prompt, const ImageSettings& settings);
+  // `init` / `mask`: image-to-image's picture and inpainting's mask (null: none; any size, the
+  // runtime resizes and says so in the job's notes).
+  uint64_t submit(const QString& prompt, const ImageSettings& settings,
+                  std::shared_ptr<const mesh::TextureImage> init = nullptr,
+                  std::shared_ptr<const mesh::TextureImage> mask = nullptr);
   void cancel();  // the running or waiting job ends as kCancelled
   bool busy() const { return state_.state == JobState::kRunning; }
   const ImageJobState& state() const { return state_; }

@@ -188,8 +188,13 @@ void DiffusionPanel::draw(DiffusionPanelData& data, int viewport_width, int view
                          max_ms, ImVec2(width, 40));
     if (job->image_final) {
       ImGui::Text("total %.0f ms", job->total_ms);
-      ImGui::TextDisabled("text %.0f, denoise %.0f, VAE %.0f ms", job->text_ms, job->denoise_ms,
-                          job->vae_ms);
+      if (job->from_image) {
+        ImGui::TextDisabled("text %.0f, encode %.0f, denoise %.0f, VAE %.0f ms", job->text_ms,
+                            job->encode_ms, job->denoise_ms, job->vae_ms);
+      } else {
+        ImGui::TextDisabled("text %.0f, denoise %.0f, VAE %.0f ms", job->text_ms, job->denoise_ms,
+                            job->vae_ms);
+      }
     } else {
       ImGui::Text("denoise so far %.0f ms", sum);
     }
@@ -217,6 +222,50 @@ void DiffusionPanel::draw(DiffusionPanelData& data, int viewport_width, int view
     if (ImGui::Button("randomise")) s.seed = random_seed();
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("a new random seed now");
     ImGui::Checkbox("image after each shape", &s.auto_after_shape);
+    // Image-to-image: start from the viewport or a file, with a strength and a mask.
+    ImGui::Separator();
+    using Source = ImageSettings::InitSource;
+    static const char* kSources[] = {"text only", "the viewport", "a file"};
+    int source = static_cast<int>(s.init_source);
+    ImGui::PushItemWidth(-70.0f);
+    if (ImGui::Combo("start from", &source, kSources, 3)) {
+      s.init_source = static_cast<Source>(source);
+    }
+    if (ImGui::IsItemHovered()) {
+      ImGui::SetTooltip(
+          "image-to-image: repaint the shown mesh (the viewport's view, as you see "
+          "it) or a picture, guided by the prompt");
+    }
+    if (s.init_source != Source::kNone) {
+      ImGui::SliderFloat("strength", &s.strength, 0.05f, 1.0f, "%.2f",
+                         ImGuiSliderFlags_AlwaysClamp);
+      if (ImGui::IsItemHovered()) {
+        ImGui::SetTooltip("how much is repainted: 0.3 keeps the picture, 1 repaints it fully");
+      }
+    }
+    ImGui::PopItemWidth();
+    const auto file_name = [](const std::string& path) {
+      const size_t slash = path.find_last_of('/');
+      return slash == std::string::npos ? path : path.substr(slash + 1);
+    };
+    if (s.init_source == Source::kFile) {
+      if (ImGui::Button("picture...")) act(DiffusionAction::kChooseInitFile);
+      ImGui::SameLine();
+      ImGui::TextDisabled("%s",
+                          s.init_file.empty() ? "(none chosen)" : file_name(s.init_file).c_str());
+    }
+    if (s.init_source != Source::kNone) {
+      if (ImGui::Button("mask...")) act(DiffusionAction::kChooseMaskFile);
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("a PNG: white is repainted, black kept");
+      ImGui::SameLine();
+      if (s.mask_file.empty()) {
+        ImGui::TextDisabled("no mask (all repainted)");
+      } else {
+        ImGui::TextDisabled("%s", file_name(s.mask_file).c_str());
+        ImGui::SameLine();
+        if (ImGui::SmallButton("x")) s.mask_file.clear();
+      }
+    }
   }
   ImGui::End();
 }

@@ -21,7 +21,13 @@
 
 namespace tessera::studio {
 
-enum class DiffusionAction { kGenerate, kCancel, kApplyTexture };
+enum class DiffusionAction {
+  kGenerate,
+  kCancel,
+  kApplyTexture,
+  kChooseInitFile,  // a file dialog for image-to-image's picture
+  kChooseMaskFile,  // ... for the inpainting mask
+};
 
 struct DiffusionPanelData {
   DiffusionModelState model_state = DiffusionModelState::kMissing;

@@ -1,7 +1,11 @@
 #include "ui/studio/image_controller.h"
 
+#include <QFileDialog>
 #include <QTimer>
 #include <algorithm>
+
+#include "core/mapped_file.h"
+#include "core/png.h"
 
 #include "ui/studio/engine_bridge.h"
 #include "ui/studio/prompt_edit.h"
@@ -54,9 +58,67 @@ bool ImageController::generate() {
   }
   if (!settings_.lock_seed) settings_.seed = next_random_seed();
   settings_.steps = std::clamp(settings_.steps, 1, 200);
-  diffusion_->submit(prompt_.prompt(), settings_);
+  std::shared_ptr<const mesh::TextureImage> init, mask;
+  if (Status st = image_inputs(&init, &mask); !st.ok()) {
+    Q_EMIT status(tr("Concept image: %1").arg(one_line(QString::fromStdString(st.message()), 160)),
+                  true);
+    refresh_panel();
+    return false;
+  }
+  diffusion_->submit(prompt_.prompt(), settings_, std::move(init), std::move(mask));
   refresh_panel();
   return true;
+}
+
+namespace {
+
+Expected<std::shared_ptr<const mesh::TextureImage>> read_png_picture(const std::string& path,
+                                                                     const char* what) {
+  if (path.empty()) return invalid_argument(std::string("choose the ") + what + " first");
+  auto bytes = read_file(path);
+  if (!bytes.ok())
+    return Status(bytes.status().code(), std::string(what) + ": " + bytes.status().message());
+  auto png = decode_png(bytes->data(), bytes->size(), 3, path);
+  if (!png.ok())
+    return Status(png.status().code(), std::string(what) + ": " + png.status().message());
+  auto image = std::make_shared<mesh::TextureImage>();
+  image->width = png->width;
+  image->height = png->height;
+  image->rgb = std::move(png->pixels);
+  return std::shared_ptr<const mesh::TextureImage>(std::move(image));
+}
+
+}  // namespace
+
+Status ImageController::image_inputs(std::shared_ptr<const mesh::TextureImage>* init,
+                                     std::shared_ptr<const mesh::TextureImage>* mask) {
+  using Source = ImageSettings::InitSource;
+  switch (settings_.init_source) {
+    case Source::kNone:
+      return Status();
+    case Source::kViewport: {
+      const auto shown = viewport_.mesh();
+      if (!shown || shown->empty()) {
+        return invalid_argument("start from the viewport: there is no mesh in the view yet");
+      }
+      QString error;
+      const int side = static_cast<int>(std::max<int64_t>(64, diffusion_->image_size()));
+      mesh::TextureImage view = viewport_.capture_view(side, &error);
+      if (view.empty()) {
+        return internal_error("start from the viewport: " + error.toStdString());
+      }
+      *init = std::make_shared<mesh::TextureImage>(std::move(view));
+      break;
+    }
+    case Source::kFile: {
+      TESSERA_ASSIGN_OR_RETURN(*init, read_png_picture(settings_.init_file, "picture"));
+      break;
+    }
+  }
+  if (!settings_.mask_file.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(*mask, read_png_picture(settings_.mask_file, "mask"));
+  }
+  return Status();
 }
 
 void ImageController::cancel() {
@@ -65,12 +127,23 @@ void ImageController::cancel() {
 
 void ImageController::follow_shape_started() {
   // The new prompt's image (the runtime holds it until the shape job ends); the old prompt's
-  // image goes.
-  if (settings_.auto_after_shape && diffusion_->model_state() == DiffusionModelState::kReady) {
+  // image goes. Starting from the viewport waits for the finished mesh (follow_shape_done).
+  const bool from_view = settings_.init_source == ImageSettings::InitSource::kViewport;
+  if (settings_.auto_after_shape && !from_view &&
+      diffusion_->model_state() == DiffusionModelState::kReady) {
     generate();
   } else {
     diffusion_->cancel();
   }
+}
+
+void ImageController::follow_shape_done() {
+  if (settings_.init_source != ImageSettings::InitSource::kViewport ||
+      !settings_.auto_after_shape || diffusion_->model_state() != DiffusionModelState::kReady ||
+      diffusion_->busy()) {
+    return;
+  }
+  generate();
 }
 
 void ImageController::follow_shape_cancelled() {
@@ -86,6 +159,17 @@ void ImageController::on_action(DiffusionAction action) {
     case DiffusionAction::kCancel:
       cancel();
       break;
+    case DiffusionAction::kChooseInitFile:
+    case DiffusionAction::kChooseMaskFile: {
+      const bool is_mask = action == DiffusionAction::kChooseMaskFile;
+      const QString path = QFileDialog::getOpenFileName(
+          &viewport_, is_mask ? tr("Inpainting mask (white = repaint)") : tr("Start from picture"),
+          QString(), tr("PNG images (*.png)"));
+      if (!path.isEmpty())
+        (is_mask ? settings_.mask_file : settings_.init_file) = path.toStdString();
+      refresh_panel();
+      break;
+    }
     case DiffusionAction::kApplyTexture:
       if (Status st = apply_as_texture(); !st.ok()) {
         Q_EMIT status(tr("Apply as texture failed: %1")

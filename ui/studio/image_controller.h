@@ -57,6 +57,9 @@ class ImageController : public QObject {
   void follow_shape_started();
   // The shape job is being cancelled: an image waiting for it goes too.
   void follow_shape_cancelled();
+  // The shape job finished: with "start from the viewport", the image of the new mesh's view
+  // (when asked for after each shape); nothing otherwise (the image was queued at the start).
+  void follow_shape_done();
   // The Diffusion panel's data from the bridges, the shown mesh and the shape lane.
   void refresh_panel();
 
@@ -72,6 +75,10 @@ class ImageController : public QObject {
 
  private:
   void on_action(DiffusionAction action);
+  // Image-to-image's picture and mask from the settings (the viewport's view or files). An error
+  // names the file or says why the view could not be captured.
+  Status image_inputs(std::shared_ptr<const mesh::TextureImage>* init,
+                      std::shared_ptr<const mesh::TextureImage>* mask);
   void on_image_finished(quint64 job, int state, const QString& message);
   void on_textured(const std::shared_ptr<const mesh::Mesh>& source,
                    const std::shared_ptr<const mesh::Mesh>& textured,

@@ -32,6 +32,11 @@ struct LaunchOptions {
   bool apply_texture = false;      // scripted: then project it onto the mesh (implies image)
   int image_steps = 0;             // > 0: denoising steps override
   uint64_t image_seed = 0;         // scripted runs lock the seed to this
+  // Image-to-image: start from the finished mesh's view (--image-from-viewport) or a PNG
+  // (--image-init), with a strength (> 0: override) and an inpainting mask.
+  bool image_from_viewport = false;
+  QString image_init, image_mask;
+  float image_strength = 0;
   // Where both engines run (--device): cpu (default), cuda, or auto.
   runtime::DeviceChoice device = runtime::DeviceChoice::kCpu;
   // The shape model's weights (--weights): "auto", "fast", "f32", "bf16", "int8"; empty: the

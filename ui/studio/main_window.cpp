@@ -264,6 +264,7 @@ void MainWindow::make_controllers() {
           &ImageController::follow_shape_started);
   connect(generation_, &GenerationController::cancelling, image_,
           &ImageController::follow_shape_cancelled);
+  connect(generation_, &GenerationController::done, image_, &ImageController::follow_shape_done);
   connect(generation_, &GenerationController::result, library_, &LibraryController::keep_result);
   connect(generation_, &GenerationController::ended, library_, &LibraryController::job_ended);
   connect(generation_, &GenerationController::done, this, [this](QString summary) {
@@ -312,6 +313,14 @@ void MainWindow::apply_launch_options() {
     image_settings.seed = launch_.image_seed;
   }
   if (launch_.image_steps > 0) image_settings.steps = launch_.image_steps;
+  if (launch_.image_from_viewport) {
+    image_settings.init_source = ImageSettings::InitSource::kViewport;
+  } else if (!launch_.image_init.isEmpty()) {
+    image_settings.init_source = ImageSettings::InitSource::kFile;
+    image_settings.init_file = launch_.image_init.toStdString();
+  }
+  if (launch_.image_strength > 0) image_settings.strength = launch_.image_strength;
+  if (!launch_.image_mask.isEmpty()) image_settings.mask_file = launch_.image_mask.toStdString();
   image_->diffusion().load_model(
       launch_.diffusion_model.isEmpty()
           ? QString::fromStdString(runtime::default_diffusion_model_dir())

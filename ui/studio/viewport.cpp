@@ -1,5 +1,10 @@
 #include "ui/studio/viewport.h"
 
+#include <QImage>
+#include <QOpenGLFramebufferObject>
+#include <QOpenGLFramebufferObjectFormat>
+#include <cstring>
+
 #include <QAction>
 #include <QDragEnterEvent>
 #include <QDropEvent>
@@ -125,6 +130,53 @@ void Viewport::initializeGL() {
 
 void Viewport::resizeGL(int, int h) {
   camera_.viewport_height = std::max(h, 1);
+}
+
+mesh::TextureImage Viewport::capture_view(int side, QString* error) {
+  mesh::TextureImage out;
+  if (context() == nullptr || !renderer_) {
+    if (error)
+      *error = tr("the viewport has no renderer yet") +
+               (render_error_.isEmpty() ? QString() : QStringLiteral(": ") + render_error_);
+    return out;
+  }
+  makeCurrent();
+  {
+    QOpenGLFramebufferObjectFormat format;
+    format.setAttachment(QOpenGLFramebufferObject::Depth);
+    QOpenGLFramebufferObject fbo(side, side, format);
+    if (!fbo.isValid() || !fbo.bind()) {
+      if (error) *error = tr("could not make a %1x%1 framebuffer").arg(side);
+      doneCurrent();
+      return out;
+    }
+    if (mesh_dirty_) {
+      mesh_dirty_ = false;
+      if (mesh_) {
+        (void)renderer_->set_mesh(*mesh_);
+      } else {
+        renderer_->clear_mesh();
+      }
+    }
+    render::RenderOptions options = options_;
+    options.grid = false;
+    options.axes = false;
+    options.wireframe = false;
+    render::OrbitCamera camera = camera_;
+    camera.viewport_height = side;
+    renderer_->draw(camera, options, side, side);
+    const QImage image = fbo.toImage(false).convertToFormat(QImage::Format_RGB888);
+    fbo.release();
+    out.width = image.width();
+    out.height = image.height();
+    out.rgb.resize(static_cast<size_t>(out.width * out.height * 3));
+    for (int y = 0; y < image.height(); ++y) {
+      std::memcpy(out.rgb.data() + static_cast<size_t>(y) * out.width * 3, image.constScanLine(y),
+                  static_cast<size_t>(out.width) * 3);
+    }
+  }
+  doneCurrent();
+  return out;
 }
 
 void Viewport::paintGL() {

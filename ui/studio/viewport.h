@@ -58,6 +58,11 @@ class Viewport : public QOpenGLWidget {
   // The overlay's A/B switches and device line (may be null; owned by the caller).
   void set_overlay_controls(OverlayControls* controls) { controls_ = controls; }
 
+  // The shown mesh drawn from the current camera into a `side` x `side` RGB8 picture (no grid,
+  // axes or overlay): what "start from the viewport" gives image-to-image. Empty (width 0) when
+  // there is no GL context or renderer yet; `error` then says why.
+  mesh::TextureImage capture_view(int side, QString* error);
+
   render::RenderOptions& render_options() { return options_; }
   OverlayPanels& panels() { return panels_; }
   void set_overlay_visible(bool visible) { overlay_visible_ = visible; }
