@@ -167,6 +167,41 @@ TEST(StudioDiffusion, PanelShowsStepsThenImageAndAppliesTexture) {
                                              "/studio_diffusion_textured.png");
 }
 
+TEST(StudioDiffusion, ImageToImageStartsFromTheViewportAfterTheShape) {
+  FixtureModelDir shape("studio-diffusion-i2i");
+  auto window = open(launch_for(shape, QString::fromStdString(fixture_diffusion_dir())));
+  DiffusionBridge& bridge = window->image().diffusion();
+  ASSERT_EQ(bridge.model_state(), DiffusionModelState::kReady);
+  ImageSettings& settings = window->image().settings();
+  settings.steps = 8;
+  settings.strength = 0.5f;
+  settings.init_source = ImageSettings::InitSource::kViewport;
+  // Without a mesh in the view there is nothing to start from: said, nothing queued.
+  EXPECT_FALSE(window->image().generate());
+  EXPECT_EQ(bridge.state().job, 0u);
+  window->prompt_edit()->setPlainText(testing::kParityPrompt);
+  window->generation().generate();
+  EXPECT_EQ(bridge.state().job, 0u) << "the image waits for the finished mesh";
+  ASSERT_TRUE(wait_until([&] { return !window->engine().busy(); }));
+  ASSERT_TRUE(wait_until([&] { return bridge.state().job != 0 && !bridge.busy(); }));
+  const ImageJobState& s = bridge.state();
+  ASSERT_EQ(s.state, JobState::kDone) << s.message.toStdString();
+  EXPECT_TRUE(s.from_image);
+  EXPECT_EQ(s.step_ms.size(), 4u);  // floor(8 x 0.5)
+  EXPECT_EQ(s.steps, 4);
+  EXPECT_EQ(s.image_width, 64);
+  // The view it started from: the mesh on the viewport's background, no grid.
+  QString error;
+  const mesh::TextureImage view = window->viewport()->capture_view(64, &error);
+  ASSERT_FALSE(view.empty()) << error.toStdString();
+  std::set<uint32_t> colours;
+  for (size_t k = 0; k + 2 < view.rgb.size(); k += 3) {
+    colours.insert(view.rgb[k] << 16 | view.rgb[k + 1] << 8 | view.rgb[k + 2]);
+  }
+  EXPECT_GT(colours.size(), 8u) << "the captured view should show the shaded mesh";
+  window->grab().save(QString(TESSERA_BINARY_DIR) + "/studio_diffusion_from_viewport.png");
+}
+
 TEST(StudioDiffusion, CancelAndNewPromptStopTheImage) {
   FixtureModelDir shape("studio-diffusion-cancel");
   auto window = open(launch_for(shape, QString::fromStdString(fixture_diffusion_dir())));
