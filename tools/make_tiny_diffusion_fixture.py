@@ -4,7 +4,8 @@ tiny diffusion model (assets/models/tessera-tiny/diffusion, text encoder ../text
 
 The run (tools/tessera_ref/sd_pipeline.py, fp32, one thread): prompt PROMPT, unconditional "" as the
 negative, guidance GUIDANCE, Euler over the normal schedule, STEPS steps, seed SEED (NoiseRng stream 0),
-64x64. The expected file records the FNV-1a 64 hash of model.safetensors: when the model is retrained, the C++
+64x64. Then image-to-image with the shipped VAE encoder: that image (8-bit) repainted with I2I_PROMPT at strength
+I2I_STRENGTH over I2I_STEPS steps (tensors i2i.*). The expected file records the FNV-1a 64 hash of model.safetensors: when the model is retrained, the C++
 test says so and this script must be re-run.
 
 Usage: /usr/bin/python3 tools/make_tiny_diffusion_fixture.py [--out DIR]      (a few seconds)
@@ -24,7 +25,7 @@ from make_pipeline_fixtures import hf_tokenizer, load_hf_clip, load_module, nd  
 from tessera_ref import st_io  # noqa: E402
 from tessera_ref.sd_pipeline import Pipeline, noise_rng, pad_ids  # noqa: E402
 from tessera_ref.sd_unet import UNET_PREFIX, UNet, UNetConfig  # noqa: E402
-from tessera_ref.sd_vae import VAE_PREFIX, VaeConfig, VaeDecoder  # noqa: E402
+from tessera_ref.sd_vae import VAE_PREFIX, VaeConfig, VaeDecoder, VaeEncoder, VaeEncoderConfig  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROMPT = "a blue sphere"
@@ -33,6 +34,10 @@ STEPS = 3
 SEED = 7
 SIZE = 64
 CONTEXT_LEN = 77
+# Image-to-image with the shipped VAE encoder: the text-to-image result above (as 8-bit RGB) repainted
+# with I2I_PROMPT, I2I_STEPS steps at strength I2I_STRENGTH.
+I2I_PROMPT = "a red sphere"
+I2I_STEPS, I2I_STRENGTH = 4, 0.5
 
 
 def fields(cls, d):
@@ -61,7 +66,8 @@ def main():
     eos = tok.encoder["<|endoftext|>"]
     rows = [pad_ids(tok.encode_with_specials(p), CONTEXT_LEN, eos) for p in ("", PROMPT)]
 
-    pipe = Pipeline(unet, vae, clip)
+    encoder = load_module(VaeEncoder(fields(VaeEncoderConfig, card["vae_encoder"])), sd, VAE_PREFIX)
+    pipe = Pipeline(unet, vae, clip, encoder)
     context = pipe.encode(rows)
     lat = SIZE // (2 ** (len(card["vae"]["ch_mult"]) - 1))
     noise = noise_rng(SEED, 0, 4 * lat * lat).reshape(1, lat, lat, 4).transpose(0, 3, 1, 2).copy()
@@ -73,12 +79,19 @@ def main():
         h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
     sha = f"{h:016x}"
     out = {"text.context": nd(context), "sigmas": nd(sigmas), "image": nd(image)}
+    rgb = np.clip(np.round((np.clip(image[0], -1, 1) + 1) * 127.5), 0, 255).astype(np.uint8).transpose(1, 2, 0)
+    rows2 = [pad_ids(tok.encode_with_specials(p), CONTEXT_LEN, eos) for p in ("", I2I_PROMPT)]
+    _, i2i_latents, i2i_image = pipe.sample_euler_image(pipe.encode(rows2), noise, I2I_STEPS, GUIDANCE, rgb,
+                                                        I2I_STRENGTH)
+    out.update({"i2i.rgb": rgb.astype(np.float32), "i2i.init_latents": nd(pipe.encode_image(rgb)),
+                "i2i.latents": nd(i2i_latents[-1]), "i2i.image": nd(i2i_image)})
     for i, x in enumerate(latents):
         out[f"latents.{i}"] = nd(x)
     st_io.save(os.path.join(args.out, "expected.safetensors"), out,
                metadata={"generator": "tools/make_tiny_diffusion_fixture.py", "prompt": PROMPT,
                          "guidance": str(GUIDANCE), "steps": str(STEPS), "seed": str(SEED),
-                         "size": str(SIZE), "model_fnv1a64": sha})
+                         "size": str(SIZE), "model_fnv1a64": sha, "i2i_prompt": I2I_PROMPT,
+                         "i2i_steps": str(I2I_STEPS), "i2i_strength": str(I2I_STRENGTH)})
     print(f"{PROMPT!r}: latents |max| {np.abs(latents[-1]).max():.3f}, image |max| "
           f"{np.abs(image).max():.3f}; model fnv1a64 {sha}")
 

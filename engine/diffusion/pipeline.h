@@ -1,11 +1,14 @@
-// The Stable Diffusion 1.x text-to-image pipeline on the CPU: CLIP text encoder -> UNet denoising
-// loop with classifier-free guidance (engine/diffusion/scheduler.h samplers) -> VAE decoder ->
-// RGB8. The PyTorch oracle is tools/tessera_ref/sd_pipeline.py (fixture:
-// tests/fixtures/diffusion/pipeline/, tools/make_pipeline_fixtures.py).
+// The Stable Diffusion 1.x pipeline on a kernels::Backend: CLIP text encoder -> (image-to-image:
+// the VAE encoder's latents of the init image, noised to the first step that runs) -> UNet
+// denoising loop with classifier-free guidance (engine/diffusion/scheduler.h samplers; inpainting:
+// a masked blend per step or an inpainting UNet's extra input) -> VAE decoder -> RGB8. The PyTorch
+// oracle is tools/tessera_ref/sd_pipeline.py (fixture: tests/fixtures/diffusion/pipeline/,
+// tools/make_pipeline_fixtures.py).
 //
 // Model layouts DiffusionModel::load accepts (safetensors only; every size inferred from shapes):
 //   (a) CompVis single file FILE.safetensors: UNet `model.diffusion_model.*`, VAE
-//       `first_stage_model.*` (only post_quant_conv + decoder are read), CLIP text encoder
+//       `first_stage_model.*` (post_quant_conv + decoder; encoder + quant_conv when present, for
+//       image-to-image and inpainting), CLIP text encoder
 //       `cond_stage_model.transformer.text_model.*`. When the file has no text encoder, the
 //       Hugging Face-layout one next to it is used: DIR/text_encoder/, else DIR/../text_encoder/
 //       (DIR = the file's directory; e.g. a diffusion model beside the tessera-tiny shape model
