@@ -38,10 +38,16 @@ TEST(SdConfig, InfersTinyUNetAndVae) {
   EXPECT_EQ(v.level_channels, (std::vector<int64_t>{64, 32}));
   EXPECT_EQ(v.blocks_per_level, 1);
   EXPECT_EQ(v.upscale(), 2);
+  VaeEncoderConfig e = infer_vae_encoder_config(file).value();
+  EXPECT_EQ(e.base_channels, 32);
+  EXPECT_EQ(e.level_channels, (std::vector<int64_t>{32, 64}));
+  EXPECT_EQ(e.downscale(), v.upscale());
   // The tensor lists implied by the inferred configs are exactly the file's tensors.
   TensorShapes implied = unet_tensor_shapes(u);
   const TensorShapes vae = vae_decoder_tensor_shapes(v);
   implied.insert(vae.begin(), vae.end());
+  const TensorShapes encoder = vae_encoder_tensor_shapes(e);
+  implied.insert(encoder.begin(), encoder.end());
   TensorShapes actual;
   for (const TensorInfo& info : file.tensors()) actual[info.name] = info.shape;
   EXPECT_EQ(implied, actual);

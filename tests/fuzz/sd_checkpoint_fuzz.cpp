@@ -1,0 +1,38 @@
+// libFuzzer target for what the diffusion loader reads from a checkpoint before any weight: the
+// SD 1.x configurations inferred from tensor shapes (UNet, VAE decoder, VAE encoder) and the
+// diffusers -> CompVis key renaming of every tensor name. Errors must name the file; nothing may
+// crash or read out of bounds, whatever the names and shapes.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/safetensors.h"
+#include "engine/diffusion/pipeline.h"
+#include "engine/diffusion/sd_config.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  auto st = tessera::SafeTensors::parse(data, size, "fuzz.safetensors");
+  if (!st.ok()) return 0;
+  namespace d = tessera::diffusion;
+  const auto named = [](const tessera::Status& s) {
+    if (!s.ok() && s.message().find("fuzz.safetensors") == std::string::npos &&
+        s.code() != tessera::ErrorCode::kInvalidArgument) {
+      __builtin_trap();
+    }
+  };
+  named(d::infer_unet_config(*st).status());
+  named(d::infer_vae_decoder_config(*st).status());
+  auto encoder = d::infer_vae_encoder_config(*st);
+  named(encoder.status());
+  if (encoder.ok()) {
+    // The shapes the loader would then ask for exist for every level the config names.
+    (void)d::vae_encoder_tensor_shapes(*encoder);
+    if (encoder->levels() < 1 || encoder->z_channels < 1) __builtin_trap();
+  }
+  const auto no_attention = [](int64_t) { return false; };
+  for (const auto& info : st->tensors()) {
+    (void)d::diffusers_unet_key_to_compvis(info.name, 2, no_attention);
+    (void)d::diffusers_vae_key_to_compvis(info.name, 4);
+  }
+  return 0;
+}
