@@ -69,6 +69,10 @@ const char* DiffusionModel::compute_precision_label() const {
   return use_tf32(o, *impl_->backend) ? "tf32" : "f32";
 }
 
+const std::vector<LoraMerged>& DiffusionModel::loras() const {
+  return impl_->loras;
+}
+
 const kernels::Backend& DiffusionModel::backend() const {
   return *impl_->backend;
 }

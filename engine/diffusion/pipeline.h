@@ -63,6 +63,7 @@
 #include "core/status.h"
 #include "engine/weights/weight_store.h"
 #include "engine/diffusion/layers.h"
+#include "engine/diffusion/lora.h"
 #include "engine/diffusion/scheduler.h"
 #include "engine/diffusion/sd_config.h"
 
@@ -109,6 +110,9 @@ struct DiffusionLoadOptions {
   // and previews stay on the host (one latent upload and one eps download per step).
   kernels::DeviceChoice device = kernels::DeviceChoice::kCpu;
   int cuda_device = 0;
+  // LoRA files merged into the UNet's and the text encoder's weights at load (engine/diffusion/
+  // lora.h: formats, errors; each file's change times its multiplier; several add up).
+  std::vector<LoraSpec> loras;
 };
 
 // The UNet head count a Tessera diffusion model card states (`model_dir`/model.json, "unet":
@@ -242,6 +246,8 @@ class DiffusionModel {
   // or TF32 on a GPU), and its name: "f32", "bf16" or "tf32".
   kernels::Precision compute_precision() const;
   const char* compute_precision_label() const;
+  // The LoRAs merged at load (DiffusionLoadOptions::loras), with the modules each changed.
+  const std::vector<LoraMerged>& loras() const;
   // The backend everything runs on ("cpu (avx512, 2 threads)", "cuda (NVIDIA H200, ...)").
   const kernels::Backend& backend() const;
   // DeviceChoice::kAuto that ended on the CPU: why (empty otherwise).

@@ -18,6 +18,7 @@
 
 #include "core/safetensors.h"
 #include "core/status.h"
+#include "engine/diffusion/lora.h"
 #include "engine/diffusion/pipeline.h"
 #include "engine/diffusion/unet.h"
 #include "engine/diffusion/vae_decoder.h"
@@ -75,6 +76,11 @@ struct DiffusionModel::Impl {
   std::unique_ptr<UNet> unet;
   std::unique_ptr<VaeDecoder> vae;
   std::unique_ptr<VaeEncoder> encoder;  // null: the model has none (no image-to-image)
+  // LoRAs (DiffusionLoadOptions::loras): their modules, read at load, and what merging did (one
+  // entry per LoRA, the UNet's counts filled before the UNet loads, the text encoder's in
+  // load_text_stage).
+  std::vector<std::pair<LoraSpec, LoraFileModules>> pending_loras;
+  std::vector<LoraMerged> loras;
   // Generation buffers, reused between calls: host, then the backend's (slots: Dev).
   std::vector<float> context, x, x_in, t, eps, guided, decoded;
   // Image-to-image and inpainting (encode_inputs): the init image's latents (NHWC, scaled), the

@@ -239,6 +239,20 @@ Expected<std::unique_ptr<DiffusionModel>> DiffusionModel::load(
   impl->renamed_bytes = std::move(weights.renamed_bytes);
   impl->unet_store = std::move(weights.unet_store);
   impl->vae_store = std::move(weights.vae_store);
+  // LoRAs: every file read first (a bad one fails before any merge), then the UNet's modules
+  // merged before the UNet reads its weights; the text encoder's wait for load_text_stage.
+  for (const LoraSpec& spec : options.loras) {
+    auto modules = read_lora_modules(spec.path);
+    if (!modules.ok()) return with_prefix(modules.status(), "LoRA: ");
+    impl->pending_loras.emplace_back(spec, std::move(*modules));
+  }
+  impl->loras.resize(impl->pending_loras.size());
+  for (size_t i = 0; i < impl->pending_loras.size(); ++i) {
+    const auto& [spec, modules] = impl->pending_loras[i];
+    const Status merged = merge_lora(spec, modules, weights.unet, impl->unet_store.get(), nullptr,
+                                     "", &impl->loras[i]);
+    if (!merged.ok()) return with_prefix(merged, "LoRA: ");
+  }
   TESSERA_ASSIGN_OR_RETURN(
       impl->unet, UNet::load(*impl->unet_store, weights.unet, kUNetPrefix, impl->backend.get()));
   WeightStore& vae_store = impl->vae_store ? *impl->vae_store : *impl->unet_store;

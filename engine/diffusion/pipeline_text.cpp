@@ -15,16 +15,24 @@ namespace {
 
 constexpr int64_t kClipVocab = 49408;
 
-Expected<text::ClipTextEncoder> load_text_encoder(const std::string& weights,
-                                                  const std::string& config, int64_t heads,
-                                                  WeightFormat format, kernels::Backend& backend) {
+// `loras`: the LoRAs' text modules are merged into its weights first (merged: their counts).
+Expected<text::ClipTextEncoder> load_text_encoder(
+    const std::string& weights, const std::string& config, int64_t heads, WeightFormat format,
+    kernels::Backend& backend, const UNetConfig& unet,
+    const std::vector<std::pair<LoraSpec, LoraFileModules>>& loras,
+    std::vector<LoraMerged>* merged) {
   if (heads == 0) {
     TESSERA_ASSIGN_OR_RETURN(heads, text::read_clip_num_heads(config));
   }
   TESSERA_ASSIGN_OR_RETURN(SafeTensors file, SafeTensors::open(weights));
+  WeightStore store(std::move(file), format);
+  for (size_t i = 0; i < loras.size(); ++i) {
+    TESSERA_RETURN_IF_ERROR(merge_lora(loras[i].first, loras[i].second, unet, nullptr, &store,
+                                       kCompVisText, &(*merged)[i]));
+  }
   text::ClipTextEncoderOptions options;
   options.n_heads = heads;
-  return text::ClipTextEncoder::create(WeightStore(std::move(file), format), backend, options);
+  return text::ClipTextEncoder::create(std::move(store), backend, options);
 }
 
 // A HF text encoder in `dir` (model.safetensors) or the file itself.
@@ -107,8 +115,11 @@ Status DiffusionModel::Impl::load_text_stage(const std::string& path, const fs::
                            locate_text_encoder(path, dir, *files, text_in_checkpoint, options));
   files->text_encoder = text_files.weights;
   auto encoder = load_text_encoder(text_files.weights, text_files.config, options.text_heads,
-                                   options.weights, *backend);
-  if (!encoder.ok()) return with_prefix(encoder.status(), "text encoder: ");
+                                   options.weights, *backend, unet, pending_loras, &loras);
+  if (!encoder.ok()) {
+    const bool lora = encoder.status().message().find("LoRA module") != std::string::npos;
+    return with_prefix(encoder.status(), lora ? "LoRA: " : "text encoder: ");
+  }
   text.emplace(std::move(*encoder));
   const text::ClipTextConfig& tc = text->config();
   if (tc.width != unet.context_dim) {

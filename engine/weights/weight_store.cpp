@@ -54,7 +54,10 @@ Expected<const void*> WeightStore::get(const std::string& name, const std::vecto
   }
   TESSERA_ASSIGN_OR_RETURN(const TensorView view, file_.view(name));
   (want == DType::kBF16 ? asked_bf16_ : asked_f32_).insert(name);
-  if (info->dtype == want && info->aligned) return static_cast<const void*>(view.data);
+  const auto delta = deltas_.find(name);
+  if (info->dtype == want && info->aligned && delta == deltas_.end()) {
+    return static_cast<const void*>(view.data);
+  }
 
   const auto key = std::make_pair(name, want);
   if (auto it = converted_.find(key); it != converted_.end()) {
@@ -67,7 +70,17 @@ Expected<const void*> WeightStore::get(const std::string& name, const std::vecto
     return out_of_memory(file_.path() + ": out of memory converting tensor '" + name + "' (" +
                          std::to_string(n * dtype_size(want)) + " bytes)");
   }
-  if (want == DType::kF32) {
+  if (delta != deltas_.end()) {
+    // The merged tensor: f32 + delta, then the asked form.
+    std::vector<float> merged(n);
+    TESSERA_RETURN_IF_ERROR(file_.load_f32(name, merged.data(), n));
+    for (size_t k = 0; k < n; ++k) merged[k] += delta->second[k];
+    if (want == DType::kF32) {
+      std::memcpy(owned.get(), merged.data(), n * sizeof(float));
+    } else {
+      convert_f32_to_bf16(merged.data(), reinterpret_cast<uint16_t*>(owned.get()), n);
+    }
+  } else if (want == DType::kF32) {
     TESSERA_RETURN_IF_ERROR(file_.load_f32(name, reinterpret_cast<float*>(owned.get()), n));
   } else if (info->dtype == DType::kBF16) {
     // Same type, only misaligned: a byte copy.
@@ -86,6 +99,29 @@ Expected<const void*> WeightStore::get(const std::string& name, const std::vecto
   converted_bytes_ += n * dtype_size(want);
   converted_.emplace(key, std::move(owned));
   return data;
+}
+
+Status WeightStore::add_delta(const std::string& name, const std::vector<float>& delta) {
+  const TensorInfo* info = file_.find(name);
+  if (info == nullptr) return not_found(file_.path() + ": missing tensor '" + name + "'");
+  if (!is_float_storage(info->dtype)) {
+    return invalid_argument(file_.path() + ": tensor '" + name + "' has dtype " +
+                            dtype_name(info->dtype) + ", not a float weight");
+  }
+  if (static_cast<int64_t>(delta.size()) != info->numel()) {
+    return invalid_argument(file_.path() + ": tensor '" + name + "' has " +
+                            std::to_string(info->numel()) + " elements, the change " +
+                            std::to_string(delta.size()));
+  }
+  if (asked_f32_.count(name) != 0 || asked_bf16_.count(name) != 0) {
+    return internal_error(file_.path() + ": tensor '" + name +
+                          "' was already handed out; changes must come before the load");
+  }
+  auto [it, inserted] = deltas_.emplace(name, delta);
+  if (!inserted) {
+    for (size_t k = 0; k < delta.size(); ++k) it->second[k] += delta[k];
+  }
+  return Status();
 }
 
 std::vector<std::string> WeightStore::bf16_only_tensors() const {
