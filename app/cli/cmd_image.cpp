@@ -23,6 +23,7 @@
 #include "core/mapped_file.h"
 #include "core/png.h"
 #include "core/status.h"
+#include "engine/runtime/image_inputs.h"
 #include "engine/runtime/provenance.h"
 #include "engine/runtime/session.h"
 #include "engine/runtime/user_text.h"
@@ -46,7 +47,9 @@ struct ImageCliOptions {
   bool no_metadata = false;
   std::string init;  // image-to-image
   float strength = runtime::kDefaultImageStrength;
-  std::string mask;  // inpainting
+  std::string mask;                // inpainting
+  std::vector<std::string> loras;  // FILE[:M]
+  std::string lora_dir;            // where <lora:NAME> tags look
   DeviceCli device;
 };
 
@@ -99,6 +102,26 @@ int run_image(const ImageCliOptions& o) {
                 " is outside (0, 1] (0.3: a light touch, 0.75: the default, 1: repaint fully)");
   }
   runtime::ImageJobOptions job;
+  // LoRAs: --lora files and the prompt's <lora:NAME:M> tags, merged at load (the runtime takes
+  // the tags out of the prompt; taking them here too loads the model once, with them).
+  job.lora_dir = o.lora_dir;
+  for (const std::string& text : o.loras) {
+    auto spec = runtime::parse_lora_choice(text);
+    if (!spec.ok()) return fail("--lora " + spec.status().message());
+    std::error_code exists_ec;
+    if (!fs::is_regular_file(spec->path, exists_ec)) {
+      return fail("--lora " + text + ": no such file '" + spec->path + "'");
+    }
+    job.loras.push_back({spec->path, spec->multiplier});
+  }
+  std::vector<runtime::LoraChoice> model_loras = job.loras;
+  {
+    std::string untagged = o.prompt;
+    auto tagged = runtime::take_lora_tags(
+        &untagged, o.lora_dir.empty() ? runtime::default_lora_dir() : o.lora_dir);
+    if (!tagged.ok()) return fail(tagged.status().message());
+    runtime::add_loras(&model_loras, *tagged);
+  }
   if (!o.init.empty()) {
     auto init = read_picture(o.init, "--init");
     if (!init.ok()) return fail(init.status().message());
@@ -122,6 +145,7 @@ int run_image(const ImageCliOptions& o) {
   model.bf16 = o.bf16;
   model.precision = *precision;
   model.device = o.device.choice();
+  model.loras = model_loras;
   const runtime::Event loaded = session->wait_for(session->load_image_model(model));
   if (const auto* e = std::get_if<runtime::ErrorEvent>(&loaded.payload)) {
     return fail(e->status.message());
@@ -242,6 +266,13 @@ void register_image(CLI::App& app, int* exit_code) {
   cmd->add_option("--mask", o->mask,
                   "Inpainting (with --init): a PNG whose white part (>= 128) is repainted and "
                   "black part kept");
+  cmd->add_option("--lora", o->loras,
+                  "A LoRA file (kohya/A1111 or diffusers/PEFT .safetensors) merged into the "
+                  "weights, FILE or FILE:MULTIPLIER (default 1); repeat for several. Prompt tags "
+                  "<lora:NAME:M> work too");
+  cmd->add_option("--lora-dir", o->lora_dir,
+                  "Where <lora:NAME> tags in the prompt look (default: the user's data folder's "
+                  "loras/)");
   cmd->add_flag("--no-metadata", o->no_metadata,
                 "Write no prompt or settings into the PNG (its text chunks)");
   add_device_options(cmd, &o->device);

@@ -1,7 +1,12 @@
 #include "engine/runtime/image_inputs.h"
 
+#include "engine/diffusion/lora.h"
+#include "engine/runtime/user_dirs.h"
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <utility>
 
@@ -122,6 +127,77 @@ Expected<PreparedImageInputs> prepare_image_inputs(
   p.init = fit(init, "init image", false);
   p.mask = fit(mask, "mask", true);
   return p;
+}
+
+Expected<std::vector<LoraChoice>> take_lora_tags(std::string* prompt, const std::string& dir) {
+  std::vector<LoraChoice> found;
+  std::string& p = *prompt;
+  for (size_t at = p.find("<lora:"); at != std::string::npos; at = p.find("<lora:", at)) {
+    const size_t end = p.find('>', at);
+    if (end == std::string::npos) {
+      return invalid_argument("prompt: '" + p.substr(at) +
+                              "' has no closing '>' (write <lora:NAME:1>)");
+    }
+    const std::string tag = p.substr(at, end + 1 - at);
+    std::string body = p.substr(at + 6, end - at - 6);
+    LoraChoice choice;
+    const size_t colon = body.rfind(':');
+    if (colon != std::string::npos) {
+      const std::string m = body.substr(colon + 1);
+      char* stop = nullptr;
+      const float v = std::strtof(m.c_str(), &stop);
+      if (m.empty() || *stop != '\0' || !std::isfinite(v)) {
+        return invalid_argument("prompt: " + tag + ": '" + m + "' is not a multiplier (a number)");
+      }
+      choice.multiplier = v;
+      body = body.substr(0, colon);
+    }
+    if (body.empty()) return invalid_argument("prompt: " + tag + " names no LoRA");
+    std::error_code ec;
+    const std::filesystem::path base(dir);
+    for (const std::filesystem::path& candidate : {base / body, base / (body + ".safetensors")}) {
+      if (std::filesystem::is_regular_file(candidate, ec)) {
+        choice.path = candidate.string();
+        break;
+      }
+    }
+    if (choice.path.empty()) {
+      return not_found("prompt: " + tag + ": no LoRA '" + body + "' or '" + body +
+                       ".safetensors' in " + dir + " (--lora-dir says where)");
+    }
+    add_loras(&found, {choice});
+    // The tag goes, with one space beside it.
+    size_t from = at, to = end + 1;
+    if (to < p.size() && p[to] == ' ') {
+      ++to;
+    } else if (from > 0 && p[from - 1] == ' ') {
+      --from;
+    }
+    p.erase(from, to - from);
+    at = from;
+  }
+  return found;
+}
+
+void add_loras(std::vector<LoraChoice>* loras, const std::vector<LoraChoice>& more) {
+  for (const LoraChoice& m : more) {
+    auto it = std::find_if(loras->begin(), loras->end(),
+                           [&](const LoraChoice& l) { return l.path == m.path; });
+    if (it == loras->end()) {
+      loras->push_back(m);
+    } else {
+      it->multiplier += m.multiplier;
+    }
+  }
+}
+
+Expected<LoraChoice> parse_lora_choice(const std::string& text) {
+  TESSERA_ASSIGN_OR_RETURN(const diffusion::LoraSpec spec, diffusion::parse_lora_spec(text));
+  return LoraChoice{spec.path, spec.multiplier};
+}
+
+std::string default_lora_dir() {
+  return (std::filesystem::path(user_data_dir()) / "loras").string();
 }
 
 }  // namespace tessera::runtime

@@ -16,6 +16,7 @@
 
 #include "core/status.h"
 #include "engine/mesh/mesh.h"
+#include "engine/runtime/session.h"
 
 namespace tessera::runtime {
 
@@ -33,6 +34,19 @@ struct PreparedImageInputs {
 Expected<PreparedImageInputs> prepare_image_inputs(
     int64_t width, int64_t height, const std::shared_ptr<const mesh::TextureImage>& init,
     const std::shared_ptr<const mesh::TextureImage>& mask, int64_t multiple, int64_t side);
+
+// A1111's LoRA tags taken out of `prompt`: every `<lora:NAME>` or `<lora:NAME:M>` (M a number,
+// default 1) is removed (with one space next to it) and resolved in `dir`: DIR/NAME, else
+// DIR/NAME.safetensors. Errors (kInvalidArgument / kNotFound) name the tag, the folder and what is
+// wrong (a bad multiplier, no such file).
+Expected<std::vector<LoraChoice>> take_lora_tags(std::string* prompt, const std::string& dir);
+// Adds `more` to `loras`: a path already there gets the multipliers summed (A1111's rule for a
+// repeated tag).
+void add_loras(std::vector<LoraChoice>* loras, const std::vector<LoraChoice>& more);
+// "FILE" or "FILE:M" as a LoRA choice (a Windows drive letter is not a multiplier).
+Expected<LoraChoice> parse_lora_choice(const std::string& text);
+// Where `<lora:NAME>` looks by default: the user's data folder's loras/.
+std::string default_lora_dir();
 
 // `image` at w x h: area average when shrinking an axis, bilinear (pixel centres aligned) when
 // enlarging it; `nearest`: nearest neighbour on both axes.

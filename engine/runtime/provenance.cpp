@@ -80,6 +80,14 @@ nlohmann::json image_settings_json(const ImageProvenance& p) {
       {"height", p.height},
       {"model", display_path(p.model_name)},
       {"precision", p.precision}};
+  if (!job.loras.empty()) {
+    j["loras"] = nlohmann::json::array();
+    for (const LoraChoice& l : job.loras) {
+      j["loras"].push_back(
+          {{"file", display_path(std::filesystem::path(l.path).filename().string())},
+           {"multiplier", std::stod(short_number(l.multiplier))}});
+    }
+  }
   if (job.init_image != nullptr) {
     j["init_image"] = display_path(p.init_name);
     j["strength"] = std::stod(short_number(job.strength));
@@ -90,7 +98,13 @@ nlohmann::json image_settings_json(const ImageProvenance& p) {
 
 std::string a1111_parameters(const ImageProvenance& p) {
   const ImageJobOptions& job = *p.job;
-  std::string s = check_user_text("prompt", job.prompt, std::string::npos)->text + "\n";
+  // The prompt keeps its <lora:...> tags; LoRAs given otherwise become tags (how A1111 reads them).
+  std::string s = check_user_text("prompt", job.prompt, std::string::npos)->text;
+  for (const LoraChoice& l : job.loras) {
+    s += " <lora:" + std::filesystem::path(l.path).stem().string() + ":" +
+         short_number(l.multiplier) + ">";
+  }
+  s += "\n";
   const std::string negative =
       check_user_text("negative prompt", job.negative_prompt, std::string::npos)->text;
   if (!negative.empty()) s += "Negative prompt: " + negative + "\n";

@@ -452,6 +452,46 @@ void Session::Impl::run_shape_load(uint64_t id, const ShapeModelOptions& options
   emit(id, Lane::kShape, DoneEvent{total.elapsed_ms()});
 }
 
+Status Session::Impl::load_image_model_now(const std::string& path,
+                                           const ImageModelOptions& options) {
+  diffusion::DiffusionLoadOptions o;
+  o.weights = options.bf16 ? WeightFormat::kBF16 : WeightFormat::kF32;
+  o.precision = to_diffusion(options.precision);
+  o.device = to_kernels(options.device);
+  o.clip_vocab_fallback =
+      options.clip_vocab_fallback.empty() ? default_clip_vocab_file() : options.clip_vocab_fallback;
+  for (const LoraChoice& l : options.loras) o.loras.push_back({l.path, l.multiplier});
+  auto loaded = diffusion::DiffusionModel::load(path, o);
+  if (!loaded.ok()) return loaded.status();
+  image_ = std::move(loaded).value();
+  ImageModelInfo info;
+  info.path = path;
+  info.layout = diffusion::model_layout_name(image_->files().layout);
+  info.backend = image_->backend().name();
+  info.backend_note = image_->device_note();
+  info.on_gpu = image_->backend().device() != Device::kCpu;
+  info.precision = image_->compute_precision_label();
+  info.default_size = image_->default_image_size();
+  info.size_multiple = image_->size_multiple();
+  info.summary =
+      "UNet " + image_->unet_config().summary() + ", VAE " + image_->vae_config().summary();
+  info.loras = options.loras;
+  for (const diffusion::LoraMerged& l : image_->loras()) {
+    char m[32];
+    std::snprintf(m, sizeof(m), "%g", static_cast<double>(l.multiplier));
+    info.summary += ", LoRA " + std::filesystem::path(l.path).filename().string() + " x" + m +
+                    " (" + std::to_string(l.unet_modules + l.text_modules) + " modules)";
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    image_info_ = info;
+    update_sharing();
+  }
+  image_options_ = options;
+  image_path_ = path;
+  return Status();
+}
+
 void Session::Impl::run_image_load(uint64_t id, const ImageModelOptions& options) {
   Stopwatch total;
   std::string path = default_diffusion_model_dir();
@@ -470,31 +510,10 @@ void Session::Impl::run_image_load(uint64_t id, const ImageModelOptions& options
                            "build); give a diffusers folder or an SD 1.x .safetensors file"
                          : ""))});
   }
-  diffusion::DiffusionLoadOptions o;
-  o.weights = options.bf16 ? WeightFormat::kBF16 : WeightFormat::kF32;
-  o.precision = to_diffusion(options.precision);
-  o.device = to_kernels(options.device);
-  o.clip_vocab_fallback =
-      options.clip_vocab_fallback.empty() ? default_clip_vocab_file() : options.clip_vocab_fallback;
-  auto loaded = diffusion::DiffusionModel::load(path, o);
-  if (!loaded.ok()) return emit(id, Lane::kImage, ErrorEvent{loaded.status()});
-  image_ = std::move(loaded).value();
-  ImageModelInfo info;
-  info.path = path;
-  info.layout = diffusion::model_layout_name(image_->files().layout);
-  info.backend = image_->backend().name();
-  info.backend_note = image_->device_note();
-  info.on_gpu = image_->backend().device() != Device::kCpu;
-  info.precision = image_->compute_precision_label();
-  info.default_size = image_->default_image_size();
-  info.size_multiple = image_->size_multiple();
-  info.summary =
-      "UNet " + image_->unet_config().summary() + ", VAE " + image_->vae_config().summary();
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    image_info_ = info;
-    update_sharing();
+  if (Status st = load_image_model_now(path, options); !st.ok()) {
+    return emit(id, Lane::kImage, ErrorEvent{st});
   }
+  const ImageModelInfo info = *image_model();
   ModelLoadedEvent event;
   event.lane = Lane::kImage;
   event.path = path;
@@ -523,11 +542,33 @@ void Session::Impl::run_image_job(uint64_t id, const ImageJobOptions& o,
   if (!scheduler_.wait_image_turn(cancel, on_wait)) {
     return emit(id, lane, CancelledEvent{"cancelled before it started"});
   }
+  // LoRAs: the job's list and the prompt's <lora:NAME:M> tags; another set than the loaded
+  // model's means a reload with it.
+  std::string prompt = o.prompt;
+  std::vector<std::string> lora_notes;
+  {
+    auto tagged = take_lora_tags(&prompt, o.lora_dir.empty() ? default_lora_dir() : o.lora_dir);
+    if (!tagged.ok()) return emit(id, lane, ErrorEvent{tagged.status()});
+    std::vector<LoraChoice> wanted = o.loras;
+    add_loras(&wanted, *tagged);
+    if (wanted != image_options_.loras) {
+      Stopwatch reload;
+      ImageModelOptions options = image_options_;
+      options.loras = wanted;
+      if (Status st = load_image_model_now(image_path_, options); !st.ok()) {
+        return emit(id, lane, ErrorEvent{st});
+      }
+      char ms[32];
+      std::snprintf(ms, sizeof(ms), "%.0f", reload.elapsed_ms());
+      lora_notes.push_back("model reloaded with " + std::to_string(wanted.size()) + " LoRA(s) in " +
+                           ms + " ms: " + image_model()->summary);
+    }
+  }
   auto inputs = prepare_image_inputs(o.width, o.height, o.init_image, o.mask,
                                      image_->size_multiple(), image_->default_image_size());
   if (!inputs.ok()) return emit(id, lane, ErrorEvent{inputs.status()});
   diffusion::GenerateRequest request;
-  request.prompt = o.prompt;
+  request.prompt = prompt;
   request.negative_prompt = o.negative_prompt;
   request.width = inputs->width;
   request.height = inputs->height;
@@ -588,7 +629,8 @@ void Session::Impl::run_image_job(uint64_t id, const ImageJobOptions& o,
   ImageEvent done{std::move(rgb), o.seed, image->text_ms, image->denoise_ms, image->vae_ms};
   done.encode_ms = image->encode_ms;
   done.steps_run = image->steps_run;
-  done.notes = std::move(inputs->notes);
+  done.notes = std::move(lora_notes);
+  done.notes.insert(done.notes.end(), inputs->notes.begin(), inputs->notes.end());
   emit(id, lane, std::move(done));
   emit(id, lane, DoneEvent{total.elapsed_ms()});
 }

@@ -172,12 +172,22 @@ struct ShapeModelOptions {
   std::string clip_vocab_fallback;
 };
 
+// A LoRA file and its multiplier (engine/diffusion/lora.h has the formats).
+struct LoraChoice {
+  std::string path;
+  float multiplier = 1.0f;
+  bool operator==(const LoraChoice& o) const {
+    return path == o.path && multiplier == o.multiplier;
+  }
+};
+
 struct ImageModelOptions {
   std::string path;  // diffusers folder, CompVis .safetensors, or a folder with one; "": embedded
   DeviceChoice device = DeviceChoice::kCpu;
   bool bf16 = false;  // linear layers in bf16
   ImagePrecision precision = ImagePrecision::kAuto;
   std::string clip_vocab_fallback;  // "": the bundled CLIP vocabulary
+  std::vector<LoraChoice> loras;    // merged into the weights at load
 };
 // "auto", "f32", "bf16" -> ImagePrecision; kInvalidArgument naming the text otherwise.
 Expected<ImagePrecision> parse_precision(const std::string& name);
@@ -198,6 +208,12 @@ struct ImageJobOptions {
   float strength = kDefaultImageStrength;
   // Inpainting (with init_image): white (>= 128, mean of the channels) = repaint, black = keep.
   std::shared_ptr<const mesh::TextureImage> mask;
+  // LoRAs for this image, besides A1111 tags in the prompt (`<lora:NAME:M>`, removed from the
+  // text, NAME looked up in lora_dir, else the user's loras folder; repeated names add up). When
+  // the set differs from the loaded model's, the model is reloaded with it first (said in the
+  // ImageEvent's notes).
+  std::vector<LoraChoice> loras;
+  std::string lora_dir;
 };
 
 struct TextureJobOptions {
@@ -232,7 +248,8 @@ struct ShapeModelInfo {
 };
 struct ImageModelInfo {
   std::string path;
-  std::string layout;  // "compvis" / "diffusers"
+  std::vector<LoraChoice> loras;  // merged at load
+  std::string layout;             // "compvis" / "diffusers"
   std::string backend;
   std::string backend_note;
   bool on_gpu = false;

@@ -52,6 +52,9 @@ struct Session::Impl {
   void update_sharing();  // mutex_ held
   void run_shape_load(uint64_t id, const ShapeModelOptions& options);
   void run_image_load(uint64_t id, const ImageModelOptions& options);
+  // Loads the diffusion model at `path` with `options` into image_ / image_info_ (and remembers
+  // the options for a reload with other LoRAs).
+  Status load_image_model_now(const std::string& path, const ImageModelOptions& options);
   void run_image_job(uint64_t id, const ImageJobOptions& job, std::atomic<bool>& cancel);
   void run_texture_job(uint64_t id, const TextureJobOptions& job, std::atomic<bool>& cancel);
 
@@ -81,7 +84,9 @@ struct Session::Impl {
   std::deque<Event> events_;                  // guarded by mutex_
   std::optional<ShapeModelInfo> shape_info_;  // guarded by mutex_
   std::optional<ImageModelInfo> image_info_;  // guarded by mutex_
-  ImageStepHook image_step_hook_;             // guarded by mutex_
+  ImageModelOptions image_options_;           // the loaded model's (image lane only)
+  std::string image_path_;
+  ImageStepHook image_step_hook_;  // guarded by mutex_
   // What the last whole preview took at that preview resolution on the shape model (the next
   // job's first estimate for JobOptions::preview_budget; reset when a shape model is installed).
   struct PreviewCost {

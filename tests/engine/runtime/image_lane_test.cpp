@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <optional>
 #include <chrono>
 #include <string>
@@ -13,6 +14,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/safetensors.h"
 #include "engine/runtime/image_inputs.h"
 #include "engine/runtime/session.h"
 #include "tests/engine/diffusion/pipeline_test_util.h"
@@ -169,6 +171,71 @@ TEST(RuntimeImageLane, ImageToImageTakesThePicturesSizeAndSaysWhatItResized) {
   const auto* e = std::get_if<ErrorEvent>(&failed.payload);
   ASSERT_NE(e, nullptr);
   EXPECT_NE(e->status.message().find("mask needs an init image"), std::string::npos);
+}
+
+TEST(RuntimeImageLane, LoraTagsReloadTheModelWithThemMerged) {
+  auto session = session_with_image_model();
+  const std::string lora_dir = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/diffusion/lora";
+  ImageJobOptions job;
+  job.prompt = "a red torus <lora:kohya:1> <lora:peft:0.5>";
+  job.lora_dir = lora_dir;
+  job.width = job.height = 32;
+  job.steps = 3;
+  job.guidance = 2.0f;
+  job.seed = 42;
+  std::optional<ImageEvent> done;
+  const Event end = session->wait_for(session->submit_image(job), [&](const Event& e) {
+    if (const auto* i = std::get_if<ImageEvent>(&e.payload)) done = *i;
+  });
+  ASSERT_TRUE(std::holds_alternative<DoneEvent>(end.payload))
+      << (std::holds_alternative<ErrorEvent>(end.payload)
+              ? std::get<ErrorEvent>(end.payload).status.message()
+              : "");
+  ASSERT_TRUE(done.has_value());
+  ASSERT_FALSE(done->notes.empty());
+  EXPECT_NE(done->notes[0].find("reloaded with 2 LoRA(s)"), std::string::npos) << done->notes[0];
+  ASSERT_EQ(session->image_model()->loras.size(), 2u);
+  // The image PyTorch makes with both merged (tools/make_lora_fixtures.py), to an 8-bit step.
+  auto expected = SafeTensors::open(lora_dir + "/expected.safetensors");
+  ASSERT_TRUE(expected.ok());
+  const std::vector<float> nchw = expected->to_f32("image").value();
+  int worst = 0;
+  for (int64_t c = 0; c < 3; ++c) {
+    for (int64_t p = 0; p < 32 * 32; ++p) {
+      const float v = std::clamp((nchw[c * 32 * 32 + p] + 1.0f) * 0.5f, 0.0f, 1.0f) * 255.0f;
+      worst = std::max(worst, std::abs(int(std::lround(v)) - int(done->image->rgb[p * 3 + c])));
+    }
+  }
+  EXPECT_LE(worst, 1);
+  // The same set again: no reload.
+  done.reset();
+  session->wait_for(session->submit_image(job), [&](const Event& e) {
+    if (const auto* i = std::get_if<ImageEvent>(&e.payload)) done = *i;
+  });
+  ASSERT_TRUE(done.has_value());
+  EXPECT_TRUE(done->notes.empty());
+  // A tag naming no file is an Error naming it and the folder.
+  job.prompt = "a red torus <lora:nosuch>";
+  const Event failed = session->wait_for(session->submit_image(job));
+  const auto* err = std::get_if<ErrorEvent>(&failed.payload);
+  ASSERT_NE(err, nullptr);
+  EXPECT_NE(err->status.message().find("<lora:nosuch>"), std::string::npos);
+}
+
+TEST(RuntimeImageInputs, LoraTagsComeOutOfThePrompt) {
+  const std::string dir = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/diffusion/lora";
+  std::string prompt = "<lora:kohya:0.5>a cat <lora:kohya.safetensors:0.25> on a mat";
+  auto tags = take_lora_tags(&prompt, dir);
+  ASSERT_TRUE(tags.ok()) << tags.status().message();
+  EXPECT_EQ(prompt, "a cat on a mat");
+  ASSERT_EQ(tags->size(), 1u);  // the same file twice: multipliers add up
+  EXPECT_FLOAT_EQ((*tags)[0].multiplier, 0.75f);
+  prompt = "x <lora:kohya:lots>";
+  EXPECT_NE(take_lora_tags(&prompt, dir).status().message().find("not a multiplier"),
+            std::string::npos);
+  prompt = "x <lora:kohya";
+  EXPECT_FALSE(take_lora_tags(&prompt, dir).ok());
+  EXPECT_EQ(parse_lora_choice("a.safetensors:0.3").value().multiplier, 0.3f);
 }
 
 TEST(RuntimeImageInputs, SizesAndResizing) {
