@@ -168,6 +168,11 @@ std::string kohya_path_to_dotted(const std::string& underscored) {
 
 Expected<LoraFileModules> read_lora_modules(const std::string& path) {
   TESSERA_ASSIGN_OR_RETURN(SafeTensors file, SafeTensors::open(path));
+  return read_lora_modules(file);
+}
+
+Expected<LoraFileModules> read_lora_modules(const SafeTensors& file) {
+  const std::string& path = file.path();
   struct Parts {
     std::string down, up, alpha;
   };

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "core/safetensors.h"
 #include "core/status.h"
 #include "engine/diffusion/sd_config.h"
 #include "engine/weights/weight_store.h"
@@ -57,8 +58,10 @@ struct LoraFileModules {
   std::vector<LoraModule> modules;
 };
 
-// Reads a LoRA file's key names (not its weights). Errors as above.
+// Reads a LoRA file's key names (and alphas; not its weights). Errors as above.
 Expected<LoraFileModules> read_lora_modules(const std::string& path);
+// The same on an opened file (its path() names it in messages).
+Expected<LoraFileModules> read_lora_modules(const SafeTensors& file);
 
 // The underscored module path of a kohya key with its dots put back: every "_" becomes "." except
 // inside the multi-word names SD's modules use (down_blocks, transformer_blocks, to_q, in_layers,

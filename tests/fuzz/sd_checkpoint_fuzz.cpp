@@ -1,12 +1,13 @@
 // libFuzzer target for what the diffusion loader reads from a checkpoint before any weight: the
-// SD 1.x configurations inferred from tensor shapes (UNet, VAE decoder, VAE encoder) and the
-// diffusers -> CompVis key renaming of every tensor name. Errors must name the file; nothing may
-// crash or read out of bounds, whatever the names and shapes.
+// SD 1.x configurations inferred from tensor shapes (UNet, VAE decoder, VAE encoder), the
+// diffusers -> CompVis key renaming of every tensor name, and a LoRA file's modules. Errors must
+// name the file; nothing may crash or read out of bounds, whatever the names and shapes.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "core/safetensors.h"
+#include "engine/diffusion/lora.h"
 #include "engine/diffusion/pipeline.h"
 #include "engine/diffusion/sd_config.h"
 
@@ -33,6 +34,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& info : st->tensors()) {
     (void)d::diffusers_unet_key_to_compvis(info.name, 2, no_attention);
     (void)d::diffusers_vae_key_to_compvis(info.name, 4);
+  }
+  // The same bytes as a LoRA file: its modules grouped, alphas read, paths given their dots.
+  auto lora = d::read_lora_modules(*st);
+  named(lora.status());
+  if (lora.ok()) {
+    if (lora->modules.empty()) __builtin_trap();
+    for (const d::LoraModule& m : lora->modules) {
+      if (m.down_name.empty() || m.up_name.empty() || !(m.alpha >= 0)) __builtin_trap();
+      (void)d::kohya_path_to_dotted(m.key);
+    }
   }
   return 0;
 }
