@@ -13,5 +13,6 @@ void register_generate_bench(CLI::App* bench, int* exit_code);    // generate.cp
 void register_diffusion_bench(CLI::App* bench, int* exit_code);   // diffusion.cpp
 void register_make_model_bench(CLI::App* bench, int* exit_code);  // make_model.cpp
 void register_cleanup_bench(CLI::App* bench, int* exit_code);     // cleanup.cpp
+void register_lora_bench(CLI::App* bench, int* exit_code);        // lora.cpp
 
 }  // namespace tessera::bench

@@ -304,16 +304,15 @@ Status merge_lora(const LoraSpec& spec, const LoraFileModules& lora, const UNetC
     TESSERA_ASSIGN_OR_RETURN(std::vector<float> down, file.to_f32(m.down_name));
     TESSERA_ASSIGN_OR_RETURN(std::vector<float> up, file.to_f32(m.up_name));
     const float scale = spec.multiplier * (m.alpha > 0 ? m.alpha / static_cast<float>(rank) : 1.0f);
-    // delta [out, cols] = scale * up [out, rank] x down [rank, cols]: as linear(), y = x w^T with
-    // x = up and w = down^T [cols, rank].
+    // The change scale * up [out, rank] x down [rank, cols], kept as factors until the weight is
+    // read (WeightStore::add_low_rank: the scale folded into up, down transposed).
+    for (float& v : up) v *= scale;
     std::vector<float> down_t(static_cast<size_t>(cols * rank));
     for (int64_t r = 0; r < rank; ++r) {
-      for (int64_t c = 0; c < cols; ++c) down_t[c * rank + r] = down[r * cols + c] * scale;
+      for (int64_t c = 0; c < cols; ++c) down_t[c * rank + r] = down[r * cols + c];
     }
-    std::vector<float> delta(static_cast<size_t>(out * cols));
-    const kernels::Weight w{down_t.data(), DType::kF32, cols, rank};
-    kernels::cpu::linear(up.data(), out, w, nullptr, delta.data());
-    TESSERA_RETURN_IF_ERROR(store->add_delta(target, delta));
+    (void)out;
+    TESSERA_RETURN_IF_ERROR(store->add_low_rank(target, std::move(up), std::move(down_t), rank));
     ++(m.text ? merged->text_modules : merged->unet_modules);
   }
   return Status();

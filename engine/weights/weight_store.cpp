@@ -54,8 +54,8 @@ Expected<const void*> WeightStore::get(const std::string& name, const std::vecto
   }
   TESSERA_ASSIGN_OR_RETURN(const TensorView view, file_.view(name));
   (want == DType::kBF16 ? asked_bf16_ : asked_f32_).insert(name);
-  const auto delta = deltas_.find(name);
-  if (info->dtype == want && info->aligned && delta == deltas_.end()) {
+  const auto changes = low_rank_.find(name);
+  if (info->dtype == want && info->aligned && changes == low_rank_.end()) {
     return static_cast<const void*>(view.data);
   }
 
@@ -70,15 +70,24 @@ Expected<const void*> WeightStore::get(const std::string& name, const std::vecto
     return out_of_memory(file_.path() + ": out of memory converting tensor '" + name + "' (" +
                          std::to_string(n * dtype_size(want)) + " bytes)");
   }
-  if (delta != deltas_.end()) {
-    // The merged tensor: f32 + delta, then the asked form.
-    std::vector<float> merged(n);
-    TESSERA_RETURN_IF_ERROR(file_.load_f32(name, merged.data(), n));
-    for (size_t k = 0; k < n; ++k) merged[k] += delta->second[k];
-    if (want == DType::kF32) {
-      std::memcpy(owned.get(), merged.data(), n * sizeof(float));
-    } else {
-      convert_f32_to_bf16(merged.data(), reinterpret_cast<uint16_t*>(owned.get()), n);
+  if (changes != low_rank_.end()) {
+    // The merged tensor: f32 + the low-rank products (one GEMM each), then the asked form.
+    std::vector<float> merged_copy;
+    float* merged = reinterpret_cast<float*>(owned.get());
+    if (want != DType::kF32) {
+      merged_copy.resize(n);
+      merged = merged_copy.data();
+    }
+    TESSERA_RETURN_IF_ERROR(file_.load_f32(name, merged, n));
+    const int64_t rows = info->shape[0], cols = info->numel() / info->shape[0];
+    std::vector<float> product(n);
+    for (const LowRank& f : changes->second) {
+      const kernels::Weight down{f.down_t.data(), DType::kF32, cols, f.rank};
+      kernels::cpu::linear(f.up.data(), rows, down, nullptr, product.data());
+      for (size_t k = 0; k < n; ++k) merged[k] += product[k];
+    }
+    if (want != DType::kF32) {
+      convert_f32_to_bf16(merged, reinterpret_cast<uint16_t*>(owned.get()), n);
     }
   } else if (want == DType::kF32) {
     TESSERA_RETURN_IF_ERROR(file_.load_f32(name, reinterpret_cast<float*>(owned.get()), n));
@@ -101,26 +110,29 @@ Expected<const void*> WeightStore::get(const std::string& name, const std::vecto
   return data;
 }
 
-Status WeightStore::add_delta(const std::string& name, const std::vector<float>& delta) {
+Status WeightStore::add_low_rank(const std::string& name, std::vector<float> up,
+                                 std::vector<float> down_t, int64_t rank) {
   const TensorInfo* info = file_.find(name);
   if (info == nullptr) return not_found(file_.path() + ": missing tensor '" + name + "'");
-  if (!is_float_storage(info->dtype)) {
-    return invalid_argument(file_.path() + ": tensor '" + name + "' has dtype " +
-                            dtype_name(info->dtype) + ", not a float weight");
+  if (!is_float_storage(info->dtype) || info->shape.empty()) {
+    return invalid_argument(file_.path() + ": tensor '" + name + "' (dtype " +
+                            dtype_name(info->dtype) + ", shape " + info->shape_string() +
+                            ") is not a float weight");
   }
-  if (static_cast<int64_t>(delta.size()) != info->numel()) {
-    return invalid_argument(file_.path() + ": tensor '" + name + "' has " +
-                            std::to_string(info->numel()) + " elements, the change " +
-                            std::to_string(delta.size()));
+  const int64_t rows = info->shape[0];
+  const int64_t cols = rows > 0 ? info->numel() / rows : 0;
+  if (rank < 1 || static_cast<int64_t>(up.size()) != rows * rank ||
+      static_cast<int64_t>(down_t.size()) != cols * rank) {
+    return invalid_argument(file_.path() + ": tensor '" + name + "' " + info->shape_string() +
+                            " cannot take a rank-" + std::to_string(rank) + " change of " +
+                            std::to_string(up.size()) + " + " + std::to_string(down_t.size()) +
+                            " values");
   }
   if (asked_f32_.count(name) != 0 || asked_bf16_.count(name) != 0) {
     return internal_error(file_.path() + ": tensor '" + name +
                           "' was already handed out; changes must come before the load");
   }
-  auto [it, inserted] = deltas_.emplace(name, delta);
-  if (!inserted) {
-    for (size_t k = 0; k < delta.size(); ++k) it->second[k] += delta[k];
-  }
+  low_rank_[name].push_back({std::move(up), std::move(down_t), rank});
   return Status();
 }
 

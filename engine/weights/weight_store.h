@@ -64,14 +64,16 @@ class WeightStore {
   // count is numel of the actual shape. For biases and norm scales pass {n}.
   Expected<const float*> f32(const std::string& name, const std::vector<int64_t>& shape);
 
-  // Adds `delta` (f32, the tensor's element count, the tensor's layout) to tensor `name` as every
-  // later request sees it: merged weights (a LoRA's up x down times its scale). Deltas to the same
-  // tensor add up. Must come before the tensor is first handed out (kInternal after: a loader bug);
-  // kNotFound / kInvalidArgument for a missing tensor, a non-float dtype or a wrong element count,
-  // naming the tensor and the file. The merged tensor is converted (f32 + delta, then the asked
-  // form): it is never zero-copy.
-  Status add_delta(const std::string& name, const std::vector<float>& delta);
-  bool has_delta(const std::string& name) const { return deltas_.count(name) != 0; }
+  // Adds up x down^T (f32: up [rows, rank], down_t [cols, rank], the tensor being [rows, cols] in
+  // its own layout, i.e. rows = its first dimension) to tensor `name` as every later request sees
+  // it: a merged LoRA module (its scale folded into up). Several add up. Only the factors are kept
+  // (for every form the tensor is asked in); the product is added while converting (the merged
+  // tensor is never zero-copy). Must come before the tensor is first handed out (kInternal after:
+  // a loader bug); kNotFound / kInvalidArgument for a missing tensor, a non-float dtype or sizes
+  // that do not fit, naming the tensor and the file.
+  Status add_low_rank(const std::string& name, std::vector<float> up, std::vector<float> down_t,
+                      int64_t rank);
+  bool has_changes(const std::string& name) const { return low_rank_.count(name) != 0; }
   // Bytes held in converted buffers (0 when everything is zero-copy).
   size_t converted_bytes() const { return converted_bytes_; }
   // Names of the tensors asked for in bf16 (matrix() in kBF16) and never in f32, in name order:
@@ -87,8 +89,12 @@ class WeightStore {
   // (name, dtype) -> owned converted copy. unique_ptr keeps addresses stable across moves.
   std::map<std::pair<std::string, DType>, std::unique_ptr<uint8_t[]>> converted_;
   size_t converted_bytes_ = 0;
-  std::set<std::string> asked_bf16_, asked_f32_;      // names asked for in each form
-  std::map<std::string, std::vector<float>> deltas_;  // add_delta, by tensor
+  std::set<std::string> asked_bf16_, asked_f32_;  // names asked for in each form
+  struct LowRank {
+    std::vector<float> up, down_t;
+    int64_t rank = 0;
+  };
+  std::map<std::string, std::vector<LowRank>> low_rank_;  // add_low_rank, by tensor
 };
 
 // Checks every floating-point tensor (F64/F32/F16/BF16) of `file` for NaN and +-inf. Returns ok, or
