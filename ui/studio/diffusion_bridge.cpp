@@ -45,6 +45,7 @@ uint64_t DiffusionBridge::submit(const QString& prompt, const ImageSettings& set
   job.guidance = settings.guidance;
   job.sampler = settings.sampler;
   job.seed = settings.seed;
+  job.loras = settings.loras;
   const bool from_image = init != nullptr;
   if (from_image) {
     job.init_image = std::move(init);

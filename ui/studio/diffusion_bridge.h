@@ -42,6 +42,9 @@ struct ImageSettings {
   std::string init_file;  // kFile: a PNG
   float strength = runtime::kDefaultImageStrength;
   std::string mask_file;  // "" = no mask
+  // LoRAs merged into the model for these images, each with a multiplier (a change of the list
+  // reloads the model on the next image; <lora:NAME:M> tags in the prompt add to it).
+  std::vector<runtime::LoraChoice> loras;
 };
 
 enum class DiffusionModelState { kMissing, kLoading, kReady, kFailed };

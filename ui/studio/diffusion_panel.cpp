@@ -266,6 +266,27 @@ void DiffusionPanel::draw(DiffusionPanelData& data, int viewport_width, int view
         if (ImGui::SmallButton("x")) s.mask_file.clear();
       }
     }
+    // LoRAs: one row each (multiplier, remove), then "add".
+    ImGui::Separator();
+    int remove = -1;
+    for (size_t i = 0; i < s.loras.size(); ++i) {
+      ImGui::PushID(static_cast<int>(i));
+      ImGui::PushItemWidth(-70.0f);
+      ImGui::SliderFloat(file_name(s.loras[i].path).substr(0, 12).c_str(), &s.loras[i].multiplier,
+                         -1.0f, 2.0f, "%.2f");
+      ImGui::PopItemWidth();
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", s.loras[i].path.c_str());
+      ImGui::SameLine();
+      if (ImGui::SmallButton("x")) remove = static_cast<int>(i);
+      ImGui::PopID();
+    }
+    if (remove >= 0) s.loras.erase(s.loras.begin() + remove);
+    if (ImGui::Button("add LoRA...")) act(DiffusionAction::kAddLora);
+    if (ImGui::IsItemHovered()) {
+      ImGui::SetTooltip(
+          "a LoRA .safetensors (kohya/A1111 or diffusers), merged into the model for "
+          "the next image; <lora:NAME:M> in the prompt works too");
+    }
   }
   ImGui::End();
 }

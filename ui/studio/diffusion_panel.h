@@ -27,6 +27,7 @@ enum class DiffusionAction {
   kApplyTexture,
   kChooseInitFile,  // a file dialog for image-to-image's picture
   kChooseMaskFile,  // ... for the inpainting mask
+  kAddLora,         // ... for a LoRA file
 };
 
 struct DiffusionPanelData {

@@ -170,6 +170,13 @@ void ImageController::on_action(DiffusionAction action) {
       refresh_panel();
       break;
     }
+    case DiffusionAction::kAddLora: {
+      const QString path = QFileDialog::getOpenFileName(&viewport_, tr("Add a LoRA"), QString(),
+                                                        tr("LoRA files (*.safetensors)"));
+      if (!path.isEmpty()) settings_.loras.push_back({path.toStdString(), 1.0f});
+      refresh_panel();
+      break;
+    }
     case DiffusionAction::kApplyTexture:
       if (Status st = apply_as_texture(); !st.ok()) {
         Q_EMIT status(tr("Apply as texture failed: %1")

@@ -202,6 +202,34 @@ TEST(StudioDiffusion, ImageToImageStartsFromTheViewportAfterTheShape) {
   window->grab().save(QString(TESSERA_BINARY_DIR) + "/studio_diffusion_from_viewport.png");
 }
 
+TEST(StudioDiffusion, LorasFromThePanelReloadTheModel) {
+  FixtureModelDir shape("studio-diffusion-lora");
+  auto window = open(launch_for(shape, QString::fromStdString(fixture_diffusion_dir())));
+  DiffusionBridge& bridge = window->image().diffusion();
+  ASSERT_EQ(bridge.model_state(), DiffusionModelState::kReady);
+  ImageSettings& settings = window->image().settings();
+  settings.steps = 3;
+  const std::string dir = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/diffusion/lora/";
+  settings.loras = {{dir + "kohya.safetensors", 1.0f}, {dir + "peft.safetensors", 0.5f}};
+  window->prompt_edit()->setPlainText("a red torus");
+  ASSERT_TRUE(window->image().generate());
+  ASSERT_TRUE(wait_until([&] { return !bridge.busy(); }));
+  ASSERT_EQ(bridge.state().state, JobState::kDone) << bridge.state().message.toStdString();
+  EXPECT_TRUE(bridge.state().message.contains("reloaded with 2 LoRA(s)"))
+      << bridge.state().message.toStdString();
+  // A bad LoRA fails the image with the file named; the studio stays usable without it.
+  settings.loras = {{dir + "expected.safetensors", 1.0f}};
+  ASSERT_TRUE(window->image().generate());
+  ASSERT_TRUE(wait_until([&] { return !bridge.busy(); }));
+  EXPECT_EQ(bridge.state().state, JobState::kFailed);
+  EXPECT_TRUE(bridge.state().message.contains("expected.safetensors"))
+      << bridge.state().message.toStdString();
+  settings.loras.clear();
+  ASSERT_TRUE(window->image().generate());
+  ASSERT_TRUE(wait_until([&] { return !bridge.busy(); }));
+  EXPECT_EQ(bridge.state().state, JobState::kDone) << bridge.state().message.toStdString();
+}
+
 TEST(StudioDiffusion, CancelAndNewPromptStopTheImage) {
   FixtureModelDir shape("studio-diffusion-cancel");
   auto window = open(launch_for(shape, QString::fromStdString(fixture_diffusion_dir())));
