@@ -50,6 +50,7 @@ struct ImageCliOptions {
   std::string mask;                // inpainting
   std::vector<std::string> loras;  // FILE[:M]
   std::string lora_dir;            // where <lora:NAME> tags look
+  bool fast = false;               // LCM + the LCM-LoRA, 4 steps, guidance 1
   DeviceCli device;
 };
 
@@ -114,6 +115,13 @@ int run_image(const ImageCliOptions& o) {
     }
     job.loras.push_back({spec->path, spec->multiplier});
   }
+  if (o.fast) {
+    if (Status st = runtime::apply_fast_choice(
+            &job, o.lora_dir.empty() ? runtime::default_lora_dir() : o.lora_dir);
+        !st.ok()) {
+      return fail("--fast: " + st.message());
+    }
+  }
   std::vector<runtime::LoraChoice> model_loras = job.loras;
   {
     std::string untagged = o.prompt;
@@ -160,9 +168,11 @@ int run_image(const ImageCliOptions& o) {
 
   job.width = o.width;
   job.height = o.height;
-  job.steps = o.steps;
-  job.guidance = o.guidance;
-  job.sampler = *sampler;
+  if (!o.fast) {
+    job.steps = o.steps;
+    job.guidance = o.guidance;
+    job.sampler = *sampler;
+  }
   job.seed = o.seed;
   g_cancel.store(false);
   auto previous = std::signal(SIGINT, on_sigint);
@@ -217,14 +227,14 @@ int run_image(const ImageCliOptions& o) {
   if (job.init_image != nullptr) {
     char buf[96];
     std::snprintf(buf, sizeof(buf), ", VAE encode %.1f ms (strength %.2f: %d of %d steps)",
-                  timings.encode_ms, static_cast<double>(o.strength), run, o.steps);
+                  timings.encode_ms, static_cast<double>(o.strength), run, job.steps);
     encode = buf;
   }
   std::fprintf(stderr,
                "%lldx%lld, %d steps (%s, guidance %.2f, seed %llu): text %.1f ms%s, denoise %.1f "
                "ms (%.1f ms/step), VAE %.1f ms -> %s\n",
                static_cast<long long>(image->width), static_cast<long long>(image->height), run,
-               o.sampler.c_str(), static_cast<double>(o.guidance),
+               runtime::sampler_kind_name(job.sampler), static_cast<double>(job.guidance),
                static_cast<unsigned long long>(o.seed), timings.text_ms, encode.c_str(),
                timings.denoise_ms, timings.denoise_ms / run, timings.vae_ms, o.output.c_str());
   return 0;
@@ -270,6 +280,10 @@ void register_image(CLI::App& app, int* exit_code) {
                   "A LoRA file (kohya/A1111 or diffusers/PEFT .safetensors) merged into the "
                   "weights, FILE or FILE:MULTIPLIER (default 1); repeat for several. Prompt tags "
                   "<lora:NAME:M> work too");
+  cmd->add_flag("--fast", o->fast,
+                "LCM with the LCM-LoRA: 4 steps, guidance 1 (the LoRA from --lora, else "
+                "lcm-lora-sdv1-5.safetensors in --lora-dir); overrides --steps, --guidance, "
+                "--sampler");
   cmd->add_option("--lora-dir", o->lora_dir,
                   "Where <lora:NAME> tags in the prompt look (default: the user's data folder's "
                   "loras/)");

@@ -41,5 +41,11 @@ inline constexpr float kDefaultImageGuidance = 7.5f;
 // Image-to-image: the share of the steps that repaint the init image (stable-diffusion.cpp's
 // default; diffusers uses 0.8).
 inline constexpr float kDefaultImageStrength = 0.75f;
+// The "fast" choice: LCM with the LCM-LoRA, 4 steps, no guidance pass (the LoRA's published
+// settings: 2-8 steps, guidance 1-2), and the file name it is known by (what stable-diffusion.cpp's
+// and A1111's guides tell users to call it).
+inline constexpr int kFastImageSteps = 4;
+inline constexpr float kFastImageGuidance = 1.0f;
+inline constexpr const char* kLcmLoraFile = "lcm-lora-sdv1-5.safetensors";
 
 }  // namespace tessera::runtime

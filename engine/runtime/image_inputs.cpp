@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -194,6 +195,30 @@ void add_loras(std::vector<LoraChoice>* loras, const std::vector<LoraChoice>& mo
 Expected<LoraChoice> parse_lora_choice(const std::string& text) {
   TESSERA_ASSIGN_OR_RETURN(const diffusion::LoraSpec spec, diffusion::parse_lora_spec(text));
   return LoraChoice{spec.path, spec.multiplier};
+}
+
+Status apply_fast_choice(ImageJobOptions* job, const std::string& lora_dir) {
+  bool have = false;
+  for (const LoraChoice& l : job->loras) {
+    std::string stem = std::filesystem::path(l.path).stem().string();
+    std::transform(stem.begin(), stem.end(), stem.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (stem.find("lcm") != std::string::npos) have = true;
+  }
+  if (!have) {
+    const std::filesystem::path file = std::filesystem::path(lora_dir) / kLcmLoraFile;
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(file, ec)) {
+      return not_found("fast needs the LCM-LoRA for SD 1.5: put it at " + file.string() +
+                       " or give it with --lora (a file with 'lcm' in its name); without it, "
+                       "4 LCM steps give a blurred image");
+    }
+    job->loras.push_back({file.string(), 1.0f});
+  }
+  job->sampler = SamplerKind::kLcm;
+  job->steps = kFastImageSteps;
+  job->guidance = kFastImageGuidance;
+  return Status();
 }
 
 std::string default_lora_dir() {

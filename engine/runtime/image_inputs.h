@@ -45,6 +45,11 @@ Expected<std::vector<LoraChoice>> take_lora_tags(std::string* prompt, const std:
 void add_loras(std::vector<LoraChoice>* loras, const std::vector<LoraChoice>& more);
 // "FILE" or "FILE:M" as a LoRA choice (a Windows drive letter is not a multiplier).
 Expected<LoraChoice> parse_lora_choice(const std::string& text);
+// The "fast" choice on `job`: the LCM sampler, kFastImageSteps steps, guidance kFastImageGuidance,
+// with the LCM-LoRA merged: one of the job's LoRAs whose file name has "lcm" in it, else
+// `lora_dir`/kLcmLoraFile (added at multiplier 1). kNotFound saying where it looked when there is
+// none (LCM sampling without it blurs).
+Status apply_fast_choice(ImageJobOptions* job, const std::string& lora_dir);
 // Where `<lora:NAME>` looks by default: the user's data folder's loras/.
 std::string default_lora_dir();
 

@@ -238,6 +238,21 @@ TEST(RuntimeImageInputs, LoraTagsComeOutOfThePrompt) {
   EXPECT_EQ(parse_lora_choice("a.safetensors:0.3").value().multiplier, 0.3f);
 }
 
+TEST(RuntimeImageInputs, FastChoiceNeedsTheLcmLora) {
+  const std::string dir = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/diffusion/lora";
+  ImageJobOptions job;
+  Status st = apply_fast_choice(&job, dir);  // no lcm-lora-sdv1-5.safetensors there
+  EXPECT_EQ(st.code(), ErrorCode::kNotFound);
+  EXPECT_NE(st.message().find(kLcmLoraFile), std::string::npos) << st.message();
+  EXPECT_EQ(job.sampler, SamplerKind::kEuler);  // unchanged
+  job.loras = {{"/somewhere/LCM_lora_sd15.safetensors", 1.0f}};
+  ASSERT_TRUE(apply_fast_choice(&job, dir).ok());
+  EXPECT_EQ(job.sampler, SamplerKind::kLcm);
+  EXPECT_EQ(job.steps, kFastImageSteps);
+  EXPECT_EQ(job.guidance, kFastImageGuidance);
+  EXPECT_EQ(job.loras.size(), 1u);  // the given one, not a second copy
+}
+
 TEST(RuntimeImageInputs, SizesAndResizing) {
   // No size given and no picture: the model's default side.
   auto p = prepare_image_inputs(0, 0, nullptr, nullptr, 8, 64);
