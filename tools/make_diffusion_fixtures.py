@@ -12,8 +12,7 @@ Single-threaded, fixed seeds: two runs give byte-identical files.
 
 Usage: /usr/bin/python3 tools/make_diffusion_fixtures.py [--out DIR]      (a few seconds)
 
-The files stay under 3 MiB in total (checked), hence F16 weights and few intermediate outputs (the budget
-was 2 MiB before the encoder's 0.5 MB).
+The files stay under 3 MiB in total (checked), hence F16 weights and few intermediate outputs.
 """
 
 import argparse

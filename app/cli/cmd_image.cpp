@@ -95,13 +95,6 @@ int run_image(const ImageCliOptions& o) {
   if (o.width < 0 || o.height < 0) return fail("--width and --height must be positive");
   auto precision = runtime::parse_precision(o.precision);
   if (!precision.ok()) return fail("--" + precision.status().message());
-  if (!o.mask.empty() && o.init.empty()) {
-    return fail("--mask needs --init (the picture whose white part is repainted)");
-  }
-  if (!o.init.empty() && !(o.strength > 0.0f && o.strength <= 1.0f)) {
-    return fail("--strength " + std::to_string(o.strength) +
-                " is outside (0, 1] (0.3: a light touch, 0.75: the default, 1: repaint fully)");
-  }
   runtime::ImageJobOptions job;
   // LoRAs: --lora files and the prompt's <lora:NAME:M> tags, merged at load (the runtime takes
   // the tags out of the prompt; taking them here too loads the model once, with them).
@@ -122,14 +115,9 @@ int run_image(const ImageCliOptions& o) {
       return fail("--fast: " + st.message());
     }
   }
-  std::vector<runtime::LoraChoice> model_loras = job.loras;
-  {
-    std::string untagged = o.prompt;
-    auto tagged = runtime::take_lora_tags(
-        &untagged, o.lora_dir.empty() ? runtime::default_lora_dir() : o.lora_dir);
-    if (!tagged.ok()) return fail(tagged.status().message());
-    runtime::add_loras(&model_loras, *tagged);
-  }
+  job.prompt = o.prompt;
+  auto model_loras = runtime::image_job_loras(job, nullptr);
+  if (!model_loras.ok()) return fail(model_loras.status().message());
   if (!o.init.empty()) {
     auto init = read_picture(o.init, "--init");
     if (!init.ok()) return fail(init.status().message());
@@ -141,6 +129,7 @@ int run_image(const ImageCliOptions& o) {
     if (!mask.ok()) return fail(mask.status().message());
     job.mask = *mask;
   }
+  if (Status st = runtime::check_image_job(job); !st.ok()) return fail(st.message());
   job.prompt = o.prompt;
   job.negative_prompt = o.negative_prompt;
   auto text_notes = runtime::accept_job_text(&job);
@@ -153,7 +142,7 @@ int run_image(const ImageCliOptions& o) {
   model.bf16 = o.bf16;
   model.precision = *precision;
   model.device = o.device.choice();
-  model.loras = model_loras;
+  model.loras = *model_loras;
   const runtime::Event loaded = session->wait_for(session->load_image_model(model));
   if (const auto* e = std::get_if<runtime::ErrorEvent>(&loaded.payload)) {
     return fail(e->status.message());

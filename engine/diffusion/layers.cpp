@@ -455,4 +455,34 @@ void nhwc_to_nchw(const float* x, float* y, int64_t batch, int64_t channels, int
   }
 }
 
+Expected<VaeMiddle> VaeMiddle::load(LoadContext& ctx, const std::string& prefix, int64_t channels,
+                                    int64_t groups, float eps) {
+  VaeMiddle m;
+  m.c_ = channels;
+  TESSERA_ASSIGN_OR_RETURN(m.block_1_, ResBlock::load(ctx, prefix + "block_1.", kVaeResNames,
+                                                      channels, channels, 0, groups, eps));
+  TESSERA_ASSIGN_OR_RETURN(m.attn_,
+                           VaeAttention::load(ctx, prefix + "attn_1.", channels, groups, eps));
+  TESSERA_ASSIGN_OR_RETURN(m.block_2_, ResBlock::load(ctx, prefix + "block_2.", kVaeResNames,
+                                                      channels, channels, 0, groups, eps));
+  return m;
+}
+
+Status VaeMiddle::run(Workspace& main, int* cur, int64_t batch, int64_t h, int64_t w,
+                      const KernelOptions& opt, Workspace& ws) {
+  const int64_t n = batch * h * w * c_;
+  for (int part = 0; part < 3; ++part) {
+    TESSERA_ASSIGN_OR_RETURN(float* out, main.get(1 - *cur, n));
+    const float* in = main.data(*cur);
+    if (part == 1) {
+      TESSERA_RETURN_IF_ERROR(attn_->run(in, out, batch, h, w, opt, ws));
+    } else {
+      ResBlock& block = part == 0 ? *block_1_ : *block_2_;
+      TESSERA_RETURN_IF_ERROR(block.run(in, out, batch, h, w, nullptr, opt, ws));
+    }
+    *cur = 1 - *cur;
+  }
+  return Status();
+}
+
 }  // namespace tessera::diffusion

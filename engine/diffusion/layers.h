@@ -294,6 +294,24 @@ class VaeAttention {
   Linear q_, k_, v_, proj_out_;
 };
 
+// The VAE's middle block, the same in the encoder and the decoder: ResnetBlock, single-head
+// attention, ResnetBlock, all `channels` wide (`prefix`: "encoder.mid." / "decoder.mid." under the
+// VAE's prefix).
+class VaeMiddle {
+ public:
+  static Expected<VaeMiddle> load(LoadContext& ctx, const std::string& prefix, int64_t channels,
+                                  int64_t groups, float eps);
+  // Runs on the ping-pong activations `main` (slots 0 and 1): from slot *cur, leaving the result
+  // in the slot it then sets *cur to.
+  Status run(Workspace& main, int* cur, int64_t batch, int64_t h, int64_t w,
+             const KernelOptions& opt, Workspace& ws);
+
+ private:
+  int64_t c_ = 0;
+  std::optional<ResBlock> block_1_, block_2_;
+  std::optional<VaeAttention> attn_;
+};
+
 // Attention over contiguous [batch][len][heads][head_dim] q, k, v into o with opt.attention.
 Status run_attention(const float* q, const float* k, const float* v, float* o, int64_t batch,
                      int64_t heads, int64_t q_len, int64_t kv_len, int64_t head_dim,

@@ -287,6 +287,10 @@ Status merge_lora(const LoraSpec& spec, const LoraFileModules& lora, const UNetC
     const TensorInfo* down_info = file.find(m.down_name);
     const TensorInfo* up_info = file.find(m.up_name);
     const TensorInfo* w_info = store->file().find(target);
+    if (down_info == nullptr || up_info == nullptr) {
+      return corrupt_data(lora.path + ": LoRA module '" + m.key +
+                          "' lost its down or up matrix (the file changed while loading?)");
+    }
     const std::vector<int64_t>& ds = down_info->shape;
     const std::vector<int64_t>& us = up_info->shape;
     const std::vector<int64_t>& ws = w_info->shape;

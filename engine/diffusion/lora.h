@@ -81,7 +81,7 @@ struct LoraMerged {
 // encoder's to `text` (its names with or without `text_prefix`, e.g.
 // "cond_stage_model.transformer."). A null store skips its modules (the pipeline merges the UNet's
 // and the text encoder's as each is loaded). Must run before the models read the stores
-// (WeightStore::add_delta). Fills the counts of `merged` for the parts it merged.
+// (WeightStore::add_low_rank). Fills the counts of `merged` for the parts it merged.
 Status merge_lora(const LoraSpec& spec, const LoraFileModules& file, const UNetConfig& unet_config,
                   WeightStore* unet, WeightStore* text, const std::string& text_prefix,
                   LoraMerged* merged);

@@ -264,6 +264,8 @@ Expected<std::unique_ptr<DiffusionModel>> DiffusionModel::load(
     if (!encoder.ok()) return with_prefix(encoder.status(), "VAE encoder: ");
     impl->encoder = std::move(*encoder);
   }
+  // The networks hold their (merged) weights: the LoRA factors can go (the LCM-LoRA's are 270 MB).
+  impl->unet_store->release_low_rank();
   KernelOptions kernel_options;
   kernel_options.precision =
       resolve_precision(options.precision, weights.unet.model_channels, *impl->backend);

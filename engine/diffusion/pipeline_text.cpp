@@ -27,8 +27,9 @@ Expected<text::ClipTextEncoder> load_text_encoder(
   TESSERA_ASSIGN_OR_RETURN(SafeTensors file, SafeTensors::open(weights));
   WeightStore store(std::move(file), format);
   for (size_t i = 0; i < loras.size(); ++i) {
-    TESSERA_RETURN_IF_ERROR(merge_lora(loras[i].first, loras[i].second, unet, nullptr, &store,
-                                       kCompVisText, &(*merged)[i]));
+    const Status st = merge_lora(loras[i].first, loras[i].second, unet, nullptr, &store,
+                                 kCompVisText, &(*merged)[i]);
+    if (!st.ok()) return Status(st.code(), "LoRA: " + st.message());
   }
   text::ClipTextEncoderOptions options;
   options.n_heads = heads;
@@ -117,8 +118,8 @@ Status DiffusionModel::Impl::load_text_stage(const std::string& path, const fs::
   auto encoder = load_text_encoder(text_files.weights, text_files.config, options.text_heads,
                                    options.weights, *backend, unet, pending_loras, &loras);
   if (!encoder.ok()) {
-    const bool lora = encoder.status().message().find("LoRA module") != std::string::npos;
-    return with_prefix(encoder.status(), lora ? "LoRA: " : "text encoder: ");
+    const bool lora = encoder.status().message().rfind("LoRA: ", 0) == 0;
+    return lora ? encoder.status() : with_prefix(encoder.status(), "text encoder: ");
   }
   text.emplace(std::move(*encoder));
   const text::ClipTextConfig& tc = text->config();

@@ -179,7 +179,7 @@ Expected<std::vector<int>> lcm_timesteps(int steps, double strength, int train_s
   if (!(strength > 0.0 && strength <= 1.0)) {
     return invalid_argument("strength " + std::to_string(strength) + " is outside (0, 1]");
   }
-  const int kept = static_cast<int>(std::floor(kLcmOriginalSteps * strength + 1e-9));
+  const int kept = static_cast<int>(std::floor(kLcmOriginalSteps * strength + kStrengthMargin));
   if (steps < 1 || steps > kept) {
     return invalid_argument(
         "LCM steps " + std::to_string(steps) + " is outside [1, " + std::to_string(kept) + "] (" +
@@ -284,7 +284,7 @@ Status Sampler::set_strength(double strength) {
                             " is outside (0, 1] (the share of the steps that repaint the init "
                             "image)");
   }
-  const int run = static_cast<int>(std::floor(steps_ * strength + 1e-9));
+  const int run = static_cast<int>(std::floor(steps_ * strength + kStrengthMargin));
   if (run < 1) {
     return invalid_argument("strength " + std::to_string(strength) + " with " +
                             std::to_string(steps_) +

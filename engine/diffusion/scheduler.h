@@ -122,6 +122,9 @@ const char* sampler_kind_name(SamplerKind k);  // "euler", "euler_a", "dpmpp_2m"
 // 259. Errors (kInvalidArgument): steps < 1, strength outside (0, 1], or more steps than the L
 // timesteps kept.
 inline constexpr int kLcmOriginalSteps = 50;
+// steps x strength is floored with this margin: strengths arrive as floats (0.7f is 0.69999998),
+// and 0.7 of 10 steps must run 7, 0.29 of 100 run 29.
+inline constexpr double kStrengthMargin = 1e-4;
 Expected<std::vector<int>> lcm_timesteps(int steps, double strength = 1.0,
                                          int train_steps = kSdTrainSteps);
 // LCM's boundary scalings at timestep t (sigma_data 0.5, timestep scaling 10):
@@ -152,8 +155,8 @@ class Sampler {
   int steps() const { return steps_; }
   // Image-to-image: the run starts at step first_step() (diffusers' img2img rule; LCM instead
   // keeps every step over a schedule truncated to its low-noise end, lcm_timesteps): of the
-  // `steps`-step schedule the last floor(steps * strength) steps run (the product taken with a
-  // 1e-9 margin, so that 0.29 x 100 runs 29, not float's 28), from the init latents noised
+  // `steps`-step schedule the last floor(steps * strength + kStrengthMargin) steps run, from the
+  // init latents noised
   // to sigma(first_step()). Errors (kInvalidArgument, naming the strength): strength outside
   // (0, 1], or so low that no step would run. Call before the first step; 1 restores step 0.
   Status set_strength(double strength);

@@ -35,10 +35,7 @@ Expected<std::unique_ptr<VaeDecoder>> VaeDecoder::load(WeightStore& store,
   auto res = [&](const std::string& p, int64_t in_c, int64_t out_c) {
     return ResBlock::load(ctx, p, kVaeResNames, in_c, out_c, 0, c.groups, c.eps);
   };
-  TESSERA_ASSIGN_OR_RETURN(m->mid1_, res(d + "mid.block_1.", ch, ch));
-  TESSERA_ASSIGN_OR_RETURN(m->mid_attn_,
-                           VaeAttention::load(ctx, d + "mid.attn_1.", ch, c.groups, c.eps));
-  TESSERA_ASSIGN_OR_RETURN(m->mid2_, res(d + "mid.block_2.", ch, ch));
+  TESSERA_ASSIGN_OR_RETURN(m->mid_, VaeMiddle::load(ctx, d + "mid.", ch, c.groups, c.eps));
   m->up_.resize(static_cast<size_t>(c.levels()));
   for (int64_t l = c.levels() - 1; l >= 0; --l) {
     const std::string p = d + "up." + std::to_string(l) + ".";
@@ -93,21 +90,7 @@ Status VaeDecoder::decode(const float* z, int64_t batch, int64_t height, int64_t
     cur = 0;
   }
   const auto next = [&](int64_t floats) { return main_.get(1 - cur, floats); };
-  {
-    TESSERA_ASSIGN_OR_RETURN(float* o, next(batch * h * w * ch));
-    TESSERA_RETURN_IF_ERROR(mid1_->run(main_.data(cur), o, batch, h, w, nullptr, opt, ws_));
-    cur = 1 - cur;
-  }
-  {
-    TESSERA_ASSIGN_OR_RETURN(float* o, next(batch * h * w * ch));
-    TESSERA_RETURN_IF_ERROR(mid_attn_->run(main_.data(cur), o, batch, h, w, opt, ws_));
-    cur = 1 - cur;
-  }
-  {
-    TESSERA_ASSIGN_OR_RETURN(float* o, next(batch * h * w * ch));
-    TESSERA_RETURN_IF_ERROR(mid2_->run(main_.data(cur), o, batch, h, w, nullptr, opt, ws_));
-    cur = 1 - cur;
-  }
+  TESSERA_RETURN_IF_ERROR(mid_->run(main_, &cur, batch, h, w, opt, ws_));
   if (tap_) TESSERA_RETURN_IF_ERROR(tap("mid", main_.data(cur)));
   for (int64_t l = c.levels() - 1; l >= 0; --l) {
     Level& level = up_[static_cast<size_t>(l)];

@@ -62,8 +62,7 @@ class VaeDecoder {
   ActivationTap tap_;
   Linear post_quant_;
   std::optional<Conv2d> conv_in_;
-  std::optional<ResBlock> mid1_, mid2_;
-  std::optional<VaeAttention> mid_attn_;
+  std::optional<VaeMiddle> mid_;
   std::vector<Level> up_;  // index = level (up.0 = full resolution); run from the back
   GroupNorm norm_out_;
   std::optional<Conv2d> conv_out_;

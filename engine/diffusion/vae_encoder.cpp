@@ -49,10 +49,7 @@ Expected<std::unique_ptr<VaeEncoder>> VaeEncoder::load(WeightStore& store,
                                Conv2d::load(ctx, p + "downsample.conv", ch, ch, 3, 2, false, true));
     }
   }
-  TESSERA_ASSIGN_OR_RETURN(m->mid1_, res(e + "mid.block_1.", ch, ch));
-  TESSERA_ASSIGN_OR_RETURN(m->mid_attn_,
-                           VaeAttention::load(ctx, e + "mid.attn_1.", ch, c.groups, c.eps));
-  TESSERA_ASSIGN_OR_RETURN(m->mid2_, res(e + "mid.block_2.", ch, ch));
+  TESSERA_ASSIGN_OR_RETURN(m->mid_, VaeMiddle::load(ctx, e + "mid.", ch, c.groups, c.eps));
   TESSERA_ASSIGN_OR_RETURN(m->norm_out_, GroupNorm::load(ctx, e + "norm_out", ch, c.groups, c.eps));
   TESSERA_ASSIGN_OR_RETURN(m->conv_out_,
                            Conv2d::load(ctx, e + "conv_out", ch, 2 * c.z_channels, 3));
@@ -107,21 +104,7 @@ Status VaeEncoder::encode(const float* image, int64_t batch, int64_t height, int
     }
     if (tap_) TESSERA_RETURN_IF_ERROR(tap("down." + std::to_string(l), main_.data(cur)));
   }
-  {
-    TESSERA_ASSIGN_OR_RETURN(float* o, next(batch * h * w * ch));
-    TESSERA_RETURN_IF_ERROR(mid1_->run(main_.data(cur), o, batch, h, w, nullptr, opt, ws_));
-    cur = 1 - cur;
-  }
-  {
-    TESSERA_ASSIGN_OR_RETURN(float* o, next(batch * h * w * ch));
-    TESSERA_RETURN_IF_ERROR(mid_attn_->run(main_.data(cur), o, batch, h, w, opt, ws_));
-    cur = 1 - cur;
-  }
-  {
-    TESSERA_ASSIGN_OR_RETURN(float* o, next(batch * h * w * ch));
-    TESSERA_RETURN_IF_ERROR(mid2_->run(main_.data(cur), o, batch, h, w, nullptr, opt, ws_));
-    cur = 1 - cur;
-  }
+  TESSERA_RETURN_IF_ERROR(mid_->run(main_, &cur, batch, h, w, opt, ws_));
   if (tap_) TESSERA_RETURN_IF_ERROR(tap("mid", main_.data(cur)));
   TESSERA_ASSIGN_OR_RETURN(float* act, next(batch * h * w * ch));
   TESSERA_RETURN_IF_ERROR(

@@ -61,8 +61,7 @@ class VaeEncoder {
   ActivationTap tap_;
   std::optional<Conv2d> conv_in_;
   std::vector<Level> down_;
-  std::optional<ResBlock> mid1_, mid2_;
-  std::optional<VaeAttention> mid_attn_;
+  std::optional<VaeMiddle> mid_;
   GroupNorm norm_out_;
   std::optional<Conv2d> conv_out_;
   Linear quant_;

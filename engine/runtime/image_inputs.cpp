@@ -100,16 +100,20 @@ Expected<PreparedImageInputs> prepare_image_inputs(
     const std::shared_ptr<const mesh::TextureImage>& mask, int64_t multiple, int64_t side) {
   TESSERA_RETURN_IF_ERROR(check_picture(init.get(), "init image"));
   TESSERA_RETURN_IF_ERROR(check_picture(mask.get(), "mask"));
-  if (mask != nullptr && init == nullptr) {
-    return invalid_argument(
-        "a mask needs an init image (the picture whose masked part is "
-        "repainted)");
-  }
   PreparedImageInputs p;
+  // A picture's own size, shrunk (aspect kept) to at most (2 x side)^2 pixels: a 4000 x 3000 photo
+  // would not fit in memory at its size.
+  double shrink = 1.0;
+  if (init != nullptr && width <= 0 && height <= 0) {
+    const double max_pixels = 4.0 * static_cast<double>(side) * static_cast<double>(side);
+    const double pixels = static_cast<double>(init->width) * static_cast<double>(init->height);
+    if (pixels > max_pixels) shrink = std::sqrt(max_pixels / pixels);
+  }
   const auto from_init = [&](int64_t given, int64_t init_side) {
     if (given > 0) return given;
     if (init == nullptr) return side;
-    return std::max(multiple, init_side / multiple * multiple);
+    const auto scaled = static_cast<int64_t>(static_cast<double>(init_side) * shrink);
+    return std::max(multiple, scaled / multiple * multiple);
   };
   p.width = from_init(width, init ? init->width : 0);
   p.height = from_init(height, init ? init->height : 0);
@@ -120,8 +124,11 @@ Expected<PreparedImageInputs> prepare_image_inputs(
     p.notes.push_back(
         std::string(what) + " resized from " + size_text(image->width, image->height) + " to " +
         size_text(p.width, p.height) +
-        (width > 0 || height > 0
-             ? " (the size asked for)"
+        (width > 0 || height > 0 ? std::string(" (the size asked for)")
+         : shrink < 1.0
+             ? " (at most " + std::to_string(2 * side) + "x" + std::to_string(2 * side) +
+                   " pixels' worth for this model; --width/--height ask for "
+                   "another size)"
              : " (a multiple of " + std::to_string(multiple) + ", the model's size step)"));
     return std::make_shared<mesh::TextureImage>(resize_image(*image, p.width, p.height, nearest));
   };
@@ -195,6 +202,31 @@ void add_loras(std::vector<LoraChoice>* loras, const std::vector<LoraChoice>& mo
 Expected<LoraChoice> parse_lora_choice(const std::string& text) {
   TESSERA_ASSIGN_OR_RETURN(const diffusion::LoraSpec spec, diffusion::parse_lora_spec(text));
   return LoraChoice{spec.path, spec.multiplier};
+}
+
+Status check_image_job(const ImageJobOptions& job) {
+  if (job.mask != nullptr && job.init_image == nullptr) {
+    return invalid_argument(
+        "a mask needs an init image (the picture whose white part is "
+        "repainted)");
+  }
+  if (job.init_image != nullptr && !(job.strength > 0.0f && job.strength <= 1.0f)) {
+    return invalid_argument("strength " + std::to_string(job.strength) +
+                            " is outside (0, 1] (0.3: a light touch, 0.75: the default, 1: "
+                            "repaint fully)");
+  }
+  return Status();
+}
+
+Expected<std::vector<LoraChoice>> image_job_loras(const ImageJobOptions& job, std::string* prompt) {
+  std::string text = job.prompt;
+  TESSERA_ASSIGN_OR_RETURN(
+      std::vector<LoraChoice> tagged,
+      take_lora_tags(&text, job.lora_dir.empty() ? default_lora_dir() : job.lora_dir));
+  std::vector<LoraChoice> all = job.loras;
+  add_loras(&all, tagged);
+  if (prompt != nullptr) *prompt = std::move(text);
+  return all;
 }
 
 Status apply_fast_choice(ImageJobOptions* job, const std::string& lora_dir) {

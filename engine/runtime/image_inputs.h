@@ -1,12 +1,12 @@
 // The product's rules for the pictures an image job starts from (image-to-image's init image and
 // inpainting's mask), applied once here for every front end (CLI, studio, server, batch):
 // - the image size: the job's width / height where given, else the init image's size rounded down
-//   to the model's size multiple (an SD user's img2img keeps the picture's size), else the model's
-//   default side;
+//   to the model's size multiple (an SD user's img2img keeps the picture's size; shrunk, aspect
+//   kept, to at most twice the model's default side squared), else the model's default side;
 // - an init image or mask of another size is resized to it (the image with an area average when
 //   shrinking and bilinear when enlarging, the mask nearest-neighbour so it stays black and white),
 //   and a note says so: resized and said, never refused;
-// - a mask is read as the mean of its channels, >= 128 = repaint (white), below = keep.
+// - a mask is passed on as it is; the engine reads it (engine/diffusion/pipeline.h, mask).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +34,15 @@ struct PreparedImageInputs {
 Expected<PreparedImageInputs> prepare_image_inputs(
     int64_t width, int64_t height, const std::shared_ptr<const mesh::TextureImage>& init,
     const std::shared_ptr<const mesh::TextureImage>& mask, int64_t multiple, int64_t side);
+
+// The job's own rules, checked before any work (the CLI before it loads a model, the image lane
+// before it runs): a strength in (0, 1] when there is an init image, a mask only with one.
+// kInvalidArgument naming the field.
+Status check_image_job(const ImageJobOptions& job);
+// The LoRAs an image job asks for: its list plus the tags in its prompt (take_lora_tags over
+// job.lora_dir, else default_lora_dir()), with `prompt` (may be null) set to the prompt without
+// them.
+Expected<std::vector<LoraChoice>> image_job_loras(const ImageJobOptions& job, std::string* prompt);
 
 // A1111's LoRA tags taken out of `prompt`: every `<lora:NAME>` or `<lora:NAME:M>` (M a number,
 // default 1) is removed (with one space next to it) and resolved in `dir`: DIR/NAME, else

@@ -544,13 +544,13 @@ void Session::Impl::run_image_job(uint64_t id, const ImageJobOptions& o,
   }
   // LoRAs: the job's list and the prompt's <lora:NAME:M> tags; another set than the loaded
   // model's means a reload with it.
-  std::string prompt = o.prompt;
+  if (Status st = check_image_job(o); !st.ok()) return emit(id, lane, ErrorEvent{st});
+  std::string prompt;
   std::vector<std::string> lora_notes;
   {
-    auto tagged = take_lora_tags(&prompt, o.lora_dir.empty() ? default_lora_dir() : o.lora_dir);
-    if (!tagged.ok()) return emit(id, lane, ErrorEvent{tagged.status()});
-    std::vector<LoraChoice> wanted = o.loras;
-    add_loras(&wanted, *tagged);
+    auto loras = image_job_loras(o, &prompt);
+    if (!loras.ok()) return emit(id, lane, ErrorEvent{loras.status()});
+    const std::vector<LoraChoice>& wanted = *loras;
     if (wanted != image_options_.loras) {
       Stopwatch reload;
       ImageModelOptions options = image_options_;

@@ -73,7 +73,9 @@ class WeightStore {
   // that do not fit, naming the tensor and the file.
   Status add_low_rank(const std::string& name, std::vector<float> up, std::vector<float> down_t,
                       int64_t rank);
-  bool has_changes(const std::string& name) const { return low_rank_.count(name) != 0; }
+  // Drops the factors once every model reading this store has loaded (what was handed out keeps
+  // the change; a tensor asked for later, in another form, would not have it).
+  void release_low_rank() { low_rank_.clear(); }
   // Bytes held in converted buffers (0 when everything is zero-copy).
   size_t converted_bytes() const { return converted_bytes_; }
   // Names of the tensors asked for in bf16 (matrix() in kBF16) and never in f32, in name order:

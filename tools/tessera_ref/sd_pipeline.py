@@ -15,7 +15,7 @@ Stages, as the C++ pipeline runs them:
 
 Image-to-image and inpainting (`sample_euler_image`): the init image (uint8 / 127.5 - 1) is encoded
 to the posterior's mean times 0.18215 (the mode, not a sample); of the N-step schedule the last
-floor(N * strength + 1e-9) steps run (diffusers' rule), from init + sigma_first * noise. A pixel mask
+floor(N * strength + 1e-4) steps run (diffusers' rule, with a margin for float strengths), from init + sigma_first * noise. A pixel mask
 (>= 128 = repaint) becomes a latent mask by max-pooling each f x f block (any repainted pixel repaints
 the cell). A standard UNet: after every step the kept cells are replaced by init + sigma_next * noise
 (the start's noise; the clean init after the last step). An inpainting UNet (2z + 1 input channels):
@@ -146,7 +146,7 @@ class Pipeline:
                 m = lmask
             self.extra = np.concatenate([m, self.encode_image(masked)], axis=1).astype(np.float32)
         sigmas = self.sched.normal(steps)
-        run = int(math.floor(steps * strength + 1e-9))
+        run = int(math.floor(steps * strength + 1e-4))  # the engine's kStrengthMargin
         first = steps - run
         x = (init.astype(np.float64) + noise.astype(np.float64) * sigmas[first]).astype(np.float32)
         latents = []

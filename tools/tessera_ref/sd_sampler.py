@@ -150,7 +150,7 @@ def lcm_timesteps(n, strength=1.0, train_steps=TRAIN_STEPS, original=LCM_ORIGINA
     minus 1, its first int(original * strength) entries (image-to-image keeps the low-noise end), reversed,
     at indices floor(linspace(0, L, n, endpoint=False))."""
     k = train_steps // original
-    origin = (np.arange(1, int(np.floor(original * strength + 1e-9)) + 1) * k - 1)[::-1]
+    origin = (np.arange(1, int(np.floor(original * strength + 1e-4)) + 1) * k - 1)[::-1]
     idx = np.floor(np.linspace(0, len(origin), n, endpoint=False)).astype(np.int64)
     return [int(origin[i]) for i in idx]
 

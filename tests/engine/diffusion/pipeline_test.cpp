@@ -301,6 +301,20 @@ TEST_F(DiffusionPipeline, ImageToImageMatchesPyTorchReference) {
   EXPECT_GT(image->encode_ms, 0.0);
 }
 
+TEST_F(DiffusionPipeline, FloatStrengthsRunTheStepsPeopleExpect) {
+  // 0.7f is 0.69999998: 0.7 of 10 steps still runs 7 (diffusers: int(10 * 0.7) = 7).
+  auto model = load_compvis();
+  ASSERT_NE(model, nullptr);
+  GenerateRequest r = fixture_request();
+  r.steps = 10;
+  r.strength = 0.7f;
+  std::vector<std::vector<float>> latents;
+  auto image = run_image_request(*model, r, false, &latents);
+  ASSERT_TRUE(image.ok()) << image.status().message();
+  EXPECT_EQ(image->steps_run, 7);
+  EXPECT_EQ(latents.size(), 7u);
+}
+
 TEST_F(DiffusionPipeline, InpaintingMatchesPyTorchReference) {
   auto model = load_compvis();
   ASSERT_NE(model, nullptr);

@@ -271,6 +271,13 @@ TEST(RuntimeImageInputs, SizesAndResizing) {
   EXPECT_EQ(p->width, 16);
   EXPECT_EQ(p->height, 8);
   EXPECT_NE(p->notes[0].find("to 16x8"), std::string::npos);
+  // A large photo is shrunk, aspect kept, and said.
+  p = prepare_image_inputs(0, 0, ramp(400, 300), nullptr, 8, 64);
+  ASSERT_TRUE(p.ok());
+  EXPECT_LE(p->width * p->height, 128 * 128);
+  EXPECT_EQ(p->width, 144);  // 400 x 0.3695 = 147.8, down to a multiple of 8
+  EXPECT_EQ(p->height, 104);
+  EXPECT_NE(p->notes[0].find("at most 128x128"), std::string::npos) << p->notes[0];
   // Bad pictures are named.
   auto broken = std::make_shared<mesh::TextureImage>();
   broken->width = 4;
