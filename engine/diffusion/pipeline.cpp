@@ -141,11 +141,6 @@ Status DiffusionModel::check_image_inputs(const GenerateRequest& request) const 
     return not_found(files_.vae + ": image-to-image needs the VAE encoder (tensors '" + kVaePrefix +
                      "encoder.*'), and this VAE has only the decoder");
   }
-  if (request.init_image != nullptr && !(request.strength > 0.0f && request.strength <= 1.0f)) {
-    return invalid_argument("strength " + std::to_string(request.strength) +
-                            " is outside (0, 1] (0.3: a light touch, 0.75: the default, 1: repaint "
-                            "fully)");
-  }
   return Status();
 }
 

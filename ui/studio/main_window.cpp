@@ -280,8 +280,12 @@ void MainWindow::make_controllers() {
   });
 
   // The image lane: a finished image and a textured mesh are kept beside the job's results.
-  connect(image_, &ImageController::imageDone, this,
-          [this] { library_->keep_concept_image(image_->diffusion().state()); });
+  // The image settings that made it (start from, strength, mask, LoRAs) are saved with it, so a
+  // killed studio comes back with them.
+  connect(image_, &ImageController::imageDone, this, [this] {
+    library_->keep_concept_image(image_->diffusion().state());
+    save_settings();
+  });
   connect(image_, &ImageController::textured, this,
           [this](const std::shared_ptr<const mesh::Mesh>& source,
                  const std::shared_ptr<const mesh::Mesh>& textured) {

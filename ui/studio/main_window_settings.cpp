@@ -48,6 +48,25 @@ void MainWindow::load_settings() {
   im.seed = s.value("seed", static_cast<qulonglong>(im.seed)).toULongLong();
   im.lock_seed = s.value("lock_seed", im.lock_seed).toBool();
   im.auto_after_shape = s.value("auto_after_shape", im.auto_after_shape).toBool();
+  const int source = s.value("init_source", static_cast<int>(im.init_source)).toInt();
+  if (source >= 0 && source <= static_cast<int>(ImageSettings::InitSource::kFile)) {
+    im.init_source = static_cast<ImageSettings::InitSource>(source);
+  }
+  im.init_file =
+      s.value("init_file", QString::fromStdString(im.init_file)).toString().toStdString();
+  im.mask_file =
+      s.value("mask_file", QString::fromStdString(im.mask_file)).toString().toStdString();
+  im.strength =
+      std::clamp(s.value("strength", static_cast<double>(im.strength)).toFloat(), 0.05f, 1.0f);
+  // LoRAs as "path" entries with a "multiplier" each.
+  const int loras = s.beginReadArray("loras");
+  im.loras.clear();
+  for (int i = 0; i < loras; ++i) {
+    s.setArrayIndex(i);
+    const std::string path = s.value("path").toString().toStdString();
+    if (!path.empty()) im.loras.push_back({path, s.value("multiplier", 1.0).toFloat()});
+  }
+  s.endArray();
   s.endGroup();
   // Reflect the loaded values in the View menu.
   for (QAction* a : findChildren<QAction*>()) {
@@ -92,6 +111,17 @@ void MainWindow::save_settings() {
   s.setValue("seed", static_cast<qulonglong>(im.seed));
   s.setValue("lock_seed", im.lock_seed);
   s.setValue("auto_after_shape", im.auto_after_shape);
+  s.setValue("init_source", static_cast<int>(im.init_source));
+  s.setValue("init_file", QString::fromStdString(im.init_file));
+  s.setValue("mask_file", QString::fromStdString(im.mask_file));
+  s.setValue("strength", static_cast<double>(im.strength));
+  s.beginWriteArray("loras", static_cast<int>(im.loras.size()));
+  for (size_t i = 0; i < im.loras.size(); ++i) {
+    s.setArrayIndex(static_cast<int>(i));
+    s.setValue("path", QString::fromStdString(im.loras[i].path));
+    s.setValue("multiplier", static_cast<double>(im.loras[i].multiplier));
+  }
+  s.endArray();
   s.endGroup();
 }
 
