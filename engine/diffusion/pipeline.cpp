@@ -55,6 +55,7 @@ void DiffusionModel::set_kernel_options(const KernelOptions& options) {
   impl_->unet->set_options(options);
   impl_->vae->set_options(options);
   if (impl_->encoder) impl_->encoder->set_options(options);
+  if (impl_->control) impl_->control->set_options(options);
 }
 kernels::Precision DiffusionModel::compute_precision() const {
   const KernelOptions& o = impl_->unet->options();
@@ -132,6 +133,14 @@ Status DiffusionModel::check_image_inputs(const GenerateRequest& request) const 
   };
   TESSERA_RETURN_IF_ERROR(check_view(request.init_image, "init image", false));
   TESSERA_RETURN_IF_ERROR(check_view(request.mask, "mask", true));
+  TESSERA_RETURN_IF_ERROR(check_view(request.control_image, "control image", false));
+  if (request.control_image != nullptr && impl_->control == nullptr) {
+    return invalid_argument("a control image needs a ControlNet (load one first)");
+  }
+  if (!(request.control_scale >= 0.0f && request.control_scale <= 2.0f)) {
+    return invalid_argument("control scale " + std::to_string(request.control_scale) +
+                            " is outside [0, 2]");
+  }
   if (request.mask != nullptr && request.init_image == nullptr) {
     return invalid_argument(
         "a mask needs an init image (the picture whose masked part is repainted)");

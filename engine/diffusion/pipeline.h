@@ -44,12 +44,13 @@
 //   pipeline_text.cpp       text stage: text encoder and tokenizer found and loaded, encode_prompts
 //   pipeline_denoise.cpp    UNet stage: the denoising loop, guidance, sampler steps, step callbacks
 //   pipeline_vae.cpp        VAE stage: the latent decode, RGB8 conversions and previews
+//   pipeline_controlnet.cpp load_control_net(): the ControlNet's file found, renamed, loaded
 // The toolbox's additions each have a place: image-to-image (the VAE encoder in pipeline_vae.cpp,
 // the loop starting at a later step in pipeline_denoise.cpp), inpainting (the masked latent blend
 // per step, pipeline_denoise.cpp), ControlNet (its residuals into the UNet's passes,
-// pipeline_denoise.cpp; its weights loaded in pipeline_load.cpp), LoRA (weights merged at load,
-// pipeline_load.cpp for the UNet, pipeline_text.cpp for the text encoder). A stage that outgrows
-// its file gets a file of its own beside it (pipeline_controlnet.cpp, ...).
+// pipeline_denoise.cpp; its weights loaded in pipeline_controlnet.cpp), LoRA (weights merged at
+// load, pipeline_load.cpp for the UNet, pipeline_text.cpp for the text encoder). A stage that
+// outgrows its file gets a file of its own beside it.
 #pragma once
 
 #include <atomic>
@@ -62,6 +63,7 @@
 
 #include "core/status.h"
 #include "engine/weights/weight_store.h"
+#include "engine/diffusion/controlnet.h"
 #include "engine/diffusion/layers.h"
 #include "engine/diffusion/lora.h"
 #include "engine/diffusion/scheduler.h"
@@ -180,6 +182,14 @@ struct GenerateRequest {
   // repainted pixels set to 0 (mid grey). Without a mask an inpainting UNet sees a mask of ones
   // and a grey masked image (text-to-image and plain image-to-image still work).
   const ImageView* mask = nullptr;
+  // ControlNet (needs load_control_net): the control image, RGB of exactly width x height, fed
+  // as v / 255 (a depth map: near = white, far and background = black; docs/diffusion.md). Its
+  // residuals join every UNet pass (both rows with guidance) times control_scale, in [0, 2]. Guess
+  // mode (the original ControlNet's): residual i of n times control_scale * 0.825^(n - 1 - i), and
+  // the unconditional row gets none (for empty or weak prompts).
+  const ImageView* control_image = nullptr;
+  float control_scale = 1.0f;
+  bool control_guess_mode = false;
 };
 
 // Sent after every denoising step. Pointers are valid during the callback only.
@@ -253,6 +263,20 @@ class DiffusionModel {
   // DeviceChoice::kAuto that ended on the CPU: why (empty otherwise).
   const std::string& device_note() const;
 
+  // ControlNet (engine/diffusion/controlnet.h) for GenerateRequest::control_image, loaded onto
+  // this model's backend, replacing any loaded one. `path`: a .safetensors file in the v1.1 layout
+  // (`control_model.*`, or the same names without the prefix; a v1.0 file with SD built in: only
+  // its `control_model.*` is read) or with diffusers' names, or a diffusers folder
+  // (diffusion_pytorch_model.safetensors, directly or under controlnet/). Errors name the file and
+  // tensor: kNotFound (no such file, no ControlNet in it), kUnsupported (.pth / .ckpt: convert
+  // them to .safetensors; an SDXL or SD 2.x ControlNet), kInvalidArgument (made for another model:
+  // levels, channels or hint scale differ). On error the previously loaded ControlNet stays.
+  Status load_control_net(const std::string& path);
+  void unload_control_net();
+  bool has_control_net() const;
+  const std::string& control_net_path() const;         // "" when none is loaded
+  const ControlNetConfig* control_net_config() const;  // null when none is loaded
+
   // The UNet context of `prompt` and `negative_prompt`: [2, context_length, text_width] rows
   // [negative, prompt] (EOS-padded ids, causal-only CLIP as SD runs it). Errors: tokenizer /
   // encoder ones.
@@ -284,6 +308,13 @@ class DiffusionModel {
 std::string diffusers_unet_key_to_compvis(
     const std::string& name, int64_t layers_per_block,
     const std::function<bool(int64_t)>& up_block_has_attention);
+// A diffusers ControlNetModel key under its v1.1 name (no `control_model.` prefix): the encoder
+// half as diffusers_unet_key_to_compvis, controlnet_cond_embedding.{conv_in, blocks.i, conv_out}
+// -> input_hint_block.{0, 2i + 2, 2 hint_blocks + 2}, controlnet_down_blocks.k -> zero_convs.k.0,
+// controlnet_mid_block -> middle_block_out.0. `hint_blocks`: the count of
+// controlnet_cond_embedding.blocks. Returns "" for names outside the ControlNet.
+std::string diffusers_controlnet_key_to_compvis(const std::string& name, int64_t layers_per_block,
+                                                int64_t hint_blocks);
 // `up_levels`: the number of decoder.up_blocks (they are numbered in reverse in CompVis; the
 // encoder's down_blocks are not). Returns "" for names neither part uses.
 std::string diffusers_vae_key_to_compvis(const std::string& name, int64_t up_levels);

@@ -58,6 +58,31 @@ Status DiffusionModel::Impl::denoise(Impl& m, const GenerateRequest& request,
       m.x[k] = static_cast<float>(base + m.noise0[k] * s0);
     }
   }
+  // ControlNet: the control image through its hint encoder once; every pass then gets its
+  // residuals for the latents' part of the UNet input.
+  ControlNet* control = request.control_image != nullptr ? m.control.get() : nullptr;
+  std::vector<float> control_scales, row_scales;
+  float* x_control = x_dev;
+  if (control != nullptr) {
+    const ImageView& v = *request.control_image;
+    const int64_t pixels = v.width * v.height * 3;
+    m.hint.resize(static_cast<size_t>(pixels));
+    for (int64_t k = 0; k < pixels; ++k) m.hint[k] = static_cast<float>(v.pixels[k]) / 255.0f;
+    TESSERA_ASSIGN_OR_RETURN(float* hint_dev, m.dev.get(Impl::kDevHint, pixels));
+    TESSERA_RETURN_IF_ERROR(
+        m.backend->upload(hint_dev, m.hint.data(), m.hint.size() * sizeof(float)));
+    TESSERA_RETURN_IF_ERROR(control->set_hint(hint_dev, v.height, v.width));
+    const int count = control->residual_count();
+    control_scales = request.control_guess_mode
+                         ? guess_mode_scales(request.control_scale, count)
+                         : std::vector<float>(static_cast<size_t>(count), request.control_scale);
+    row_scales.assign(static_cast<size_t>(batch), 1.0f);
+    if (guided && request.control_guess_mode) row_scales[0] = 0.0f;
+    if (extra != 0) {
+      TESSERA_ASSIGN_OR_RETURN(x_control, m.dev.get(Impl::kDevXControl, batch * n));
+      m.x_control.resize(static_cast<size_t>(batch * n));
+    }
+  }
   const bool preview = callbacks.on_step && channels == 4;
   if (preview) m.preview.resize(static_cast<size_t>(lh * lw * 3));
   std::vector<float> denoised(preview ? static_cast<size_t>(n) : 0);
@@ -86,8 +111,21 @@ Status DiffusionModel::Impl::denoise(Impl& m, const GenerateRequest& request,
     if (guided) std::copy(m.x_in.begin(), m.x_in.begin() + n_in, m.x_in.begin() + n_in);
     std::fill(m.t.begin(), m.t.end(), static_cast<float>(sampler.timestep(i)));
     TESSERA_RETURN_IF_ERROR(m.backend->upload(x_dev, m.x_in.data(), m.x_in.size() * sizeof(float)));
+    const ControlResiduals* residuals = nullptr;
+    if (control != nullptr) {
+      if (extra != 0) {
+        for (int64_t p = 0; p < batch * lp; ++p) {
+          std::copy_n(m.x_in.data() + p * unet_in, channels, m.x_control.data() + p * channels);
+        }
+        TESSERA_RETURN_IF_ERROR(
+            m.backend->upload(x_control, m.x_control.data(), m.x_control.size() * sizeof(float)));
+      }
+      TESSERA_ASSIGN_OR_RETURN(
+          residuals, control->forward(x_control, m.t.data(), context, batch, lh, lw, length,
+                                      control_scales, row_scales));
+    }
     TESSERA_RETURN_IF_ERROR(
-        m.unet->forward(x_dev, m.t.data(), context, batch, lh, lw, length, eps_dev));
+        m.unet->forward(x_dev, m.t.data(), context, batch, lh, lw, length, eps_dev, residuals));
     TESSERA_RETURN_IF_ERROR(
         m.backend->download(m.eps.data(), eps_dev, m.eps.size() * sizeof(float)));
     if (guided) {

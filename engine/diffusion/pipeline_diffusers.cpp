@@ -8,6 +8,7 @@
 #include <set>
 #include <utility>
 
+#include "engine/diffusion/controlnet.h"
 #include "engine/diffusion/pipeline_internal.h"
 
 namespace tessera::diffusion {
@@ -175,6 +176,32 @@ Expected<RenamedFile> open_diffusers_unet(const std::string& path) {
   });
 }
 
+Expected<RenamedFile> open_diffusers_controlnet(const std::string& path) {
+  TESSERA_ASSIGN_OR_RETURN(SafeTensors probe, SafeTensors::open(path));
+  if (probe.contains("add_embedding.linear_1.weight")) {
+    return unsupported(path +
+                       ": tensor 'add_embedding.linear_1.weight' exists: an SDXL ControlNet; only "
+                       "SD 1.x ControlNets are supported");
+  }
+  if (!probe.contains("controlnet_cond_embedding.conv_in.weight")) {
+    return not_found(path +
+                     ": no diffusers ControlNet (missing tensor "
+                     "'controlnet_cond_embedding.conv_in.weight')");
+  }
+  int64_t layers = 0, hint_blocks = 0;
+  while (probe.contains("down_blocks.0.resnets." + std::to_string(layers) + ".conv1.weight")) {
+    ++layers;
+  }
+  while (probe.contains("controlnet_cond_embedding.blocks." + std::to_string(hint_blocks) +
+                        ".weight")) {
+    ++hint_blocks;
+  }
+  return open_renamed(path, [&](const TensorInfo& info, std::vector<int64_t>*) {
+    const std::string name = diffusers_controlnet_key_to_compvis(info.name, layers, hint_blocks);
+    return name.empty() ? name : kControlPrefix + name;
+  });
+}
+
 Expected<RenamedFile> open_diffusers_vae(const std::string& path) {
   TESSERA_ASSIGN_OR_RETURN(SafeTensors probe, SafeTensors::open(path));
   int64_t levels = 0;
@@ -249,6 +276,29 @@ std::string diffusers_unet_key_to_compvis(
     if (p[2] == "attentions") return block + "1." + join_from(p, 4);
   }
   return "";
+}
+
+std::string diffusers_controlnet_key_to_compvis(const std::string& name, int64_t layers_per_block,
+                                                int64_t hint_blocks) {
+  const auto p = split_dots(name);
+  if (p.size() < 2) return "";
+  int64_t i = 0;
+  if (p[0] == "controlnet_cond_embedding" && p.size() > 2) {
+    if (p[1] == "conv_in") return "input_hint_block.0." + join_from(p, 2);
+    if (p[1] == "conv_out") {
+      return "input_hint_block." + std::to_string(2 * hint_blocks + 2) + "." + join_from(p, 2);
+    }
+    if (p[1] == "blocks" && p.size() > 3 && parse_index(p[2], &i) && i < hint_blocks) {
+      return "input_hint_block." + std::to_string(2 * i + 2) + "." + join_from(p, 3);
+    }
+    return "";
+  }
+  if (p[0] == "controlnet_down_blocks" && p.size() > 2 && parse_index(p[1], &i)) {
+    return "zero_convs." + std::to_string(i) + ".0." + join_from(p, 2);
+  }
+  if (p[0] == "controlnet_mid_block") return "middle_block_out.0." + join_from(p, 1);
+  if (p[0] == "up_blocks" || p[0] == "conv_norm_out" || p[0] == "conv_out") return "";
+  return diffusers_unet_key_to_compvis(name, layers_per_block, nullptr);
 }
 
 std::string diffusers_vae_key_to_compvis(const std::string& name, int64_t up_levels) {

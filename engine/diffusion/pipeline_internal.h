@@ -18,6 +18,7 @@
 
 #include "core/safetensors.h"
 #include "core/status.h"
+#include "engine/diffusion/controlnet.h"
 #include "engine/diffusion/lora.h"
 #include "engine/diffusion/pipeline.h"
 #include "engine/diffusion/unet.h"
@@ -61,6 +62,9 @@ struct RenamedFile {
 // diffusers UNet / VAE decoder.
 Expected<RenamedFile> open_diffusers_unet(const std::string& path);
 Expected<RenamedFile> open_diffusers_vae(const std::string& path);
+// A diffusers ControlNetModel file under v1.1 names with kControlPrefix. kUnsupported for SDXL's,
+// kNotFound when the file is no diffusers ControlNet.
+Expected<RenamedFile> open_diffusers_controlnet(const std::string& path);
 
 }  // namespace pipeline_detail
 
@@ -76,6 +80,12 @@ struct DiffusionModel::Impl {
   std::unique_ptr<UNet> unet;
   std::unique_ptr<VaeDecoder> vae;
   std::unique_ptr<VaeEncoder> encoder;  // null: the model has none (no image-to-image)
+  // The ControlNet (load_control_net), its weights (and their renamed bytes for a diffusers file)
+  // and the file it came from; null / empty when none is loaded.
+  std::unique_ptr<uint8_t[]> control_bytes;
+  std::unique_ptr<WeightStore> control_store;
+  std::unique_ptr<ControlNet> control;
+  std::string control_path;
   // LoRAs (DiffusionLoadOptions::loras): their modules, read at load, and what merging did (one
   // entry per LoRA, the UNet's counts filled before the UNet loads, the text encoder's in
   // load_text_stage).
@@ -87,7 +97,8 @@ struct DiffusionModel::Impl {
   // latent mask (1 = repaint, one per latent pixel; empty without a mask) and an inpainting
   // UNet's extra input per latent pixel [mask | masked image latents] (empty for a standard UNet).
   std::vector<float> init_latents, latent_mask, unet_extra, noise0, image_in, moments;
-  enum Dev : int { kDevContext, kDevX, kDevEps, kDevImage };
+  std::vector<float> hint, x_control;  // the control image in [0, 1]; the ControlNet's latents
+  enum Dev : int { kDevContext, kDevX, kDevEps, kDevImage, kDevHint, kDevXControl };
   Workspace dev;
   std::vector<uint8_t> preview;
 

@@ -246,8 +246,8 @@ int64_t vae_encoder_parameter_count(const VaeEncoderConfig& config) {
   return count(vae_encoder_tensor_shapes(config, ""));
 }
 
-Expected<UNetConfig> infer_unet_config(const SafeTensors& file, int64_t num_heads,
-                                       const std::string& prefix) {
+Expected<UNetConfig> infer_unet_encoder_config(const SafeTensors& file, int64_t num_heads,
+                                               const std::string& prefix) {
   UNetConfig c;
   c.level_channels.clear();
   c.level_attention.clear();
@@ -326,8 +326,7 @@ Expected<UNetConfig> infer_unet_config(const SafeTensors& file, int64_t num_head
       const auto* to_k,
       shape_of(file, first_transformer + "transformer_blocks.0.attn2.to_k.weight", 2));
   c.context_dim = (*to_k)[1];
-  TESSERA_ASSIGN_OR_RETURN(const auto* conv_out, shape_of(file, prefix + "out.2.weight", 4));
-  c.out_channels = (*conv_out)[0];
+  c.out_channels = c.in_channels;
   if (num_heads <= 0) {
     return invalid_argument(path + ": UNet head count " + std::to_string(num_heads) +
                             " must be > 0");
@@ -350,6 +349,14 @@ Expected<UNetConfig> infer_unet_config(const SafeTensors& file, int64_t num_head
                         std::to_string(c.model_channels) + " channels, not a multiple of " +
                         std::to_string(c.groups) + " GroupNorm groups");
   }
+  return c;
+}
+
+Expected<UNetConfig> infer_unet_config(const SafeTensors& file, int64_t num_heads,
+                                       const std::string& prefix) {
+  TESSERA_ASSIGN_OR_RETURN(UNetConfig c, infer_unet_encoder_config(file, num_heads, prefix));
+  TESSERA_ASSIGN_OR_RETURN(const auto* conv_out, shape_of(file, prefix + "out.2.weight", 4));
+  c.out_channels = (*conv_out)[0];
   return c;
 }
 

@@ -133,6 +133,10 @@ int64_t vae_encoder_parameter_count(const VaeEncoderConfig& config);
 // dividing every attention level's channels, else kInvalidArgument).
 Expected<UNetConfig> infer_unet_config(const SafeTensors& file, int64_t num_heads = 8,
                                        const std::string& prefix = kUNetPrefix);
+// The encoder half alone (time embedding, input blocks, middle block: what a ControlNet copies);
+// out_channels is set to in_channels.
+Expected<UNetConfig> infer_unet_encoder_config(const SafeTensors& file, int64_t num_heads = 8,
+                                               const std::string& prefix = kUNetPrefix);
 Expected<VaeDecoderConfig> infer_vae_decoder_config(const SafeTensors& file,
                                                     const std::string& prefix = kVaePrefix);
 // kNotFound naming `encoder.conv_in.weight` when the file has no encoder (SD files that ship only

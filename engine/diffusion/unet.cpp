@@ -22,7 +22,8 @@ void timestep_embedding(const float* t, int64_t batch, int64_t dim, float* out) 
 }
 
 Expected<std::unique_ptr<UNet>> UNet::load(WeightStore& store, const UNetConfig& config,
-                                           const std::string& prefix, kernels::Backend* backend) {
+                                           const std::string& prefix, kernels::Backend* backend,
+                                           UNetPart part) {
   std::unique_ptr<UNet> m(new UNet());
   TESSERA_ASSIGN_OR_RETURN(backend, model_backend(backend, &m->own_backend_, "UNet"));
   m->backend_ = backend;
@@ -105,6 +106,7 @@ Expected<std::unique_ptr<UNet>> UNet::load(WeightStore& store, const UNetConfig&
     m->middle_.push_back(std::move(b1));
     m->middle_.push_back(std::move(b2));
   }
+  if (part == UNetPart::kEncoder) return m;
   for (int64_t l = c.levels() - 1; l >= 0; --l) {
     for (int64_t r = 0; r <= c.num_res_blocks; ++r) {
       const std::string p = prefix + "output_blocks." + std::to_string(m->output_.size()) + ".";
@@ -131,6 +133,25 @@ Expected<std::unique_ptr<UNet>> UNet::load(WeightStore& store, const UNetConfig&
   return m;
 }
 
+UNet::BlockSize UNet::block_size(int k) const {
+  int64_t h = encoded_.height, w = encoded_.width;
+  for (int n = 1; n <= k; ++n) {
+    if (input_[static_cast<size_t>(n)].conv) {
+      h = (h - 1) / 2 + 1;
+      w = (w - 1) / 2 + 1;
+    }
+  }
+  return BlockSize{h, w, input_[static_cast<size_t>(k)].out_c};
+}
+
+const float* UNet::block_output(int k) const {
+  return skips_.data(k);
+}
+
+const float* UNet::middle_output() const {
+  return main_.data(0);
+}
+
 Status UNet::tap(const std::string& name, const float* data, int64_t b, int64_t h, int64_t w,
                  int64_t c) {
   // Callers test tap_ first, so a forward without taps builds no name strings (no allocation).
@@ -141,24 +162,30 @@ Status UNet::tap(const std::string& name, const float* data, int64_t b, int64_t 
   return Status();
 }
 
-Status UNet::forward(const float* x, const float* t, const float* context, int64_t batch,
-                     int64_t height, int64_t width, int64_t context_len, float* eps) {
-  if (x == nullptr || t == nullptr || context == nullptr || eps == nullptr) {
-    return invalid_argument("UNet::forward: null input or output");
+Status UNet::encode(const float* x, const float* t, const float* context, int64_t batch,
+                    int64_t height, int64_t width, int64_t context_len, const float* first_add) {
+  const Tf32Scope tf32(*backend_, options_);
+  return encode_half(x, t, context, batch, height, width, context_len, first_add);
+}
+
+Status UNet::encode_half(const float* x, const float* t, const float* context, int64_t batch,
+                         int64_t height, int64_t width, int64_t context_len,
+                         const float* first_add) {
+  if (x == nullptr || t == nullptr || context == nullptr) {
+    return invalid_argument("UNet::encode: null input");
   }
   const int64_t mult = config_.size_multiple();
   if (batch < 1 || context_len < 1) {
-    return invalid_argument("UNet::forward: batch " + std::to_string(batch) +
-                            " and context length " + std::to_string(context_len) + " must be >= 1");
+    return invalid_argument("UNet: batch " + std::to_string(batch) + " and context length " +
+                            std::to_string(context_len) + " must be >= 1");
   }
   if (height < 1 || width < 1 || height % mult != 0 || width % mult != 0) {
-    return invalid_argument("UNet::forward: latent size " + std::to_string(height) + "x" +
+    return invalid_argument("UNet: latent size " + std::to_string(height) + "x" +
                             std::to_string(width) + " is not a positive multiple of " +
                             std::to_string(mult) + " (one halving per level)");
   }
   kernels::Backend& be = *backend_;
   const KernelOptions& opt = options_;
-  const Tf32Scope tf32(be, opt);
   const int64_t emb_dim = config_.time_embed_dim(), c0 = config_.model_channels;
 
   // Timestep embedding (host) -> Linear -> SiLU -> Linear; every ResBlock then reads SiLU(emb).
@@ -187,6 +214,13 @@ Status UNet::forward(const float* x, const float* t, const float* context, int64
       h = oh;
       w = ow;
       cur = out;
+      if (n == 0 && first_add != nullptr) {
+        const int64_t per_image = h * w * b.out_c;
+        for (int64_t i = 0; i < batch; ++i) {
+          TESSERA_RETURN_IF_ERROR(
+              be.add(out + i * per_image, first_add, out + i * per_image, per_image));
+        }
+      }
     } else {
       TESSERA_ASSIGN_OR_RETURN(float* out, skips_.get(slot, batch * h * w * b.out_c));
       if (b.attn) {
@@ -210,6 +244,43 @@ Status UNet::forward(const float* x, const float* t, const float* context, int64
   TESSERA_RETURN_IF_ERROR(middle_[1].attn->run(a, bb, batch, h, w, context, context_len, opt, ws_));
   TESSERA_RETURN_IF_ERROR(middle_[2].res->run(bb, a, batch, h, w, silu_emb, opt, ws_));
   if (tap_) TESSERA_RETURN_IF_ERROR(tap("middle_block", a, batch, h, w, ch));
+  encoded_ = EncodedSizes{batch, height, width, h, w};
+  return Status();
+}
+
+Status UNet::forward(const float* x, const float* t, const float* context, int64_t batch,
+                     int64_t height, int64_t width, int64_t context_len, float* eps,
+                     const ControlResiduals* control) {
+  if (eps == nullptr) return invalid_argument("UNet::forward: null output");
+  if (output_.empty()) {
+    return invalid_argument("UNet::forward: this UNet was loaded without its decoder half");
+  }
+  if (control != nullptr && control->skips.size() != input_.size()) {
+    return invalid_argument("UNet::forward: " + std::to_string(control->skips.size()) +
+                            " control residuals for " + std::to_string(input_.size()) +
+                            " input blocks");
+  }
+  kernels::Backend& be = *backend_;
+  const KernelOptions& opt = options_;
+  const Tf32Scope tf32(be, opt);
+  TESSERA_RETURN_IF_ERROR(encode_half(x, t, context, batch, height, width, context_len, nullptr));
+  const float* silu_emb = emb_.data(2);
+  int64_t h = encoded_.middle_height, w = encoded_.middle_width;
+  int64_t ch = middle_[0].out_c;
+  if (control != nullptr) {
+    // A ControlNet's residuals join the skips and the middle block's output (already scaled).
+    for (size_t n = 0; n < input_.size(); ++n) {
+      const BlockSize s = block_size(static_cast<int>(n));
+      float* skip = skips_.data(static_cast<int>(n));
+      if (control->skips[n] == nullptr) continue;
+      TESSERA_RETURN_IF_ERROR(
+          be.add(skip, control->skips[n], skip, batch * s.height * s.width * s.channels));
+    }
+    if (control->middle != nullptr) {
+      TESSERA_RETURN_IF_ERROR(
+          be.add(main_.data(0), control->middle, main_.data(0), batch * h * w * ch));
+    }
+  }
   int cur_buf = 0;  // main_ slot cur_buf holds the activation
 
   for (size_t n = 0; n < output_.size(); ++n) {

@@ -41,6 +41,19 @@ void timestep_embedding(const float* t, int64_t batch, int64_t dim, float* out);
 using ActivationTap = std::function<void(const std::string& name, const float* data,
                                          const kernels::ImageShape& shape)>;
 
+// Which part of the UNet load() reads: all of it, or the encoder half a ControlNet copies
+// (time_embed, input blocks, middle block; forward() then refuses, encode() works).
+enum class UNetPart { kWhole, kEncoder };
+
+// A ControlNet's residuals for one forward (engine/diffusion/controlnet.h), backend memory laid
+// out like the tensors they join, already scaled: skips[k] is added to input block k's output
+// where the decoder half reads it as a skip (not where the next input block reads it), middle to
+// the middle block's output. A null entry adds nothing.
+struct ControlResiduals {
+  std::vector<const float*> skips;  // one per input block
+  const float* middle = nullptr;
+};
+
 class UNet {
  public:
   // Loads the weights under `prefix` for `config` (see infer_unet_config). Errors: kInvalidArgument
@@ -49,7 +62,8 @@ class UNet {
   // `backend` runs every op and must outlive the model; null: a CPU backend the model owns.
   static Expected<std::unique_ptr<UNet>> load(WeightStore& store, const UNetConfig& config,
                                               const std::string& prefix = kUNetPrefix,
-                                              kernels::Backend* backend = nullptr);
+                                              kernels::Backend* backend = nullptr,
+                                              UNetPart part = UNetPart::kWhole);
   kernels::Backend& backend() const { return *backend_; }
 
   const UNetConfig& config() const { return config_; }
@@ -70,8 +84,30 @@ class UNet {
   // positive multiple of config().size_multiple(); the backend's errors (out of memory, a failed
   // launch) as they come. Asynchronous on a device backend: eps is complete after its
   // synchronize() (a download waits for it).
+  // `control`: a ControlNet's residuals for this batch (null: none); kInvalidArgument when their
+  // count is not the input blocks'.
   Status forward(const float* x, const float* t, const float* context, int64_t batch,
-                 int64_t height, int64_t width, int64_t context_len, float* eps);
+                 int64_t height, int64_t width, int64_t context_len, float* eps,
+                 const ControlResiduals* control = nullptr);
+
+  // The encoder half alone (what a ControlNet runs): time embedding, input blocks, middle block,
+  // with the arguments and errors of forward(). `first_add` (backend memory, null: nothing) is
+  // added to every image of input block 0's output, [height, width, model_channels] (a
+  // ControlNet's hint features). Afterwards, until the next encode()/forward():
+  // block_output(k) is input block k's output [batch, block_size(k)], middle_output() the middle
+  // block's [batch, middle size, level_channels.back()].
+  Status encode(const float* x, const float* t, const float* context, int64_t batch, int64_t height,
+                int64_t width, int64_t context_len, const float* first_add = nullptr);
+  struct BlockSize {
+    int64_t height = 0, width = 0, channels = 0;
+  };
+  int input_block_count() const { return static_cast<int>(input_.size()); }
+  BlockSize block_size(int k) const;  // for the last encode()'s latent size
+  const float* block_output(int k) const;
+  const float* middle_output() const;
+  BlockSize middle_size() const {
+    return BlockSize{encoded_.middle_height, encoded_.middle_width, middle_.back().out_c};
+  }
 
  private:
   struct Block {
@@ -82,7 +118,13 @@ class UNet {
     int64_t out_c = 0;
     int64_t skip_c = 0;  // output blocks: channels of the skip concatenated to the input
   };
+  struct EncodedSizes {
+    int64_t batch = 0, height = 0, width = 0, middle_height = 0, middle_width = 0;
+  };
   UNet() = default;
+  // encode() without its Tf32Scope (forward() holds one for the whole pass).
+  Status encode_half(const float* x, const float* t, const float* context, int64_t batch,
+                     int64_t height, int64_t width, int64_t context_len, const float* first_add);
   Status tap(const std::string& name, const float* data, int64_t b, int64_t h, int64_t w,
              int64_t c);
 
@@ -93,6 +135,7 @@ class UNet {
   UNetConfig config_;
   KernelOptions options_;
   ActivationTap tap_;
+  EncodedSizes encoded_;
   Linear time_embed0_, time_embed2_;
   std::vector<Block> input_, middle_, output_;
   GroupNorm out_norm_;

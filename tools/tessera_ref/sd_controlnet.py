@@ -101,3 +101,48 @@ def controlled_unet(unet, x, t, ctx, residuals, scale=1.0):
 def guess_mode_scales(strength, count=13):
     """The original guess mode's per-residual scales: strength * 0.825^(count - 1 - i)."""
     return [strength * 0.825 ** (count - 1 - i) for i in range(count)]
+
+
+_RESNET_DIFFUSERS = {"in_layers.0": "norm1", "in_layers.2": "conv1", "emb_layers.1": "time_emb_proj",
+                     "out_layers.0": "norm2", "out_layers.3": "conv2", "skip_connection": "conv_shortcut"}
+
+
+def diffusers_key(name, num_res_blocks, hint_convs):
+    """A v1.1 ControlNet key (no `control_model.` prefix) under its diffusers ControlNetModel name, for a
+    UNet with `num_res_blocks` ResBlocks per level and a hint encoder of `hint_convs` convolutions."""
+    p = name.split(".")
+    per = num_res_blocks + 1
+
+    def resnet(rest):
+        tail = ".".join(rest)
+        for a, b in _RESNET_DIFFUSERS.items():
+            if tail.startswith(a + "."):
+                return b + tail[len(a):]
+        raise KeyError(name)
+
+    if p[0] == "time_embed":
+        return {"0": "time_embedding.linear_1", "2": "time_embedding.linear_2"}[p[1]] + "." + ".".join(p[2:])
+    if p[0] == "input_hint_block":
+        i = int(p[1]) // 2
+        head = ("controlnet_cond_embedding.conv_in" if i == 0 else "controlnet_cond_embedding.conv_out"
+                if i == hint_convs - 1 else f"controlnet_cond_embedding.blocks.{i - 1}")
+        return head + "." + ".".join(p[2:])
+    if p[0] == "zero_convs":
+        return f"controlnet_down_blocks.{p[1]}." + ".".join(p[3:])
+    if p[0] == "middle_block_out":
+        return "controlnet_mid_block." + ".".join(p[2:])
+    if p[0] == "middle_block":
+        if p[1] == "1":
+            return "mid_block.attentions.0." + ".".join(p[2:])
+        return f"mid_block.resnets.{int(p[1]) // 2}." + resnet(p[2:])
+    if p[0] == "input_blocks":
+        n = int(p[1])
+        if n == 0:
+            return "conv_in." + ".".join(p[3:])
+        level, j = (n - 1) // per, (n - 1) % per
+        if j == num_res_blocks:
+            return f"down_blocks.{level}.downsamplers.0.conv." + ".".join(p[4:])
+        if p[2] == "0":
+            return f"down_blocks.{level}.resnets.{j}." + resnet(p[3:])
+        return f"down_blocks.{level}.attentions.{j}." + ".".join(p[3:])
+    raise KeyError(name)

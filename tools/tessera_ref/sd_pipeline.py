@@ -22,6 +22,11 @@ the cell). A standard UNet: after every step the kept cells are replaced by init
 the UNet input is [x * c_in | latent mask | masked image latents], the masked image being the init with
 the repainted pixels set to 0, encoded the same way; no blend.
 
+ControlNet (`Pipeline.control`, sd_controlnet.py): the ControlNet gets the latents' part of the UNet input
+(x * c_in, never an inpainting UNet's extra channels), the same t and the same context rows, and the hint
+(uint8 RGB / 255, NCHW) on every pass; its residuals times the per-residual scales go into the UNet
+(`controlled_unet`). Guess mode: the unconditional row gets no control.
+
 Everything is float32 except the sampler arithmetic (float64 on f32 latents, as the C++ does).
 """
 
@@ -85,6 +90,21 @@ class Pipeline:
         self.unet, self.vae, self.clip, self.encoder = unet, vae, clip, encoder
         self.sched = sd_sampler.Schedule()
         self.extra = None  # an inpainting UNet's [mask | masked image latents], NCHW f32
+        self.control = None  # (ControlNet, hint [1, 3, H, W] in [0, 1], 13 scales, guess mode)
+
+    def unet_eps(self, x_in, t, context):
+        """The UNet (with the ControlNet's residuals when self.control is set) on a batch: x_in
+        [B, C, h, w] (latents, plus an inpainting UNet's extra channels), t [B], context [B, L, D]."""
+        if self.control is None:
+            return self.unet(x_in, t, context)
+        from .sd_controlnet import controlled_unet
+        net, hint, scales, guess = self.control
+        z = net.input_blocks[0][0].in_channels
+        res = net(x_in[:, :z], hint.repeat(x_in.shape[0], 1, 1, 1), t, context)
+        if guess and x_in.shape[0] == 2:
+            keep = torch.tensor([0.0, 1.0]).reshape(2, 1, 1, 1)
+            res = [r * keep for r in res]
+        return controlled_unet(self.unet, x_in, t, context, res, scales)
 
     @torch.no_grad()
     def encode_image(self, rgb_u8):
@@ -105,8 +125,8 @@ class Pipeline:
             x_in = torch.cat([x_in, torch.from_numpy(self.extra)], dim=1)
         t = float(np.float32(self.sched.sigma_to_t(sigma)))
         if guidance == 1.0:
-            return self.unet(x_in, torch.tensor([t]), context[1:2]).numpy()
-        out = self.unet(x_in.repeat(2, 1, 1, 1), torch.tensor([t, t]), context).numpy()
+            return self.unet_eps(x_in, torch.tensor([t]), context[1:2]).numpy()
+        out = self.unet_eps(x_in.repeat(2, 1, 1, 1), torch.tensor([t, t]), context).numpy()
         u, c = out[0:1], out[1:2]
         return (u + np.float32(guidance) * (c - u)).astype(np.float32)
 
@@ -178,8 +198,9 @@ class Pipeline:
         def model(x_t, t):
             x_in = torch.from_numpy(np.asarray(x_t, np.float32))
             if guidance == 1.0:
-                return self.unet(x_in, torch.tensor([t], dtype=torch.float32), context[1:2]).numpy()
-            out = self.unet(x_in.repeat(2, 1, 1, 1), torch.tensor([t, t], dtype=torch.float32), context).numpy()
+                return self.unet_eps(x_in, torch.tensor([t], dtype=torch.float32), context[1:2]).numpy()
+            out = self.unet_eps(x_in.repeat(2, 1, 1, 1), torch.tensor([t, t], dtype=torch.float32),
+                                context).numpy()
             u, c = out[0:1], out[1:2]
             return (u + np.float32(guidance) * (c - u)).astype(np.float32)
 
