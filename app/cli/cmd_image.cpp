@@ -1,6 +1,6 @@
-// tessera image: prompt (+ init image, mask) -> image (PNG) through the runtime's image lane (the
-// SD 1.x-compatible engine), with one progress line per denoising step (sigma, ms/step) and a
-// timing summary on stderr. Ctrl-C cancels between steps.
+// tessera image: prompt (+ init image, mask, control image or a mesh's depth) -> image (PNG)
+// through the runtime's image lane (the SD 1.x-compatible engine), with one progress line per
+// denoising step (sigma, ms/step) and a timing summary on stderr. Ctrl-C cancels between steps.
 //
 // PNG: 8-bit RGB through the engine's shared encoder (core/png.h, deflate-compressed).
 #include <algorithm>
@@ -28,6 +28,11 @@
 #include "engine/runtime/session.h"
 #include "engine/runtime/user_text.h"
 
+#ifdef TESSERA_HAVE_RENDER
+#include "engine/mesh/import.h"
+#include "ui/render/depth.h"
+#endif
+
 namespace tessera::cli {
 namespace {
 
@@ -51,6 +56,10 @@ struct ImageCliOptions {
   std::vector<std::string> loras;  // FILE[:M]
   std::string lora_dir;            // where <lora:NAME> tags look
   bool fast = false;               // LCM + the LCM-LoRA, 4 steps, guidance 1
+  // ControlNet: a control image, or a mesh whose depth the renderer draws from a named view.
+  std::string control, control_model, control_mesh, view = "front", save_control;
+  float control_scale = runtime::kDefaultControlScale;
+  bool control_guess = false;
   DeviceCli device;
 };
 
@@ -129,7 +138,47 @@ int run_image(const ImageCliOptions& o) {
     if (!mask.ok()) return fail(mask.status().message());
     job.mask = *mask;
   }
+  if (!o.control.empty() && !o.control_mesh.empty()) {
+    return fail("--control and --control-mesh both give the control image: choose one");
+  }
+  if (!o.control.empty()) {
+    auto control = read_picture(o.control, "--control");
+    if (!control.ok()) return fail(control.status().message());
+    job.control_image = *control;
+  }
+  std::shared_ptr<const mesh::Mesh> control_mesh;
+  if (!o.control_mesh.empty()) {
+#ifdef TESSERA_HAVE_RENDER
+    if (auto view = render::parse_view(o.view); !view.ok()) {
+      return fail("--view: " + view.status().message());
+    }
+    std::vector<std::string> warnings;
+    auto mesh = mesh::import_mesh_file(o.control_mesh, &warnings);
+    if (!mesh.ok()) return fail("--control-mesh: " + mesh.status().message());
+    if (mesh->triangle_count() == 0) {
+      return fail("--control-mesh " + o.control_mesh + ": the mesh has no triangles");
+    }
+    control_mesh = std::make_shared<const mesh::Mesh>(std::move(*mesh));
+    // Stands in for the depth map (rendered once the model's size is known) in the job checks.
+    job.control_image = std::make_shared<const mesh::TextureImage>();
+#else
+    return fail(
+        "--control-mesh: this tessera was built without the renderer (configure with "
+        "-DTESSERA_WITH_GUI=ON and the GL/EGL packages from scripts/setup.sh)");
+#endif
+  }
+  if (job.control_image == nullptr && !o.save_control.empty()) {
+    return fail("--save-control needs --control-mesh (the depth map it renders)");
+  }
+  job.control_model = o.control_model;
+  job.control_scale = o.control_scale;
+  job.control_guess_mode = o.control_guess;
   if (Status st = runtime::check_image_job(job); !st.ok()) return fail(st.message());
+  if (!o.save_control.empty()) {
+    if (Status st = check_output_file(o.save_control, "--save-control"); !st.ok()) {
+      return fail(st.message());
+    }
+  }
   job.prompt = o.prompt;
   job.negative_prompt = o.negative_prompt;
   auto text_notes = runtime::accept_job_text(&job);
@@ -157,6 +206,35 @@ int run_image(const ImageCliOptions& o) {
 
   job.width = o.width;
   job.height = o.height;
+#ifdef TESSERA_HAVE_RENDER
+  if (control_mesh != nullptr) {
+    // The mesh's depth at the image's size: the size asked for, else the init image's (the
+    // runtime's rule), else the model's default.
+    int64_t w = o.width, h = o.height;
+    if (w <= 0 || h <= 0) {
+      const auto& source = job.init_image;
+      auto sized = runtime::prepare_image_inputs(o.width, o.height, source, nullptr,
+                                                 info.size_multiple, info.default_size);
+      if (!sized.ok()) return fail(sized.status().message());
+      w = sized->width;
+      h = sized->height;
+    }
+    auto depth = render::render_depth_map(*control_mesh, *render::parse_view(o.view),
+                                          static_cast<int>(w), static_cast<int>(h));
+    if (!depth.ok()) return fail("--control-mesh: " + depth.status().message());
+    job.control_image = std::make_shared<const mesh::TextureImage>(std::move(*depth));
+    if (!o.save_control.empty()) {
+      auto png = encode_png(job.control_image->rgb.data(), w, h, 3);
+      if (!png.ok()) return fail(png.status().message());
+      if (Status st = write_file_atomic(o.save_control, png->data(), png->size()); !st.ok()) {
+        return fail(st.message());
+      }
+    }
+    std::fprintf(stderr, "control: depth of %s from the %s view, %lldx%lld\n",
+                 o.control_mesh.c_str(), o.view.c_str(), static_cast<long long>(w),
+                 static_cast<long long>(h));
+  }
+#endif
   if (!o.fast) {
     job.steps = o.steps;
     job.guidance = o.guidance;
@@ -205,6 +283,11 @@ int run_image(const ImageCliOptions& o) {
   provenance.precision = info.precision;
   provenance.init_name = fs::path(o.init).filename().string();
   provenance.mask_name = fs::path(o.mask).filename().string();
+  provenance.control_name =
+      o.control_mesh.empty()
+          ? fs::path(o.control).filename().string()
+          : "depth of " + fs::path(o.control_mesh).filename().string() + ", " + o.view + " view";
+  provenance.control_net = timings.control_net;
   png = add_png_text(std::move(*png),
                      o.no_metadata ? tessera_png_text("") : runtime::image_png_text(provenance));
   if (!png.ok()) return fail(png.status().message());
@@ -276,6 +359,26 @@ void register_image(CLI::App& app, int* exit_code) {
   cmd->add_option("--lora-dir", o->lora_dir,
                   "Where <lora:NAME> tags in the prompt look (default: the user's data folder's "
                   "loras/)");
+  cmd->add_option("--control", o->control,
+                  "ControlNet: the control image (PNG, any size: resized; a depth map: near "
+                  "white, far black)");
+  cmd->add_option("--control-model", o->control_model,
+                  "The ControlNet: a .safetensors file (v1.1 control_model.* or diffusers names) "
+                  "or a diffusers folder (default: the model's own depth ControlNet; the "
+                  "embedded model ships one)");
+  cmd->add_option("--control-scale", o->control_scale,
+                  "How strongly the control image steers, in [0, 2] (default 1)");
+  cmd->add_flag("--control-guess", o->control_guess,
+                "ControlNet's guess mode: deeper residuals weaker and none on the unguided pass "
+                "(for empty or weak prompts)");
+  cmd->add_option("--control-mesh", o->control_mesh,
+                  "ControlNet: render this mesh's depth as the control image (any mesh Tessera "
+                  "opens), from --view");
+  cmd->add_option("--view", o->view,
+                  "The --control-mesh view: front, back, left, right, three-quarter or top "
+                  "(default front)");
+  cmd->add_option("--save-control", o->save_control,
+                  "Also write the depth map --control-mesh rendered to this PNG");
   cmd->add_flag("--no-metadata", o->no_metadata,
                 "Write no prompt or settings into the PNG (its text chunks)");
   add_device_options(cmd, &o->device);

@@ -22,6 +22,7 @@
 #include "engine/mesh/import.h"
 #include "engine/mesh/metadata.h"
 #include "ui/render/camera.h"
+#include "ui/render/depth.h"
 #include "ui/render/image.h"
 #include "ui/render/offscreen.h"
 #include "ui/render/renderer.h"
@@ -114,6 +115,10 @@ int run_render(const RenderArgs& args) {
   options.wireframe = args.wireframe;
   options.grid = !args.no_grid;
   options.axes = false;  // previews show the asset, not the world origin
+  if (*shading == render::ShadingMode::kDepth) {
+    options.grid = false;  // a depth map shows the object alone, on black
+    options.background = {0.0f, 0.0f, 0.0f, 1.0f};
+  }
   render::OrbitCamera camera;
   camera.pitch = args.pitch_degrees * 3.14159265f / 180.0f;
   camera.yaw = 0.6f;
@@ -130,6 +135,14 @@ int run_render(const RenderArgs& args) {
     (*renderer)->draw(camera, options, width, height);
     auto image = (*context)->read_pixels();
     if (!image.ok()) return runtime_error(image.status());
+    if (*shading == render::ShadingMode::kDepth) {
+      // The ControlNet depth map (ui/render/depth.h), grey as RGBA.
+      const mesh::TextureImage depth = render::depth_map_from_frame(*image);
+      for (size_t p = 0; p < depth.rgb.size() / 3; ++p) {
+        for (int c = 0; c < 3; ++c) image->rgba[p * 4 + c] = depth.rgb[p * 3 + c];
+        image->rgba[p * 4 + 3] = 255;
+      }
+    }
     images.push_back(std::move(image).value());
   }
   renderer->reset();  // GL objects go while the context is current
@@ -189,7 +202,8 @@ void register_render(CLI::App& app, int* exit_code) {
   cmd->add_option("--size", args->size, "Frame size WxH in pixels (default 256x256)");
   cmd->add_option(
       "--shading", args->shading,
-      "lit, normals, matcap or textured (the mesh's texture; lit when it has none) (default lit)");
+      "lit, normals, matcap, textured (the mesh's texture; lit when it has none) or depth (the "
+      "ControlNet depth map: near white, far dark) (default lit)");
   cmd->add_flag("--wireframe", args->wireframe, "Overlay the triangle edges");
   cmd->add_flag("--no-grid", args->no_grid, "Leave out the ground grid");
   cmd->add_option("--delay", args->delay_cs, "GIF frame delay in 1/100 s (default 8)");

@@ -41,6 +41,8 @@ inline constexpr float kDefaultImageGuidance = 7.5f;
 // Image-to-image: the share of the steps that repaint the init image (stable-diffusion.cpp's
 // default; diffusers uses 0.8).
 inline constexpr float kDefaultImageStrength = 0.75f;
+// ControlNet: how strongly the control image steers (diffusers' and ControlNet's own default).
+inline constexpr float kDefaultControlScale = 1.0f;
 // The "fast" choice: LCM with the LCM-LoRA, 4 steps, no guidance pass (the LoRA's published
 // settings: 2-8 steps, guidance 1-2), and the file name it is known by (what stable-diffusion.cpp's
 // and A1111's guides tell users to call it).

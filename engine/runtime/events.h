@@ -120,8 +120,10 @@ struct ImageEvent {
   double text_ms = 0, denoise_ms = 0, vae_ms = 0;
   double encode_ms = 0;  // the VAE encoder (image-to-image)
   int steps_run = 0;     // image-to-image runs the last floor(steps x strength)
-  // What the runtime did with the job's pictures ("init image resized from 500x375 to 448x320").
+  // What the runtime did with the job's pictures ("init image resized from 500x375 to 448x320")
+  // and models (a LoRA reload, a ControlNet load).
   std::vector<std::string> notes;
+  std::string control_net;  // the ControlNet that steered the image ("" when none)
 };
 
 // Texture projection jobs.

@@ -8,6 +8,9 @@
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -96,11 +99,15 @@ mesh::TextureImage resize_image(const mesh::TextureImage& image, int64_t w, int6
 }
 
 Expected<PreparedImageInputs> prepare_image_inputs(
-    int64_t width, int64_t height, const std::shared_ptr<const mesh::TextureImage>& init,
-    const std::shared_ptr<const mesh::TextureImage>& mask, int64_t multiple, int64_t side) {
-  TESSERA_RETURN_IF_ERROR(check_picture(init.get(), "init image"));
+    int64_t width, int64_t height, const std::shared_ptr<const mesh::TextureImage>& init_image,
+    const std::shared_ptr<const mesh::TextureImage>& mask, int64_t multiple, int64_t side,
+    const std::shared_ptr<const mesh::TextureImage>& control) {
+  TESSERA_RETURN_IF_ERROR(check_picture(init_image.get(), "init image"));
   TESSERA_RETURN_IF_ERROR(check_picture(mask.get(), "mask"));
+  TESSERA_RETURN_IF_ERROR(check_picture(control.get(), "control image"));
   PreparedImageInputs p;
+  // The picture the size comes from: the init image, else the control image.
+  const std::shared_ptr<const mesh::TextureImage>& init = init_image ? init_image : control;
   // A picture's own size, shrunk (aspect kept) to at most (2 x side)^2 pixels: a 4000 x 3000 photo
   // would not fit in memory at its size.
   double shrink = 1.0;
@@ -132,9 +139,37 @@ Expected<PreparedImageInputs> prepare_image_inputs(
              : " (a multiple of " + std::to_string(multiple) + ", the model's size step)"));
     return std::make_shared<mesh::TextureImage>(resize_image(*image, p.width, p.height, nearest));
   };
-  p.init = fit(init, "init image", false);
+  p.init = fit(init_image, "init image", false);
   p.mask = fit(mask, "mask", true);
+  p.control = fit(control, "control image", false);
   return p;
+}
+
+Expected<std::string> default_control_net(const std::string& model_path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path dir =
+      fs::is_directory(model_path, ec) ? fs::path(model_path) : fs::path(model_path).parent_path();
+  const fs::path card = dir / "model.json";
+  std::ifstream in(card);
+  if (!in) return std::string();
+  std::stringstream text;
+  text << in.rdbuf();
+  const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    return corrupt_data(card.string() + ": not a JSON object");
+  }
+  if (!j.contains("controlnet_depth")) return std::string();
+  const nlohmann::json& cn = j["controlnet_depth"];
+  if (!cn.is_object() || !cn.contains("file") || !cn["file"].is_string()) {
+    return corrupt_data(card.string() + ": \"controlnet_depth\" has no \"file\" string");
+  }
+  const fs::path file = dir / cn["file"].get<std::string>();
+  if (!fs::is_regular_file(file, ec)) {
+    return corrupt_data(card.string() + ": its depth ControlNet '" + file.string() +
+                        "' is missing");
+  }
+  return file.string();
 }
 
 Expected<std::vector<LoraChoice>> take_lora_tags(std::string* prompt, const std::string& dir) {
@@ -209,6 +244,14 @@ Status check_image_job(const ImageJobOptions& job) {
     return invalid_argument(
         "a mask needs an init image (the picture whose white part is "
         "repainted)");
+  }
+  if (!(job.control_scale >= 0.0f && job.control_scale <= 2.0f)) {
+    return invalid_argument("control scale " + std::to_string(job.control_scale) +
+                            " is outside [0, 2] (1: follow the control image, 0.5: loosely)");
+  }
+  if (!job.control_model.empty() && job.control_image == nullptr) {
+    return invalid_argument("a ControlNet (" + job.control_model +
+                            ") needs a control image to follow (a depth map)");
   }
   if (job.init_image != nullptr && !(job.strength > 0.0f && job.strength <= 1.0f)) {
     return invalid_argument("strength " + std::to_string(job.strength) +

@@ -1,11 +1,14 @@
 // The product's rules for the pictures an image job starts from (image-to-image's init image and
 // inpainting's mask), applied once here for every front end (CLI, studio, server, batch):
-// - the image size: the job's width / height where given, else the init image's size rounded down
-//   to the model's size multiple (an SD user's img2img keeps the picture's size; shrunk, aspect
-//   kept, to at most twice the model's default side squared), else the model's default side;
-// - an init image or mask of another size is resized to it (the image with an area average when
-//   shrinking and bilinear when enlarging, the mask nearest-neighbour so it stays black and white),
-//   and a note says so: resized and said, never refused;
+// - the image size: the job's width / height where given, else the init image's (or, without
+//   one, the control image's) size rounded down to the model's size multiple (an SD user's img2img
+//   keeps the picture's size; shrunk, aspect kept, to at most twice the model's default side
+//   squared), else the model's default side;
+// - an init image, control image or mask of another size is resized to it (the images with an
+//   area average when shrinking and bilinear when enlarging, the mask nearest-neighbour so it
+//   stays black and white), and a note says so: resized and said, never refused;
+// - the ControlNet: the job's, else the image model's own depth ControlNet (its card's
+//   "controlnet_depth", default_control_net) when the job has a control image;
 // - a mask is passed on as it is; the engine reads it (engine/diffusion/pipeline.h, mask).
 #pragma once
 
@@ -24,7 +27,7 @@ struct PreparedImageInputs {
   int64_t width = 0, height = 0;  // the image to make
   // The init image and the mask at that size (null when the job has none); shared with the job
   // when no resize was needed.
-  std::shared_ptr<const mesh::TextureImage> init, mask;
+  std::shared_ptr<const mesh::TextureImage> init, mask, control;
   std::vector<std::string> notes;  // what was done to them ("init image resized from ...")
 };
 
@@ -33,10 +36,16 @@ struct PreparedImageInputs {
 // a mask without an init image.
 Expected<PreparedImageInputs> prepare_image_inputs(
     int64_t width, int64_t height, const std::shared_ptr<const mesh::TextureImage>& init,
-    const std::shared_ptr<const mesh::TextureImage>& mask, int64_t multiple, int64_t side);
+    const std::shared_ptr<const mesh::TextureImage>& mask, int64_t multiple, int64_t side,
+    const std::shared_ptr<const mesh::TextureImage>& control = nullptr);
+// The depth ControlNet an image model ships (its model.json's "controlnet_depth": {"file": F},
+// F relative to the card's folder), for `model_path` (a folder or a file in one); "" when it has
+// none. kCorruptData naming the card when the section is malformed or the file is missing.
+Expected<std::string> default_control_net(const std::string& model_path);
 
 // The job's own rules, checked before any work (the CLI before it loads a model, the image lane
-// before it runs): a strength in (0, 1] when there is an init image, a mask only with one.
+// before it runs): a strength in (0, 1] when there is an init image, a mask only with one, a
+// control scale in [0, 2], a ControlNet only with a control image.
 // kInvalidArgument naming the field.
 Status check_image_job(const ImageJobOptions& job);
 // The LoRAs an image job asks for: its list plus the tags in its prompt (take_lora_tags over

@@ -93,6 +93,13 @@ nlohmann::json image_settings_json(const ImageProvenance& p) {
     j["strength"] = std::stod(short_number(job.strength));
     if (job.mask != nullptr) j["mask"] = display_path(p.mask_name);
   }
+  if (job.control_image != nullptr) {
+    j["control"] = {
+        {"image", display_path(p.control_name)},
+        {"model", display_path(std::filesystem::path(p.control_net).filename().string())},
+        {"scale", std::stod(short_number(job.control_scale))},
+        {"guess_mode", job.control_guess_mode}};
+  }
   return j;
 }
 
@@ -113,6 +120,13 @@ std::string a1111_parameters(const ImageProvenance& p) {
        ", Size: " + std::to_string(p.width) + "x" + std::to_string(p.height) +
        ", Model: " + display_path(p.model_name);
   if (job.init_image != nullptr) s += ", Denoising strength: " + short_number(job.strength);
+  if (job.control_image != nullptr) {
+    // sd-webui-controlnet's unit line (what A1111 shows and reads back; its older "Guess Mode").
+    s += ", ControlNet 0: \"Module: none, Model: " +
+         display_path(std::filesystem::path(p.control_net).stem().string()) +
+         ", Weight: " + short_number(job.control_scale) +
+         (job.control_guess_mode ? ", Guess Mode: True" : "") + "\"";
+  }
   s += std::string(", Version: Tessera ") + TESSERA_VERSION;
   return s;
 }

@@ -34,6 +34,9 @@ struct ImageProvenance {
   int64_t width = 0, height = 0;         // the image made
   std::string model_name, precision;
   std::string init_name, mask_name;  // "" when the job has none
+  // The control image ("" when none: e.g. "depth.png", "depth of chair.glb, front") and the
+  // ControlNet that used it (ImageEvent::control_net).
+  std::string control_name, control_net;
 };
 nlohmann::json image_settings_json(const ImageProvenance& p);
 std::string a1111_parameters(const ImageProvenance& p);

@@ -546,7 +546,7 @@ void Session::Impl::run_image_job(uint64_t id, const ImageJobOptions& o,
   // model's means a reload with it.
   if (Status st = check_image_job(o); !st.ok()) return emit(id, lane, ErrorEvent{st});
   std::string prompt;
-  std::vector<std::string> lora_notes;
+  std::vector<std::string> notes;  // and the ControlNet's
   {
     auto loras = image_job_loras(o, &prompt);
     if (!loras.ok()) return emit(id, lane, ErrorEvent{loras.status()});
@@ -560,12 +560,37 @@ void Session::Impl::run_image_job(uint64_t id, const ImageJobOptions& o,
       }
       char ms[32];
       std::snprintf(ms, sizeof(ms), "%.0f", reload.elapsed_ms());
-      lora_notes.push_back("model reloaded with " + std::to_string(wanted.size()) + " LoRA(s) in " +
-                           ms + " ms: " + image_model()->summary);
+      notes.push_back("model reloaded with " + std::to_string(wanted.size()) + " LoRA(s) in " + ms +
+                      " ms: " + image_model()->summary);
     }
   }
-  auto inputs = prepare_image_inputs(o.width, o.height, o.init_image, o.mask,
-                                     image_->size_multiple(), image_->default_image_size());
+  // ControlNet: the job's, else the model's own depth ControlNet; loaded when another is.
+  if (o.control_image != nullptr) {
+    std::string control = o.control_model;
+    if (control.empty()) {
+      auto own = default_control_net(image_path_);
+      if (!own.ok()) return emit(id, lane, ErrorEvent{own.status()});
+      if (own->empty()) {
+        return emit(id, lane,
+                    ErrorEvent{invalid_argument(
+                        "a control image needs a ControlNet, and " + short_name(image_path_) +
+                        " ships none: give one (e.g. control_v11f1p_sd15_depth.safetensors)")});
+      }
+      control = *own;
+    }
+    if (image_->control_net_path() != control) {
+      Stopwatch loading;
+      if (Status st = image_->load_control_net(control); !st.ok()) {
+        return emit(id, lane, ErrorEvent{st});
+      }
+      char ms[32];
+      std::snprintf(ms, sizeof(ms), "%.0f", loading.elapsed_ms());
+      notes.push_back("ControlNet " + short_name(control) + " loaded in " + ms + " ms");
+    }
+  }
+  auto inputs =
+      prepare_image_inputs(o.width, o.height, o.init_image, o.mask, image_->size_multiple(),
+                           image_->default_image_size(), o.control_image);
   if (!inputs.ok()) return emit(id, lane, ErrorEvent{inputs.status()});
   diffusion::GenerateRequest request;
   request.prompt = prompt;
@@ -581,6 +606,14 @@ void Session::Impl::run_image_job(uint64_t id, const ImageJobOptions& o,
   if (inputs->mask) {
     mask_view = {inputs->mask->rgb.data(), inputs->mask->width, inputs->mask->height, 3};
     request.mask = &mask_view;
+  }
+  diffusion::ImageView control_view;
+  if (inputs->control) {
+    control_view = {inputs->control->rgb.data(), inputs->control->width, inputs->control->height,
+                    3};
+    request.control_image = &control_view;
+    request.control_scale = o.control_scale;
+    request.control_guess_mode = o.control_guess_mode;
   }
   request.steps = o.steps;
   request.guidance_scale = o.guidance;
@@ -629,7 +662,8 @@ void Session::Impl::run_image_job(uint64_t id, const ImageJobOptions& o,
   ImageEvent done{std::move(rgb), o.seed, image->text_ms, image->denoise_ms, image->vae_ms};
   done.encode_ms = image->encode_ms;
   done.steps_run = image->steps_run;
-  done.notes = std::move(lora_notes);
+  done.notes = std::move(notes);
+  if (request.control_image != nullptr) done.control_net = image_->control_net_path();
   done.notes.insert(done.notes.end(), inputs->notes.begin(), inputs->notes.end());
   emit(id, lane, std::move(done));
   emit(id, lane, DoneEvent{total.elapsed_ms()});

@@ -214,6 +214,14 @@ struct ImageJobOptions {
   // ImageEvent's notes).
   std::vector<LoraChoice> loras;
   std::string lora_dir;
+  // ControlNet: the control image (a depth map: near = white, far = black; any size: resized and
+  // said) and the ControlNet file or folder ("" with a control image: the image model's own depth
+  // ControlNet, where it ships one). A ControlNet other than the loaded one is loaded first (said
+  // in the ImageEvent's notes). Scale in [0, 2]; guess mode: engine/diffusion/pipeline.h.
+  std::shared_ptr<const mesh::TextureImage> control_image;
+  std::string control_model;
+  float control_scale = kDefaultControlScale;
+  bool control_guess_mode = false;
 };
 
 struct TextureJobOptions {

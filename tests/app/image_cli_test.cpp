@@ -1,6 +1,7 @@
 // End-to-end tests of `tessera image` on the tiny fixture diffusion model (diffusers folder
 // assembled from tests/fixtures by tests/engine/diffusion/pipeline_test_util.h): the PNG is
-// written and well-formed, progress is reported per step, bad arguments give clear errors.
+// written and well-formed, progress is reported per step, bad arguments give clear errors; a
+// ControlNet steers it from a control image or from a mesh's rendered depth.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -11,7 +12,9 @@
 #include <vector>
 
 #include "tests/engine/diffusion/pipeline_test_util.h"
+#include "core/mapped_file.h"
 #include "core/png.h"
+#include "core/safetensors.h"
 #include "tests/support/cli_runner.h"
 
 namespace tessera {
@@ -137,6 +140,100 @@ TEST_F(ImageCli, WritesPngWithProgress) {
   ASSERT_EQ(dflt.exit_code, 0) << dflt.err;
   std::vector<uint8_t> unused;
   EXPECT_TRUE(check_png(slurp(out("default.png")), 64, 64, &unused));
+}
+
+std::string png_text(const std::string& path, const std::string& key) {
+  const auto png = slurp(path);
+  auto text = read_png_text(std::string(png.begin(), png.end()), path);
+  if (!text.ok()) return "";
+  for (const auto& [k, value] : *text) {
+    if (k == key) return value;
+  }
+  return "";
+}
+
+TEST_F(ImageCli, ControlNetFromAnImageAndFromAMeshDepth) {
+  const std::string fixtures = pt::source_dir() + "/tests/fixtures/diffusion/controlnet/";
+  const std::string control = shell_quote(fixtures + "control.safetensors");
+  auto expected = SafeTensors::open(fixtures + "expected.safetensors");
+  ASSERT_TRUE(expected.ok());
+  const std::vector<float> hint_f = expected->to_f32("hint").value();
+  const std::vector<uint8_t> hint(hint_f.begin(), hint_f.end());
+  auto hint_png = encode_png(hint.data(), 32, 32, 3);
+  ASSERT_TRUE(hint_png.ok());
+  ASSERT_TRUE(write_file_atomic(out("hint.png"), hint_png->data(), hint_png->size()).ok());
+
+  // A control image of another size is resized and said; the settings name the ControlNet.
+  const std::string steered = out("steered.png");
+  auto r = run_tessera("image -p 'a red torus' -m " + model() + " --control " +
+                       shell_quote(out("hint.png")) + " --control-model " + control +
+                       " --control-scale 0.8 --steps 2 -g 2 --seed 42 -W 64 -H 64 -o " +
+                       shell_quote(steered));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("control.safetensors loaded in"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("control image resized from 32x32 to 64x64"), std::string::npos) << r.err;
+  EXPECT_NE(png_text(steered, "parameters")
+                .find("ControlNet 0: \"Module: none, Model: control, "
+                      "Weight: 0.8\""),
+            std::string::npos)
+      << png_text(steered, "parameters");
+  EXPECT_NE(png_text(steered, "tessera").find("\"control\":{"), std::string::npos);
+  r = run_tessera("image -p 'a red torus' -m " + model() +
+                  " --steps 2 -g 2 --seed 42 -W 64 -H 64 -o " + shell_quote(out("free.png")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(slurp(out("free.png")), slurp(steered));
+
+  // A mesh's depth: a box seen from three-quarter, written with --save-control.
+  std::ofstream(out("box.obj")) << "v -1 -1 -1\nv 1 -1 -1\nv 1 1 -1\nv -1 1 -1\n"
+                                   "v -1 -1 1\nv 1 -1 1\nv 1 1 1\nv -1 1 1\n"
+                                   "f 1 3 2\nf 1 4 3\nf 5 6 7\nf 5 7 8\nf 1 2 6\nf 1 6 5\n"
+                                   "f 4 7 3\nf 4 8 7\nf 1 5 8\nf 1 8 4\nf 2 3 7\nf 2 7 6\n";
+  r = run_tessera("image -p 'a cube' -m " + model() + " --control-mesh " +
+                  shell_quote(out("box.obj")) + " --view three-quarter --save-control " +
+                  shell_quote(out("depth.png")) + " --control-model " + control +
+                  " --steps 1 -W 32 -H 32 -o " + shell_quote(out("from-mesh.png")));
+  if (r.err.find("headless GL") != std::string::npos) GTEST_SKIP() << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("depth of"), std::string::npos) << r.err;
+  auto depth_file = MappedFile::open(out("depth.png"));
+  ASSERT_TRUE(depth_file.ok());
+  auto depth = decode_png(depth_file->data(), depth_file->size(), 3, out("depth.png"));
+  ASSERT_TRUE(depth.ok());
+  ASSERT_EQ(depth->width, 32);
+  // Background black in the corners, the box grey to white in the middle, the nearest corner
+  // exactly white somewhere.
+  EXPECT_EQ(depth->pixels[0], 0);
+  const uint8_t middle = depth->pixels[(16 * 32 + 16) * 3];
+  EXPECT_GT(middle, 150);
+  EXPECT_EQ(*std::max_element(depth->pixels.begin(), depth->pixels.end()), 255);
+  EXPECT_NE(png_text(out("from-mesh.png"), "tessera").find("depth of box.obj, three-quarter view"),
+            std::string::npos);
+}
+
+TEST_F(ImageCli, ControlNetMistakesAreNamed) {
+  const std::string o = " -o " + shell_quote(out("bad.png"));
+  const std::string fixtures = pt::source_dir() + "/tests/fixtures/diffusion/controlnet/";
+  // No ControlNet given and the model ships none.
+  auto r = run_tessera("image -p x -m " + model() + " --steps 1 --control " +
+                       shell_quote(out("hint.png")) + o);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("ships none"), std::string::npos) << r.err;
+  r = run_tessera("image -p x -m " + model() + " --control-model " +
+                  shell_quote(fixtures + "control.safetensors") + o);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("needs a control image"), std::string::npos) << r.err;
+  r = run_tessera("image -p x -m " + model() + " --control-scale 3 --control-mesh x.obj" + o);
+  EXPECT_EQ(r.exit_code, 1);
+  r = run_tessera("image -p x -m " + model() + " --control-mesh " + shell_quote(out("box.obj")) +
+                  " --view sideways" + o);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("three-quarter"), std::string::npos) << r.err;
+  r = run_tessera("image -p x -m " + model() + " --control-model " +
+                  shell_quote(pt::sd_tiny_path()) + " --control " + shell_quote(out("hint.png")) +
+                  " --steps 1" + o);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("input_hint_block.0.weight"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out("bad.png")));
 }
 
 TEST_F(ImageCli, BadArgumentsGiveClearErrors) {

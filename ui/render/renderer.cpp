@@ -26,10 +26,13 @@ uniform mat4 u_view;
 uniform mat4 u_projection;
 out vec3 v_normal;
 out vec2 v_uv;
+out float v_view_z;
 void main() {
   v_normal = a_normal;
   v_uv = a_uv;
-  gl_Position = u_projection * u_view * vec4(a_position, 1.0);
+  vec4 view_position = u_view * vec4(a_position, 1.0);
+  v_view_z = -view_position.z;  // distance in front of the eye along the view axis
+  gl_Position = u_projection * view_position;
 }
 )";
 
@@ -38,8 +41,10 @@ layout(triangles) in;
 layout(triangle_strip, max_vertices = 3) out;
 in vec3 v_normal[];
 in vec2 v_uv[];
+in float v_view_z[];
 out vec3 g_normal;
 out vec2 g_uv;
+out float g_view_z;
 noperspective out vec3 g_edge_distance;
 flat out float g_min_altitude;
 uniform vec2 u_viewport;
@@ -57,13 +62,13 @@ void main() {
                 area / max(length(e2), 1e-6));
   if (behind) h = vec3(1e6);
   float min_altitude = min(h.x, min(h.y, h.z));
-  g_normal = v_normal[0]; g_uv = v_uv[0]; g_edge_distance = vec3(h.x, 0.0, 0.0);
+  g_normal = v_normal[0]; g_uv = v_uv[0]; g_view_z = v_view_z[0]; g_edge_distance = vec3(h.x, 0.0, 0.0);
   g_min_altitude = min_altitude;
   gl_Position = gl_in[0].gl_Position; EmitVertex();
-  g_normal = v_normal[1]; g_uv = v_uv[1]; g_edge_distance = vec3(0.0, h.y, 0.0);
+  g_normal = v_normal[1]; g_uv = v_uv[1]; g_view_z = v_view_z[1]; g_edge_distance = vec3(0.0, h.y, 0.0);
   g_min_altitude = min_altitude;
   gl_Position = gl_in[1].gl_Position; EmitVertex();
-  g_normal = v_normal[2]; g_uv = v_uv[2]; g_edge_distance = vec3(0.0, 0.0, h.z);
+  g_normal = v_normal[2]; g_uv = v_uv[2]; g_view_z = v_view_z[2]; g_edge_distance = vec3(0.0, 0.0, h.z);
   g_min_altitude = min_altitude;
   gl_Position = gl_in[2].gl_Position; EmitVertex();
   EndPrimitive();
@@ -73,10 +78,13 @@ void main() {
 constexpr const char* kSurfaceFragment = R"(#version 330 core
 in vec3 g_normal;
 in vec2 g_uv;
+in float g_view_z;
 noperspective in vec3 g_edge_distance;
 flat in float g_min_altitude;
 uniform mat4 u_view;
-uniform int u_mode;  // 0 lit, 1 normals, 2 matcap, 3 textured (lit with the texture as colour)
+uniform int u_mode;  // 0 lit, 1 normals, 2 matcap, 3 textured (lit with the texture as colour),
+                     // 4 depth (inverse depth, 16-bit in red and green: ui/render/depth.h)
+uniform float u_depth_near;
 uniform vec3 u_base_color;
 uniform bool u_has_texture;
 uniform sampler2D u_texture;
@@ -85,6 +93,14 @@ uniform vec3 u_wire_color;
 uniform float u_wire_width;
 out vec4 frag_color;
 void main() {
+  if (u_mode == 4) {
+    // u_depth_near <= every visible point's depth, so v is in (0, 1]; blue marks coverage.
+    float v = clamp(u_depth_near / max(g_view_z, 1e-6), 0.0, 1.0);
+    float q = floor(v * 65535.0 + 0.5);
+    float high = floor(q / 256.0);
+    frag_color = vec4(high / 255.0, (q - high * 256.0) / 255.0, 1.0, 1.0);
+    return;
+  }
   vec3 n = normalize(g_normal);
   // Two-sided: partial meshes are open, so their inside shows; light it as a front face.
   vec3 nv = normalize(mat3(u_view) * n);
@@ -365,17 +381,20 @@ const char* shading_mode_name(ShadingMode mode) {
       return "matcap";
     case ShadingMode::kTextured:
       return "textured";
+    case ShadingMode::kDepth:
+      return "depth";
   }
   return "lit";
 }
 
 Expected<ShadingMode> parse_shading_mode(const char* name) {
   const std::string s = name != nullptr ? name : "";
-  for (ShadingMode m :
-       {ShadingMode::kLit, ShadingMode::kNormals, ShadingMode::kMatcap, ShadingMode::kTextured}) {
+  for (ShadingMode m : {ShadingMode::kLit, ShadingMode::kNormals, ShadingMode::kMatcap,
+                        ShadingMode::kTextured, ShadingMode::kDepth}) {
     if (s == shading_mode_name(m)) return m;
   }
-  return invalid_argument("shading mode '" + s + "' is not one of lit, normals, matcap, textured");
+  return invalid_argument("shading mode '" + s +
+                          "' is not one of lit, normals, matcap, textured, depth");
 }
 
 Expected<std::unique_ptr<MeshRenderer>> MeshRenderer::create() {
@@ -574,14 +593,23 @@ void MeshRenderer::draw(const OrbitCamera& camera, const RenderOptions& options,
                 options.shading == ShadingMode::kNormals    ? 1
                 : options.shading == ShadingMode::kMatcap   ? 2
                 : options.shading == ShadingMode::kTextured ? 3
+                : options.shading == ShadingMode::kDepth    ? 4
                                                             : 0);
+    {
+      // A lower bound of the nearest visible depth: the eye's distance to the bounding sphere.
+      const Vec3 eye = camera.eye();
+      const float to_centre = length(eye - bounds_center(bounds_));
+      const float near = std::max(to_centre - bounds_radius(bounds_), 1e-4f * to_centre + 1e-6f);
+      glUniform1f(glGetUniformLocation(surface_program_, "u_depth_near"), near);
+    }
     glUniform1i(glGetUniformLocation(surface_program_, "u_has_texture"), has_texture_ ? 1 : 0);
     glUniform1i(glGetUniformLocation(surface_program_, "u_texture"), 0);
     glActiveTexture(GL_TEXTURE0);
     glBindTexture(GL_TEXTURE_2D, has_texture_ ? texture_ : 0);
     glUniform3f(glGetUniformLocation(surface_program_, "u_base_color"), options.base_color[0],
                 options.base_color[1], options.base_color[2]);
-    glUniform1i(glGetUniformLocation(surface_program_, "u_wireframe"), options.wireframe ? 1 : 0);
+    glUniform1i(glGetUniformLocation(surface_program_, "u_wireframe"),
+                options.wireframe && options.shading != ShadingMode::kDepth ? 1 : 0);
     glUniform3f(glGetUniformLocation(surface_program_, "u_wire_color"), options.wire_color[0],
                 options.wire_color[1], options.wire_color[2]);
     glUniform1f(glGetUniformLocation(surface_program_, "u_wire_width"),

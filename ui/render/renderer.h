@@ -31,8 +31,10 @@ enum class ShadingMode {
               // anywhere)
   kTextured,  // kLit with the mesh's texture (sampled at its uvs) as the surface colour; a mesh
               // without uvs or texture is drawn as kLit
+  kDepth,     // inverse depth packed for read-back (no wireframe): ui/render/depth.h turns a
+              // frame of it into a ControlNet depth map
 };
-// "lit", "normals", "matcap", "textured" (for CLIs and settings files).
+// "lit", "normals", "matcap", "textured", "depth" (for CLIs and settings files).
 const char* shading_mode_name(ShadingMode mode);
 // Parses the names above; kInvalidArgument naming the bad value otherwise.
 Expected<ShadingMode> parse_shading_mode(const char* name);
