@@ -1,4 +1,4 @@
-// `tessera-bench diffusion [--size N] [--quick] [--no-ablation] [--device cpu|cuda]
+// `tessera-bench diffusion [--size N] [--quick] [--no-ablation] [--controlnet] [--device cpu|cuda]
 // [--write-results] [--results FILE] [--json FILE]`: the Stable Diffusion 1.5 UNet and VAE decoder
 // with random weights (no download), under an ablation of the fused kernels of
 // kernels/diffusion_ops.h (Chen et al. 2023), on the CPU or (--device cuda) the CUDA backend
@@ -51,6 +51,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "engine/weights/weight_store.h"
+#include "engine/diffusion/controlnet.h"
 #include "engine/diffusion/layers.h"
 #include "engine/diffusion/pipeline.h"
 #include "engine/diffusion/sd_config.h"
@@ -78,6 +79,7 @@ struct DiffusionBenchOptions {
   std::string results_path;
   std::string json_path;
   std::string config = "sd15";  // hidden: "tiny"
+  bool controlnet = false;      // also time the step with an SD 1.5-shaped ControlNet
   bool no_ablation = false;
   std::string device = "cpu";
 };
@@ -491,6 +493,74 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
       results.push_back(r);
     }
   }
+  // ControlNet: the same step with a ControlNet of this UNet (random weights, a random hint at
+  // the image's size, its hint features made once as the pipeline does), at the all-on rows.
+  std::string control_line;
+  if (o.controlnet) {
+    diffusion::ControlNetConfig ccfg;
+    ccfg.unet = ucfg;
+    ccfg.hint = diffusion::sd15_controlnet_config().hint;
+    ccfg.hint.channels.back() = ucfg.model_channels;
+    if (ccfg.hint.downscale() != vcfg.upscale()) {
+      return invalid_argument("bench diffusion: --controlnet needs the VAE's x8 (SD 1.5)");
+    }
+    TESSERA_ASSIGN_OR_RETURN(std::vector<uint8_t> cn_image,
+                             random_checkpoint(diffusion::controlnet_tensor_shapes(ccfg)));
+    TESSERA_ASSIGN_OR_RETURN(
+        SafeTensors cn_file,
+        SafeTensors::parse(cn_image.data(), cn_image.size(), "random ControlNet weights"));
+    WeightStore cn_store(std::move(cn_file), WeightFormat::kBF16);
+    TESSERA_ASSIGN_OR_RETURN(
+        std::unique_ptr<diffusion::ControlNet> cn,
+        diffusion::ControlNet::load(cn_store, ccfg, diffusion::kControlPrefix, backend.get()));
+    std::vector<float> hint(static_cast<size_t>(o.size * o.size * 3));
+    fill_floats(hint.data(), hint.size(), 6);
+    for (float& v : hint) v = 0.5f + 0.5f * std::tanh(v);
+    TESSERA_ASSIGN_OR_RETURN(float* hint_b, put(5, hint, true));
+    const std::vector<float> scales(static_cast<size_t>(cn->residual_count()), 1.0f);
+    const std::vector<float> rows(kGuidanceBatch, 1.0f);
+    for (size_t i = 0; i < variants.size(); ++i) {
+      const Variant& v = variants[i];
+      if (i > 0 && !v.bf16) continue;
+      unet->set_options(v.options);
+      cn->set_options(v.options);
+      TESSERA_RETURN_IF_ERROR(cn->set_hint(hint_b, o.size, o.size));
+      const Timing timing = time_it(reps, 1, [&] {
+        auto res =
+            cn->forward(x_b, t, ctx_b, kGuidanceBatch, latent, latent, kContextLen, scales, rows);
+        Status st = res.status();
+        if (st.ok()) {
+          st = unet->forward(x_b, t, ctx_b, kGuidanceBatch, latent, latent, kContextLen, eps_b,
+                             *res);
+        }
+        if (st.ok()) st = backend->synchronize();
+        if (!st.ok() && failure.ok()) failure = st;
+      });
+      TESSERA_RETURN_IF_ERROR(failure);
+      double plain = 0;
+      for (const Result& r : results) {
+        if (r.model == "UNet step (batch 2, guidance)" && r.variant == v.name) {
+          plain = r.time.median;
+        }
+      }
+      Result r{"UNet step + ControlNet", v.name, timing, unet_f, timing.median - plain, v.bf16};
+      std::printf("%-30s %-38s %9s ms  (+%.0f %% over the step alone)\n", r.model.c_str(),
+                  r.variant.c_str(), ms(timing.median).c_str(),
+                  plain > 0 ? 100.0 * (timing.median / plain - 1.0) : 0.0);
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "ControlNet (%s, %.1fM parameters, hint features made once): %s ms per "
+                    "guided step against %s ms without, +%.0f %%.\n",
+                    v.bf16 ? "bf16 compute" : "f32",
+                    static_cast<double>(diffusion::controlnet_parameter_count(ccfg)) / 1e6,
+                    ms(timing.median).c_str(), ms(plain).c_str(),
+                    plain > 0 ? 100.0 * (timing.median / plain - 1.0) : 0.0);
+      control_line += line;
+      std::fflush(stdout);
+      results.push_back(r);
+    }
+    control_line += "\n";
+  }
   unet->set_options(KernelOptions{});
   vae->set_options(KernelOptions{});
   // What a whole generation costs at this size: 20 guided steps and one decode, all on, at the
@@ -552,8 +622,8 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
       vae_f / 1e9,
       o.no_ablation ? " `--no-ablation`: all-on rows only."
                     : (o.quick ? " `--quick`: the VAE decode with everything on only." : ""));
-  section << head << table(results) << "\n" << generation;
-  std::printf("\n%s\n%s", table(results).c_str(), generation);
+  section << head << table(results) << "\n" << generation << control_line;
+  std::printf("\n%s\n%s%s", table(results).c_str(), generation, control_line.c_str());
 
   if (!o.json_path.empty()) {
     nlohmann::json j;
@@ -612,6 +682,8 @@ void register_diffusion_bench(CLI::App* bench, int* exit_code) {
                 "Replace the \"## Diffusion (CPU)\" section of bench/RESULTS.md");
   cmd->add_option("--results", o->results_path, "Results file for --write-results");
   cmd->add_option("--json", o->json_path, "Also write the results as JSON to FILE");
+  cmd->add_flag("--controlnet", o->controlnet,
+                "Also time the step with an SD 1.5-shaped ControlNet (random weights)");
   cmd->add_option("--device", o->device,
                   "cpu (default) or cuda (the CUDA backend on GPU 0; fails when none is usable)")
       ->check(CLI::IsMember({"cpu", "cuda"}));

@@ -110,6 +110,17 @@ int main(int argc, char** argv) {
                                       "Inpainting mask PNG (white = repaint) with --image-init or "
                                       "--image-from-viewport.",
                                       "png");
+  const QCommandLineOption image_control_depth(
+      "image-control-depth",
+      "ControlNet: the image follows the finished mesh's depth as the viewport shows it (implies "
+      "--image; the model's own depth ControlNet unless --image-control-model).");
+  const QCommandLineOption image_control(
+      "image-control", "ControlNet: the image follows this PNG (implies --image).", "png");
+  const QCommandLineOption image_control_model(
+      "image-control-model", "The ControlNet .safetensors (default: the model's own depth one).",
+      "file");
+  const QCommandLineOption image_control_scale(
+      "image-control-scale", "How strongly the image follows the control, in [0, 2].", "s");
   const QCommandLineOption device("device",
                                   "Where the shape and diffusion engines run: cpu (default), cuda "
                                   "(an NVIDIA GPU; the models fail to load with the reason when "
@@ -155,6 +166,10 @@ int main(int argc, char** argv) {
                      image_init,
                      image_strength,
                      image_mask,
+                     image_control_depth,
+                     image_control,
+                     image_control_model,
+                     image_control_scale,
                      device,
                      weights,
                      threads});
@@ -205,6 +220,25 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  options.image_control_depth = parser.isSet(image_control_depth);
+  options.image_control = parser.value(image_control);
+  options.image_control_model = parser.value(image_control_model);
+  if (parser.isSet(image_control_scale)) {
+    bool ok = false;
+    options.image_control_scale = parser.value(image_control_scale).toFloat(&ok);
+    if (!ok || !(options.image_control_scale >= 0.0f && options.image_control_scale <= 2.0f)) {
+      std::fprintf(stderr,
+                   "tessera-studio: --image-control-scale %s: expected a number in [0, 2]\n",
+                   qPrintable(parser.value(image_control_scale)));
+      return 2;
+    }
+  }
+  if (options.image_control_depth && !options.image_control.isEmpty()) {
+    std::fprintf(stderr,
+                 "tessera-studio: --image-control-depth and --image-control both give the control "
+                 "image: choose one\n");
+    return 2;
+  }
   if (!options.image_mask.isEmpty() && !options.image_from_viewport &&
       options.image_init.isEmpty()) {
     std::fprintf(stderr,
@@ -212,7 +246,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   options.image = parser.isSet(image) || options.apply_texture || options.image_from_viewport ||
-                  !options.image_init.isEmpty();
+                  !options.image_init.isEmpty() || options.image_control_depth ||
+                  !options.image_control.isEmpty();
   if (options.image) options.generate = true;
   if (parser.isSet(image_steps) &&
       !parse_integer(parser.value(image_steps), "--image-steps", 1, 200, &options.image_steps)) {

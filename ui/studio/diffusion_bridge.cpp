@@ -34,7 +34,8 @@ void DiffusionBridge::load_model(const QString& path, runtime::DeviceChoice devi
 
 uint64_t DiffusionBridge::submit(const QString& prompt, const ImageSettings& settings,
                                  std::shared_ptr<const mesh::TextureImage> init,
-                                 std::shared_ptr<const mesh::TextureImage> mask) {
+                                 std::shared_ptr<const mesh::TextureImage> mask,
+                                 std::shared_ptr<const mesh::TextureImage> control) {
   if (model_state_ != DiffusionModelState::kReady) return 0;
   const uint64_t previous = state_.job;
   const bool previous_open = state_.state == JobState::kRunning;
@@ -51,6 +52,12 @@ uint64_t DiffusionBridge::submit(const QString& prompt, const ImageSettings& set
     job.init_image = std::move(init);
     job.strength = settings.strength;
     job.mask = std::move(mask);
+  }
+  if (control != nullptr) {
+    job.control_image = std::move(control);
+    job.control_model = settings.control_model;
+    job.control_scale = settings.control_scale;
+    job.control_guess_mode = settings.control_guess;
   }
   const uint64_t id = engine_.session().submit_image(std::move(job));
   if (previous_open) {

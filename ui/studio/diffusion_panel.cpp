@@ -266,6 +266,52 @@ void DiffusionPanel::draw(DiffusionPanelData& data, int viewport_width, int view
         if (ImGui::SmallButton("x")) s.mask_file.clear();
       }
     }
+    // ControlNet: follow the viewport's depth of the shown mesh, or a picture.
+    ImGui::Separator();
+    using Control = ImageSettings::ControlSource;
+    static const char* kControls[] = {"nothing", "viewport depth", "a file"};
+    int control = static_cast<int>(s.control_source);
+    ImGui::PushItemWidth(-70.0f);
+    if (ImGui::Combo("follow", &control, kControls, 3)) {
+      s.control_source = static_cast<Control>(control);
+    }
+    if (ImGui::IsItemHovered()) {
+      ImGui::SetTooltip(
+          "ControlNet: the image follows the shown mesh's depth (as the viewport sees it) or "
+          "a control picture");
+    }
+    if (s.control_source != Control::kNone) {
+      ImGui::SliderFloat("control", &s.control_scale, 0.0f, 2.0f, "%.2f",
+                         ImGuiSliderFlags_AlwaysClamp);
+      if (ImGui::IsItemHovered()) {
+        ImGui::SetTooltip("how strongly the image follows: 1 closely, 0.5 loosely");
+      }
+    }
+    ImGui::PopItemWidth();
+    if (s.control_source == Control::kFile) {
+      if (ImGui::Button("control picture...")) act(DiffusionAction::kChooseControlFile);
+      ImGui::SameLine();
+      ImGui::TextDisabled(
+          "%s", s.control_file.empty() ? "(none chosen)" : file_name(s.control_file).c_str());
+    }
+    if (s.control_source != Control::kNone) {
+      if (ImGui::Button("ControlNet...")) act(DiffusionAction::kChooseControlModel);
+      if (ImGui::IsItemHovered()) {
+        ImGui::SetTooltip("a ControlNet .safetensors (SD 1.5, v1.1 or diffusers names)");
+      }
+      ImGui::SameLine();
+      if (s.control_model.empty()) {
+        ImGui::TextDisabled("the model's own (depth)");
+      } else {
+        ImGui::TextDisabled("%s", file_name(s.control_model).c_str());
+        ImGui::SameLine();
+        if (ImGui::SmallButton("x##control")) s.control_model.clear();
+      }
+      ImGui::Checkbox("guess mode", &s.control_guess);
+      if (ImGui::IsItemHovered()) {
+        ImGui::SetTooltip("for an empty or weak prompt: the control leads, the prompt follows");
+      }
+    }
     // LoRAs: one row each (multiplier, remove), then "add".
     ImGui::Separator();
     int remove = -1;

@@ -25,9 +25,11 @@ enum class DiffusionAction {
   kGenerate,
   kCancel,
   kApplyTexture,
-  kChooseInitFile,  // a file dialog for image-to-image's picture
-  kChooseMaskFile,  // ... for the inpainting mask
-  kAddLora,         // ... for a LoRA file
+  kChooseInitFile,      // a file dialog for image-to-image's picture
+  kChooseMaskFile,      // ... for the inpainting mask
+  kAddLora,             // ... for a LoRA file
+  kChooseControlFile,   // ... for the ControlNet's control image
+  kChooseControlModel,  // ... for the ControlNet
 };
 
 struct DiffusionPanelData {

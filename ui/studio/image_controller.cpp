@@ -58,14 +58,15 @@ bool ImageController::generate() {
   }
   if (!settings_.lock_seed) settings_.seed = next_random_seed();
   settings_.steps = std::clamp(settings_.steps, 1, 200);
-  std::shared_ptr<const mesh::TextureImage> init, mask;
-  if (Status st = image_inputs(&init, &mask); !st.ok()) {
+  std::shared_ptr<const mesh::TextureImage> init, mask, control;
+  if (Status st = image_inputs(&init, &control, &mask); !st.ok()) {
     Q_EMIT status(tr("Concept image: %1").arg(one_line(QString::fromStdString(st.message()), 160)),
                   true);
     refresh_panel();
     return false;
   }
-  diffusion_->submit(prompt_.prompt(), settings_, std::move(init), std::move(mask));
+  diffusion_->submit(prompt_.prompt(), settings_, std::move(init), std::move(mask),
+                     std::move(control));
   refresh_panel();
   return true;
 }
@@ -91,7 +92,32 @@ Expected<std::shared_ptr<const mesh::TextureImage>> read_png_picture(const std::
 }  // namespace
 
 Status ImageController::image_inputs(std::shared_ptr<const mesh::TextureImage>* init,
+                                     std::shared_ptr<const mesh::TextureImage>* control,
                                      std::shared_ptr<const mesh::TextureImage>* mask) {
+  using Control = ImageSettings::ControlSource;
+  const int side = static_cast<int>(std::max<int64_t>(64, diffusion_->image_size()));
+  switch (settings_.control_source) {
+    case Control::kNone:
+      break;
+    case Control::kViewportDepth: {
+      const auto shown = viewport_.mesh();
+      if (!shown || shown->empty()) {
+        return invalid_argument("follow the viewport's depth: there is no mesh in the view yet");
+      }
+      QString error;
+      mesh::TextureImage depth = viewport_.capture_depth(side, &error);
+      if (depth.empty()) {
+        return internal_error("follow the viewport's depth: " + error.toStdString());
+      }
+      *control = std::make_shared<mesh::TextureImage>(std::move(depth));
+      break;
+    }
+    case Control::kFile: {
+      TESSERA_ASSIGN_OR_RETURN(*control,
+                               read_png_picture(settings_.control_file, "control picture"));
+      break;
+    }
+  }
   using Source = ImageSettings::InitSource;
   switch (settings_.init_source) {
     case Source::kNone:
@@ -102,7 +128,6 @@ Status ImageController::image_inputs(std::shared_ptr<const mesh::TextureImage>* 
         return invalid_argument("start from the viewport: there is no mesh in the view yet");
       }
       QString error;
-      const int side = static_cast<int>(std::max<int64_t>(64, diffusion_->image_size()));
       mesh::TextureImage view = viewport_.capture_view(side, &error);
       if (view.empty()) {
         return internal_error("start from the viewport: " + error.toStdString());
@@ -128,7 +153,7 @@ void ImageController::cancel() {
 void ImageController::follow_shape_started() {
   // The new prompt's image (the runtime holds it until the shape job ends); the old prompt's
   // image goes. Starting from the viewport waits for the finished mesh (follow_shape_done).
-  const bool from_view = settings_.init_source == ImageSettings::InitSource::kViewport;
+  const bool from_view = uses_viewport();
   if (settings_.auto_after_shape && !from_view &&
       diffusion_->model_state() == DiffusionModelState::kReady) {
     generate();
@@ -138,9 +163,8 @@ void ImageController::follow_shape_started() {
 }
 
 void ImageController::follow_shape_done() {
-  if (settings_.init_source != ImageSettings::InitSource::kViewport ||
-      !settings_.auto_after_shape || diffusion_->model_state() != DiffusionModelState::kReady ||
-      diffusion_->busy()) {
+  if (!uses_viewport() || !settings_.auto_after_shape ||
+      diffusion_->model_state() != DiffusionModelState::kReady || diffusion_->busy()) {
     return;
   }
   generate();
@@ -167,6 +191,21 @@ void ImageController::on_action(DiffusionAction action) {
           QString(), tr("PNG images (*.png)"));
       if (!path.isEmpty())
         (is_mask ? settings_.mask_file : settings_.init_file) = path.toStdString();
+      refresh_panel();
+      break;
+    }
+    case DiffusionAction::kChooseControlFile: {
+      const QString path = QFileDialog::getOpenFileName(
+          &viewport_, tr("Control picture (a depth map: near white, far black)"), QString(),
+          tr("PNG images (*.png)"));
+      if (!path.isEmpty()) settings_.control_file = path.toStdString();
+      refresh_panel();
+      break;
+    }
+    case DiffusionAction::kChooseControlModel: {
+      const QString path = QFileDialog::getOpenFileName(
+          &viewport_, tr("ControlNet (SD 1.5)"), QString(), tr("ControlNet files (*.safetensors)"));
+      if (!path.isEmpty()) settings_.control_model = path.toStdString();
       refresh_panel();
       break;
     }

@@ -75,9 +75,17 @@ class ImageController : public QObject {
 
  private:
   void on_action(DiffusionAction action);
-  // Image-to-image's picture and mask from the settings (the viewport's view or files). An error
-  // names the file or says why the view could not be captured.
+  // Whether the next image reads the viewport (starts from its view or follows its depth): it
+  // then waits for the finished mesh.
+  bool uses_viewport() const {
+    return settings_.init_source == ImageSettings::InitSource::kViewport ||
+           settings_.control_source == ImageSettings::ControlSource::kViewportDepth;
+  }
+  // Image-to-image's picture, the ControlNet's control image and the mask from the settings (the
+  // viewport's view or depth, or files). An error names the file or says why the view could not
+  // be captured.
   Status image_inputs(std::shared_ptr<const mesh::TextureImage>* init,
+                      std::shared_ptr<const mesh::TextureImage>* control,
                       std::shared_ptr<const mesh::TextureImage>* mask);
   void on_image_finished(quint64 job, int state, const QString& message);
   void on_textured(const std::shared_ptr<const mesh::Mesh>& source,

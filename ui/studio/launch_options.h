@@ -37,6 +37,11 @@ struct LaunchOptions {
   bool image_from_viewport = false;
   QString image_init, image_mask;
   float image_strength = 0;
+  // ControlNet: follow the finished mesh's depth in the viewport, or a control PNG; the
+  // ControlNet file ("" = the model's own) and scale (< 0: the settings').
+  bool image_control_depth = false;
+  QString image_control, image_control_model;
+  float image_control_scale = -1;
   // Where both engines run (--device): cpu (default), cuda, or auto.
   runtime::DeviceChoice device = runtime::DeviceChoice::kCpu;
   // The shape model's weights (--weights): "auto", "fast", "f32", "bf16", "int8"; empty: the

@@ -325,6 +325,18 @@ void MainWindow::apply_launch_options() {
   }
   if (launch_.image_strength > 0) image_settings.strength = launch_.image_strength;
   if (!launch_.image_mask.isEmpty()) image_settings.mask_file = launch_.image_mask.toStdString();
+  if (launch_.image_control_depth) {
+    image_settings.control_source = ImageSettings::ControlSource::kViewportDepth;
+  } else if (!launch_.image_control.isEmpty()) {
+    image_settings.control_source = ImageSettings::ControlSource::kFile;
+    image_settings.control_file = launch_.image_control.toStdString();
+  }
+  if (!launch_.image_control_model.isEmpty()) {
+    image_settings.control_model = launch_.image_control_model.toStdString();
+  }
+  if (launch_.image_control_scale >= 0) {
+    image_settings.control_scale = launch_.image_control_scale;
+  }
   image_->diffusion().load_model(
       launch_.diffusion_model.isEmpty()
           ? QString::fromStdString(runtime::default_diffusion_model_dir())

@@ -58,6 +58,17 @@ void MainWindow::load_settings() {
       s.value("mask_file", QString::fromStdString(im.mask_file)).toString().toStdString();
   im.strength =
       std::clamp(s.value("strength", static_cast<double>(im.strength)).toFloat(), 0.05f, 1.0f);
+  const int control = s.value("control_source", static_cast<int>(im.control_source)).toInt();
+  if (control >= 0 && control <= static_cast<int>(ImageSettings::ControlSource::kFile)) {
+    im.control_source = static_cast<ImageSettings::ControlSource>(control);
+  }
+  im.control_file =
+      s.value("control_file", QString::fromStdString(im.control_file)).toString().toStdString();
+  im.control_model =
+      s.value("control_model", QString::fromStdString(im.control_model)).toString().toStdString();
+  im.control_scale = std::clamp(
+      s.value("control_scale", static_cast<double>(im.control_scale)).toFloat(), 0.0f, 2.0f);
+  im.control_guess = s.value("control_guess", im.control_guess).toBool();
   // LoRAs as "path" entries with a "multiplier" each.
   const int loras = s.beginReadArray("loras");
   im.loras.clear();
@@ -115,6 +126,11 @@ void MainWindow::save_settings() {
   s.setValue("init_file", QString::fromStdString(im.init_file));
   s.setValue("mask_file", QString::fromStdString(im.mask_file));
   s.setValue("strength", static_cast<double>(im.strength));
+  s.setValue("control_source", static_cast<int>(im.control_source));
+  s.setValue("control_file", QString::fromStdString(im.control_file));
+  s.setValue("control_model", QString::fromStdString(im.control_model));
+  s.setValue("control_scale", static_cast<double>(im.control_scale));
+  s.setValue("control_guess", im.control_guess);
   s.beginWriteArray("loras", static_cast<int>(im.loras.size()));
   for (size_t i = 0; i < im.loras.size(); ++i) {
     s.setArrayIndex(static_cast<int>(i));

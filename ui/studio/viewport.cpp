@@ -4,6 +4,7 @@
 #include <QOpenGLFramebufferObject>
 #include <QOpenGLFramebufferObjectFormat>
 #include <cstring>
+#include "ui/render/depth.h"
 
 #include <QAction>
 #include <QDragEnterEvent>
@@ -133,6 +134,14 @@ void Viewport::resizeGL(int, int h) {
 }
 
 mesh::TextureImage Viewport::capture_view(int side, QString* error) {
+  return capture(side, false, error);
+}
+
+mesh::TextureImage Viewport::capture_depth(int side, QString* error) {
+  return capture(side, true, error);
+}
+
+mesh::TextureImage Viewport::capture(int side, bool depth, QString* error) {
   mesh::TextureImage out;
   if (context() == nullptr || !renderer_) {
     if (error)
@@ -162,9 +171,28 @@ mesh::TextureImage Viewport::capture_view(int side, QString* error) {
     options.grid = false;
     options.axes = false;
     options.wireframe = false;
+    if (depth) {
+      options.shading = render::ShadingMode::kDepth;
+      options.background = {0.0f, 0.0f, 0.0f, 1.0f};
+    }
     render::OrbitCamera camera = camera_;
     camera.viewport_height = side;
     renderer_->draw(camera, options, side, side);
+    if (depth) {
+      const QImage rgba = fbo.toImage(false).convertToFormat(QImage::Format_RGBA8888);
+      fbo.release();
+      render::Image frame;
+      frame.width = rgba.width();
+      frame.height = rgba.height();
+      frame.rgba.resize(static_cast<size_t>(frame.width) * frame.height * 4);
+      for (int y = 0; y < rgba.height(); ++y) {
+        std::memcpy(frame.rgba.data() + static_cast<size_t>(y) * frame.width * 4,
+                    rgba.constScanLine(y), static_cast<size_t>(frame.width) * 4);
+      }
+      out = render::depth_map_from_frame(frame);
+      doneCurrent();
+      return out;
+    }
     const QImage image = fbo.toImage(false).convertToFormat(QImage::Format_RGB888);
     fbo.release();
     out.width = image.width();

@@ -62,6 +62,9 @@ class Viewport : public QOpenGLWidget {
   // axes or overlay): what "start from the viewport" gives image-to-image. Empty (width 0) when
   // there is no GL context or renderer yet; `error` then says why.
   mesh::TextureImage capture_view(int side, QString* error);
+  // The shown mesh's depth from the current camera as a ControlNet depth map (ui/render/depth.h),
+  // side x side; empty with `error` set when there is no renderer or framebuffer.
+  mesh::TextureImage capture_depth(int side, QString* error);
 
   render::RenderOptions& render_options() { return options_; }
   OverlayPanels& panels() { return panels_; }
@@ -106,6 +109,8 @@ class Viewport : public QOpenGLWidget {
   void dropEvent(QDropEvent* event) override;
 
  private:
+  // capture_view / capture_depth: one frame of the shown mesh into an offscreen framebuffer.
+  mesh::TextureImage capture(int side, bool depth, QString* error);
   enum class Drag { kNone, kOrbit, kPan, kImGui };
   void release_gl();
   bool forward_key(QKeyEvent* event, bool down);

@@ -202,6 +202,43 @@ TEST(StudioDiffusion, ImageToImageStartsFromTheViewportAfterTheShape) {
   window->grab().save(QString(TESSERA_BINARY_DIR) + "/studio_diffusion_from_viewport.png");
 }
 
+TEST(StudioDiffusion, ControlNetFollowsTheViewportDepthAfterTheShape) {
+  FixtureModelDir shape("studio-diffusion-control");
+  auto window = open(launch_for(shape, QString::fromStdString(fixture_diffusion_dir())));
+  DiffusionBridge& bridge = window->image().diffusion();
+  ASSERT_EQ(bridge.model_state(), DiffusionModelState::kReady);
+  ImageSettings& settings = window->image().settings();
+  settings.steps = 3;
+  settings.control_source = ImageSettings::ControlSource::kViewportDepth;
+  // The fixture model ships no ControlNet: without one the image fails, saying so.
+  window->prompt_edit()->setPlainText(testing::kParityPrompt);
+  window->generation().generate();
+  EXPECT_EQ(bridge.state().job, 0u) << "the image waits for the finished mesh";
+  ASSERT_TRUE(wait_until([&] { return !window->engine().busy(); }));
+  ASSERT_TRUE(wait_until([&] { return bridge.state().job != 0 && !bridge.busy(); }));
+  EXPECT_EQ(bridge.state().state, JobState::kFailed);
+  EXPECT_TRUE(bridge.state().message.contains("ships none"))
+      << bridge.state().message.toStdString();
+  settings.control_model =
+      std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/diffusion/controlnet/control.safetensors";
+  settings.control_scale = 0.8f;
+  ASSERT_TRUE(window->image().generate());
+  ASSERT_TRUE(wait_until([&] { return !bridge.busy(); }));
+  ASSERT_EQ(bridge.state().state, JobState::kDone) << bridge.state().message.toStdString();
+  EXPECT_TRUE(bridge.state().message.contains("control.safetensors loaded"))
+      << bridge.state().message.toStdString();
+  // The depth it followed: the mesh white to grey on black, from the viewport's camera.
+  QString error;
+  const mesh::TextureImage depth = window->viewport()->capture_depth(64, &error);
+  ASSERT_FALSE(depth.empty()) << error.toStdString();
+  EXPECT_EQ(depth.rgb[0], 0);
+  EXPECT_EQ(*std::max_element(depth.rgb.begin(), depth.rgb.end()), 255);
+  size_t covered = 0;
+  for (size_t k = 0; k < depth.rgb.size(); k += 3) covered += depth.rgb[k] > 0 ? 1 : 0;
+  EXPECT_GT(covered, 64u * 64u / 20) << "the mesh should fill part of the view";
+  window->grab().save(QString(TESSERA_BINARY_DIR) + "/studio_diffusion_controlnet.png");
+}
+
 TEST(StudioDiffusion, LorasFromThePanelReloadTheModel) {
   FixtureModelDir shape("studio-diffusion-lora");
   auto window = open(launch_for(shape, QString::fromStdString(fixture_diffusion_dir())));
