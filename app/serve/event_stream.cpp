@@ -1,33 +1,13 @@
 #include "app/serve/event_stream.h"
 
+#include "core/base64.h"
+
 #include <cstdint>
 #include <variant>
 
 namespace tessera::serve {
 
 using nlohmann::json;
-
-std::string base64(const std::string& bytes) {
-  static const char* kTable = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 2 < bytes.size(); i += 3) {
-    const uint32_t v = (static_cast<uint8_t>(bytes[i]) << 16) |
-                       (static_cast<uint8_t>(bytes[i + 1]) << 8) |
-                       static_cast<uint8_t>(bytes[i + 2]);
-    for (int s = 18; s >= 0; s -= 6) out += kTable[(v >> s) & 63];
-  }
-  if (i < bytes.size()) {
-    uint32_t v = static_cast<uint8_t>(bytes[i]) << 16;
-    if (i + 1 < bytes.size()) v |= static_cast<uint8_t>(bytes[i + 1]) << 8;
-    out += kTable[(v >> 18) & 63];
-    out += kTable[(v >> 12) & 63];
-    out += i + 1 < bytes.size() ? kTable[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
 
 std::string compact_mesh(const mesh::Mesh& m) {
   std::string bytes = "TSM1";
@@ -36,7 +16,7 @@ std::string compact_mesh(const mesh::Mesh& m) {
   put32(static_cast<uint32_t>(m.triangle_count()));
   bytes.append(reinterpret_cast<const char*>(m.positions.data()), m.positions.size() * 4);
   bytes.append(reinterpret_cast<const char*>(m.triangles.data()), m.triangles.size() * 4);
-  return base64(bytes);
+  return encode_base64(bytes);
 }
 
 std::optional<json> progress_event(const runtime::Event& e) {

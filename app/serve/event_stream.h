@@ -15,9 +15,6 @@
 
 namespace tessera::serve {
 
-// Standard base64 with '=' padding.
-std::string base64(const std::string& bytes);
-
 // A mesh for the stream: "TSM1", uint32 vertex and triangle counts, float32 xyz per vertex,
 // uint32 indices per triangle (little-endian), in base64.
 std::string compact_mesh(const mesh::Mesh& m);

@@ -1,5 +1,7 @@
 #include "app/serve/jobs.h"
 
+#include "engine/runtime/image_request.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -131,7 +133,33 @@ std::shared_ptr<Job> parse_job(const std::string& text, Refusal* refusal) {
   };
   const json body = json::parse(text, nullptr, false);
   if (body.is_discarded()) return refuse("the body is not valid JSON", "");
-  auto request = runtime::parse_job_request(body, export_keys());
+  if (body.is_object() && body.contains("kind")) {
+    if (!body["kind"].is_string() || (body["kind"] != "image" && body["kind"] != "shape")) {
+      return refuse("\"kind\" must be \"shape\" (the default) or \"image\"", "kind");
+    }
+    if (body["kind"] == "image") {
+      auto image = runtime::parse_image_request(body);
+      if (!image.ok()) {
+        return refuse(image.status().message(), named_field(image.status().message()));
+      }
+      auto job = std::make_shared<Job>();
+      job->request = body;
+      // The journal and the job list keep the request without its pictures' bytes.
+      for (const char* key : {"init_image", "mask", "control_image"}) {
+        if (job->request.contains(key)) job->request[key] = "(PNG, base64)";
+      }
+      job->format = "png";
+      job->image = std::make_shared<runtime::ImageJobOptions>(std::move(*image));
+      if (!body.contains("seed")) job->image->seed = std::random_device{}() & 0x7fffffff;
+      if (auto notes = runtime::accept_job_text(job->image.get()); !notes.ok()) {
+        return refuse(notes.status().message(), "prompt");
+      }
+      return job;
+    }
+  }
+  std::set<std::string> extra = export_keys();
+  extra.insert("kind");
+  auto request = runtime::parse_job_request(body, extra);
   if (!request.ok()) {
     return refuse(request.status().message(), named_field(request.status().message()));
   }

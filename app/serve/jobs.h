@@ -32,6 +32,9 @@ struct Job {
   std::string client;
   nlohmann::json request;  // as accepted
   runtime::JobOptions options;
+  // An image job ("kind": "image", engine/runtime/image_request.h): the image lane runs it and
+  // its result is a PNG (candidate 0); null for a shape job.
+  std::shared_ptr<runtime::ImageJobOptions> image;
   std::string format = "glb";
   cli::MeshExportCli exporting;  // preset, size or height, pivot, axes, unit, budget
   JobState state = JobState::kQueued;

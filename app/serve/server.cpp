@@ -17,6 +17,7 @@
 
 #include "app/serve/event_stream.h"
 #include "core/mapped_file.h"
+#include "core/png.h"
 #include "engine/runtime/export_asset.h"
 #include "engine/runtime/models.h"
 #include "engine/runtime/provenance.h"
@@ -32,7 +33,7 @@ namespace {
 Refusal library_refusal(int status) {
   switch (status) {
     case 413:
-      return {413, "the body is larger than " + std::to_string(kMaxBody / 1024) + " KiB", "body"};
+      return {413, "the body is larger than " + std::to_string(kMaxBody >> 20) + " MiB", "body"};
     case 414:
       return {414, "the request's path is too long", "path"};
     case 404:
@@ -97,7 +98,11 @@ struct Server::State {
   void work();
   void load_model(const std::string& model);
   void run_job(Job& job);
+  void run_image_job(Job& job);
+  // The image model for image jobs: the default one, loaded before the first of them.
+  Status ensure_image_model();
   json final_mesh(Job& job, const runtime::FinalMeshEvent& f);
+  json final_image(Job& job, const runtime::ImageEvent& r);
   void stop_worker();
 };
 
@@ -201,7 +206,9 @@ void Server::State::cancel(const httplib::Request& req, httplib::Response& res) 
   std::lock_guard<std::mutex> lock(mutex);
   const auto job = find(req, res);
   if (!job) return;
-  if (table.cancel(*job)) session->cancel(runtime::Lane::kShape);
+  if (table.cancel(*job)) {
+    session->cancel(job->image ? runtime::Lane::kImage : runtime::Lane::kShape);
+  }
   wake.notify_all();
   res.set_content(table.describe(*job).dump(), "application/json");
 }
@@ -330,7 +337,100 @@ void Server::State::load_model(const std::string& model) {
   wake.notify_all();
 }
 
+Status Server::State::ensure_image_model() {
+  if (session->image_model()) return Status();
+  runtime::ImageModelOptions load;
+  load.device = options.device.choice();
+  const runtime::Event end = session->wait_for(session->load_image_model(load));
+  if (const auto* e = std::get_if<runtime::ErrorEvent>(&end.payload)) return e->status;
+  if (!std::holds_alternative<runtime::DoneEvent>(end.payload)) {
+    return cancelled("the image model load was cancelled");
+  }
+  return Status();
+}
+
+void Server::State::run_image_job(Job& job) {
+  auto end = [&](JobState state, const std::string& error) {
+    std::lock_guard<std::mutex> lock(mutex);
+    table.end(job, state, error);
+    wake.notify_all();
+  };
+  if (Status st = ensure_image_model(); !st.ok()) {
+    return end(JobState::kFailed, "image model: " + st.message());
+  }
+  const uint64_t submitted = session->submit_image(*job.image);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (job.cancel_requested || stopping) session->cancel(runtime::Lane::kImage);
+  }
+  const runtime::Event last = session->wait_for(submitted, [&](const runtime::Event& e) {
+    std::optional<json> ev;
+    if (const auto* s = std::get_if<runtime::ImageStepEvent>(&e.payload)) {
+      ev = json{{"type", "step"},
+                {"step", s->step},
+                {"steps", s->steps},
+                {"sigma", s->sigma},
+                {"ms", s->ms}};
+    } else if (const auto* stage = std::get_if<runtime::StageEvent>(&e.payload)) {
+      ev = json{{"type", "stage"}, {"name", stage->name}, {"ms", stage->ms}};
+    } else if (const auto* r = std::get_if<runtime::ImageEvent>(&e.payload)) {
+      ev = final_image(job, *r);
+    }
+    if (!ev) return;
+    std::lock_guard<std::mutex> lock(mutex);
+    job.events.push_back(ev->dump());
+    wake.notify_all();
+  });
+  if (std::holds_alternative<runtime::DoneEvent>(last.payload)) {
+    end(JobState::kDone, "");
+  } else if (const auto* err = std::get_if<runtime::ErrorEvent>(&last.payload)) {
+    end(JobState::kFailed, err->status.message());
+  } else {
+    end(JobState::kCancelled, "cancelled");
+  }
+}
+
+// Writes the image under --out as a PNG with its settings, and says where to fetch it.
+json Server::State::final_image(Job& job, const runtime::ImageEvent& r) {
+  const std::string file =
+      (fs::path(options.out) / (start_tag + "-job" + std::to_string(job.id) + ".png")).string();
+  const auto model = session->image_model();
+  runtime::ImageProvenance provenance;
+  provenance.job = job.image.get();
+  provenance.width = r.image->width;
+  provenance.height = r.image->height;
+  provenance.model_name = model ? fs::path(model->path).filename().string() : "";
+  provenance.precision = model ? model->precision : "";
+  provenance.init_name = provenance.mask_name = provenance.control_name = "request";
+  provenance.control_net = r.control_net;
+  Status written;
+  auto png = encode_png(r.image->rgb.data(), r.image->width, r.image->height, 3);
+  if (png.ok()) png = add_png_text(std::move(*png), runtime::image_png_text(provenance));
+  written = png.ok() ? write_file_atomic(file, png->data(), png->size()) : png.status();
+  json ev = {{"type", "image"},
+             {"seed", r.seed},
+             {"width", r.image->width},
+             {"height", r.image->height},
+             {"steps_run", r.steps_run},
+             {"notes", r.notes},
+             {"ms",
+              {{"text", r.text_ms},
+               {"encode", r.encode_ms},
+               {"denoise", r.denoise_ms},
+               {"vae", r.vae_ms}}}};
+  std::lock_guard<std::mutex> lock(mutex);
+  job.seeds[0] = r.seed;
+  if (written.ok()) {
+    job.files[0] = file;
+    ev["result"] = "/v1/jobs/" + std::to_string(job.id) + "/result?candidate=0";
+  } else {
+    ev["error"] = written.message();
+  }
+  return ev;
+}
+
 void Server::State::run_job(Job& job) {
+  if (job.image) return run_image_job(job);
   runtime::JobOptions job_options = job.options;
   job_options.preview_every = 8;
   double token_ms = 0;

@@ -16,7 +16,7 @@
 // the queue and its limits, the journal), event_stream.h (the stream's events); this file routes
 // HTTP to them and runs the worker, which takes one job at a time through the Session (the
 // variations of a job decode together). Every error, the HTTP library's own (413 for a body over
-// 64 KiB, 404 for an unknown path) included, is answered in answers.h's JSON form. Output files
+// 16 MiB, 404 for an unknown path) included, is answered in answers.h's JSON form. Output files
 // only ever go to --out under names the server makes.
 #pragma once
 
@@ -30,8 +30,9 @@
 
 namespace tessera::serve {
 
-// Bodies over this are refused with 413 before they are read.
-constexpr size_t kMaxBody = 64 * 1024;
+// Bodies over this are refused with 413 before they are read: room for an image job's pictures
+// (PNG in base64: a 1024 x 1024 photo is about 2-4 MiB).
+constexpr size_t kMaxBody = 16 * 1024 * 1024;
 
 struct ServerOptions {
   ListenAddress listen;  // parse_listen's

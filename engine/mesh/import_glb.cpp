@@ -22,6 +22,7 @@
 
 #include "core/mapped_file.h"
 #include "engine/mesh/import.h"
+#include "core/base64.h"
 #include "engine/mesh/import_internal.h"
 
 #if TESSERA_HAVE_DRACO
@@ -67,38 +68,6 @@ uint64_t uint_member(const Json& object, const char* key, uint64_t fallback) {
     throw JsonFault(std::string("'") + key + "' is not an unsigned integer");
   }
   return it->get<uint64_t>();
-}
-
-// Standard base64 (RFC 4648), '=' padding optional; nullopt on any other character.
-std::optional<std::string> decode_base64(std::string_view text) {
-  std::string out;
-  out.reserve(text.size() / 4 * 3 + 3);
-  uint32_t acc = 0;
-  int bits = 0;
-  for (char c : text) {
-    int v;
-    if (c >= 'A' && c <= 'Z')
-      v = c - 'A';
-    else if (c >= 'a' && c <= 'z')
-      v = c - 'a' + 26;
-    else if (c >= '0' && c <= '9')
-      v = c - '0' + 52;
-    else if (c == '+')
-      v = 62;
-    else if (c == '/')
-      v = 63;
-    else if (c == '=')
-      break;
-    else
-      return std::nullopt;
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xFF));
-    }
-  }
-  return out;
 }
 
 class GltfReader {

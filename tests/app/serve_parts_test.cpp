@@ -3,6 +3,8 @@
 // framing. tests/app/serve_test.cpp runs the whole server over HTTP.
 #include <gtest/gtest.h>
 
+#include "core/base64.h"
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -229,16 +231,16 @@ TEST_F(ServeJobTable, CancelEndAndTheJournalOfWhatARestartDropped) {
 }
 
 TEST(ServeEventStream, FramesMeshesAndEndedPreviews) {
-  EXPECT_EQ(base64(""), "");
-  EXPECT_EQ(base64("f"), "Zg==");
-  EXPECT_EQ(base64("fo"), "Zm8=");
-  EXPECT_EQ(base64("foo"), "Zm9v");
-  EXPECT_EQ(base64("foobar"), "Zm9vYmFy");
+  EXPECT_EQ(encode_base64(""), "");
+  EXPECT_EQ(encode_base64("f"), "Zg==");
+  EXPECT_EQ(encode_base64("fo"), "Zm8=");
+  EXPECT_EQ(encode_base64("foo"), "Zm9v");
+  EXPECT_EQ(encode_base64("foobar"), "Zm9vYmFy");
   mesh::Mesh m;
   m.positions = {0, 0, 0, 1, 0, 0, 0, 1, 0};
   m.triangles = {0, 1, 2};
   EXPECT_EQ(compact_mesh(m).size(), (4 + 8 + 36 + 12 + 2) / 3 * 4u);
-  EXPECT_EQ(compact_mesh(m).substr(0, 4), base64("TSM1").substr(0, 4));
+  EXPECT_EQ(compact_mesh(m).substr(0, 4), encode_base64("TSM1").substr(0, 4));
 
   std::vector<std::string> events = {R"({"type":"queued"})", R"({"type":"started"})"};
   size_t sent = 0;

@@ -3,7 +3,8 @@
 // must hold (else __builtin_trap): no exception, no sanitizer report; a request that parses has
 // every field in its range (variations 1..kMaxVariations, a resolution of 2^k + 1 or 0, a name that
 // is a plain file name), its job passes the same checks, and the text rule either accepts the
-// prompt or refuses it with a message.
+// prompt or refuses it with a message. The same bytes as an image job
+// (engine/runtime/image_request.h): refused with a message, or accepted within the job rules.
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -11,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/runtime/image_inputs.h"
+#include "engine/runtime/image_request.h"
 #include "engine/runtime/job_request.h"
 #include "engine/runtime/user_text.h"
 
@@ -19,6 +22,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const nlohmann::json j = nlohmann::json::parse(data, data + size, nullptr, false);
     if (j.is_discarded()) return 0;
+    auto image = runtime::parse_image_request(j);
+    if (!image.ok() && image.status().message().empty()) __builtin_trap();
+    if (image.ok()) {
+      if (!runtime::check_image_job(*image).ok() || image->steps < 1) __builtin_trap();
+      auto accepted_image = runtime::accept_job_text(&*image);
+      if (!accepted_image.ok() && accepted_image.status().message().empty()) __builtin_trap();
+    }
     auto request = runtime::parse_job_request(j, {"format"});
     if (!request.ok()) {
       if (request.status().message().empty()) __builtin_trap();

@@ -1,0 +1,133 @@
+#include "engine/runtime/image_request.h"
+
+#include <cmath>
+#include <memory>
+
+#include "core/base64.h"
+#include "core/png.h"
+#include "engine/runtime/image_inputs.h"
+
+namespace tessera::runtime {
+
+using nlohmann::json;
+
+const std::set<std::string>& image_request_keys() {
+  static const std::set<std::string> keys = {
+      "kind",          "prompt", "negative_prompt", "steps",         "guidance",
+      "sampler",       "seed",   "width",           "height",        "init_image",
+      "strength",      "mask",   "control_image",   "control_model", "control_scale",
+      "control_guess", "loras",  "lora_dir",        "fast"};
+  return keys;
+}
+
+namespace {
+
+Status field_error(const std::string& key, const std::string& what) {
+  return invalid_argument("\"" + key + "\" " + what);
+}
+
+Expected<std::shared_ptr<const mesh::TextureImage>> picture(const json& j, const std::string& key) {
+  if (!j[key].is_string()) return field_error(key, "must be a PNG file in base64 (a string)");
+  std::string text = j[key].get<std::string>();
+  // A data: URI is accepted too (what a browser's canvas gives).
+  const size_t comma = text.rfind(',');
+  if (text.rfind("data:", 0) == 0 && comma != std::string::npos) text = text.substr(comma + 1);
+  auto bytes = decode_base64(text);
+  if (!bytes) return field_error(key, "is not base64");
+  auto png = decode_png(bytes->data(), bytes->size(), 3, key);
+  if (!png.ok()) return field_error(key, "is not a PNG image: " + png.status().message());
+  auto image = std::make_shared<mesh::TextureImage>();
+  image->width = png->width;
+  image->height = png->height;
+  image->rgb = std::move(png->pixels);
+  return std::shared_ptr<const mesh::TextureImage>(std::move(image));
+}
+
+}  // namespace
+
+Expected<ImageJobOptions> parse_image_request(const json& j) {
+  if (!j.is_object()) return invalid_argument("an image job must be a JSON object");
+  for (const auto& [key, value] : j.items()) {
+    if (image_request_keys().count(key) == 0) {
+      std::string known;
+      for (const std::string& k : image_request_keys()) known += (known.empty() ? "" : ", ") + k;
+      return invalid_argument("unknown key \"" + key + "\" (known for an image job: " + known +
+                              ")");
+    }
+  }
+  if (j.contains("kind") && (!j["kind"].is_string() || j["kind"].get<std::string>() != "image")) {
+    return field_error("kind", "must be \"image\" here");
+  }
+  if (!j.contains("prompt") || !j["prompt"].is_string()) {
+    return invalid_argument("\"prompt\" (a string) is required");
+  }
+  ImageJobOptions job;
+  job.prompt = j["prompt"].get<std::string>();
+  auto text = [&](const char* key, std::string* out) -> Status {
+    if (!j.contains(key)) return Status();
+    if (!j[key].is_string()) return field_error(key, "must be a string");
+    *out = j[key].get<std::string>();
+    return Status();
+  };
+  auto number = [&](const char* key, double lo, double hi, bool integer, auto* out) -> Status {
+    if (!j.contains(key)) return Status();
+    const json& v = j[key];
+    if (!v.is_number() || (integer && !v.is_number_integer())) {
+      return field_error(key, integer ? "must be an integer" : "must be a number");
+    }
+    const double d = v.get<double>();
+    if (!(d >= lo && d <= hi)) return field_error(key, v.dump() + " is out of range");
+    *out = static_cast<std::remove_pointer_t<decltype(out)>>(d);
+    return Status();
+  };
+  TESSERA_RETURN_IF_ERROR(text("negative_prompt", &job.negative_prompt));
+  TESSERA_RETURN_IF_ERROR(number("steps", 1, 1000, true, &job.steps));
+  TESSERA_RETURN_IF_ERROR(number("guidance", 0, 100, false, &job.guidance));
+  TESSERA_RETURN_IF_ERROR(number("width", 8, 4096, true, &job.width));
+  TESSERA_RETURN_IF_ERROR(number("height", 8, 4096, true, &job.height));
+  TESSERA_RETURN_IF_ERROR(number("strength", 0, 1, false, &job.strength));
+  TESSERA_RETURN_IF_ERROR(number("control_scale", 0, 2, false, &job.control_scale));
+  if (j.contains("seed")) {
+    if (!j["seed"].is_number_unsigned()) return field_error("seed", "must be an integer >= 0");
+    job.seed = j["seed"].get<uint64_t>();
+  }
+  if (j.contains("sampler")) {
+    if (!j["sampler"].is_string()) return field_error("sampler", "must be a string");
+    auto sampler = parse_sampler(j["sampler"].get<std::string>());
+    if (!sampler.ok()) return field_error("sampler", sampler.status().message());
+    job.sampler = *sampler;
+  }
+  for (const char* key : {"init_image", "mask", "control_image"}) {
+    if (!j.contains(key)) continue;
+    TESSERA_ASSIGN_OR_RETURN(auto image, picture(j, key));
+    (std::string(key) == "init_image" ? job.init_image
+     : std::string(key) == "mask"     ? job.mask
+                                      : job.control_image) = std::move(image);
+  }
+  TESSERA_RETURN_IF_ERROR(text("control_model", &job.control_model));
+  if (j.contains("control_guess")) {
+    if (!j["control_guess"].is_boolean()) return field_error("control_guess", "must be true/false");
+    job.control_guess_mode = j["control_guess"].get<bool>();
+  }
+  TESSERA_RETURN_IF_ERROR(text("lora_dir", &job.lora_dir));
+  if (j.contains("loras")) {
+    if (!j["loras"].is_array()) return field_error("loras", "must be a list of \"FILE[:M]\"");
+    for (const json& l : j["loras"]) {
+      if (!l.is_string()) return field_error("loras", "must be a list of \"FILE[:M]\"");
+      auto choice = parse_lora_choice(l.get<std::string>());
+      if (!choice.ok()) return field_error("loras", choice.status().message());
+      job.loras.push_back(*choice);
+    }
+  }
+  if (j.contains("fast")) {
+    if (!j["fast"].is_boolean()) return field_error("fast", "must be true/false");
+    if (j["fast"].get<bool>()) {
+      TESSERA_RETURN_IF_ERROR(
+          apply_fast_choice(&job, job.lora_dir.empty() ? default_lora_dir() : job.lora_dir));
+    }
+  }
+  TESSERA_RETURN_IF_ERROR(check_image_job(job));
+  return job;
+}
+
+}  // namespace tessera::runtime
