@@ -1,5 +1,7 @@
 #include "ui/studio/diffusion_bridge.h"
 
+#include "engine/runtime/image_inputs.h"
+
 #include <utility>
 #include <variant>
 
@@ -35,8 +37,12 @@ void DiffusionBridge::load_model(const QString& path, runtime::DeviceChoice devi
 uint64_t DiffusionBridge::submit(const QString& prompt, const ImageSettings& settings,
                                  std::shared_ptr<const mesh::TextureImage> init,
                                  std::shared_ptr<const mesh::TextureImage> mask,
-                                 std::shared_ptr<const mesh::TextureImage> control) {
-  if (model_state_ != DiffusionModelState::kReady) return 0;
+                                 std::shared_ptr<const mesh::TextureImage> control,
+                                 QString* error) {
+  if (model_state_ != DiffusionModelState::kReady) {
+    if (error != nullptr) *error = model_message_;
+    return 0;
+  }
   const uint64_t previous = state_.job;
   const bool previous_open = state_.state == JobState::kRunning;
   runtime::ImageJobOptions job;
@@ -52,6 +58,12 @@ uint64_t DiffusionBridge::submit(const QString& prompt, const ImageSettings& set
     job.init_image = std::move(init);
     job.strength = settings.strength;
     job.mask = std::move(mask);
+  }
+  if (settings.fast) {
+    if (Status st = runtime::apply_fast_choice(&job, runtime::default_lora_dir()); !st.ok()) {
+      if (error != nullptr) *error = QString::fromStdString(st.message());
+      return 0;
+    }
   }
   if (control != nullptr) {
     job.control_image = std::move(control);

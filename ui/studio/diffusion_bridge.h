@@ -45,6 +45,9 @@ struct ImageSettings {
   // LoRAs merged into the model for these images, each with a multiplier (a change of the list
   // reloads the model on the next image; <lora:NAME:M> tags in the prompt add to it).
   std::vector<runtime::LoraChoice> loras;
+  // The "fast" choice (runtime::apply_fast_choice): LCM, 4 steps, guidance 1 with the LCM-LoRA
+  // (from the list, else the user's loras folder), over steps, guidance and sampler.
+  bool fast = false;
   // ControlNet: what the image follows (the viewport's depth of the shown mesh, or a PNG such as
   // a depth map), the ControlNet ("" = the model's own depth ControlNet), how strongly, guess mode.
   enum class ControlSource { kNone, kViewportDepth, kFile };
@@ -100,11 +103,13 @@ class DiffusionBridge : public QObject {
   // running job. Returns the job id, or 0 when no model is ready (the state's message says why).
   // `init` / `mask`: image-to-image's picture and inpainting's mask (null: none; any size, the
   // runtime resizes and says so in the job's notes).
-  // `control`: the ControlNet's control image (null: none).
+  // `control`: the ControlNet's control image (null: none). `error` (may be null): why no job was
+  // queued when the settings cannot run (the fast choice without an LCM-LoRA).
   uint64_t submit(const QString& prompt, const ImageSettings& settings,
                   std::shared_ptr<const mesh::TextureImage> init = nullptr,
                   std::shared_ptr<const mesh::TextureImage> mask = nullptr,
-                  std::shared_ptr<const mesh::TextureImage> control = nullptr);
+                  std::shared_ptr<const mesh::TextureImage> control = nullptr,
+                  QString* error = nullptr);
   void cancel();  // the running or waiting job ends as kCancelled
   bool busy() const { return state_.state == JobState::kRunning; }
   const ImageJobState& state() const { return state_; }

@@ -222,6 +222,12 @@ void DiffusionPanel::draw(DiffusionPanelData& data, int viewport_width, int view
     if (ImGui::Button("randomise")) s.seed = random_seed();
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("a new random seed now");
     ImGui::Checkbox("image after each shape", &s.auto_after_shape);
+    ImGui::Checkbox("fast (LCM-LoRA, 4 steps)", &s.fast);
+    if (ImGui::IsItemHovered()) {
+      ImGui::SetTooltip(
+          "LCM with the LCM-LoRA: 4 steps, no guidance pass, over the settings above; the LoRA "
+          "from the list, else lcm-lora-sdv1-5.safetensors in your loras folder");
+    }
     // Image-to-image: start from the viewport or a file, with a strength and a mask.
     ImGui::Separator();
     using Source = ImageSettings::InitSource;

@@ -65,9 +65,14 @@ bool ImageController::generate() {
     refresh_panel();
     return false;
   }
-  diffusion_->submit(prompt_.prompt(), settings_, std::move(init), std::move(mask),
-                     std::move(control));
+  QString error;
+  const uint64_t id = diffusion_->submit(prompt_.prompt(), settings_, std::move(init),
+                                         std::move(mask), std::move(control), &error);
   refresh_panel();
+  if (id == 0) {
+    Q_EMIT status(tr("Concept image: %1").arg(one_line(error, 160)), true);
+    return false;
+  }
   return true;
 }
 

@@ -69,6 +69,7 @@ void MainWindow::load_settings() {
   im.control_scale = std::clamp(
       s.value("control_scale", static_cast<double>(im.control_scale)).toFloat(), 0.0f, 2.0f);
   im.control_guess = s.value("control_guess", im.control_guess).toBool();
+  im.fast = s.value("fast", im.fast).toBool();
   // LoRAs as "path" entries with a "multiplier" each.
   const int loras = s.beginReadArray("loras");
   im.loras.clear();
@@ -131,6 +132,7 @@ void MainWindow::save_settings() {
   s.setValue("control_model", QString::fromStdString(im.control_model));
   s.setValue("control_scale", static_cast<double>(im.control_scale));
   s.setValue("control_guess", im.control_guess);
+  s.setValue("fast", im.fast);
   s.beginWriteArray("loras", static_cast<int>(im.loras.size()));
   for (size_t i = 0; i < im.loras.size(); ++i) {
     s.setArrayIndex(static_cast<int>(i));

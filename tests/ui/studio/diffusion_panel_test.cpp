@@ -18,6 +18,7 @@
 #include <QTemporaryDir>
 #include <QThread>
 #include <algorithm>
+#include <filesystem>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -237,6 +238,33 @@ TEST(StudioDiffusion, ControlNetFollowsTheViewportDepthAfterTheShape) {
   for (size_t k = 0; k < depth.rgb.size(); k += 3) covered += depth.rgb[k] > 0 ? 1 : 0;
   EXPECT_GT(covered, 64u * 64u / 20) << "the mesh should fill part of the view";
   window->grab().save(QString(TESSERA_BINARY_DIR) + "/studio_diffusion_controlnet.png");
+}
+
+TEST(StudioDiffusion, TheFastChoiceRunsLcmWithTheLcmLora) {
+  FixtureModelDir shape("studio-diffusion-fast");
+  auto window = open(launch_for(shape, QString::fromStdString(fixture_diffusion_dir())));
+  DiffusionBridge& bridge = window->image().diffusion();
+  ASSERT_EQ(bridge.model_state(), DiffusionModelState::kReady);
+  ImageSettings& settings = window->image().settings();
+  settings.steps = 20;
+  settings.fast = true;
+  window->prompt_edit()->setPlainText("a red torus");
+  // No LCM-LoRA anywhere: refused, saying where it looked; nothing queued.
+  const QByteArray data_home = qgetenv("XDG_DATA_HOME");
+  qputenv("XDG_DATA_HOME", QByteArray::fromStdString(shape.path() + "/no-data"));
+  EXPECT_FALSE(window->image().generate());
+  EXPECT_EQ(bridge.state().job, 0u);
+  qputenv("XDG_DATA_HOME", data_home);
+  // A LoRA whose name says LCM is the one (here the fixture's kohya file under such a name).
+  const std::string lcm = shape.path() + "/lcm-lora-test.safetensors";
+  std::filesystem::copy_file(
+      std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/diffusion/lora/kohya.safetensors", lcm);
+  settings.loras = {{lcm, 1.0f}};
+  ASSERT_TRUE(window->image().generate());
+  ASSERT_TRUE(wait_until([&] { return !bridge.busy(); }));
+  ASSERT_EQ(bridge.state().state, JobState::kDone) << bridge.state().message.toStdString();
+  EXPECT_EQ(bridge.state().step_ms.size(), 4u) << "LCM's 4 steps, not the settings' 20";
+  EXPECT_EQ(settings.steps, 20) << "the settings stay as they were";
 }
 
 TEST(StudioDiffusion, LorasFromThePanelReloadTheModel) {
