@@ -1,4 +1,5 @@
-// `tessera-bench diffusion [--size N] [--quick] [--no-ablation] [--controlnet] [--device cpu|cuda]
+// `tessera-bench diffusion [--size N] [--quick] [--no-ablation] [--lcm] [--controlnet] [--device
+// cpu|cuda]
 // [--write-results] [--results FILE] [--json FILE]`: the Stable Diffusion 1.5 UNet and VAE decoder
 // with random weights (no download), under an ablation of the fused kernels of
 // kernels/diffusion_ops.h (Chen et al. 2023), on the CPU or (--device cuda) the CUDA backend
@@ -80,6 +81,7 @@ struct DiffusionBenchOptions {
   std::string json_path;
   std::string config = "sd15";  // hidden: "tiny"
   bool controlnet = false;      // also time the step with an SD 1.5-shaped ControlNet
+  bool lcm = false;             // also time the unguided (batch 1) step: LCM's 4-step image
   bool no_ablation = false;
   std::string device = "cpu";
 };
@@ -493,6 +495,38 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
       results.push_back(r);
     }
   }
+  // LCM (guidance 1): one UNet pass per step over batch 1; an image is 4 of them and a decode.
+  std::string lcm_line;
+  if (o.lcm) {
+    for (size_t i = 0; i < variants.size(); ++i) {
+      const Variant& v = variants[i];
+      if (i > 0 && !v.bf16) continue;
+      unet->set_options(v.options);
+      vae->set_options(v.options);
+      const Timing step = time_it(reps, 1, [&] {
+        Status st = unet->forward(x_b, t, ctx_b, 1, latent, latent, kContextLen, eps_b);
+        if (st.ok()) st = backend->synchronize();
+        if (!st.ok() && failure.ok()) failure = st;
+      });
+      TESSERA_RETURN_IF_ERROR(failure);
+      results.push_back(Result{"UNet step (batch 1, LCM)", v.name, step, unet_f / 2, 0, v.bf16});
+      std::printf("%-30s %-38s %9s ms\n", "UNet step (batch 1, LCM)", v.name.c_str(),
+                  ms(step.median).c_str());
+      double decode = 0;
+      for (const Result& r : results) {
+        if (r.model == "VAE decode" && r.variant == v.name) decode = r.time.median;
+      }
+      char line[320];
+      std::snprintf(line, sizeof line,
+                    "LCM image, 4 unguided steps + VAE decode (%s): %.2f s = 4 x %s ms + %s ms "
+                    "(text encoder and sampler not counted).\n",
+                    v.bf16 ? "bf16 compute" : "f32", 4 * step.median + decode,
+                    ms(step.median).c_str(), ms(decode).c_str());
+      lcm_line += line;
+      std::fflush(stdout);
+    }
+    lcm_line += "\n";
+  }
   // ControlNet: the same step with a ControlNet of this UNet (random weights, a random hint at
   // the image's size, its hint features made once as the pipeline does), at the all-on rows.
   std::string control_line;
@@ -500,10 +534,16 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
     diffusion::ControlNetConfig ccfg;
     ccfg.unet = ucfg;
     ccfg.hint = diffusion::sd15_controlnet_config().hint;
-    ccfg.hint.channels.back() = ucfg.model_channels;
-    if (ccfg.hint.downscale() != vcfg.upscale()) {
-      return invalid_argument("bench diffusion: --controlnet needs the VAE's x8 (SD 1.5)");
+    if (vcfg.upscale() != ccfg.hint.downscale()) {
+      // Another VAE scale (the tiny configs): one width doubling per halving, then C0.
+      ccfg.hint.channels = {16};
+      for (int64_t f = vcfg.upscale(); f > 1; f /= 2) {
+        ccfg.hint.channels.push_back(ccfg.hint.channels.back() * 2);
+      }
+      ccfg.hint.channels.push_back(ucfg.model_channels);
+      ccfg.hint.strides = diffusion::hint_strides(ccfg.hint.channels);
     }
+    ccfg.hint.channels.back() = ucfg.model_channels;
     TESSERA_ASSIGN_OR_RETURN(std::vector<uint8_t> cn_image,
                              random_checkpoint(diffusion::controlnet_tensor_shapes(ccfg)));
     TESSERA_ASSIGN_OR_RETURN(
@@ -622,8 +662,9 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
       vae_f / 1e9,
       o.no_ablation ? " `--no-ablation`: all-on rows only."
                     : (o.quick ? " `--quick`: the VAE decode with everything on only." : ""));
-  section << head << table(results) << "\n" << generation << control_line;
-  std::printf("\n%s\n%s%s", table(results).c_str(), generation, control_line.c_str());
+  section << head << table(results) << "\n" << generation << lcm_line << control_line;
+  std::printf("\n%s\n%s%s%s", table(results).c_str(), generation, lcm_line.c_str(),
+              control_line.c_str());
 
   if (!o.json_path.empty()) {
     nlohmann::json j;
@@ -682,6 +723,8 @@ void register_diffusion_bench(CLI::App* bench, int* exit_code) {
                 "Replace the \"## Diffusion (CPU)\" section of bench/RESULTS.md");
   cmd->add_option("--results", o->results_path, "Results file for --write-results");
   cmd->add_option("--json", o->json_path, "Also write the results as JSON to FILE");
+  cmd->add_flag("--lcm", o->lcm,
+                "Also time the unguided step (batch 1): LCM's 4-step image with its decode");
   cmd->add_flag("--controlnet", o->controlnet,
                 "Also time the step with an SD 1.5-shaped ControlNet (random weights)");
   cmd->add_option("--device", o->device,

@@ -21,7 +21,8 @@ std::string hint_name(const std::string& prefix, size_t conv) {
   return prefix + "input_hint_block." + std::to_string(2 * conv);
 }
 
-// The stride rule of controlnet.h for convolutions whose outputs are `channels`.
+}  // namespace
+
 std::vector<int64_t> hint_strides(const std::vector<int64_t>& channels) {
   std::vector<int64_t> strides(channels.size(), 1);
   for (size_t i = 1; i + 1 < channels.size(); ++i) {
@@ -29,8 +30,6 @@ std::vector<int64_t> hint_strides(const std::vector<int64_t>& channels) {
   }
   return strides;
 }
-
-}  // namespace
 
 int64_t HintEncoderConfig::downscale() const {
   int64_t f = 1;

@@ -51,6 +51,9 @@ struct ControlNetConfig {
   std::string summary() const;
 };
 
+// The stride rule above for hint convolutions with these output channels.
+std::vector<int64_t> hint_strides(const std::vector<int64_t>& channels);
+
 // The SD 1.5 ControlNet (control_v11*_sd15_*: 361,279,120 parameters).
 ControlNetConfig sd15_controlnet_config();
 // Every tensor ControlNet::load reads for `config`, with its shape, under `prefix`.

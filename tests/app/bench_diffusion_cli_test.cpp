@@ -43,7 +43,7 @@ TEST_F(BenchDiffusionCliTest, TinyQuickAblationWritesTheSection) {
   std::ofstream(results) << "# Results\n\n## Kernels (CPU)\n\nkeep me\n\n"
                             "## Diffusion (CPU)\n\nold table\n\n## Studio\n\nkeep me too\n";
   const auto r = run_bench(
-      "diffusion --config tiny --quick --size 32 --repeat 1 "
+      "diffusion --config tiny --quick --size 32 --repeat 1 --lcm --controlnet "
       "--write-results --results " +
       shell_quote(results.string()) + " --json " + shell_quote(json.string()));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -73,6 +73,13 @@ TEST_F(BenchDiffusionCliTest, TinyQuickAblationWritesTheSection) {
     EXPECT_EQ(r.out.find("bf16 compute"), std::string::npos) << r.out;
   }
   EXPECT_NE(r.out.find("image 32x32 (latent 16x16)"), std::string::npos) << r.out;
+  // --lcm: the unguided step and the 4-step image's phases; --controlnet: the step with one.
+  for (const char* row : {"| UNet step (batch 1, LCM) | all fusions on (default chooser) |",
+                          "LCM image, 4 unguided steps + VAE decode (f32): ",
+                          "| UNet step + ControlNet | all fusions on (default chooser) |",
+                          "per guided step against"}) {
+    EXPECT_NE(r.out.find(row), std::string::npos) << row << "\n" << r.out;
+  }
 
   const std::string md = slurp(results);
   EXPECT_NE(md.find("keep me\n"), std::string::npos) << md;
