@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <system_error>
 #include <vector>
 
@@ -14,6 +17,23 @@ bool is_regular(const fs::path& p) {
   std::error_code ec;
   return fs::is_regular_file(p, ec);
 }
+
+// The checkpoint DIR/model.json names ("files": {"weights": "model.safetensors"}), when that
+// file exists; "" otherwise.
+std::string card_weights(const fs::path& dir) {
+  std::ifstream in(dir / "model.json");
+  if (!in) return "";
+  std::stringstream text;
+  text << in.rdbuf();
+  const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
+  if (!j.is_object() || !j.contains("files") || !j["files"].is_object() ||
+      !j["files"].contains("weights") || !j["files"]["weights"].is_string()) {
+    return "";
+  }
+  const fs::path weights = dir / j["files"]["weights"].get<std::string>();
+  return is_regular(weights) ? weights.string() : "";
+}
+
 }  // namespace
 
 Expected<DiffusionModelLocation> locate_diffusion_model(const std::string& path) {
@@ -29,7 +49,11 @@ Expected<DiffusionModelLocation> locate_diffusion_model(const std::string& path)
       files.vae = (dir / "vae" / kDiffusersWeights).string();
     } else {
       std::vector<std::string> found;
+      // A Tessera model card names its checkpoint (files.weights): other .safetensors files
+      // beside it (a ControlNet, LoRAs) are not the model.
+      if (const std::string named = card_weights(dir); !named.empty()) found.push_back(named);
       for (const auto& entry : fs::directory_iterator(dir, ec)) {
+        if (!found.empty()) break;
         if (entry.is_regular_file(ec) && entry.path().extension() == ".safetensors") {
           found.push_back(entry.path().string());
         }

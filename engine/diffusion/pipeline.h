@@ -13,7 +13,8 @@
 //       Hugging Face-layout one next to it is used: DIR/text_encoder/, else DIR/../text_encoder/
 //       (DIR = the file's directory; e.g. a diffusion model beside the tessera-tiny shape model
 //       whose text encoder it shares). A directory holding exactly one .safetensors file and no
-//       unet/ folder is this layout too.
+//       unet/ folder is this layout too, and so is one whose model.json names its checkpoint
+//       ("files": {"weights": F}; other files beside it, e.g. a ControlNet, are not the model).
 //   (b) diffusers folder DIR: DIR/unet/diffusion_pytorch_model.safetensors,
 //       DIR/vae/diffusion_pytorch_model.safetensors, DIR/text_encoder/model.safetensors (+
 //       config.json). UNet and VAE keys are renamed to the CompVis ones on load (the VAE's linear

@@ -27,6 +27,18 @@ images.npy, captions.json, meta.json (families, colours, materials, backgrounds,
 
   /usr/bin/python3 tools/train/diffusion/render.py [--geometries 10000] [--seed 0] [--out DIR]
   /usr/bin/python3 tools/train/diffusion/render.py --sheet out.png --geometries 38   # contact sheet
+
+Depth hints (the depth ControlNet, train_controlnet.py): `--depth` re-traces every geometry of the dataset
+in the same order and writes .cache/tessera-diffusion-depth/depth.npy (uint8 [N, 64, 64], row k = the depth
+map of images.npy row k; all shadings of a geometry share it) + meta.json. It also re-shades every sample
+and checks that the images equal images.npy bit for bit (so the rows line up); images and captions are
+unchanged by the depth code (the trace is the same, the depth is read off its hit points).
+Convention (the one the engine renders at inference): per pixel z = view-space depth of the first hit =
+distance along the camera's forward axis (ray distance x dot(ray direction, forward)); over the object's
+pixels v = z_min / z (the nearest point 1, farther points darker, like MiDaS's normalised inverse depth),
+background 0; stored as round(v * 255), the same value in R, G and B; networks get uint8 / 255 in [0, 1].
+
+  /usr/bin/python3 tools/train/diffusion/render.py --depth [--depth-out DIR]
 """
 
 import argparse
@@ -49,6 +61,7 @@ from shapes import captions as CAP  # noqa: E402
 from shapes.families import FAMILIES, make_shape  # noqa: E402
 
 DATA_DIR = os.path.join(REPO, ".cache", "tessera-diffusion-data")
+DEPTH_DIR = os.path.join(REPO, ".cache", "tessera-diffusion-depth")
 SIZE = 64
 SHADINGS_PER_GEOMETRY = 3
 SHARD_GEOMETRIES = 500
@@ -135,7 +148,8 @@ def normals(f, p, eps=2e-3):
 
 def render_geometry(shape, azimuth, elevation):
     """Geometry buffers of one view: hit mask [S*S], normals [S*S, 3] (0 off the object), view dirs,
-    light direction and half vector."""
+    light direction, and z [S*S]: view-space depth of the hit (along the camera's forward axis; 0 off
+    the object)."""
     eye, dirs, right, up, fwd = camera_rays(azimuth, elevation)
     lo, hi = shape.sdf.bounds()
     hit, pts = trace(shape.sdf, eye, dirs, lo, hi)
@@ -144,7 +158,18 @@ def render_geometry(shape, azimuth, elevation):
         nrm[hit] = normals(shape.sdf, pts[hit])
     light = -fwd + 0.9 * up - 0.7 * right
     light /= np.linalg.norm(light)
-    return {"hit": hit, "n": nrm, "dirs": dirs, "light": light}
+    z = np.where(hit, (pts - eye) @ fwd, 0.0)  # = ray distance x dot(dir, fwd)
+    return {"hit": hit, "n": nrm, "dirs": dirs, "light": light, "z": z}
+
+
+def depth_map(geo):
+    """uint8 [S, S] depth hint of one geometry: v = z_min / z over the object's pixels (nearest = 255),
+    0 on the background (module docstring, "Depth hints")."""
+    hit, z = geo["hit"], geo["z"]
+    v = np.zeros(hit.shape)
+    if hit.any():
+        v[hit] = z[hit].min() / z[hit]
+    return (v * 255 + 0.5).astype(np.uint8).reshape(SIZE, SIZE)
 
 
 def shade(geo, colour, material, background):
@@ -202,8 +227,9 @@ def _caption(shape, colour, material, background, rng):
     return text
 
 
-def sample(seed, family_index, i):
-    """Geometry of sample (family_index, i) and SHADINGS_PER_GEOMETRY (image, caption, labels)."""
+def sample(seed, family_index, i, with_depth=False):
+    """Geometry of sample (family_index, i) and SHADINGS_PER_GEOMETRY (image, caption, labels); with
+    with_depth, (that list, the geometry's depth_map)."""
     rng = np.random.default_rng([seed, 7, family_index, i])
     fam = FAMILIES[family_index]
     shape = make_shape(fam, rng)
@@ -221,7 +247,7 @@ def sample(seed, family_index, i):
         img = shade(geo, albedo, material, bg)
         out.append((img, _caption(shape, colour, material, bg, rng),
                     {"family": fam, "colour": colour, "material": material, "background": bg}))
-    return out
+    return (out, depth_map(geo)) if with_depth else out
 
 
 def geometry_order(n_geometries):
@@ -330,13 +356,70 @@ def render_dataset(out, n_geometries, seed, log=print):
     return meta
 
 
+def load_depth(folder=DEPTH_DIR):
+    """uint8 [N, 64, 64] depth hints, row k for images.npy row k; FileNotFoundError when not built."""
+    path = os.path.join(folder, "depth.npy")
+    if not os.path.exists(os.path.join(folder, "meta.json")):
+        raise FileNotFoundError(f"{path}: depth hints not built (run tools/train/diffusion/render.py --depth)")
+    return np.load(path, mmap_mode="r")
+
+
+def render_depth(data, out, log=print):
+    """depth.npy for the dataset in `data` (same seed, geometries and order), every re-shaded image
+    checked against images.npy."""
+    images, _, meta = load_dataset(data)
+    meta_path = os.path.join(out, "meta.json")
+    if os.path.exists(meta_path):
+        with open(meta_path) as f:
+            dmeta = json.load(f)
+        if dmeta.get("seed") == meta["seed"] and dmeta.get("geometries") == meta["geometries"]:
+            log(f"depth hints already built in {out}")
+            return dmeta
+        raise SystemExit(f"{meta_path}: built for another dataset; delete the folder to rebuild")
+    os.makedirs(out, exist_ok=True)
+    spg = meta["shadings_per_geometry"]
+    if spg != SHADINGS_PER_GEOMETRY or images.shape[0] != meta["geometries"] * spg:
+        raise SystemExit(f"{data}: {images.shape[0]} images, {spg} shadings per geometry: not this render.py's")
+    depth = np.zeros((images.shape[0], SIZE, SIZE), np.uint8)
+    t0 = time.time()
+    order = geometry_order(meta["geometries"])
+    for g, (fi, i) in enumerate(order):
+        shaded, d = sample(meta["seed"], fi, i, with_depth=True)
+        for k, (img, _cap, _lab) in enumerate(shaded):
+            if not np.array_equal(img, images[g * spg + k]):
+                raise SystemExit(f"geometry {g} shading {k}: re-rendered image differs from images.npy "
+                                 "(render.py changed since the dataset was rendered?)")
+        depth[g * spg:(g + 1) * spg] = d
+        if (g + 1) % 1000 == 0:
+            log(f"depth {g + 1}/{len(order)} geometries ({time.time() - t0:.0f} s)")
+    np.save(os.path.join(out, "depth.npy.tmp.npy"), depth)
+    os.replace(os.path.join(out, "depth.npy.tmp.npy"), os.path.join(out, "depth.npy"))
+    dmeta = {"seed": meta["seed"], "geometries": meta["geometries"], "images": int(depth.shape[0]),
+             "data": os.path.relpath(data, REPO), "checked_images": int(depth.shape[0]),
+             "seconds": round(time.time() - t0, 1),
+             "convention": "z = view-space depth (along the camera's forward axis); v = z_min / z over the "
+                           "object's pixels, 0 on the background; uint8 round(v * 255); row k = images.npy row k"}
+    with open(meta_path + ".tmp", "w") as f:
+        json.dump(dmeta, f, indent=1)
+    os.replace(meta_path + ".tmp", meta_path)
+    log(f"depth hints of {depth.shape[0]} images ({meta['geometries']} geometries; every image re-shaded "
+        f"equal to images.npy) in {time.time() - t0:.0f} s -> {out}")
+    return dmeta
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default=DATA_DIR)
     p.add_argument("--geometries", type=int, default=10000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--sheet", default="", help="only write a contact sheet of the first --geometries")
+    p.add_argument("--depth", action="store_true", help="build the depth hints of the dataset in --out")
+    p.add_argument("--depth-out", default=DEPTH_DIR)
     a = p.parse_args(argv)
+    if a.depth:
+        render_depth(a.out, a.depth_out,
+                     log=lambda m: print(time.strftime("%Y-%m-%d %H:%M:%S ") + m, flush=True))
+        return 0
     if a.sheet:
         t0 = time.time()
         imgs, caps = [], []
