@@ -237,6 +237,55 @@ TEST(StudioDiffusion, ControlNetFollowsTheViewportDepthAfterTheShape) {
   size_t covered = 0;
   for (size_t k = 0; k < depth.rgb.size(); k += 3) covered += depth.rgb[k] > 0 ? 1 : 0;
   EXPECT_GT(covered, 64u * 64u / 20) << "the mesh should fill part of the view";
+  // Upright: a post standing on a wide slab (+Y up) has most of its area in the lower half of the
+  // rows it covers, in the view image-to-image starts from and in the depth map.
+  auto post = std::make_shared<mesh::Mesh>();
+  const auto add_box = [&](float x0, float y0, float z0, float x1, float y1, float z1) {
+    const auto base = static_cast<uint32_t>(post->positions.size() / 3);
+    for (int k = 0; k < 8; ++k) {
+      post->positions.insert(post->positions.end(),
+                             {k & 1 ? x1 : x0, k & 2 ? y1 : y0, k & 4 ? z1 : z0});
+    }
+    for (uint32_t t : {0, 2, 1, 1, 2, 3, 4, 5, 6, 5, 7, 6, 0, 1, 4, 1, 5, 4,
+                       2, 6, 3, 3, 6, 7, 0, 4, 2, 2, 4, 6, 1, 3, 5, 3, 7, 5}) {
+      post->triangles.push_back(base + t);
+    }
+  };
+  add_box(-1.0f, 0.0f, -1.0f, 1.0f, 0.25f, 1.0f);
+  add_box(-0.15f, 0.25f, -0.15f, 0.15f, 2.5f, 0.15f);
+  window->viewport()->set_mesh(post, false);
+  // Framed with room around it, so the view (the camera as it is) shows all of it.
+  mesh::Bounds wide;
+  wide.min = {-1.3f, -0.3f, -1.3f};
+  wide.max = {1.3f, 2.8f, 1.3f};
+  const float distance = window->viewport()->camera().distance;
+  window->viewport()->frame_bounds(wide);
+  ASSERT_TRUE(wait_until([&] { return window->viewport()->camera().distance != distance; }));
+  // Normals shading: every face far from the dark background (lit faces in shadow are not).
+  window->viewport()->render_options().shading = render::ShadingMode::kNormals;
+  for (bool use_depth : {true, false}) {
+    const mesh::TextureImage picture = use_depth ? window->viewport()->capture_depth(64, &error)
+                                                 : window->viewport()->capture_view(64, &error);
+    ASSERT_FALSE(picture.empty()) << error.toStdString();
+    double rows = 0, count = 0;
+    int first = 64, last = -1;
+    for (int y = 0; y < 64; ++y) {
+      for (int x = 0; x < 64; ++x) {
+        const uint8_t* p = &picture.rgb[(y * 64 + x) * 3];
+        const int diff = std::abs(p[0] - picture.rgb[0]) + std::abs(p[1] - picture.rgb[1]) +
+                         std::abs(p[2] - picture.rgb[2]);
+        if (diff <= 24) continue;
+        rows += y;
+        count += 1;
+        first = std::min(first, y);
+        last = std::max(last, y);
+      }
+    }
+    ASSERT_GT(count, 100) << (use_depth ? "depth" : "view");
+    EXPECT_GT(rows / count, 0.5 * (first + last) + 4)
+        << (use_depth ? "depth" : "view") << " upside down? rows " << first << ".." << last
+        << ", mean " << rows / count;
+  }
   window->grab().save(QString(TESSERA_BINARY_DIR) + "/studio_diffusion_controlnet.png");
 }
 
