@@ -210,6 +210,25 @@ TEST_F(ImageCli, ControlNetFromAnImageAndFromAMeshDepth) {
             std::string::npos);
 }
 
+// The embedded model follows a mesh's depth with its own depth ControlNet (no --control-model):
+// the card names it, and the same seed without it makes another image.
+TEST_F(ImageCli, EmbeddedModelUsesItsOwnDepthControlNet) {
+  std::ofstream(out("post.obj")) << "v -1 0 -1\nv 1 0 -1\nv 1 0 1\nv -1 0 1\nv 0 3 0\n"
+                                    "f 1 2 5\nf 2 3 5\nf 3 4 5\nf 4 1 5\nf 1 3 2\nf 1 4 3\n";
+  auto r = run_tessera("image -p 'a red torus' --control-mesh " + shell_quote(out("post.obj")) +
+                       " --view three-quarter --steps 4 --seed 1 -o " +
+                       shell_quote(out("embedded.png")));
+  if (r.err.find("headless GL") != std::string::npos) GTEST_SKIP() << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("controlnet-depth.safetensors loaded"), std::string::npos) << r.err;
+  EXPECT_NE(png_text(out("embedded.png"), "parameters").find("Model: controlnet-depth"),
+            std::string::npos)
+      << png_text(out("embedded.png"), "parameters");
+  r = run_tessera("image -p 'a red torus' --steps 4 --seed 1 -o " + shell_quote(out("free.png")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(slurp(out("free.png")), slurp(out("embedded.png")));
+}
+
 TEST_F(ImageCli, ControlNetMistakesAreNamed) {
   const std::string o = " -o " + shell_quote(out("bad.png"));
   const std::string fixtures = pt::source_dir() + "/tests/fixtures/diffusion/controlnet/";
