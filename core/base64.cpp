@@ -45,6 +45,8 @@ std::optional<std::string> decode_base64(std::string_view text) {
       v = 63;
     else if (c == '=')
       break;
+    else if (c == '\n' || c == '\r' || c == ' ' || c == '\t')
+      continue;  // line-wrapped base64 (the base64 tool wraps at 76 columns)
     else
       return std::nullopt;
     acc = (acc << 6) | static_cast<uint32_t>(v);

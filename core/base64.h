@@ -10,8 +10,8 @@ namespace tessera {
 
 // With '=' padding.
 std::string encode_base64(std::string_view bytes);
-// '=' padding optional (decoding stops at the first '='); nullopt on any other character outside
-// the alphabet.
+// '=' padding optional (decoding stops at the first '='), line breaks and spaces skipped; nullopt
+// on any other character outside the alphabet.
 std::optional<std::string> decode_base64(std::string_view text);
 
 }  // namespace tessera

@@ -167,8 +167,14 @@ int run_image(const ImageCliOptions& o) {
         "-DTESSERA_WITH_GUI=ON and the GL/EGL packages from scripts/setup.sh)");
 #endif
   }
-  if (job.control_image == nullptr && !o.save_control.empty()) {
+  if (o.control_mesh.empty() && !o.save_control.empty()) {
     return fail("--save-control needs --control-mesh (the depth map it renders)");
+  }
+  if (!o.control_model.empty()) {
+    std::error_code exists_ec;
+    if (!fs::exists(o.control_model, exists_ec)) {
+      return fail("--control-model: no such file or folder '" + o.control_model + "'");
+    }
   }
   job.control_model = o.control_model;
   job.control_scale = o.control_scale;
@@ -369,8 +375,9 @@ void register_image(CLI::App& app, int* exit_code) {
   cmd->add_option("--control-scale", o->control_scale,
                   "How strongly the control image steers, in [0, 2] (default 1)");
   cmd->add_flag("--control-guess", o->control_guess,
-                "ControlNet's guess mode: deeper residuals weaker and none on the unguided pass "
-                "(for empty or weak prompts)");
+                "ControlNet's guess mode, for empty or weak prompts: the residuals of the first "
+                "(high-resolution) blocks weakened down to 0.1, the middle block's kept, and none "
+                "on the negative prompt's pass (with guidance > 1)");
   cmd->add_option("--control-mesh", o->control_mesh,
                   "ControlNet: render this mesh's depth as the control image (any mesh Tessera "
                   "opens), from --view");

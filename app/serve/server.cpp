@@ -355,8 +355,21 @@ void Server::State::run_image_job(Job& job) {
     table.end(job, state, error);
     wake.notify_all();
   };
+  if (!session->image_model()) {
+    std::lock_guard<std::mutex> lock(mutex);
+    job.events.push_back(json{{"type", "stage"}, {"name", "loading the image model"}}.dump());
+    wake.notify_all();
+  }
   if (Status st = ensure_image_model(); !st.ok()) {
     return end(JobState::kFailed, "image model: " + st.message());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (job.cancel_requested || stopping) {
+      table.end(job, JobState::kCancelled, "cancelled");
+      wake.notify_all();
+      return;
+    }
   }
   const uint64_t submitted = session->submit_image(*job.image);
   {

@@ -226,10 +226,12 @@ int main(int argc, char** argv) {
   if (parser.isSet(image_control_scale)) {
     bool ok = false;
     options.image_control_scale = parser.value(image_control_scale).toFloat(&ok);
-    if (!ok || !(options.image_control_scale >= 0.0f && options.image_control_scale <= 2.0f)) {
+    if (!ok || !(options.image_control_scale >= 0.0f &&
+                 options.image_control_scale <= tessera::runtime::kMaxControlScale)) {
       std::fprintf(stderr,
-                   "tessera-studio: --image-control-scale %s: expected a number in [0, 2]\n",
-                   qPrintable(parser.value(image_control_scale)));
+                   "tessera-studio: --image-control-scale %s: expected a number in [0, %g]\n",
+                   qPrintable(parser.value(image_control_scale)),
+                   static_cast<double>(tessera::runtime::kMaxControlScale));
       return 2;
     }
   }

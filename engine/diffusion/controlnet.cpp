@@ -140,7 +140,14 @@ Expected<ControlNetConfig> infer_controlnet_config(const SafeTensors& file,
       return corrupt_data(path + ": tensor '" + w->name + "' has shape " + w->shape_string() +
                           ", expected a 3x3 convolution");
     }
-    if (i == 0) c.hint.in_channels = w->shape[1];
+    if (i == 0) {
+      c.hint.in_channels = w->shape[1];
+      if (c.hint.in_channels != 3) {
+        return unsupported(path + ": tensor '" + w->name + "' takes " +
+                           std::to_string(c.hint.in_channels) +
+                           "-channel control images; Tessera gives ControlNets RGB (3 channels)");
+      }
+    }
     c.hint.channels.push_back(w->shape[0]);
   }
   if (c.hint.channels.back() != c.unet.model_channels) {
@@ -276,6 +283,7 @@ Expected<const ControlResiduals*> ControlNet::forward(const float* x, const floa
       encoder_->encode(x, t, context, batch, height, width, context_len, hint_.data(2)));
   kernels::Backend& be = *backend_;
   kernels::DiffusionOps& ops = diffusion_ops(be);
+  const Tf32Scope tf32(be, options_);  // the zero convolutions, as the encoder's products
   // out_ slot k = scale_k * row_scale_b * zero_conv_k(block k's output), per image b.
   auto project = [&](int k, const Linear& conv, const float* in, int64_t pixels,
                      int64_t channels) -> Expected<const float*> {
@@ -293,6 +301,9 @@ Expected<const ControlResiduals*> ControlNet::forward(const float* x, const floa
     }
     return out;
   };
+  residuals_.batch = batch;
+  residuals_.height = height;
+  residuals_.width = width;
   residuals_.skips.resize(zero_convs_.size());
   for (size_t k = 0; k < zero_convs_.size(); ++k) {
     const UNet::BlockSize s = encoder_->block_size(static_cast<int>(k));

@@ -137,9 +137,9 @@ Status DiffusionModel::check_image_inputs(const GenerateRequest& request) const 
   if (request.control_image != nullptr && impl_->control == nullptr) {
     return invalid_argument("a control image needs a ControlNet (load one first)");
   }
-  if (!(request.control_scale >= 0.0f && request.control_scale <= 2.0f)) {
+  if (!(request.control_scale >= 0.0f) || !std::isfinite(request.control_scale)) {
     return invalid_argument("control scale " + std::to_string(request.control_scale) +
-                            " is outside [0, 2]");
+                            " must be a finite number >= 0");
   }
   if (request.mask != nullptr && request.init_image == nullptr) {
     return invalid_argument(

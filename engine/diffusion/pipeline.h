@@ -185,7 +185,8 @@ struct GenerateRequest {
   const ImageView* mask = nullptr;
   // ControlNet (needs load_control_net): the control image, RGB of exactly width x height, fed
   // as v / 255 (a depth map: near = white, far and background = black; docs/diffusion.md). Its
-  // residuals join every UNet pass (both rows with guidance) times control_scale, in [0, 2]. Guess
+  // residuals join every UNet pass (both rows with guidance) times control_scale (finite, >= 0; 0
+  // skips the ControlNet). Guess
   // mode (the original ControlNet's): residual i of n times control_scale * 0.825^(n - 1 - i), and
   // the unconditional row gets none (for empty or weak prompts).
   const ImageView* control_image = nullptr;

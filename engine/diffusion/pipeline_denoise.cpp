@@ -60,7 +60,9 @@ Status DiffusionModel::Impl::denoise(Impl& m, const GenerateRequest& request,
   }
   // ControlNet: the control image through its hint encoder once; every pass then gets its
   // residuals for the latents' part of the UNet input.
-  ControlNet* control = request.control_image != nullptr ? m.control.get() : nullptr;
+  // A scale of 0 adds nothing: the ControlNet is not run.
+  ControlNet* control =
+      request.control_image != nullptr && request.control_scale > 0.0f ? m.control.get() : nullptr;
   std::vector<float> control_scales, row_scales;
   float* x_control = x_dev;
   if (control != nullptr) {

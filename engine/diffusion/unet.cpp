@@ -172,7 +172,7 @@ Status UNet::encode_half(const float* x, const float* t, const float* context, i
                          int64_t height, int64_t width, int64_t context_len,
                          const float* first_add) {
   if (x == nullptr || t == nullptr || context == nullptr) {
-    return invalid_argument("UNet::encode: null input");
+    return invalid_argument("UNet: null input");
   }
   const int64_t mult = config_.size_multiple();
   if (batch < 1 || context_len < 1) {
@@ -254,6 +254,14 @@ Status UNet::forward(const float* x, const float* t, const float* context, int64
   if (eps == nullptr) return invalid_argument("UNet::forward: null output");
   if (output_.empty()) {
     return invalid_argument("UNet::forward: this UNet was loaded without its decoder half");
+  }
+  if (control != nullptr &&
+      (control->batch != batch || control->height != height || control->width != width)) {
+    return invalid_argument("UNet::forward: control residuals for batch " +
+                            std::to_string(control->batch) + " at " +
+                            std::to_string(control->width) + "x" + std::to_string(control->height) +
+                            ", the pass is batch " + std::to_string(batch) + " at " +
+                            std::to_string(width) + "x" + std::to_string(height));
   }
   if (control != nullptr && control->skips.size() != input_.size()) {
     return invalid_argument("UNet::forward: " + std::to_string(control->skips.size()) +

@@ -43,6 +43,7 @@ inline constexpr float kDefaultImageGuidance = 7.5f;
 inline constexpr float kDefaultImageStrength = 0.75f;
 // ControlNet: how strongly the control image steers (diffusers' and ControlNet's own default).
 inline constexpr float kDefaultControlScale = 1.0f;
+inline constexpr float kMaxControlScale = 2.0f;  // the range every front end offers: [0, 2]
 // The "fast" choice: LCM with the LCM-LoRA, 4 steps, no guidance pass (the LoRA's published
 // settings: 2-8 steps, guidance 1-2), and the file name it is known by (what stable-diffusion.cpp's
 // and A1111's guides tell users to call it).

@@ -106,8 +106,21 @@ Expected<PreparedImageInputs> prepare_image_inputs(
   TESSERA_RETURN_IF_ERROR(check_picture(mask.get(), "mask"));
   TESSERA_RETURN_IF_ERROR(check_picture(control.get(), "control image"));
   PreparedImageInputs p;
-  // The picture the size comes from: the init image, else the control image.
-  const std::shared_ptr<const mesh::TextureImage>& init = init_image ? init_image : control;
+  const std::shared_ptr<const mesh::TextureImage>& init = init_image;
+  // One side given: the other keeps the init image's aspect ratio.
+  if (init != nullptr && (width > 0) != (height > 0)) {
+    const double aspect = static_cast<double>(init->height) / static_cast<double>(init->width);
+    const auto round_to = [&](double v) {
+      return std::max(
+          multiple,
+          static_cast<int64_t>(std::lround(v / static_cast<double>(multiple))) * multiple);
+    };
+    if (width > 0) {
+      height = round_to(static_cast<double>(width) * aspect);
+    } else {
+      width = round_to(static_cast<double>(height) / aspect);
+    }
+  }
   // A picture's own size, shrunk (aspect kept) to at most (2 x side)^2 pixels: a 4000 x 3000 photo
   // would not fit in memory at its size.
   double shrink = 1.0;
@@ -239,22 +252,32 @@ Expected<LoraChoice> parse_lora_choice(const std::string& text) {
   return LoraChoice{spec.path, spec.multiplier};
 }
 
-Status check_image_job(const ImageJobOptions& job) {
+Status check_image_job(const ImageJobOptions& job, bool json_names) {
+  // The field as the front end spells it: "control scale" on a command line, "\"control_scale\""
+  // in a JSON request (whose errors name the field that way).
+  const auto name = [&](const char* words, const char* key) {
+    if (!json_names) return std::string(words);
+    std::string quoted(1, '"');
+    quoted.append(key);
+    quoted.push_back('"');
+    return quoted;
+  };
   if (job.mask != nullptr && job.init_image == nullptr) {
-    return invalid_argument(
-        "a mask needs an init image (the picture whose white part is "
-        "repainted)");
+    return invalid_argument(name("a mask", "mask") +
+                            " needs an init image (the picture whose white part is repainted)");
   }
-  if (!(job.control_scale >= 0.0f && job.control_scale <= 2.0f)) {
-    return invalid_argument("control scale " + std::to_string(job.control_scale) +
-                            " is outside [0, 2] (1: follow the control image, 0.5: loosely)");
+  if (!(job.control_scale >= 0.0f && job.control_scale <= kMaxControlScale)) {
+    return invalid_argument(name("control scale", "control_scale") + " " +
+                            std::to_string(job.control_scale) + " is outside [0, " +
+                            std::to_string(static_cast<int>(kMaxControlScale)) +
+                            "] (1: follow the control image, 0.5: loosely)");
   }
   if (!job.control_model.empty() && job.control_image == nullptr) {
-    return invalid_argument("a ControlNet (" + job.control_model +
+    return invalid_argument(name("a ControlNet", "control_model") + " (" + job.control_model +
                             ") needs a control image to follow (a depth map)");
   }
   if (job.init_image != nullptr && !(job.strength > 0.0f && job.strength <= 1.0f)) {
-    return invalid_argument("strength " + std::to_string(job.strength) +
+    return invalid_argument(name("strength", "strength") + " " + std::to_string(job.strength) +
                             " is outside (0, 1] (0.3: a light touch, 0.75: the default, 1: "
                             "repaint fully)");
   }

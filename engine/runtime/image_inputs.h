@@ -1,9 +1,11 @@
-// The product's rules for the pictures an image job starts from (image-to-image's init image and
-// inpainting's mask), applied once here for every front end (CLI, studio, server, batch):
-// - the image size: the job's width / height where given, else the init image's (or, without
-//   one, the control image's) size rounded down to the model's size multiple (an SD user's img2img
-//   keeps the picture's size; shrunk, aspect kept, to at most twice the model's default side
-//   squared), else the model's default side;
+// The product's rules for the pictures an image job starts from (image-to-image's init image,
+// inpainting's mask, ControlNet's control image), applied once here for every front end (CLI,
+// studio, server, batch):
+// - the image size: the job's width / height where given (one of them: the other keeps the init
+//   image's aspect ratio), else the init image's size rounded down to the model's size multiple
+//   (an SD user's img2img keeps the picture's size; shrunk, aspect kept, to at most twice the
+//   model's default side squared), else the model's default side; a control image does not set
+//   it (SD tools make the image at their size and fit the control image to it);
 // - an init image, control image or mask of another size is resized to it (the images with an
 //   area average when shrinking and bilinear when enlarging, the mask nearest-neighbour so it
 //   stays black and white), and a note says so: resized and said, never refused;
@@ -47,7 +49,8 @@ Expected<std::string> default_control_net(const std::string& model_path);
 // before it runs): a strength in (0, 1] when there is an init image, a mask only with one, a
 // control scale in [0, 2], a ControlNet only with a control image.
 // kInvalidArgument naming the field.
-Status check_image_job(const ImageJobOptions& job);
+// `json_names`: the fields named as a JSON request spells them ("\"control_scale\"").
+Status check_image_job(const ImageJobOptions& job, bool json_names = false);
 // The LoRAs an image job asks for: its list plus the tags in its prompt (take_lora_tags over
 // job.lora_dir, else default_lora_dir()), with `prompt` (may be null) set to the prompt without
 // them.

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <memory>
+#include <utility>
 
 #include "core/base64.h"
 #include "core/png.h"
@@ -22,6 +23,23 @@ const std::set<std::string>& image_request_keys() {
 
 namespace {
 
+// A request's pictures are resized to the image (at most 2048 x 2048 for SD 1.5); a bigger one
+// only costs the server memory while it waits.
+constexpr int64_t kMaxRequestPicturePixels = 4096 * 4096;
+
+// Width and height from a PNG's IHDR (0, 0 when the bytes do not start like a PNG: decode_png
+// then says what is wrong).
+std::pair<int64_t, int64_t> png_header_size(const std::string& b) {
+  if (b.size() < 24 || b.compare(12, 4, "IHDR") != 0) return {0, 0};
+  const auto be32 = [&](size_t at) {
+    return (int64_t{static_cast<uint8_t>(b[at])} << 24) |
+           (int64_t{static_cast<uint8_t>(b[at + 1])} << 16) |
+           (int64_t{static_cast<uint8_t>(b[at + 2])} << 8) |
+           int64_t{static_cast<uint8_t>(b[at + 3])};
+  };
+  return {be32(16), be32(20)};
+}
+
 Status field_error(const std::string& key, const std::string& what) {
   return invalid_argument("\"" + key + "\" " + what);
 }
@@ -34,6 +52,14 @@ Expected<std::shared_ptr<const mesh::TextureImage>> picture(const json& j, const
   if (text.rfind("data:", 0) == 0 && comma != std::string::npos) text = text.substr(comma + 1);
   auto bytes = decode_base64(text);
   if (!bytes) return field_error(key, "is not base64");
+  // The size first, from the header: a small file may claim a huge image.
+  const auto [w, h] = png_header_size(*bytes);
+  if (w * h > kMaxRequestPicturePixels) {
+    return field_error(key, "is " + std::to_string(w) + "x" + std::to_string(h) +
+                                " pixels; at most " +
+                                std::to_string(kMaxRequestPicturePixels / 1000000) +
+                                " megapixels (it is resized to the image's size anyway)");
+  }
   auto png = decode_png(bytes->data(), bytes->size(), 3, key);
   if (!png.ok()) return field_error(key, "is not a PNG image: " + png.status().message());
   auto image = std::make_shared<mesh::TextureImage>();
@@ -86,7 +112,8 @@ Expected<ImageJobOptions> parse_image_request(const json& j) {
   TESSERA_RETURN_IF_ERROR(number("width", 8, 4096, true, &job.width));
   TESSERA_RETURN_IF_ERROR(number("height", 8, 4096, true, &job.height));
   TESSERA_RETURN_IF_ERROR(number("strength", 0, 1, false, &job.strength));
-  TESSERA_RETURN_IF_ERROR(number("control_scale", 0, 2, false, &job.control_scale));
+  // Its range is check_image_job's (below).
+  TESSERA_RETURN_IF_ERROR(number("control_scale", -1e30, 1e30, false, &job.control_scale));
   if (j.contains("seed")) {
     if (!j["seed"].is_number_unsigned()) return field_error("seed", "must be an integer >= 0");
     job.seed = j["seed"].get<uint64_t>();
@@ -126,7 +153,7 @@ Expected<ImageJobOptions> parse_image_request(const json& j) {
           apply_fast_choice(&job, job.lora_dir.empty() ? default_lora_dir() : job.lora_dir));
     }
   }
-  TESSERA_RETURN_IF_ERROR(check_image_job(job));
+  TESSERA_RETURN_IF_ERROR(check_image_job(job, true));
   return job;
 }
 

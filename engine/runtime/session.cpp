@@ -545,6 +545,12 @@ void Session::Impl::run_image_job(uint64_t id, const ImageJobOptions& o,
   // LoRAs: the job's list and the prompt's <lora:NAME:M> tags; another set than the loaded
   // model's means a reload with it.
   if (Status st = check_image_job(o); !st.ok()) return emit(id, lane, ErrorEvent{st});
+  // The pictures first: a bad one fails before any reload (a LoRA reload keeps the UNet's and
+  // VAE's sizes, so the model's size rules hold after it).
+  auto inputs =
+      prepare_image_inputs(o.width, o.height, o.init_image, o.mask, image_->size_multiple(),
+                           image_->default_image_size(), o.control_image);
+  if (!inputs.ok()) return emit(id, lane, ErrorEvent{inputs.status()});
   std::string prompt;
   std::vector<std::string> notes;  // and the ControlNet's
   {
@@ -564,7 +570,9 @@ void Session::Impl::run_image_job(uint64_t id, const ImageJobOptions& o,
                       " ms: " + image_model()->summary);
     }
   }
-  // ControlNet: the job's, else the model's own depth ControlNet; loaded when another is.
+  // ControlNet: the job's, else the model's own depth ControlNet; loaded when another is, and let
+  // go by a job without one (an SD 1.5 ControlNet holds 1.4 GB).
+  if (o.control_image == nullptr && image_->has_control_net()) image_->unload_control_net();
   if (o.control_image != nullptr) {
     std::string control = o.control_model;
     if (control.empty()) {
@@ -588,10 +596,6 @@ void Session::Impl::run_image_job(uint64_t id, const ImageJobOptions& o,
       notes.push_back("ControlNet " + short_name(control) + " loaded in " + ms + " ms");
     }
   }
-  auto inputs =
-      prepare_image_inputs(o.width, o.height, o.init_image, o.mask, image_->size_multiple(),
-                           image_->default_image_size(), o.control_image);
-  if (!inputs.ok()) return emit(id, lane, ErrorEvent{inputs.status()});
   diffusion::GenerateRequest request;
   request.prompt = prompt;
   request.negative_prompt = o.negative_prompt;

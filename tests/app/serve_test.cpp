@@ -180,6 +180,18 @@ std::string ramp_png_base64(int w, int h) {
   return encode_base64(encode_png(rgb.data(), w, h, 3).value());
 }
 
+// A few hundred bytes whose header claims 50000 x 40000 pixels (refused before decoding).
+std::string huge_png_base64() {
+  std::vector<uint8_t> rgb(8 * 8 * 3, 0);
+  std::string png = encode_png(rgb.data(), 8, 8, 3).value();
+  const uint32_t w = 50000, h = 40000;
+  for (int b = 0; b < 4; ++b) {
+    png[16 + b] = static_cast<char>(w >> (24 - 8 * b));
+    png[20 + b] = static_cast<char>(h >> (24 - 8 * b));
+  }
+  return encode_base64(png);
+}
+
 TEST_F(ServeTest, ImageJobsStreamTheirStepsAndGiveAPngWithItsSettings) {
   ServeProcess server(dir_, {});
   ASSERT_GT(server.port(), 0) << server.err();
@@ -235,7 +247,8 @@ TEST_F(ServeTest, ImageJobsStreamTheirStepsAndGiveAPngWithItsSettings) {
            {{{"kind", "image"}, {"prompt", "x"}, {"steps", 0}}, "steps"},
            {{{"kind", "image"}, {"prompt", "x"}, {"init_image", "not base64!"}}, "init_image"},
            {{{"kind", "image"}, {"prompt", "x"}, {"init_image", "aGVsbG8="}}, "init_image"},
-           {{{"kind", "image"}, {"prompt", "x"}, {"mask", ramp_png_base64(8, 8)}}, ""},
+           {{{"kind", "image"}, {"prompt", "x"}, {"mask", ramp_png_base64(8, 8)}}, "mask"},
+           {{{"kind", "image"}, {"prompt", "x"}, {"init_image", huge_png_base64()}}, "init_image"},
            {{{"kind", "image"}, {"prompt", "x"}, {"resolution", 33}}, "resolution"},
            {{{"kind", "image"}, {"prompt", "x"}, {"control_scale", 5}}, "control_scale"},
            {{{"kind", "picture"}, {"prompt", "x"}}, "kind"}}) {

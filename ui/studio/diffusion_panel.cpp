@@ -287,7 +287,7 @@ void DiffusionPanel::draw(DiffusionPanelData& data, int viewport_width, int view
           "a control picture");
     }
     if (s.control_source != Control::kNone) {
-      ImGui::SliderFloat("control", &s.control_scale, 0.0f, 2.0f, "%.2f",
+      ImGui::SliderFloat("control", &s.control_scale, 0.0f, runtime::kMaxControlScale, "%.2f",
                          ImGuiSliderFlags_AlwaysClamp);
       if (ImGui::IsItemHovered()) {
         ImGui::SetTooltip("how strongly the image follows: 1 closely, 0.5 loosely");

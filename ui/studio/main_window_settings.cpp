@@ -66,8 +66,9 @@ void MainWindow::load_settings() {
       s.value("control_file", QString::fromStdString(im.control_file)).toString().toStdString();
   im.control_model =
       s.value("control_model", QString::fromStdString(im.control_model)).toString().toStdString();
-  im.control_scale = std::clamp(
-      s.value("control_scale", static_cast<double>(im.control_scale)).toFloat(), 0.0f, 2.0f);
+  im.control_scale =
+      std::clamp(s.value("control_scale", static_cast<double>(im.control_scale)).toFloat(), 0.0f,
+                 runtime::kMaxControlScale);
   im.control_guess = s.value("control_guess", im.control_guess).toBool();
   im.fast = s.value("fast", im.fast).toBool();
   // LoRAs as "path" entries with a "multiplier" each.

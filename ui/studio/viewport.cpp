@@ -177,9 +177,6 @@ mesh::TextureImage Viewport::capture(int side, bool depth, QString* error) {
     }
     render::OrbitCamera camera = camera_;
     camera.viewport_height = side;
-    // The depth map looks from the camera's direction at the whole mesh, framed to fit as
-    // `tessera image --control-mesh` frames it: a ControlNet follows an object that fills it.
-    if (depth) camera.frame_to_fit(renderer_->bounds(), 1.0f);
     renderer_->draw(camera, options, side, side);
     if (depth) {
       const QImage rgba = fbo.toImage(true).convertToFormat(QImage::Format_RGBA8888);

@@ -62,7 +62,7 @@ class Viewport : public QOpenGLWidget {
   // axes or overlay): what "start from the viewport" gives image-to-image. Empty (width 0) when
   // there is no GL context or renderer yet; `error` then says why.
   mesh::TextureImage capture_view(int side, QString* error);
-  // The shown mesh's depth from the current camera's direction, framed to fit, as a ControlNet
+  // The shown mesh's depth from the current camera (the view capture_view gives) as a ControlNet
   // depth map (ui/render/depth.h), side x side; empty with `error` set when there is no renderer
   // or framebuffer.
   mesh::TextureImage capture_depth(int side, QString* error);

@@ -230,7 +230,7 @@ TEST_F(DiffusionControlNet, TextToImageMatchesPyTorchInBothLayouts) {
   ASSERT_TRUE(plain.ok());
   EXPECT_FALSE(
       close_rel(plain->latents, to_nhwc(expected("t2i.latents.2"), 1, 4, kLatent, kLatent), 1e-2));
-  // Scale 0 is the plain image too (the residuals are zeros).
+  // Scale 0 is the plain image too (the ControlNet is not run).
   GenerateRequest r = fixture_request();
   r.control_image = &control;
   r.control_scale = 0.0f;
@@ -337,7 +337,7 @@ TEST_F(DiffusionControlNet, BadFilesAndRequestsAreNamed) {
   r.control_image = &small;
   EXPECT_EQ(model->generate(r).status().code(), ErrorCode::kInvalidArgument);
   r.control_image = &control;
-  r.control_scale = 3.0f;
+  r.control_scale = -1.0f;
   EXPECT_EQ(model->generate(r).status().code(), ErrorCode::kInvalidArgument);
   r.control_scale = std::nanf("");
   EXPECT_EQ(model->generate(r).status().code(), ErrorCode::kInvalidArgument);

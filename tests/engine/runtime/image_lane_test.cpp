@@ -271,6 +271,19 @@ TEST(RuntimeImageInputs, SizesAndResizing) {
   EXPECT_EQ(p->width, 16);
   EXPECT_EQ(p->height, 8);
   EXPECT_NE(p->notes[0].find("to 16x8"), std::string::npos);
+  // One side given: the other keeps the picture's aspect ratio (320 x 4 / 3 = 426.7 -> 424).
+  p = prepare_image_inputs(0, 320, ramp(400, 300), nullptr, 8, 64);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->width, 424);
+  EXPECT_EQ(p->height, 320);
+  // A control image does not set the size: it is fitted to the model's default, and said.
+  p = prepare_image_inputs(0, 0, nullptr, nullptr, 8, 64, ramp(100, 100));
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->width, 64);
+  ASSERT_NE(p->control, nullptr);
+  EXPECT_EQ(p->control->width, 64);
+  EXPECT_NE(p->notes[0].find("control image resized from 100x100 to 64x64"), std::string::npos)
+      << p->notes[0];
   // A large photo is shrunk, aspect kept, and said.
   p = prepare_image_inputs(0, 0, ramp(400, 300), nullptr, 8, 64);
   ASSERT_TRUE(p.ok());
