@@ -11,6 +11,7 @@
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/low_rank.h"
 
 namespace tessera {
 
@@ -80,11 +81,8 @@ Expected<const void*> WeightStore::get(const std::string& name, const std::vecto
     }
     TESSERA_RETURN_IF_ERROR(file_.load_f32(name, merged, n));
     const int64_t rows = info->shape[0], cols = info->numel() / info->shape[0];
-    std::vector<float> product(n);
     for (const LowRank& f : changes->second) {
-      const kernels::Weight down{f.down_t.data(), DType::kF32, cols, f.rank};
-      kernels::cpu::linear(f.up.data(), rows, down, nullptr, product.data());
-      for (size_t k = 0; k < n; ++k) merged[k] += product[k];
+      kernels::cpu::add_low_rank_product(merged, rows, cols, f.up.data(), f.down_t.data(), f.rank);
     }
     if (want != DType::kF32) {
       convert_f32_to_bf16(merged, reinterpret_cast<uint16_t*>(owned.get()), n);
