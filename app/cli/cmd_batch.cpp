@@ -9,6 +9,9 @@
 // PROMPTS: one item a line. A line starting with '{' is JSON: {"prompt": "...", "seed": 7,
 // "variations": 4, "guidance": 3, "temperature": 1, "top_k": 0, "top_p": 0.9, "resolution": 65,
 // "name": "chair"} (only "prompt" required; any other key is an error); any other line is a prompt.
+// A JSON line with "kind": "image" is an image (engine/runtime/image_request.h's fields, its
+// pictures as PNG paths relative to PROMPTS' folder, plus "name"): a PNG with its settings, the
+// image model loaded before the first such line.
 // Empty lines and lines starting with '#' are not items. Items are numbered 0, 1, ... in file
 // order, bad ones included, so that the numbering (and the sharding) does not depend on which lines
 // are valid. A bad line (invalid JSON, unknown key, wrong type or range, empty prompt, a name used
@@ -54,6 +57,8 @@
 #include "core/mapped_file.h"
 #include "core/sha256.h"
 #include "engine/mesh/export.h"
+#include "core/png.h"
+#include "engine/runtime/image_request.h"
 #include "engine/runtime/job_request.h"
 #include "engine/runtime/library.h"
 #include "engine/runtime/provenance.h"
@@ -95,6 +100,9 @@ struct Item {
   int resolution = 0;
   std::string error;  // not empty: a bad line (reported, skipped)
   std::string note;   // what the text rule repaired in the line (reported; the item runs)
+  // An image item ("kind": "image"): its job; one PNG (candidate 0).
+  std::shared_ptr<runtime::ImageJobOptions> image;
+  std::string init_name, mask_name, control_name;  // its pictures' files, for the PNG's settings
 };
 
 // "a Red chair!" -> "a-red-chair" (at most 40 characters; "item" when nothing is left).
@@ -118,15 +126,41 @@ std::string item_file(const Item& item, int candidate, const std::string& ext) {
   std::string stem = item.name.empty() ? std::string(number) + "_" + slug(item.prompt) : item.name;
   if (item.sampling.sample)
     stem += "_s" + std::to_string(item.sampling.seed + static_cast<uint64_t>(candidate));
-  return stem + "." + ext;
+  return stem + "." + (item.image ? std::string("png") : ext);  // an image item is a PNG
 }
 
 // Reads a JSON item's fields (runtime/job_request.h) over the command line's defaults. Returns the
 // error, or "".
-std::string parse_json_item(const std::string& text, Item* item) {
+std::string parse_json_item(const std::string& text, const std::string& dir, Item* item) {
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded()) return "invalid JSON";
   if (!j.is_object()) return "a JSON line must be an object";
+  if (j.contains("kind") && j["kind"] == "image") {
+    if (j.contains("name")) {
+      if (!j["name"].is_string()) return "\"name\" must be a string";
+      item->name = j["name"].get<std::string>();
+      if (item->name.empty() || item->name.find('/') != std::string::npos || item->name[0] == '.') {
+        return "\"name\" must be a plain file name";
+      }
+      j.erase("name");
+    }
+    auto image = runtime::parse_image_request(j, dir);
+    if (!image.ok()) return image.status().message();
+    if (!j.contains("seed")) image->seed = item->sampling.seed;  // --seed, else 0
+    const auto file_name = [&](const char* key) {
+      return j.contains(key) ? fs::path(j[key].get<std::string>()).filename().string()
+                             : std::string();
+    };
+    item->init_name = file_name("init_image");
+    item->mask_name = file_name("mask");
+    item->control_name = file_name("control_image");
+    item->prompt = image->prompt;
+    item->variations = 1;
+    item->sampling.sample = false;
+    item->sampling.seed = image->seed;  // what the manifest's "seed" is checked against
+    item->image = std::make_shared<runtime::ImageJobOptions>(std::move(*image));
+    return "";
+  }
   runtime::JobRequest base;
   base.variations = item->variations;
   base.sampling = item->sampling;
@@ -167,7 +201,7 @@ Expected<std::vector<Item>> read_items(const BatchCliOptions& o) {
     item.sampling = o.sampling;
     item.resolution = o.resolution;
     if (line[first] == '{') {
-      item.error = parse_json_item(line, &item);
+      item.error = parse_json_item(line, fs::path(o.prompts).parent_path().string(), &item);
     } else {
       const size_t last = line.find_last_not_of(" \t");
       item.prompt = line.substr(first, last - first + 1);
@@ -187,6 +221,7 @@ Expected<std::vector<Item>> read_items(const BatchCliOptions& o) {
       item.error = "empty prompt";
     }
     if (item.variations > 1) item.sampling.sample = true;
+    if (item.image) item.image->prompt = item.prompt;
     if (item.error.empty()) {
       for (int c = 0; c < item.variations; ++c) {
         const std::string file = item_file(item, c, o.format);
@@ -320,6 +355,75 @@ std::string format_eta(double seconds) {
     std::snprintf(text, sizeof(text), "%lldm%02llds", s / 60, s % 60);
   }
   return text;
+}
+
+// An image item: the image model loaded before the first one, the job run on the image lane, the
+// PNG written atomically with its settings, then its manifest line. Returns the error, or "".
+std::string make_image_item(runtime::Session& session, const Item& item, const BatchCliOptions& o,
+                            const std::string& manifest, bool* model_loaded) {
+  if (!*model_loaded) {
+    runtime::ImageModelOptions load;
+    load.device = o.device.choice();
+    const runtime::Event end = session.wait_for(session.load_image_model(load));
+    if (const auto* e = std::get_if<runtime::ErrorEvent>(&end.payload)) {
+      return "image model: " + e->status.message();
+    }
+    *model_loaded = true;
+  }
+  const std::string file = item_file(item, 0, o.format);
+  const std::string path = (fs::path(o.out) / file).string();
+  remove_partials(o.out, file);
+  std::shared_ptr<const mesh::TextureImage> image;
+  runtime::ImageEvent made;
+  std::string error;
+  const uint64_t id = session.submit_image(*item.image);
+  session.wait_for(id, [&](const runtime::Event& event) {
+    if (const auto* r = std::get_if<runtime::ImageEvent>(&event.payload)) {
+      made = *r;
+    } else if (const auto* e = std::get_if<runtime::ErrorEvent>(&event.payload)) {
+      error = e->status.message();
+    } else if (const auto* c = std::get_if<runtime::CancelledEvent>(&event.payload)) {
+      error = "cancelled: " + c->reason;
+    }
+  });
+  if (!error.empty()) return error;
+  if (made.image == nullptr) return "internal error: the image job ended without an image";
+  const auto model = session.image_model();
+  runtime::ImageProvenance provenance;
+  provenance.job = item.image.get();
+  provenance.width = made.image->width;
+  provenance.height = made.image->height;
+  provenance.model_name = model ? fs::path(model->path).filename().string() : "";
+  provenance.precision = model ? model->precision : "";
+  provenance.init_name = item.init_name;
+  provenance.mask_name = item.mask_name;
+  provenance.control_name = item.control_name;
+  provenance.control_net = made.control_net;
+  auto png = encode_png(made.image->rgb.data(), made.image->width, made.image->height, 3);
+  if (png.ok()) png = add_png_text(std::move(*png), runtime::image_png_text(provenance));
+  if (!png.ok()) return png.status().message();
+  if (Status st = write_file_atomic(path, png->data(), png->size()); !st.ok()) {
+    return st.message();
+  }
+  auto digest = sha256_file(path);
+  if (!digest.ok()) return digest.status().message();
+  const json entry = {{"item", item.index},
+                      {"line", item.line},
+                      {"candidate", 0},
+                      {"kind", "image"},
+                      {"prompt", item.prompt},
+                      {"seed", item.image->seed},
+                      {"settings", runtime::image_settings_json(provenance)},
+                      {"file", file},
+                      {"sha256", *digest},
+                      {"notes", made.notes},
+                      {"timings_ms",
+                       {{"text", made.text_ms},
+                        {"encode", made.encode_ms},
+                        {"denoise", made.denoise_ms},
+                        {"vae", made.vae_ms}}}};
+  if (Status a = append_line(manifest, entry.dump()); !a.ok()) return a.message();
+  return "";
 }
 
 // --merge N: every item's candidates once over the N shard manifests, files present with their
@@ -538,97 +642,102 @@ int run_batch(BatchCliOptions o) {
 
   const bool tty = ::isatty(STDERR_FILENO) == 1;
   const auto start = std::chrono::steady_clock::now();
+  bool image_model_loaded = false;
   int64_t made = 0, failed = 0;
   for (const Item* item : todo) {
-    runtime::JobOptions job;
-    job.prompt = item->prompt;
-    job.variations = item->variations;
-    job.generation.sampling = item->sampling;
-    job.mesh.resolution = item->resolution;
-    job.mesh.cleanup.max_triangles = effective_max_faces(o.exporting);
-    for (int c = 0; c < item->variations; ++c) {
-      if (done_keys.count({item->index, c}) == 0)
-        remove_partials(o.out, item_file(*item, c, o.format));
-    }
-    // Floats as the decimal the user wrote (0.9, not 0.8999999761581421).
-    auto decimal = [](float v) { return std::stod(std::to_string(v)); };
-    const SamplingSettings& sampling = item->sampling;
-    json settings = {{"sample", sampling.sample},
-                     {"temperature", decimal(sampling.temperature)},
-                     {"top_k", sampling.top_k},
-                     {"top_p", decimal(sampling.top_p)},
-                     {"guidance", decimal(sampling.guidance)},
-                     {"variations", item->variations},
-                     {"format", o.format}};
-    settings.update(export_json);  // up_axis, scale, max_faces, preset...
-    double decode_ms = 0, text_ms = 0;
-    std::map<int, double> mesh_ms;
     std::string error;
-    const uint64_t id = (*session)->submit(job);
-    // One item's failure, even a bug's exception, fails its line; the rest of the batch goes on.
-    try {
-      (*session)->wait_for(id, [&](const runtime::Event& event) {
-        if (const auto* s = std::get_if<runtime::StageEvent>(&event.payload)) {
-          if (s->name == runtime::kStageDecode || s->name == runtime::kStagePrefill) {
-            decode_ms += s->ms;
-          } else if (s->name == runtime::kStageText) {
-            text_ms += s->ms;
-          } else {
-            mesh_ms[s->candidate] += s->ms;
-          }
-        } else if (const auto* f = std::get_if<runtime::FinalMeshEvent>(&event.payload)) {
-          if (!error.empty()) return;
-          // A candidate finished by an interrupted run: its file and entry stand (same bits).
-          if (done_keys.count({item->index, f->candidate}) != 0) return;
-          const std::string file = item_file(*item, f->candidate, o.format);
-          const std::string path = (fs::path(o.out) / file).string();
-          Status st = write_cli_mesh(*f->mesh, path, *export_options, o.exporting, *texture);
-          auto digest = st.ok() ? sha256_file(path) : Expected<std::string>(st);
-          if (!digest.ok()) {
-            error = digest.status().message();
-            return;
-          }
-          json entry = {{"item", item->index},
-                        {"line", item->line},
-                        {"candidate", f->candidate},
-                        {"prompt", item->prompt},
-                        {"seed", f->seed},
-                        {"settings", settings},
-                        {"resolution", f->resolution},
-                        {"model", model_json},
-                        {"file", file},
-                        {"sha256", *digest},
-                        {"triangles", f->mesh->triangle_count()},
-                        {"timings_ms",
-                         {{"text", text_ms},
-                          {"decode_all_candidates", decode_ms},
-                          {"mesh", mesh_ms[f->candidate]}}}};
-          if (library) {
-            runtime::NewResult kept;
-            kept.prompt = item->prompt;
-            kept.model = model_json["name"].get<std::string>();
-            kept.settings =
-                runtime::shape_settings_json(job, f->seed, f->resolution, kept.model, *gpt_sha);
-            kept.group = manifest + "#" + std::to_string(item->index);
-            kept.candidate = f->candidate;
-            kept.seed = f->seed;
-            kept.mesh = f->mesh.get();
-            kept.tokens = f->tokens;
-            if (auto added = library->add(kept); !added.ok()) {
-              error = added.status().message();
+    if (item->image) {
+      error = make_image_item(**session, *item, o, manifest, &image_model_loaded);
+    } else {
+      runtime::JobOptions job;
+      job.prompt = item->prompt;
+      job.variations = item->variations;
+      job.generation.sampling = item->sampling;
+      job.mesh.resolution = item->resolution;
+      job.mesh.cleanup.max_triangles = effective_max_faces(o.exporting);
+      for (int c = 0; c < item->variations; ++c) {
+        if (done_keys.count({item->index, c}) == 0)
+          remove_partials(o.out, item_file(*item, c, o.format));
+      }
+      // Floats as the decimal the user wrote (0.9, not 0.8999999761581421).
+      auto decimal = [](float v) { return std::stod(std::to_string(v)); };
+      const SamplingSettings& sampling = item->sampling;
+      json settings = {{"sample", sampling.sample},
+                       {"temperature", decimal(sampling.temperature)},
+                       {"top_k", sampling.top_k},
+                       {"top_p", decimal(sampling.top_p)},
+                       {"guidance", decimal(sampling.guidance)},
+                       {"variations", item->variations},
+                       {"format", o.format}};
+      settings.update(export_json);  // up_axis, scale, max_faces, preset...
+      double decode_ms = 0, text_ms = 0;
+      std::map<int, double> mesh_ms;
+      const uint64_t id = (*session)->submit(job);
+      // One item's failure, even a bug's exception, fails its line; the rest of the batch goes on.
+      try {
+        (*session)->wait_for(id, [&](const runtime::Event& event) {
+          if (const auto* s = std::get_if<runtime::StageEvent>(&event.payload)) {
+            if (s->name == runtime::kStageDecode || s->name == runtime::kStagePrefill) {
+              decode_ms += s->ms;
+            } else if (s->name == runtime::kStageText) {
+              text_ms += s->ms;
+            } else {
+              mesh_ms[s->candidate] += s->ms;
+            }
+          } else if (const auto* f = std::get_if<runtime::FinalMeshEvent>(&event.payload)) {
+            if (!error.empty()) return;
+            // A candidate finished by an interrupted run: its file and entry stand (same bits).
+            if (done_keys.count({item->index, f->candidate}) != 0) return;
+            const std::string file = item_file(*item, f->candidate, o.format);
+            const std::string path = (fs::path(o.out) / file).string();
+            Status st = write_cli_mesh(*f->mesh, path, *export_options, o.exporting, *texture);
+            auto digest = st.ok() ? sha256_file(path) : Expected<std::string>(st);
+            if (!digest.ok()) {
+              error = digest.status().message();
               return;
             }
+            json entry = {{"item", item->index},
+                          {"line", item->line},
+                          {"candidate", f->candidate},
+                          {"prompt", item->prompt},
+                          {"seed", f->seed},
+                          {"settings", settings},
+                          {"resolution", f->resolution},
+                          {"model", model_json},
+                          {"file", file},
+                          {"sha256", *digest},
+                          {"triangles", f->mesh->triangle_count()},
+                          {"timings_ms",
+                           {{"text", text_ms},
+                            {"decode_all_candidates", decode_ms},
+                            {"mesh", mesh_ms[f->candidate]}}}};
+            if (library) {
+              runtime::NewResult kept;
+              kept.prompt = item->prompt;
+              kept.model = model_json["name"].get<std::string>();
+              kept.settings =
+                  runtime::shape_settings_json(job, f->seed, f->resolution, kept.model, *gpt_sha);
+              kept.group = manifest + "#" + std::to_string(item->index);
+              kept.candidate = f->candidate;
+              kept.seed = f->seed;
+              kept.mesh = f->mesh.get();
+              kept.tokens = f->tokens;
+              if (auto added = library->add(kept); !added.ok()) {
+                error = added.status().message();
+                return;
+              }
+            }
+            if (Status a = append_line(manifest, entry.dump()); !a.ok()) error = a.message();
+          } else if (const auto* e = std::get_if<runtime::ErrorEvent>(&event.payload)) {
+            error = e->status.message();
+          } else if (const auto* c = std::get_if<runtime::CancelledEvent>(&event.payload)) {
+            error = "cancelled: " + c->reason;
           }
-          if (Status a = append_line(manifest, entry.dump()); !a.ok()) error = a.message();
-        } else if (const auto* e = std::get_if<runtime::ErrorEvent>(&event.payload)) {
-          error = e->status.message();
-        } else if (const auto* c = std::get_if<runtime::CancelledEvent>(&event.payload)) {
-          error = "cancelled: " + c->reason;
-        }
-      });
-    } catch (const std::exception& e) {
-      (*session)->cancel();
-      error = std::string("internal error: ") + e.what();
+        });
+      } catch (const std::exception& e) {
+        (*session)->cancel();
+        error = std::string("internal error: ") + e.what();
+      }
     }
     if (!error.empty()) {
       ++failed;

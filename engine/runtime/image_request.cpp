@@ -1,10 +1,13 @@
 #include "engine/runtime/image_request.h"
 
 #include <cmath>
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "core/base64.h"
+#include "core/mapped_file.h"
 #include "core/png.h"
 #include "engine/runtime/image_inputs.h"
 
@@ -44,14 +47,27 @@ Status field_error(const std::string& key, const std::string& what) {
   return invalid_argument("\"" + key + "\" " + what);
 }
 
-Expected<std::shared_ptr<const mesh::TextureImage>> picture(const json& j, const std::string& key) {
-  if (!j[key].is_string()) return field_error(key, "must be a PNG file in base64 (a string)");
+Expected<std::shared_ptr<const mesh::TextureImage>> picture(const json& j, const std::string& key,
+                                                            const std::string& picture_dir) {
+  if (!j[key].is_string()) {
+    return field_error(key, picture_dir.empty() ? "must be a PNG file in base64 (a string)"
+                                                : "must be a PNG file's path (a string)");
+  }
   std::string text = j[key].get<std::string>();
-  // A data: URI is accepted too (what a browser's canvas gives).
-  const size_t comma = text.rfind(',');
-  if (text.rfind("data:", 0) == 0 && comma != std::string::npos) text = text.substr(comma + 1);
-  auto bytes = decode_base64(text);
-  if (!bytes) return field_error(key, "is not base64");
+  std::optional<std::string> bytes;
+  if (!picture_dir.empty()) {
+    std::filesystem::path path(text);
+    if (path.is_relative()) path = std::filesystem::path(picture_dir) / path;
+    auto read = read_file(path.string());
+    if (!read.ok()) return field_error(key, read.status().message());
+    bytes = std::move(*read);
+  } else {
+    // A data: URI is accepted too (what a browser's canvas gives).
+    const size_t comma = text.rfind(',');
+    if (text.rfind("data:", 0) == 0 && comma != std::string::npos) text = text.substr(comma + 1);
+    bytes = decode_base64(text);
+    if (!bytes) return field_error(key, "is not base64");
+  }
   // The size first, from the header: a small file may claim a huge image.
   const auto [w, h] = png_header_size(*bytes);
   if (w * h > kMaxRequestPicturePixels) {
@@ -71,7 +87,7 @@ Expected<std::shared_ptr<const mesh::TextureImage>> picture(const json& j, const
 
 }  // namespace
 
-Expected<ImageJobOptions> parse_image_request(const json& j) {
+Expected<ImageJobOptions> parse_image_request(const json& j, const std::string& picture_dir) {
   if (!j.is_object()) return invalid_argument("an image job must be a JSON object");
   for (const auto& [key, value] : j.items()) {
     if (image_request_keys().count(key) == 0) {
@@ -126,7 +142,7 @@ Expected<ImageJobOptions> parse_image_request(const json& j) {
   }
   for (const char* key : {"init_image", "mask", "control_image"}) {
     if (!j.contains(key)) continue;
-    TESSERA_ASSIGN_OR_RETURN(auto image, picture(j, key));
+    TESSERA_ASSIGN_OR_RETURN(auto image, picture(j, key, picture_dir));
     (std::string(key) == "init_image" ? job.init_image
      : std::string(key) == "mask"     ? job.mask
                                       : job.control_image) = std::move(image);

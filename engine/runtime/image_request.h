@@ -10,7 +10,8 @@
 //    "loras": ["style.safetensors:0.8"], "lora_dir": "/models/loras", "fast": false}
 //
 // Only "prompt" is required (it may hold <lora:NAME:M> tags). Pictures are PNG files in base64
-// (any size: the image lane resizes them and says so). Model files (control_model, loras,
+// (any size: the image lane resizes them and says so), or, in a `tessera batch` file, PNG file
+// paths (relative ones to the batch file's folder). Model files (control_model, loras,
 // lora_dir) are paths on the machine that runs the job. "fast" is apply_fast_choice.
 #pragma once
 
@@ -31,6 +32,8 @@ const std::set<std::string>& image_request_keys();
 // "prompt" missing or not a string, a field of the wrong type or out of range, a picture that is
 // not base64 or not a PNG, a LoRA that is not FILE or FILE:M, the job rules of check_image_job;
 // kNotFound for "fast" without an LCM-LoRA (where it looked).
-Expected<ImageJobOptions> parse_image_request(const nlohmann::json& j);
+// `picture_dir` non-empty: pictures are file paths, relative ones under that folder (batch files).
+Expected<ImageJobOptions> parse_image_request(const nlohmann::json& j,
+                                              const std::string& picture_dir = "");
 
 }  // namespace tessera::runtime

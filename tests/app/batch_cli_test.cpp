@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/png.h"
 #include "core/sha256.h"
 #include "tests/support/cli_runner.h"
 
@@ -157,6 +158,57 @@ TEST_F(BatchCliTest, TextAndJsonItemsBadLinesManifestAndResume) {
 
 // The command line's sampling settings are checked before anything runs, with the words a JSON
 // line gets (check_sampling's); a line's own bad value fails that line alone.
+// Image lines beside shape lines: a PNG with its settings per image line (its pictures as paths
+// beside PROMPTS), bad image lines named by line, and a rerun that makes nothing again.
+TEST_F(BatchCliTest, ImageLinesMakePngsAndResume) {
+  {
+    std::vector<uint8_t> rgb(48 * 48 * 3);
+    for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<uint8_t>((i * 5) % 251);
+    auto png = encode_png(rgb.data(), 48, 48, 3);
+    ASSERT_TRUE(png.ok());
+    std::ofstream(path("start.png"), std::ios::binary) << *png;
+  }
+  const std::string prompts = write(
+      "mixed.txt",
+      "a cube\n"
+      "{\"kind\": \"image\", \"prompt\": \"a red torus\", \"steps\": 3, \"seed\": 4}\n"
+      "{\"kind\": \"image\", \"prompt\": \"a blue torus\", \"steps\": 4, \"init_image\": "
+      "\"start.png\", \"strength\": 0.5, \"name\": \"from-picture\"}\n"
+      "{\"kind\": \"image\", \"prompt\": \"x\", \"init_image\": \"missing.png\"}\n"
+      "{\"kind\": \"image\", \"prompt\": \"x\", \"steps\": 0}\n");
+  const fs::path out = path("out");
+  auto r = run_tessera("batch " + shell_quote(prompts) + " --out " + shell_quote(out.string()) +
+                       kSettings);
+  EXPECT_EQ(r.exit_code, 1) << r.err;  // the two bad lines
+  EXPECT_NE(r.err.find("mixed.txt:4: \"init_image\""), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("missing.png"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("mixed.txt:5: \"steps\""), std::string::npos) << r.err;
+  const std::vector<json> entries = manifest_lines(out / "manifest.jsonl");
+  ASSERT_EQ(entries.size(), 3u);
+  expect_consistent(out, entries);
+  std::map<std::string, json> by_file;
+  for (const json& e : entries) by_file[e["file"].get<std::string>()] = e;
+  ASSERT_EQ(by_file.count("0001_a-red-torus.png"), 1u) << r.err;
+  ASSERT_EQ(by_file.count("from-picture.png"), 1u);
+  EXPECT_EQ(by_file["0001_a-red-torus.png"]["seed"], 4);
+  EXPECT_EQ(by_file["0001_a-red-torus.png"]["kind"], "image");
+  const json& picture = by_file["from-picture.png"];
+  EXPECT_EQ(picture["settings"]["init_image"], "start.png") << picture.dump();
+  EXPECT_EQ(picture["settings"]["strength"], 0.5);
+  // The PNG carries its settings.
+  const std::string png = slurp(out / "from-picture.png");
+  auto text = read_png_text(png, "from-picture.png");
+  ASSERT_TRUE(text.ok());
+  bool found = false;
+  for (const auto& [k, v] : *text) found |= k == "parameters" && v.find("a blue torus") == 0;
+  EXPECT_TRUE(found);
+  // A rerun keeps everything and makes nothing.
+  r = run_tessera("batch " + shell_quote(prompts) + " --out " + shell_quote(out.string()) +
+                  kSettings);
+  EXPECT_NE(r.err.find("3 done already, 0 to make"), std::string::npos) << r.err;
+  EXPECT_EQ(manifest_lines(out / "manifest.jsonl").size(), 3u);
+}
+
 TEST_F(BatchCliTest, SamplingSettingsOutOfRangeAreTheOneMessage) {
   const std::string prompts = write("p.txt", "a cube\n");
   const fs::path out = path("out");
