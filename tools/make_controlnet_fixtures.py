@@ -13,7 +13,8 @@
     one ControlNet pass; `forward.residual.K` its residuals (scale 1); `forward.eps` the UNet with them at
     scale SCALE; `forward.eps_guess` with guess-mode scales (strength SCALE) and no control on row 0.
   - `t2i.*`: the pipeline fixture's text-to-image run (prompt, CFG, 3 Euler steps, seed, 32x32) with the
-    ControlNet at SCALE: `t2i.latents.2`, `t2i.image`; `hint` (uint8 as F32 [32,32,3]) is its control image.
+    ControlNet at SCALE: `t2i.latents.2`, `t2i.image`; `hint` (uint8 as F32 [32,32,3]) is its control image;
+    `t2i_guess.latents.2` the same run in guess mode (strength SCALE).
   - `all.*`: image-to-image + ControlNet + LoRA + LCM: ../lora/kohya.safetensors merged at 1.0, LCM
     LCM_STEPS steps at strength LCM_STRENGTH from the pipeline fixture's init image, guidance 1, the
     ControlNet at SCALE: `all.latents`, `all.image`.
@@ -148,6 +149,10 @@ def main():
     noise = noise_rng(SEED, 0, 4 * lat * lat).reshape(1, lat, lat, 4).transpose(0, 3, 1, 2).copy()
     _, _, latents, image = pipe.sample_euler(context, noise, STEPS, GUIDANCE)
     out.update({"t2i.latents.2": nd(latents[-1]), "t2i.image": nd(image), "hint": rgb_hint.astype(np.float32)})
+    # Guess mode: the scales 0.825^(n-1-i), and no control on the unconditional row.
+    pipe.control = (net, hint, guess_mode_scales(SCALE, len(res)), True)
+    _, _, guess_latents, _ = pipe.sample_euler(context, noise, STEPS, GUIDANCE)
+    out["t2i_guess.latents.2"] = nd(guess_latents[-1])
 
     # Everything at once: LoRA merged, LCM image-to-image, ControlNet, guidance 1.
     weights = {k: torch.from_numpy(np.array(v, np.float32)) for k, v in sd.items()}

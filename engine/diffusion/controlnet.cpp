@@ -302,6 +302,7 @@ Expected<const ControlResiduals*> ControlNet::forward(const float* x, const floa
     return out;
   };
   residuals_.batch = batch;
+  residuals_.first_row = 0;
   residuals_.height = height;
   residuals_.width = width;
   residuals_.skips.resize(zero_convs_.size());

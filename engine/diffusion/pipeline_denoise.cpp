@@ -64,6 +64,7 @@ Status DiffusionModel::Impl::denoise(Impl& m, const GenerateRequest& request,
   ControlNet* control =
       request.control_image != nullptr && request.control_scale > 0.0f ? m.control.get() : nullptr;
   std::vector<float> control_scales, row_scales;
+  ControlResiduals control_rows;  // the ControlNet's residuals, placed at their rows
   float* x_control = x_dev;
   if (control != nullptr) {
     const ImageView& v = *request.control_image;
@@ -78,8 +79,9 @@ Status DiffusionModel::Impl::denoise(Impl& m, const GenerateRequest& request,
     control_scales = request.control_guess_mode
                          ? guess_mode_scales(request.control_scale, count)
                          : std::vector<float>(static_cast<size_t>(count), request.control_scale);
-    row_scales.assign(static_cast<size_t>(batch), 1.0f);
-    if (guided && request.control_guess_mode) row_scales[0] = 0.0f;
+    // Guess mode with guidance: the ControlNet runs on the prompt's row only (row 1); the
+    // negative prompt's row gets no control.
+    row_scales.assign(static_cast<size_t>(guided && request.control_guess_mode ? 1 : batch), 1.0f);
     if (extra != 0) {
       TESSERA_ASSIGN_OR_RETURN(x_control, m.dev.get(Impl::kDevXControl, batch * n));
       m.x_control.resize(static_cast<size_t>(batch * n));
@@ -122,9 +124,16 @@ Status DiffusionModel::Impl::denoise(Impl& m, const GenerateRequest& request,
         TESSERA_RETURN_IF_ERROR(
             m.backend->upload(x_control, m.x_control.data(), m.x_control.size() * sizeof(float)));
       }
+      const auto rows = static_cast<int64_t>(row_scales.size());
+      const int64_t first_row = batch - rows;  // 1 in guess mode with guidance, else 0
       TESSERA_ASSIGN_OR_RETURN(
-          residuals, control->forward(x_control, m.t.data(), context, batch, lh, lw, length,
-                                      control_scales, row_scales));
+          const ControlResiduals* made,
+          control->forward(x_control + first_row * lp * channels, m.t.data() + first_row,
+                           context + first_row * length * text_width, rows, lh, lw, length,
+                           control_scales, row_scales));
+      control_rows = *made;
+      control_rows.first_row = first_row;
+      residuals = &control_rows;
     }
     TESSERA_RETURN_IF_ERROR(
         m.unet->forward(x_dev, m.t.data(), context, batch, lh, lw, length, eps_dev, residuals));

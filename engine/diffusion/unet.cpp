@@ -255,13 +255,14 @@ Status UNet::forward(const float* x, const float* t, const float* context, int64
   if (output_.empty()) {
     return invalid_argument("UNet::forward: this UNet was loaded without its decoder half");
   }
-  if (control != nullptr &&
-      (control->batch != batch || control->height != height || control->width != width)) {
-    return invalid_argument("UNet::forward: control residuals for batch " +
-                            std::to_string(control->batch) + " at " +
-                            std::to_string(control->width) + "x" + std::to_string(control->height) +
-                            ", the pass is batch " + std::to_string(batch) + " at " +
-                            std::to_string(width) + "x" + std::to_string(height));
+  if (control != nullptr && (control->first_row < 0 || control->batch < 1 ||
+                             control->first_row + control->batch > batch ||
+                             control->height != height || control->width != width)) {
+    return invalid_argument(
+        "UNet::forward: control residuals for rows " + std::to_string(control->first_row) + "+" +
+        std::to_string(control->batch) + " at " + std::to_string(control->width) + "x" +
+        std::to_string(control->height) + ", the pass is batch " + std::to_string(batch) + " at " +
+        std::to_string(width) + "x" + std::to_string(height));
   }
   if (control != nullptr && control->skips.size() != input_.size()) {
     return invalid_argument("UNet::forward: " + std::to_string(control->skips.size()) +
@@ -279,14 +280,14 @@ Status UNet::forward(const float* x, const float* t, const float* context, int64
     // A ControlNet's residuals join the skips and the middle block's output (already scaled).
     for (size_t n = 0; n < input_.size(); ++n) {
       const BlockSize s = block_size(static_cast<int>(n));
-      float* skip = skips_.data(static_cast<int>(n));
+      const int64_t per_image = s.height * s.width * s.channels;
+      float* skip = skips_.data(static_cast<int>(n)) + control->first_row * per_image;
       if (control->skips[n] == nullptr) continue;
-      TESSERA_RETURN_IF_ERROR(
-          be.add(skip, control->skips[n], skip, batch * s.height * s.width * s.channels));
+      TESSERA_RETURN_IF_ERROR(be.add(skip, control->skips[n], skip, control->batch * per_image));
     }
     if (control->middle != nullptr) {
-      TESSERA_RETURN_IF_ERROR(
-          be.add(main_.data(0), control->middle, main_.data(0), batch * h * w * ch));
+      float* middle = main_.data(0) + control->first_row * h * w * ch;
+      TESSERA_RETURN_IF_ERROR(be.add(middle, control->middle, middle, control->batch * h * w * ch));
     }
   }
   int cur_buf = 0;  // main_ slot cur_buf holds the activation

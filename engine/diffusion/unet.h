@@ -51,7 +51,9 @@ enum class UNetPart { kWhole, kEncoder };
 // the middle block's output. A null entry adds nothing.
 struct ControlResiduals {
   int64_t batch = 0, height = 0, width = 0;  // the latents they were made for
-  std::vector<const float*> skips;           // one per input block
+  // They join rows [first_row, first_row + batch) of the pass (guess mode: the prompt's row only).
+  int64_t first_row = 0;
+  std::vector<const float*> skips;  // one per input block
   const float* middle = nullptr;
 };
 
@@ -86,7 +88,7 @@ class UNet {
   // launch) as they come. Asynchronous on a device backend: eps is complete after its
   // synchronize() (a download waits for it).
   // `control`: a ControlNet's residuals for this batch (null: none); kInvalidArgument when their
-  // count is not the input blocks' or they were made for another batch or latent size.
+  // count is not the input blocks' or they were made for other rows or another latent size.
   Status forward(const float* x, const float* t, const float* context, int64_t batch,
                  int64_t height, int64_t width, int64_t context_len, float* eps,
                  const ControlResiduals* control = nullptr);

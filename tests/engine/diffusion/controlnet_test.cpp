@@ -225,6 +225,17 @@ TEST_F(DiffusionControlNet, TextToImageMatchesPyTorchInBothLayouts) {
     EXPECT_TRUE(
         close_rel(image->decoded, to_nhwc(expected("t2i.image"), 1, 3, kSize, kSize), 1e-4));
   }
+  // Guess mode: the ControlNet on the prompt's row only, its residuals weighted 0.825^(n-1-i).
+  {
+    GenerateRequest r = fixture_request();
+    r.control_image = &control;
+    r.control_scale = 0.8f;
+    r.control_guess_mode = true;
+    auto guess = model->generate(r);
+    ASSERT_TRUE(guess.ok()) << guess.status().message();
+    EXPECT_TRUE(close_rel(guess->latents,
+                          to_nhwc(expected("t2i_guess.latents.2"), 1, 4, kLatent, kLatent), 1e-4));
+  }
   // Without a control image the loaded ControlNet is not used: the plain fixture's image.
   auto plain = model->generate(fixture_request());
   ASSERT_TRUE(plain.ok());
