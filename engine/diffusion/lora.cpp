@@ -1,5 +1,7 @@
 #include "engine/diffusion/lora.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -171,6 +173,50 @@ Expected<LoraFileModules> read_lora_modules(const std::string& path) {
   return read_lora_modules(file);
 }
 
+namespace {
+
+// diffusers / PEFT files keep alpha out of the tensors: the safetensors metadata key
+// `lora_adapter_metadata` holds PEFT's LoraConfig as JSON per component ("unet.lora_alpha",
+// "text_encoder.lora_alpha", or unprefixed "lora_alpha"; "...alpha_pattern": {module suffix:
+// alpha} overrides per module). A module with its own alpha tensor keeps it.
+Status apply_adapter_metadata(const SafeTensors& file, LoraFileModules* out) {
+  const auto it = file.metadata().find("lora_adapter_metadata");
+  if (it == file.metadata().end()) return Status();
+  const std::string where = file.path() + ": metadata 'lora_adapter_metadata'";
+  const nlohmann::json j = nlohmann::json::parse(it->second, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return corrupt_data(where + " is not a JSON object");
+  const auto alpha_of = [&](const nlohmann::json& v, const std::string& key) -> Expected<float> {
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0) {
+      return corrupt_data(where + ": \"" + key + "\" is not a finite alpha >= 0");
+    }
+    return static_cast<float>(v.get<double>());
+  };
+  for (LoraModule& m : out->modules) {
+    if (m.alpha > 0) continue;
+    const std::string component = m.text ? "text_encoder." : "unet.";
+    float alpha = 0.0f;
+    for (const std::string& key : {component + "lora_alpha", std::string("lora_alpha")}) {
+      if (!j.contains(key)) continue;
+      TESSERA_ASSIGN_OR_RETURN(alpha, alpha_of(j[key], key));
+      break;
+    }
+    for (const std::string& key : {component + "alpha_pattern", std::string("alpha_pattern")}) {
+      if (!j.contains(key)) continue;
+      if (!j[key].is_object()) return corrupt_data(where + ": \"" + key + "\" is not an object");
+      for (const auto& [pattern, v] : j[key].items()) {
+        if (ends_with(m.path, pattern)) {
+          TESSERA_ASSIGN_OR_RETURN(alpha, alpha_of(v, key + "." + pattern));
+        }
+      }
+      break;
+    }
+    m.alpha = alpha;
+  }
+  return Status();
+}
+
+}  // namespace
+
 Expected<LoraFileModules> read_lora_modules(const SafeTensors& file) {
   const std::string& path = file.path();
   struct Parts {
@@ -243,6 +289,7 @@ Expected<LoraFileModules> read_lora_modules(const SafeTensors& file) {
                             "'unet.*.lora_A.weight'); first key: '" +
                             (unknown.empty() ? std::string("(none)") : unknown.front()) + "'");
   }
+  TESSERA_RETURN_IF_ERROR(apply_adapter_metadata(file, &out));
   return out;
 }
 

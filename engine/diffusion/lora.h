@@ -12,7 +12,10 @@
 //                   .up, and attention processors <...>.processor.to_q_lora.down.weight.
 // Shapes: linear down [r, in], up [out, r]; convolutions down [r, in, k, k], up [out, r, 1, 1].
 // The change is multiplier * alpha / r * (up x down), reshaped to the weight (r = down's rows;
-// alpha absent: alpha = r). Several files add up.
+// alpha absent: alpha = r). A diffusers/PEFT file's alpha may be in its safetensors metadata
+// `lora_adapter_metadata` (PEFT's LoraConfig as JSON: "unet.lora_alpha" / "text_encoder.lora_alpha"
+// or "lora_alpha", with "...alpha_pattern" per module suffix); an .alpha tensor wins. Several
+// files add up.
 //
 // Why merged, not applied per step: the change costs one GEMM per module at load (SD 1.5 with the
 // 67 M-parameter LCM-LoRA: see bench/RESULTS.md) and nothing per step, while applying it on the

@@ -153,6 +153,59 @@ TEST_F(DiffusionLora, MergedWeightsMatchTheReference) {
   EXPECT_TRUE(close_rel(std::vector<float>(*got, *got + 32 * 32), expected("merged." + te), 1e-6));
 }
 
+// A PEFT file's alpha from its metadata (diffusers' lora_adapter_metadata): the fixture's PEFT
+// modules have no alpha (scale 1); with "unet.lora_alpha": 8 the rank-4 module's change doubles,
+// and an alpha_pattern entry overrides it for the module it names.
+TEST_F(DiffusionLora, PeftAlphaFromTheAdapterMetadata) {
+  const std::string target =
+      std::string(kUNetPrefix) + "input_blocks.1.1.transformer_blocks.0.attn2.to_out.0.weight";
+  const auto change = [&](const std::string& lora_path) {
+    WeightStore unet(SafeTensors::open(compvis()).value(), WeightFormat::kF32);
+    const TensorInfo* info = unet.file().find(target);
+    std::vector<float> base = unet.file().to_f32(target).value();
+    UNetConfig cfg = infer_unet_config(unet.file(), pt::kUNetHeads).value();
+    auto modules = read_lora_modules(lora_path);
+    EXPECT_TRUE(modules.ok()) << modules.status().message();
+    LoraMerged merged;
+    EXPECT_TRUE(merge_lora({lora_path, 1.0f}, *modules, cfg, &unet, nullptr, "", &merged).ok());
+    const float* got = unet.f32(target, info->shape).value();
+    for (size_t k = 0; k < base.size(); ++k) base[k] = got[k] - base[k];
+    return base;
+  };
+  pt::Tensors t;
+  ASSERT_TRUE(pt::read_tensors(lora_dir() + "peft.safetensors", "", &t));
+  const auto write_with = [&](const std::string& name, const std::string& metadata) {
+    std::vector<TensorToWrite> out;
+    for (const auto& [key, v] : t) {
+      out.push_back(TensorToWrite::from_f32(key, DType::kF32, v.shape, v.values.data()));
+    }
+    const std::string path = (dir_->path() / name).string();
+    EXPECT_TRUE(write_safetensors(path, out, {{"lora_adapter_metadata", metadata}}).ok());
+    return path;
+  };
+  const std::vector<float> plain = change(lora_dir() + "peft.safetensors");
+  const std::vector<float> doubled =
+      change(write_with("alpha8.safetensors", R"({"unet.r": 4, "unet.lora_alpha": 8})"));
+  const std::vector<float> patterned =
+      change(write_with("pattern.safetensors",
+                        R"({"unet.lora_alpha": 8, "unet.alpha_pattern": {"attn2.to_out.0": 2}})"));
+  ASSERT_EQ(plain.size(), doubled.size());
+  double scale = 0, pattern_scale = 0, norm = 0;
+  for (size_t k = 0; k < plain.size(); ++k) {
+    scale += static_cast<double>(doubled[k]) * plain[k];
+    pattern_scale += static_cast<double>(patterned[k]) * plain[k];
+    norm += static_cast<double>(plain[k]) * plain[k];
+  }
+  ASSERT_GT(norm, 0);
+  EXPECT_NEAR(scale / norm, 2.0, 1e-4);          // 8 / rank 4
+  EXPECT_NEAR(pattern_scale / norm, 0.5, 1e-4);  // 2 / rank 4
+  // A malformed metadata entry is named.
+  auto bad = read_lora_modules(write_with("bad.safetensors", R"({"unet.lora_alpha": "big"})"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("lora_adapter_metadata"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("unet.lora_alpha"), std::string::npos);
+}
+
 // A LoRA file written from `tensors` (name -> shape, all zeros but the alpha).
 std::string write_lora(const pt::TempDir& dir, const std::string& name,
                        const std::vector<std::pair<std::string, std::vector<int64_t>>>& tensors) {
