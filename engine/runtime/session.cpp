@@ -559,9 +559,26 @@ void Session::Impl::run_image_job(uint64_t id, const ImageJobOptions& o,
     const std::vector<LoraChoice>& wanted = *loras;
     if (wanted != image_options_.loras) {
       Stopwatch reload;
-      ImageModelOptions options = image_options_;
+      const ImageModelOptions previous = image_options_;
+      ImageModelOptions options = previous;
       options.loras = wanted;
+      // The old model goes first: an SD model would otherwise be held twice while its
+      // replacement loads.
+      image_.reset();
       if (Status st = load_image_model_now(image_path_, options); !st.ok()) {
+        // Back to the model as it was, so that the next job without these LoRAs runs.
+        if (Status back = load_image_model_now(image_path_, previous); !back.ok()) {
+          {
+            std::lock_guard<std::mutex> lock(mutex_);
+            image_info_.reset();
+            update_sharing();
+          }
+          return emit(id, lane,
+                      ErrorEvent{Status(st.code(), st.message() +
+                                                       "; reloading the model without them "
+                                                       "failed too: " +
+                                                       back.message())});
+        }
         return emit(id, lane, ErrorEvent{st});
       }
       char ms[32];
