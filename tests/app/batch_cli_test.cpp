@@ -168,14 +168,14 @@ TEST_F(BatchCliTest, ImageLinesMakePngsAndResume) {
     ASSERT_TRUE(png.ok());
     std::ofstream(path("start.png"), std::ios::binary) << *png;
   }
-  const std::string prompts = write(
-      "mixed.txt",
-      "a cube\n"
-      "{\"kind\": \"image\", \"prompt\": \"a red torus\", \"steps\": 3, \"seed\": 4}\n"
-      "{\"kind\": \"image\", \"prompt\": \"a blue torus\", \"steps\": 4, \"init_image\": "
-      "\"start.png\", \"strength\": 0.5, \"name\": \"from-picture\"}\n"
-      "{\"kind\": \"image\", \"prompt\": \"x\", \"init_image\": \"missing.png\"}\n"
-      "{\"kind\": \"image\", \"prompt\": \"x\", \"steps\": 0}\n");
+  const std::string prompts =
+      write("mixed.txt",
+            "a cube\n"
+            "{\"kind\": \"image\", \"prompt\": \"a red torus\", \"steps\": 3, \"seed\": 4}\n"
+            "{\"kind\": \"image\", \"prompt\": \"a blue torus\", \"steps\": 4, \"init_image\": "
+            "\"start.png\", \"strength\": 0.5, \"name\": \"from-picture\"}\n"
+            "{\"kind\": \"image\", \"prompt\": \"x\", \"init_image\": \"missing.png\"}\n"
+            "{\"kind\": \"image\", \"prompt\": \"x\", \"steps\": 0}\n");
   const fs::path out = path("out");
   auto r = run_tessera("batch " + shell_quote(prompts) + " --out " + shell_quote(out.string()) +
                        kSettings);
