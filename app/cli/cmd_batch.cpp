@@ -388,19 +388,12 @@ std::string make_image_item(runtime::Session& session, const Item& item, const B
   });
   if (!error.empty()) return error;
   if (made.image == nullptr) return "internal error: the image job ended without an image";
-  const auto model = session.image_model();
-  runtime::ImageProvenance provenance;
-  provenance.job = item.image.get();
-  provenance.width = made.image->width;
-  provenance.height = made.image->height;
-  provenance.model_name = model ? fs::path(model->path).filename().string() : "";
-  provenance.precision = model ? model->precision : "";
+  runtime::ImageProvenance provenance =
+      runtime::image_provenance(*item.image, made, session.image_model());
   provenance.init_name = item.init_name;
   provenance.mask_name = item.mask_name;
   provenance.control_name = item.control_name;
-  provenance.control_net = made.control_net;
-  auto png = encode_png(made.image->rgb.data(), made.image->width, made.image->height, 3);
-  if (png.ok()) png = add_png_text(std::move(*png), runtime::image_png_text(provenance));
+  auto png = runtime::image_png(made, provenance);
   if (!png.ok()) return png.status().message();
   if (Status st = write_file_atomic(path, png->data(), png->size()); !st.ok()) {
     return st.message();

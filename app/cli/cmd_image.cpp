@@ -277,25 +277,16 @@ int run_image(const ImageCliOptions& o) {
     return fail(c->reason);
   }
   if (image == nullptr) return fail("internal error: the job ended without an image");
-  auto png = encode_png(image->rgb.data(), image->width, image->height, 3);
-  if (!png.ok()) return fail(png.status().message());
   // How the image was made, as PNG text: Tessera's JSON and A1111's "parameters" (the privacy
   // switch leaves only the Software entry).
-  runtime::ImageProvenance provenance;
-  provenance.job = &job;
-  provenance.width = image->width;
-  provenance.height = image->height;
-  provenance.model_name = fs::path(info.path).filename().string();
-  provenance.precision = info.precision;
+  runtime::ImageProvenance provenance = runtime::image_provenance(job, timings, info);
   provenance.init_name = fs::path(o.init).filename().string();
   provenance.mask_name = fs::path(o.mask).filename().string();
   provenance.control_name =
       o.control_mesh.empty()
           ? fs::path(o.control).filename().string()
           : "depth of " + fs::path(o.control_mesh).filename().string() + ", " + o.view + " view";
-  provenance.control_net = timings.control_net;
-  png = add_png_text(std::move(*png),
-                     o.no_metadata ? tessera_png_text("") : runtime::image_png_text(provenance));
+  auto png = runtime::image_png(timings, provenance, !o.no_metadata);
   if (!png.ok()) return fail(png.status().message());
   if (Status st = write_file_atomic(o.output, png->data(), png->size()); !st.ok()) {
     return fail(st.message());

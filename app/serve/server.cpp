@@ -407,19 +407,12 @@ void Server::State::run_image_job(Job& job) {
 json Server::State::final_image(Job& job, const runtime::ImageEvent& r) {
   const std::string file =
       (fs::path(options.out) / (start_tag + "-job" + std::to_string(job.id) + ".png")).string();
-  const auto model = session->image_model();
-  runtime::ImageProvenance provenance;
-  provenance.job = job.image.get();
-  provenance.width = r.image->width;
-  provenance.height = r.image->height;
-  provenance.model_name = model ? fs::path(model->path).filename().string() : "";
-  provenance.precision = model ? model->precision : "";
+  runtime::ImageProvenance provenance =
+      runtime::image_provenance(*job.image, r, session->image_model());
   provenance.init_name = provenance.mask_name = provenance.control_name = "request";
-  provenance.control_net = r.control_net;
-  Status written;
-  auto png = encode_png(r.image->rgb.data(), r.image->width, r.image->height, 3);
-  if (png.ok()) png = add_png_text(std::move(*png), runtime::image_png_text(provenance));
-  written = png.ok() ? write_file_atomic(file, png->data(), png->size()) : png.status();
+  auto png = runtime::image_png(r, provenance);
+  const Status written =
+      png.ok() ? write_file_atomic(file, png->data(), png->size()) : png.status();
   json ev = {{"type", "image"},
              {"seed", r.seed},
              {"width", r.image->width},

@@ -21,6 +21,17 @@ std::string hint_name(const std::string& prefix, size_t conv) {
   return prefix + "input_hint_block." + std::to_string(2 * conv);
 }
 
+// The output channels of each input block of `u` (conv_in, the ResBlocks, the downsamples): one
+// zero convolution each.
+std::vector<int64_t> input_block_widths(const UNetConfig& u) {
+  std::vector<int64_t> widths = {u.model_channels};
+  for (int64_t l = 0; l < u.levels(); ++l) {
+    for (int64_t r = 0; r < u.num_res_blocks; ++r) widths.push_back(u.level_channels[l]);
+    if (l + 1 < u.levels()) widths.push_back(u.level_channels[l]);
+  }
+  return widths;
+}
+
 }  // namespace
 
 std::vector<int64_t> hint_strides(const std::vector<int64_t>& channels) {
@@ -67,11 +78,7 @@ TensorShapes controlnet_tensor_shapes(const ControlNetConfig& config, const std:
   }
   // One zero convolution per input block, as wide as the block's output.
   const UNetConfig& u = config.unet;
-  std::vector<int64_t> widths = {u.model_channels};
-  for (int64_t l = 0; l < u.levels(); ++l) {
-    for (int64_t r = 0; r < u.num_res_blocks; ++r) widths.push_back(u.level_channels[l]);
-    if (l + 1 < u.levels()) widths.push_back(u.level_channels[l]);
-  }
+  const std::vector<int64_t> widths = input_block_widths(u);
   for (size_t k = 0; k < widths.size(); ++k) {
     const std::string n = prefix + "zero_convs." + std::to_string(k) + ".0";
     s[n + ".weight"] = {widths[k], widths[k], 1, 1};
@@ -203,14 +210,8 @@ Expected<std::unique_ptr<ControlNet>> ControlNet::load(WeightStore& store,
     m->hint_convs_.push_back(std::move(conv));
     in = config.hint.channels[i];
   }
-  // The encoder's shapes, as ControlResiduals lay them out, are known only per latent size; the
-  // widths are fixed.
   const UNetConfig& u = config.unet;
-  std::vector<int64_t> widths = {u.model_channels};
-  for (int64_t l = 0; l < u.levels(); ++l) {
-    for (int64_t r = 0; r < u.num_res_blocks; ++r) widths.push_back(u.level_channels[l]);
-    if (l + 1 < u.levels()) widths.push_back(u.level_channels[l]);
-  }
+  const std::vector<int64_t> widths = input_block_widths(u);
   for (size_t k = 0; k < widths.size(); ++k) {
     TESSERA_ASSIGN_OR_RETURN(
         Linear z, Linear::load_conv1x1(ctx, prefix + "zero_convs." + std::to_string(k) + ".0",

@@ -18,23 +18,38 @@ bool is_regular(const fs::path& p) {
   return fs::is_regular_file(p, ec);
 }
 
-// The checkpoint DIR/model.json names ("files": {"weights": "model.safetensors"}), when that
-// file exists; "" otherwise.
-std::string card_weights(const fs::path& dir) {
-  std::ifstream in(dir / "model.json");
-  if (!in) return "";
-  std::stringstream text;
-  text << in.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
-  if (!j.is_object() || !j.contains("files") || !j["files"].is_object() ||
-      !j["files"].contains("weights") || !j["files"]["weights"].is_string()) {
-    return "";
+// The checkpoint DIR/model.json names ("files": {"weights": "model.safetensors"}); "" when there
+// is no card or it names none. kCorruptData naming the card when it is malformed or names a file
+// that is not there.
+Expected<std::string> card_weights(const fs::path& dir) {
+  const fs::path card = dir / "model.json";
+  TESSERA_ASSIGN_OR_RETURN(const nlohmann::json j, read_json_file(card.string()));
+  if (j.is_null() || !j.contains("files") || !j["files"].is_object() ||
+      !j["files"].contains("weights")) {
+    return std::string();
+  }
+  if (!j["files"]["weights"].is_string()) {
+    return corrupt_data(card.string() + ": 'files.weights' must be a file name");
   }
   const fs::path weights = dir / j["files"]["weights"].get<std::string>();
-  return is_regular(weights) ? weights.string() : "";
+  if (!is_regular(weights)) {
+    return corrupt_data(card.string() + ": its checkpoint '" + weights.string() + "' is missing");
+  }
+  return weights.string();
 }
 
 }  // namespace
+
+Expected<nlohmann::json> read_json_file(const std::string& path) {
+  if (!is_regular(path)) return nlohmann::json();
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in.good() && !in.eof()) return io_error(path + ": cannot read");
+  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return corrupt_data(path + ": not a JSON object");
+  return j;
+}
 
 Expected<DiffusionModelLocation> locate_diffusion_model(const std::string& path) {
   DiffusionModelLocation out;
@@ -51,11 +66,14 @@ Expected<DiffusionModelLocation> locate_diffusion_model(const std::string& path)
       std::vector<std::string> found;
       // A Tessera model card names its checkpoint (files.weights): other .safetensors files
       // beside it (a ControlNet, LoRAs) are not the model.
-      if (const std::string named = card_weights(dir); !named.empty()) found.push_back(named);
-      for (const auto& entry : fs::directory_iterator(dir, ec)) {
-        if (!found.empty()) break;
-        if (entry.is_regular_file(ec) && entry.path().extension() == ".safetensors") {
-          found.push_back(entry.path().string());
+      TESSERA_ASSIGN_OR_RETURN(const std::string named, card_weights(dir));
+      if (!named.empty()) {
+        found.push_back(named);
+      } else {
+        for (const auto& entry : fs::directory_iterator(dir, ec)) {
+          if (entry.is_regular_file(ec) && entry.path().extension() == ".safetensors") {
+            found.push_back(entry.path().string());
+          }
         }
       }
       if (found.empty()) {

@@ -9,6 +9,8 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "core/status.h"
 #include "engine/diffusion/pipeline.h"
 
@@ -22,5 +24,10 @@ struct DiffusionModelLocation {
 };
 
 Expected<DiffusionModelLocation> locate_diffusion_model(const std::string& path);
+
+// The JSON object in `path` (a model card, a diffusers config.json): a null json when the file
+// does not exist (the caller's default applies), kIoError / kCorruptData naming the file when it
+// cannot be read or is not a JSON object.
+Expected<nlohmann::json> read_json_file(const std::string& path);
 
 }  // namespace tessera::diffusion

@@ -123,6 +123,10 @@ struct DiffusionLoadOptions {
 // tensor shapes. 0 when there is no card or no such field; kCorruptData naming the file when the
 // card is not a JSON object or the field is not a positive integer.
 Expected<int64_t> model_card_unet_heads(const std::string& model_dir);
+// The depth ControlNet a model card names ("controlnet_depth": {"file": F}, F relative to
+// `model_dir`); "" when there is no card or no such section. kCorruptData naming the card when the
+// section is malformed or its file is missing.
+Expected<std::string> model_card_control_net(const std::string& model_dir);
 
 // Where the parts of a model are (as given; "" when not applicable).
 struct DiffusionModelFiles {

@@ -22,23 +22,10 @@ using pipeline_detail::with_prefix;
 
 namespace {
 
-// The JSON object in `path`; a null json when the file does not exist (the caller's default
-// applies), kIoError / kCorruptData naming the file otherwise.
-Expected<nlohmann::json> read_json_object(const std::string& path) {
-  if (!is_file(path)) return nlohmann::json();
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in.good() && !in.eof()) return io_error(path + ": cannot read");
-  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return corrupt_data(path + ": not a JSON object");
-  return j;
-}
-
 // A diffusers unet/config.json's head count ("num_attention_heads", else "attention_head_dim", an
 // integer or a per-level list); 0 when the file or both keys are absent.
 Expected<int64_t> read_unet_heads(const std::string& config_path) {
-  TESSERA_ASSIGN_OR_RETURN(const nlohmann::json j, read_json_object(config_path));
+  TESSERA_ASSIGN_OR_RETURN(const nlohmann::json j, read_json_file(config_path));
   if (j.is_null()) return int64_t{0};
   for (const char* key : {"num_attention_heads", "attention_head_dim"}) {
     if (!j.contains(key) || j[key].is_null()) continue;
@@ -57,7 +44,7 @@ Expected<int64_t> read_unet_heads(const std::string& config_path) {
 
 Expected<int64_t> model_card_unet_heads(const std::string& model_dir) {
   const std::string card_path = (fs::path(model_dir) / "model.json").string();
-  TESSERA_ASSIGN_OR_RETURN(const nlohmann::json j, read_json_object(card_path));
+  TESSERA_ASSIGN_OR_RETURN(const nlohmann::json j, read_json_file(card_path));
   if (j.is_null() || !j.contains("unet") || !j["unet"].is_object() ||
       !j["unet"].contains("num_heads")) {
     return int64_t{0};
@@ -68,6 +55,21 @@ Expected<int64_t> model_card_unet_heads(const std::string& model_dir) {
                         v.dump());
   }
   return v.get<int64_t>();
+}
+
+Expected<std::string> model_card_control_net(const std::string& model_dir) {
+  const std::string card_path = (fs::path(model_dir) / "model.json").string();
+  TESSERA_ASSIGN_OR_RETURN(const nlohmann::json j, read_json_file(card_path));
+  if (j.is_null() || !j.contains("controlnet_depth")) return std::string();
+  const nlohmann::json& cn = j["controlnet_depth"];
+  if (!cn.is_object() || !cn.contains("file") || !cn["file"].is_string()) {
+    return corrupt_data(card_path + ": 'controlnet_depth' has no 'file' string");
+  }
+  const fs::path file = fs::path(model_dir) / cn["file"].get<std::string>();
+  if (!is_file(file)) {
+    return corrupt_data(card_path + ": its depth ControlNet '" + file.string() + "' is missing");
+  }
+  return file.string();
 }
 
 namespace {

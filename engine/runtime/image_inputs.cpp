@@ -1,6 +1,7 @@
 #include "engine/runtime/image_inputs.h"
 
 #include "engine/diffusion/lora.h"
+#include "engine/diffusion/pipeline.h"
 #include "engine/runtime/user_dirs.h"
 
 #include <algorithm>
@@ -8,9 +9,6 @@
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <utility>
 
@@ -159,30 +157,11 @@ Expected<PreparedImageInputs> prepare_image_inputs(
 }
 
 Expected<std::string> default_control_net(const std::string& model_path) {
-  namespace fs = std::filesystem;
   std::error_code ec;
-  const fs::path dir =
-      fs::is_directory(model_path, ec) ? fs::path(model_path) : fs::path(model_path).parent_path();
-  const fs::path card = dir / "model.json";
-  std::ifstream in(card);
-  if (!in) return std::string();
-  std::stringstream text;
-  text << in.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    return corrupt_data(card.string() + ": not a JSON object");
-  }
-  if (!j.contains("controlnet_depth")) return std::string();
-  const nlohmann::json& cn = j["controlnet_depth"];
-  if (!cn.is_object() || !cn.contains("file") || !cn["file"].is_string()) {
-    return corrupt_data(card.string() + ": \"controlnet_depth\" has no \"file\" string");
-  }
-  const fs::path file = dir / cn["file"].get<std::string>();
-  if (!fs::is_regular_file(file, ec)) {
-    return corrupt_data(card.string() + ": its depth ControlNet '" + file.string() +
-                        "' is missing");
-  }
-  return file.string();
+  const std::filesystem::path dir = std::filesystem::is_directory(model_path, ec)
+                                        ? std::filesystem::path(model_path)
+                                        : std::filesystem::path(model_path).parent_path();
+  return diffusion::model_card_control_net(dir.string());
 }
 
 Expected<std::vector<LoraChoice>> take_lora_tags(std::string* prompt, const std::string& dir) {

@@ -40,9 +40,9 @@ Expected<PreparedImageInputs> prepare_image_inputs(
     int64_t width, int64_t height, const std::shared_ptr<const mesh::TextureImage>& init,
     const std::shared_ptr<const mesh::TextureImage>& mask, int64_t multiple, int64_t side,
     const std::shared_ptr<const mesh::TextureImage>& control = nullptr);
-// The depth ControlNet an image model ships (its model.json's "controlnet_depth": {"file": F},
-// F relative to the card's folder), for `model_path` (a folder or a file in one); "" when it has
-// none. kCorruptData naming the card when the section is malformed or the file is missing.
+// The depth ControlNet an image model ships (its card's "controlnet_depth",
+// diffusion::model_card_control_net), for `model_path` (a folder or a file in one); "" when it has
+// none.
 Expected<std::string> default_control_net(const std::string& model_path);
 
 // The job's own rules, checked before any work (the CLI before it loads a model, the image lane

@@ -1,5 +1,7 @@
 #include "engine/runtime/provenance.h"
 
+#include "core/png.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -129,6 +131,24 @@ std::string a1111_parameters(const ImageProvenance& p) {
   }
   s += std::string(", Version: Tessera ") + TESSERA_VERSION;
   return s;
+}
+
+ImageProvenance image_provenance(const ImageJobOptions& job, const ImageEvent& made,
+                                 const std::optional<ImageModelInfo>& model) {
+  ImageProvenance p;
+  p.job = &job;
+  p.width = made.image->width;
+  p.height = made.image->height;
+  p.model_name = model ? std::filesystem::path(model->path).filename().string() : "";
+  p.precision = model ? model->precision : "";
+  p.control_net = made.control_net;
+  return p;
+}
+
+Expected<std::string> image_png(const ImageEvent& made, const ImageProvenance& p, bool metadata) {
+  TESSERA_ASSIGN_OR_RETURN(std::string png, encode_png(made.image->rgb.data(), made.image->width,
+                                                       made.image->height, 3));
+  return add_png_text(std::move(png), metadata ? image_png_text(p) : tessera_png_text(""));
 }
 
 std::vector<std::pair<std::string, std::string>> image_png_text(const ImageProvenance& p) {

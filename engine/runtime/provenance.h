@@ -42,6 +42,14 @@ nlohmann::json image_settings_json(const ImageProvenance& p);
 std::string a1111_parameters(const ImageProvenance& p);
 // Both as PNG text: Software, "tessera" (the JSON) and "parameters".
 std::vector<std::pair<std::string, std::string>> image_png_text(const ImageProvenance& p);
+// The provenance of `made` (an image job's result): its job, size and ControlNet, and the loaded
+// image model's name and precision. The pictures' names are the caller's (what it read them from).
+ImageProvenance image_provenance(const ImageJobOptions& job, const ImageEvent& made,
+                                 const std::optional<ImageModelInfo>& model);
+// `made`'s image as PNG bytes carrying image_png_text(p), or, with `metadata` false (the privacy
+// switch), only the Software entry.
+Expected<std::string> image_png(const ImageEvent& made, const ImageProvenance& p,
+                                bool metadata = true);
 
 // The model's identity for the metadata: its folder name and the SHA-256 (hex) of its shape GPT
 // file. Errors: reading the file.
