@@ -55,6 +55,21 @@ Timing time_it(int reps, double per_call, const std::function<void()>& fn) {
   return summarize(std::move(seconds));
 }
 
+std::pair<Timing, Timing> time_interleaved(int reps, const std::function<void()>& a,
+                                           const std::function<void()>& b) {
+  a();
+  b();
+  std::vector<double> ta, tb;
+  for (int r = 0; r < reps; ++r) {
+    for (int which = 0; which < 2; ++which) {
+      const auto start = Clock::now();
+      (which == 0 ? a : b)();
+      (which == 0 ? ta : tb).push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    }
+  }
+  return {summarize(std::move(ta)), summarize(std::move(tb))};
+}
+
 Expected<Buffer> allocate(size_t bytes, const char* what) {
   const size_t rounded = (bytes + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, std::max<size_t>(64, rounded));

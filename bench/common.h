@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -47,6 +48,11 @@ Timing summarize(std::vector<double> seconds);
 // One warm-up call, then `reps` timed calls of fn; each call's time is divided by `per_call`
 // (a call that runs the kernel several times over rotating buffers).
 Timing time_it(int reps, double per_call, const std::function<void()>& fn);
+
+// Two calls timed alternately (a, b, a, b, ...) after one warm-up of each, so that a ratio of
+// their medians is measured under the same load on a shared machine.
+std::pair<Timing, Timing> time_interleaved(int reps, const std::function<void()>& a,
+                                           const std::function<void()>& b);
 
 // 64-byte aligned heap buffer, touched by the pool's threads (first touch places the pages).
 struct FreeDeleter {

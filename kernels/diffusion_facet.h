@@ -68,6 +68,8 @@ class DiffusionOps {
                                  int64_t b_channels, float* y, int64_t pixels) = 0;
   // y[i] = x[i] / divisor (a division, as PyTorch's z / scale), i < n; in place OK.
   virtual Status divide(const float* x, float divisor, float* y, int64_t n) = 0;
+  // y[i] = f(x[i]), i < n; in place OK (the tiny decoder's activations and clamps).
+  virtual Status pointwise(const float* x, float* y, int64_t n, const Pointwise& f) = 0;
 
   // ---- bf16 compute on the host (Precision::kBf16; optional) ------------------------------------
   // Whether the four ops below run here (the CPU backend on AVX-512 BF16 CPUs).

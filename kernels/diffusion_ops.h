@@ -124,6 +124,14 @@ enum class AttentionAlgo { kAuto, kFlash, kPartialFused, kNaive };
 //   random sign).
 enum class Precision { kF32, kBf16 };
 
+// A pointwise map y = f(x) (DiffusionOps::pointwise): kRelu max(x, 0); kScaledTanh
+// a * tanh(x / a) (a soft clamp to (-a, a)); kAffine a * x + b.
+struct Pointwise {
+  enum class Kind { kRelu, kScaledTanh, kAffine };
+  Kind kind = Kind::kRelu;
+  float a = 1.0f, b = 0.0f;
+};
+
 }  // namespace tessera::kernels
 
 namespace tessera::kernels::ref {
@@ -144,6 +152,8 @@ void conv2d(const float* x, const float* w, const float* bias, float* y, const C
 // Nearest x2 upsampling: y[n, 2i + a, 2j + b, c] = x[n, i, j, c] (a, b in {0, 1}); s is x's
 // shape, y is [batch, 2 * height, 2 * width, channels].
 void upsample_nearest2x(const float* x, float* y, const ImageShape& s);
+// y[i] = f(x[i]) for i < n, in double (the reference of every backend's pointwise).
+void pointwise(const float* x, float* y, int64_t n, const Pointwise& f);
 
 }  // namespace tessera::kernels::ref
 
@@ -208,6 +218,8 @@ void conv2d(const float* x, const float* packed, const float* bias, float* y, co
 
 // Nearest x2 upsampling, ref's contract (the unfused form of Conv2dShape::upsample2x).
 void upsample_nearest2x(const float* x, float* y, const ImageShape& s);
+// y[i] = f(x[i]) for i < n over the pool; in place OK.
+void pointwise(const float* x, float* y, int64_t n, const Pointwise& f);
 
 // ---- bf16 compute (Precision::kBf16) -----------------------------------------------------------
 // True when the CPU's bf16 products can run (AVX-512 BF16, SIMD on, not switched off by

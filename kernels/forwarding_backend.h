@@ -303,6 +303,9 @@ class ForwardingBackend : public Backend,
   Status divide(const float* x, float divisor, float* y, int64_t n) override {
     return run_op({"divide"}, [=, this] { return inner_->diffusion()->divide(x, divisor, y, n); });
   }
+  Status pointwise(const float* x, float* y, int64_t n, const Pointwise& f) override {
+    return run_op({"pointwise"}, [=, this] { return inner_->diffusion()->pointwise(x, y, n, f); });
+  }
   Expected<PackedWeight> pack_linear_bf16(const Weight& w) override {
     return inner_->diffusion()->pack_linear_bf16(w);
   }

@@ -113,12 +113,14 @@ Status GroupNorm::run(const float* x, float* y, const ImageShape& s, bool silu,
 
 Expected<Conv2d> Conv2d::load(LoadContext& ctx, const std::string& name, int64_t in_c,
                               int64_t out_c, int64_t kernel, int64_t stride, bool upsample2x,
-                              bool pad_end_only) {
+                              bool pad_end_only, bool has_bias) {
   Conv2d c;
   c.backend_ = &ctx.backend;
   TESSERA_ASSIGN_OR_RETURN(c.weight_,
                            ctx.store.f32(name + ".weight", {out_c, in_c, kernel, kernel}));
-  TESSERA_ASSIGN_OR_RETURN(c.bias_, ctx.f32(name + ".bias", {out_c}));
+  if (has_bias) {
+    TESSERA_ASSIGN_OR_RETURN(c.bias_, ctx.f32(name + ".bias", {out_c}));
+  }
   c.in_c_ = in_c;
   c.out_c_ = out_c;
   c.kernel_ = kernel;

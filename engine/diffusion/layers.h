@@ -179,7 +179,8 @@ class Conv2d {
  public:
   static Expected<Conv2d> load(LoadContext& ctx, const std::string& name, int64_t in_c,
                                int64_t out_c, int64_t kernel, int64_t stride = 1,
-                               bool upsample2x = false, bool pad_end_only = false);
+                               bool upsample2x = false, bool pad_end_only = false,
+                               bool has_bias = true);
   // x [batch, h, w, in_c] -> y [batch, out_h, out_w, out_c]; y must not alias x.
   Status run(const float* x, int64_t batch, int64_t h, int64_t w, float* y,
              const KernelOptions& opt, Workspace& ws);

@@ -291,6 +291,10 @@ class CpuBackend final : public Backend, public DecodeOps, public DiffusionOps {
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] / divisor;
     return Status();
   }
+  Status pointwise(const float* x, float* y, int64_t n, const Pointwise& f) override {
+    if (n > 0) cpu::pointwise(x, y, n, f);
+    return Status();
+  }
   bool bf16_compute() const override { return cpu::bf16_compute_available(); }
   Expected<PackedWeight> pack_linear_bf16(const Weight& w) override {
     TESSERA_RETURN_IF_ERROR(require_bf16("pack_linear_bf16"));

@@ -13,6 +13,7 @@
 // image. The transforms vectorise across channels (diffusion_kernels.inc).
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -240,6 +241,23 @@ void upsample_nearest2x(const float* x, float* y, const ImageShape& s) {
         std::memcpy(out + (2 * j + 1) * c, in + j * c, row_bytes);
       }
       std::memcpy(out + w2 * c, out, row_bytes * static_cast<size_t>(w2));
+    }
+  });
+}
+
+void pointwise(const float* x, float* y, int64_t n, const Pointwise& f) {
+  const float a = f.a, b = f.b;
+  kernels::cpu::cpu_pool().parallel_for(n, 16384, [&](int64_t begin, int64_t end) {
+    switch (f.kind) {
+      case Pointwise::Kind::kRelu:
+        for (int64_t i = begin; i < end; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        break;
+      case Pointwise::Kind::kScaledTanh:
+        for (int64_t i = begin; i < end; ++i) y[i] = a * std::tanh(x[i] / a);
+        break;
+      case Pointwise::Kind::kAffine:
+        for (int64_t i = begin; i < end; ++i) y[i] = a * x[i] + b;
+        break;
     }
   });
 }

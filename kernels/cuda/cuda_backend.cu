@@ -535,6 +535,9 @@ class CudaBackend final : public Backend,
   Status divide(const float* x, float divisor, float* y, int64_t n) override {
     return on_stream(cuda::divide, x, divisor, y, n);
   }
+  Status pointwise(const float* x, float* y, int64_t n, const Pointwise& f) override {
+    return on_stream(cuda::pointwise, x, y, n, f);
+  }
 
   Status polygonize_cells(const CellGrid& grid, const int64_t* cells, const float* corners,
                           int64_t n, std::vector<float>* positions,

@@ -140,5 +140,6 @@ Status add_per_image(float* y, const float* rows, int64_t batch, int64_t pixels,
 Status concat_channels(const float* a, int64_t a_channels, const float* b, int64_t b_channels,
                        float* y, int64_t pixels, cudaStream_t stream);
 Status divide(const float* x, float divisor, float* y, int64_t n, cudaStream_t stream);
+Status pointwise(const float* x, float* y, int64_t n, const Pointwise& f, cudaStream_t stream);
 
 }  // namespace tessera::kernels::cuda

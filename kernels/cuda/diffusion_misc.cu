@@ -49,6 +49,25 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+__global__ void __launch_bounds__(kThreads)
+    pointwise_kernel(const float* x, float* y, int64_t n, Pointwise::Kind kind, float a, float b) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float v = x[i];
+    switch (kind) {
+      case Pointwise::Kind::kRelu:
+        y[i] = v > 0.f ? v : 0.f;
+        break;
+      case Pointwise::Kind::kScaledTanh:
+        y[i] = a * tanhf(v / a);
+        break;
+      case Pointwise::Kind::kAffine:
+        y[i] = fmaf(a, v, b);
+        break;
+    }
+  }
+}
+
 }  // namespace
 
 Status add_per_image(float* y, const float* rows, int64_t batch, int64_t pixels, int64_t channels,
@@ -91,6 +110,16 @@ Status divide(const float* x, float divisor, float* y, int64_t n, cudaStream_t s
   if (x == nullptr || y == nullptr) return invalid_argument("cuda divide: null x or y");
   divide_kernel<<<detail::grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(x, divisor, y, n);
   TESSERA_CUDA_CHECK_LAUNCH("divide: kernel launch");
+  return Status();
+}
+
+Status pointwise(const float* x, float* y, int64_t n, const Pointwise& f, cudaStream_t stream) {
+  if (n < 0) return invalid_argument("cuda pointwise: negative size " + std::to_string(n));
+  if (n == 0) return Status();
+  if (x == nullptr || y == nullptr) return invalid_argument("cuda pointwise: null x or y");
+  pointwise_kernel<<<detail::grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(
+      x, y, n, f.kind, f.a, f.b);
+  TESSERA_CUDA_CHECK_LAUNCH("pointwise: kernel launch");
   return Status();
 }
 

@@ -2,7 +2,9 @@
 // activations (tests only). Follows Conv2dShape exactly: kernel 3 pads by 1 (pad_end_only: by 0
 // before, 1 after), kernel 1 by 0, the optional nearest x2 upsampling is applied to x before the
 // convolution.
+#include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -56,6 +58,25 @@ void upsample_nearest2x(const float* x, float* y, const ImageShape& s) {
         for (int64_t ch = 0; ch < c; ++ch) dst[ch] = src[ch];
       }
     }
+  }
+}
+
+void pointwise(const float* x, float* y, int64_t n, const Pointwise& f) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = x[i];
+    double r = 0.0;
+    switch (f.kind) {
+      case Pointwise::Kind::kRelu:
+        r = std::max(v, 0.0);
+        break;
+      case Pointwise::Kind::kScaledTanh:
+        r = f.a * std::tanh(v / f.a);
+        break;
+      case Pointwise::Kind::kAffine:
+        r = static_cast<double>(f.a) * v + f.b;
+        break;
+    }
+    y[i] = static_cast<float>(r);
   }
 }
 

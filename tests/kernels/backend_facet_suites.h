@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -497,6 +498,35 @@ TEST_P(DiffusionOpsConformance, DataMovementOpsAreExact) {
   ASSERT_TRUE(ops().divide(put(x), 0.18215f, q, int64_t(x.size())).ok());
   const std::vector<float> divided = get(q, x.size());
   for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(divided[i], x[i] / 0.18215f) << i;
+}
+
+TEST_P(DiffusionOpsConformance, PointwiseMapsMatchTheReference) {
+  // Values across the clamp's knee and both signs, an odd count (no vector-width tail assumed),
+  // and one map in place.
+  std::vector<float> x = random_floats(1001, 31, -8.0f, 8.0f);
+  x[0] = 0.0f;
+  x[1] = -0.0f;
+  x[2] = 40.0f;
+  x[3] = -40.0f;
+  const int64_t n = int64_t(x.size());
+  using K = kernels::Pointwise::Kind;
+  for (const kernels::Pointwise f :
+       {kernels::Pointwise{K::kRelu, 1.0f, 0.0f}, kernels::Pointwise{K::kScaledTanh, 3.0f, 0.0f},
+        kernels::Pointwise{K::kAffine, 2.0f, -1.0f}}) {
+    std::vector<float> want(x.size());
+    kernels::ref::pointwise(x.data(), want.data(), n, f);
+    float* y = space(x.size());
+    ASSERT_TRUE(ops().pointwise(put(x), y, n, f).ok());
+    const std::vector<float> got = get(y, x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 2e-6f * std::max(1.0f, std::fabs(want[i])))
+          << "kind " << int(f.kind) << " at " << i << " (x " << x[i] << ")";
+    }
+    float* inplace = put(x);
+    ASSERT_TRUE(ops().pointwise(inplace, inplace, n, f).ok());
+    EXPECT_EQ(get(inplace, x.size()), got) << "kind " << int(f.kind) << " in place";
+  }
+  EXPECT_EQ(kernels::Pointwise{}.kind, K::kRelu);
 }
 
 TEST_P(DiffusionOpsConformance, GegluFeedForwardMatchesTheReferenceFusedOrNot) {

@@ -1,0 +1,123 @@
+// The tiny latent decoder (TAESD) against the PyTorch reference (tools/make_taesd_fixtures.py,
+// tools/tessera_ref/sd_taesd.py): both published layouts, every kernel variant and bf16 compute,
+// and what a file that is no tiny decoder gets.
+#include "engine/diffusion/tiny_decoder.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/safetensors.h"
+#include "engine/weights/weight_store.h"
+#include "kernels/diffusion_ops.h"
+#include "tests/engine/diffusion/diffusion_test_util.h"
+
+namespace tessera::diffusion {
+namespace {
+
+using test_util::close_rel;
+
+std::string dir() {
+  return test_util::fixture_dir() + "taesd/";
+}
+
+struct Decoded {
+  TinyDecoderConfig config;
+  std::vector<float> image;
+};
+
+Decoded decode_with(const std::string& file, const KernelOptions& options = {}) {
+  const SafeTensors expected = SafeTensors::open(dir() + "expected.safetensors").value();
+  WeightStore store(SafeTensors::open(file).value(), WeightFormat::kF32);
+  auto config = infer_tiny_decoder_config(store.file());
+  EXPECT_TRUE(config.ok()) << config.status().message();
+  auto decoder = TinyDecoder::load(store, config.value());
+  EXPECT_TRUE(decoder.ok()) << decoder.status().message();
+  (*decoder)->set_options(options);
+  const std::vector<float> z = expected.to_f32("z").value();
+  Decoded out{config.value(), std::vector<float>(static_cast<size_t>(2 * 40 * 48 * 3))};
+  const Status st = (*decoder)->decode(z.data(), 2, 5, 6, out.image.data());
+  EXPECT_TRUE(st.ok()) << st.message();
+  return out;
+}
+
+std::vector<float> want() {
+  return SafeTensors::open(dir() + "expected.safetensors").value().to_f32("image").value();
+}
+
+TEST(TinyDecoder, TheReleaseLayoutMatchesPyTorch) {
+  const Decoded d = decode_with(dir() + "taesd_decoder.safetensors");
+  EXPECT_EQ(d.config.prefix, "");
+  EXPECT_EQ(d.config.width, 8);
+  EXPECT_EQ(d.config.latent_channels, 4);
+  EXPECT_TRUE(close_rel(d.image, want()));
+}
+
+TEST(TinyDecoder, TheDiffusersLayoutMatchesPyTorch) {
+  const Decoded d = decode_with(dir() + "diffusers/diffusion_pytorch_model.safetensors");
+  EXPECT_EQ(d.config.prefix, "decoder.layers.");
+  EXPECT_EQ(d.config.offset, -1);
+  EXPECT_TRUE(close_rel(d.image, want()));
+}
+
+TEST(TinyDecoder, EveryKernelVariantMatches) {
+  for (const auto& [name, options] : test_util::kernel_variants()) {
+    SCOPED_TRACE(name);
+    EXPECT_TRUE(close_rel(decode_with(dir() + "taesd_decoder.safetensors", options).image, want()));
+  }
+}
+
+TEST(TinyDecoder, Bf16ComputeStaysClose) {
+  if (!kernels::cpu::bf16_compute_available()) GTEST_SKIP() << "no AVX-512 BF16 on this CPU";
+  KernelOptions o;
+  o.precision = kernels::Precision::kBf16;
+  const std::vector<float> got = decode_with(dir() + "taesd_decoder.safetensors", o).image;
+  EXPECT_TRUE(close_rel(got, want(), 3e-2));
+}
+
+TEST(TinyDecoder, OtherFilesAreRefusedByName) {
+  // A full VAE (the tiny pipeline model) is not a tiny decoder.
+  const std::string sd = test_util::fixture_dir() + "sd_tiny.safetensors";
+  const auto not_tiny = infer_tiny_decoder_config(SafeTensors::open(sd).value());
+  ASSERT_FALSE(not_tiny.ok());
+  EXPECT_NE(not_tiny.status().message().find("sd_tiny.safetensors"), std::string::npos);
+  EXPECT_NE(not_tiny.status().message().find("not a tiny decoder"), std::string::npos);
+
+  // A release file missing one block tensor: the loader names it.
+  const SafeTensors full = SafeTensors::open(dir() + "taesd_decoder.safetensors").value();
+  std::vector<std::vector<float>> data;
+  data.reserve(full.size());
+  std::vector<TensorToWrite> keep;
+  for (const std::string& name : full.names()) {
+    if (name == "9.conv.2.weight") continue;
+    data.push_back(full.to_f32(name).value());
+    keep.push_back(
+        TensorToWrite::from_f32(name, DType::kF32, full.find(name)->shape, data.back().data()));
+  }
+  const std::string cut = ::testing::TempDir() + "tiny_decoder_cut.safetensors";
+  ASSERT_TRUE(write_safetensors(cut, keep).ok());
+  WeightStore store(SafeTensors::open(cut).value(), WeightFormat::kF32);
+  const auto config = infer_tiny_decoder_config(store.file());
+  ASSERT_TRUE(config.ok());
+  const auto decoder = TinyDecoder::load(store, config.value());
+  ASSERT_FALSE(decoder.ok());
+  EXPECT_NE(decoder.status().message().find("9.conv.2.weight"), std::string::npos)
+      << decoder.status().message();
+
+  // Every tensor the layout implies is in the release file, and nothing else.
+  EXPECT_EQ(tiny_decoder_tensor_shapes(config.value()).size(), full.size());
+}
+
+TEST(TinyDecoder, BadSizesAreRefused) {
+  WeightStore store(SafeTensors::open(dir() + "taesd_decoder.safetensors").value(),
+                    WeightFormat::kF32);
+  auto decoder = TinyDecoder::load(store, infer_tiny_decoder_config(store.file()).value()).value();
+  std::vector<float> z(16), image(16 * 64 * 3);
+  EXPECT_FALSE(decoder->decode(z.data(), 1, 0, 4, image.data()).ok());
+  EXPECT_FALSE(decoder->decode(nullptr, 1, 1, 1, image.data()).ok());
+}
+
+}  // namespace
+}  // namespace tessera::diffusion
