@@ -53,6 +53,7 @@
 #include "core/thread_pool.h"
 #include "engine/weights/weight_store.h"
 #include "engine/diffusion/controlnet.h"
+#include "engine/diffusion/tiny_decoder.h"
 #include "engine/diffusion/layers.h"
 #include "engine/diffusion/pipeline.h"
 #include "engine/diffusion/sd_config.h"
@@ -501,6 +502,20 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
   }
   // LCM (guidance 1): one UNet pass per step over batch 1; an image is 4 of them and a decode.
   std::string lcm_line;
+  std::unique_ptr<diffusion::TinyDecoder> taesd;  // --lcm: a TAESD-shaped decoder, random weights
+  std::vector<uint8_t> tiny_image;
+  WeightStore tiny_store;
+  if (o.lcm && vcfg.upscale() == 8 && vcfg.z_channels == 4) {
+    const diffusion::TinyDecoderConfig tcfg;
+    diffusion::TensorShapes tshapes;
+    for (auto& [name, shape] : diffusion::tiny_decoder_tensor_shapes(tcfg)) tshapes[name] = shape;
+    TESSERA_ASSIGN_OR_RETURN(tiny_image, random_checkpoint(tshapes));
+    TESSERA_ASSIGN_OR_RETURN(
+        SafeTensors tfile,
+        SafeTensors::parse(tiny_image.data(), tiny_image.size(), "random tiny decoder weights"));
+    tiny_store = WeightStore(std::move(tfile), WeightFormat::kF32);
+    TESSERA_ASSIGN_OR_RETURN(taesd, diffusion::TinyDecoder::load(tiny_store, tcfg, backend.get()));
+  }
   if (o.lcm) {
     double lcm_f32 = 0;  // the all-on f32 row's median (the bf16 row's ratio)
     for (size_t i = 0; i < variants.size(); ++i) {
@@ -530,6 +545,24 @@ Status run_bench_diffusion(DiffusionBenchOptions o) {
                     v.bf16 ? "bf16 compute" : "f32", 4 * step.median + decode,
                     ms(step.median).c_str(), ms(decode).c_str());
       lcm_line += line;
+      if (taesd) {
+        taesd->set_options(v.options);
+        const Timing tdec = time_it(reps, 1, [&] {
+          Status st = taesd->decode(z_b, 1, latent, latent, rgb_b);
+          if (st.ok()) st = backend->synchronize();
+          if (!st.ok() && failure.ok()) failure = st;
+        });
+        TESSERA_RETURN_IF_ERROR(failure);
+        results.push_back(Result{"tiny decoder (TAESD)", v.name, tdec, 0.0, 0.0, v.bf16});
+        std::printf("%-30s %-38s %9s ms\n", "tiny decoder (TAESD)", v.name.c_str(),
+                    ms(tdec.median).c_str());
+        std::snprintf(line, sizeof line,
+                      "LCM image, 4 unguided steps + tiny decoder (%s): %.2f s = 4 x %s ms + %s "
+                      "ms.\n",
+                      v.bf16 ? "bf16 compute" : "f32", 4 * step.median + tdec.median,
+                      ms(step.median).c_str(), ms(tdec.median).c_str());
+        lcm_line += line;
+      }
       std::fflush(stdout);
     }
     lcm_line += "\n";

@@ -56,6 +56,7 @@ struct ImageCliOptions {
   std::vector<std::string> loras;  // FILE[:M]
   std::string lora_dir;            // where <lora:NAME> tags look
   bool fast = false;               // LCM + the LCM-LoRA, 4 steps, guidance 1
+  std::string taesd;               // the tiny decoder instead of the VAE
   // ControlNet: a control image, or a mesh whose depth the renderer draws from a named view.
   std::string control, control_model, control_mesh, view = "front", save_control;
   float control_scale = runtime::kDefaultControlScale;
@@ -177,6 +178,13 @@ int run_image(const ImageCliOptions& o) {
     }
   }
   job.control_model = o.control_model;
+  if (!o.taesd.empty()) {
+    std::error_code exists_ec;
+    if (!fs::exists(o.taesd, exists_ec)) {
+      return fail("--taesd: no such file or folder '" + o.taesd + "'");
+    }
+    job.tiny_decoder = o.taesd;
+  }
   job.control_scale = o.control_scale;
   job.control_guess_mode = o.control_guess;
   if (Status st = runtime::check_image_job(job); !st.ok()) return fail(st.message());
@@ -353,6 +361,11 @@ void register_image(CLI::App& app, int* exit_code) {
                 "LCM with the LCM-LoRA: 4 steps, guidance 1 (the LoRA from --lora, else "
                 "lcm-lora-sdv1-5.safetensors in --lora-dir); overrides --steps, --guidance, "
                 "--sampler");
+  cmd->add_option("--taesd", o->taesd,
+                  "Decode with this tiny decoder (TAESD: taesd_decoder.safetensors, or diffusers' "
+                  "AutoencoderTiny file or folder) instead of the VAE: about 20x less decode work, "
+                  "a softer image. --fast takes taesd_decoder.safetensors from --lora-dir when it "
+                  "is there");
   cmd->add_option("--lora-dir", o->lora_dir,
                   "Where <lora:NAME> tags in the prompt look (default: the user's data folder's "
                   "loras/)");

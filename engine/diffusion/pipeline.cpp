@@ -56,6 +56,7 @@ void DiffusionModel::set_kernel_options(const KernelOptions& options) {
   impl_->vae->set_options(options);
   if (impl_->encoder) impl_->encoder->set_options(options);
   if (impl_->control) impl_->control->set_options(options);
+  if (impl_->tiny) impl_->tiny->set_options(options);
 }
 kernels::Precision DiffusionModel::compute_precision() const {
   const KernelOptions& o = impl_->unet->options();
@@ -136,6 +137,9 @@ Status DiffusionModel::check_image_inputs(const GenerateRequest& request) const 
   TESSERA_RETURN_IF_ERROR(check_view(request.control_image, "control image", false));
   if (request.control_image != nullptr && impl_->control == nullptr) {
     return invalid_argument("a control image needs a ControlNet (load one first)");
+  }
+  if (request.tiny_decode && impl_->tiny == nullptr) {
+    return invalid_argument("tiny_decode needs a tiny decoder (load one first)");
   }
   if (!(request.control_scale >= 0.0f) || !std::isfinite(request.control_scale)) {
     return invalid_argument("control scale " + std::to_string(request.control_scale) +

@@ -69,6 +69,7 @@
 #include "engine/diffusion/lora.h"
 #include "engine/diffusion/scheduler.h"
 #include "engine/diffusion/sd_config.h"
+#include "engine/diffusion/tiny_decoder.h"
 
 namespace tessera::diffusion {
 
@@ -196,6 +197,9 @@ struct GenerateRequest {
   const ImageView* control_image = nullptr;
   float control_scale = 1.0f;
   bool control_guess_mode = false;
+  // Decode with the tiny decoder (needs load_tiny_decoder) instead of the VAE: about 20x less
+  // work for a softer image (fast choices and previews).
+  bool tiny_decode = false;
 };
 
 // Sent after every denoising step. Pointers are valid during the callback only.
@@ -282,6 +286,19 @@ class DiffusionModel {
   bool has_control_net() const;
   const std::string& control_net_path() const;         // "" when none is loaded
   const ControlNetConfig* control_net_config() const;  // null when none is loaded
+
+  // The tiny latent decoder (TAESD, engine/diffusion/tiny_decoder.h) for
+  // GenerateRequest::tiny_decode, replacing any loaded one. `path`: a .safetensors file in the
+  // release layout (taesd_decoder.safetensors) or diffusers' AutoencoderTiny, or a folder holding
+  // taesd_decoder.safetensors or diffusion_pytorch_model.safetensors. Errors name the file:
+  // kNotFound (no such file), kUnsupported (.pth / .ckpt), kInvalidArgument (no tiny decoder in
+  // it, a missing or misshapen tensor, latents of another channel count or scale than this
+  // model's, e.g. SD3's 16-channel TAESD; SDXL's has SD 1.5's shapes and cannot be told apart,
+  // so the file is trusted to be this model family's). On error the loaded one stays.
+  Status load_tiny_decoder(const std::string& path);
+  void unload_tiny_decoder();
+  bool has_tiny_decoder() const;
+  const std::string& tiny_decoder_path() const;  // "" when none is loaded
 
   // The UNet context of `prompt` and `negative_prompt`: [2, context_length, text_width] rows
   // [negative, prompt] (EOS-padded ids, causal-only CLIP as SD runs it). Errors: tokenizer /

@@ -107,4 +107,67 @@ const ControlNetConfig* DiffusionModel::control_net_config() const {
   return impl_->control ? &impl_->control->config() : nullptr;
 }
 
+Status DiffusionModel::load_tiny_decoder(const std::string& path) {
+  Impl& m = *impl_;
+  std::error_code ec;
+  std::string file_path = path;
+  if (fs::is_directory(path, ec)) {
+    file_path.clear();
+    for (const char* name : {"taesd_decoder.safetensors", "diffusion_pytorch_model.safetensors"}) {
+      const fs::path p = fs::path(path) / name;
+      if (fs::is_regular_file(p, ec)) {
+        file_path = p.string();
+        break;
+      }
+    }
+    if (file_path.empty()) {
+      return not_found(path +
+                       ": no taesd_decoder.safetensors or diffusion_pytorch_model.safetensors in "
+                       "this folder (a tiny decoder)");
+    }
+  } else if (!fs::exists(path, ec)) {
+    return not_found(path + ": no such tiny decoder file");
+  }
+  const std::string ext = fs::path(file_path).extension().string();
+  if (ext == ".pth" || ext == ".ckpt" || ext == ".pt") {
+    return unsupported(file_path +
+                       ": a pickled checkpoint; Tessera reads tiny decoders as .safetensors "
+                       "(taesd_decoder.safetensors is published as such)");
+  }
+  TESSERA_ASSIGN_OR_RETURN(SafeTensors file, SafeTensors::open(file_path));
+  TESSERA_ASSIGN_OR_RETURN(TinyDecoderConfig config, infer_tiny_decoder_config(file));
+  const int64_t z = unet_config().out_channels;
+  if (config.latent_channels != z || config.upscale() != vae_config().upscale()) {
+    return invalid_argument(file_path + ": a tiny decoder for " +
+                            std::to_string(config.latent_channels) + "-channel latents at x" +
+                            std::to_string(config.upscale()) + ", but this model's are " +
+                            std::to_string(z) + "-channel at x" +
+                            std::to_string(vae_config().upscale()));
+  }
+  auto store = std::make_unique<WeightStore>(std::move(file), WeightFormat::kF32);
+  auto decoder = TinyDecoder::load(*store, config, m.backend.get());
+  if (!decoder.ok()) return decoder.status().with_context("tiny decoder");
+  (*decoder)->set_options(m.unet->options());
+  m.tiny.reset();
+  m.tiny_store = std::move(store);
+  m.tiny = std::move(*decoder);
+  m.tiny_path = path;
+  return Status();
+}
+
+void DiffusionModel::unload_tiny_decoder() {
+  Impl& m = *impl_;
+  m.tiny.reset();
+  m.tiny_store.reset();
+  m.tiny_path.clear();
+}
+
+bool DiffusionModel::has_tiny_decoder() const {
+  return impl_->tiny != nullptr;
+}
+
+const std::string& DiffusionModel::tiny_decoder_path() const {
+  return impl_->tiny_path;
+}
+
 }  // namespace tessera::diffusion

@@ -86,6 +86,10 @@ struct DiffusionModel::Impl {
   std::unique_ptr<WeightStore> control_store;
   std::unique_ptr<ControlNet> control;
   std::string control_path;
+  // The tiny decoder (load_tiny_decoder), its weights and file; null / empty when none is loaded.
+  std::unique_ptr<WeightStore> tiny_store;
+  std::unique_ptr<TinyDecoder> tiny;
+  std::string tiny_path;
   // LoRAs (DiffusionLoadOptions::loras): their modules, read at load, and what merging did (one
   // entry per LoRA, the UNet's counts filled before the UNet loads, the text encoder's in
   // load_text_stage).

@@ -143,7 +143,11 @@ Status DiffusionModel::Impl::decode_latents(Impl& m, const GenerateRequest& requ
     TESSERA_ASSIGN_OR_RETURN(float* image_dev,
                              m.dev.get(Impl::kDevImage, static_cast<int64_t>(out->decoded.size())));
     TESSERA_RETURN_IF_ERROR(m.backend->upload(z_dev, m.x.data(), m.x.size() * sizeof(float)));
-    TESSERA_RETURN_IF_ERROR(m.vae->decode(z_dev, 1, lh, lw, image_dev));
+    if (request.tiny_decode) {
+      TESSERA_RETURN_IF_ERROR(m.tiny->decode(z_dev, 1, lh, lw, image_dev));
+    } else {
+      TESSERA_RETURN_IF_ERROR(m.vae->decode(z_dev, 1, lh, lw, image_dev));
+    }
     TESSERA_RETURN_IF_ERROR(
         m.backend->download(out->decoded.data(), image_dev, out->decoded.size() * sizeof(float)));
   }

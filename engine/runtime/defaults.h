@@ -50,5 +50,7 @@ inline constexpr float kMaxControlScale = 2.0f;  // the range every front end of
 inline constexpr int kFastImageSteps = 4;
 inline constexpr float kFastImageGuidance = 1.0f;
 inline constexpr const char* kLcmLoraFile = "lcm-lora-sdv1-5.safetensors";
+// The tiny decoder (TAESD) the "fast" choice also takes when this file is beside the LCM-LoRA.
+inline constexpr const char* kTinyDecoderFile = "taesd_decoder.safetensors";
 
 }  // namespace tessera::runtime

@@ -292,6 +292,11 @@ Status apply_fast_choice(ImageJobOptions* job, const std::string& lora_dir) {
     }
     job->loras.push_back({file.string(), 1.0f});
   }
+  if (job->tiny_decoder.empty()) {
+    const std::filesystem::path tiny = std::filesystem::path(lora_dir) / kTinyDecoderFile;
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(tiny, ec)) job->tiny_decoder = tiny.string();
+  }
   job->sampler = SamplerKind::kLcm;
   job->steps = kFastImageSteps;
   job->guidance = kFastImageGuidance;

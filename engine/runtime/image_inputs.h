@@ -69,7 +69,8 @@ Expected<LoraChoice> parse_lora_choice(const std::string& text);
 // The "fast" choice on `job`: the LCM sampler, kFastImageSteps steps, guidance kFastImageGuidance,
 // with the LCM-LoRA merged: one of the job's LoRAs whose file name has "lcm" in it, else
 // `lora_dir`/kLcmLoraFile (added at multiplier 1). kNotFound saying where it looked when there is
-// none (LCM sampling without it blurs).
+// none (LCM sampling without it blurs). A `lora_dir`/kTinyDecoderFile beside it becomes the job's
+// tiny decoder when the job names none.
 Status apply_fast_choice(ImageJobOptions* job, const std::string& lora_dir);
 // Where `<lora:NAME>` looks by default: the user's data folder's loras/.
 std::string default_lora_dir();

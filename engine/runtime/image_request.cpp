@@ -20,7 +20,7 @@ const std::set<std::string>& image_request_keys() {
       "kind",          "prompt", "negative_prompt", "steps",         "guidance",
       "sampler",       "seed",   "width",           "height",        "init_image",
       "strength",      "mask",   "control_image",   "control_model", "control_scale",
-      "control_guess", "loras",  "lora_dir",        "fast"};
+      "control_guess", "loras",  "lora_dir",        "fast", "tiny_decoder"};
   return keys;
 }
 
@@ -148,6 +148,7 @@ Expected<ImageJobOptions> parse_image_request(const json& j, const std::string& 
                                       : job.control_image) = std::move(image);
   }
   TESSERA_RETURN_IF_ERROR(text("control_model", &job.control_model));
+  TESSERA_RETURN_IF_ERROR(text("tiny_decoder", &job.tiny_decoder));
   if (j.contains("control_guess")) {
     if (!j["control_guess"].is_boolean()) return field_error("control_guess", "must be true/false");
     job.control_guess_mode = j["control_guess"].get<bool>();

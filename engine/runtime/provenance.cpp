@@ -102,6 +102,9 @@ nlohmann::json image_settings_json(const ImageProvenance& p) {
         {"scale", std::stod(short_number(job.control_scale))},
         {"guess_mode", job.control_guess_mode}};
   }
+  if (!job.tiny_decoder.empty()) {
+    j["tiny_decoder"] = display_path(std::filesystem::path(job.tiny_decoder).filename().string());
+  }
   return j;
 }
 
@@ -128,6 +131,9 @@ std::string a1111_parameters(const ImageProvenance& p) {
          display_path(std::filesystem::path(p.control_net).stem().string()) +
          ", Weight: " + short_number(job.control_scale) +
          (job.control_guess_mode ? ", Guess Mode: True" : "") + "\"";
+  }
+  if (!job.tiny_decoder.empty()) {
+    s += ", VAE: " + display_path(std::filesystem::path(job.tiny_decoder).stem().string());
   }
   s += std::string(", Version: Tessera ") + TESSERA_VERSION;
   return s;

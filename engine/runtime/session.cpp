@@ -613,8 +613,20 @@ void Session::Impl::run_image_job(uint64_t id, const ImageJobOptions& o,
       notes.push_back("ControlNet " + short_name(control) + " loaded in " + ms + " ms");
     }
   }
+  // The tiny decoder: the job's, loaded when another is, let go by a job without one.
+  if (o.tiny_decoder.empty() && image_->has_tiny_decoder()) image_->unload_tiny_decoder();
+  if (!o.tiny_decoder.empty() && image_->tiny_decoder_path() != o.tiny_decoder) {
+    Stopwatch loading;
+    if (Status st = image_->load_tiny_decoder(o.tiny_decoder); !st.ok()) {
+      return emit(id, lane, ErrorEvent{st});
+    }
+    char ms[32];
+    std::snprintf(ms, sizeof(ms), "%.0f", loading.elapsed_ms());
+    notes.push_back("tiny decoder " + short_name(o.tiny_decoder) + " loaded in " + ms + " ms");
+  }
   diffusion::GenerateRequest request;
   request.prompt = prompt;
+  request.tiny_decode = !o.tiny_decoder.empty();
   request.negative_prompt = o.negative_prompt;
   request.width = inputs->width;
   request.height = inputs->height;

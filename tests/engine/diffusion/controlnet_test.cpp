@@ -354,5 +354,35 @@ TEST_F(DiffusionControlNet, BadFilesAndRequestsAreNamed) {
   EXPECT_EQ(model->generate(r).status().code(), ErrorCode::kInvalidArgument);
 }
 
+// The tiny decoder (TAESD) loads onto a model whose latents it reads; this fixture model's VAE
+// is x2, a TAESD x8: refused by name. Its decode itself is tiny_decoder_test's.
+TEST_F(DiffusionControlNet, TinyDecoderForAnotherLatentScaleIsRefused) {
+  auto model = load();
+  ASSERT_NE(model, nullptr);
+  GenerateRequest r = fixture_request();
+  r.tiny_decode = true;
+  auto none = model->generate(r);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("tiny decoder"), std::string::npos);
+
+  const std::string taesd = pt::source_dir() + "/tests/fixtures/diffusion/taesd/";
+  for (const std::string& path : {taesd + "taesd_decoder.safetensors", taesd + "diffusers"}) {
+    const Status st = model->load_tiny_decoder(path);
+    EXPECT_EQ(st.code(), ErrorCode::kInvalidArgument) << path;
+    EXPECT_NE(st.message().find("x8"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("x2"), std::string::npos) << st.message();
+  }
+  EXPECT_FALSE(model->has_tiny_decoder());
+  EXPECT_EQ(model->load_tiny_decoder(pt::sd_tiny_path()).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(model->load_tiny_decoder((dir_->path() / "none.safetensors").string()).code(),
+            ErrorCode::kNotFound);
+  const pt::fs::path pth = dir_->path() / "taesd_decoder.pth";
+  std::ofstream(pth) << "not a pickle";
+  EXPECT_EQ(model->load_tiny_decoder(pth.string()).code(), ErrorCode::kUnsupported);
+  EXPECT_EQ(model->load_tiny_decoder(dir_->path().string()).code(), ErrorCode::kNotFound)
+      << "a folder without a tiny decoder file";
+  EXPECT_TRUE(model->tiny_decoder_path().empty());
+}
+
 }  // namespace
 }  // namespace tessera::diffusion
