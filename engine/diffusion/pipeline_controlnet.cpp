@@ -138,11 +138,10 @@ Status DiffusionModel::load_tiny_decoder(const std::string& path) {
   TESSERA_ASSIGN_OR_RETURN(TinyDecoderConfig config, infer_tiny_decoder_config(file));
   const int64_t z = unet_config().out_channels;
   if (config.latent_channels != z || config.upscale() != vae_config().upscale()) {
-    return invalid_argument(file_path + ": a tiny decoder for " +
-                            std::to_string(config.latent_channels) + "-channel latents at x" +
-                            std::to_string(config.upscale()) + ", but this model's are " +
-                            std::to_string(z) + "-channel at x" +
-                            std::to_string(vae_config().upscale()));
+    return invalid_argument(
+        file_path + ": a tiny decoder for " + std::to_string(config.latent_channels) +
+        "-channel latents at x" + std::to_string(config.upscale()) + ", but this model's are " +
+        std::to_string(z) + "-channel at x" + std::to_string(vae_config().upscale()));
   }
   auto store = std::make_unique<WeightStore>(std::move(file), WeightFormat::kF32);
   auto decoder = TinyDecoder::load(*store, config, m.backend.get());

@@ -20,7 +20,7 @@ const std::set<std::string>& image_request_keys() {
       "kind",          "prompt", "negative_prompt", "steps",         "guidance",
       "sampler",       "seed",   "width",           "height",        "init_image",
       "strength",      "mask",   "control_image",   "control_model", "control_scale",
-      "control_guess", "loras",  "lora_dir",        "fast", "tiny_decoder"};
+      "control_guess", "loras",  "lora_dir",        "fast",          "tiny_decoder"};
   return keys;
 }
 

@@ -280,6 +280,23 @@ TEST_F(ImageCli, ControlNetMistakesAreNamed) {
   EXPECT_FALSE(std::filesystem::exists(out("bad.png")));
 }
 
+// --taesd: a missing file, and a tiny decoder (x8) for a model whose VAE is x2, each named; no
+// PNG is written.
+TEST_F(ImageCli, TinyDecoderMistakesAreNamed) {
+  const std::string o = " -o " + shell_quote(out("taesd.png"));
+  auto r = run_tessera("image -p x -m " + model() + " --steps 1 --taesd " +
+                       shell_quote(out("no-such-taesd.safetensors")) + o);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no-such-taesd"), std::string::npos) << r.err;
+  const std::string taesd =
+      pt::source_dir() + "/tests/fixtures/diffusion/taesd/taesd_decoder.safetensors";
+  r = run_tessera("image -p x -m " + model() + " --steps 1 --taesd " + shell_quote(taesd) + o);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("x8"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("taesd_decoder.safetensors"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out("taesd.png")));
+}
+
 TEST_F(ImageCli, BadArgumentsGiveClearErrors) {
   const std::string o = " -o " + shell_quote(out("bad.png"));
   auto r = run_tessera("image -p x -m " + model() + " --width 30 --steps 1" + o);

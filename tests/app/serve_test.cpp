@@ -251,6 +251,7 @@ TEST_F(ServeTest, ImageJobsStreamTheirStepsAndGiveAPngWithItsSettings) {
            {{{"kind", "image"}, {"prompt", "x"}, {"init_image", huge_png_base64()}}, "init_image"},
            {{{"kind", "image"}, {"prompt", "x"}, {"resolution", 33}}, "resolution"},
            {{{"kind", "image"}, {"prompt", "x"}, {"control_scale", 5}}, "control_scale"},
+           {{{"kind", "image"}, {"prompt", "x"}, {"tiny_decoder", 3}}, "tiny_decoder"},
            {{{"kind", "picture"}, {"prompt", "x"}}, "kind"}}) {
     const json refused = post_job(c, body, &status);
     EXPECT_EQ(status, 400) << body.dump();
@@ -271,6 +272,19 @@ TEST_F(ServeTest, ImageJobsStreamTheirStepsAndGiveAPngWithItsSettings) {
   ASSERT_FALSE(failed.empty());
   EXPECT_NE(failed.back().dump().find("nope.safetensors"), std::string::npos)
       << failed.back().dump();
+  // So does a tiny decoder made for other latents (the embedded model's VAE is not x8).
+  const uint64_t tiny =
+      post_job(c,
+               {{"kind", "image"},
+                {"prompt", "x"},
+                {"steps", 1},
+                {"tiny_decoder", std::string(TESSERA_SOURCE_DIR) +
+                                     "/tests/fixtures/diffusion/taesd/taesd_decoder.safetensors"}},
+               &status)["id"];
+  ASSERT_EQ(status, 202);
+  const std::vector<json> tiny_failed = events_of(c, tiny);
+  ASSERT_FALSE(tiny_failed.empty());
+  EXPECT_NE(tiny_failed.back().dump().find("x8"), std::string::npos) << tiny_failed.back().dump();
   // Shape jobs still run after image jobs.
   const uint64_t shape = post_job(c, {{"prompt", "a chair"}, {"resolution", 17}}, &status)["id"];
   ASSERT_EQ(status, 202);

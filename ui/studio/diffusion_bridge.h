@@ -46,7 +46,8 @@ struct ImageSettings {
   // reloads the model on the next image; <lora:NAME:M> tags in the prompt add to it).
   std::vector<runtime::LoraChoice> loras;
   // The "fast" choice (runtime::apply_fast_choice): LCM, 4 steps, guidance 1 with the LCM-LoRA
-  // (from the list, else the user's loras folder), over steps, guidance and sampler.
+  // (from the list, else the user's loras folder), over steps, guidance and sampler; the tiny
+  // decoder too when taesd_decoder.safetensors is in that folder.
   bool fast = false;
   // ControlNet: what the image follows (the viewport's depth of the shown mesh, or a PNG such as
   // a depth map), the ControlNet ("" = the model's own depth ControlNet), how strongly, guess mode.
