@@ -101,7 +101,6 @@ int run_image(const ImageCliOptions& o) {
   if (Status st = check_output_file(o.output, "output"); !st.ok()) return fail(st.message());
   auto sampler = runtime::parse_sampler(o.sampler);
   if (!sampler.ok()) return fail("--" + sampler.status().message());
-  if (o.steps < 1) return fail("--steps must be >= 1, got " + std::to_string(o.steps));
   if (o.width < 0 || o.height < 0) return fail("--width and --height must be positive");
   auto precision = runtime::parse_precision(o.precision);
   if (!precision.ok()) return fail("--" + precision.status().message());
@@ -187,6 +186,11 @@ int run_image(const ImageCliOptions& o) {
   }
   job.control_scale = o.control_scale;
   job.control_guess_mode = o.control_guess;
+  if (!o.fast) {
+    job.steps = o.steps;
+    job.guidance = o.guidance;
+    job.sampler = *sampler;
+  }
   if (Status st = runtime::check_image_job(job); !st.ok()) return fail(st.message());
   if (!o.save_control.empty()) {
     if (Status st = check_output_file(o.save_control, "--save-control"); !st.ok()) {
@@ -249,11 +253,6 @@ int run_image(const ImageCliOptions& o) {
                  static_cast<long long>(h));
   }
 #endif
-  if (!o.fast) {
-    job.steps = o.steps;
-    job.guidance = o.guidance;
-    job.sampler = *sampler;
-  }
   job.seed = o.seed;
   g_cancel.store(false);
   auto previous = std::signal(SIGINT, on_sigint);

@@ -186,8 +186,7 @@ Expected<AtlasReport> check_uv_atlas(const Mesh& mesh, int size) {
     const double s[3][2] = {{tri[6 * t], tri[6 * t + 1]},
                             {tri[6 * t + 2], tri[6 * t + 3]},
                             {tri[6 * t + 4], tri[6 * t + 5]}};
-    stretch.push_back({l2_stretch(q, s) * r.texels_per_unit,
-                       g.area});
+    stretch.push_back({l2_stretch(q, s) * r.texels_per_unit, g.area});
   }
   for (const auto& [island, w] : winding) r.flipped += std::min(w.first, w.second);
   r.charts = static_cast<int64_t>(winding.size());
@@ -198,8 +197,7 @@ Expected<AtlasReport> check_uv_atlas(const Mesh& mesh, int size) {
   return r;
 }
 
-Expected<Mesh> make_uv_atlas(const Mesh& mesh, const AtlasOptions& options,
-                             AtlasReport* report) {
+Expected<Mesh> make_uv_atlas(const Mesh& mesh, const AtlasOptions& options, AtlasReport* report) {
   TESSERA_RETURN_IF_ERROR(validate(mesh));
   if (mesh.triangles.empty()) return invalid_argument("UV atlas: the mesh has no triangles");
   if (options.size != 1024 && options.size != 2048 && options.size != 4096) {
@@ -227,7 +225,8 @@ Expected<Mesh> make_uv_atlas(const Mesh& mesh, const AtlasOptions& options,
 
   auto t0 = Clock::now();
   int64_t chart_count = 0;
-  const std::vector<int32_t> chart_of = grow_charts(mesh, options.max_chart_angle_deg, &chart_count);
+  const std::vector<int32_t> chart_of =
+      grow_charts(mesh, options.max_chart_angle_deg, &chart_count);
   std::vector<std::vector<int64_t>> faces_of(static_cast<size_t>(chart_count));
   for (size_t f = 0; f < chart_of.size(); ++f) {
     faces_of[static_cast<size_t>(chart_of[f])].push_back(static_cast<int64_t>(f));

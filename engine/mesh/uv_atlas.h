@@ -2,9 +2,9 @@
 // so a painter (or any texture) can give every triangle its own texels.
 //
 // No Debian 12 package makes a complete atlas one can link (xatlas, UVAtlas and geogram are not
-// packaged; CGAL's parameterisers are GPL and need a disc per chart and leave packing to the caller;
-// OpenMesh and Assimp have no parameterisation; docs/uv-atlas.md), so the steps are our own, one
-// algorithm per file, after what xatlas does reduced to its core:
+// packaged; CGAL's parameterisers are GPL and need a disc per chart and leave packing to the
+// caller; OpenMesh and Assimp have no parameterisation; docs/uv-atlas.md), so the steps are our
+// own, one algorithm per file, after what xatlas does reduced to its core:
 //   uv_charts.cpp  charts grown from seeds over shared edges while a face's normal stays within a
 //                  cone around the chart's mean normal (D-Charts, Julius et al. 2005, reduced);
 //   uv_flatten.cpp each chart projected onto its mean plane, then relaxed to least-squares
@@ -45,10 +45,10 @@ struct AtlasOptions {
 struct AtlasReport {
   bool kept_existing = false;  // the mesh had uvs and keeps them (nothing else below is filled)
   int64_t charts = 0;
-  int64_t lscm_charts = 0;   // relaxed by LSCM (the others kept their planar projection)
-  int64_t split_charts = 0;  // charts that were split because they flipped or overlapped
-  int64_t seam_vertices = 0;  // vertices added by cutting the mesh into charts
-  double utilization = 0;     // share of the texture's texels inside some triangle
+  int64_t lscm_charts = 0;     // relaxed by LSCM (the others kept their planar projection)
+  int64_t split_charts = 0;    // charts that were split because they flipped or overlapped
+  int64_t seam_vertices = 0;   // vertices added by cutting the mesh into charts
+  double utilization = 0;      // share of the texture's texels inside some triangle
   double texels_per_unit = 0;  // texels per mesh unit along a surface
   // Area-weighted percentiles of the per-triangle L2 stretch (Sander et al. 2001), each triangle's
   // UV scaled to the mesh's overall density: 1 = no stretch.

@@ -32,9 +32,9 @@ constexpr int kMaxCgIterations = 400;
 
 struct Piece {
   std::vector<int64_t> faces;
-  std::vector<uint32_t> welded_of;   // local vertex -> welded id
-  std::vector<uint32_t> mesh_of;     // local vertex -> a mesh vertex at that position
-  std::vector<uint32_t> triangles;   // local
+  std::vector<uint32_t> welded_of;  // local vertex -> welded id
+  std::vector<uint32_t> mesh_of;    // local vertex -> a mesh vertex at that position
+  std::vector<uint32_t> triangles;  // local
 };
 
 Piece make_piece(const Mesh& mesh, const std::vector<uint32_t>& welded,
@@ -47,7 +47,8 @@ Piece make_piece(const Mesh& mesh, const std::vector<uint32_t>& welded,
   for (int64_t f : faces) {
     for (int k = 0; k < 3; ++k) {
       const uint32_t v = mesh.triangles[static_cast<size_t>(3 * f + k)];
-      const auto [it, fresh] = local.try_emplace(welded[v], static_cast<uint32_t>(p.welded_of.size()));
+      const auto [it, fresh] =
+          local.try_emplace(welded[v], static_cast<uint32_t>(p.welded_of.size()));
       if (fresh) {
         p.welded_of.push_back(welded[v]);
         p.mesh_of.push_back(v);
@@ -372,8 +373,10 @@ int64_t flatten_piece(const Mesh& mesh, const std::vector<uint32_t>& welded, Pie
     centroid[t] = g.centroid;
     centre = add(centre, g.centroid);
     for (int a = 0; a < 3; ++a) {
-      lo[static_cast<size_t>(a)] = std::min(lo[static_cast<size_t>(a)], g.centroid[static_cast<size_t>(a)]);
-      hi[static_cast<size_t>(a)] = std::max(hi[static_cast<size_t>(a)], g.centroid[static_cast<size_t>(a)]);
+      lo[static_cast<size_t>(a)] =
+          std::min(lo[static_cast<size_t>(a)], g.centroid[static_cast<size_t>(a)]);
+      hi[static_cast<size_t>(a)] =
+          std::max(hi[static_cast<size_t>(a)], g.centroid[static_cast<size_t>(a)]);
     }
   }
   centre = scale(centre, 1.0 / static_cast<double>(p.faces.size()));

@@ -12,14 +12,24 @@
 namespace tessera::mesh::uv_detail {
 
 using Vec3d = std::array<double, 3>;
-inline Vec3d add(const Vec3d& a, const Vec3d& b) { return {a[0] + b[0], a[1] + b[1], a[2] + b[2]}; }
-inline Vec3d sub(const Vec3d& a, const Vec3d& b) { return {a[0] - b[0], a[1] - b[1], a[2] - b[2]}; }
-inline Vec3d scale(const Vec3d& a, double s) { return {a[0] * s, a[1] * s, a[2] * s}; }
-inline double dot(const Vec3d& a, const Vec3d& b) { return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]; }
+inline Vec3d add(const Vec3d& a, const Vec3d& b) {
+  return {a[0] + b[0], a[1] + b[1], a[2] + b[2]};
+}
+inline Vec3d sub(const Vec3d& a, const Vec3d& b) {
+  return {a[0] - b[0], a[1] - b[1], a[2] - b[2]};
+}
+inline Vec3d scale(const Vec3d& a, double s) {
+  return {a[0] * s, a[1] * s, a[2] * s};
+}
+inline double dot(const Vec3d& a, const Vec3d& b) {
+  return a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+}
 inline Vec3d cross(const Vec3d& a, const Vec3d& b) {
   return {a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]};
 }
-inline double norm(const Vec3d& a) { return std::sqrt(dot(a, a)); }
+inline double norm(const Vec3d& a) {
+  return std::sqrt(dot(a, a));
+}
 inline Vec3d position(const Mesh& m, uint32_t v) {
   return {m.positions[3 * v], m.positions[3 * v + 1], m.positions[3 * v + 2]};
 }

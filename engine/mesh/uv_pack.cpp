@@ -264,9 +264,8 @@ Expected<double> pack_charts(std::vector<FlatChart>* charts, int size, int gutte
   std::vector<size_t> by_height(charts->size());
   std::iota(by_height.begin(), by_height.end(), 0);
   std::vector<size_t> by_area = by_height;
-  std::stable_sort(by_height.begin(), by_height.end(), [&](size_t a, size_t b) {
-    return shapes[a].height > shapes[b].height;
-  });
+  std::stable_sort(by_height.begin(), by_height.end(),
+                   [&](size_t a, size_t b) { return shapes[a].height > shapes[b].height; });
   std::stable_sort(by_area.begin(), by_area.end(), [&](size_t a, size_t b) {
     return shapes[a].width * shapes[a].height > shapes[b].width * shapes[b].height;
   });

@@ -241,6 +241,10 @@ Status check_image_job(const ImageJobOptions& job, bool json_names) {
     quoted.push_back('"');
     return quoted;
   };
+  if (job.steps < 1 || job.steps > kMaxImageSteps) {
+    return invalid_argument(name("steps", "steps") + " " + std::to_string(job.steps) +
+                            " is outside 1.." + std::to_string(kMaxImageSteps));
+  }
   if (job.mask != nullptr && job.init_image == nullptr) {
     return invalid_argument(name("a mask", "mask") +
                             " needs an init image (the picture whose white part is repainted)");

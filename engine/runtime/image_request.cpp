@@ -123,7 +123,7 @@ Expected<ImageJobOptions> parse_image_request(const json& j, const std::string& 
     return Status();
   };
   TESSERA_RETURN_IF_ERROR(text("negative_prompt", &job.negative_prompt));
-  TESSERA_RETURN_IF_ERROR(number("steps", 1, 1000, true, &job.steps));
+  TESSERA_RETURN_IF_ERROR(number("steps", 1, kMaxImageSteps, true, &job.steps));
   TESSERA_RETURN_IF_ERROR(number("guidance", 0, 100, false, &job.guidance));
   TESSERA_RETURN_IF_ERROR(number("width", 8, 4096, true, &job.width));
   TESSERA_RETURN_IF_ERROR(number("height", 8, 4096, true, &job.height));

@@ -304,7 +304,10 @@ TEST_F(ImageCli, BadArgumentsGiveClearErrors) {
   EXPECT_NE(r.err.find("width 30"), std::string::npos) << r.err;
   r = run_tessera("image -p x -m " + model() + " --steps 0" + o);
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("--steps"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("steps 0 is outside 1..1000"), std::string::npos) << r.err;
+  r = run_tessera("image -p x -m " + model() + " --steps 1001" + o);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("steps 1001 is outside 1..1000"), std::string::npos) << r.err;
   r = run_tessera("image -p x -m " + model() + " --sampler ddim" + o);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("ddim"), std::string::npos) << r.err;

@@ -57,7 +57,7 @@ bool ImageController::generate() {
     return false;
   }
   if (!settings_.lock_seed) settings_.seed = next_random_seed();
-  settings_.steps = std::clamp(settings_.steps, 1, 200);
+  settings_.steps = std::clamp(settings_.steps, 1, runtime::kMaxImageSteps);
   std::shared_ptr<const mesh::TextureImage> init, mask, control;
   if (Status st = image_inputs(&init, &control, &mask); !st.ok()) {
     Q_EMIT status(tr("Concept image: %1").arg(one_line(QString::fromStdString(st.message()), 160)),

@@ -39,7 +39,7 @@ void MainWindow::load_settings() {
   s.endGroup();
   s.beginGroup(QStringLiteral("image"));
   ImageSettings& im = image_->settings();
-  im.steps = std::clamp(s.value("steps", im.steps).toInt(), 1, 200);
+  im.steps = std::clamp(s.value("steps", im.steps).toInt(), 1, runtime::kMaxImageSteps);
   im.guidance =
       std::clamp(s.value("guidance", static_cast<double>(im.guidance)).toFloat(), 1.0f, 30.0f);
   const auto sampler = runtime::parse_sampler(

@@ -217,7 +217,7 @@ TEST(UvAtlas, OverlapCheckFindsOverlapsAndIgnoresTouching) {
   m.uvs = {0.1f, 0.1f, 0.5f, 0.1f, 0.1f, 0.5f, 0.5f, 0.5f};
   auto ok = check_uv_atlas(m, 1024);
   ASSERT_TRUE(ok.ok());
-  EXPECT_EQ(ok->overlapping, 0);  // two triangles sharing an edge
+  EXPECT_EQ(ok->overlapping, 0);                               // two triangles sharing an edge
   m.uvs = {0.1f, 0.1f, 0.5f, 0.1f, 0.1f, 0.5f, 0.05f, 0.05f};  // the second folds over the first
   auto bad = check_uv_atlas(m, 1024);
   ASSERT_TRUE(bad.ok());
