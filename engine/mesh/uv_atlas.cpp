@@ -122,6 +122,8 @@ namespace {
 
 using namespace uv_detail;
 using Clock = std::chrono::steady_clock;
+constexpr double kSliverTexelArea2 = 2e-3;  // twice the UV area, texels^2
+constexpr double kOverlapTexels = 2e-3;
 
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -156,7 +158,8 @@ Expected<AtlasReport> check_uv_atlas(const Mesh& mesh, int size) {
     area3 += face_geometry(mesh, static_cast<int64_t>(t)).area;
     area2 += 0.5 * std::fabs(signed_area2(&tri[6 * t], &tri[6 * t + 2], &tri[6 * t + 4]));
   }
-  r.overlapping = count_overlaps(tri, 1e-4);
+  // Overlaps deeper than float uvs can resolve (their spacing near 1 is 2.4e-4 texels at 4096).
+  r.overlapping = count_overlaps(tri, kOverlapTexels);
   r.utilization = area2 / (static_cast<double>(size) * size);
   r.texels_per_unit = area3 > 0 ? std::sqrt(area2 / area3) : 0;
   // Flips: in texel space (y down) a chart keeps one winding; count the minority per connected
@@ -177,7 +180,9 @@ Expected<AtlasReport> check_uv_atlas(const Mesh& mesh, int size) {
   for (size_t t = 0; t < nt; ++t) {
     const double a = signed_area2(&tri[6 * t], &tri[6 * t + 2], &tri[6 * t + 4]);
     const FaceGeometry g = face_geometry(mesh, static_cast<int64_t>(t));
-    if (a == 0 || g.area <= 0) continue;
+    // Slivers under a thousandth of a texel have no winding worth the name (float rounding of
+    // their uvs decides it) and cover nothing.
+    if (std::fabs(a) < kSliverTexelArea2 || g.area <= 0) continue;
     auto& w = winding[find(mesh.triangles[3 * t])];
     (a > 0 ? w.first : w.second) += 1;
     const Vec3d q[3] = {position(mesh, mesh.triangles[3 * t]),

@@ -30,8 +30,9 @@ namespace tessera::mesh {
 struct AtlasOptions {
   // Texture side in texels: 1024, 2048 or 4096 (anything else is refused).
   int size = 2048;
-  // Empty texels kept around each chart (so bilinear sampling and mip-maps do not bleed into
-  // another chart): 0 = size / 256 (4 at 1024, 8 at 2048, 16 at 4096).
+  // Empty texels between two charts (each keeps half of them around itself, where a painter
+  // dilates its colours so bilinear sampling and mip-maps do not pull in another chart's):
+  // 0 = size / 256 (4 at 1024, 8 at 2048, 16 at 4096).
   int gutter = 0;
   // A face joins a chart while its normal is within this angle of the chart's mean normal.
   float max_chart_angle_deg = 60.0f;
@@ -94,7 +95,7 @@ struct FlatChart {
 int64_t flatten_chart(const Mesh& mesh, const std::vector<int64_t>& faces,
                       std::vector<FlatChart>* out);
 
-// Packs `charts` (uv in mesh units) into a size x size texture with `gutter` texels around each:
+// Packs `charts` (uv in mesh units) into a size x size texture, `gutter` texels apart:
 // rewrites every chart's uv to texels (x right, y down from the top-left corner, in [0, size]).
 // Returns the texels per mesh unit used; kInvalidArgument when the charts cannot fit at any
 // density (more charts than texels).

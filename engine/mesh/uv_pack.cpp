@@ -174,6 +174,11 @@ Raster rasterise(const FlatChart& c, const Shape& s, double density, int gutter,
   return r;
 }
 
+// Charts up to this many are tried at every x; more, every gutter's width.
+constexpr size_t kEveryXCharts = 64;
+// Above this many charts, two turns instead of four and one packing variant instead of four.
+constexpr size_t kManyCharts = 2000;
+
 struct Placement {
   int x = 0, y = 0;
   int turn = 0;
@@ -187,16 +192,25 @@ bool place_all(const std::vector<FlatChart>& charts, const std::vector<Shape>& s
                bool least_waste, std::vector<Placement>* placed) {
   std::vector<int> sky(static_cast<size_t>(size), 0);
   std::vector<double> scratch;
+  std::vector<int> xs;
+  // Few charts: every x is tried (large charts nest best so); many: every gutter's width.
+  const int stride = charts.size() <= kEveryXCharts ? 1 : std::max(1, gutter);
+  // Thousands of charts (CAD parts, scans): a quarter turn only, as is or not.
+  const int turns = charts.size() <= kManyCharts ? 4 : 2;
   placed->assign(charts.size(), {});
+  Raster rasters[4];
   for (size_t i : order) {
-    int best_bottom = 1 << 30, best_x = -1, best_y = 0, best_turn = 0;
-    Raster best;
-    for (int turn = 0; turn < 4; ++turn) {
-      const Raster r = rasterise(charts[i], shapes[i], density, gutter, turn, &scratch);
+    int best_score = 1 << 30, best_x = -1, best_y = 0, best_turn = -1;
+    for (int turn = 0; turn < turns; ++turn) {
+      rasters[turn] = rasterise(charts[i], shapes[i], density, gutter, turn, &scratch);
+      const Raster& r = rasters[turn];
       if (r.w > size) continue;
       int lowest = 0;  // the profile's deepest row
       for (int b : r.bottom) lowest = std::max(lowest, b);
-      for (int x = 0; x + r.w <= size; ++x) {
+      xs.clear();
+      for (int x = 0; x + r.w <= size; x += stride) xs.push_back(x);
+      if (xs.empty() || xs.back() != size - r.w) xs.push_back(size - r.w);
+      for (int x : xs) {
         int y = 0;
         for (int col = 0; col < r.w; ++col) {
           const int t = r.top[static_cast<size_t>(col)];
@@ -211,24 +225,21 @@ bool place_all(const std::vector<FlatChart>& charts, const std::vector<Shape>& s
           }
           score = static_cast<int>(waste / std::max(1, r.w)) + y + lowest;
         }
-        if (score < best_bottom) {
-          best_bottom = score;
+        if (score < best_score || (score == best_score && x < best_x)) {
+          best_score = score;
           best_x = x;
           best_y = y;
           best_turn = turn;
-          best = r;
         }
       }
     }
-    if (best_x < 0) return false;
-    {
-      int lowest = 0;
-      for (int b : best.bottom) lowest = std::max(lowest, b);
-      if (best_y + lowest >= size) return false;
-    }
+    if (best_turn < 0) return false;
+    const Raster& best = rasters[best_turn];
     for (int col = 0; col < best.w; ++col) {
       const int b = best.bottom[static_cast<size_t>(col)];
-      if (b >= 0) sky[static_cast<size_t>(best_x + col)] = best_y + b + 1;
+      if (b < 0) continue;
+      if (best_y + b >= size) return false;
+      sky[static_cast<size_t>(best_x + col)] = best_y + b + 1;
     }
     (*placed)[i] = {best_x, best_y, best_turn};
   }
@@ -270,14 +281,22 @@ Expected<double> pack_charts(std::vector<FlatChart>* charts, int size, int gutte
     return shapes[a].width * shapes[a].height > shapes[b].width * shapes[b].height;
   });
   const double start = std::sqrt(static_cast<double>(size) * size / area);
+  // Each chart keeps half the gutter around itself, so two charts are a gutter apart.
+  const int margin = (gutter + 1) / 2;
   double good = 0;
   std::vector<Placement> placed, best;
+  const bool many = charts->size() > kManyCharts;
   for (const std::vector<size_t>* order : {&by_height, &by_area}) {
     for (bool least_waste : {false, true}) {
-      double lo = 0, hi = 0, s = start;
+      if (many && (order != &by_height || least_waste)) continue;
+      // After the first variant only a denser packing matters: a variant that does not fit at
+      // 1 % above the best so far is not searched further.
+      double lo = 0, hi = 0, s = good > 0 ? good * 1.01 : start;
       for (int it = 0; it < 32; ++it) {
         if (cancel && cancel->load()) return cancelled("UV atlas: cancelled while packing");
-        if (place_all(*charts, shapes, *order, s, size, gutter, least_waste, &placed)) {
+        const bool fits = place_all(*charts, shapes, *order, s, size, margin, least_waste, &placed);
+        if (!fits && good > 0 && lo == 0 && s <= good * 1.01) break;
+        if (fits) {
           lo = s;
           if (s > good) {
             good = s;
@@ -294,7 +313,7 @@ Expected<double> pack_charts(std::vector<FlatChart>* charts, int size, int gutte
   std::vector<double> tex;
   for (size_t i = 0; i < charts->size(); ++i) {
     FlatChart& c = (*charts)[i];
-    rasterise(c, shapes[i], good, gutter, best[i].turn, &tex);
+    rasterise(c, shapes[i], good, margin, best[i].turn, &tex);
     for (size_t k = 0; k < c.uv.size() / 2; ++k) {
       c.uv[2 * k] = static_cast<float>(tex[2 * k] + best[i].x);
       c.uv[2 * k + 1] = static_cast<float>(tex[2 * k + 1] + best[i].y);

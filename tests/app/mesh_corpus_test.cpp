@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "engine/mesh/import.h"
+#include "engine/mesh/uv_atlas.h"
 
 namespace tessera {
 namespace {
@@ -135,6 +136,49 @@ TEST(MeshCorpus, AssimpTestModelsOpenAtLeastAsBeforeAndNothingCrashes) {
     fs::create_directories(record.parent_path());
     std::ofstream(record) << now_text;
   }
+}
+
+// Every corpus mesh that opens gets a new UV atlas (its own uvs replaced) with no overlapping
+// and no flipped triangles, or an error that says why; none takes long.
+TEST(MeshCorpus, EveryOpeningMeshGetsAValidUvAtlasOrAClearError) {
+  if (!fs::is_directory(kCorpus)) GTEST_SKIP() << "assimp-testmodels is not installed";
+  int made = 0, refused = 0;
+  double worst_seconds = 0, utilization_sum = 0;
+  std::string worst;
+  for (const fs::path& file : corpus_files()) {
+    const std::string rel = fs::relative(file, kCorpus).string();
+    auto m = mesh::import_mesh_file(file.string());
+    if (!m.ok()) continue;
+    mesh::AtlasOptions options;
+    options.size = 1024;
+    options.replace_existing = true;
+    mesh::AtlasReport report;
+    const auto start = std::chrono::steady_clock::now();
+    auto atlas = mesh::make_uv_atlas(*m, options, &report);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (seconds > worst_seconds) {
+      worst_seconds = seconds;
+      worst = rel + " (" + std::to_string(m->triangle_count()) + " triangles)";
+    }
+    if (!atlas.ok()) {
+      ++refused;
+      EXPECT_EQ(atlas.status().code(), ErrorCode::kInvalidArgument) << rel;
+      EXPECT_FALSE(atlas.status().message().empty()) << rel;
+      std::printf("no atlas: %s: %s\n", rel.c_str(), atlas.status().message().c_str());
+      continue;
+    }
+    ++made;
+    utilization_sum += report.utilization;
+    EXPECT_TRUE(mesh::validate(*atlas).ok()) << rel;
+    EXPECT_EQ(report.overlapping, 0) << rel;
+    EXPECT_EQ(report.flipped, 0) << rel;
+    EXPECT_EQ(atlas->triangles.size(), m->triangles.size()) << rel;
+  }
+  std::printf(
+      "UV atlas over the corpus: %d made, %d refused; mean utilisation %.3f; slowest %.2f s: %s\n",
+      made, refused, made > 0 ? utilization_sum / made : 0.0, worst_seconds, worst.c_str());
+  EXPECT_GT(made, 0);
 }
 
 }  // namespace
