@@ -14,6 +14,7 @@ void register_bench_commands(CLI::App& app, int* exit_code) {
   register_make_model_bench(&app, exit_code);
   register_cleanup_bench(&app, exit_code);
   register_lora_bench(&app, exit_code);
+  register_atlas_bench(&app, exit_code);
 }
 
 }  // namespace tessera::bench

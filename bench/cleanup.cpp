@@ -21,21 +21,15 @@
 #include <CLI/CLI.hpp>
 
 #include "bench/common.h"
+#include "bench/fields.h"
 #include "bench/subcommands.h"
 #include "core/thread_pool.h"
 #include "engine/mesh/cleanup.h"
 #include "engine/mesh/extraction.h"
 
 namespace tessera::bench {
-namespace {
 
-struct CleanupBenchOptions {
-  int resolution_base = 8;  // 257 per axis, the product's default lattice
-  int repeat = 5;
-  double noise_frequency = 8.0;  // radians per unit of the noise field's waves
-  bool write_results = false;
-  std::string results_path;
-};
+namespace {
 
 float box_sdf(const float* p, const float c[3], const float h[3]) {
   float q[3], outside = 0.0f, inside = -1e30f;
@@ -46,6 +40,8 @@ float box_sdf(const float* p, const float c[3], const float h[3]) {
   }
   return std::sqrt(outside) + std::min(inside, 0.0f);
 }
+
+}  // namespace
 
 // A chair: seat, four legs, a back, and a torus armrest; logit = -distance * 40.
 Status object_field(const float* points, int64_t n, float* logits) {
@@ -65,6 +61,16 @@ Status object_field(const float* points, int64_t n, float* logits) {
   }
   return Status();
 }
+
+namespace {
+
+struct CleanupBenchOptions {
+  int resolution_base = 8;  // 257 per axis, the product's default lattice
+  int repeat = 5;
+  double noise_frequency = 8.0;  // radians per unit of the noise field's waves
+  bool write_results = false;
+  std::string results_path;
+};
 
 struct Wave {
   float k[3];

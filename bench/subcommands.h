@@ -14,5 +14,6 @@ void register_diffusion_bench(CLI::App* bench, int* exit_code);   // diffusion.c
 void register_make_model_bench(CLI::App* bench, int* exit_code);  // make_model.cpp
 void register_cleanup_bench(CLI::App* bench, int* exit_code);     // cleanup.cpp
 void register_lora_bench(CLI::App* bench, int* exit_code);        // lora.cpp
+void register_atlas_bench(CLI::App* bench, int* exit_code);       // atlas.cpp
 
 }  // namespace tessera::bench

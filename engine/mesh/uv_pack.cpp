@@ -174,6 +174,8 @@ Raster rasterise(const FlatChart& c, const Shape& s, double density, int gutter,
   return r;
 }
 
+// Textures are packed at this size at most (larger ones are scaled up from it).
+constexpr int kWorkSize = 2048;
 // Charts up to this many are tried at every x; more, every gutter's width.
 constexpr size_t kEveryXCharts = 64;
 // Above this many charts, two turns instead of four and one packing variant instead of four.
@@ -280,9 +282,14 @@ Expected<double> pack_charts(std::vector<FlatChart>* charts, int size, int gutte
   std::stable_sort(by_area.begin(), by_area.end(), [&](size_t a, size_t b) {
     return shapes[a].width * shapes[a].height > shapes[b].width * shapes[b].height;
   });
-  const double start = std::sqrt(static_cast<double>(size) * size / area);
+  // Textures above kWorkSize are packed at kWorkSize and scaled up by `scale` (a power of two):
+  // the conservative coverage and the margin stay conservative when scaled, and the search costs
+  // what it costs at kWorkSize.
+  const int work = std::min(size, kWorkSize);
+  const int scale = size / work;
+  const double start = std::sqrt(static_cast<double>(work) * work / area);
   // Each chart keeps half the gutter around itself, so two charts are a gutter apart.
-  const int margin = (gutter + 1) / 2;
+  const int margin = ((gutter + 1) / 2 + scale - 1) / scale;
   double good = 0;
   std::vector<Placement> placed, best;
   const bool many = charts->size() > kManyCharts;
@@ -294,7 +301,7 @@ Expected<double> pack_charts(std::vector<FlatChart>* charts, int size, int gutte
       double lo = 0, hi = 0, s = good > 0 ? good * 1.01 : start;
       for (int it = 0; it < 32; ++it) {
         if (cancel && cancel->load()) return cancelled("UV atlas: cancelled while packing");
-        const bool fits = place_all(*charts, shapes, *order, s, size, margin, least_waste, &placed);
+        const bool fits = place_all(*charts, shapes, *order, s, work, margin, least_waste, &placed);
         if (!fits && good > 0 && lo == 0 && s <= good * 1.01) break;
         if (fits) {
           lo = s;
@@ -315,11 +322,11 @@ Expected<double> pack_charts(std::vector<FlatChart>* charts, int size, int gutte
     FlatChart& c = (*charts)[i];
     rasterise(c, shapes[i], good, margin, best[i].turn, &tex);
     for (size_t k = 0; k < c.uv.size() / 2; ++k) {
-      c.uv[2 * k] = static_cast<float>(tex[2 * k] + best[i].x);
-      c.uv[2 * k + 1] = static_cast<float>(tex[2 * k + 1] + best[i].y);
+      c.uv[2 * k] = static_cast<float>((tex[2 * k] + best[i].x) * scale);
+      c.uv[2 * k + 1] = static_cast<float>((tex[2 * k + 1] + best[i].y) * scale);
     }
   }
-  return good;
+  return good * scale;
 }
 
 }  // namespace tessera::mesh
