@@ -175,7 +175,7 @@ Raster rasterise(const FlatChart& c, const Shape& s, double density, int gutter,
 }
 
 // Textures are packed at this size at most (larger ones are scaled up from it).
-constexpr int kWorkSize = 2048;
+constexpr int kWorkSize = 1024;
 // Charts up to this many are tried at every x; more, every gutter's width.
 constexpr size_t kEveryXCharts = 64;
 // Above this many charts, two turns instead of four and one packing variant instead of four.
@@ -210,7 +210,9 @@ bool place_all(const std::vector<FlatChart>& charts, const std::vector<Shape>& s
       int lowest = 0;  // the profile's deepest row
       for (int b : r.bottom) lowest = std::max(lowest, b);
       xs.clear();
-      for (int x = 0; x + r.w <= size; x += stride) xs.push_back(x);
+      // A wide chart steps by a 32nd of its width: as fine, relative to it, for O(32 size) work.
+      const int step = std::max(stride, r.w / 32);
+      for (int x = 0; x + r.w <= size; x += step) xs.push_back(x);
       if (xs.empty() || xs.back() != size - r.w) xs.push_back(size - r.w);
       for (int x : xs) {
         int y = 0;
