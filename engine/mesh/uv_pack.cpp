@@ -198,7 +198,7 @@ bool place_all(const std::vector<FlatChart>& charts, const std::vector<Shape>& s
   // Few charts: every x is tried (large charts nest best so); many: every gutter's width.
   const int stride = charts.size() <= kEveryXCharts ? 1 : std::max(1, gutter);
   // Thousands of charts (CAD parts, scans): a quarter turn only, as is or not.
-  const int turns = charts.size() <= kManyCharts ? 4 : 2;
+  const int turns = charts.size() <= kEveryXCharts ? 4 : 2;
   placed->assign(charts.size(), {});
   Raster rasters[4];
   for (size_t i : order) {
@@ -211,7 +211,7 @@ bool place_all(const std::vector<FlatChart>& charts, const std::vector<Shape>& s
       for (int b : r.bottom) lowest = std::max(lowest, b);
       xs.clear();
       // A wide chart steps by a 32nd of its width: as fine, relative to it, for O(32 size) work.
-      const int step = std::max(stride, r.w / 32);
+      const int step = std::max(stride, r.w / (charts.size() <= kEveryXCharts ? 32 : 16));
       for (int x = 0; x + r.w <= size; x += step) xs.push_back(x);
       if (xs.empty() || xs.back() != size - r.w) xs.push_back(size - r.w);
       for (int x : xs) {
