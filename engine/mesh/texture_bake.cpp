@@ -1,0 +1,238 @@
+#include "engine/mesh/texture_bake.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <string>
+
+namespace tessera::mesh {
+
+namespace {
+
+using V3 = std::array<double, 3>;
+
+V3 vertex(const Mesh& m, uint32_t v) {
+  return {m.positions[3 * v], m.positions[3 * v + 1], m.positions[3 * v + 2]};
+}
+
+// The surface point of face f at barycentrics (b1, b2).
+V3 surface_point(const Mesh& m, int32_t f, float b1, float b2) {
+  const V3 a = vertex(m, m.triangles[3 * static_cast<size_t>(f)]);
+  const V3 b = vertex(m, m.triangles[3 * static_cast<size_t>(f) + 1]);
+  const V3 c = vertex(m, m.triangles[3 * static_cast<size_t>(f) + 2]);
+  const double b0 = 1.0 - b1 - b2;
+  return {b0 * a[0] + b1 * b[0] + b2 * c[0], b0 * a[1] + b1 * b[1] + b2 * c[1],
+          b0 * a[2] + b1 * b[2] + b2 * c[2]};
+}
+
+V3 face_normal(const Mesh& m, int32_t f) {
+  const V3 a = vertex(m, m.triangles[3 * static_cast<size_t>(f)]);
+  const V3 b = vertex(m, m.triangles[3 * static_cast<size_t>(f) + 1]);
+  const V3 c = vertex(m, m.triangles[3 * static_cast<size_t>(f) + 2]);
+  const V3 e1{b[0] - a[0], b[1] - a[1], b[2] - a[2]}, e2{c[0] - a[0], c[1] - a[1], c[2] - a[2]};
+  V3 n{e1[1] * e2[2] - e1[2] * e2[1], e1[2] * e2[0] - e1[0] * e2[2], e1[0] * e2[1] - e1[1] * e2[0]};
+  const double len = std::sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2]);
+  if (len > 0) n = {n[0] / len, n[1] / len, n[2] / len};
+  return n;
+}
+
+// Bilinear sample of an RGB8 image at pixel coordinates (x, y) (centres at +0.5), clamped.
+void sample(const TextureImage& img, double x, double y, float out[3]) {
+  const int w = static_cast<int>(img.width), h = static_cast<int>(img.height);
+  const double fx = std::clamp(x - 0.5, 0.0, w - 1.0);
+  const double fy = std::clamp(y - 0.5, 0.0, h - 1.0);
+  const int x0 = static_cast<int>(fx), row0 = static_cast<int>(fy);
+  const int x1 = std::min(x0 + 1, w - 1), row1 = std::min(row0 + 1, h - 1);
+  const double tx = fx - x0, ty = fy - row0;
+  for (int c = 0; c < 3; ++c) {
+    const auto at = [&](int xx, int yy) {
+      return static_cast<double>(img.rgb[(static_cast<size_t>(yy) * w + xx) * 3 + c]);
+    };
+    out[c] = static_cast<float>((at(x0, row0) * (1 - tx) + at(x1, row0) * tx) * (1 - ty) +
+                                (at(x0, row1) * (1 - tx) + at(x1, row1) * tx) * ty);
+  }
+}
+
+double scene_diagonal(const Mesh& m) {
+  const Bounds b = compute_bounds(m);
+  return b.diagonal();
+}
+
+}  // namespace
+
+Expected<TexelMap> map_texels(const Mesh& mesh, int size) {
+  if (mesh.uvs.size() != mesh.positions.size() / 3 * 2 || mesh.uvs.empty()) {
+    return invalid_argument("texture bake: the mesh has no uvs (make an atlas first)");
+  }
+  if (size < 1 || size > 8192) {
+    return invalid_argument("texture bake: texture size " + std::to_string(size) +
+                            " is outside 1..8192");
+  }
+  TexelMap t;
+  t.size = size;
+  const size_t texels = static_cast<size_t>(size) * size;
+  t.face.assign(texels, -1);
+  t.bary.assign(2 * texels, 0.0f);
+  const int64_t faces = mesh.triangle_count();
+  for (int64_t f = 0; f < faces; ++f) {
+    double px[3], py[3];
+    for (int k = 0; k < 3; ++k) {
+      const uint32_t v = mesh.triangles[static_cast<size_t>(3 * f + k)];
+      px[k] = mesh.uvs[2 * v] * size;
+      py[k] = (1.0 - mesh.uvs[2 * v + 1]) * size;
+    }
+    const double area = (px[1] - px[0]) * (py[2] - py[0]) - (py[1] - py[0]) * (px[2] - px[0]);
+    if (area == 0) continue;
+    const int x0 = std::max(0, static_cast<int>(std::floor(std::min({px[0], px[1], px[2]}))));
+    const int x1 =
+        std::min(size - 1, static_cast<int>(std::floor(std::max({px[0], px[1], px[2]}))));
+    const int y0 = std::max(0, static_cast<int>(std::floor(std::min({py[0], py[1], py[2]}))));
+    const int y1 =
+        std::min(size - 1, static_cast<int>(std::floor(std::max({py[0], py[1], py[2]}))));
+    for (int y = y0; y <= y1; ++y) {
+      for (int x = x0; x <= x1; ++x) {
+        const double sx = x + 0.5, sy = y + 0.5;
+        const double w1 = ((px[2] - px[0]) * (sy - py[0]) - (py[2] - py[0]) * (sx - px[0])) / -area;
+        const double w2 = ((px[1] - px[0]) * (sy - py[0]) - (py[1] - py[0]) * (sx - px[0])) / area;
+        const double w0 = 1.0 - w1 - w2;
+        if (w0 < 0 || w1 < 0 || w2 < 0) continue;
+        const size_t i = static_cast<size_t>(y) * size + x;
+        if (t.face[i] < 0) ++t.covered;
+        t.face[i] = static_cast<int32_t>(f);
+        t.bary[2 * i] = static_cast<float>(w1);
+        t.bary[2 * i + 1] = static_cast<float>(w2);
+      }
+    }
+  }
+  return t;
+}
+
+Expected<BakeViewStats> bake_view(const Mesh& mesh, const TexelMap& texels,
+                                  const ViewCamera& camera, const ViewRaster& raster,
+                                  const TextureImage& image, BakeAccumulator* acc) {
+  if (image.width != raster.width || image.height != raster.height ||
+      image.rgb.size() != static_cast<size_t>(image.width) * image.height * 3) {
+    return invalid_argument("texture bake: a " + std::to_string(image.width) + "x" +
+                            std::to_string(image.height) + " view image for a " +
+                            std::to_string(raster.width) + "x" + std::to_string(raster.height) +
+                            " view");
+  }
+  if (acc->size != texels.size) {
+    return invalid_argument("texture bake: accumulator and texel map sizes differ");
+  }
+  const ViewProjection proj(camera, raster.width, raster.height);
+  // Depth slack: a few pixels' footprint at the point's depth, plus a little of the object.
+  const double diag = scene_diagonal(mesh);
+  BakeViewStats stats;
+  const size_t n = texels.face.size();
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t f = texels.face[i];
+    if (f < 0) continue;
+    const V3 p = surface_point(mesh, f, texels.bary[2 * i], texels.bary[2 * i + 1]);
+    const ViewPoint v = proj.project(p);
+    if (!(v.z > camera.near) || v.px < 0 || v.py < 0 || v.px >= raster.width ||
+        v.py >= raster.height) {
+      continue;
+    }
+    const size_t pix = static_cast<size_t>(v.py) * raster.width + static_cast<size_t>(v.px);
+    if (raster.face[pix] < 0) continue;
+    const double slack = 3.0 * v.z * proj.pixel_angle() + 2e-3 * diag;
+    if (v.z > raster.depth[pix] + slack) continue;  // something nearer hides it
+    const V3 nrm = face_normal(mesh, f);
+    const V3 to_eye{proj.eye()[0] - p[0], proj.eye()[1] - p[1], proj.eye()[2] - p[2]};
+    const double len =
+        std::sqrt(to_eye[0] * to_eye[0] + to_eye[1] * to_eye[1] + to_eye[2] * to_eye[2]);
+    const double c = (nrm[0] * to_eye[0] + nrm[1] * to_eye[1] + nrm[2] * to_eye[2]) / len;
+    if (!(c > 0.05)) continue;  // back-facing or grazing
+    float rgb[3];
+    sample(image, v.px, v.py, rgb);
+    const float w = static_cast<float>(c * c);
+    for (int k = 0; k < 3; ++k) acc->rgb[3 * i + static_cast<size_t>(k)] += w * rgb[k];
+    acc->weight[i] += w;
+    ++stats.texels;
+  }
+  return stats;
+}
+
+BakeResult finish_bake(const TexelMap& texels, const BakeAccumulator& acc) {
+  BakeResult r;
+  const int size = texels.size;
+  const size_t n = static_cast<size_t>(size) * size;
+  r.texture.width = r.texture.height = size;
+  r.texture.rgb.assign(3 * n, 128);
+  std::vector<char> known(n, 0);
+  std::deque<size_t> queue;
+  int64_t seen = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!(acc.weight[i] > 0)) continue;
+    for (int k = 0; k < 3; ++k) {
+      r.texture.rgb[3 * i + static_cast<size_t>(k)] = static_cast<uint8_t>(std::lround(
+          std::clamp(acc.rgb[3 * i + static_cast<size_t>(k)] / acc.weight[i], 0.0f, 255.0f)));
+    }
+    known[i] = 1;
+    queue.push_back(i);
+    if (texels.face[i] >= 0) ++seen;
+  }
+  r.coverage = texels.covered > 0 ? static_cast<double>(seen) / texels.covered : 0.0;
+  // Breadth-first flood: every unknown texel takes its first-reached known neighbour's colour.
+  while (!queue.empty()) {
+    const size_t i = queue.front();
+    queue.pop_front();
+    const int x = static_cast<int>(i % size), y = static_cast<int>(i / size);
+    const int nx[4] = {x - 1, x + 1, x, x}, ny[4] = {y, y, y - 1, y + 1};
+    for (int k = 0; k < 4; ++k) {
+      if (nx[k] < 0 || ny[k] < 0 || nx[k] >= size || ny[k] >= size) continue;
+      const size_t j = static_cast<size_t>(ny[k]) * size + nx[k];
+      if (known[j]) continue;
+      known[j] = 1;
+      std::copy_n(&r.texture.rgb[3 * i], 3, &r.texture.rgb[3 * j]);
+      queue.push_back(j);
+    }
+  }
+  return r;
+}
+
+TextureImage render_textured_view(const Mesh& mesh, const ViewRaster& raster) {
+  TextureImage out;
+  out.width = raster.width;
+  out.height = raster.height;
+  out.rgb.assign(static_cast<size_t>(raster.width) * raster.height * 3, 0);
+  if (mesh.uvs.empty() || mesh.texture.width == 0) return out;
+  const TextureImage& tex = mesh.texture;
+  for (size_t i = 0; i < raster.face.size(); ++i) {
+    const int32_t f = raster.face[i];
+    if (f < 0) continue;
+    const float b1 = raster.bary[2 * i], b2 = raster.bary[2 * i + 1], b0 = 1.0f - b1 - b2;
+    double u = 0, v = 0;
+    for (int k = 0; k < 3; ++k) {
+      const uint32_t vi = mesh.triangles[3 * static_cast<size_t>(f) + static_cast<size_t>(k)];
+      const double w = k == 0 ? b0 : k == 1 ? b1 : b2;
+      u += w * mesh.uvs[2 * vi];
+      v += w * mesh.uvs[2 * vi + 1];
+    }
+    float rgb[3];
+    sample(tex, u * tex.width, (1.0 - v) * tex.height, rgb);
+    for (int k = 0; k < 3; ++k) {
+      out.rgb[3 * i + static_cast<size_t>(k)] = static_cast<uint8_t>(std::lround(rgb[k]));
+    }
+  }
+  return out;
+}
+
+double masked_psnr(const TextureImage& a, const TextureImage& b, const ViewRaster& mask) {
+  double se = 0;
+  int64_t count = 0;
+  for (size_t i = 0; i < mask.face.size(); ++i) {
+    if (mask.face[i] < 0) continue;
+    for (int k = 0; k < 3; ++k) {
+      const double d = static_cast<double>(a.rgb[3 * i + static_cast<size_t>(k)]) -
+                       b.rgb[3 * i + static_cast<size_t>(k)];
+      se += d * d;
+      ++count;
+    }
+  }
+  if (count == 0 || se == 0) return 99.0;
+  return 10.0 * std::log10(255.0 * 255.0 / (se / static_cast<double>(count)));
+}
+
+}  // namespace tessera::mesh

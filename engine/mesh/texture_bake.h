@@ -1,0 +1,70 @@
+// Back-projection of view images into a mesh's UV atlas: the painter's "bake" step
+// (docs/texture-painting.md). For every texel a triangle covers, its surface point is found
+// (map_texels), projected into each view, kept where the view sees that point (its depth matches
+// the view's nearest surface) and where the surface faces the camera, and the view's colour there
+// is accumulated with the weight cos^2 of the angle between the surface normal and the direction
+// to the camera (squarely seen views dominate grazing ones). Texels no view saw, and the gutters,
+// get the colour of the nearest seen texel (a breadth-first flood over the texture), so bilinear
+// sampling and mip-maps never reach the background.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/mesh/mesh.h"
+#include "engine/mesh/view_raster.h"
+
+namespace tessera::mesh {
+
+// Which triangle covers each texel centre of a size x size texture (u right, v up; texel row 0 at
+// v = 1), and where in it.
+struct TexelMap {
+  int size = 0;
+  std::vector<int32_t> face;  // per texel, -1 = no triangle
+  std::vector<float> bary;    // per texel, barycentrics of corners 1 and 2
+  int64_t covered = 0;        // texels with a triangle
+};
+// kInvalidArgument for a mesh without uvs or a size outside 1..8192.
+Expected<TexelMap> map_texels(const Mesh& mesh, int size);
+
+// Colour sums and weights per texel, accumulated over views.
+struct BakeAccumulator {
+  explicit BakeAccumulator(int size = 0)
+      : size(size),
+        rgb(static_cast<size_t>(size) * size * 3, 0.0f),
+        weight(static_cast<size_t>(size) * size, 0.0f) {}
+  int size = 0;
+  std::vector<float> rgb;     // weighted sums, 0..255
+  std::vector<float> weight;  // sum of weights
+};
+
+struct BakeViewStats {
+  int64_t texels = 0;  // texels this view contributed to
+};
+
+// Adds one view: `image` (RGB8, raster.width x raster.height, what the camera saw) seen through
+// `camera` with `raster` (rasterize_view of the same mesh and camera). kInvalidArgument when the
+// image, raster or accumulator sizes do not match.
+Expected<BakeViewStats> bake_view(const Mesh& mesh, const TexelMap& texels,
+                                  const ViewCamera& camera, const ViewRaster& raster,
+                                  const TextureImage& image, BakeAccumulator* acc);
+
+struct BakeResult {
+  TextureImage texture;
+  double coverage = 0;  // share of the covered texels some view saw
+};
+// The accumulated colours, the unseen texels and the gutters flooded from the nearest seen texel
+// (all grey when no view saw anything).
+BakeResult finish_bake(const TexelMap& texels, const BakeAccumulator& acc);
+
+// What the textured `mesh` (uvs + texture) looks like from `camera` (bilinear texture samples at
+// each pixel's surface point; background black): to compare a painted asset with the view it came
+// from.
+TextureImage render_textured_view(const Mesh& mesh, const ViewRaster& raster);
+
+// PSNR (dB) of `a` against `b` over the pixels where `mask` (a raster) has a surface; 99 when
+// they agree exactly. Sizes must match.
+double masked_psnr(const TextureImage& a, const TextureImage& b, const ViewRaster& mask);
+
+}  // namespace tessera::mesh
