@@ -149,6 +149,7 @@ Expected<BakeViewStats> bake_view(const Mesh& mesh, const TexelMap& texels,
     const float w = static_cast<float>(c * c);
     for (int k = 0; k < 3; ++k) acc->rgb[3 * i + static_cast<size_t>(k)] += w * rgb[k];
     acc->weight[i] += w;
+    acc->best_facing[i] = std::max(acc->best_facing[i], static_cast<float>(c));
     ++stats.texels;
   }
   return stats;

@@ -28,15 +28,18 @@ struct TexelMap {
 // kInvalidArgument for a mesh without uvs or a size outside 1..8192.
 Expected<TexelMap> map_texels(const Mesh& mesh, int size);
 
-// Colour sums and weights per texel, accumulated over views.
+// Colour sums and weights per texel, accumulated over views, and how squarely the best view so far
+// saw each texel (the painter's "already painted well" test).
 struct BakeAccumulator {
   explicit BakeAccumulator(int size = 0)
       : size(size),
         rgb(static_cast<size_t>(size) * size * 3, 0.0f),
-        weight(static_cast<size_t>(size) * size, 0.0f) {}
+        weight(static_cast<size_t>(size) * size, 0.0f),
+        best_facing(static_cast<size_t>(size) * size, 0.0f) {}
   int size = 0;
-  std::vector<float> rgb;     // weighted sums, 0..255
-  std::vector<float> weight;  // sum of weights
+  std::vector<float> rgb;          // weighted sums, 0..255
+  std::vector<float> weight;       // sum of weights
+  std::vector<float> best_facing;  // the largest cosine a contributing view had, 0 = unseen
 };
 
 struct BakeViewStats {
