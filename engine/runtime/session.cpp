@@ -529,33 +529,26 @@ void Session::Impl::run_image_load(uint64_t id, const ImageModelOptions& options
 // ---- image jobs
 // ----------------------------------------------------------------------------------
 
-void Session::Impl::run_image_job(uint64_t id, const ImageJobOptions& o,
-                                  std::atomic<bool>& cancel) {
+Expected<Session::Impl::MadeImage> Session::Impl::make_image(uint64_t id, const ImageJobOptions& o,
+                                                             std::atomic<bool>& cancel) {
   const Lane lane = Lane::kImage;
-  Stopwatch total;
-  if (image_ == nullptr) {
-    return emit(id, lane, ErrorEvent{not_found("no diffusion model is loaded")});
-  }
   auto on_wait = [&](bool waiting) {
     emit(id, lane, WaitingEvent{waiting, waiting ? "waiting for the shape job" : ""});
   };
-  if (!scheduler_.wait_image_turn(cancel, on_wait)) {
-    return emit(id, lane, CancelledEvent{"cancelled before it started"});
-  }
   // LoRAs: the job's list and the prompt's <lora:NAME:M> tags; another set than the loaded
   // model's means a reload with it.
-  if (Status st = check_image_job(o); !st.ok()) return emit(id, lane, ErrorEvent{st});
+  TESSERA_RETURN_IF_ERROR(check_image_job(o));
   // The pictures first: a bad one fails before any reload (a LoRA reload keeps the UNet's and
   // VAE's sizes, so the model's size rules hold after it).
   auto inputs =
       prepare_image_inputs(o.width, o.height, o.init_image, o.mask, image_->size_multiple(),
                            image_->default_image_size(), o.control_image);
-  if (!inputs.ok()) return emit(id, lane, ErrorEvent{inputs.status()});
+  if (!inputs.ok()) return inputs.status();
   std::string prompt;
   std::vector<std::string> notes;  // and the ControlNet's
   {
     auto loras = image_job_loras(o, &prompt);
-    if (!loras.ok()) return emit(id, lane, ErrorEvent{loras.status()});
+    if (!loras.ok()) return loras.status();
     const std::vector<LoraChoice>& wanted = *loras;
     if (wanted != image_options_.loras) {
       Stopwatch reload;
@@ -573,13 +566,11 @@ void Session::Impl::run_image_job(uint64_t id, const ImageJobOptions& o,
             image_info_.reset();
             update_sharing();
           }
-          return emit(id, lane,
-                      ErrorEvent{Status(st.code(), st.message() +
-                                                       "; reloading the model without them "
-                                                       "failed too: " +
-                                                       back.message())});
+          return Status(
+              st.code(),
+              st.message() + "; reloading the model without them failed too: " + back.message());
         }
-        return emit(id, lane, ErrorEvent{st});
+        return st;
       }
       char ms[32];
       std::snprintf(ms, sizeof(ms), "%.0f", reload.elapsed_ms());
@@ -594,20 +585,17 @@ void Session::Impl::run_image_job(uint64_t id, const ImageJobOptions& o,
     std::string control = o.control_model;
     if (control.empty()) {
       auto own = default_control_net(image_path_);
-      if (!own.ok()) return emit(id, lane, ErrorEvent{own.status()});
+      if (!own.ok()) return own.status();
       if (own->empty()) {
-        return emit(id, lane,
-                    ErrorEvent{invalid_argument(
-                        "a control image needs a ControlNet, and " + short_name(image_path_) +
-                        " ships none: give one (e.g. control_v11f1p_sd15_depth.safetensors)")});
+        return invalid_argument(
+            "a control image needs a ControlNet, and " + short_name(image_path_) +
+            " ships none: give one (e.g. control_v11f1p_sd15_depth.safetensors)");
       }
       control = *own;
     }
     if (image_->control_net_path() != control) {
       Stopwatch loading;
-      if (Status st = image_->load_control_net(control); !st.ok()) {
-        return emit(id, lane, ErrorEvent{st});
-      }
+      TESSERA_RETURN_IF_ERROR(image_->load_control_net(control));
       char ms[32];
       std::snprintf(ms, sizeof(ms), "%.0f", loading.elapsed_ms());
       notes.push_back("ControlNet " + short_name(control) + " loaded in " + ms + " ms");
@@ -617,9 +605,7 @@ void Session::Impl::run_image_job(uint64_t id, const ImageJobOptions& o,
   if (o.tiny_decoder.empty() && image_->has_tiny_decoder()) image_->unload_tiny_decoder();
   if (!o.tiny_decoder.empty() && image_->tiny_decoder_path() != o.tiny_decoder) {
     Stopwatch loading;
-    if (Status st = image_->load_tiny_decoder(o.tiny_decoder); !st.ok()) {
-      return emit(id, lane, ErrorEvent{st});
-    }
+    TESSERA_RETURN_IF_ERROR(image_->load_tiny_decoder(o.tiny_decoder));
     char ms[32];
     std::snprintf(ms, sizeof(ms), "%.0f", loading.elapsed_ms());
     notes.push_back("tiny decoder " + short_name(o.tiny_decoder) + " loaded in " + ms + " ms");
@@ -679,25 +665,54 @@ void Session::Impl::run_image_job(uint64_t id, const ImageJobOptions& o,
   };
   auto image = image_->generate(request, callbacks);
   if (!image.ok()) {
-    if (image.status().code() == ErrorCode::kCancelled || cancel.load()) {
-      return emit(id, lane, CancelledEvent{image.status().message()});
+    if (cancel.load() && image.status().code() != ErrorCode::kCancelled) {
+      return cancelled(image.status().message());
     }
-    return emit(id, lane, ErrorEvent{image.status()});
+    return image.status();
   }
-  emit(id, lane, StageEvent{kStageImageText, image->text_ms});
-  if (request.init_image != nullptr) emit(id, lane, StageEvent{kStageVaeEncode, image->encode_ms});
-  emit(id, lane, StageEvent{kStageDenoise, image->denoise_ms});
-  emit(id, lane, StageEvent{kStageVae, image->vae_ms});
+  MadeImage made;
+  made.image = std::move(*image);
+  made.had_init = request.init_image != nullptr;
+  if (request.control_image != nullptr) made.control_net = image_->control_net_path();
+  made.notes = std::move(notes);
+  made.notes.insert(made.notes.end(), inputs->notes.begin(), inputs->notes.end());
+  return made;
+}
+
+void Session::Impl::run_image_job(uint64_t id, const ImageJobOptions& o,
+                                  std::atomic<bool>& cancel) {
+  const Lane lane = Lane::kImage;
+  Stopwatch total;
+  if (image_ == nullptr) {
+    return emit(id, lane, ErrorEvent{not_found("no diffusion model is loaded")});
+  }
+  auto on_wait = [&](bool waiting) {
+    emit(id, lane, WaitingEvent{waiting, waiting ? "waiting for the shape job" : ""});
+  };
+  if (!scheduler_.wait_image_turn(cancel, on_wait)) {
+    return emit(id, lane, CancelledEvent{"cancelled before it started"});
+  }
+  auto made = make_image(id, o, cancel);
+  if (!made.ok()) {
+    if (made.status().code() == ErrorCode::kCancelled) {
+      return emit(id, lane, CancelledEvent{made.status().message()});
+    }
+    return emit(id, lane, ErrorEvent{made.status()});
+  }
+  diffusion::GeneratedImage& image = made->image;
+  emit(id, lane, StageEvent{kStageImageText, image.text_ms});
+  if (made->had_init) emit(id, lane, StageEvent{kStageVaeEncode, image.encode_ms});
+  emit(id, lane, StageEvent{kStageDenoise, image.denoise_ms});
+  emit(id, lane, StageEvent{kStageVae, image.vae_ms});
   auto rgb = std::make_shared<mesh::TextureImage>();
-  rgb->width = image->width;
-  rgb->height = image->height;
-  rgb->rgb = std::move(image->rgb);
-  ImageEvent done{std::move(rgb), o.seed, image->text_ms, image->denoise_ms, image->vae_ms};
-  done.encode_ms = image->encode_ms;
-  done.steps_run = image->steps_run;
-  done.notes = std::move(notes);
-  if (request.control_image != nullptr) done.control_net = image_->control_net_path();
-  done.notes.insert(done.notes.end(), inputs->notes.begin(), inputs->notes.end());
+  rgb->width = image.width;
+  rgb->height = image.height;
+  rgb->rgb = std::move(image.rgb);
+  ImageEvent done{std::move(rgb), o.seed, image.text_ms, image.denoise_ms, image.vae_ms};
+  done.encode_ms = image.encode_ms;
+  done.steps_run = image.steps_run;
+  done.notes = std::move(made->notes);
+  done.control_net = made->control_net;
   emit(id, lane, std::move(done));
   emit(id, lane, DoneEvent{total.elapsed_ms()});
 }

@@ -56,6 +56,18 @@ struct Session::Impl {
   // the options for a reload with other LoRAs).
   Status load_image_model_now(const std::string& path, const ImageModelOptions& options);
   void run_image_job(uint64_t id, const ImageJobOptions& job, std::atomic<bool>& cancel);
+  // An image job's work after its turn came, without its closing events: the job checked, the
+  // model reloaded for its LoRAs, its ControlNet and tiny decoder loaded, the image generated
+  // (step and waiting events along the way). kCancelled when cancelled. Paint jobs call it per
+  // view.
+  struct MadeImage {
+    diffusion::GeneratedImage image;
+    std::vector<std::string> notes;
+    bool had_init = false;
+    std::string control_net;  // the ControlNet used, "" when none
+  };
+  Expected<MadeImage> make_image(uint64_t id, const ImageJobOptions& job,
+                                 std::atomic<bool>& cancel);
   void run_texture_job(uint64_t id, const TextureJobOptions& job, std::atomic<bool>& cancel);
 
   // Shape jobs (session_shape_job.cpp): checked, then the tokens generated (or given), then the
