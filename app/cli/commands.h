@@ -14,6 +14,7 @@ void register_batch(CLI::App& app, int* exit_code);
 void register_decode(CLI::App& app, int* exit_code);
 void register_render(CLI::App& app, int* exit_code);
 void register_image(CLI::App& app, int* exit_code);
+void register_paint(CLI::App& app, int* exit_code);
 void register_check(CLI::App& app, int* exit_code);
 void register_convert(CLI::App& app, int* exit_code);
 void register_quantize(CLI::App& app, int* exit_code);

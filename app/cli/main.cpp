@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   tessera::cli::register_decode(app, &exit_code);
   tessera::cli::register_render(app, &exit_code);
   tessera::cli::register_image(app, &exit_code);
+  tessera::cli::register_paint(app, &exit_code);
   tessera::cli::register_check(app, &exit_code);
   tessera::cli::register_convert(app, &exit_code);
   tessera::cli::register_quantize(app, &exit_code);

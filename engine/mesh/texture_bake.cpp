@@ -109,7 +109,8 @@ Expected<TexelMap> map_texels(const Mesh& mesh, int size) {
 
 Expected<BakeViewStats> bake_view(const Mesh& mesh, const TexelMap& texels,
                                   const ViewCamera& camera, const ViewRaster& raster,
-                                  const TextureImage& image, BakeAccumulator* acc) {
+                                  const TextureImage& image, BakeAccumulator* acc,
+                                  int silhouette_margin) {
   if (image.width != raster.width || image.height != raster.height ||
       image.rgb.size() != static_cast<size_t>(image.width) * image.height * 3) {
     return invalid_argument("texture bake: a " + std::to_string(image.width) + "x" +
@@ -119,6 +120,23 @@ Expected<BakeViewStats> bake_view(const Mesh& mesh, const TexelMap& texels,
   }
   if (acc->size != texels.size) {
     return invalid_argument("texture bake: accumulator and texel map sizes differ");
+  }
+  // Pixels too close to the background to trust (a square of the margin around each).
+  std::vector<char> usable(raster.face.size(), 1);
+  if (silhouette_margin > 0) {
+    const int w = raster.width, h = raster.height, m = silhouette_margin;
+    for (int y = 0; y < h; ++y) {
+      for (int x = 0; x < w; ++x) {
+        if (raster.face[static_cast<size_t>(y) * w + x] >= 0) continue;
+        for (int dy = -m; dy <= m; ++dy) {
+          for (int dx = -m; dx <= m; ++dx) {
+            const int yy = y + dy, xx = x + dx;
+            if (yy >= 0 && xx >= 0 && yy < h && xx < w)
+              usable[static_cast<size_t>(yy) * w + xx] = 0;
+          }
+        }
+      }
+    }
   }
   const ViewProjection proj(camera, raster.width, raster.height);
   // Depth slack: a few pixels' footprint at the point's depth, plus a little of the object.
@@ -135,7 +153,7 @@ Expected<BakeViewStats> bake_view(const Mesh& mesh, const TexelMap& texels,
       continue;
     }
     const size_t pix = static_cast<size_t>(v.py) * raster.width + static_cast<size_t>(v.px);
-    if (raster.face[pix] < 0) continue;
+    if (raster.face[pix] < 0 || !usable[pix]) continue;
     const double slack = 3.0 * v.z * proj.pixel_angle() + 2e-3 * diag;
     if (v.z > raster.depth[pix] + slack) continue;  // something nearer hides it
     const V3 nrm = face_normal(mesh, f);

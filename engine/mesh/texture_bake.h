@@ -47,11 +47,13 @@ struct BakeViewStats {
 };
 
 // Adds one view: `image` (RGB8, raster.width x raster.height, what the camera saw) seen through
-// `camera` with `raster` (rasterize_view of the same mesh and camera). kInvalidArgument when the
-// image, raster or accumulator sizes do not match.
+// `camera` with `raster` (rasterize_view of the same mesh and camera). Pixels within
+// `silhouette_margin` pixels of the background are not used (a generated view's edge pixels blend
+// into its background). kInvalidArgument when the image, raster or accumulator sizes do not match.
 Expected<BakeViewStats> bake_view(const Mesh& mesh, const TexelMap& texels,
                                   const ViewCamera& camera, const ViewRaster& raster,
-                                  const TextureImage& image, BakeAccumulator* acc);
+                                  const TextureImage& image, BakeAccumulator* acc,
+                                  int silhouette_margin = 0);
 
 struct BakeResult {
   TextureImage texture;

@@ -54,5 +54,7 @@ inline constexpr float kFastImageGuidance = 1.0f;
 inline constexpr const char* kLcmLoraFile = "lcm-lora-sdv1-5.safetensors";
 // The tiny decoder (TAESD) the "fast" choice also takes when this file is beside the LCM-LoRA.
 inline constexpr const char* kTinyDecoderFile = "taesd_decoder.safetensors";
+// Paint jobs: the texture's side (an atlas size: 1024, 2048 or 4096).
+inline constexpr int kDefaultPaintTextureSize = 1024;
 
 }  // namespace tessera::runtime

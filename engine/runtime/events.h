@@ -55,6 +55,8 @@ inline constexpr const char* kStageImageText = "image_text";
 inline constexpr const char* kStageDenoise = "denoise";
 inline constexpr const char* kStageVae = "vae";
 inline constexpr const char* kStageVaeEncode = "vae_encode";  // image-to-image's init image
+inline constexpr const char* kStagePaintAtlas = "atlas";      // a paint job's UV atlas
+inline constexpr const char* kStagePaintFill = "fill";        // ... its unseen texels filled
 
 // Whether a shape job replays a recorded decode step (CUDA graphs).
 enum class GraphMode : uint8_t {
@@ -132,6 +134,26 @@ struct TexturedMeshEvent {
   std::optional<mesh::ImageRect> fitted_object;  // the object rectangle the fit used, if any
 };
 
+// Paint jobs (docs/texture-painting.md).
+struct PaintViewEvent {
+  int view = 0, views = 0;  // 0-based index, count
+  std::string name;         // "front", "back", ...
+  // What was generated for the view and which pixels (white) were; null when the view had
+  // nothing left to paint.
+  std::shared_ptr<const mesh::TextureImage> image, mask;
+  double generated_share = 0;  // of the view's object pixels
+  double generate_ms = 0, bake_ms = 0;
+  std::shared_ptr<const mesh::Mesh> painted;  // the mesh as painted so far (uvs + texture)
+};
+struct PaintedMeshEvent {
+  std::shared_ptr<const mesh::Mesh> mesh;  // never null: uvs + texture
+  bool new_atlas = false;                  // the uvs were made by the job
+  double coverage = 0;                     // covered texels some view saw
+  std::vector<std::string> view_names;
+  std::vector<double> agreement_db;  // per view: generated vs the painted mesh (PSNR)
+  std::vector<std::string> notes;    // from the image jobs (model, ControlNet loads)
+};
+
 // Model loads.
 struct ModelLoadedEvent {
   Lane lane = Lane::kShape;
@@ -153,8 +175,8 @@ struct CancelledEvent {
 
 using EventPayload =
     std::variant<ModeEvent, TokenEvent, StageEvent, PartialMeshEvent, FinalMeshEvent, WaitingEvent,
-                 ImageStepEvent, ImageEvent, TexturedMeshEvent, ModelLoadedEvent, ErrorEvent,
-                 DoneEvent, CancelledEvent>;
+                 ImageStepEvent, ImageEvent, TexturedMeshEvent, PaintViewEvent, PaintedMeshEvent,
+                 ModelLoadedEvent, ErrorEvent, DoneEvent, CancelledEvent>;
 
 struct Event {
   uint64_t job = 0;  // id returned by submit*() / load_*()

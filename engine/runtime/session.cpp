@@ -343,6 +343,13 @@ uint64_t Session::Impl::submit_image(ImageJobOptions job) {
   return id;
 }
 
+uint64_t Session::Impl::submit_paint(PaintJobOptions job) {
+  const uint64_t id = next_id_++;
+  image_lane_->submit_job(
+      id, [this, o = std::move(job)](uint64_t j, auto& cancel) { run_paint_job(j, o, cancel); });
+  return id;
+}
+
 uint64_t Session::Impl::submit_texture(TextureJobOptions job) {
   const uint64_t id = next_id_++;
   texture_lane_->submit_job(
@@ -755,6 +762,9 @@ uint64_t Session::submit_image(ImageJobOptions job) {
 }
 uint64_t Session::submit_texture(TextureJobOptions job) {
   return impl_->submit_texture(std::move(job));
+}
+uint64_t Session::submit_paint(PaintJobOptions job) {
+  return impl_->submit_paint(std::move(job));
 }
 void Session::cancel() {
   impl_->cancel();

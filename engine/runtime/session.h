@@ -13,9 +13,9 @@
 // start with a shape model already loaded (the CLI and tests).
 //
 // Jobs: submit() (shape generation or, with JobOptions::tokens, decoding given tokens),
-// submit_image(), submit_texture(). Options are checked when the job runs (a bad option arrives as
-// an Error event: a bad resolution fails before any token is generated). A job needing a model that
-// is not loaded ends with an Error saying so.
+// submit_image(), submit_paint() (image lane), submit_texture(). Options are checked when the job
+// runs (a bad option arrives as an Error event: a bad resolution fails before any token is
+// generated). A job needing a model that is not loaded ends with an Error saying so.
 //
 // Cancellation and replacement, per lane: a new job cancels the lane's running job and replaces its
 // queued one (which reports Cancelled without running); cancel(lane) cancels the lane's running job
@@ -48,6 +48,7 @@
 #include "core/status.h"
 #include "engine/mesh/cleanup.h"
 #include "engine/mesh/mesh.h"
+#include "engine/mesh/paint_views.h"
 #include "engine/mesh/texture.h"
 #include "engine/runtime/capabilities.h"
 #include "engine/runtime/defaults.h"
@@ -228,6 +229,21 @@ struct ImageJobOptions {
   std::string tiny_decoder;
 };
 
+// Paint a mesh from views with the image model (docs/texture-painting.md): its UV atlas (kept
+// when it has uvs, unless new_atlas), the views around it, each generated with the depth
+// ControlNet and inpainted over what earlier views painted, baked into the texture.
+struct PaintJobOptions {
+  std::shared_ptr<const mesh::Mesh> mesh;  // not null, valid, with triangles
+  // The prompt and how each view is made (steps, sampler, seed for the first view, LoRAs, the
+  // ControlNet and its scale, the tiny decoder, the fast choice applied); its pictures and size
+  // are the painter's own.
+  ImageJobOptions image;
+  mesh::ViewSetOptions views;
+  int view_size = 0;  // pixels per side; 0: the image model's default size
+  int texture_size = kDefaultPaintTextureSize;
+  bool new_atlas = false;
+};
+
 struct TextureJobOptions {
   std::shared_ptr<const mesh::Mesh> mesh;           // not null, valid, with triangles
   std::shared_ptr<const mesh::TextureImage> image;  // not null
@@ -297,6 +313,7 @@ class Session {
   uint64_t submit(JobOptions job);                 // shape lane
   uint64_t submit_image(ImageJobOptions job);      // image lane
   uint64_t submit_texture(TextureJobOptions job);  // texture lane
+  uint64_t submit_paint(PaintJobOptions job);      // image lane
   void cancel();                                   // every lane
   void cancel(Lane lane);                          // one lane
 

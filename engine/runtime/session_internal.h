@@ -36,6 +36,7 @@ struct Session::Impl {
   uint64_t submit(JobOptions job);
   uint64_t submit_image(ImageJobOptions job);
   uint64_t submit_texture(TextureJobOptions job);
+  uint64_t submit_paint(PaintJobOptions job);
   void cancel();
   void cancel(Lane lane);
   std::optional<Event> poll();
@@ -69,6 +70,8 @@ struct Session::Impl {
   Expected<MadeImage> make_image(uint64_t id, const ImageJobOptions& job,
                                  std::atomic<bool>& cancel);
   void run_texture_job(uint64_t id, const TextureJobOptions& job, std::atomic<bool>& cancel);
+  // Paint jobs (session_paint_job.cpp).
+  void run_paint_job(uint64_t id, const PaintJobOptions& job, std::atomic<bool>& cancel);
 
   // Shape jobs (session_shape_job.cpp): checked, then the tokens generated (or given), then the
   // candidates meshed.
