@@ -10,9 +10,12 @@
 #include <vector>
 
 #include "core/safetensors.h"
+#include "engine/diffusion/pipeline.h"
+#include "engine/diffusion/sd_config.h"
 #include "engine/weights/weight_store.h"
 #include "kernels/diffusion_ops.h"
 #include "tests/engine/diffusion/diffusion_test_util.h"
+#include "tests/engine/diffusion/pipeline_test_util.h"
 
 namespace tessera::diffusion {
 namespace {
@@ -117,6 +120,70 @@ TEST(TinyDecoder, BadSizesAreRefused) {
   std::vector<float> z(16), image(16 * 64 * 3);
   EXPECT_FALSE(decoder->decode(z.data(), 1, 0, 4, image.data()).ok());
   EXPECT_FALSE(decoder->decode(nullptr, 1, 1, 1, image.data()).ok());
+}
+
+// Through the pipeline: the fixture model with its VAE swapped for an x8 one (random weights, the
+// tiny decoder's scale) decodes with the tiny decoder when asked, exactly as the decoder alone
+// decodes its final latents, and with its VAE otherwise.
+TEST(TinyDecoder, ThePipelineDecodesWithItWhenAsked) {
+  namespace pt = pipeline_test;
+  pt::Tensors tensors;
+  ASSERT_TRUE(pt::compvis_tensors(&tensors));
+  for (auto it = tensors.begin(); it != tensors.end();) {
+    it = it->first.rfind(kVaePrefix, 0) == 0 ? tensors.erase(it) : std::next(it);
+  }
+  VaeDecoderConfig x8;
+  x8.level_channels = {32, 32, 32, 32};
+  x8.blocks_per_level = 1;
+  uint32_t seed = 1;
+  for (const auto& [name, shape] : vae_decoder_tensor_shapes(x8)) {
+    pt::Tensor t;
+    t.shape = shape;
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    const bool norm_scale = name.find("norm") != std::string::npos && name.size() > 7 &&
+                            name.compare(name.size() - 7, 7, ".weight") == 0;
+    for (int64_t i = 0; i < n; ++i) {
+      seed = seed * 1664525u + 1013904223u;
+      const float r = static_cast<float>(seed >> 8) / 16777216.0f - 0.5f;
+      t.values.push_back(norm_scale ? 1.0f : 0.1f * r);
+    }
+    tensors[name] = std::move(t);
+  }
+  pt::TempDir tmp("tiny-decoder-x8");
+  ASSERT_TRUE(pt::write_compvis_model(tmp.path() / "x8", tensors));
+  DiffusionLoadOptions options;
+  options.unet_heads = pt::kUNetHeads;
+  options.text_heads = pt::kTextHeads;
+  auto model = DiffusionModel::load((tmp.path() / "x8" / "model.safetensors").string(), options);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  ASSERT_EQ((*model)->vae_config().upscale(), 8);
+  ASSERT_TRUE((*model)->load_tiny_decoder(dir() + "taesd_decoder.safetensors").ok());
+  EXPECT_TRUE((*model)->has_tiny_decoder());
+  GenerateRequest r;
+  r.prompt = "a red torus";
+  r.width = r.height = 32;
+  r.steps = 2;
+  r.guidance_scale = 2.0f;
+  r.seed = 7;
+  r.tiny_decode = true;
+  auto tiny = (*model)->generate(r);
+  ASSERT_TRUE(tiny.ok()) << tiny.status().message();
+  ASSERT_EQ(tiny->width, 32);
+  // The decoder alone on the same latents.
+  WeightStore store(SafeTensors::open(dir() + "taesd_decoder.safetensors").value(),
+                    WeightFormat::kF32);
+  auto alone = TinyDecoder::load(store, infer_tiny_decoder_config(store.file()).value()).value();
+  std::vector<float> image(32 * 32 * 3);
+  ASSERT_TRUE(alone->decode(tiny->latents.data(), 1, 4, 4, image.data()).ok());
+  EXPECT_TRUE(close_rel(tiny->decoded, image, 1e-6));
+  r.tiny_decode = false;
+  auto full = (*model)->generate(r);
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(full->latents, tiny->latents);
+  EXPECT_FALSE(close_rel(full->decoded, tiny->decoded, 1e-2));
+  (*model)->unload_tiny_decoder();
+  EXPECT_FALSE((*model)->has_tiny_decoder());
 }
 
 }  // namespace
