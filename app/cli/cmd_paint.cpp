@@ -1,11 +1,13 @@
 // tessera paint MESH --prompt TEXT -o OUT [options]: paints any mesh Tessera opens from views
 // around it with the image model (docs/texture-painting.md) and writes it textured (.glb, .fbx,
-// .obj + .mtl + .png). Progress per view on stderr; Ctrl-C cancels and nothing is written.
+// .obj + .mtl + .png). Progress per view on stderr; Ctrl-C cancels and the mesh is not written
+// (views already saved with --save-views stay: they are progress, written as each view ends).
 #include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +49,18 @@ std::atomic<bool> g_paint_cancel{false};
 extern "C" void on_paint_sigint(int) {
   g_paint_cancel.store(true);
 }
+
+// Ctrl-C cancels the job while this lives; the previous handler comes back on every way out.
+class SigintGuard {
+ public:
+  SigintGuard() : previous_(std::signal(SIGINT, on_paint_sigint)) {}
+  ~SigintGuard() { std::signal(SIGINT, previous_ == SIG_ERR ? SIG_DFL : previous_); }
+  SigintGuard(const SigintGuard&) = delete;
+  SigintGuard& operator=(const SigintGuard&) = delete;
+
+ private:
+  void (*previous_)(int);
+};
 
 int run_paint(const PaintCliOptions& o) {
   auto fail = [](const std::string& message) {
@@ -97,6 +111,7 @@ int run_paint(const PaintCliOptions& o) {
   }
   auto text_notes = runtime::accept_job_text(&image);
   if (!text_notes.ok()) return fail(text_notes.status().message());
+  if (Status st = runtime::check_image_job(image); !st.ok()) return fail(st.message());
   auto model_loras = runtime::image_job_loras(image, nullptr);
   if (!model_loras.ok()) return fail(model_loras.status().message());
   job.views = o.views;
@@ -120,7 +135,7 @@ int run_paint(const PaintCliOptions& o) {
   std::fprintf(stderr, "model: %s, %s\n", info.path.c_str(), info.summary.c_str());
 
   g_paint_cancel.store(false);
-  auto previous = std::signal(SIGINT, on_paint_sigint);
+  std::optional<SigintGuard> sigint(std::in_place);
   const uint64_t id = session->submit_paint(job);
   std::shared_ptr<const mesh::Mesh> painted;
   runtime::PaintedMeshEvent result;
@@ -161,7 +176,7 @@ int run_paint(const PaintCliOptions& o) {
     }
     if (event->terminal()) end = std::move(event);
   }
-  std::signal(SIGINT, previous == SIG_ERR ? SIG_DFL : previous);
+  sigint.reset();
   if (const auto* e = std::get_if<runtime::ErrorEvent>(&end->payload)) {
     return fail(e->status.message());
   }

@@ -291,8 +291,8 @@ class DiffusionModel {
   // GenerateRequest::tiny_decode, replacing any loaded one. `path`: a .safetensors file in the
   // release layout (taesd_decoder.safetensors) or diffusers' AutoencoderTiny, or a folder holding
   // taesd_decoder.safetensors or diffusion_pytorch_model.safetensors. Errors name the file:
-  // kNotFound (no such file), kUnsupported (.pth / .ckpt), kInvalidArgument (no tiny decoder in
-  // it, a missing or misshapen tensor, latents of another channel count or scale than this
+  // kNotFound (no such file, a missing tensor), kUnsupported (.pth / .ckpt), kInvalidArgument (no
+  // tiny decoder in it, a misshapen tensor, latents of another channel count or scale than this
   // model's, e.g. SD3's 16-channel TAESD; SDXL's has SD 1.5's shapes and cannot be told apart,
   // so the file is trusted to be this model family's). On error the loaded one stays.
   Status load_tiny_decoder(const std::string& path);

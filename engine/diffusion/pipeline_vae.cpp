@@ -154,7 +154,8 @@ Status DiffusionModel::Impl::decode_latents(Impl& m, const GenerateRequest& requ
   out->vae_ms = ms_since(t0);
   for (size_t k = 0; k < out->decoded.size(); ++k) {
     if (!std::isfinite(out->decoded[k])) {
-      return corrupt_data("VAE decode: the image has " +
+      return corrupt_data(std::string(request.tiny_decode ? "tiny decoder" : "VAE decode") +
+                          ": the image has " +
                           std::string(std::isnan(out->decoded[k]) ? "NaN" : "an infinity") +
                           " at pixel " + std::to_string(k / 3) + " (latents were finite)");
     }

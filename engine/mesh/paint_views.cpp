@@ -88,8 +88,10 @@ Expected<std::vector<PaintView>> plan_views(const Mesh& mesh, const ViewSetOptio
 Expected<ViewInputs> prepare_view(const Mesh& mesh, const TexelMap& texels,
                                   const BakeAccumulator& state, const PaintView& view, int size,
                                   const PaintMaskOptions& options) {
-  if (size < 64 || size > 2048) {
-    return invalid_argument("paint view: size " + std::to_string(size) + " is outside 64..2048");
+  if (size < kMinPaintViewSize || size > kMaxPaintViewSize) {
+    return invalid_argument("paint view: size " + std::to_string(size) + " is outside " +
+                            std::to_string(kMinPaintViewSize) + ".." +
+                            std::to_string(kMaxPaintViewSize));
   }
   if (state.size != texels.size || mesh.uvs.empty()) {
     return invalid_argument("paint view: the paint state does not match the mesh's texel map");
@@ -139,8 +141,12 @@ Expected<ViewInputs> prepare_view(const Mesh& mesh, const TexelMap& texels,
     const double nl = std::sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2]);
     const double el =
         std::sqrt(to_eye[0] * to_eye[0] + to_eye[1] * to_eye[1] + to_eye[2] * to_eye[2]);
+    // Either side: the rasteriser's depth test decided visibility, and faces wound inwards are
+    // surface all the same.
     const double facing =
-        nl > 0 && el > 0 ? (n[0] * to_eye[0] + n[1] * to_eye[1] + n[2] * to_eye[2]) / (nl * el) : 0;
+        nl > 0 && el > 0
+            ? std::fabs(n[0] * to_eye[0] + n[1] * to_eye[1] + n[2] * to_eye[2]) / (nl * el)
+            : 0;
     if (before < options.seen_facing || facing - before > options.refine_gain) generate[i] = 1;
   }
   // The band: widen by `band` pixels (a square), inside the object only.

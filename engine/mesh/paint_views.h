@@ -39,6 +39,10 @@ struct PaintView {
 // triangles.
 Expected<std::vector<PaintView>> plan_views(const Mesh& mesh, const ViewSetOptions& options);
 
+// The view sides prepare_view accepts, pixels.
+inline constexpr int kMinPaintViewSize = 64;
+inline constexpr int kMaxPaintViewSize = 2048;
+
 struct PaintMaskOptions {
   float seen_facing = 0.05f;  // a texel some view saw at least this squarely is painted
   float refine_gain = 0.3f;   // ... and is painted again where this view sees it this much better

@@ -160,8 +160,10 @@ Expected<BakeViewStats> bake_view(const Mesh& mesh, const TexelMap& texels,
     const V3 to_eye{proj.eye()[0] - p[0], proj.eye()[1] - p[1], proj.eye()[2] - p[2]};
     const double len =
         std::sqrt(to_eye[0] * to_eye[0] + to_eye[1] * to_eye[1] + to_eye[2] * to_eye[2]);
-    const double c = (nrm[0] * to_eye[0] + nrm[1] * to_eye[1] + nrm[2] * to_eye[2]) / len;
-    if (!(c > 0.05)) continue;  // back-facing or grazing
+    // Either side of the face: the depth test above decided that this point is the one seen, and
+    // meshes wound inwards (common in imported files) are surfaces all the same.
+    const double c = std::fabs(nrm[0] * to_eye[0] + nrm[1] * to_eye[1] + nrm[2] * to_eye[2]) / len;
+    if (!(c > 0.05)) continue;  // grazing
     float rgb[3];
     sample(image, v.px, v.py, rgb);
     const float w = static_cast<float>(c * c);

@@ -1,10 +1,11 @@
 // Back-projection of view images into a mesh's UV atlas: the painter's "bake" step
 // (docs/texture-painting.md). For every texel a triangle covers, its surface point is found
 // (map_texels), projected into each view, kept where the view sees that point (its depth matches
-// the view's nearest surface) and where the surface faces the camera, and the view's colour there
-// is accumulated with the weight cos^2 of the angle between the surface normal and the direction
-// to the camera (squarely seen views dominate grazing ones). Texels no view saw, and the gutters,
-// get the colour of the nearest seen texel (a breadth-first flood over the texture), so bilinear
+// the view's nearest surface) and where the surface is not seen edge-on, and the view's colour
+// there is accumulated with the weight cos^2 of the angle between the surface normal (either side:
+// inward-wound faces are surface too) and the direction to the camera (squarely seen views
+// dominate grazing ones). Texels no view saw, and the gutters, get the colour of a seen texel
+// nearby (a breadth-first flood over the texture, 4-neighbour steps), so bilinear
 // sampling and mip-maps never reach the background.
 #pragma once
 

@@ -202,10 +202,14 @@ Expected<AtlasReport> check_uv_atlas(const Mesh& mesh, int size) {
   return r;
 }
 
+bool is_atlas_size(int size) {
+  return size == 1024 || size == 2048 || size == 4096;
+}
+
 Expected<Mesh> make_uv_atlas(const Mesh& mesh, const AtlasOptions& options, AtlasReport* report) {
   TESSERA_RETURN_IF_ERROR(validate(mesh));
   if (mesh.triangles.empty()) return invalid_argument("UV atlas: the mesh has no triangles");
-  if (options.size != 1024 && options.size != 2048 && options.size != 4096) {
+  if (!is_atlas_size(options.size)) {
     return invalid_argument("UV atlas: texture size " + std::to_string(options.size) +
                             " is not 1024, 2048 or 4096");
   }

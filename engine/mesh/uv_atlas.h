@@ -11,8 +11,8 @@
 //                  conformal maps (LSCM, Levy et al. 2002) by conjugate gradients from that start;
 //                  a chart that flips or overlaps itself is split until it does not;
 //   uv_pack.cpp    charts at one texel density, rotated to their smallest bounding box,
-//                  rasterised with a gutter and placed first-fit on an occupancy grid, the density
-//                  searched so the charts fill the texture.
+//                  rasterised to column profiles with half a gutter around them and dropped onto
+//                  a skyline, the density searched so the charts fill the texture.
 //   uv_atlas.cpp   the orchestration, the output mesh (a vertex on a chart border is split, one
 //                  copy per chart) and the checks (overlap, flips, stretch, utilisation).
 #pragma once
@@ -59,12 +59,16 @@ struct AtlasReport {
   double charts_ms = 0, flatten_ms = 0, pack_ms = 0;
 };
 
+// The texture sides an atlas is made for: 1024, 2048 and 4096.
+bool is_atlas_size(int size);
+
 // A copy of `mesh` with an atlas in `uvs` (u right, v up, in [0, 1]; texel centres of a
 // `options.size` texture are at (i + 0.5) / size). Vertices on chart borders are duplicated
 // (same position and normal). The texture, if any, is dropped when the uvs are replaced.
 // Errors: kInvalidArgument (no triangles, a size that is not 1024 / 2048 / 4096, a negative gutter,
-// invalid mesh arrays, a surface of zero area), kCancelled. Degenerate triangles (zero area) get a
-// point in some chart's gutter-free interior and are not counted in the checks.
+// invalid mesh arrays, a surface of zero area, more separate parts than the texture can hold at any
+// density), kCancelled. Degenerate triangles (zero area) join a neighbour's chart (or make one of
+// their own) and come out as segments or points there; the checks leave them out.
 Expected<Mesh> make_uv_atlas(const Mesh& mesh, const AtlasOptions& options,
                              AtlasReport* report = nullptr);
 

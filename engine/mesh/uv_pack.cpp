@@ -176,9 +176,9 @@ Raster rasterise(const FlatChart& c, const Shape& s, double density, int gutter,
 
 // Textures are packed at this size at most (larger ones are scaled up from it).
 constexpr int kWorkSize = 1024;
-// Charts up to this many are tried at every x; more, every gutter's width.
+// Charts up to this many are tried at every x with four turns; more, at a stride, with two.
 constexpr size_t kEveryXCharts = 64;
-// Above this many charts, two turns instead of four and one packing variant instead of four.
+// Above this many charts, one packing variant is searched instead of four.
 constexpr size_t kManyCharts = 2000;
 
 struct Placement {
@@ -195,7 +195,7 @@ bool place_all(const std::vector<FlatChart>& charts, const std::vector<Shape>& s
   std::vector<int> sky(static_cast<size_t>(size), 0);
   std::vector<double> scratch;
   std::vector<int> xs;
-  // Few charts: every x is tried (large charts nest best so); many: every gutter's width.
+  // Few charts: every x is tried (large charts nest best so); many: every margin's width.
   const int stride = charts.size() <= kEveryXCharts ? 1 : std::max(1, gutter);
   // Thousands of charts (CAD parts, scans): a quarter turn only, as is or not.
   const int turns = charts.size() <= kEveryXCharts ? 4 : 2;
@@ -274,6 +274,8 @@ Expected<double> pack_charts(std::vector<FlatChart>* charts, int size, int gutte
     area += shapes[i].width * shapes[i].height;
   }
   if (!(area > 0)) return invalid_argument("UV atlas: the charts have no area");
+  double largest = 0;  // the longest chart side, mesh units
+  for (const Shape& s : shapes) largest = std::max({largest, s.width, s.height});
   // Two orders (tallest first, largest box first) times two scores; each variant's density is
   // bisected on log s from where the boxes would fill the texture, and the densest packing wins.
   std::vector<size_t> by_height(charts->size());
@@ -315,9 +317,17 @@ Expected<double> pack_charts(std::vector<FlatChart>* charts, int size, int gutte
           hi = s;
         }
         if (lo > 0 && hi > 0 && hi / lo < 1.01) break;
+        // Every chart under a texel already: a lower density cannot help.
+        if (lo == 0 && s * largest < 1.0) break;
         s = hi == 0 ? s * 1.25 : lo == 0 ? s / 1.25 : std::sqrt(lo * hi);
       }
     }
+  }
+  if (good <= 0 || best.size() != charts->size()) {
+    return invalid_argument("UV atlas: " + std::to_string(charts->size()) +
+                            " charts do not fit a " + std::to_string(size) +
+                            " texture at any density (gutter " + std::to_string(gutter) +
+                            " texels): a larger texture, or fewer separate parts");
   }
   std::vector<double> tex;
   for (size_t i = 0; i < charts->size(); ++i) {

@@ -10,17 +10,17 @@ namespace tessera::mesh {
 namespace {
 
 using V3 = std::array<double, 3>;
-V3 sub(const V3& a, const V3& b) {
+V3 vsub(const V3& a, const V3& b) {
   return {a[0] - b[0], a[1] - b[1], a[2] - b[2]};
 }
-double dot(const V3& a, const V3& b) {
+double vdot(const V3& a, const V3& b) {
   return a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
 }
-V3 cross(const V3& a, const V3& b) {
+V3 vcross(const V3& a, const V3& b) {
   return {a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]};
 }
-V3 unit(const V3& a) {
-  const double n = std::sqrt(dot(a, a));
+V3 vunit(const V3& a) {
+  const double n = std::sqrt(vdot(a, a));
   return n > 0 ? V3{a[0] / n, a[1] / n, a[2] / n} : V3{0, 0, 0};
 }
 
@@ -28,20 +28,20 @@ V3 unit(const V3& a) {
 
 ViewProjection::ViewProjection(const ViewCamera& camera, int width, int height)
     : eye_(camera.eye), width_(width), height_(height) {
-  forward_ = unit(sub(camera.target, camera.eye));
-  right_ = unit(cross(forward_, camera.up));
-  up_ = cross(right_, forward_);
+  forward_ = vunit(vsub(camera.target, camera.eye));
+  right_ = vunit(vcross(forward_, camera.up));
+  up_ = vcross(right_, forward_);
   tan_half_ = std::tan(camera.fov_y_deg * M_PI / 360.0);
   aspect_ = height > 0 ? static_cast<double>(width) / height : 1.0;
   pixel_angle_ = height > 0 ? 2.0 * tan_half_ / height : 0.0;
 }
 
 ViewPoint ViewProjection::project(const std::array<double, 3>& p) const {
-  const V3 d = sub(p, eye_);
+  const V3 d = vsub(p, eye_);
   ViewPoint v;
-  v.x = dot(d, right_);
-  v.y = dot(d, up_);
-  v.z = dot(d, forward_);
+  v.x = vdot(d, right_);
+  v.y = vdot(d, up_);
+  v.z = vdot(d, forward_);
   if (v.z > 0) {
     const double nx = v.x / (v.z * tan_half_ * aspect_), ny = v.y / (v.z * tan_half_);
     v.px = (nx + 1.0) * 0.5 * width_;
@@ -56,10 +56,10 @@ Expected<ViewRaster> rasterize_view(const Mesh& mesh, const ViewCamera& camera, 
     return invalid_argument("view raster: size " + std::to_string(width) + "x" +
                             std::to_string(height) + " is outside 1..8192");
   }
-  const V3 view = sub(camera.target, camera.eye);
-  if (!(dot(view, view) > 0)) return invalid_argument("view raster: the eye is on the target");
-  const V3 side = cross(unit(view), camera.up);
-  if (!(dot(side, side) > 1e-12)) {
+  const V3 view = vsub(camera.target, camera.eye);
+  if (!(vdot(view, view) > 0)) return invalid_argument("view raster: the eye is on the target");
+  const V3 side = vcross(vunit(view), camera.up);
+  if (!(vdot(side, side) > 1e-12)) {
     return invalid_argument("view raster: the up direction is parallel to the view direction");
   }
   if (!(camera.fov_y_deg > 0 && camera.fov_y_deg < 180)) {

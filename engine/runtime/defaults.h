@@ -37,7 +37,8 @@ inline constexpr double kDefaultPreviewBudget = 0.1;
 
 // Images (the diffusion engine).
 inline constexpr int kDefaultImageSteps = 20;
-// The most denoising steps an image job may ask for (the diffusion pipeline's own limit).
+// The most denoising steps an image job may ask for (SD's schedule has 1000 training steps: more
+// would repeat timesteps).
 inline constexpr int kMaxImageSteps = 1000;
 inline constexpr float kDefaultImageGuidance = 7.5f;
 // Image-to-image: the share of the steps that repaint the init image (stable-diffusion.cpp's

@@ -13,6 +13,7 @@
 #include "engine/mesh/paint_views.h"
 #include "engine/mesh/texture_bake.h"
 #include "engine/mesh/uv_atlas.h"
+#include "engine/runtime/image_inputs.h"
 #include "engine/runtime/session_internal.h"
 
 namespace tessera::runtime {
@@ -37,7 +38,7 @@ void Session::Impl::run_paint_job(uint64_t id, const PaintJobOptions& o,
   if (o.mesh->triangles.empty()) {
     return emit(id, lane, ErrorEvent{invalid_argument("the mesh to paint has no triangles")});
   }
-  if (o.texture_size != 1024 && o.texture_size != 2048 && o.texture_size != 4096) {
+  if (!mesh::is_atlas_size(o.texture_size)) {
     return emit(id, lane,
                 ErrorEvent{invalid_argument("texture size " + std::to_string(o.texture_size) +
                                             " is not 1024, 2048 or 4096")});
@@ -48,15 +49,27 @@ void Session::Impl::run_paint_job(uint64_t id, const PaintJobOptions& o,
                 ErrorEvent{invalid_argument(
                     "a paint job makes its own init images, masks and depth maps: give none")});
   }
+  // The image options as an image job checks them, before the atlas (which can take seconds).
+  if (Status st = check_image_job(o.image); !st.ok()) return emit(id, lane, ErrorEvent{st});
   auto views = mesh::plan_views(*o.mesh, o.views);
   if (!views.ok()) return emit(id, lane, ErrorEvent{views.status()});
-  const int64_t multiple = image_->size_multiple();
-  int64_t size = o.view_size > 0 ? o.view_size : image_->default_image_size();
-  size = std::max<int64_t>(multiple, size / multiple * multiple);
-  if (size < 64 || size > 2048) {
+  if (o.view_size != 0 &&
+      (o.view_size < mesh::kMinPaintViewSize || o.view_size > mesh::kMaxPaintViewSize)) {
     return emit(
         id, lane,
-        ErrorEvent{invalid_argument("view size " + std::to_string(size) + " is outside 64..2048")});
+        ErrorEvent{invalid_argument("view size " + std::to_string(o.view_size) + " is outside " +
+                                    std::to_string(mesh::kMinPaintViewSize) + ".." +
+                                    std::to_string(mesh::kMaxPaintViewSize))});
+  }
+  // The model's size rule: a multiple of its step, at least the smallest view.
+  const int64_t multiple = image_->size_multiple();
+  int64_t size = o.view_size > 0 ? o.view_size : image_->default_image_size();
+  size = std::max<int64_t>(size / multiple * multiple,
+                           (mesh::kMinPaintViewSize + multiple - 1) / multiple * multiple);
+  std::vector<std::string> notes;
+  if (o.view_size > 0 && size != o.view_size) {
+    notes.push_back("view size " + std::to_string(o.view_size) + " rounded to " +
+                    std::to_string(size) + " (a multiple of " + std::to_string(multiple) + ")");
   }
   auto on_wait = [&](bool waiting) {
     emit(id, lane, WaitingEvent{waiting, waiting ? "waiting for the shape job" : ""});
@@ -72,6 +85,15 @@ void Session::Impl::run_paint_job(uint64_t id, const PaintJobOptions& o,
   atlas.replace_existing = o.new_atlas;
   atlas.cancel = &cancel;
   mesh::AtlasReport report;
+  // The mesh's own uvs are kept only when they give every triangle its own texels.
+  if (!o.new_atlas && !o.mesh->uvs.empty()) {
+    auto own = mesh::check_uv_atlas(*o.mesh, o.texture_size);
+    if (own.ok() && own->overlapping > 0) {
+      atlas.replace_existing = true;
+      notes.push_back("the mesh's uvs overlap (" + std::to_string(own->overlapping) +
+                      " triangle pairs share texels): painted on a new atlas");
+    }
+  }
   auto laid = mesh::make_uv_atlas(*o.mesh, atlas, &report);
   if (!laid.ok()) {
     if (laid.status().code() == ErrorCode::kCancelled) {
@@ -86,7 +108,6 @@ void Session::Impl::run_paint_job(uint64_t id, const PaintJobOptions& o,
   if (!texels.ok()) return emit(id, lane, ErrorEvent{texels.status()});
   mesh::BakeAccumulator state(o.texture_size);
 
-  std::vector<std::string> notes;
   std::vector<mesh::ViewRaster> rasters;
   std::vector<std::shared_ptr<const mesh::TextureImage>> images;
   std::vector<std::string> names;
@@ -116,6 +137,10 @@ void Session::Impl::run_paint_job(uint64_t id, const PaintJobOptions& o,
         job.init_image = share(inputs->init);
         job.mask = share(inputs->mask);
         job.strength = 1.0f;
+      }
+      // Each view is an image job: it waits for a running shape job as one would.
+      if (!scheduler_.wait_image_turn(cancel, on_wait)) {
+        return emit(id, lane, CancelledEvent{"cancelled"});
       }
       Stopwatch generating;
       auto made = make_image(id, job, cancel);

@@ -157,6 +157,7 @@ TEST(MeshCorpus, EveryOpeningMeshGetsAValidUvAtlasOrAClearError) {
     auto atlas = mesh::make_uv_atlas(*m, options, &report);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(seconds, 10.0) << rel;
     if (seconds > worst_seconds) {
       worst_seconds = seconds;
       worst = rel + " (" + std::to_string(m->triangle_count()) + " triangles)";

@@ -197,7 +197,9 @@ TEST(UvAtlas, BadInputIsRefusedByName) {
   EXPECT_NE(bad.status().message().find("1000"), std::string::npos);
   o = {};
   o.gutter = -1;
-  EXPECT_FALSE(make_uv_atlas(cube(), o).ok());
+  auto gutter = make_uv_atlas(cube(), o);
+  ASSERT_FALSE(gutter.ok());
+  EXPECT_NE(gutter.status().message().find("gutter -1"), std::string::npos);
   Mesh flat;  // all triangles on one point
   flat.positions = {0, 0, 0, 0, 0, 0, 0, 0, 0};
   flat.triangles = {0, 1, 2};
@@ -208,6 +210,45 @@ TEST(UvAtlas, BadInputIsRefusedByName) {
   o = {};
   o.cancel = &cancel;
   EXPECT_EQ(make_uv_atlas(torus(16, 8), o).status().code(), ErrorCode::kCancelled);
+}
+
+TEST(UvAtlas, ChartsThatCannotFitAreRefused) {
+  // 200 separate triangles in a 64-texel texture with a 16-texel gutter: each needs 10 x 10.
+  std::vector<FlatChart> charts(200);
+  for (FlatChart& c : charts) {
+    c.triangles = {0, 1, 2};
+    c.faces = {0};
+    c.uv = {0, 0, 1, 0, 0, 1};
+  }
+  auto packed = pack_charts(&charts, 64, 16, nullptr);
+  ASSERT_FALSE(packed.ok());
+  EXPECT_EQ(packed.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(packed.status().message().find("200 charts do not fit"), std::string::npos)
+      << packed.status().message();
+  // 4 of them do.
+  charts.resize(4);
+  EXPECT_TRUE(pack_charts(&charts, 64, 16, nullptr).ok());
+}
+
+// The atlas keeps the mesh's winding: on a consistently wound mesh every triangle's UV area is
+// positive (a mirrored chart would pass the per-island flip count).
+TEST(UvAtlas, EveryChartKeepsTheMeshsWinding) {
+  AtlasOptions o;
+  o.size = 1024;
+  for (const Mesh& in : {torus(48, 24), sphere(24, 48), cube()}) {
+    auto out = make_uv_atlas(in, o);
+    ASSERT_TRUE(out.ok());
+    int64_t negative = 0;
+    for (size_t t = 0; t < out->triangles.size(); t += 3) {
+      const float* a = &out->uvs[2 * out->triangles[t]];
+      const float* b = &out->uvs[2 * out->triangles[t + 1]];
+      const float* c = &out->uvs[2 * out->triangles[t + 2]];
+      const double area2 = (double(b[0]) - a[0]) * (double(c[1]) - a[1]) -
+                           (double(b[1]) - a[1]) * (double(c[0]) - a[0]);
+      if (area2 * 1024.0 * 1024.0 < -2e-3) ++negative;
+    }
+    EXPECT_EQ(negative, 0);
+  }
 }
 
 TEST(UvAtlas, OverlapCheckFindsOverlapsAndIgnoresTouching) {

@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "engine/mesh/uv_atlas.h"
 #include "engine/runtime/session.h"
 
 namespace tessera::runtime {
@@ -110,31 +113,52 @@ TEST(RuntimePaintJob, ViewsInOrderThenThePaintedMesh) {
   EXPECT_EQ(painted->mesh->triangles.size(), sphere()->triangles.size());
   EXPECT_GT(painted->coverage, 0.9);
   ASSERT_EQ(painted->agreement_db.size(), painted->view_names.size());
-  for (double db : painted->agreement_db) EXPECT_GT(db, 10.0);
+  // The embedded model's 64-pixel views agree with the painted mesh at 17-26 dB (the views are
+  // blended where they overlap; the stand-in generator of paint_views_test reaches 51-61).
+  for (double db : painted->agreement_db) EXPECT_GT(db, 15.0);
   // The texture is no flat fill: the views put colour in it.
   const auto& rgb = painted->mesh->texture.rgb;
   EXPECT_NE(std::count(rgb.begin(), rgb.end(), rgb[0]), static_cast<long>(rgb.size()));
 }
 
-TEST(RuntimePaintJob, AMeshsOwnUvsAreKept) {
+// A mesh's own uvs are kept when they give every triangle its own texels; overlapping ones (a
+// spherical mapping wraps around its seam) get a new atlas, and the job says so.
+TEST(RuntimePaintJob, AMeshsOwnUvsAreKeptUnlessTheyOverlap) {
   auto session = session_with_embedded_model();
-  auto m = std::make_shared<mesh::Mesh>(*sphere());
-  for (size_t v = 0; v < m->positions.size() / 3; ++v) {  // a spherical mapping
-    const float x = m->positions[3 * v], y = m->positions[3 * v + 1], z = m->positions[3 * v + 2];
-    m->uvs.push_back(static_cast<float>(0.5 + std::atan2(z, x) / (2 * M_PI)));
-    m->uvs.push_back(static_cast<float>(0.5 + std::asin(std::clamp(y / 0.4f, -1.0f, 1.0f)) / M_PI));
+  auto paint = [&](std::shared_ptr<const mesh::Mesh> m) {
+    PaintJobOptions job = paint_job(std::move(m));
+    job.views.top = job.views.bottom = false;
+    job.views.ring = 2;
+    std::optional<PaintedMeshEvent> painted;
+    for (const Event& e : run(*session, session->submit_paint(job))) {
+      if (const auto* p = std::get_if<PaintedMeshEvent>(&e.payload)) painted = *p;
+    }
+    return painted;
+  };
+  mesh::AtlasOptions atlas;
+  atlas.size = 1024;
+  auto laid = std::make_shared<mesh::Mesh>(*mesh::make_uv_atlas(*sphere(), atlas));
+  auto kept = paint(laid);
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_FALSE(kept->new_atlas);
+  EXPECT_EQ(kept->mesh->uvs, laid->uvs);
+
+  auto wrapped = std::make_shared<mesh::Mesh>(*sphere());
+  for (size_t v = 0; v < wrapped->positions.size() / 3; ++v) {  // a spherical mapping
+    const float x = wrapped->positions[3 * v], y = wrapped->positions[3 * v + 1],
+                z = wrapped->positions[3 * v + 2];
+    wrapped->uvs.push_back(static_cast<float>(0.5 + std::atan2(z, x) / (2 * M_PI)));
+    wrapped->uvs.push_back(
+        static_cast<float>(0.5 + std::asin(std::clamp(y / 0.4f, -1.0f, 1.0f)) / M_PI));
   }
-  PaintJobOptions job = paint_job(m);
-  job.views.top = job.views.bottom = false;
-  job.views.ring = 2;
-  const std::vector<Event> events = run(*session, session->submit_paint(job));
-  const PaintedMeshEvent* painted = nullptr;
-  for (const Event& e : events) {
-    if (const auto* p = std::get_if<PaintedMeshEvent>(&e.payload)) painted = p;
-  }
-  ASSERT_NE(painted, nullptr);
-  EXPECT_FALSE(painted->new_atlas);
-  EXPECT_EQ(painted->mesh->uvs, m->uvs);
+  auto replaced = paint(wrapped);
+  ASSERT_TRUE(replaced.has_value());
+  EXPECT_TRUE(replaced->new_atlas);
+  EXPECT_NE(replaced->mesh->uvs, wrapped->uvs);
+  bool said = false;
+  for (const std::string& note : replaced->notes)
+    said |= note.find("uvs overlap") != std::string::npos;
+  EXPECT_TRUE(said);
 }
 
 TEST(RuntimePaintJob, CancelBetweenViewsEndsWithoutAMesh) {
