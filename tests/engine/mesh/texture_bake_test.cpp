@@ -14,32 +14,13 @@
 
 #include "engine/mesh/uv_atlas.h"
 #include "engine/mesh/view_raster.h"
+#include "tests/support/test_meshes.h"
 
 namespace tessera::mesh {
 namespace {
 
 Mesh sphere(int stacks, int slices) {
-  Mesh m;
-  for (int i = 0; i <= stacks; ++i) {
-    const double t = M_PI * i / stacks;
-    for (int j = 0; j < slices; ++j) {
-      const double p = 2 * M_PI * j / slices;
-      m.positions.push_back(static_cast<float>(std::sin(t) * std::cos(p)));
-      m.positions.push_back(static_cast<float>(std::cos(t)));
-      m.positions.push_back(static_cast<float>(std::sin(t) * std::sin(p)));
-    }
-  }
-  for (int i = 0; i < stacks; ++i) {
-    for (int j = 0; j < slices; ++j) {
-      const uint32_t a = static_cast<uint32_t>(i * slices + j);
-      const uint32_t b = static_cast<uint32_t>(i * slices + (j + 1) % slices);
-      const uint32_t c = static_cast<uint32_t>((i + 1) * slices + (j + 1) % slices);
-      const uint32_t d = static_cast<uint32_t>((i + 1) * slices + j);
-      if (i > 0) m.triangles.insert(m.triangles.end(), {a, b, d});
-      if (i + 1 < stacks) m.triangles.insert(m.triangles.end(), {b, c, d});
-    }
-  }
-  return m;
+  return test::ellipsoid(stacks, slices);
 }
 
 // The known colour of a surface point.
