@@ -171,6 +171,7 @@ Status apply_metadata(const nlohmann::json& m, const std::string& file, Generate
     }
     if (e.max_faces) x.max_faces = *e.max_faces;
     if (e.lods) x.lods = *e.lods;
+    if (e.max_texture) x.max_texture = *e.max_texture;
     if (e.closed) {
       x.closed = *e.closed;
       x.open = !*e.closed;

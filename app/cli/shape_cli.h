@@ -123,6 +123,7 @@ struct MeshExportCli {
   float scale = 1.0f;            // --scale S: metres per model unit
   int64_t max_faces = -1;        // --max-faces N: decimation budget; -1: the preset's (else none)
   int lods = 0;                  // --lods N: LOD1..LODn besides LOD0
+  int64_t max_texture = -1;      // --max-texture N: the texture's longest side; -1: the preset's
   bool closed = false, open = false;   // --closed / --no-closed: close small holes (or not)
   std::string texture;                 // --texture IMAGE.png: projected from the front (texture.h)
   float texture_margin = 0.0f;         // --texture-margin: ProjectionOptions::margin
@@ -154,6 +155,9 @@ inline Expected<mesh::AssetOptions> to_asset_options(const MeshExportCli& o) {
   mesh::AssetOptions a;
   a.max_triangles = effective_max_faces(o);
   a.lods = o.lods;
+  a.max_texture_size = o.max_texture >= 0  ? o.max_texture
+                       : preset != nullptr ? preset->max_texture_size
+                                           : 0;
   a.closed = o.closed || (preset != nullptr && preset->closed && !o.open);
   if (Status st = mesh::validate_asset_options(a); !st.ok()) {
     if (a.max_triangles > 0 && a.max_triangles < (a.closed ? mesh::kMinClosedTriangles : 1)) {
@@ -220,6 +224,10 @@ inline void add_mesh_export_options(CLI::App* cmd, MeshExportCli* o) {
   cmd->add_option("--lods", o->lods,
                   "Also write LOD1..LODN at halving triangle budgets, as meshes named "
                   "TesseraMesh_LOD0.. in one .glb or .fbx (0..8, default 0)");
+  cmd->add_option("--max-texture", o->max_texture,
+                  "Shrink the texture to at most N pixels on its longest side (0: keep it; "
+                  "default: the preset's limit: roblox 1024, unity 2048, unreal and godot 4096)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--closed", o->closed,
                 "Close small holes so the mesh is closed and manifold (the roblox and print "
                 "presets do this); says so when it could not");
@@ -393,6 +401,14 @@ inline Status write_cli_mesh(const mesh::Mesh& m, const std::string& path,
                 std::to_string(report.lod_triangles[i]);
     }
     std::fprintf(stderr, "%s: triangles %s\n", path.c_str(), counts.c_str());
+  }
+  if (report.texture_shrunk()) {
+    std::fprintf(stderr, "%s: texture shrunk from %lldx%lld to %lldx%lld (the limit is %lld)\n",
+                 path.c_str(), static_cast<long long>(report.texture_width_before),
+                 static_cast<long long>(report.texture_height_before),
+                 static_cast<long long>(report.texture_width),
+                 static_cast<long long>(report.texture_height),
+                 static_cast<long long>(request.asset.max_texture_size));
   }
   if (report_out != nullptr) *report_out = report;
   return Status();

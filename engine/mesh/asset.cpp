@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstring>
 #include <unordered_map>
 #include <utility>
 
 #include "engine/mesh/cleanup.h"
+#include "engine/mesh/texture.h"
 
 namespace tessera::mesh {
 namespace {
@@ -63,11 +65,20 @@ const std::vector<AssetPreset>& asset_presets() {
        LengthUnit::kStud,
        20000,
        true,
-       {".fbx", ".obj"}},
-      {"unity", "Unity", UpAxis::kY, false, LengthUnit::kMetre, 0, false, {".fbx", ".glb"}},
-      {"unreal", "Unreal Engine", UpAxis::kZ, true, LengthUnit::kCentimetre, 0, false, {".fbx"}},
-      {"blender", "Blender", UpAxis::kZ, false, LengthUnit::kMetre, 0, false, {".fbx", ".glb"}},
-      {"godot", "Godot", UpAxis::kY, false, LengthUnit::kMetre, 0, false, {".glb"}},
+       {".fbx", ".obj"},
+       1024},
+      {"unity", "Unity", UpAxis::kY, false, LengthUnit::kMetre, 0, false, {".fbx", ".glb"}, 2048},
+      {"unreal",
+       "Unreal Engine",
+       UpAxis::kZ,
+       true,
+       LengthUnit::kCentimetre,
+       0,
+       false,
+       {".fbx"},
+       4096},
+      {"blender", "Blender", UpAxis::kZ, false, LengthUnit::kMetre, 0, false, {".fbx", ".glb"}, 0},
+      {"godot", "Godot", UpAxis::kY, false, LengthUnit::kMetre, 0, false, {".glb"}, 4096},
       {"print",
        "3D printing (slicers)",
        UpAxis::kZ,
@@ -75,7 +86,8 @@ const std::vector<AssetPreset>& asset_presets() {
        LengthUnit::kMillimetre,
        0,
        true,
-       {".stl", ".3mf"}},
+       {".stl", ".3mf"},
+       0},
   };
   return kPresets;
 }
@@ -103,6 +115,7 @@ std::string describe_preset(const AssetPreset& p) {
   s += std::string(", ") + unit_name(p.unit);
   if (p.max_triangles > 0) s += ", at most " + std::to_string(p.max_triangles) + " triangles";
   if (p.closed) s += ", closed and manifold";
+  if (p.max_texture_size > 0) s += ", textures up to " + std::to_string(p.max_texture_size);
   s += ", ";
   for (size_t i = 0; i < p.formats.size(); ++i) {
     if (i > 0) s += i + 1 == p.formats.size() ? " or " : ", ";
@@ -217,6 +230,10 @@ Status validate_asset_options(const AssetOptions& o, int64_t triangles) {
     return invalid_argument("--lods " + std::to_string(o.lods) + " outside [0, " +
                             std::to_string(kMaxLods) + "]");
   }
+  if (o.max_texture_size != 0 && o.max_texture_size < kMinTextureLimit) {
+    return invalid_argument("texture limit " + std::to_string(o.max_texture_size) +
+                            " must be 0 (none) or at least " + std::to_string(kMinTextureLimit));
+  }
   if (o.max_triangles < 0) {
     return invalid_argument("triangle budget " + std::to_string(o.max_triangles) + " must be >= 0");
   }
@@ -265,6 +282,26 @@ Status finish_level(Mesh& m, int64_t budget, const AssetOptions& o, HoleReport* 
 
 }  // namespace
 
+void limit_texture_size(Mesh* mesh, int64_t max_side, AssetReport* report) {
+  TextureImage& t = mesh->texture;
+  if (t.empty()) return;
+  const int64_t side = std::max(t.width, t.height);
+  if (max_side > 0 && side > max_side) {
+    const double f = static_cast<double>(max_side) / static_cast<double>(side);
+    const int64_t w = std::max<int64_t>(1, std::llround(static_cast<double>(t.width) * f));
+    const int64_t h = std::max<int64_t>(1, std::llround(static_cast<double>(t.height) * f));
+    if (report != nullptr) {
+      report->texture_width_before = t.width;
+      report->texture_height_before = t.height;
+    }
+    t = resize_texture(t, w, h);
+  }
+  if (report != nullptr) {
+    report->texture_width = t.width;
+    report->texture_height = t.height;
+  }
+}
+
 Expected<std::vector<Mesh>> prepare_asset(const Mesh& mesh, const AssetOptions& o,
                                           AssetReport* report) {
   TESSERA_RETURN_IF_ERROR(validate(mesh));
@@ -275,6 +312,7 @@ Expected<std::vector<Mesh>> prepare_asset(const Mesh& mesh, const AssetOptions& 
   std::vector<Mesh> levels;
   levels.push_back(mesh);
   TESSERA_RETURN_IF_ERROR(finish_level(levels[0], o.max_triangles, o, &r.holes));
+  limit_texture_size(&levels[0], o.max_texture_size, &r);
   r.lod_triangles.push_back(levels[0].triangle_count());
   r.lod_vertices.push_back(levels[0].vertex_count());
   if (o.closed) r.closed = r.holes.closed();

@@ -528,8 +528,10 @@ void write_material(FbxWriter& w, bool textured) {
   w.end();
 }
 
-// Texture + Video referencing the PNG (spec 3): FileName absolute, RelativeFilename beside the FBX.
-void write_texture(FbxWriter& w, const std::string& texture_file) {
+// Texture + Video referencing the PNG (spec 3): FileName absolute, RelativeFilename beside the FBX,
+// the same path in both (Blender caches images by it). A non-empty `png` is embedded as the
+// Video's Content, which Blender packs into the image, so the FBX shows its texture on its own.
+void write_texture(FbxWriter& w, const std::string& texture_file, const std::string& png) {
   namespace fs = std::filesystem;
   const std::string relative = fs::path(texture_file).filename().string();
   std::error_code ec;
@@ -565,6 +567,11 @@ void write_texture(FbxWriter& w, const std::string& texture_file) {
   w.node_i32("UseMipMap", 0);
   w.node_string("Filename", absolute.string());
   w.node_string("RelativeFilename", relative);
+  if (!png.empty()) {
+    w.begin("Content");
+    w.prop_raw(png.data(), static_cast<uint32_t>(png.size()));
+    w.end();
+  }
   w.end();
 }
 
@@ -633,8 +640,11 @@ Expected<std::string> to_fbx(const Mesh& input, const ExportOptions& options,
   return to_fbx_lods({&input}, options, texture_file);
 }
 
-Expected<std::string> to_fbx_lods(const std::vector<const Mesh*>& lods, const ExportOptions& given,
-                                  const std::string& texture_file) {
+namespace {
+
+// to_fbx_lods with the texture's PNG file already made (embedded when textured).
+Expected<std::string> fbx_file(const std::vector<const Mesh*>& lods, const ExportOptions& given,
+                               const std::string& texture_file, const std::string& png) {
   if (lods.empty()) return invalid_argument("fbx: no mesh to write");
   uint64_t vertices = 0, triangles = 0;
   for (const Mesh* m : lods) {
@@ -664,15 +674,32 @@ Expected<std::string> to_fbx_lods(const std::vector<const Mesh*>& lods, const Ex
     write_model(w, level, lods.size(), options.metadata_json);
   }
   write_material(w, textured);
-  if (textured) write_texture(w, texture_file);
+  if (textured) write_texture(w, texture_file, png);
   w.end();
   write_connections(w, textured, lods.size());
   w.begin("Takes");
   w.node_string("Current", "");
   w.end();
-  // check_fbx_limits bounds the size well below 4 GiB, so no EndOffset above was truncated.
-  assert(w.size() < kMaxFileBytes);
+  // check_fbx_limits bounds the geometry well below 4 GiB; an embedded texture adds to it.
+  if (w.size() >= kMaxFileBytes) {
+    return invalid_argument(
+        "fbx: the mesh and its embedded texture exceed the 4 GiB limit of "
+        "binary FBX 7.4 (decimate it or use a smaller texture)");
+  }
   return std::move(w).finish();
+}
+
+}  // namespace
+
+Expected<std::string> to_fbx_lods(const std::vector<const Mesh*>& lods,
+                                  const ExportOptions& options, const std::string& texture_file) {
+  std::string png;
+  if (!lods.empty() && !lods[0]->texture.empty() && !texture_file.empty()) {
+    Expected<std::string> made = texture_png_file(*lods[0], options.metadata_json);
+    if (!made.ok()) return made.status().with_context("fbx: texture");
+    png = std::move(*made);
+  }
+  return fbx_file(lods, options, texture_file, png);
 }
 
 Status write_fbx(const Mesh& mesh, const std::string& path, const ExportOptions& options) {
@@ -685,9 +712,17 @@ Status write_fbx_lods(const std::vector<const Mesh*>& lods, const std::string& p
   const Mesh& mesh = *lods[0];
   const bool textured = !mesh.texture.empty();
   const std::string png_path = texture_path_for(path);
-  Expected<std::string> bytes = to_fbx_lods(lods, options, textured ? png_path : std::string());
+  std::string png;
+  if (textured) {
+    Expected<std::string> made = texture_png_file(mesh, options.metadata_json);
+    if (!made.ok()) return made.status().with_context(path);
+    png = std::move(*made);
+  }
+  Expected<std::string> bytes = fbx_file(lods, options, textured ? png_path : std::string(), png);
   if (!bytes.ok()) return bytes.status().with_context(path);
-  TESSERA_RETURN_IF_ERROR(write_texture_beside(mesh, path, options.metadata_json));
+  if (textured) {
+    TESSERA_RETURN_IF_ERROR(write_file_atomic(png_path, png.data(), png.size()).with_context(path));
+  }
   Status st = write_file_atomic(path, bytes->data(), bytes->size());
   if (!st.ok() && textured) {
     std::error_code ec;

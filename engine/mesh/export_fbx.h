@@ -16,7 +16,8 @@
 // - Material: one Phong material, neutral grey (the same as the OBJ's MTL); white for a textured
 //   mesh, whose texture goes to a Texture (TextureVideoClip) + Video object pair referencing the
 //   PNG written beside the FBX (export.h texture_path_for; FileName absolute, RelativeFilename the
-//   bare name, which is what Blender resolves first), connected to the material's DiffuseColor.
+//   bare name, which is what Blender resolves first) and embedded in the Video as Content (so the
+//   FBX alone shows its texture: Blender packs it), connected to the material's DiffuseColor.
 // - Arrays are stored raw (encoding 0); the spec allows it and every reader accepts it.
 // - Output is deterministic: fixed object ids and the spec's fixed creation time.
 //
@@ -56,8 +57,8 @@ Status check_fbx_limits(int64_t vertex_count, int64_t triangle_count, bool has_n
 
 // The whole file in memory. `texture_file` is where the texture's PNG is (or will be) written; a
 // textured mesh with an empty `texture_file` gets its uvs but no Texture/Video objects. Errors:
-// the mesh fails validate() or is empty, bad options, or check_fbx_limits() (all
-// kInvalidArgument).
+// the mesh fails validate() or is empty, bad options, check_fbx_limits(), or a file over 4 GiB
+// with its embedded texture (all kInvalidArgument).
 Expected<std::string> to_fbx(const Mesh& mesh, const ExportOptions& options = {},
                              const std::string& texture_file = "");
 

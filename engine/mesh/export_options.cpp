@@ -19,11 +19,15 @@ std::string texture_path_for(const std::string& mesh_path) {
   return p.string();
 }
 
+Expected<std::string> texture_png_file(const Mesh& mesh, const std::string& metadata_json) {
+  TESSERA_ASSIGN_OR_RETURN(std::string png, encode_texture_png(mesh.texture));
+  return add_png_text(std::move(png), tessera_png_text(metadata_json));
+}
+
 Status write_texture_beside(const Mesh& mesh, const std::string& mesh_path,
                             const std::string& metadata_json) {
   if (mesh.texture.empty()) return Status();
-  Expected<std::string> png = encode_texture_png(mesh.texture);
-  if (png.ok()) png = add_png_text(std::move(*png), tessera_png_text(metadata_json));
+  Expected<std::string> png = texture_png_file(mesh, metadata_json);
   if (!png.ok()) return png.status().with_context(mesh_path);
   return write_file_atomic(texture_path_for(mesh_path), png->data(), png->size())
       .with_context(mesh_path);

@@ -91,6 +91,11 @@ std::string lod_object_name(size_t level, size_t levels);
 // plus "_texture.png" (so "out.obj" -> "out_texture.png"; never the stem's own ".png", which could
 // be the image the texture was made from).
 std::string texture_path_for(const std::string& mesh_path);
+// The PNG file of mesh.texture as every exporter writes it (beside an OBJ or FBX, inside a GLB or,
+// as the Video's Content, an FBX): the pixels plus the PNG text png.h's
+// tessera_png_text(metadata_json) gives. Errors (kInvalidArgument for a bad texture) name nothing;
+// callers add the mesh's path.
+Expected<std::string> texture_png_file(const Mesh& mesh, const std::string& metadata_json);
 // Writes mesh.texture as a PNG to texture_path_for(mesh_path) atomically (nothing for an
 // untextured mesh), with the PNG text png.h's tessera_png_text(metadata_json) gives. Errors
 // (kIoError, or kInvalidArgument for a bad texture) name mesh_path.

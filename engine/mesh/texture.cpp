@@ -367,6 +367,73 @@ Expected<TextureImage> read_texture_png(const std::string& path) {
   return decode_texture_png(bytes, path);
 }
 
+namespace {
+
+// Source sample positions and weights of one output coordinate along an axis of `in` samples
+// scaled to `out`: an area average when shrinking, a linear blend when enlarging.
+struct Taps {
+  std::vector<int64_t> index;
+  std::vector<float> weight;
+};
+
+std::vector<Taps> axis_taps(int64_t in, int64_t out, bool nearest) {
+  std::vector<Taps> taps(static_cast<size_t>(out));
+  const double scale = static_cast<double>(in) / static_cast<double>(out);
+  for (int64_t o = 0; o < out; ++o) {
+    Taps& t = taps[static_cast<size_t>(o)];
+    if (nearest) {
+      t.index.push_back(std::min<int64_t>(in - 1, static_cast<int64_t>((o + 0.5) * scale)));
+      t.weight.push_back(1.0f);
+    } else if (scale > 1.0) {
+      const double lo = o * scale, hi = (o + 1) * scale;
+      for (int64_t i = static_cast<int64_t>(lo); i < in && i < hi; ++i) {
+        const double cover = std::min<double>(hi, i + 1) - std::max<double>(lo, i);
+        if (cover <= 0) continue;
+        t.index.push_back(i);
+        t.weight.push_back(static_cast<float>(cover / scale));
+      }
+    } else {
+      const double c = std::clamp((o + 0.5) * scale - 0.5, 0.0, static_cast<double>(in - 1));
+      const int64_t i0 = static_cast<int64_t>(c), i1 = std::min(in - 1, i0 + 1);
+      const float f = static_cast<float>(c - i0);
+      t.index = {i0, i1};
+      t.weight = {1.0f - f, f};
+    }
+  }
+  return taps;
+}
+
+}  // namespace
+
+TextureImage resize_texture(const TextureImage& image, int64_t w, int64_t h, bool nearest) {
+  TextureImage out;
+  out.width = w;
+  out.height = h;
+  out.rgb.resize(static_cast<size_t>(w * h * 3));
+  const std::vector<Taps> xs = axis_taps(image.width, w, nearest);
+  const std::vector<Taps> ys = axis_taps(image.height, h, nearest);
+  for (int64_t y = 0; y < h; ++y) {
+    const Taps& ty = ys[static_cast<size_t>(y)];
+    for (int64_t x = 0; x < w; ++x) {
+      const Taps& tx = xs[static_cast<size_t>(x)];
+      float acc[3] = {0, 0, 0};
+      for (size_t a = 0; a < ty.index.size(); ++a) {
+        const uint8_t* row = image.rgb.data() + ty.index[a] * image.width * 3;
+        for (size_t b = 0; b < tx.index.size(); ++b) {
+          const float wgt = ty.weight[a] * tx.weight[b];
+          const uint8_t* p = row + tx.index[b] * 3;
+          for (int c = 0; c < 3; ++c) acc[c] += wgt * p[c];
+        }
+      }
+      uint8_t* o = out.rgb.data() + (y * w + x) * 3;
+      for (int c = 0; c < 3; ++c) {
+        o[c] = static_cast<uint8_t>(std::clamp(std::lround(acc[c]), 0L, 255L));
+      }
+    }
+  }
+  return out;
+}
+
 Expected<std::string> encode_texture_png(const TextureImage& image) {
   if (image.width < 1 || image.height < 1 ||
       image.rgb.size() != static_cast<size_t>(image.width * image.height * 3)) {

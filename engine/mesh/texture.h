@@ -101,4 +101,8 @@ Expected<TextureImage> decode_texture_png(const std::string& bytes, const std::s
 // Encodes `image` as an RGB8 PNG (kInvalidArgument for an invalid image).
 Expected<std::string> encode_texture_png(const TextureImage& image);
 
+// `image` at w x h (both >= 1): area average when shrinking an axis, bilinear (pixel centres
+// aligned) when enlarging it; `nearest`: nearest neighbour on both axes.
+TextureImage resize_texture(const TextureImage& image, int64_t w, int64_t h, bool nearest = false);
+
 }  // namespace tessera::mesh

@@ -42,9 +42,14 @@ nlohmann::json export_record(const AssetExport& request, const mesh::AssetReport
   if (o.height_m > 0) e["height"] = o.height_m;
   if (o.pivot != mesh::Pivot::kOrigin) e["pivot"] = mesh::pivot_name(o.pivot);
   if (request.asset.lods > 0) e["lods"] = request.asset.lods;
+  if (request.asset.max_texture_size > 0) e["max_texture"] = request.asset.max_texture_size;
   if (report != nullptr) {
     if (request.asset.lods > 0) e["lod_triangles"] = report->lod_triangles;
     if (request.asset.closed) e["closed"] = report->closed;
+    if (report->texture_shrunk()) {
+      e["texture_size"] = {report->texture_width, report->texture_height};
+      e["texture_size_before"] = {report->texture_width_before, report->texture_height_before};
+    }
   }
   return e;
 }
@@ -69,6 +74,7 @@ Expected<mesh::AssetReport> export_asset(const mesh::Mesh& mesh, const std::stri
           mesh::project_texture_front(*request.texture, request.projection, &level)
               .with_context(shown + ": texture"));
     }
+    mesh::limit_texture_size(&levels->front(), request.asset.max_texture_size, &report);
   }
   mesh::ExportOptions options = request.options;
   options.metadata_json.clear();

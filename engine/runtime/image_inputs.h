@@ -75,9 +75,4 @@ Status apply_fast_choice(ImageJobOptions* job, const std::string& lora_dir);
 // Where `<lora:NAME>` looks by default: the user's data folder's loras/.
 std::string default_lora_dir();
 
-// `image` at w x h: area average when shrinking an axis, bilinear (pixel centres aligned) when
-// enlarging it; `nearest`: nearest neighbour on both axes.
-mesh::TextureImage resize_image(const mesh::TextureImage& image, int64_t w, int64_t h,
-                                bool nearest);
-
 }  // namespace tessera::runtime

@@ -224,6 +224,12 @@ Expected<RestoredExport> restored_export(const nlohmann::json& e, const Bad& bad
     if (v->get<int64_t>() > mesh::kMaxLods) return bad("export.lods", "is out of range");
     x.lods = v->get<int>();
   }
+  if (const auto v = e.find("max_texture"); v != e.end()) {
+    if (!v->is_number_integer() || v->get<int64_t>() < 0) {
+      return bad("export.max_texture", "is not a size");
+    }
+    x.max_texture = v->get<int64_t>();
+  }
   if (const auto v = e.find("closed_asked"); v != e.end()) {
     if (!v->is_boolean()) return bad("export.closed_asked", "is not true or false");
     x.closed = v->get<bool>();

@@ -67,7 +67,8 @@ struct RestoredExport {
   std::optional<double> size, height;
   std::optional<int64_t> max_faces;
   std::optional<int> lods;
-  std::optional<bool> closed;  // what was asked: close small holes or not
+  std::optional<int64_t> max_texture;  // the texture limit asked (0: none)
+  std::optional<bool> closed;          // what was asked: close small holes or not
 };
 
 // What a front end restores from a file's metadata (the fields present; the rest keep theirs):

@@ -152,8 +152,10 @@ TEST(BlenderImport, FbxAndObjImportWithTheRightCountsAndOrientation) {
   fs::remove_all(dir);
 }
 
-// Textured exports: Blender finds a UV layer with a uv per corner and an image texture node whose
-// image is our PNG (by file name for OBJ/FBX, packed for GLB) at the atlas size. It also reads the
+// Textured exports: Blender finds a UV layer with a uv per corner and an image texture node, linked
+// to the Principled BSDF's Base Color, whose image is our PNG (by file name for the OBJ, packed for
+// the GLB and for the FBX, which is imported with its PNG removed: the copy embedded in it) at the
+// atlas size. It also reads the
 // uv of one corner on the front, so a flipped V in any format would show. Blender 3.4's glTF
 // importer still uses numpy.bool (gone in numpy >= 1.24): the script puts the alias back.
 constexpr const char* kBlenderTextureScript = R"PY(
@@ -171,9 +173,12 @@ for path in sys.argv[sys.argv.index("--") + 1:]:
     else:
         bpy.ops.wm.obj_import(filepath=path)
     o = [o for o in bpy.context.scene.objects if o.type == "MESH"][0]
-    images = [n.image for m in o.data.materials if m and m.use_nodes for n in m.node_tree.nodes
-              if n.type == "TEX_IMAGE" and n.image]
-    name = os.path.basename(images[0].filepath) if images and images[0].filepath else "packed"
+    images = [l.from_node.image for m in o.data.materials if m and m.use_nodes
+              for l in m.node_tree.links if l.to_node.type == "BSDF_PRINCIPLED"
+              and l.to_socket.name == "Base Color" and l.from_node.type == "TEX_IMAGE"
+              and l.from_node.image]
+    packed = bool(images) and images[0].packed_file is not None
+    name = "packed" if packed else (os.path.basename(images[0].filepath) if images else "none")
     size = images[0].size[:] if images else (0, 0)
     uv = o.data.uv_layers[0] if o.data.uv_layers else None
     # The corner nearest the camera of Blender's front view (world -Y, the Y-up mesh's +Z): the
@@ -202,13 +207,14 @@ TEST(BlenderImport, TexturedObjFbxGlbHaveUvsAndTheImage) {
     }
   }
   ASSERT_TRUE(project_texture_front(image, {}, &mesh).ok());
-  const std::vector<std::string> paths = {(dir / "tex.obj").string(), (dir / "tex.fbx").string(),
-                                          (dir / "tex.glb").string()};
+  const std::vector<std::string> paths = {
+      (dir / "tex.obj").string(), (dir / "embedded.fbx").string(), (dir / "tex.glb").string()};
   ExportOptions z_up;
   z_up.up_axis = UpAxis::kZ;
   ASSERT_TRUE(write_mesh(mesh, paths[0]).ok());
   ASSERT_TRUE(write_mesh(mesh, paths[1], z_up).ok());
   ASSERT_TRUE(write_mesh(mesh, paths[2]).ok());
+  ASSERT_TRUE(fs::remove(texture_path_for(paths[1])));  // the FBX shows its embedded copy
 
   const std::string log = (dir / "blender.log").string();
   std::string command = "timeout 120 blender -b --factory-startup --python-expr " +
@@ -242,7 +248,7 @@ TEST(BlenderImport, TexturedObjFbxGlbHaveUvsAndTheImage) {
     EXPECT_EQ(loops, 3 * mesh.triangle_count());
     EXPECT_EQ(w, mesh.texture.width);
     EXPECT_EQ(h, mesh.texture.height);
-    const char* expected_name = path.ends_with(".glb") ? "packed" : "tex_texture.png";
+    const char* expected_name = path.ends_with(".obj") ? "tex_texture.png" : "packed";
     EXPECT_EQ(name, expected_name);
     // The image centre in the front region: (0.25, 0.75) of the atlas (Blender's v is up), give
     // or take the gutters and the pole's offset from the bounds' centre.

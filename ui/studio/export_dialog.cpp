@@ -119,6 +119,14 @@ ExportDialog::ExportDialog(QWidget* parent, int64_t triangles, BudgetPreview pre
       tr("LOD1..LODn at halving budgets, as meshes named TesseraMesh_LOD0.. in one "
          ".glb or .fbx (Unity and Unreal group them)"));
   form->addRow(tr("Levels of detail"), lods_);
+  texture_limit_ = new QComboBox(this);
+  texture_limit_->addItem(tr("Keep its size"), 0);
+  for (int side : {1024, 2048, 4096}) {
+    texture_limit_->addItem(tr("At most %1 px").arg(side), side);
+  }
+  texture_limit_->setToolTip(
+      tr("A larger texture (a painted mesh's atlas, an applied image) is shrunk to this side"));
+  form->addRow(tr("Texture"), texture_limit_);
   closed_ = new QCheckBox(tr("Close small holes (closed, manifold mesh)"), this);
   form->addRow(tr("Closed"), closed_);
   write_settings_ = new QCheckBox(tr("Write the prompt, seed and settings into the file"), this);
@@ -147,6 +155,11 @@ ExportDialog::ExportDialog(QWidget* parent, int64_t triangles, BudgetPreview pre
   unit_->setCurrentIndex(s.value(QStringLiteral("export/unit"), 0).toInt());
   budget_->setValue(s.value(QStringLiteral("export/max_faces"), 0).toInt());
   lods_->setValue(s.value(QStringLiteral("export/lods"), 0).toInt());
+  {
+    const int i =
+        texture_limit_->findData(s.value(QStringLiteral("export/max_texture"), 0).toInt());
+    texture_limit_->setCurrentIndex(i < 0 ? 0 : i);
+  }
   closed_->setChecked(s.value(QStringLiteral("export/closed"), false).toBool());
   const int preset_index =
       preset_->findData(s.value(QStringLiteral("export/preset"), QString()).toString());
@@ -160,6 +173,8 @@ ExportDialog::ExportDialog(QWidget* parent, int64_t triangles, BudgetPreview pre
   connect(unit_, qOverload<int>(&QComboBox::currentIndexChanged), this, [this] { update_notes(); });
   connect(lods_, qOverload<int>(&QSpinBox::valueChanged), this, [this] { update_notes(); });
   connect(closed_, &QCheckBox::toggled, this, [this] { update_notes(); });
+  connect(texture_limit_, qOverload<int>(&QComboBox::currentIndexChanged), this,
+          [this] { update_notes(); });
   connect(budget_, qOverload<int>(&QSpinBox::valueChanged), this, [this] {
     update_notes();
     schedule_preview();
@@ -183,6 +198,10 @@ void ExportDialog::apply_preset(const mesh::AssetPreset* p) {
   unit_->setCurrentIndex(unit_->findData(static_cast<int>(o.unit)));
   budget_->setValue(static_cast<int>(p->max_triangles));
   closed_->setChecked(p->closed);
+  {
+    const int i = texture_limit_->findData(static_cast<int>(p->max_texture_size));
+    texture_limit_->setCurrentIndex(i < 0 ? 0 : i);
+  }
   // The preset's first format when the file's is not one it takes.
   const QString ext = extension_of(path_->text());
   bool accepted = false;
@@ -224,6 +243,7 @@ void ExportDialog::update_notes() {
     if (unit_->currentData().toInt() != static_cast<int>(o.unit)) overrides << tr("unit");
     if (budget_->value() != p->max_triangles) overrides << tr("budget");
     if (closed_->isChecked() != p->closed) overrides << tr("closing");
+    if (texture_limit_->currentData().toInt() != p->max_texture_size) overrides << tr("texture");
     if (!overrides.isEmpty())
       note += tr(" (overridden: %1)").arg(overrides.join(QStringLiteral(", ")));
   }
@@ -288,6 +308,7 @@ ExportChoice ExportDialog::choice() const {
   c.asset.max_triangles = budget_->value();
   c.asset.lods = lods_->value();
   c.asset.closed = closed_->isChecked();
+  c.asset.max_texture_size = texture_limit_->currentData().toInt();
   c.write_settings = write_settings_->isChecked();
   return c;
 }
@@ -317,6 +338,7 @@ void remember_export_choice(const ExportChoice& c) {
   s.setValue(QStringLiteral("export/max_faces"), static_cast<qlonglong>(c.asset.max_triangles));
   s.setValue(QStringLiteral("export/lods"), c.asset.lods);
   s.setValue(QStringLiteral("export/closed"), c.asset.closed);
+  s.setValue(QStringLiteral("export/max_texture"), static_cast<int>(c.asset.max_texture_size));
   s.setValue(QStringLiteral("privacy/write_settings"), c.write_settings);
 }
 

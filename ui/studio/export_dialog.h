@@ -76,6 +76,7 @@ class ExportDialog : public QDialog {
   QSpinBox* budget_ = nullptr;
   QLabel* budget_note_ = nullptr;
   QSpinBox* lods_ = nullptr;
+  QComboBox* texture_limit_ = nullptr;  // the texture's longest side (data 0: keep)
   QCheckBox* closed_ = nullptr;
   QCheckBox* write_settings_ = nullptr;
   QLabel* format_note_ = nullptr;

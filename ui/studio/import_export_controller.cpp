@@ -125,6 +125,13 @@ Status ImportExportController::export_asset(const ExportChoice& choice, QString*
                                   .arg(report.holes.boundary_edges_left)
                                   .arg(report.holes.non_manifold_edges);
     }
+    if (report.texture_shrunk()) {
+      text += tr(", texture %1x%2 (from %3x%4)")
+                  .arg(report.texture_width)
+                  .arg(report.texture_height)
+                  .arg(report.texture_width_before)
+                  .arg(report.texture_height_before);
+    }
     *summary = text;
   }
   return Status();

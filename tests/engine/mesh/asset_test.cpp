@@ -83,10 +83,14 @@ TEST(AssetPresetTest, TheSixPresetsAndWhatTheySet) {
   EXPECT_TRUE(roblox->closed);
   EXPECT_EQ(roblox->unit, LengthUnit::kStud);
   EXPECT_EQ(describe_preset(*roblox),
-            "Y-up, studs, at most 20000 triangles, closed and manifold, .fbx or .obj");
+            "Y-up, studs, at most 20000 triangles, closed and manifold, textures up to 1024, .fbx "
+            "or .obj");
   const AssetPreset* unreal = find_preset("unreal");
   ASSERT_NE(unreal, nullptr);
-  EXPECT_EQ(describe_preset(*unreal), "Z-up, front +X, cm, .fbx");
+  EXPECT_EQ(describe_preset(*unreal), "Z-up, front +X, cm, textures up to 4096, .fbx");
+  EXPECT_EQ(find_preset("unity")->max_texture_size, 2048);
+  EXPECT_EQ(find_preset("godot")->max_texture_size, 4096);
+  EXPECT_EQ(find_preset("blender")->max_texture_size, 0);
   EXPECT_EQ(find_preset("print")->unit, LengthUnit::kMillimetre);
   EXPECT_EQ(find_preset("maya"), nullptr);
   // glTF is Y-up metres whatever the preset.
@@ -97,6 +101,51 @@ TEST(AssetPresetTest, TheSixPresetsAndWhatTheySet) {
   EXPECT_EQ(fbx.up_axis, UpAxis::kZ);
   EXPECT_TRUE(fbx.front_x);
   EXPECT_EQ(fbx.unit, LengthUnit::kCentimetre);
+}
+
+// A texture over the limit is shrunk to it, aspect kept, by area average (a 2x2 block of four
+// colours becomes their mean); one within it, or no limit, is left alone; the report says both.
+TEST(PrepareAssetTest, TheTextureLimitShrinksALargerTextureOnly) {
+  Mesh m = box(0, 0, 0, 1, 1, 1);
+  for (int v = 0; v < 8; ++v) m.uvs.insert(m.uvs.end(), {0.1f * v, 0.05f * v});
+  m.texture.width = 256;
+  m.texture.height = 128;
+  for (int64_t y = 0; y < 128; ++y) {
+    for (int64_t x = 0; x < 256; ++x) {
+      const uint8_t c = static_cast<uint8_t>(((x & 1) + 2 * (y & 1)) * 60);  // 0, 60, 120, 180
+      m.texture.rgb.insert(m.texture.rgb.end(), {c, static_cast<uint8_t>(255 - c), 7});
+    }
+  }
+  AssetOptions o;
+  o.max_texture_size = 128;
+  AssetReport report;
+  auto levels = prepare_asset(m, o, &report);
+  ASSERT_TRUE(levels.ok()) << levels.status().message();
+  const TextureImage& t = levels->front().texture;
+  EXPECT_EQ(t.width, 128);
+  EXPECT_EQ(t.height, 64);
+  EXPECT_TRUE(report.texture_shrunk());
+  EXPECT_EQ(report.texture_width_before, 256);
+  EXPECT_EQ(report.texture_height_before, 128);
+  EXPECT_EQ(report.texture_width, 128);
+  for (size_t i = 0; i < t.rgb.size(); i += 3) {
+    ASSERT_EQ(t.rgb[i], 90);
+    ASSERT_EQ(t.rgb[i + 1], 165);
+    ASSERT_EQ(t.rgb[i + 2], 7);
+  }
+  EXPECT_EQ(levels->front().uvs, m.uvs);
+  for (int64_t limit : {int64_t{0}, int64_t{256}, int64_t{4096}}) {
+    o.max_texture_size = limit;
+    levels = prepare_asset(m, o, &report);
+    ASSERT_TRUE(levels.ok());
+    EXPECT_EQ(levels->front().texture.width, 256) << limit;
+    EXPECT_FALSE(report.texture_shrunk()) << limit;
+    EXPECT_EQ(report.texture_width, 256);
+  }
+  o.max_texture_size = 16;
+  const Status bad = validate_asset_options(o);
+  EXPECT_EQ(bad.code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("texture limit 16"), std::string::npos) << bad.message();
 }
 
 TEST(AssetPlacementTest, SizeHeightPivotUnitAndAxes) {

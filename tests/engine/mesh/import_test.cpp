@@ -126,11 +126,18 @@ TEST(MeshImport, TexturedExportsReimportWithUvsAndTexture) {
     EXPECT_EQ(m.texture.height, original.texture.height) << name;
     EXPECT_EQ(m.texture.rgb, original.texture.rgb) << name;
   }
-  // Without its PNG the FBX still opens, untextured, with a warning that names the image.
+  // Without the PNG (quad_texture.png, beside both) the FBX keeps its texture (embedded), and the
+  // OBJ still opens, untextured, with a warning that names the image.
   const std::string fbx = out.file("quad.fbx");
   ASSERT_TRUE(std::filesystem::remove(texture_path_for(fbx)));
   std::vector<std::string> warnings;
-  auto bare = import_mesh_file(fbx, &warnings);
+  auto embedded = import_mesh_file(fbx, &warnings);
+  ASSERT_TRUE(embedded.ok()) << embedded.status().message();
+  EXPECT_EQ(embedded->texture.rgb, original.texture.rgb);
+  EXPECT_TRUE(warnings.empty());
+  const std::string obj = out.file("quad.obj");
+  ASSERT_EQ(texture_path_for(obj), texture_path_for(fbx));
+  auto bare = import_mesh_file(obj, &warnings);
   ASSERT_TRUE(bare.ok()) << bare.status().message();
   EXPECT_TRUE(bare.value().texture.empty());
   ASSERT_EQ(warnings.size(), 1u);

@@ -544,7 +544,8 @@ TEST_F(TexturedExport, GlbEmbedsThePngAndFlipsV) {
   EXPECT_EQ(files(), (std::vector<std::string>{"cube.glb"}));
 }
 
-TEST_F(TexturedExport, FbxReferencesThePngWrittenBesideIt) {
+// The PNG beside the FBX and the copy embedded as the Video's Content are the same file.
+TEST_F(TexturedExport, FbxReferencesThePngWrittenBesideItAndEmbedsIt) {
   const std::string fbx = (dir_ / "cube.fbx").string();
   ASSERT_TRUE(write_mesh(mesh_, fbx).ok());
   EXPECT_EQ(files(), (std::vector<std::string>{"cube.fbx", "cube_texture.png"}));
@@ -557,6 +558,17 @@ TEST_F(TexturedExport, FbxReferencesThePngWrittenBesideIt) {
   }
   const std::string absolute = std::filesystem::absolute(dir_ / "cube_texture.png").string();
   EXPECT_NE(bytes->find(absolute), std::string::npos);
+  auto png = read_file((dir_ / "cube_texture.png").string());
+  ASSERT_TRUE(png.ok());
+  const size_t content = bytes->find("Content");
+  ASSERT_NE(content, std::string::npos);
+  // "Content" then the raw property: 'R', u32 length, the bytes.
+  const size_t at = content + 7;
+  ASSERT_EQ((*bytes)[at], 'R');
+  uint32_t length = 0;
+  std::memcpy(&length, bytes->data() + at + 1, 4);
+  ASSERT_EQ(length, png->size());
+  EXPECT_EQ(bytes->compare(at + 5, length, *png), 0);
   // Without a texture file name the FBX still carries the uvs but no texture objects.
   auto plain = to_fbx(mesh_);
   ASSERT_TRUE(plain.ok());

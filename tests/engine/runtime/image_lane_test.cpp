@@ -309,19 +309,19 @@ TEST(RuntimeImageInputs, ResizeKeepsRampsAndMasksStayBinary) {
   for (int64_t y = 0; y < 4; ++y) {
     for (int64_t x = 4; x < 8; ++x) std::fill_n(blocks.rgb.begin() + (y * 8 + x) * 3, 3, 200);
   }
-  const mesh::TextureImage small = resize_image(blocks, 2, 1, false);
+  const mesh::TextureImage small = mesh::resize_texture(blocks, 2, 1, false);
   EXPECT_EQ(small.rgb[0], 0);
   EXPECT_EQ(small.rgb[3], 200);
-  const mesh::TextureImage half = resize_image(blocks, 3, 1, false);  // 8/3 px per output
+  const mesh::TextureImage half = mesh::resize_texture(blocks, 3, 1, false);  // 8/3 px per output
   EXPECT_EQ(half.rgb[0], 0);
   EXPECT_EQ(half.rgb[3], 100);  // 1.33 px of 0 and 1.33 px of 200 of 2.67
   EXPECT_EQ(half.rgb[6], 200);
-  const mesh::TextureImage big = resize_image(blocks, 16, 8, false);
+  const mesh::TextureImage big = mesh::resize_texture(blocks, 16, 8, false);
   EXPECT_EQ(big.rgb[0], 0);
   EXPECT_EQ(big.rgb[(16 - 1) * 3], 200);
   EXPECT_GT(big.rgb[7 * 3], 0);  // the edge is blended
   EXPECT_LT(big.rgb[7 * 3], 200);
-  const mesh::TextureImage nearest = resize_image(blocks, 13, 7, true);
+  const mesh::TextureImage nearest = mesh::resize_texture(blocks, 13, 7, true);
   for (uint8_t v : nearest.rgb) EXPECT_TRUE(v == 0 || v == 200);
 }
 
