@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "app/cli/commands.h"
+#include "app/cli/paint_cli.h"
 #include "app/cli/shape_cli.h"
 #include "engine/runtime/tokens_file.h"
 #include "core/sha256.h"
@@ -70,6 +71,8 @@ struct GenerateCliOptions {
   bool no_metadata = false;  // --no-metadata: write no settings into the files
   bool library = false;      // --library: also keep every result in the library
   std::string weights;       // --weights auto|fast|f32|bf16|int8 ("": auto, or bf16 with --bf16)
+  bool paint = false;        // --paint: paint each mesh with the image model before writing it
+  PaintCli painting;         // its --paint-* options
 };
 
 // Redraws "[#####.....] 512/1024 tokens  190.3 tokens/s" in place on a terminal (at most ~10 times
@@ -220,7 +223,7 @@ Expected<std::optional<nlohmann::json>> read_prompt(GenerateCliOptions* o) {
 
 // What one generate run produced and how long each part took (run_generate fills it).
 struct JobRun {
-  double load_ms = 0, write_ms = 0, job_ms = 0;
+  double load_ms = 0, write_ms = 0, job_ms = 0, paint_ms = 0;
   std::string weights;  // what the shape GPT runs in (ShapeModelInfo::weights: f32, bf16, int8)
   int64_t previews = 0;
   std::vector<std::pair<std::string, double>> stages;
@@ -260,7 +263,8 @@ void print_summary(const GenerateCliOptions& o, JobRun& r) {
   std::fprintf(stderr, "  latent decode  %9.1f\n", stage_ms(runtime::kStageLatentDecode));
   print_extraction_timing(stage_ms(runtime::kStageExtraction), *final_mesh);
   std::fprintf(stderr, "  cleanup        %9.1f\n", stage_ms(runtime::kStageCleanup));
-  std::fprintf(stderr, "  write          %9.1f\n", r.write_ms);
+  if (r.paint_ms > 0) std::fprintf(stderr, "  paint          %9.1f\n", r.paint_ms);
+  std::fprintf(stderr, "  write          %9.1f\n", r.write_ms - r.paint_ms);
   std::fprintf(
       stderr, "  job total      %9.1f%s\n", r.job_ms,
       r.previews > 0 ? ("  (" + std::to_string(r.previews) + " preview meshes)").c_str() : "");
@@ -315,8 +319,17 @@ int run_generate(GenerateCliOptions o) {
   }
   auto export_options = checked_export_options(o.exporting, o.output);
   if (!export_options.ok()) return fail(export_options.status().message());
+  if (o.paint && !o.exporting.texture.empty()) return fail("--paint and --texture are exclusive");
   auto texture = load_texture_option(o.exporting);
   if (!texture.ok()) return fail(texture.status().message());
+  // --paint: checked now, its model loaded at the first mesh (in a session of its own, so the
+  // shape job's events stay in this one).
+  std::unique_ptr<PaintRunner> painter;
+  if (o.paint) {
+    if (o.prompt.empty()) return fail("--paint needs a prompt (the views are painted from it)");
+    painter = std::make_unique<PaintRunner>(o.painting, "paint-", o.device);
+    if (Status st = painter->check(o.prompt); !st.ok()) return fail(st.message());
+  }
   if (!o.tokens_out.empty()) {
     for (int i = 1; i <= o.variations; ++i) {
       if (Status st =
@@ -453,9 +466,20 @@ int run_generate(GenerateCliOptions o) {
           o.no_metadata
               ? nlohmann::json()
               : runtime::shape_settings_json(job, f->seed, f->resolution, model_name, gpt_sha256);
+      std::shared_ptr<const mesh::Mesh> result = f->mesh;
+      if (painter != nullptr) {
+        progress.finish();
+        std::fprintf(stderr, "painting %s\n", path.c_str());
+        Stopwatch paint_watch;
+        auto painted = painter->paint(f->mesh, job.prompt, f->seed);
+        run.paint_ms += paint_watch.elapsed_ms();
+        if (!painted.ok()) return fail(painted.status().message());
+        result = painted->mesh;
+        if (!o.no_metadata) settings["paint"] = painted->record;
+      }
       mesh::AssetReport written;
-      if (Status st = write_cli_mesh(*f->mesh, path, *export_options, o.exporting, *texture,
-                                     std::move(settings), &written);
+      if (Status st = write_cli_mesh(*result, path, *export_options, o.exporting, *texture,
+                                     settings, &written);
           !st.ok())
         return fail(st.message());
       if (!written.lod_triangles.empty()) {
@@ -467,10 +491,11 @@ int run_generate(GenerateCliOptions o) {
         kept.model = model_name;
         kept.settings =
             runtime::shape_settings_json(job, f->seed, f->resolution, model_name, gpt_sha256);
+        if (settings.contains("paint")) kept.settings["paint"] = settings["paint"];
         kept.group = library_group;
         kept.candidate = f->candidate;
         kept.seed = f->seed;
-        kept.mesh = f->mesh.get();
+        kept.mesh = result.get();
         kept.tokens = f->tokens;
         auto kept_id = library->add(kept);
         if (!kept_id.ok()) return fail(kept_id.status().message());
@@ -523,6 +548,11 @@ void register_generate(CLI::App& app, int* exit_code) {
   cmd->add_option("--output,-o", o->output, "Mesh to write: .obj (+ .mtl), .glb or .fbx")
       ->required();
   add_mesh_export_options(cmd, &o->exporting);
+  cmd->add_flag("--paint", o->paint,
+                "Paint each mesh with the image model before writing it (as tessera paint: views "
+                "around it, baked into a UV atlas; the prompt and the shape's seed; the --paint-* "
+                "options below); the file carries the settings of both");
+  add_paint_options(cmd, &o->painting, "paint-");
   cmd->add_option("--tokens-out", o->tokens_out, "Also save the shape tokens (one line of ids)");
   cmd->add_flag("--library", o->library,
                 "Also keep every result in the library (tessera library list; off by default for "

@@ -178,7 +178,9 @@ inline mesh::ProjectionOptions projection_options(const MeshExportCli& o) {
   return projection;
 }
 
-inline void add_mesh_export_options(CLI::App* cmd, MeshExportCli* o) {
+// `texture_options`: also --texture, --texture-fit and --texture-margin (not for a command that
+// makes its own texture).
+inline void add_mesh_export_options(CLI::App* cmd, MeshExportCli* o, bool texture_options = true) {
   cmd->add_option("--preset", o->preset,
                   "Target platform: roblox (Y-up, studs, <= 20000 triangles, closed; .fbx/.obj), "
                   "unity (Y-up, m; .fbx/.glb), unreal (Z-up, front +X, cm; .fbx), blender (Z-up, "
@@ -232,6 +234,7 @@ inline void add_mesh_export_options(CLI::App* cmd, MeshExportCli* o) {
                 "Close small holes so the mesh is closed and manifold (the roblox and print "
                 "presets do this); says so when it could not");
   cmd->add_flag("--no-closed", o->open, "Leave holes open, even under a preset that closes them");
+  if (!texture_options) return;
   cmd->add_option("--texture", o->texture,
                   "PNG image to project onto the mesh from the front view (the back gets a "
                   "softened blend); the texture is embedded in .glb, written beside .obj/.fbx as "

@@ -28,8 +28,7 @@ std::string ring_words(double azimuth) {
 
 }  // namespace
 
-Expected<std::vector<PaintView>> plan_views(const Mesh& mesh, const ViewSetOptions& o) {
-  if (mesh.triangles.empty()) return invalid_argument("paint views: the mesh has no triangles");
+Status validate_view_set(const ViewSetOptions& o) {
   if (o.ring < 1 || o.ring > 16) {
     return invalid_argument("paint views: ring of " + std::to_string(o.ring) +
                             " views is outside 1..16");
@@ -42,6 +41,12 @@ Expected<std::vector<PaintView>> plan_views(const Mesh& mesh, const ViewSetOptio
     return invalid_argument("paint views: field of view " + std::to_string(o.fov_y_deg) +
                             " degrees is outside 10..90");
   }
+  return Status();
+}
+
+Expected<std::vector<PaintView>> plan_views(const Mesh& mesh, const ViewSetOptions& o) {
+  if (mesh.triangles.empty()) return invalid_argument("paint views: the mesh has no triangles");
+  TESSERA_RETURN_IF_ERROR(validate_view_set(o));
   const Bounds b = compute_bounds(mesh);
   const V3 centre{(b.min[0] + b.max[0]) * 0.5, (b.min[1] + b.max[1]) * 0.5,
                   (b.min[2] + b.max[2]) * 0.5};

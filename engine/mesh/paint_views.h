@@ -33,10 +33,11 @@ struct PaintView {
   ViewCamera camera;
 };
 
+// kInvalidArgument naming the option for a ring outside 1..16, an elevation outside -60..60 or a
+// field of view outside 10..90.
+Status validate_view_set(const ViewSetOptions& options);
 // Cameras on a sphere around the mesh's bounding box centre, far enough that the bounding sphere
-// fills the view with a small margin. kInvalidArgument naming the option for a ring outside
-// 1..16, an elevation outside -60..60, a field of view outside 10..90, or a mesh without
-// triangles.
+// fills the view with a small margin. Errors: validate_view_set(), or a mesh without triangles.
 Expected<std::vector<PaintView>> plan_views(const Mesh& mesh, const ViewSetOptions& options);
 
 // The view sides prepare_view accepts, pixels.

@@ -148,6 +148,7 @@ struct PaintViewEvent {
 struct PaintedMeshEvent {
   std::shared_ptr<const mesh::Mesh> mesh;  // never null: uvs + texture
   bool new_atlas = false;                  // the uvs were made by the job
+  int64_t view_size = 0;                   // pixels per view side, as made
   double coverage = 0;                     // covered texels some view saw
   std::vector<std::string> view_names;
   std::vector<double> agreement_db;  // per view: generated vs the painted mesh (PSNR)

@@ -108,6 +108,45 @@ nlohmann::json image_settings_json(const ImageProvenance& p) {
   return j;
 }
 
+nlohmann::json paint_settings_json(const PaintJobOptions& job,
+                                   const std::optional<ImageModelInfo>& model, int64_t view_size,
+                                   bool new_atlas) {
+  const ImageJobOptions& image = job.image;
+  const auto file_name = [](const std::string& path) {
+    return display_path(std::filesystem::path(path).filename().string());
+  };
+  nlohmann::json j = {
+      {"prompt", check_user_text("prompt", image.prompt, std::string::npos)->text},
+      {"negative_prompt",
+       check_user_text("negative prompt", image.negative_prompt, std::string::npos)->text},
+      {"seed", image.seed},
+      {"steps", image.steps},
+      {"guidance", std::stod(short_number(image.guidance))},
+      {"sampler", sampler_kind_name(image.sampler)},
+      {"image_model", model ? file_name(model->path) : std::string()},
+      {"control_model", file_name(image.control_model)},
+      {"control_scale", std::stod(short_number(image.control_scale))},
+      {"views",
+       {{"ring", job.views.ring},
+        {"elevation", std::stod(short_number(static_cast<float>(job.views.ring_elevation_deg)))},
+        {"top", job.views.top},
+        {"bottom", job.views.bottom}}},
+      {"view_size", view_size},
+      {"texture_size", job.texture_size},
+      {"new_atlas", new_atlas}};
+  // The model's are what was merged (the job's list and its prompt's tags).
+  const std::vector<LoraChoice>& loras = model ? model->loras : image.loras;
+  if (!loras.empty()) {
+    j["loras"] = nlohmann::json::array();
+    for (const LoraChoice& l : loras) {
+      j["loras"].push_back(
+          {{"file", file_name(l.path)}, {"multiplier", std::stod(short_number(l.multiplier))}});
+    }
+  }
+  if (!image.tiny_decoder.empty()) j["tiny_decoder"] = file_name(image.tiny_decoder);
+  return j;
+}
+
 std::string a1111_parameters(const ImageProvenance& p) {
   const ImageJobOptions& job = *p.job;
   // The prompt keeps its <lora:...> tags; LoRAs given otherwise become tags (how A1111 reads them).

@@ -51,6 +51,16 @@ ImageProvenance image_provenance(const ImageJobOptions& job, const ImageEvent& m
 Expected<std::string> image_png(const ImageEvent& made, const ImageProvenance& p,
                                 bool metadata = true);
 
+// How a mesh was painted, the "paint" record a painted file carries beside the shape's settings:
+// {"prompt", "negative_prompt", "seed" (the first view's), "steps", "guidance", "sampler",
+// "image_model" (folder or file name), "loras" (file, multiplier; the model's merged ones) when
+// any, "control_model" (file name, "" for the model's own), "control_scale", "tiny_decoder" when
+// used, "views": {"ring", "elevation", "top", "bottom"}, "view_size" (as made), "texture_size",
+// "new_atlas" (the uvs were made by the painter)}.
+nlohmann::json paint_settings_json(const PaintJobOptions& job,
+                                   const std::optional<ImageModelInfo>& model, int64_t view_size,
+                                   bool new_atlas);
+
 // The model's identity for the metadata: its folder name and the SHA-256 (hex) of its shape GPT
 // file. Errors: reading the file.
 struct ModelIdentity {

@@ -244,6 +244,11 @@ struct PaintJobOptions {
   bool new_atlas = false;
 };
 
+// A paint job's own rules, checked before any work (front ends before they load or generate; the
+// job again): the texture size, no pictures of its own, check_image_job(), the view set, the view
+// size. kInvalidArgument naming the option. The mesh is checked by the job.
+Status check_paint_job(const PaintJobOptions& job);
+
 struct TextureJobOptions {
   std::shared_ptr<const mesh::Mesh> mesh;           // not null, valid, with triangles
   std::shared_ptr<const mesh::TextureImage> image;  // not null

@@ -26,6 +26,27 @@ std::shared_ptr<mesh::TextureImage> share(mesh::TextureImage image) {
 
 }  // namespace
 
+Status check_paint_job(const PaintJobOptions& o) {
+  if (!mesh::is_atlas_size(o.texture_size)) {
+    return invalid_argument("texture size " + std::to_string(o.texture_size) +
+                            " is not 1024, 2048 or 4096");
+  }
+  if (o.image.init_image != nullptr || o.image.mask != nullptr ||
+      o.image.control_image != nullptr) {
+    return invalid_argument(
+        "a paint job makes its own init images, masks and depth maps: give none");
+  }
+  TESSERA_RETURN_IF_ERROR(check_image_job(o.image));
+  TESSERA_RETURN_IF_ERROR(mesh::validate_view_set(o.views));
+  if (o.view_size != 0 &&
+      (o.view_size < mesh::kMinPaintViewSize || o.view_size > mesh::kMaxPaintViewSize)) {
+    return invalid_argument("view size " + std::to_string(o.view_size) + " is outside " +
+                            std::to_string(mesh::kMinPaintViewSize) + ".." +
+                            std::to_string(mesh::kMaxPaintViewSize));
+  }
+  return Status();
+}
+
 void Session::Impl::run_paint_job(uint64_t id, const PaintJobOptions& o,
                                   std::atomic<bool>& cancel) {
   const Lane lane = Lane::kImage;
@@ -38,29 +59,9 @@ void Session::Impl::run_paint_job(uint64_t id, const PaintJobOptions& o,
   if (o.mesh->triangles.empty()) {
     return emit(id, lane, ErrorEvent{invalid_argument("the mesh to paint has no triangles")});
   }
-  if (!mesh::is_atlas_size(o.texture_size)) {
-    return emit(id, lane,
-                ErrorEvent{invalid_argument("texture size " + std::to_string(o.texture_size) +
-                                            " is not 1024, 2048 or 4096")});
-  }
-  if (o.image.init_image != nullptr || o.image.mask != nullptr ||
-      o.image.control_image != nullptr) {
-    return emit(id, lane,
-                ErrorEvent{invalid_argument(
-                    "a paint job makes its own init images, masks and depth maps: give none")});
-  }
-  // The image options as an image job checks them, before the atlas (which can take seconds).
-  if (Status st = check_image_job(o.image); !st.ok()) return emit(id, lane, ErrorEvent{st});
+  if (Status st = check_paint_job(o); !st.ok()) return emit(id, lane, ErrorEvent{st});
   auto views = mesh::plan_views(*o.mesh, o.views);
   if (!views.ok()) return emit(id, lane, ErrorEvent{views.status()});
-  if (o.view_size != 0 &&
-      (o.view_size < mesh::kMinPaintViewSize || o.view_size > mesh::kMaxPaintViewSize)) {
-    return emit(
-        id, lane,
-        ErrorEvent{invalid_argument("view size " + std::to_string(o.view_size) + " is outside " +
-                                    std::to_string(mesh::kMinPaintViewSize) + ".." +
-                                    std::to_string(mesh::kMaxPaintViewSize))});
-  }
   // The model's size rule: a multiple of its step, at least the smallest view.
   const int64_t multiple = image_->size_multiple();
   int64_t size = o.view_size > 0 ? o.view_size : image_->default_image_size();
@@ -182,6 +183,7 @@ void Session::Impl::run_paint_job(uint64_t id, const PaintJobOptions& o,
   emit(id, lane, StageEvent{kStagePaintFill, filling.elapsed_ms()});
   PaintedMeshEvent done;
   done.new_atlas = !report.kept_existing;
+  done.view_size = size;
   done.coverage = result.coverage;
   done.view_names = std::move(names);
   for (size_t i = 0; i < rasters.size(); ++i) {
