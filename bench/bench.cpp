@@ -15,6 +15,7 @@ void register_bench_commands(CLI::App& app, int* exit_code) {
   register_cleanup_bench(&app, exit_code);
   register_lora_bench(&app, exit_code);
   register_atlas_bench(&app, exit_code);
+  register_paint_bench(&app, exit_code);
 }
 
 }  // namespace tessera::bench

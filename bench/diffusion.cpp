@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "bench/common.h"
+#include "bench/random_checkpoint.h"
 #include "bench/subcommands.h"
 #include "core/assets.h"
 #include "core/dtype.h"
@@ -204,54 +205,6 @@ double vae_flops(const VaeDecoderConfig& c, int64_t batch, int64_t h, int64_t w)
 }
 
 // ---- random weights ----------------------------------------------------------------------------
-
-// A safetensors image in memory (BF16 tensors), for SafeTensors::parse.
-Expected<std::vector<uint8_t>> random_checkpoint(const diffusion::TensorShapes& shapes) {
-  nlohmann::json header = nlohmann::json::object();
-  uint64_t offset = 0;
-  for (const auto& [name, shape] : shapes) {
-    int64_t numel = 1;
-    for (int64_t d : shape) numel *= d;
-    const uint64_t bytes = static_cast<uint64_t>(numel) * 2;
-    header[name] = {
-        {"dtype", "BF16"}, {"shape", shape}, {"data_offsets", {offset, offset + bytes}}};
-    offset += bytes;
-  }
-  std::string text = header.dump();
-  text.append((8 - (8 + text.size()) % 8) % 8, ' ');  // data section 8-byte aligned
-  std::vector<uint8_t> image;
-  try {
-    image.resize(8 + text.size() + offset);
-  } catch (const std::bad_alloc&) {
-    return Status(ErrorCode::kOutOfMemory, "bench diffusion: cannot allocate " +
-                                               std::to_string(offset >> 20) +
-                                               " MiB for the random weights");
-  }
-  const uint64_t header_len = text.size();
-  for (int i = 0; i < 8; ++i) image[i] = static_cast<uint8_t>(header_len >> (8 * i));
-  std::memcpy(image.data() + 8, text.data(), text.size());
-  uint8_t* data = image.data() + 8 + text.size();
-  std::vector<float> values;
-  uint32_t seed = 1;
-  for (const auto& [name, shape] : shapes) {
-    int64_t numel = 1;
-    for (int64_t d : shape) numel *= d;
-    values.resize(static_cast<size_t>(numel));
-    if (shape.size() >= 2) {
-      const int64_t fan_in = numel / shape[0];
-      fill_floats(values.data(), values.size(), 0x9e3779b9u * seed++);
-      const float bound = 1.0f / std::sqrt(static_cast<float>(fan_in));
-      for (float& v : values) v *= bound;
-    } else {
-      // Norm scales (".weight" of a 1-D tensor) 1, biases 0.
-      const bool scale = name.size() >= 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
-      std::fill(values.begin(), values.end(), scale ? 1.0f : 0.0f);
-    }
-    convert_f32_to_bf16(values.data(), reinterpret_cast<uint16_t*>(data), values.size());
-    data += values.size() * 2;
-  }
-  return image;
-}
 
 // ---- the ablation ------------------------------------------------------------------------------
 

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "bench/common.h"
 #include "core/dtype.h"
@@ -30,5 +32,11 @@ struct RandomCheckpoint {
 };
 Expected<RandomCheckpoint> make_random_checkpoint(const shape::TensorShapes& shapes,
                                                   DType dtype = DType::kBF16);
+
+// A safetensors file image in memory with the given tensors, BF16, random values scaled by
+// 1/sqrt(fan-in) for tensors of rank >= 2, 1-D ".weight"s 1 (norm scales) and other 1-D tensors 0
+// (biases): the SD networks' shapes (diffusion::TensorShapes) for SafeTensors::parse or a file.
+Expected<std::vector<uint8_t>> random_checkpoint(
+    const std::map<std::string, std::vector<int64_t>>& shapes);
 
 }  // namespace tessera::bench

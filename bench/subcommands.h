@@ -15,5 +15,6 @@ void register_make_model_bench(CLI::App* bench, int* exit_code);  // make_model.
 void register_cleanup_bench(CLI::App* bench, int* exit_code);     // cleanup.cpp
 void register_lora_bench(CLI::App* bench, int* exit_code);        // lora.cpp
 void register_atlas_bench(CLI::App* bench, int* exit_code);       // atlas.cpp
+void register_paint_bench(CLI::App* bench, int* exit_code);       // paint.cpp
 
 }  // namespace tessera::bench

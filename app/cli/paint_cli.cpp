@@ -182,7 +182,8 @@ Expected<PaintOutcome> PaintRunner::paint(std::shared_ptr<const mesh::Mesh> mesh
     if (std::get_if<runtime::ImageStepEvent>(&event->payload) != nullptr) {
       ++steps_this_view;
     } else if (const auto* s = std::get_if<runtime::StageEvent>(&event->payload)) {
-      if (s->name == runtime::kStagePaintAtlas || s->name == runtime::kStagePaintFill) {
+      if (s->name == runtime::kStagePaintAtlas || s->name == runtime::kStagePaintFill ||
+          s->name == runtime::kStagePaintCheck) {
         std::fprintf(stderr, "%-6s %8.1f ms\n", s->name.c_str(), s->ms);
       }
     } else if (const auto* v = std::get_if<runtime::PaintViewEvent>(&event->payload)) {
@@ -224,8 +225,11 @@ Expected<PaintOutcome> PaintRunner::paint(std::shared_ptr<const mesh::Mesh> mesh
                   out.result.agreement_db[i]);
     agreement += part;
   }
-  std::fprintf(stderr, "coverage %.1f %% of the texels; views vs the painted mesh (dB): %s\n",
-               100.0 * out.result.coverage, agreement.c_str());
+  std::fprintf(stderr,
+               "coverage %.1f %% of the texels; views vs the painted mesh (dB): %s; seams: mean "
+               "%.1f, p95 %.1f levels\n",
+               100.0 * out.result.coverage, agreement.c_str(), out.result.seam_mean,
+               out.result.seam_p95);
   out.record = runtime::paint_settings_json(job, session_->image_model(), out.result.view_size,
                                             out.result.new_atlas);
   return out;

@@ -92,7 +92,7 @@ Expected<std::vector<PaintView>> plan_views(const Mesh& mesh, const ViewSetOptio
 
 Expected<ViewInputs> prepare_view(const Mesh& mesh, const TexelMap& texels,
                                   const BakeAccumulator& state, const PaintView& view, int size,
-                                  const PaintMaskOptions& options) {
+                                  const PaintMaskOptions& options, const TextureImage* painted) {
   if (size < kMinPaintViewSize || size > kMaxPaintViewSize) {
     return invalid_argument("paint view: size " + std::to_string(size) + " is outside " +
                             std::to_string(kMinPaintViewSize) + ".." +
@@ -108,9 +108,9 @@ Expected<ViewInputs> prepare_view(const Mesh& mesh, const TexelMap& texels,
   in.depth.rgb = inverse_depth_rgb(r);
   // The paint so far, as a texture, seen from here.
   {
-    Mesh painted = mesh;
-    painted.texture = finish_bake(texels, state).texture;
-    in.init = render_textured_view(painted, r);
+    Mesh so_far = mesh;
+    so_far.texture = painted != nullptr ? *painted : finish_bake(mesh, texels, state).texture;
+    in.init = render_textured_view(so_far, r);
   }
   const ViewProjection proj(view.camera, size, size);
   const size_t pixels = static_cast<size_t>(size) * size;

@@ -59,9 +59,11 @@ struct ViewInputs {
 };
 
 // `mesh` must have uvs (its texture, if any, is ignored: `state` is the paint so far, `texels` its
-// texel map). `size` is the view's side in pixels (64..2048).
+// texel map). `size` is the view's side in pixels (64..2048). `painted`: finish_bake(mesh, texels,
+// state)'s texture when the caller has it already (null: made here).
 Expected<ViewInputs> prepare_view(const Mesh& mesh, const TexelMap& texels,
                                   const BakeAccumulator& state, const PaintView& view, int size,
-                                  const PaintMaskOptions& options = {});
+                                  const PaintMaskOptions& options = {},
+                                  const TextureImage* painted = nullptr);
 
 }  // namespace tessera::mesh

@@ -1,9 +1,14 @@
 #include "engine/mesh/texture_bake.h"
 
 #include <algorithm>
+#include <cassert>
+#include <array>
 #include <cmath>
 #include <deque>
+#include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace tessera::mesh {
 
@@ -60,6 +65,22 @@ double scene_diagonal(const Mesh& m) {
 
 }  // namespace
 
+namespace {
+
+// Vertices at exactly the same position are one (texture seams split them): each vertex's first.
+std::vector<uint32_t> weld_representatives(const Mesh& mesh) {
+  std::vector<uint32_t> rep(static_cast<size_t>(mesh.vertex_count()));
+  std::map<std::array<float, 3>, uint32_t> first;
+  for (size_t v = 0; v < rep.size(); ++v) {
+    const std::array<float, 3> p{mesh.positions[3 * v], mesh.positions[3 * v + 1],
+                                 mesh.positions[3 * v + 2]};
+    rep[v] = first.emplace(p, static_cast<uint32_t>(v)).first->second;
+  }
+  return rep;
+}
+
+}  // namespace
+
 Expected<TexelMap> map_texels(const Mesh& mesh, int size) {
   if (mesh.uvs.size() != mesh.positions.size() / 3 * 2 || mesh.uvs.empty()) {
     return invalid_argument("texture bake: the mesh has no uvs (make an atlas first)");
@@ -104,6 +125,26 @@ Expected<TexelMap> map_texels(const Mesh& mesh, int size) {
       }
     }
   }
+  // The surface's welded vertices and their neighbours (finish_bake's fill on the surface).
+  t.vertex_rep = weld_representatives(mesh);
+  std::vector<std::pair<uint32_t, uint32_t>> pairs;
+  pairs.reserve(mesh.triangles.size() * 2);
+  for (size_t k = 0; k + 2 < mesh.triangles.size(); k += 3) {
+    for (int e = 0; e < 3; ++e) {
+      const uint32_t a = t.vertex_rep[mesh.triangles[k + static_cast<size_t>(e)]];
+      const uint32_t b = t.vertex_rep[mesh.triangles[k + static_cast<size_t>((e + 1) % 3)]];
+      if (a == b) continue;
+      pairs.emplace_back(a, b);
+      pairs.emplace_back(b, a);
+    }
+  }
+  std::sort(pairs.begin(), pairs.end());
+  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+  t.neighbour_start.assign(t.vertex_rep.size() + 1, 0);
+  for (const auto& [a, b] : pairs) ++t.neighbour_start[size_t{a} + 1];
+  for (size_t v = 0; v < t.vertex_rep.size(); ++v) t.neighbour_start[v + 1] += t.neighbour_start[v];
+  t.neighbours.reserve(pairs.size());
+  for (const auto& [a, b] : pairs) t.neighbours.push_back(b);
   return t;
 }
 
@@ -175,26 +216,115 @@ Expected<BakeViewStats> bake_view(const Mesh& mesh, const TexelMap& texels,
   return stats;
 }
 
-BakeResult finish_bake(const TexelMap& texels, const BakeAccumulator& acc) {
+namespace {
+
+// Colours for the covered texels no view saw, from the surface around them rather than from the
+// texture: the seen texels give each (welded) vertex a colour (their barycentric weights), the
+// vertices without one take the mean of their coloured neighbours, ring by ring outwards, and an
+// unseen texel interpolates its triangle's corners. Both sides of a chart border share the welded
+// vertices, so an unseen region that a seam crosses gets the same colours on both sides.
+void fill_unseen_on_surface(const Mesh& mesh, const TexelMap& texels, const std::vector<char>& seen,
+                            TextureImage* texture) {
+  const size_t nv = texels.vertex_rep.size();
+  const std::vector<uint32_t>& rep = texels.vertex_rep;
+  std::vector<double> sum(3 * nv, 0.0), weight(nv, 0.0);
+  const size_t n = texels.face.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (!seen[i] || texels.face[i] < 0) continue;
+    const size_t f = static_cast<size_t>(texels.face[i]);
+    const float b[3] = {1.0f - texels.bary[2 * i] - texels.bary[2 * i + 1], texels.bary[2 * i],
+                        texels.bary[2 * i + 1]};
+    for (int k = 0; k < 3; ++k) {
+      const uint32_t r = rep[mesh.triangles[3 * f + static_cast<size_t>(k)]];
+      const double w = std::max(0.0f, b[k]);
+      for (int c = 0; c < 3; ++c) {
+        sum[3 * size_t{r} + static_cast<size_t>(c)] += w * texture->rgb[3 * i + static_cast<size_t>(c)];
+      }
+      weight[r] += w;
+    }
+  }
+  std::vector<float> colour(3 * nv, 128.0f);
+  std::vector<char> known(nv, 0), queued(nv, 0);
+  std::vector<uint32_t> ring;
+  for (size_t v = 0; v < nv; ++v) {
+    if (rep[v] != v || !(weight[v] > 0)) continue;
+    for (size_t c = 0; c < 3; ++c) colour[3 * v + c] = static_cast<float>(sum[3 * v + c] / weight[v]);
+    known[v] = queued[v] = 1;
+    ring.push_back(static_cast<uint32_t>(v));
+  }
+  // Ring by ring: a vertex next to the known ones takes their mean, then counts as known.
+  while (!ring.empty()) {
+    std::vector<uint32_t> next;
+    for (uint32_t v : ring) {
+      for (uint32_t k = texels.neighbour_start[v]; k < texels.neighbour_start[v + 1]; ++k) {
+        const uint32_t w = texels.neighbours[k];
+        if (queued[w]) continue;
+        queued[w] = 1;
+        next.push_back(w);
+      }
+    }
+    for (uint32_t w : next) {
+      double acc[3] = {0, 0, 0};
+      int count = 0;
+      for (uint32_t k = texels.neighbour_start[w]; k < texels.neighbour_start[w + 1]; ++k) {
+        const uint32_t u = texels.neighbours[k];
+        if (!known[u]) continue;
+        for (size_t c = 0; c < 3; ++c) acc[c] += colour[3 * size_t{u} + c];
+        ++count;
+      }
+      for (size_t c = 0; c < 3; ++c) {
+        colour[3 * size_t{w} + c] = static_cast<float>(acc[c] / std::max(count, 1));
+      }
+    }
+    for (uint32_t w : next) known[w] = 1;
+    ring = std::move(next);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (seen[i] || texels.face[i] < 0) continue;
+    const size_t f = static_cast<size_t>(texels.face[i]);
+    const float b[3] = {1.0f - texels.bary[2 * i] - texels.bary[2 * i + 1], texels.bary[2 * i],
+                        texels.bary[2 * i + 1]};
+    for (size_t c = 0; c < 3; ++c) {
+      double v = 0;
+      for (size_t k = 0; k < 3; ++k) {
+        v += b[k] * colour[3 * size_t{rep[mesh.triangles[3 * f + k]]} + c];
+      }
+      texture->rgb[3 * i + c] = static_cast<uint8_t>(std::lround(std::clamp(v, 0.0, 255.0)));
+    }
+  }
+}
+
+}  // namespace
+
+BakeResult finish_bake(const Mesh& mesh, const TexelMap& texels, const BakeAccumulator& acc) {
+  assert(texels.vertex_rep.size() == static_cast<size_t>(mesh.vertex_count()));
   BakeResult r;
   const int size = texels.size;
   const size_t n = static_cast<size_t>(size) * size;
   r.texture.width = r.texture.height = size;
   r.texture.rgb.assign(3 * n, 128);
-  std::vector<char> known(n, 0);
-  std::deque<size_t> queue;
-  int64_t seen = 0;
+  std::vector<char> seen(n, 0);
+  int64_t seen_covered = 0;
   for (size_t i = 0; i < n; ++i) {
     if (!(acc.weight[i] > 0)) continue;
     for (int k = 0; k < 3; ++k) {
       r.texture.rgb[3 * i + static_cast<size_t>(k)] = static_cast<uint8_t>(std::lround(
           std::clamp(acc.rgb[3 * i + static_cast<size_t>(k)] / acc.weight[i], 0.0f, 255.0f)));
     }
-    known[i] = 1;
-    queue.push_back(i);
-    if (texels.face[i] >= 0) ++seen;
+    seen[i] = 1;
+    if (texels.face[i] >= 0) ++seen_covered;
   }
-  r.coverage = texels.covered > 0 ? static_cast<double>(seen) / texels.covered : 0.0;
+  r.coverage = texels.covered > 0 ? static_cast<double>(seen_covered) / texels.covered : 0.0;
+  // Inside the charts first, on the surface (when any texel was seen), then the gutters.
+  std::vector<char> known = seen;
+  if (seen_covered > 0) {
+    fill_unseen_on_surface(mesh, texels, seen, &r.texture);
+    for (size_t i = 0; i < n; ++i) known[i] = known[i] || texels.face[i] >= 0;
+  }
+  std::deque<size_t> queue;
+  for (size_t i = 0; i < n; ++i) {
+    if (known[i]) queue.push_back(i);
+  }
   // Breadth-first flood: every unknown texel takes its first-reached known neighbour's colour.
   while (!queue.empty()) {
     const size_t i = queue.front();
@@ -254,6 +384,72 @@ double masked_psnr(const TextureImage& a, const TextureImage& b, const ViewRaste
   }
   if (count == 0 || se == 0) return 99.0;
   return 10.0 * std::log10(255.0 * 255.0 / (se / static_cast<double>(count)));
+}
+
+Expected<SeamReport> seam_error(const Mesh& mesh) {
+  if (mesh.uvs.size() != 2 * static_cast<size_t>(mesh.vertex_count()) || mesh.texture.empty()) {
+    return invalid_argument("seam error: the mesh has no uvs or no texture");
+  }
+  const std::vector<uint32_t> rep = weld_representatives(mesh);
+  // Each welded edge's sides: the two corner vertices, ordered by their representatives.
+  struct Side {
+    uint32_t a, b;
+  };
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<Side>> edges;
+  for (size_t t = 0; t + 2 < mesh.triangles.size(); t += 3) {
+    for (int k = 0; k < 3; ++k) {
+      uint32_t a = mesh.triangles[t + static_cast<size_t>(k)];
+      uint32_t b = mesh.triangles[t + static_cast<size_t>((k + 1) % 3)];
+      if (rep[a] == rep[b]) continue;
+      if (rep[a] > rep[b]) std::swap(a, b);
+      edges[{rep[a], rep[b]}].push_back({a, b});
+    }
+  }
+  const TextureImage& tex = mesh.texture;
+  auto at = [&](uint32_t v, double t, uint32_t w, float out[3]) {
+    const double u = (1 - t) * mesh.uvs[2 * v] + t * mesh.uvs[2 * w];
+    const double vv = (1 - t) * mesh.uvs[2 * v + 1] + t * mesh.uvs[2 * w + 1];
+    sample(tex, u * tex.width, (1.0 - vv) * tex.height, out);
+  };
+  SeamReport report;
+  std::vector<double> samples;
+  double weighted = 0, total_length = 0;
+  for (const auto& [key, sides] : edges) {
+    if (sides.size() != 2) continue;  // a border or a non-manifold edge: no two sides to compare
+    const Side& s0 = sides[0];
+    const Side& s1 = sides[1];
+    const bool same = mesh.uvs[2 * s0.a] == mesh.uvs[2 * s1.a] &&
+                      mesh.uvs[2 * s0.a + 1] == mesh.uvs[2 * s1.a + 1] &&
+                      mesh.uvs[2 * s0.b] == mesh.uvs[2 * s1.b] &&
+                      mesh.uvs[2 * s0.b + 1] == mesh.uvs[2 * s1.b + 1];
+    if (same) continue;
+    ++report.seam_edges;
+    double length = 0;
+    for (int d = 0; d < 3; ++d) {
+      const double e = mesh.positions[3 * size_t{key.first} + static_cast<size_t>(d)] -
+                       mesh.positions[3 * size_t{key.second} + static_cast<size_t>(d)];
+      length += e * e;
+    }
+    length = std::sqrt(length);
+    for (int i = 0; i < kSeamSamples; ++i) {
+      const double t = (i + 0.5) / kSeamSamples;
+      float c0[3], c1[3];
+      at(s0.a, t, s0.b, c0);
+      at(s1.a, t, s1.b, c1);
+      const double diff =
+          (std::fabs(c0[0] - c1[0]) + std::fabs(c0[1] - c1[1]) + std::fabs(c0[2] - c1[2])) / 3.0;
+      samples.push_back(diff);
+      weighted += diff * length / kSeamSamples;
+    }
+    total_length += length;
+  }
+  if (!samples.empty()) {
+    report.mean = total_length > 0 ? weighted / total_length : 0;
+    std::sort(samples.begin(), samples.end());
+    report.p95 = samples[samples.size() * 95 / 100];
+    report.max = samples.back();
+  }
+  return report;
 }
 
 }  // namespace tessera::mesh

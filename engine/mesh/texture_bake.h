@@ -25,6 +25,10 @@ struct TexelMap {
   std::vector<int32_t> face;  // per texel, -1 = no triangle
   std::vector<float> bary;    // per texel, barycentrics of corners 1 and 2
   int64_t covered = 0;        // texels with a triangle
+  // The surface: each vertex's welded representative (the first vertex at exactly its position)
+  // and, per representative, its neighbours (neighbours[neighbour_start[v] .. [v + 1]]).
+  std::vector<uint32_t> vertex_rep;
+  std::vector<uint32_t> neighbour_start, neighbours;
 };
 // kInvalidArgument for a mesh without uvs or a size outside 1..8192.
 Expected<TexelMap> map_texels(const Mesh& mesh, int size);
@@ -60,9 +64,12 @@ struct BakeResult {
   TextureImage texture;
   double coverage = 0;  // share of the covered texels some view saw
 };
-// The accumulated colours, the unseen texels and the gutters flooded from the nearest seen texel
-// (all grey when no view saw anything).
-BakeResult finish_bake(const TexelMap& texels, const BakeAccumulator& acc);
+// The accumulated colours; covered texels no view saw filled on the surface (the seen texels give
+// the welded vertices colours, which spread ring by ring to the unseen ones; an unseen texel
+// interpolates its triangle's corners: both sides of a chart border agree); then the gutters and
+// the gaps between charts flooded from the nearest covered texel (all grey when no view saw
+// anything). `texels` is map_texels(mesh, ...).
+BakeResult finish_bake(const Mesh& mesh, const TexelMap& texels, const BakeAccumulator& acc);
 
 // What the textured `mesh` (uvs + texture) looks like from `camera` (bilinear texture samples at
 // each pixel's surface point; background black): to compare a painted asset with the view it came
@@ -72,5 +79,19 @@ TextureImage render_textured_view(const Mesh& mesh, const ViewRaster& raster);
 // PSNR (dB) of `a` against `b` over the pixels where `mask` (a raster) has a surface; 99 when
 // they agree exactly. Sizes must match.
 double masked_psnr(const TextureImage& a, const TextureImage& b, const ViewRaster& mask);
+
+// How well colours meet across chart borders (the painter's "no visible seams"): every edge two
+// triangles share in 3D (positions welded exactly) whose two sides have different uvs is a seam
+// edge; the texture is sampled (bilinear) at kSeamSamples points along it on each side, and the
+// colour difference (mean over RGB of |a - b|, 0..255 levels) is weighted by the edge's length.
+inline constexpr int kSeamSamples = 4;
+struct SeamReport {
+  int64_t seam_edges = 0;
+  double mean = 0;  // levels, length-weighted over the samples (0 with no seam edge)
+  double p95 = 0;   // levels, of the samples
+  double max = 0;
+};
+// kInvalidArgument for a mesh without uvs or texture.
+Expected<SeamReport> seam_error(const Mesh& mesh);
 
 }  // namespace tessera::mesh

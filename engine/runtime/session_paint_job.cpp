@@ -36,7 +36,10 @@ Status check_paint_job(const PaintJobOptions& o) {
     return invalid_argument(
         "a paint job makes its own init images, masks and depth maps: give none");
   }
-  TESSERA_RETURN_IF_ERROR(check_image_job(o.image));
+  // Its ControlNet is given the mesh's depth per view: checked as an image job with a depth map.
+  ImageJobOptions image = o.image;
+  if (!image.control_model.empty()) image.control_image = std::make_shared<mesh::TextureImage>();
+  TESSERA_RETURN_IF_ERROR(check_image_job(image));
   TESSERA_RETURN_IF_ERROR(mesh::validate_view_set(o.views));
   if (o.view_size != 0 &&
       (o.view_size < mesh::kMinPaintViewSize || o.view_size > mesh::kMaxPaintViewSize)) {
@@ -108,6 +111,7 @@ void Session::Impl::run_paint_job(uint64_t id, const PaintJobOptions& o,
   auto texels = mesh::map_texels(base, o.texture_size);
   if (!texels.ok()) return emit(id, lane, ErrorEvent{texels.status()});
   mesh::BakeAccumulator state(o.texture_size);
+  mesh::TextureImage so_far;  // finish_bake of `state`, made once per view
 
   std::vector<mesh::ViewRaster> rasters;
   std::vector<std::shared_ptr<const mesh::TextureImage>> images;
@@ -118,9 +122,12 @@ void Session::Impl::run_paint_job(uint64_t id, const PaintJobOptions& o,
     const mesh::PaintView& view = (*views)[static_cast<size_t>(v)];
     mesh::PaintMaskOptions masking;
     masking.band = static_cast<int>(std::max<int64_t>(1, size / 128));  // 4 at 512
-    auto inputs = mesh::prepare_view(base, *texels, state, view, static_cast<int>(size), masking);
+    Stopwatch rendering;
+    auto inputs = mesh::prepare_view(base, *texels, state, view, static_cast<int>(size), masking,
+                                     so_far.empty() ? nullptr : &so_far);
     if (!inputs.ok()) return emit(id, lane, ErrorEvent{inputs.status()});
     PaintViewEvent event;
+    event.render_ms = rendering.elapsed_ms();
     event.view = v;
     event.views = n;
     event.name = view.name;
@@ -163,21 +170,24 @@ void Session::Impl::run_paint_job(uint64_t id, const PaintJobOptions& o,
       auto baked = mesh::bake_view(base, *texels, view.camera, inputs->raster, generated, &state,
                                    static_cast<int>(std::max<int64_t>(1, size / 256)));
       if (!baked.ok()) return emit(id, lane, ErrorEvent{baked.status()});
-      event.bake_ms = baking.elapsed_ms();
+      event.bake_ms = baking.elapsed_ms();  // the preview's fill below adds to it
       event.image = share(std::move(generated));
       event.mask = share(std::move(inputs->mask));
       images.push_back(event.image);
       rasters.push_back(std::move(inputs->raster));
       names.push_back(view.name);
     }
+    Stopwatch previewing;
+    so_far = mesh::finish_bake(base, *texels, state).texture;
     auto painted = std::make_shared<mesh::Mesh>(base);
-    painted->texture = mesh::finish_bake(*texels, state).texture;
+    painted->texture = so_far;
     event.painted = std::move(painted);
+    event.bake_ms += previewing.elapsed_ms();
     emit(id, lane, std::move(event));
   }
 
   Stopwatch filling;
-  mesh::BakeResult result = mesh::finish_bake(*texels, state);
+  mesh::BakeResult result = mesh::finish_bake(base, *texels, state);
   auto painted = std::make_shared<mesh::Mesh>(std::move(base));
   painted->texture = std::move(result.texture);
   emit(id, lane, StageEvent{kStagePaintFill, filling.elapsed_ms()});
@@ -186,10 +196,16 @@ void Session::Impl::run_paint_job(uint64_t id, const PaintJobOptions& o,
   done.view_size = size;
   done.coverage = result.coverage;
   done.view_names = std::move(names);
+  Stopwatch checking;
   for (size_t i = 0; i < rasters.size(); ++i) {
     const mesh::TextureImage seen = mesh::render_textured_view(*painted, rasters[i]);
     done.agreement_db.push_back(mesh::masked_psnr(seen, *images[i], rasters[i]));
   }
+  if (auto seams = mesh::seam_error(*painted); seams.ok()) {
+    done.seam_mean = seams->mean;
+    done.seam_p95 = seams->p95;
+  }
+  emit(id, lane, StageEvent{kStagePaintCheck, checking.elapsed_ms()});
   done.notes = std::move(notes);
   done.mesh = std::move(painted);
   emit(id, lane, std::move(done));

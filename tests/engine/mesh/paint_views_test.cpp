@@ -108,7 +108,7 @@ TEST(PaintViews, AWholePaintSeesEverythingAndEveryViewAgreesWithTheResult) {
   EXPECT_GT(share[1], 0.8);         // the back: nearly all new
   EXPECT_LT(share[2], 0.9);         // the sides: their front and back halves are painted
   EXPECT_LT(share[4], 0.9);         // top and bottom: most of it too
-  const BakeResult baked = finish_bake(*texels, state);
+  const BakeResult baked = finish_bake(m, *texels, state);
   EXPECT_GT(baked.coverage, 0.995);
   m.texture = baked.texture;
   for (size_t i = 0; i < views->size(); ++i) {

@@ -82,7 +82,7 @@ TEST(TextureBake, SixPhotosOfAKnownColouringBakeBackIntoTheAtlas) {
     ASSERT_TRUE(stats.ok()) << stats.status().message();
     EXPECT_GT(stats->texels, 0);
   }
-  const BakeResult baked = finish_bake(*texels, acc);
+  const BakeResult baked = finish_bake(m, *texels, acc);
   EXPECT_GT(baked.coverage, 0.999);
   // Every covered texel holds the colouring at its surface point.
   std::vector<double> errors;
@@ -110,6 +110,29 @@ TEST(TextureBake, SixPhotosOfAKnownColouringBakeBackIntoTheAtlas) {
   const double psnr =
       masked_psnr(render_textured_view(m, *raster), photograph(m, *raster), *raster);
   EXPECT_GT(psnr, 45.0);  // measured 54.4 dB
+  // Colours meet across the chart borders: both sides of a seam hold the same surface colour.
+  auto seams = seam_error(m);
+  ASSERT_TRUE(seams.ok()) << seams.status().message();
+  EXPECT_GT(seams->seam_edges, 50);
+  EXPECT_LT(seams->mean, 2.0);
+  EXPECT_LT(seams->p95, 6.0);
+  // The same texture mirrored left to right: the charts no longer hold their colours, and the
+  // seams show.
+  Mesh mirrored = m;
+  for (int64_t y = 0; y < kTexture; ++y) {
+    for (int64_t x = 0; x < kTexture / 2; ++x) {
+      for (int k = 0; k < 3; ++k) {
+        std::swap(mirrored.texture.rgb[static_cast<size_t>((y * kTexture + x) * 3 + k)],
+                  mirrored.texture.rgb[static_cast<size_t>((y * kTexture + kTexture - 1 - x) * 3 +
+                                                           k)]);
+      }
+    }
+  }
+  auto bad = seam_error(mirrored);
+  ASSERT_TRUE(bad.ok());
+  EXPECT_GT(bad->mean, 5 * seams->mean + 5.0);
+  std::printf("seams: %lld edges, mean %.2f, p95 %.2f levels (mirrored texture: mean %.1f)\n",
+              static_cast<long long>(seams->seam_edges), seams->mean, seams->p95, bad->mean);
   std::printf("coverage %.4f, mean error %.2f, p99 %.1f levels, novel view PSNR %.1f dB\n",
               baked.coverage, mean, errors[errors.size() * 99 / 100], psnr);
 }
@@ -129,7 +152,7 @@ TEST(TextureBake, UnseenTexelsAndGuttersTakeTheNearestSeenColour) {
   red.rgb.assign(128 * 128 * 3, 0);
   for (size_t i = 0; i < red.rgb.size(); i += 3) red.rgb[i] = 200;
   ASSERT_TRUE(bake_view(m, *texels, front, *raster, red, &acc).ok());
-  const BakeResult baked = finish_bake(*texels, acc);
+  const BakeResult baked = finish_bake(m, *texels, acc);
   EXPECT_GT(baked.coverage, 0.3);
   EXPECT_LT(baked.coverage, 0.7);
   // Nothing is left grey or black: every texel, seen or not, took a seen (red) colour.
@@ -153,6 +176,7 @@ TEST(ViewRaster, DepthMapIsWhiteAtTheNearestPointAndBlackAround) {
 }
 
 TEST(TextureBake, BadInputIsRefused) {
+  EXPECT_EQ(seam_error(sphere(4, 8)).status().code(), ErrorCode::kInvalidArgument);
   const Mesh bare = sphere(8, 16);
   EXPECT_FALSE(map_texels(bare, 256).ok());  // no uvs
   AtlasOptions ao;
