@@ -1,4 +1,5 @@
-// tessera-bench paint [--config sd15|tessera-tiny] [--size PX] [--steps N] [--views N] [--mesh FILE]
+// tessera-bench paint [--config sd15|tessera-tiny] [--size PX] [--steps N] [--views N] [--mesh
+// FILE]
 // [--work DIR]: a whole paint job (runtime::Session::submit_paint, what `tessera paint` runs) timed
 // by phase: model load, atlas, and per view the render (depth, init, mask), the generation and the
 // bake, then the fill and the checks; with what it gives: coverage, seam error, agreement.
@@ -9,8 +10,11 @@
 //   depth ControlNet, views after the first inpainted over the paint so far.
 // - tessera-tiny: the embedded model with its own ControlNet (64 x 64 views, Euler, 20 steps).
 // The mesh: the chair field of `bench atlas` extracted at 2^7 + 1 (about 188k triangles), or
-// --mesh FILE. One run (a paint is minutes on 2 cores); the figures go to RESULTS.md by hand with
-// the command and the machine line printed here.
+// --mesh FILE. --runs paints in one session (default 2): the first after the model load pays the
+// first-use costs (the CPU's convolution algorithm chosen by measurement per layer and shape, the
+// weights packed for it), a later one is what the studio or `tessera serve` sees from then on; the
+// table is the last run's, a line per run above it. The figures go to RESULTS.md by hand with the
+// command and the machine line printed here.
 #include <unistd.h>
 
 #include <chrono>
@@ -42,12 +46,13 @@ namespace {
 
 struct PaintBenchOptions {
   std::string config = "sd15";
-  int size = 0;    // 0: 512 for sd15, the model's for tessera-tiny
-  int steps = 0;   // 0: 4 (LCM) for sd15, 20 (Euler) for tessera-tiny
-  int views = 4;   // the ring; plus top and bottom
+  int size = 0;   // 0: 512 for sd15, the model's for tessera-tiny
+  int steps = 0;  // 0: 4 (LCM) for sd15, 20 (Euler) for tessera-tiny
+  int views = 4;  // the ring; plus top and bottom
   std::string mesh;
   std::string work;
   bool keep = false;
+  int runs = 2;  // paints in one session: the first pays the kernels' first-use costs
 };
 
 // CLIP ViT-L/14's text encoder (SD 1.x's) under `prefix`.
@@ -93,7 +98,8 @@ Expected<Sd15Files> write_sd15_files(const std::filesystem::path& dir) {
   Sd15Files f{(dir / "sd15-random.safetensors").string(),
               (dir / "control-depth-random.safetensors").string(),
               (dir / "taesd_decoder.safetensors").string()};
-  std::map<std::string, std::vector<int64_t>> shapes = clip_l_shapes("cond_stage_model.transformer.");
+  std::map<std::string, std::vector<int64_t>> shapes =
+      clip_l_shapes("cond_stage_model.transformer.");
   for (auto& [n, s] : diffusion::unet_tensor_shapes(diffusion::sd15_unet_config())) shapes[n] = s;
   for (auto& [n, s] : diffusion::vae_decoder_tensor_shapes(diffusion::sd15_vae_decoder_config())) {
     shapes[n] = s;
@@ -124,8 +130,8 @@ Status run_bench_paint(const PaintBenchOptions& o) {
   namespace fs = std::filesystem;
   const bool sd15 = o.config == "sd15";
   if (!sd15 && o.config != "tessera-tiny") {
-    return invalid_argument("bench paint: --config must be sd15 or tessera-tiny, not '" +
-                            o.config + "'");
+    return invalid_argument("bench paint: --config must be sd15 or tessera-tiny, not '" + o.config +
+                            "'");
   }
   const Machine machine = describe_machine();
   std::printf("%s", machine_markdown(machine).c_str());
@@ -150,9 +156,9 @@ Status run_bench_paint(const PaintBenchOptions& o) {
   fs::path work;
   runtime::ImageModelOptions model;
   if (sd15) {
-    work = o.work.empty() ? fs::temp_directory_path() / ("tessera-bench-paint-" +
-                                                         std::to_string(::getpid()))
-                          : fs::path(o.work);
+    work = o.work.empty()
+               ? fs::temp_directory_path() / ("tessera-bench-paint-" + std::to_string(::getpid()))
+               : fs::path(o.work);
     std::error_code ec;
     fs::create_directories(work, ec);
     if (ec) return invalid_argument("--work " + work.string() + ": " + ec.message());
@@ -191,35 +197,43 @@ Status run_bench_paint(const PaintBenchOptions& o) {
   }
   const runtime::ImageModelInfo info = *session->image_model();
   job.mesh = std::make_shared<const mesh::Mesh>(std::move(object));
-  const auto painting = std::chrono::steady_clock::now();
-  const uint64_t id = session->submit_paint(job);
   std::map<std::string, double> stages;
   std::vector<runtime::PaintViewEvent> views;
   std::vector<int> steps_per_view;
-  int steps = 0;
   runtime::PaintedMeshEvent result;
-  for (bool done = false; !done;) {
-    auto event = session->wait_event(std::chrono::milliseconds(200));
-    if (!event || event->job != id) continue;
-    if (std::get_if<runtime::ImageStepEvent>(&event->payload) != nullptr) {
-      ++steps;
-    } else if (const auto* s = std::get_if<runtime::StageEvent>(&event->payload)) {
-      stages[s->name] += s->ms;
-    } else if (const auto* v = std::get_if<runtime::PaintViewEvent>(&event->payload)) {
-      views.push_back(*v);
-      steps_per_view.push_back(steps);
-      steps = 0;
-      std::fprintf(stderr, "view %d/%d %s: %.1f s\n", v->view + 1, v->views, v->name.c_str(),
-                   (v->render_ms + v->generate_ms + v->bake_ms) / 1000);
-    } else if (const auto* r = std::get_if<runtime::PaintedMeshEvent>(&event->payload)) {
-      result = *r;
-    } else if (const auto* e = std::get_if<runtime::ErrorEvent>(&event->payload)) {
-      cleanup_work();
-      return e->status;
+  double paint_ms = 0;
+  for (int run = 1; run <= o.runs; ++run) {
+    stages.clear();
+    views.clear();
+    steps_per_view.clear();
+    const auto painting = std::chrono::steady_clock::now();
+    const uint64_t id = session->submit_paint(job);
+    int steps = 0;
+    for (bool done = false; !done;) {
+      auto event = session->wait_event(std::chrono::milliseconds(200));
+      if (!event || event->job != id) continue;
+      if (std::get_if<runtime::ImageStepEvent>(&event->payload) != nullptr) {
+        ++steps;
+      } else if (const auto* s = std::get_if<runtime::StageEvent>(&event->payload)) {
+        stages[s->name] += s->ms;
+      } else if (const auto* v = std::get_if<runtime::PaintViewEvent>(&event->payload)) {
+        views.push_back(*v);
+        steps_per_view.push_back(steps);
+        steps = 0;
+        std::fprintf(stderr, "run %d view %d/%d %s: %.1f s\n", run, v->view + 1, v->views,
+                     v->name.c_str(), (v->render_ms + v->generate_ms + v->bake_ms) / 1000);
+      } else if (const auto* r = std::get_if<runtime::PaintedMeshEvent>(&event->payload)) {
+        result = *r;
+      } else if (const auto* e = std::get_if<runtime::ErrorEvent>(&event->payload)) {
+        cleanup_work();
+        return e->status;
+      }
+      done = event->terminal();
     }
-    done = event->terminal();
+    paint_ms = ms_since(painting);
+    std::printf("run %d: whole paint %.1f s%s\n", run, paint_ms / 1000,
+                run == 1 ? " (the first after the model load)" : "");
   }
-  const double paint_ms = ms_since(painting);
   cleanup_work();
 
   std::printf("\nmodel: %s (%s), %s; mesh: %s, %lld triangles\n",
@@ -229,16 +243,19 @@ Status run_bench_paint(const PaintBenchOptions& o) {
   std::printf("views %d x %d px, %s %d steps, guidance %.1f, texture %d\n\n",
               static_cast<int>(result.view_size), static_cast<int>(result.view_size),
               sd15 ? "LCM" : "Euler", job.image.steps, job.image.guidance, job.texture_size);
-  std::printf("| phase | generated | steps | render ms | generate ms | bake ms |\n"
-              "|---|---|---|---|---|---|\n");
+  std::printf(
+      "| phase | generated | steps | render ms | generate ms (text / encode / denoise / decode / "
+      "other) | bake ms |\n|---|---|---|---|---|---|\n");
   std::printf("| model load | | | | %.0f | |\n", load_ms);
   std::printf("| atlas | | | | | %.0f |\n", stages[runtime::kStagePaintAtlas]);
   double render = 0, generate = 0, bake = 0;
   for (size_t i = 0; i < views.size(); ++i) {
     const runtime::PaintViewEvent& v = views[i];
-    std::printf("| view %d %s | %.0f %% | %d | %.0f | %.0f | %.0f |\n", v.view + 1,
-                v.name.c_str(), 100 * v.generated_share, steps_per_view[i], v.render_ms,
-                v.generate_ms, v.bake_ms);
+    std::printf(
+        "| view %d %s | %.0f %% | %d | %.0f | %.0f (%.0f / %.0f / %.0f / %.0f / %.0f) | %.0f |\n",
+        v.view + 1, v.name.c_str(), 100 * v.generated_share, steps_per_view[i], v.render_ms,
+        v.generate_ms, v.text_ms, v.encode_ms, v.denoise_ms, v.decode_ms,
+        v.generate_ms - v.text_ms - v.encode_ms - v.denoise_ms - v.decode_ms, v.bake_ms);
     render += v.render_ms;
     generate += v.generate_ms;
     bake += v.bake_ms;
@@ -246,9 +263,10 @@ Status run_bench_paint(const PaintBenchOptions& o) {
   std::printf("| fill | | | | | %.0f |\n", stages[runtime::kStagePaintFill]);
   std::printf("| checks (agreement, seams) | | | | | %.0f |\n", stages[runtime::kStagePaintCheck]);
   std::printf("| **whole paint** | | | %.0f | %.0f | %.0f |\n\n", render, generate, bake);
-  std::printf("whole paint (atlas to painted mesh, model loaded): %.1f s; with the model load: "
-              "%.1f s\n",
-              paint_ms / 1000, (paint_ms + load_ms) / 1000);
+  std::printf(
+      "whole paint (atlas to painted mesh, model loaded): %.1f s; with the model load: "
+      "%.1f s\n",
+      paint_ms / 1000, (paint_ms + load_ms) / 1000);
   std::string agreement;
   for (size_t i = 0; i < result.agreement_db.size(); ++i) {
     char part[64];
@@ -256,6 +274,7 @@ Status run_bench_paint(const PaintBenchOptions& o) {
                   result.agreement_db[i]);
     agreement += part;
   }
+  for (const std::string& note : result.notes) std::printf("note: %s\n", note.c_str());
   std::printf("coverage %.1f %%; seam error mean %.2f, p95 %.2f levels; agreement (dB): %s\n",
               100 * result.coverage, result.seam_mean, result.seam_p95, agreement.c_str());
   return Status();
@@ -266,8 +285,9 @@ Status run_bench_paint(const PaintBenchOptions& o) {
 void register_paint_bench(CLI::App* bench, int* exit_code) {
   auto o = std::make_shared<PaintBenchOptions>();
   CLI::App* cmd = bench->add_subcommand(
-      "paint", "A whole paint job by phase (atlas, render, generate, bake, fill) on SD 1.5-sized "
-               "random weights (LCM 4 steps, depth ControlNet, tiny decoder) or tessera-tiny");
+      "paint",
+      "A whole paint job by phase (atlas, render, generate, bake, fill) on SD 1.5-sized "
+      "random weights (LCM 4 steps, depth ControlNet, tiny decoder) or tessera-tiny");
   cmd->add_option("--config", o->config, "sd15 (default) or tessera-tiny");
   cmd->add_option("--size", o->size, "View side in pixels (default 512 for sd15)");
   cmd->add_option("--steps", o->steps, "Steps per view (default 4 LCM for sd15, 20 Euler)");
@@ -275,6 +295,8 @@ void register_paint_bench(CLI::App* bench, int* exit_code) {
   cmd->add_option("--mesh", o->mesh, "Paint this mesh instead of the chair object");
   cmd->add_option("--work", o->work, "Where the random SD 1.5 files go (default: a temp folder)");
   cmd->add_flag("--keep", o->keep, "Keep them");
+  cmd->add_option("--runs", o->runs, "Paints in one session (default 2; the table is the last's)")
+      ->check(CLI::Range(1, 10));
   cmd->callback([o, exit_code] {
     const Status st = run_bench_paint(*o);
     if (!st.ok()) std::fprintf(stderr, "tessera-bench paint: %s\n", st.message().c_str());

@@ -134,8 +134,39 @@ std::shared_ptr<Job> parse_job(const std::string& text, Refusal* refusal) {
   const json body = json::parse(text, nullptr, false);
   if (body.is_discarded()) return refuse("the body is not valid JSON", "");
   if (body.is_object() && body.contains("kind")) {
-    if (!body["kind"].is_string() || (body["kind"] != "image" && body["kind"] != "shape")) {
-      return refuse("\"kind\" must be \"shape\" (the default) or \"image\"", "kind");
+    if (!body["kind"].is_string() ||
+        (body["kind"] != "image" && body["kind"] != "shape" && body["kind"] != "paint")) {
+      return refuse("\"kind\" must be \"shape\" (the default), \"image\" or \"paint\"", "kind");
+    }
+    if (body["kind"] == "paint") {
+      std::set<std::string> extra = export_keys();
+      extra.insert("format");
+      auto paint = runtime::parse_paint_request(body, extra);
+      if (!paint.ok()) {
+        return refuse(paint.status().message(), named_field(paint.status().message()));
+      }
+      auto job = std::make_shared<Job>();
+      job->request = body;
+      job->request["mesh"] = "(mesh, base64)";  // the journal and the job list keep no bytes
+      if (body.contains("format")) {
+        if (!body["format"].is_string()) return refuse("\"format\" must be a string", "format");
+        job->format = body["format"].get<std::string>();
+        if (job->format != "glb" && job->format != "fbx") {
+          return refuse(
+              "\"format\" must be glb or fbx (files that carry their texture: the "
+              "result is one file)",
+              "format");
+        }
+      }
+      if (!body.contains("seed")) paint->image.seed = std::random_device{}() & 0x7fffffff;
+      if (auto notes = runtime::accept_job_text(&paint->image); !notes.ok()) {
+        return refuse(notes.status().message(), "prompt");
+      }
+      job->paint = std::make_shared<runtime::PaintJobOptions>(std::move(*paint));
+      if (Status st = read_export_fields(body, job.get()); !st.ok()) {
+        return refuse(st.message(), named_field(st.message()));
+      }
+      return job;
     }
     if (body["kind"] == "image") {
       auto image = runtime::parse_image_request(body);

@@ -35,6 +35,9 @@ struct Job {
   // An image job ("kind": "image", engine/runtime/image_request.h): the image lane runs it and
   // its result is a PNG (candidate 0); null for a shape job.
   std::shared_ptr<runtime::ImageJobOptions> image;
+  // A paint job ("kind": "paint", image_request.h parse_paint_request): the image lane paints its
+  // mesh and the painted mesh (format glb, fbx or obj, the export fields applied) is candidate 0.
+  std::shared_ptr<runtime::PaintJobOptions> paint;
   std::string format = "glb";
   cli::MeshExportCli exporting;  // preset, size or height, pivot, axes, unit, budget
   JobState state = JobState::kQueued;

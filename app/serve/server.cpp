@@ -99,6 +99,8 @@ struct Server::State {
   void load_model(const std::string& model);
   void run_job(Job& job);
   void run_image_job(Job& job);
+  void run_paint_job(Job& job);
+  json painted_mesh(Job& job, const runtime::PaintedMeshEvent& r);
   // The image model for image jobs: the default one, loaded before the first of them.
   Status ensure_image_model();
   json final_mesh(Job& job, const runtime::FinalMeshEvent& f);
@@ -435,8 +437,110 @@ json Server::State::final_image(Job& job, const runtime::ImageEvent& r) {
   return ev;
 }
 
+// A paint job: the image model (loaded before the first), an event per view, the painted mesh
+// written under --out through the export every front end shares.
+void Server::State::run_paint_job(Job& job) {
+  auto end = [&](JobState state, const std::string& error) {
+    std::lock_guard<std::mutex> lock(mutex);
+    table.end(job, state, error);
+    wake.notify_all();
+  };
+  if (!session->image_model()) {
+    std::lock_guard<std::mutex> lock(mutex);
+    job.events.push_back(json{{"type", "stage"}, {"name", "loading the image model"}}.dump());
+    wake.notify_all();
+  }
+  if (Status st = ensure_image_model(); !st.ok()) {
+    return end(JobState::kFailed, "image model: " + st.message());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (job.cancel_requested || stopping) {
+      table.end(job, JobState::kCancelled, "cancelled");
+      wake.notify_all();
+      return;
+    }
+  }
+  const uint64_t submitted = session->submit_paint(*job.paint);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (job.cancel_requested || stopping) session->cancel(runtime::Lane::kImage);
+  }
+  bool written = false;
+  const runtime::Event last = session->wait_for(submitted, [&](const runtime::Event& e) {
+    std::optional<json> ev;
+    if (const auto* s = std::get_if<runtime::ImageStepEvent>(&e.payload)) {
+      ev = json{{"type", "step"}, {"step", s->step}, {"steps", s->steps}, {"ms", s->ms}};
+    } else if (const auto* stage = std::get_if<runtime::StageEvent>(&e.payload)) {
+      ev = json{{"type", "stage"}, {"name", stage->name}, {"ms", stage->ms}};
+    } else if (const auto* v = std::get_if<runtime::PaintViewEvent>(&e.payload)) {
+      ev = json{
+          {"type", "view"},
+          {"view", v->view},
+          {"views", v->views},
+          {"name", v->name},
+          {"generated", v->generated_share},
+          {"ms", {{"render", v->render_ms}, {"generate", v->generate_ms}, {"bake", v->bake_ms}}}};
+    } else if (const auto* r = std::get_if<runtime::PaintedMeshEvent>(&e.payload)) {
+      ev = painted_mesh(job, *r);
+      written = !ev->contains("error");
+    }
+    if (!ev) return;
+    std::lock_guard<std::mutex> lock(mutex);
+    job.events.push_back(ev->dump());
+    wake.notify_all();
+  });
+  if (std::holds_alternative<runtime::DoneEvent>(last.payload)) {
+    end(written ? JobState::kDone : JobState::kFailed,
+        written ? "" : "the painted mesh could not be written");
+  } else if (const auto* err = std::get_if<runtime::ErrorEvent>(&last.payload)) {
+    end(JobState::kFailed, err->status.message());
+  } else {
+    end(JobState::kCancelled, "cancelled");
+  }
+}
+
+// Writes the painted mesh under --out (the job's format and export fields, the "paint" record as
+// its settings) and says where to fetch it, with the paint's measures.
+json Server::State::painted_mesh(Job& job, const runtime::PaintedMeshEvent& r) {
+  const std::string file =
+      (fs::path(options.out) / (start_tag + "-job" + std::to_string(job.id) + "-0." + job.format))
+          .string();
+  nlohmann::json settings = {
+      {"paint",
+       runtime::paint_settings_json(*job.paint, session->image_model(), r.view_size, r.new_atlas)}};
+  auto export_options = cli::to_export_options(job.exporting, file);
+  auto request = export_options.ok()
+                     ? cli::cli_asset_export(*export_options, job.exporting, nullptr, settings)
+                     : Expected<runtime::AssetExport>(export_options.status());
+  Expected<mesh::AssetReport> written = request.ok()
+                                            ? runtime::export_asset(*r.mesh, file, *request)
+                                            : Expected<mesh::AssetReport>(request.status());
+  json agreement = json::object();
+  for (size_t i = 0; i < r.agreement_db.size(); ++i) agreement[r.view_names[i]] = r.agreement_db[i];
+  json ev = {{"type", "painted"},
+             {"vertices", r.mesh->vertex_count()},
+             {"triangles", r.mesh->triangle_count()},
+             {"texture", {r.mesh->texture.width, r.mesh->texture.height}},
+             {"new_atlas", r.new_atlas},
+             {"coverage", r.coverage},
+             {"seam_error", {{"mean", r.seam_mean}, {"p95", r.seam_p95}}},
+             {"agreement_db", agreement},
+             {"notes", r.notes}};
+  std::lock_guard<std::mutex> lock(mutex);
+  job.seeds[0] = job.paint->image.seed;
+  if (written.ok()) {
+    job.files[0] = file;
+    ev["result"] = "/v1/jobs/" + std::to_string(job.id) + "/result?candidate=0";
+  } else {
+    ev["error"] = written.status().message();
+  }
+  return ev;
+}
+
 void Server::State::run_job(Job& job) {
   if (job.image) return run_image_job(job);
+  if (job.paint) return run_paint_job(job);
   runtime::JobOptions job_options = job.options;
   job_options.preview_every = 8;
   double token_ms = 0;

@@ -29,9 +29,9 @@ struct AssetPreset {
   int64_t max_texture_size = 0;
 };
 
-// roblox, unity, unreal, blender, godot, print (in that order). Texture rules (README, "Export presets"):
-// Roblox 1024 (its image limit), Unity 2048 (its importer's default Max Size), Unreal and Godot
-// 4096, Blender any; print formats carry no texture.
+// roblox, unity, unreal, blender, godot, print (in that order). Texture rules (README, "Export
+// presets"): Roblox 1024 (its image limit), Unity 2048 (its importer's default Max Size), Unreal
+// and Godot 4096, Blender any; print formats carry no texture.
 const std::vector<AssetPreset>& asset_presets();
 // nullptr for an unknown name (case-insensitive).
 const AssetPreset* find_preset(std::string_view name);

@@ -238,7 +238,8 @@ void fill_unseen_on_surface(const Mesh& mesh, const TexelMap& texels, const std:
       const uint32_t r = rep[mesh.triangles[3 * f + static_cast<size_t>(k)]];
       const double w = std::max(0.0f, b[k]);
       for (int c = 0; c < 3; ++c) {
-        sum[3 * size_t{r} + static_cast<size_t>(c)] += w * texture->rgb[3 * i + static_cast<size_t>(c)];
+        sum[3 * size_t{r} + static_cast<size_t>(c)] +=
+            w * texture->rgb[3 * i + static_cast<size_t>(c)];
       }
       weight[r] += w;
     }
@@ -248,7 +249,8 @@ void fill_unseen_on_surface(const Mesh& mesh, const TexelMap& texels, const std:
   std::vector<uint32_t> ring;
   for (size_t v = 0; v < nv; ++v) {
     if (rep[v] != v || !(weight[v] > 0)) continue;
-    for (size_t c = 0; c < 3; ++c) colour[3 * v + c] = static_cast<float>(sum[3 * v + c] / weight[v]);
+    for (size_t c = 0; c < 3; ++c)
+      colour[3 * v + c] = static_cast<float>(sum[3 * v + c] / weight[v]);
     known[v] = queued[v] = 1;
     ring.push_back(static_cast<uint32_t>(v));
   }

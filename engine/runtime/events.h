@@ -57,7 +57,7 @@ inline constexpr const char* kStageVae = "vae";
 inline constexpr const char* kStageVaeEncode = "vae_encode";  // image-to-image's init image
 inline constexpr const char* kStagePaintAtlas = "atlas";      // a paint job's UV atlas
 inline constexpr const char* kStagePaintFill = "fill";        // ... its unseen texels filled
-inline constexpr const char* kStagePaintCheck = "check";      // ... its agreement and seams measured
+inline constexpr const char* kStagePaintCheck = "check";  // ... its agreement and seams measured
 
 // Whether a shape job replays a recorded decode step (CUDA graphs).
 enum class GraphMode : uint8_t {
@@ -145,6 +145,9 @@ struct PaintViewEvent {
   double generated_share = 0;  // of the view's object pixels
   // Rendering its depth, init and mask; generating its image; baking it (and the preview texture).
   double render_ms = 0, generate_ms = 0, bake_ms = 0;
+  // Within generate_ms, as the image job reports them (ImageEvent): the prompt, the init image's
+  // encoding, the denoising, the decode.
+  double text_ms = 0, encode_ms = 0, denoise_ms = 0, decode_ms = 0;
   std::shared_ptr<const mesh::Mesh> painted;  // the mesh as painted so far (uvs + texture)
 };
 struct PaintedMeshEvent {
@@ -156,7 +159,7 @@ struct PaintedMeshEvent {
   std::vector<double> agreement_db;  // per view: generated vs the painted mesh (PSNR)
   // Colour difference across chart borders (mesh/texture_bake.h seam_error), levels 0..255.
   double seam_mean = 0, seam_p95 = 0;
-  std::vector<std::string> notes;    // from the image jobs (model, ControlNet loads)
+  std::vector<std::string> notes;  // from the image jobs (model, ControlNet loads)
 };
 
 // Model loads.

@@ -1,12 +1,15 @@
 #include "engine/runtime/image_request.h"
 
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "core/base64.h"
+#include "engine/mesh/import.h"
 #include "core/mapped_file.h"
 #include "core/png.h"
 #include "engine/runtime/image_inputs.h"
@@ -171,6 +174,99 @@ Expected<ImageJobOptions> parse_image_request(const json& j, const std::string& 
     }
   }
   TESSERA_RETURN_IF_ERROR(check_image_job(job, true));
+  return job;
+}
+
+const std::set<std::string>& paint_request_keys() {
+  static const std::set<std::string> keys = {
+      "kind",     "mesh",      "mesh_format",   "prompt",        "negative_prompt",
+      "steps",    "guidance",  "sampler",       "seed",          "loras",
+      "lora_dir", "fast",      "control_model", "control_scale", "tiny_decoder",
+      "views",    "view_size", "texture_size",  "new_atlas"};
+  return keys;
+}
+
+Expected<PaintJobOptions> parse_paint_request(const json& j,
+                                              const std::set<std::string>& extra_keys) {
+  if (!j.is_object()) return invalid_argument("a paint job must be a JSON object");
+  json image = json::object();
+  for (const auto& [key, value] : j.items()) {
+    if (extra_keys.count(key) > 0) continue;
+    if (paint_request_keys().count(key) == 0) {
+      std::string known;
+      for (const std::string& k : paint_request_keys()) known += (known.empty() ? "" : ", ") + k;
+      return invalid_argument("unknown key \"" + key + "\" (known for a paint job: " + known + ")");
+    }
+    // The image job's fields, but its ControlNet: the painter gives it a depth map per view.
+    if (image_request_keys().count(key) > 0 && key != "kind" && key != "control_model") {
+      image[key] = value;
+    }
+  }
+  if (!j.contains("kind") || !j["kind"].is_string() || j["kind"].get<std::string>() != "paint") {
+    return field_error("kind", "must be \"paint\" here");
+  }
+  PaintJobOptions job;
+  TESSERA_ASSIGN_OR_RETURN(job.image, parse_image_request(image));
+  if (j.contains("control_model")) {
+    if (!j["control_model"].is_string()) return field_error("control_model", "must be a string");
+    job.image.control_model = j["control_model"].get<std::string>();
+  }
+  if (j.contains("views")) {
+    const json& v = j["views"];
+    if (!v.is_object())
+      return field_error("views", "must be an object (ring, elevation, top, bottom)");
+    for (const auto& [key, value] : v.items()) {
+      if (key == "ring") {
+        if (!value.is_number_integer()) return field_error("views.ring", "must be an integer");
+        job.views.ring = value.get<int>();
+      } else if (key == "elevation") {
+        if (!value.is_number()) return field_error("views.elevation", "must be a number");
+        job.views.ring_elevation_deg = value.get<double>();
+      } else if (key == "top" || key == "bottom") {
+        if (!value.is_boolean()) return field_error("views." + key, "must be true/false");
+        (key == "top" ? job.views.top : job.views.bottom) = value.get<bool>();
+      } else {
+        return field_error("views",
+                           "has an unknown key \"" + key + "\" (ring, elevation, top, bottom)");
+      }
+    }
+  }
+  for (const char* key : {"view_size", "texture_size"}) {
+    if (!j.contains(key)) continue;
+    if (!j[key].is_number_integer()) return field_error(key, "must be an integer");
+    const int64_t value = j[key].get<int64_t>();
+    if (value < 0 || value > 1 << 20) return field_error(key, j[key].dump() + " is out of range");
+    (std::string(key) == "view_size" ? job.view_size : job.texture_size) = static_cast<int>(value);
+  }
+  if (j.contains("new_atlas")) {
+    if (!j["new_atlas"].is_boolean()) return field_error("new_atlas", "must be true/false");
+    job.new_atlas = j["new_atlas"].get<bool>();
+  }
+  TESSERA_RETURN_IF_ERROR(check_paint_job(job));
+  // The mesh last: the cheap checks first.
+  std::string format = "glb";
+  if (j.contains("mesh_format")) {
+    if (!j["mesh_format"].is_string()) return field_error("mesh_format", "must be a string");
+    format = j["mesh_format"].get<std::string>();
+    for (char& c : format) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (!format.empty() && format[0] == '.') format.erase(0, 1);
+  }
+  if (format != "glb" && format != "fbx" && format != "obj") {
+    return field_error("mesh_format", "must be glb, fbx or obj");
+  }
+  if (!j.contains("mesh") || !j["mesh"].is_string()) {
+    return invalid_argument("\"mesh\" (a " + format + " file in base64) is required");
+  }
+  const std::optional<std::string> bytes = decode_base64(j["mesh"].get<std::string>());
+  if (!bytes) return field_error("mesh", "is not base64");
+  std::vector<std::string> warnings;
+  const std::string name = "\"mesh\" (" + format + ")";
+  Expected<mesh::Mesh> parsed = format == "glb"   ? mesh::parse_glb(*bytes, name, &warnings)
+                                : format == "fbx" ? mesh::parse_fbx(*bytes, name, &warnings)
+                                                  : mesh::parse_obj(*bytes, name, &warnings);
+  if (!parsed.ok()) return invalid_argument(parsed.status().message());
+  if (parsed->triangles.empty()) return field_error("mesh", "holds no triangles");
+  job.mesh = std::make_shared<const mesh::Mesh>(std::move(*parsed));
   return job;
 }
 

@@ -36,4 +36,22 @@ const std::set<std::string>& image_request_keys();
 Expected<ImageJobOptions> parse_image_request(const nlohmann::json& j,
                                               const std::string& picture_dir = "");
 
+// A paint job as a request spells it (`tessera serve`'s "kind": "paint"): the mesh as a file's
+// bytes in base64 with its format, the image fields of an image job that apply to painting
+// (prompt, negative_prompt, steps, guidance, sampler, seed, loras, lora_dir, fast, control_model,
+// control_scale, tiny_decoder) and the painter's own:
+//
+//   {"kind": "paint", "mesh": "<GLB, base64>", "mesh_format": "glb", "prompt": "a red chair",
+//    "views": {"ring": 4, "elevation": 15, "top": true, "bottom": true}, "view_size": 512,
+//    "texture_size": 1024, "new_atlas": false, "fast": true}
+//
+// "mesh" and "prompt" are required; "mesh_format" is glb (default), fbx or obj (an OBJ without its
+// MTL: the mesh's own uvs, no texture). `extra_keys` are accepted and left to the caller (the
+// server's output format and export fields). Errors (kInvalidArgument) name the field: an unknown
+// key, the image job's pictures or size (the painter makes its own), a mesh that is not base64 or
+// does not parse (the reader's message), one without triangles, and check_paint_job's rules.
+const std::set<std::string>& paint_request_keys();
+Expected<PaintJobOptions> parse_paint_request(const nlohmann::json& j,
+                                              const std::set<std::string>& extra_keys = {});
+
 }  // namespace tessera::runtime

@@ -159,6 +159,10 @@ void Session::Impl::run_paint_job(uint64_t id, const PaintJobOptions& o,
         return emit(id, lane, ErrorEvent{made.status().with_context("view " + view.name)});
       }
       event.generate_ms = generating.elapsed_ms();
+      event.text_ms = made->image.text_ms;
+      event.encode_ms = made->image.encode_ms;
+      event.denoise_ms = made->image.denoise_ms;
+      event.decode_ms = made->image.vae_ms;
       for (std::string& note : made->notes) {
         if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
       }

@@ -26,12 +26,15 @@
 #include <nlohmann/json.hpp>
 
 #include "core/base64.h"
+#include "core/mapped_file.h"
 #include "core/png.h"
+#include "engine/mesh/export.h"
 #include "engine/mesh/import.h"
 #include "engine/mesh/metadata.h"
 #include "engine/runtime/image_request.h"
 #include "engine/runtime/job_request.h"
 #include "tests/support/serve_process.h"
+#include "tests/support/test_meshes.h"
 
 namespace tessera {
 namespace {
@@ -291,6 +294,85 @@ TEST_F(ServeTest, ImageJobsStreamTheirStepsAndGiveAPngWithItsSettings) {
   EXPECT_EQ(events_of(c, shape).back()["type"], "done");
 }
 
+// A paint job: a GLB sent in base64, an event per view, the painted mesh as an FBX that carries
+// its texture (embedded) and the paint record, through the job's preset; bad paint requests name
+// the field.
+TEST_F(ServeTest, PaintJobsStreamAViewEventEachAndGiveTheTexturedMesh) {
+  ServeProcess server(dir_, {});
+  ASSERT_GT(server.port(), 0) << server.err();
+  auto c = server.client();
+  auto glb = mesh::to_glb(test::ellipsoid(16, 32, {1.0, 0.7, 0.9}));
+  ASSERT_TRUE(glb.ok());
+  const std::string mesh64 = encode_base64(*glb);
+  int status = 0;
+  const json accepted = post_job(c,
+                                 {{"kind", "paint"},
+                                  {"mesh", mesh64},
+                                  {"prompt", "a blue egg"},
+                                  {"steps", 2},
+                                  {"seed", 5},
+                                  {"views", {{"ring", 2}, {"bottom", false}}},
+                                  {"view_size", 64},
+                                  {"format", "fbx"},
+                                  {"preset", "unity"}},
+                                 &status);
+  ASSERT_EQ(status, 202) << accepted.dump();
+  const uint64_t id = accepted["id"];
+  const std::vector<json> events = events_of(c, id);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back()["type"], "done") << events.back().dump();
+  std::vector<std::string> views;
+  json painted;
+  for (const json& e : events) {
+    if (e["type"] == "view") {
+      views.push_back(e["name"]);
+      EXPECT_EQ(e["views"], 3);
+      EXPECT_GT(e["ms"]["generate"].get<double>(), 0.0);
+    }
+    if (e["type"] == "painted") painted = e;
+  }
+  EXPECT_EQ(views, (std::vector<std::string>{"front", "back", "top"}));
+  ASSERT_FALSE(painted.is_null()) << events.back().dump();
+  EXPECT_GT(painted["coverage"].get<double>(), 0.5);
+  EXPECT_TRUE(painted["seam_error"].contains("p95"));
+  EXPECT_EQ(painted["texture"][0], 1024);
+  auto result = c.Get(painted["result"].get<std::string>());
+  ASSERT_TRUE(result && result->status == 200);
+  const std::string file = (dir_ / "painted.fbx").string();
+  ASSERT_TRUE(write_file_atomic(file, result->body.data(), result->body.size()).ok());
+  auto m = mesh::import_mesh_file(file);  // no PNG beside it: the embedded texture
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->texture.width, 1024);
+  EXPECT_EQ(m->uvs.size(), 2 * static_cast<size_t>(m->vertex_count()));
+  auto metadata = mesh::read_metadata(file);
+  ASSERT_TRUE(metadata.ok()) << metadata.status().message();
+  EXPECT_EQ((*metadata)["paint"]["prompt"], "a blue egg");
+  EXPECT_EQ((*metadata)["paint"]["seed"], 5);
+  EXPECT_EQ((*metadata)["export"]["preset"], "unity");
+  // The job list keeps the request without the mesh's bytes.
+  const json listed = json::parse(c.Get("/v1/jobs/" + std::to_string(id))->body);
+  EXPECT_EQ(listed.dump().find(mesh64.substr(0, 64)), std::string::npos);
+
+  for (const auto& [body, field] : std::vector<std::pair<json, std::string>>{
+           {{{"kind", "paint"}, {"prompt", "x"}}, "mesh"},
+           {{{"kind", "paint"}, {"prompt", "x"}, {"mesh", "not base64!"}}, "mesh"},
+           {{{"kind", "paint"}, {"prompt", "x"}, {"mesh", "aGVsbG8="}}, ""},
+           {{{"kind", "paint"}, {"prompt", "x"}, {"mesh", mesh64}, {"mesh_format", "stl"}},
+            "mesh_format"},
+           {{{"kind", "paint"}, {"prompt", "x"}, {"mesh", mesh64}, {"format", "obj"}}, "format"},
+           {{{"kind", "paint"}, {"prompt", "x"}, {"mesh", mesh64}, {"init_image", "x"}},
+            "init_image"},
+           {{{"kind", "paint"}, {"prompt", "x"}, {"mesh", mesh64}, {"views", {{"ring", 40}}}}, ""},
+           {{{"kind", "paint"}, {"prompt", "x"}, {"mesh", mesh64}, {"texture_size", 1000}}, ""},
+           {{{"kind", "paint"}, {"mesh", mesh64}}, "prompt"}}) {
+    const json refused = post_job(c, body, &status);
+    EXPECT_EQ(status, 400) << body.dump() << " " << refused.dump();
+    if (!field.empty()) {
+      EXPECT_EQ(refused["field"], field) << refused.dump();
+    }
+  }
+}
+
 TEST_F(ServeTest, BadRequestsAreAnsweredWithTheFieldAndTheServerGoesOn) {
   ServeProcess server(dir_, {"--max-queue", "2", "--per-client", "2"});
   ASSERT_GT(server.port(), 0) << server.err();
@@ -445,6 +527,17 @@ TEST_F(ServeTest, EveryPathOfTheOpenApiDocumentIsAnsweredAsDocumented) {
     image_documented.insert(key);
   }
   EXPECT_EQ(image_documented, runtime::image_request_keys());
+  // And the paint job's: its own keys plus the server's format and export fields.
+  std::set<std::string> paint_documented;
+  for (const auto& [key, v] :
+       doc["components"]["schemas"]["PaintJobRequest"]["properties"].items()) {
+    paint_documented.insert(key);
+  }
+  std::set<std::string> paint_taken = runtime::paint_request_keys();
+  for (const char* k :
+       {"format", "preset", "height", "size", "pivot", "up_axis", "unit", "max_faces"})
+    paint_taken.insert(k);
+  EXPECT_EQ(paint_documented, paint_taken);
 }
 
 TEST_F(ServeTest, AnotherModelLoadsBetweenJobsAndAFailedLoadKeepsTheOld) {

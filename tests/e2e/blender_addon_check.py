@@ -30,6 +30,32 @@ for candidate, obj in sorted(job.objects.items()):
         "height": obj.dimensions.z,
         "x": obj.location.x,
     })
+# Paint selected: a UV sphere (with Blender's own uvs) off the origin, painted on the embedded image
+# model; the textured copy comes back where the sphere is, its image on the base colour.
+bpy.ops.mesh.primitive_uv_sphere_add(segments=24, ring_count=12, radius=0.5, location=(3, 1, 0.5))
+sphere = bpy.context.active_object
+report["paint_operator"] = hasattr(bpy.ops.tessera, "paint")
+paint = tessera.paint_blocking(url, prefs.token, sphere, "a red ball", seed=2, steps=2, views=2,
+                               view_size=64)
+report["paint_state"] = paint.state
+report["paint_error"] = paint.error
+if paint.painted is not None:
+    bpy.context.view_layer.update()
+    p = paint.painted
+    corners = [p.matrix_world @ v.co for v in p.data.vertices]
+    images = [l.from_node.image for m in p.data.materials if m and m.use_nodes
+              for l in m.node_tree.links if l.to_node.type == "BSDF_PRINCIPLED"
+              and l.to_socket.name == "Base Color" and l.from_node.type == "TEX_IMAGE"
+              and l.from_node.image]
+    report["painted"] = {
+        "name": p.name,
+        "triangles": len(p.data.polygons),
+        "sphere_triangles": sum(len(f.vertices) - 2 for f in sphere.data.polygons),
+        "centre": [sum(c[i] for c in corners) / len(corners) for i in range(3)],
+        "image": list(images[0].size) if images else [],
+        "packed": bool(images) and images[0].packed_file is not None,
+        "prompt": p.get("tessera_paint_prompt"),
+    }
 # The server gone: a message that says how to start it.
 try:
     tessera.generate_blocking("http://127.0.0.1:9", "", "a cube")

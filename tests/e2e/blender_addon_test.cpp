@@ -1,8 +1,9 @@
 // The Blender add-on (integrations/blender) in Blender 3.4 headless, against a `tessera serve` this
 // test starts: installed from its zip as an artist would, a job of two variations generated, and
-// the objects checked (names, custom properties, size, side by side); the message when the server
-// is not running, and the server's own words for a bad request. Skips when `blender` is not on
-// PATH.
+// the objects checked (names, custom properties, size, side by side); a UV sphere painted through
+// "Paint selected" (the textured copy where the sphere is, its packed image on the base colour);
+// the message when the server is not running, and the server's own words for a bad request. Skips
+// when `blender` is not on PATH.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -54,6 +55,18 @@ TEST(BlenderAddon, GeneratesVariationsIntoTheSceneWithTheirSettings) {
     EXPECT_NEAR(o["height"].get<double>(), 1.5, 1e-3);
   }
   EXPECT_GT(r["objects"][1]["x"].get<double>() - r["objects"][0]["x"].get<double>(), 1.5);
+  EXPECT_TRUE(r["paint_operator"].get<bool>());
+  EXPECT_EQ(r["paint_state"], "done") << r.dump();
+  ASSERT_TRUE(r.contains("painted")) << r.dump();
+  const nlohmann::json& p = r["painted"];
+  EXPECT_EQ(p["name"], "Sphere painted");
+  EXPECT_EQ(p["triangles"], p["sphere_triangles"]);
+  EXPECT_NEAR(p["centre"][0].get<double>(), 3.0, 0.05);
+  EXPECT_NEAR(p["centre"][1].get<double>(), 1.0, 0.05);
+  EXPECT_NEAR(p["centre"][2].get<double>(), 0.5, 0.05);
+  EXPECT_EQ(p["image"], nlohmann::json::array({1024, 1024}));
+  EXPECT_TRUE(p["packed"].get<bool>());
+  EXPECT_EQ(p["prompt"], "a red ball");
   EXPECT_NE(r["unreachable"].get<std::string>().find("tessera serve"), std::string::npos)
       << r.dump();
   EXPECT_NE(r["refused"].get<std::string>().find("\"variations\""), std::string::npos) << r.dump();

@@ -1,7 +1,9 @@
 # Tessera for Blender: a sidebar panel in the 3D viewport that sends a prompt to a running
 # `tessera serve` and shows the shape forming in the viewport as its tokens arrive (the previews the
 # server streams), then the final mesh with the prompt and settings as custom properties; variations
-# side by side. Only Blender's own Python (urllib, json, threading); no pip.
+# side by side; and "Paint selected": the selected mesh object painted by the server's image model
+# (views around it baked into a texture), brought back as a textured copy beside it. Only Blender's
+# own Python (urllib, json, threading); no pip.
 #
 # Install: Edit > Preferences > Add-ons > Install..., the zip made by scripts/blender-addon-zip.sh.
 # The server: `tessera serve` on the same machine (or --listen ADDR with its token, set in the
@@ -13,14 +15,17 @@ bl_info = {
     "version": (0, 1, 0),
     "blender": (3, 4, 0),
     "location": "View3D > Sidebar > Tessera",
-    "description": "Text to 3D shapes from a running `tessera serve`, shown as they form",
+    "description": "Text to 3D shapes from a running `tessera serve`, shown as they form; "
+                   "paint the selected mesh",
     "category": "Add Mesh",
 }
 
 import base64
 import json
+import os
 import queue
 import struct
+import tempfile
 import threading
 import urllib.error
 import urllib.request
@@ -174,6 +179,129 @@ def generate_blocking(url, token, prompt, seed=None, variations=1, resolution=0,
     return job
 
 
+# ---- painting ---------------------------------------------------------------------------------
+
+def mesh_as_obj(obj):
+    """The object's evaluated mesh in world space as OBJ text, Y up (Tessera's frame), triangles,
+    with its active UV map's coordinates when it has one (the painter keeps a mesh's own uvs)."""
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    evaluated = obj.evaluated_get(depsgraph)
+    mesh = evaluated.to_mesh()
+    try:
+        mesh.calc_loop_triangles()
+        m = obj.matrix_world
+        lines = []
+        for v in mesh.vertices:
+            x, y, z = m @ v.co
+            lines.append("v %.6f %.6f %.6f" % (x, z, -y))  # Blender Z up -> Y up
+        uv = mesh.uv_layers.active
+        if uv is not None:
+            for d in uv.data:
+                lines.append("vt %.6f %.6f" % (d.uv[0], d.uv[1]))
+        for t in mesh.loop_triangles:
+            if uv is not None:
+                lines.append("f " + " ".join("%d/%d" % (v + 1, l + 1)
+                                             for v, l in zip(t.vertices, t.loops)))
+            else:
+                lines.append("f " + " ".join(str(v + 1) for v in t.vertices))
+        if not mesh.loop_triangles:
+            raise TesseraError("The selected object has no faces to paint")
+        return "\n".join(lines) + "\n"
+    finally:
+        evaluated.to_mesh_clear()
+
+
+def submit_paint(url, token, obj, prompt, seed=None, steps=0, views=4, view_size=0, fast=False):
+    body = {"kind": "paint", "prompt": prompt, "format": "glb", "mesh_format": "obj",
+            "mesh": base64.b64encode(mesh_as_obj(obj).encode("utf-8")).decode("ascii"),
+            "views": {"ring": int(views)}}
+    if seed is not None:
+        body["seed"] = int(seed)
+    if steps:
+        body["steps"] = int(steps)
+    if view_size:
+        body["view_size"] = int(view_size)
+    if fast:
+        body["fast"] = True
+    with _request(url, token, "/v1/jobs", body) as r:
+        return json.loads(r.read().decode("utf-8"))
+
+
+def import_painted(url, token, result_path, name):
+    """Downloads the painted GLB and imports it; returns the new object (Blender's glTF importer
+    turns Y up back into Z up, so it lands where the original is)."""
+    with _request(url, token, result_path, timeout=120) as r:
+        data = r.read()
+    import numpy
+    if not hasattr(numpy, "bool"):  # Blender 3.4's glTF importer with numpy >= 1.24
+        numpy.bool = bool
+    folder = tempfile.mkdtemp(prefix="tessera-paint-")
+    path = os.path.join(folder, "painted.glb")
+    with open(path, "wb") as f:
+        f.write(data)
+    before = set(bpy.data.objects)
+    bpy.ops.import_scene.gltf(filepath=path, import_shading="SMOOTH")
+    new = [o for o in bpy.data.objects if o not in before and o.type == "MESH"]
+    if not new:
+        raise TesseraError("The painted mesh did not import")
+    painted = new[0]
+    painted.name = name
+    # The image lives in the .blend (packed), not in the temporary file.
+    for slot in painted.material_slots:
+        if slot.material and slot.material.use_nodes:
+            for node in slot.material.node_tree.nodes:
+                if node.type == "TEX_IMAGE" and node.image and node.image.packed_file is None:
+                    node.image.pack()
+    return painted
+
+
+class PaintJob:
+    """A paint job's progress (views) and, at its end, the painted copy in the scene."""
+
+    def __init__(self, url, token, source_name, prompt, job_id):
+        self.url, self.token = url, token
+        self.source_name = source_name
+        self.prompt = prompt
+        self.job_id = job_id
+        self.state = "queued"
+        self.error = ""
+        self.view = ""
+        self.result = ""
+        self.painted = None
+        self.coverage = 0.0
+
+    def apply(self, event):
+        kind = event.get("type")
+        if kind in ("queued", "started"):
+            self.state = kind
+        elif kind == "view":
+            self.view = "view %d/%d %s" % (event["view"] + 1, event["views"], event["name"])
+        elif kind == "painted":
+            self.result = event.get("result", "")
+            self.coverage = float(event.get("coverage", 0))
+            if not self.result:
+                self.error = event.get("error", "the painted mesh was not written")
+        elif kind in ("done", "failed", "cancelled"):
+            self.state = kind
+            self.error = event.get("error", self.error)
+            if kind == "done" and self.result:
+                self.painted = import_painted(self.url, self.token, self.result,
+                                              "%s painted" % self.source_name)
+                self.painted["tessera_paint_prompt"] = self.prompt
+                self.painted["tessera_job"] = int(self.job_id)
+        return self.state in ("done", "failed", "cancelled")
+
+
+def paint_blocking(url, token, obj, prompt, seed=None, steps=0, views=4, view_size=0, fast=False):
+    """Paints `obj` on this thread (scripts, headless Blender); returns the PaintJob."""
+    accepted = submit_paint(url, token, obj, prompt, seed, steps, views, view_size, fast)
+    job = PaintJob(url, token, obj.name, prompt, accepted["id"])
+    for event in stream(url, token, job.job_id):
+        if job.apply(event):
+            break
+    return job
+
+
 class TesseraPreferences(bpy.types.AddonPreferences):
     bl_idname = __name__
     url: bpy.props.StringProperty(name="Server", default=DEFAULT_URL)
@@ -202,6 +330,13 @@ class TesseraSettings(bpy.types.PropertyGroup):
         items=[("none", "None", "Tessera's defaults")] + [
             (p, p.capitalize(), "") for p in ("roblox", "unity", "unreal", "blender", "godot", "print")],
         default="none")
+    paint_prompt: bpy.props.StringProperty(name="Paint", default="a wooden chair",
+                                           description="What the selected object looks like")
+    paint_fast: bpy.props.BoolProperty(
+        name="Fast", default=False,
+        description="LCM in 4 steps per view (the server needs the LCM-LoRA in its LoRA folder)")
+    paint_views: bpy.props.IntProperty(name="Views", default=4, min=1, max=16,
+                                       description="Views around the object (plus top and bottom)")
     status: bpy.props.StringProperty(name="Status", default="")
     job_id: bpy.props.IntProperty(default=0)
 
@@ -232,15 +367,47 @@ def _poll_events():
                 settings.status = str(event)
                 _Running.job = None
                 return None
-            if job.apply(event):
-                settings.status = ("Done: %d object(s)" % len(job.objects)) if job.state == "done" \
-                    else ("%s %s" % (job.state.capitalize(), job.error)).strip()
+            try:
+                ended = job.apply(event)
+            except TesseraError as e:
+                settings.status = str(e)
                 _Running.job = None
                 return None
-            settings.status = "Forming: %s" % job.state
+            if ended:
+                if isinstance(job, PaintJob):
+                    settings.status = ("Painted: %s (%.0f %% seen)" % (job.painted.name,
+                                                                      100 * job.coverage)
+                                       if job.painted else
+                                       ("%s %s" % (job.state.capitalize(), job.error)).strip())
+                else:
+                    settings.status = ("Done: %d object(s)" % len(job.objects)) \
+                        if job.state == "done" \
+                        else ("%s %s" % (job.state.capitalize(), job.error)).strip()
+                _Running.job = None
+                return None
+            if isinstance(job, PaintJob):
+                settings.status = "Painting: %s" % (job.view or job.state)
+            else:
+                settings.status = "Forming: %s" % job.state
     except queue.Empty:
         pass
     return 0.05
+
+
+def _follow(url, token, job):
+    events = queue.Queue()
+
+    def follow():
+        try:
+            for event in stream(url, token, job.job_id):
+                events.put(event)
+        except TesseraError as e:
+            events.put(e)
+
+    _Running.job, _Running.events = job, events
+    _Running.thread = threading.Thread(target=follow, daemon=True)
+    _Running.thread.start()
+    bpy.app.timers.register(_poll_events)
 
 
 class TESSERA_OT_generate(bpy.types.Operator):
@@ -262,19 +429,35 @@ class TESSERA_OT_generate(bpy.types.Operator):
         job = Job(s.prompt, accepted["id"], s.variations, s.height)
         s.job_id = job.job_id
         s.status = "Queued"
-        events = queue.Queue()
+        _follow(url, token, job)
+        return {"FINISHED"}
 
-        def follow():
-            try:
-                for event in stream(url, token, job.job_id):
-                    events.put(event)
-            except TesseraError as e:
-                events.put(e)
 
-        _Running.job, _Running.events = job, events
-        _Running.thread = threading.Thread(target=follow, daemon=True)
-        _Running.thread.start()
-        bpy.app.timers.register(_poll_events)
+class TESSERA_OT_paint(bpy.types.Operator):
+    bl_idname = "tessera.paint"
+    bl_label = "Paint selected"
+    bl_description = ("Paint the selected mesh with the Tessera server's image model; the textured "
+                      "copy appears beside it")
+
+    @classmethod
+    def poll(cls, context):
+        return context.active_object is not None and context.active_object.type == "MESH"
+
+    def execute(self, context):
+        s = context.scene.tessera
+        url, token = _prefs(context)
+        obj = context.active_object
+        try:
+            accepted = submit_paint(url, token, obj, s.paint_prompt, views=s.paint_views,
+                                    fast=s.paint_fast)
+        except TesseraError as e:
+            s.status = str(e)
+            self.report({"ERROR"}, str(e))
+            return {"CANCELLED"}
+        job = PaintJob(url, token, obj.name, s.paint_prompt, accepted["id"])
+        s.job_id = job.job_id
+        s.status = "Queued"
+        _follow(url, token, job)
         return {"FINISHED"}
 
 
@@ -316,12 +499,18 @@ class TESSERA_PT_panel(bpy.types.Panel):
         row = col.row()
         row.operator("tessera.generate", icon="MESH_MONKEY")
         row.operator("tessera.cancel", icon="CANCEL")
+        col.separator()
+        col.prop(s, "paint_prompt")
+        row = col.row()
+        row.prop(s, "paint_views")
+        row.prop(s, "paint_fast")
+        col.operator("tessera.paint", icon="BRUSH_DATA")
         if s.status:
             col.label(text=s.status)
 
 
-_CLASSES = (TesseraPreferences, TesseraSettings, TESSERA_OT_generate, TESSERA_OT_cancel,
-            TESSERA_PT_panel)
+_CLASSES = (TesseraPreferences, TesseraSettings, TESSERA_OT_generate, TESSERA_OT_paint,
+            TESSERA_OT_cancel, TESSERA_PT_panel)
 
 
 def register():
