@@ -3,8 +3,9 @@
 // must hold (else __builtin_trap): no exception, no sanitizer report; a request that parses has
 // every field in its range (variations 1..kMaxVariations, a resolution of 2^k + 1 or 0, a name that
 // is a plain file name), its job passes the same checks, and the text rule either accepts the
-// prompt or refuses it with a message. The same bytes as an image job
-// (engine/runtime/image_request.h): refused with a message, or accepted within the job rules.
+// prompt or refuses it with a message. The same bytes as an image job and as a paint job
+// (engine/runtime/image_request.h): refused with a message, or accepted within the job rules (a
+// paint job's mesh valid, with triangles). The seeds' paint jobs carry tiny meshes in base64.
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -12,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/mesh/mesh.h"
 #include "engine/runtime/image_inputs.h"
 #include "engine/runtime/image_request.h"
 #include "engine/runtime/job_request.h"
@@ -28,6 +30,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!runtime::check_image_job(*image).ok() || image->steps < 1) __builtin_trap();
       auto accepted_image = runtime::accept_job_text(&*image);
       if (!accepted_image.ok() && accepted_image.status().message().empty()) __builtin_trap();
+    }
+    auto paint = runtime::parse_paint_request(j, {"format"});
+    if (!paint.ok() && paint.status().message().empty()) __builtin_trap();
+    if (paint.ok()) {
+      if (!runtime::check_paint_job(*paint).ok() || paint->mesh == nullptr ||
+          paint->mesh->triangles.empty() || !tessera::mesh::validate(*paint->mesh).ok()) {
+        __builtin_trap();
+      }
     }
     auto request = runtime::parse_job_request(j, {"format"});
     if (!request.ok()) {

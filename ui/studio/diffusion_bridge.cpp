@@ -87,6 +87,52 @@ uint64_t DiffusionBridge::submit(const QString& prompt, const ImageSettings& set
   return id;
 }
 
+uint64_t DiffusionBridge::submit_paint(std::shared_ptr<const mesh::Mesh> mesh,
+                                       const QString& prompt, const ImageSettings& settings,
+                                       QString* error) {
+  if (model_state_ != DiffusionModelState::kReady) {
+    if (error != nullptr) *error = model_message_;
+    return 0;
+  }
+  runtime::PaintJobOptions job;
+  job.mesh = std::move(mesh);
+  job.image.prompt = prompt.toStdString();
+  job.image.steps = settings.steps;
+  job.image.guidance = settings.guidance;
+  job.image.sampler = settings.sampler;
+  job.image.seed = settings.seed;
+  job.image.loras = settings.loras;
+  job.image.control_model = settings.control_model;
+  job.image.control_scale = settings.control_scale;
+  if (settings.fast) {
+    if (Status st = runtime::apply_fast_choice(&job.image, runtime::default_lora_dir()); !st.ok()) {
+      if (error != nullptr) *error = QString::fromStdString(st.message());
+      return 0;
+    }
+  }
+  job.views.ring = settings.paint_views;
+  if (Status st = runtime::check_paint_job(job); !st.ok()) {
+    if (error != nullptr) *error = QString::fromStdString(st.message());
+    return 0;
+  }
+  const uint64_t previous = state_.job;
+  const bool previous_open = state_.state == JobState::kRunning;
+  const uint64_t id = engine_.session().submit_paint(std::move(job));
+  if (previous_open) {
+    Q_EMIT imageFinished(previous, static_cast<int>(JobState::kCancelled),
+                         QStringLiteral("replaced by a paint"));
+  }
+  state_ = ImageJobState{};
+  state_.job = id;
+  state_.state = JobState::kRunning;
+  state_.prompt = prompt;
+  state_.seed = settings.seed;
+  state_.steps = settings.steps;
+  state_.paint = true;
+  Q_EMIT imageChanged();
+  return id;
+}
+
 void DiffusionBridge::cancel() {
   if (state_.state != JobState::kRunning) return;
   engine_.session().cancel(runtime::Lane::kImage);  // its Cancelled event ends the job here
@@ -154,6 +200,31 @@ void DiffusionBridge::on_event(const runtime::Event& event) {
       state_.message += (state_.message.isEmpty() ? QString() : QStringLiteral("; ")) +
                         QString::fromStdString(note);
     }
+  } else if (const auto* v = std::get_if<runtime::PaintViewEvent>(&event.payload)) {
+    state_.paint_views = v->views;
+    state_.views.push_back({QString::fromStdString(v->name), v->generated_share, v->render_ms,
+                            v->generate_ms, v->bake_ms});
+    if (v->image != nullptr) {
+      state_.image_width = v->image->width;
+      state_.image_height = v->image->height;
+      state_.image_rgb = v->image->rgb;
+      state_.image_final = false;  // a view, not a concept image to apply
+      ++state_.image_version;
+    }
+    state_.denoise_ms += v->denoise_ms;
+    state_.text_ms += v->text_ms;
+    state_.encode_ms += v->encode_ms;
+    state_.vae_ms += v->decode_ms;
+    if (v->painted != nullptr) Q_EMIT paintView(v->painted);
+  } else if (const auto* r = std::get_if<runtime::PaintedMeshEvent>(&event.payload)) {
+    state_.painted = r->mesh;
+    state_.coverage = r->coverage;
+    state_.seam_mean = r->seam_mean;
+    for (const std::string& note : r->notes) {
+      state_.message += (state_.message.isEmpty() ? QString() : QStringLiteral("; ")) +
+                        QString::fromStdString(note);
+    }
+    Q_EMIT painted(r->mesh);
   } else if (const auto* done = std::get_if<runtime::DoneEvent>(&event.payload)) {
     state_.state = JobState::kDone;
     state_.total_ms = done->total_ms;

@@ -57,6 +57,15 @@ struct ImageSettings {
   std::string control_model;
   float control_scale = runtime::kDefaultControlScale;
   bool control_guess = false;
+  // Painting the shown mesh (submit_paint): the views around it (plus top and bottom).
+  int paint_views = 4;
+};
+
+// One painted view as the panel lists it.
+struct PaintViewRow {
+  QString name;
+  double generated = 0;  // share of its object pixels
+  double render_ms = 0, generate_ms = 0, bake_ms = 0;
 };
 
 enum class DiffusionModelState { kMissing, kLoading, kReady, kFailed };
@@ -80,6 +89,13 @@ struct ImageJobState {
   double encode_ms = 0;     // image-to-image's VAE encode
   bool from_image = false;  // an image-to-image job
   QString message;          // why it failed / was cancelled; the runtime's notes when done
+  // A paint job (submit_paint): each view as it lands (its image is the panel's picture), then
+  // the painted mesh with its measures.
+  bool paint = false;
+  int paint_views = 0;  // views planned (known from the first view event)
+  std::vector<PaintViewRow> views;
+  std::shared_ptr<const mesh::Mesh> painted;
+  double coverage = 0, seam_mean = 0;
 };
 
 class DiffusionBridge : public QObject {
@@ -111,6 +127,12 @@ class DiffusionBridge : public QObject {
                   std::shared_ptr<const mesh::TextureImage> mask = nullptr,
                   std::shared_ptr<const mesh::TextureImage> control = nullptr,
                   QString* error = nullptr);
+  // Paints `mesh` (runtime::Session::submit_paint) with `prompt` and the settings that apply
+  // (steps, guidance, sampler, seed, LoRAs, fast, the ControlNet and its scale, the views): cancels
+  // the running job like submit(). Returns the job id, or 0 with `error` set (no model ready, the
+  // settings refused by runtime::check_paint_job, the fast choice without an LCM-LoRA).
+  uint64_t submit_paint(std::shared_ptr<const mesh::Mesh> mesh, const QString& prompt,
+                        const ImageSettings& settings, QString* error = nullptr);
   void cancel();  // the running or waiting job ends as kCancelled
   bool busy() const { return state_.state == JobState::kRunning; }
   const ImageJobState& state() const { return state_; }
@@ -124,6 +146,10 @@ class DiffusionBridge : public QObject {
   void modelStateChanged();
   void imageChanged();  // a step or the final image arrived, or the state changed
   void imageFinished(quint64 job, int state, const QString& message);
+  // A paint job's view landed: the mesh as painted so far.
+  void paintView(std::shared_ptr<const tessera::mesh::Mesh> painted);
+  // A paint job's result (before its imageFinished).
+  void painted(std::shared_ptr<const tessera::mesh::Mesh> mesh);
 
  private:
   void on_event(const runtime::Event& event);  // image-lane events, UI thread

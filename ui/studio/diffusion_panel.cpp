@@ -133,6 +133,10 @@ void DiffusionPanel::draw(DiffusionPanelData& data, int viewport_width, int view
     const int done = static_cast<int>(job->step_ms.size());
     if (job->waiting_for_shape) {
       ImGui::TextDisabled("waiting for\nthe shape job");
+    } else if (job->paint) {
+      // A paint: the views so far (the picture is the newest view), steps summed over them.
+      ImGui::Text("view %d / %d", static_cast<int>(job->views.size()), job->paint_views);
+      ImGui::Text("%d steps", done);
     } else {
       ImGui::Text("step %d / %d", done, job->steps);
       if (!job->step_sigma.empty()) ImGui::Text("sigma %.3f", job->step_sigma.back());
@@ -142,7 +146,9 @@ void DiffusionPanel::draw(DiffusionPanelData& data, int viewport_width, int view
     if (texture_width_ > 0 && have_image) {
       ImGui::TextDisabled("%lldx%lld %s", static_cast<long long>(texture_width_),
                           static_cast<long long>(texture_height_),
-                          job->image_final ? "final" : "preview");
+                          job->paint         ? "view"
+                          : job->image_final ? "final"
+                                             : "preview");
     }
   } else {
     ImGui::TextDisabled("no image yet");
@@ -172,6 +178,38 @@ void DiffusionPanel::draw(DiffusionPanelData& data, int viewport_width, int view
   if (!data.apply_note.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, kNoteColor);
     ImGui::TextWrapped("%s", data.apply_note.c_str());
+    ImGui::PopStyleColor();
+  }
+  // Painting the shown mesh: views around it, each inpainted over the paint so far.
+  ImGui::BeginDisabled(!data.can_paint || running);
+  if (ImGui::Button("Paint mesh")) act(DiffusionAction::kPaint);
+  ImGui::EndDisabled();
+  if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) {
+    ImGui::SetTooltip(
+        "paint the shown mesh with the prompt from views around it (the depth "
+        "ControlNet, each view inpainted over the paint so far), baked into a UV "
+        "atlas");
+  }
+  if (data.settings != nullptr) {
+    ImGui::SameLine();
+    ImGui::PushItemWidth(-70.0f);
+    ImGui::SliderInt("views", &data.settings->paint_views, 1, 8, "%d",
+                     ImGuiSliderFlags_AlwaysClamp);
+    ImGui::PopItemWidth();
+  }
+  if (job != nullptr && job->paint) {
+    for (const PaintViewRow& v : job->views) {
+      ImGui::Text("%-7s %3.0f %% %6.0f ms", v.name.toUtf8().constData(), 100 * v.generated,
+                  v.render_ms + v.generate_ms + v.bake_ms);
+    }
+    if (job->state == JobState::kRunning && job->paint_views > 0) {
+      ImGui::TextDisabled("view %d / %d ...", static_cast<int>(job->views.size()) + 1,
+                          job->paint_views);
+    }
+  }
+  if (!data.paint_note.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, kNoteColor);
+    ImGui::TextWrapped("%s", data.paint_note.c_str());
     ImGui::PopStyleColor();
   }
 

@@ -2,7 +2,9 @@
 // current prompt refining step by step (each step's latent->RGB preview, then the final image,
 // drawn from a GL texture), per-step timings (ms/step, total, a bar per step), the seed (lock /
 // randomise), steps, guidance and sampler controls, "generate after each shape" and the Generate
-// image / Cancel / Apply as texture buttons. When no diffusion model is present it says so in red.
+// image / Cancel / Apply as texture buttons; "Paint mesh" (views around the shown mesh, each
+// landing on it in the viewport; the panel lists them with their timings). When no diffusion model
+// is present it says so in red.
 //
 // The panel only draws and edits: it reads a DiffusionPanelData (snapshot owned by the main
 // window), writes the control values into data.settings, and reports button presses through
@@ -25,6 +27,7 @@ enum class DiffusionAction {
   kGenerate,
   kCancel,
   kApplyTexture,
+  kPaint,               // paint the shown mesh from views around it
   kChooseInitFile,      // a file dialog for image-to-image's picture
   kChooseMaskFile,      // ... for the inpainting mask
   kAddLora,             // ... for a LoRA file
@@ -40,6 +43,8 @@ struct DiffusionPanelData {
   bool can_generate = false;           // a model is ready (and the prompt may be empty)
   bool can_apply = false;              // a final image and a mesh to project it on
   std::string apply_note;              // shown under the buttons (e.g. why Apply is disabled)
+  bool can_paint = false;              // a model is ready, a mesh is shown, no shape job runs
+  std::string paint_note;              // why Paint is disabled, or what the last paint gave
   std::function<void(DiffusionAction)> on_action;
 };
 

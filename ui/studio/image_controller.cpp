@@ -29,6 +29,8 @@ ImageController::ImageController(EngineBridge& engine, const PromptEdit& prompt,
   connect(diffusion_, &DiffusionBridge::modelStateChanged, this, &ImageController::refresh_panel);
   connect(diffusion_, &DiffusionBridge::imageChanged, this, &ImageController::refresh_panel);
   connect(diffusion_, &DiffusionBridge::imageFinished, this, &ImageController::on_image_finished);
+  connect(diffusion_, &DiffusionBridge::paintView, this, &ImageController::on_paint_view);
+  connect(diffusion_, &DiffusionBridge::painted, this, &ImageController::on_painted);
   panel_data_.on_action = [this](DiffusionAction action) {
     // Called inside the viewport's paintGL: act after the frame.
     QTimer::singleShot(0, this, [this, action] { on_action(action); });
@@ -221,6 +223,12 @@ void ImageController::on_action(DiffusionAction action) {
       refresh_panel();
       break;
     }
+    case DiffusionAction::kPaint:
+      if (Status st = paint_mesh(); !st.ok()) {
+        Q_EMIT status(
+            tr("Paint failed: %1").arg(one_line(QString::fromStdString(st.message()), 160)), true);
+      }
+      break;
     case DiffusionAction::kApplyTexture:
       if (Status st = apply_as_texture(); !st.ok()) {
         Q_EMIT status(tr("Apply as texture failed: %1")
@@ -231,9 +239,72 @@ void ImageController::on_action(DiffusionAction action) {
   }
 }
 
+Status ImageController::paint_mesh() {
+  if (diffusion_->model_state() != DiffusionModelState::kReady) {
+    return invalid_argument("paint: " + diffusion_->model_message().toStdString());
+  }
+  const auto shown = viewport_.mesh();
+  if (!shown || shown->empty()) return invalid_argument("paint: there is no mesh to paint yet");
+  if (engine_.busy()) return invalid_argument("paint: wait for the shape job to finish");
+  if (prompt_.prompt().trimmed().isEmpty()) {
+    return invalid_argument("paint: type what the object looks like in the prompt bar");
+  }
+  if (!settings_.lock_seed) settings_.seed = next_random_seed();
+  settings_.steps = std::clamp(settings_.steps, 1, runtime::kMaxImageSteps);
+  // The shape itself (its uvs or none), not a projected texture on top of it.
+  QString error;
+  const uint64_t id = diffusion_->submit_paint(shown, prompt_.prompt(), settings_, &error);
+  if (id == 0) return invalid_argument("paint: " + error.toStdString());
+  paint_source_ = shown;
+  refresh_panel();
+  Q_EMIT status(tr("Painting the mesh from %1 views ...").arg(settings_.paint_views + 2), false);
+  return Status();
+}
+
+void ImageController::on_paint_view(const std::shared_ptr<const mesh::Mesh>& painted) {
+  viewport_.set_mesh(painted, false);  // the view lands on the mesh (textured shading)
+  const ImageJobState& s = diffusion_->state();
+  if (!s.views.empty()) {
+    const PaintViewRow& v = s.views.back();
+    Q_EMIT status(tr("Painted view %1/%2 (%3): %4 % new, %5 ms")
+                      .arg(s.views.size())
+                      .arg(s.paint_views)
+                      .arg(v.name)
+                      .arg(100 * v.generated, 0, 'f', 0)
+                      .arg(v.render_ms + v.generate_ms + v.bake_ms, 0, 'f', 0),
+                  false);
+  }
+  refresh_panel();
+}
+
+void ImageController::on_painted(const std::shared_ptr<const mesh::Mesh>& painted) {
+  viewport_.set_mesh(painted, false);
+  if (paint_source_ != nullptr) Q_EMIT textured(paint_source_, painted);  // the library keeps it
+  const ImageJobState& s = diffusion_->state();
+  Q_EMIT status(tr("Painted: %1 % of the surface seen, seams %2 levels; File > Export writes the "
+                   "texture with the mesh")
+                    .arg(100 * s.coverage, 0, 'f', 1)
+                    .arg(s.seam_mean, 0, 'f', 1),
+                false);
+  paint_source_.reset();
+  Q_EMIT changed();
+}
+
 void ImageController::on_image_finished(quint64, int state, const QString& message) {
   const ImageJobState& s = diffusion_->state();
   const auto job_state = static_cast<JobState>(state);
+  if (s.paint) {
+    if (job_state == JobState::kFailed) {
+      Q_EMIT status(tr("Paint failed: %1").arg(one_line(message, 160)), true);
+    } else if (job_state == JobState::kCancelled && paint_source_ != nullptr) {
+      // The mesh as it was before the paint: a cancelled paint changes nothing.
+      viewport_.set_mesh(paint_source_, false);
+      Q_EMIT status(tr("Paint cancelled: the mesh is as it was"), false);
+    }
+    paint_source_.reset();
+    refresh_panel();
+    return;
+  }
   if (job_state == JobState::kDone) {
     Q_EMIT imageDone();
     Q_EMIT status(tr("Concept image done: %1 steps, %2 ms/step, %3 ms in all")
@@ -302,7 +373,18 @@ void ImageController::refresh_panel() {
   panel_data_.can_generate = diffusion_->model_state() == DiffusionModelState::kReady;
   const auto mesh = viewport_.mesh();
   const bool have_mesh = mesh && !mesh->empty();
-  panel_data_.can_apply = s.image_final && have_mesh && !engine_.busy() && !texture_->busy();
+  panel_data_.can_apply =
+      s.image_final && !s.paint && have_mesh && !engine_.busy() && !texture_->busy();
+  panel_data_.can_paint = diffusion_->model_state() == DiffusionModelState::kReady && have_mesh &&
+                          !engine_.busy() && !texture_->busy();
+  if (s.paint && s.state == JobState::kDone) {
+    panel_data_.paint_note = "painted: " + std::to_string(static_cast<int>(100 * s.coverage)) +
+                             " % seen; File > Export writes the texture";
+  } else if (!have_mesh) {
+    panel_data_.paint_note = "generate or open a mesh to paint it";
+  } else {
+    panel_data_.paint_note.clear();
+  }
   if (have_mesh && !mesh->texture.empty()) {
     panel_data_.apply_note = "textured: File > Export writes the texture with the mesh";
   } else if (s.image_final && !have_mesh) {

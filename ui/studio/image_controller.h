@@ -52,6 +52,11 @@ class ImageController : public QObject {
   Status apply_as_texture();
   // The running texture job (0: none).
   uint64_t texture_job() const;
+  // Paints the shown mesh with the prompt bar's text and the panel's settings (a runtime paint job
+  // on the image lane: docs/texture-painting.md); each view lands on the mesh in the viewport, and
+  // the painted mesh is shown and kept by the library (textured() follows). What can be checked
+  // now (no model, no mesh, a shape job running, the settings) comes back as an error.
+  Status paint_mesh();
   // A shape job started: the new prompt's image queued behind it (when asked for), else the old
   // prompt's image cancelled.
   void follow_shape_started();
@@ -88,6 +93,8 @@ class ImageController : public QObject {
                       std::shared_ptr<const mesh::TextureImage>* control,
                       std::shared_ptr<const mesh::TextureImage>* mask);
   void on_image_finished(quint64 job, int state, const QString& message);
+  void on_paint_view(const std::shared_ptr<const mesh::Mesh>& painted);
+  void on_painted(const std::shared_ptr<const mesh::Mesh>& painted);
   void on_textured(const std::shared_ptr<const mesh::Mesh>& source,
                    const std::shared_ptr<const mesh::Mesh>& textured,
                    const std::optional<mesh::ImageRect>& object);
@@ -98,7 +105,8 @@ class ImageController : public QObject {
   DiffusionBridge* diffusion_ = nullptr;
   TextureBridge* texture_ = nullptr;
   ImageSettings settings_;
-  DiffusionPanelData panel_data_;  // the panel reads it at every paint
+  std::shared_ptr<const mesh::Mesh> paint_source_;  // the mesh the running paint started from
+  DiffusionPanelData panel_data_;                   // the panel reads it at every paint
 };
 
 }  // namespace tessera::studio

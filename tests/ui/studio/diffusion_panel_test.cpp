@@ -435,6 +435,78 @@ TEST(StudioDiffusion, MissingModelIsReportedInThePanel) {
       << bridge.model_message().toStdString();
 }
 
+// Paint mesh on the embedded image model (it ships its depth ControlNet): each view lands on the
+// shown mesh as it is made, the panel lists the views, the painted mesh is shown textured and the
+// library keeps it; a cancelled paint puts the mesh back as it was.
+TEST(StudioDiffusion, PaintMeshLandsViewByViewAndTheLibraryKeepsIt) {
+  FixtureModelDir shape("studio-diffusion-paint");
+  LaunchOptions launch = launch_for(shape, QString());  // the embedded image model
+  auto window = open(launch);
+  DiffusionBridge& bridge = window->image().diffusion();
+  ASSERT_EQ(bridge.model_state(), DiffusionModelState::kReady)
+      << bridge.model_message().toStdString();
+  ImageSettings& settings = window->image().settings();
+  settings.auto_after_shape = false;
+  // Nothing to paint yet.
+  EXPECT_FALSE(window->image().paint_mesh().ok());
+  window->prompt_edit()->setPlainText(testing::kParityPrompt);
+  window->generation().generate();
+  ASSERT_TRUE(wait_until([&] { return !window->engine().busy(); }));
+  const auto shape_mesh = window->viewport()->mesh();
+  ASSERT_TRUE(shape_mesh);
+  settings.steps = 2;
+  settings.paint_views = 2;
+  settings.lock_seed = true;
+  settings.seed = 4;
+  int views_landed = 0;
+  bool textured_while_painting = false;
+  QObject::connect(&bridge, &DiffusionBridge::paintView, window.get(),
+                   [&](std::shared_ptr<const mesh::Mesh> painted) {
+                     ++views_landed;
+                     const auto shown = window->viewport()->mesh();
+                     textured_while_painting = textured_while_painting ||
+                                               (shown == painted && !shown->texture.empty());
+                   });
+  const Status st = window->image().paint_mesh();
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_TRUE(wait_until([&] { return !bridge.busy(); }, 120000));
+  const ImageJobState& s = bridge.state();
+  ASSERT_EQ(s.state, JobState::kDone) << s.message.toStdString();
+  EXPECT_TRUE(s.paint);
+  ASSERT_EQ(s.views.size(), 4u);  // 2 around, top, bottom
+  EXPECT_EQ(s.views[0].name, "front");
+  EXPECT_EQ(views_landed, 4);
+  EXPECT_TRUE(textured_while_painting) << "each view should land on the mesh in the viewport";
+  const auto painted = window->viewport()->mesh();
+  ASSERT_TRUE(painted);
+  EXPECT_EQ(painted->triangle_count(), shape_mesh->triangle_count());
+  EXPECT_EQ(painted->texture.width, 1024);
+  EXPECT_EQ(painted->uvs.size(), 2 * static_cast<size_t>(painted->vertex_count()));
+  EXPECT_GT(s.coverage, 0.5);
+  EXPECT_EQ(window->viewport()->render_options().shading, render::ShadingMode::kTextured);
+  runtime::Library* library = window->library_panel()->library();
+  ASSERT_NE(library, nullptr);
+  auto kept = library->list({.limit = 1});
+  ASSERT_TRUE(kept.ok() && !kept->empty());
+  auto reread = mesh::import_mesh_file(kept->front().textured_file());
+  ASSERT_TRUE(reread.ok()) << reread.status().message();
+  EXPECT_EQ(reread->texture.width, 1024);
+  const int64_t frames = window->viewport()->frames();
+  ASSERT_TRUE(wait_until([&] { return window->viewport()->frames() > frames + 2; }));
+  EXPECT_TRUE(window->viewport()->render_error().isEmpty());
+  window->viewport()->grabFramebuffer().save(QString(TESSERA_BINARY_DIR) +
+                                             "/studio_paint.png");
+
+  // A paint cancelled after its first view: the mesh shown is the painted one from before.
+  settings.paint_views = 4;
+  QObject::connect(&bridge, &DiffusionBridge::paintView, window.get(),
+                   [&](std::shared_ptr<const mesh::Mesh>) { bridge.cancel(); });
+  ASSERT_TRUE(window->image().paint_mesh().ok());
+  ASSERT_TRUE(wait_until([&] { return !bridge.busy(); }, 120000));
+  EXPECT_EQ(bridge.state().state, JobState::kCancelled);
+  EXPECT_EQ(window->viewport()->mesh(), painted);
+}
+
 TEST(StudioDiffusion, ScriptedApplyTextureExportsTexturedMesh) {
   FixtureModelDir shape("studio-diffusion-script");
   QTemporaryDir out;
