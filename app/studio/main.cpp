@@ -97,6 +97,12 @@ int main(int argc, char** argv) {
   const QCommandLineOption apply_texture("apply-texture",
                                          "Then apply the image to the mesh as a texture (implies "
                                          "--image).");
+  const QCommandLineOption paint("paint",
+                                 "After the shape, paint it with the image model from views around "
+                                 "it (the Diffusion panel's Paint mesh; implies --generate; "
+                                 "--image-steps and --image-seed apply).");
+  const QCommandLineOption paint_views("paint-views", "Views around the object to paint from.",
+                                       "n");
   const QCommandLineOption image_steps("image-steps", "Denoising steps of the concept image.", "n");
   const QCommandLineOption image_seed("image-seed", "Seed of the concept image (default 0).", "n");
   const QCommandLineOption image_from_viewport(
@@ -160,6 +166,8 @@ int main(int argc, char** argv) {
                      diffusion_model,
                      image,
                      apply_texture,
+                     paint,
+                     paint_views,
                      image_steps,
                      image_seed,
                      image_from_viewport,
@@ -208,6 +216,11 @@ int main(int argc, char** argv) {
     options.weights = w;
   }
   options.apply_texture = parser.isSet(apply_texture);
+  options.paint = parser.isSet(paint);
+  if (parser.isSet(paint_views) &&
+      !parse_integer(parser.value(paint_views), "--paint-views", 1, 16, &options.paint_views)) {
+    return 2;
+  }
   options.image_from_viewport = parser.isSet(image_from_viewport);
   options.image_init = parser.value(image_init);
   options.image_mask = parser.value(image_mask);
@@ -250,7 +263,7 @@ int main(int argc, char** argv) {
   options.image = parser.isSet(image) || options.apply_texture || options.image_from_viewport ||
                   !options.image_init.isEmpty() || options.image_control_depth ||
                   !options.image_control.isEmpty();
-  if (options.image) options.generate = true;
+  if (options.image || options.paint) options.generate = true;
   if (parser.isSet(image_steps) &&
       !parse_integer(parser.value(image_steps), "--image-steps", 1, 200, &options.image_steps)) {
     return 2;

@@ -242,6 +242,9 @@ struct PaintJobOptions {
   int view_size = 0;  // pixels per side; 0: the image model's default size
   int texture_size = kDefaultPaintTextureSize;
   bool new_atlas = false;
+  // A mesh of more triangles is simplified to this many first (quadric decimation, its uvs kept;
+  // said in the notes); 0: no limit.
+  int64_t max_triangles = kMaxPaintTriangles;
 };
 
 // A paint job's own rules, checked before any work (front ends before they load or generate; the

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/trace.h"
+#include "engine/mesh/cleanup.h"
 #include "engine/mesh/paint_views.h"
 #include "engine/mesh/texture_bake.h"
 #include "engine/mesh/uv_atlas.h"
@@ -30,6 +31,10 @@ Status check_paint_job(const PaintJobOptions& o) {
   if (!mesh::is_atlas_size(o.texture_size)) {
     return invalid_argument("texture size " + std::to_string(o.texture_size) +
                             " is not 1024, 2048 or 4096");
+  }
+  if (o.max_triangles < 0) {
+    return invalid_argument("triangle limit " + std::to_string(o.max_triangles) +
+                            " must be >= 0 (0: none)");
   }
   if (o.image.init_image != nullptr || o.image.mask != nullptr ||
       o.image.control_image != nullptr) {
@@ -82,6 +87,23 @@ void Session::Impl::run_paint_job(uint64_t id, const PaintJobOptions& o,
     return emit(id, lane, CancelledEvent{"cancelled before it started"});
   }
 
+  // A mesh over the triangle limit: simplified first, and said.
+  std::shared_ptr<const mesh::Mesh> source = o.mesh;
+  if (o.max_triangles > 0 && source->triangle_count() > o.max_triangles) {
+    auto reduced = std::make_shared<mesh::Mesh>(*source);
+    if (Status st = mesh::reduce_triangles(*reduced, o.max_triangles); !st.ok()) {
+      return emit(id, lane,
+                  ErrorEvent{invalid_argument(
+                      "the mesh has " + std::to_string(source->triangle_count()) +
+                      " triangles, over the painter's limit of " + std::to_string(o.max_triangles) +
+                      ", and could not be simplified (" + st.message() + "): simplify it first")});
+    }
+    notes.push_back("simplified from " + std::to_string(source->triangle_count()) + " to " +
+                    std::to_string(reduced->triangle_count()) +
+                    " triangles first (the painter's limit is " + std::to_string(o.max_triangles) +
+                    ")");
+    source = std::move(reduced);
+  }
   // The atlas (or the mesh's own uvs).
   Stopwatch atlas_time;
   mesh::AtlasOptions atlas;
@@ -90,15 +112,15 @@ void Session::Impl::run_paint_job(uint64_t id, const PaintJobOptions& o,
   atlas.cancel = &cancel;
   mesh::AtlasReport report;
   // The mesh's own uvs are kept only when they give every triangle its own texels.
-  if (!o.new_atlas && !o.mesh->uvs.empty()) {
-    auto own = mesh::check_uv_atlas(*o.mesh, o.texture_size);
+  if (!o.new_atlas && !source->uvs.empty()) {
+    auto own = mesh::check_uv_atlas(*source, o.texture_size);
     if (own.ok() && own->overlapping > 0) {
       atlas.replace_existing = true;
       notes.push_back("the mesh's uvs overlap (" + std::to_string(own->overlapping) +
                       " triangle pairs share texels): painted on a new atlas");
     }
   }
-  auto laid = mesh::make_uv_atlas(*o.mesh, atlas, &report);
+  auto laid = mesh::make_uv_atlas(*source, atlas, &report);
   if (!laid.ok()) {
     if (laid.status().code() == ErrorCode::kCancelled) {
       return emit(id, lane, CancelledEvent{laid.status().message()});

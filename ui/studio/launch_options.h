@@ -30,6 +30,8 @@ struct LaunchOptions {
   QString diffusion_model;         // empty: <assets>/models/tessera-tiny/diffusion
   bool image = false;              // scripted: generate the concept image after the shape
   bool apply_texture = false;      // scripted: then project it onto the mesh (implies image)
+  bool paint = false;              // scripted: paint the shape from views around it (Paint mesh)
+  int paint_views = 0;             // > 0: the views around it (plus top and bottom)
   int image_steps = 0;             // > 0: denoising steps override
   uint64_t image_seed = 0;         // scripted runs lock the seed to this
   // Image-to-image: start from the finished mesh's view (--image-from-viewport) or a PNG

@@ -58,7 +58,7 @@ void ScriptRunner::on_model_failed(const QString& dir, const QString& message) {
 void ScriptRunner::on_job_finished(int state, const QString& message) {
   if (!started_ || done_ || parts_.engine->busy()) return;
   const auto job_state = static_cast<JobState>(state);
-  if (job_state == JobState::kDone && (launch_.image || launch_.apply_texture)) {
+  if (job_state == JobState::kDone && (launch_.image || launch_.apply_texture || launch_.paint)) {
     shape_done_ = true;
     advance_image();
   } else {
@@ -79,6 +79,24 @@ void ScriptRunner::advance_image() {
       return;
     case DiffusionModelState::kReady:
       break;
+  }
+  if (launch_.paint) {
+    if (!paint_submitted_) {
+      paint_submitted_ = true;
+      if (launch_.paint_views > 0) parts_.image->settings().paint_views = launch_.paint_views;
+      if (Status st = parts_.image->paint_mesh(); !st.ok()) {
+        finish(1, tr("paint: %1").arg(QString::fromStdString(st.message())));
+      }
+      return;  // imageFinished calls again
+    }
+    const ImageJobState& p = diffusion.state();
+    if (p.state == JobState::kRunning) return;
+    if (p.state != JobState::kDone) {
+      finish(1, tr("paint %1: %2").arg(QString::fromLatin1(job_state_name(p.state)), p.message));
+    } else {
+      finish(0, QString());
+    }
+    return;
   }
   if (diffusion.state().job == 0) {  // not submitted with the shape (the model was loading)
     parts_.image->generate();
@@ -125,6 +143,16 @@ void ScriptRunner::finish(int code, const QString& message) {
                    qPrintable(launch_.screenshot));
       code = 1;
     }
+  }
+  if (launch_.paint) {
+    const ImageJobState& p = parts_.image->diffusion().state();
+    const auto shown = parts_.viewport->mesh();
+    std::printf(
+        "paint %s: %zu views, %zu steps, coverage %.1f %%, seams %.1f; mesh uvs %zu, "
+        "texture %lldx%lld\n",
+        job_state_name(p.state), p.views.size(), p.step_ms.size(), 100 * p.coverage, p.seam_mean,
+        shown ? shown->uvs.size() / 2 : 0, static_cast<long long>(shown ? shown->texture.width : 0),
+        static_cast<long long>(shown ? shown->texture.height : 0));
   }
   if (launch_.image || launch_.apply_texture) {
     const ImageJobState& img = parts_.image->diffusion().state();

@@ -62,6 +62,7 @@ class ScriptRunner : public QObject {
   bool started_ = false;     // the scripted job was started (or the run decided without one)
   bool shape_done_ = false;  // the shape job ended well and an image step follows
   bool texture_submitted_ = false;
+  bool paint_submitted_ = false;
   bool done_ = false;
 };
 

@@ -157,6 +157,37 @@ TEST(RuntimePaintJob, CancelBetweenViewsEndsWithoutAMesh) {
   EXPECT_FALSE(painted);
 }
 
+// A mesh over the triangle limit is simplified first, and the notes say so.
+TEST(RuntimePaintJob, AMeshOverTheTriangleLimitIsSimplifiedFirstAndSaid) {
+  auto session = session_with_embedded_model();
+  auto big = std::make_shared<mesh::Mesh>(test::ellipsoid(48, 96, {0.4, 0.5, 0.4}));
+  ASSERT_GT(big->triangle_count(), 8000);
+  PaintJobOptions job = paint_job(big);
+  job.image.steps = 1;
+  job.views.ring = 1;
+  job.views.top = job.views.bottom = false;
+  job.max_triangles = 2000;
+  const PaintedMeshEvent* painted = nullptr;
+  const std::vector<Event> events = run(*session, session->submit_paint(job));
+  for (const Event& e : events) {
+    if (const auto* p = std::get_if<PaintedMeshEvent>(&e.payload)) painted = p;
+  }
+  ASSERT_NE(painted, nullptr);
+  EXPECT_LE(painted->mesh->triangle_count(), 2000);
+  EXPECT_GT(painted->mesh->triangle_count(), 1000);
+  bool said = false;
+  for (const std::string& note : painted->notes) {
+    said = said || note.find("simplified from " + std::to_string(big->triangle_count())) !=
+                       std::string::npos;
+  }
+  EXPECT_TRUE(said);
+  job.max_triangles = -1;
+  const std::vector<Event> refused = run(*session, session->submit_paint(job));
+  const auto* e = std::get_if<ErrorEvent>(&refused.back().payload);
+  ASSERT_NE(e, nullptr);
+  EXPECT_NE(e->status.message().find("triangle limit -1"), std::string::npos);
+}
+
 TEST(RuntimePaintJob, BadOptionsComeBackAsErrorsNamingThem) {
   auto session = session_with_embedded_model();
   auto error_of = [&](PaintJobOptions job) {
