@@ -221,7 +221,8 @@ Status run_bench_paint(const PaintBenchOptions& o) {
         steps_per_view.push_back(steps);
         steps = 0;
         std::fprintf(stderr, "run %d view %d/%d %s: %.1f s\n", run, v->view + 1, v->views,
-                     v->name.c_str(), (v->render_ms + v->generate_ms + v->bake_ms) / 1000);
+                     v->name.c_str(),
+                     (v->render_ms + v->generate_ms + v->bake_ms + v->fill_ms) / 1000);
       } else if (const auto* r = std::get_if<runtime::PaintedMeshEvent>(&event->payload)) {
         result = *r;
       } else if (const auto* e = std::get_if<runtime::ErrorEvent>(&event->payload)) {
@@ -245,24 +246,28 @@ Status run_bench_paint(const PaintBenchOptions& o) {
               sd15 ? "LCM" : "Euler", job.image.steps, job.image.guidance, job.texture_size);
   std::printf(
       "| phase | generated | steps | render ms | generate ms (text / encode / denoise / decode / "
-      "other) | bake ms |\n|---|---|---|---|---|---|\n");
-  std::printf("| model load | | | | %.0f | |\n", load_ms);
-  std::printf("| atlas | | | | | %.0f |\n", stages[runtime::kStagePaintAtlas]);
-  double render = 0, generate = 0, bake = 0;
+      "other) | bake ms | fill ms |\n|---|---|---|---|---|---|---|\n");
+  std::printf("| model load | | | | %.0f | | |\n", load_ms);
+  std::printf("| atlas | | | | | %.0f | |\n", stages[runtime::kStagePaintAtlas]);
+  double render = 0, generate = 0, bake = 0, fill = 0;
   for (size_t i = 0; i < views.size(); ++i) {
     const runtime::PaintViewEvent& v = views[i];
     std::printf(
-        "| view %d %s | %.0f %% | %d | %.0f | %.0f (%.0f / %.0f / %.0f / %.0f / %.0f) | %.0f |\n",
+        "| view %d %s | %.0f %% | %d | %.0f | %.0f (%.0f / %.0f / %.0f / %.0f / %.0f) | %.0f | "
+        "%.0f "
+        "|\n",
         v.view + 1, v.name.c_str(), 100 * v.generated_share, steps_per_view[i], v.render_ms,
         v.generate_ms, v.text_ms, v.encode_ms, v.denoise_ms, v.decode_ms,
-        v.generate_ms - v.text_ms - v.encode_ms - v.denoise_ms - v.decode_ms, v.bake_ms);
+        v.generate_ms - v.text_ms - v.encode_ms - v.denoise_ms - v.decode_ms, v.bake_ms, v.fill_ms);
     render += v.render_ms;
     generate += v.generate_ms;
     bake += v.bake_ms;
+    fill += v.fill_ms;
   }
-  std::printf("| fill | | | | | %.0f |\n", stages[runtime::kStagePaintFill]);
-  std::printf("| checks (agreement, seams) | | | | | %.0f |\n", stages[runtime::kStagePaintCheck]);
-  std::printf("| **whole paint** | | | %.0f | %.0f | %.0f |\n\n", render, generate, bake);
+  std::printf("| checks (agreement, seams) | | | | | %.0f | |\n",
+              stages[runtime::kStagePaintCheck]);
+  std::printf("| **whole paint** | | | %.0f | %.0f | %.0f | %.0f |\n\n", render, generate, bake,
+              fill);
   std::printf("whole paint, run %d (atlas to painted mesh, the model loaded): %.1f s\n", o.runs,
               paint_ms / 1000);
   std::string agreement;

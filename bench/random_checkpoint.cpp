@@ -127,9 +127,9 @@ Expected<std::vector<uint8_t>> random_checkpoint(
   try {
     image.resize(8 + text.size() + offset);
   } catch (const std::bad_alloc&) {
-    return Status(ErrorCode::kOutOfMemory, "bench: cannot allocate " +
-                                               std::to_string(offset >> 20) +
-                                               " MiB for the random weights");
+    return Status(
+        ErrorCode::kOutOfMemory,
+        "bench: cannot allocate " + std::to_string(offset >> 20) + " MiB for the random weights");
   }
   const uint64_t header_len = text.size();
   for (int i = 0; i < 8; ++i) image[i] = static_cast<uint8_t>(header_len >> (8 * i));

@@ -327,6 +327,7 @@ int run_generate(GenerateCliOptions o) {
   std::unique_ptr<PaintRunner> painter;
   if (o.paint) {
     if (o.prompt.empty()) return fail("--paint needs a prompt (the views are painted from it)");
+    if (Status st = check_paint_output(o.output, "-o"); !st.ok()) return fail(st.message());
     painter = std::make_unique<PaintRunner>(o.painting, "paint-", o.device);
     if (Status st = painter->check(o.prompt); !st.ok()) return fail(st.message());
   }

@@ -34,6 +34,7 @@ int run_paint(const PaintCliOptions& o) {
     return 1;
   };
   if (Status st = check_mesh_output(o.output); !st.ok()) return fail(st.message());
+  if (Status st = check_paint_output(o.output, "-o"); !st.ok()) return fail(st.message());
   auto export_options = checked_export_options(o.exporting, o.output);
   if (!export_options.ok()) return fail(export_options.status().message());
   PaintRunner painter(o.paint, "", o.device);

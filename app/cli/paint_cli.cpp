@@ -10,6 +10,7 @@
 
 #include "core/mapped_file.h"
 #include "core/png.h"
+#include "engine/mesh/export.h"
 #include "engine/runtime/image_inputs.h"
 #include "engine/runtime/provenance.h"
 #include "engine/runtime/user_text.h"
@@ -76,6 +77,13 @@ void add_paint_options(CLI::App* cmd, PaintCli* o, const std::string& prefix) {
   cmd->add_option(name("precision"), o->precision, "auto (default), f32 or bf16");
 }
 
+Status check_paint_output(const std::string& path, const std::string& option) {
+  if (mesh::carries_texture(path)) return Status();
+  return invalid_argument(option + " " + path +
+                          ": a painted mesh needs a format that keeps its texture (.glb, .fbx or "
+                          ".obj); STL and 3MF carry the geometry only");
+}
+
 PaintRunner::PaintRunner(PaintCli options, std::string prefix, DeviceCli device)
     : o_(std::move(options)), prefix_(std::move(prefix)), device_(std::move(device)) {}
 
@@ -135,9 +143,12 @@ Status PaintRunner::check(const std::string& prompt) const {
   return runtime::image_job_loras(j.image, nullptr).status();
 }
 
-Status PaintRunner::load() {
+Status PaintRunner::load(const std::string& prompt) {
   if (session_ != nullptr) return Status();
-  TESSERA_ASSIGN_OR_RETURN(runtime::PaintJobOptions j, job("", 0));
+  // The LoRAs the job asks for, its prompt's <lora:...> tags included, merged at load: the job
+  // then runs with the same list and nothing is merged again.
+  TESSERA_ASSIGN_OR_RETURN(runtime::PaintJobOptions j, job(prompt, 0));
+  TESSERA_RETURN_IF_ERROR(runtime::accept_job_text(&j.image).status());
   TESSERA_ASSIGN_OR_RETURN(const runtime::ImagePrecision precision,
                            runtime::parse_precision(o_.precision));
   TESSERA_ASSIGN_OR_RETURN(std::vector<runtime::LoraChoice> loras,
@@ -162,11 +173,12 @@ Expected<PaintOutcome> PaintRunner::paint(std::shared_ptr<const mesh::Mesh> mesh
   TESSERA_ASSIGN_OR_RETURN(runtime::PaintJobOptions job, job(prompt, seed));
   TESSERA_ASSIGN_OR_RETURN(const runtime::TextNotes notes, runtime::accept_job_text(&job.image));
   (void)notes;  // the caller said its prompt's notes already
-  // The prompt's LoRA tags are merged at load (the model's list); the job runs without them.
+  // The job's LoRAs with its prompt's tags (taken out of the prompt): the list the model was
+  // loaded with, so the image lane merges nothing again.
   TESSERA_ASSIGN_OR_RETURN(std::vector<runtime::LoraChoice> loras,
                            runtime::image_job_loras(job.image, &job.image.prompt));
   job.image.loras = std::move(loras);
-  TESSERA_RETURN_IF_ERROR(load());
+  TESSERA_RETURN_IF_ERROR(load(prompt));
   job.mesh = std::move(mesh);
 
   g_paint_cancel.store(false);
@@ -189,9 +201,9 @@ Expected<PaintOutcome> PaintRunner::paint(std::shared_ptr<const mesh::Mesh> mesh
     } else if (const auto* v = std::get_if<runtime::PaintViewEvent>(&event->payload)) {
       std::fprintf(stderr,
                    "view %d/%d %-8s generated %3.0f %% of its pixels in %d steps, %8.1f ms "
-                   "(bake %.1f ms)\n",
+                   "(bake %.1f ms, fill %.1f ms)\n",
                    v->view + 1, v->views, v->name.c_str(), 100.0 * v->generated_share,
-                   steps_this_view, v->generate_ms, v->bake_ms);
+                   steps_this_view, v->generate_ms, v->bake_ms, v->fill_ms);
       steps_this_view = 0;
       if (!o_.save_views.empty() && v->image != nullptr) {
         for (const auto& [suffix, img] : {std::pair{".png", v->image}, {"-mask.png", v->mask}}) {

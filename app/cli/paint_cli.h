@@ -42,6 +42,10 @@ struct PaintCli {
 // option has no short form and --new-atlas is left out (a generated mesh has no uvs of its own).
 void add_paint_options(CLI::App* cmd, PaintCli* o, const std::string& prefix);
 
+// A painted mesh's file must keep its texture: kInvalidArgument naming `option` and `path` for
+// .stl or .3mf (before minutes of painting are thrown away).
+Status check_paint_output(const std::string& path, const std::string& option);
+
 struct PaintOutcome {
   std::shared_ptr<const mesh::Mesh> mesh;  // uvs + texture
   runtime::PaintedMeshEvent result;
@@ -65,7 +69,7 @@ class PaintRunner {
 
  private:
   Expected<runtime::PaintJobOptions> job(const std::string& prompt, uint64_t seed) const;
-  Status load();
+  Status load(const std::string& prompt);
 
   PaintCli o_;
   std::string prefix_;

@@ -160,6 +160,8 @@ inline Expected<mesh::AssetOptions> to_asset_options(const MeshExportCli& o) {
                                            : 0;
   a.closed = o.closed || (preset != nullptr && preset->closed && !o.open);
   if (Status st = mesh::validate_asset_options(a); !st.ok()) {
+    if (st.message().rfind("texture limit", 0) == 0)
+      return invalid_argument("--max-texture: " + st.message());
     if (a.max_triangles > 0 && a.max_triangles < (a.closed ? mesh::kMinClosedTriangles : 1)) {
       return invalid_argument(
           "--max-faces " + std::to_string(a.max_triangles) + ": " + st.message() +

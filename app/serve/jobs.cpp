@@ -124,6 +124,11 @@ std::string named_field(const std::string& m) {
   return q == std::string::npos ? "" : m.substr(q + 1, m.find('"', q + 1) - q - 1);
 }
 
+// A job without a seed gets this one, so that its files say how to make it again.
+uint64_t random_job_seed() {
+  return std::random_device{}() & 0x7fffffff;
+}
+
 }  // namespace
 
 std::shared_ptr<Job> parse_job(const std::string& text, Refusal* refusal) {
@@ -158,7 +163,7 @@ std::shared_ptr<Job> parse_job(const std::string& text, Refusal* refusal) {
               "format");
         }
       }
-      if (!body.contains("seed")) paint->image.seed = std::random_device{}() & 0x7fffffff;
+      if (!body.contains("seed")) paint->image.seed = random_job_seed();
       if (auto notes = runtime::accept_job_text(&paint->image); !notes.ok()) {
         return refuse(notes.status().message(), "prompt");
       }
@@ -181,7 +186,7 @@ std::shared_ptr<Job> parse_job(const std::string& text, Refusal* refusal) {
       }
       job->format = "png";
       job->image = std::make_shared<runtime::ImageJobOptions>(std::move(*image));
-      if (!body.contains("seed")) job->image->seed = std::random_device{}() & 0x7fffffff;
+      if (!body.contains("seed")) job->image->seed = random_job_seed();
       if (auto notes = runtime::accept_job_text(job->image.get()); !notes.ok()) {
         return refuse(notes.status().message(), "prompt");
       }
@@ -198,7 +203,7 @@ std::shared_ptr<Job> parse_job(const std::string& text, Refusal* refusal) {
   job->request = body;
   job->options = request->job();
   if (!request->has_seed && (request->sampling.sample || request->variations > 1)) {
-    job->options.generation.sampling.seed = std::random_device{}() & 0x7fffffff;
+    job->options.generation.sampling.seed = random_job_seed();
   }
   if (auto notes = runtime::accept_job_text(&job->options); !notes.ok()) {
     return refuse(notes.status().message(), "prompt");

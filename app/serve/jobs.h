@@ -36,7 +36,8 @@ struct Job {
   // its result is a PNG (candidate 0); null for a shape job.
   std::shared_ptr<runtime::ImageJobOptions> image;
   // A paint job ("kind": "paint", image_request.h parse_paint_request): the image lane paints its
-  // mesh and the painted mesh (format glb, fbx or obj, the export fields applied) is candidate 0.
+  // mesh and the painted mesh (format glb or fbx, the export fields applied) is candidate 0. The
+  // mesh is released when the job ends.
   std::shared_ptr<runtime::PaintJobOptions> paint;
   std::string format = "glb";
   cli::MeshExportCli exporting;  // preset, size or height, pivot, axes, unit, budget
@@ -46,6 +47,11 @@ struct Job {
   std::map<int, std::string> files;  // candidate -> file under --out
   std::map<int, uint64_t> seeds;
   bool cancel_requested = false;  // asked while running: applied as soon as the Session has it
+
+  // The Session lane the job runs on (image and paint jobs: the image lane).
+  runtime::Lane lane() const {
+    return image != nullptr || paint != nullptr ? runtime::Lane::kImage : runtime::Lane::kShape;
+  }
 };
 
 // The file formats a job may ask for.

@@ -209,7 +209,7 @@ void Server::State::cancel(const httplib::Request& req, httplib::Response& res) 
   const auto job = find(req, res);
   if (!job) return;
   if (table.cancel(*job)) {
-    session->cancel(job->image ? runtime::Lane::kImage : runtime::Lane::kShape);
+    session->cancel(job->lane());
   }
   wake.notify_all();
   res.set_content(table.describe(*job).dump(), "application/json");
@@ -467,6 +467,7 @@ void Server::State::run_paint_job(Job& job) {
     if (job.cancel_requested || stopping) session->cancel(runtime::Lane::kImage);
   }
   bool written = false;
+  std::string write_error = "the painted mesh was not written";
   const runtime::Event last = session->wait_for(submitted, [&](const runtime::Event& e) {
     std::optional<json> ev;
     if (const auto* s = std::get_if<runtime::ImageStepEvent>(&e.payload)) {
@@ -474,25 +475,32 @@ void Server::State::run_paint_job(Job& job) {
     } else if (const auto* stage = std::get_if<runtime::StageEvent>(&e.payload)) {
       ev = json{{"type", "stage"}, {"name", stage->name}, {"ms", stage->ms}};
     } else if (const auto* v = std::get_if<runtime::PaintViewEvent>(&e.payload)) {
-      ev = json{
-          {"type", "view"},
-          {"view", v->view},
-          {"views", v->views},
-          {"name", v->name},
-          {"generated", v->generated_share},
-          {"ms", {{"render", v->render_ms}, {"generate", v->generate_ms}, {"bake", v->bake_ms}}}};
+      ev = json{{"type", "view"},
+                {"view", v->view},
+                {"views", v->views},
+                {"name", v->name},
+                {"generated", v->generated_share},
+                {"ms",
+                 {{"render", v->render_ms},
+                  {"generate", v->generate_ms},
+                  {"bake", v->bake_ms},
+                  {"fill", v->fill_ms}}}};
     } else if (const auto* r = std::get_if<runtime::PaintedMeshEvent>(&e.payload)) {
       ev = painted_mesh(job, *r);
       written = !ev->contains("error");
+      if (!written) write_error = (*ev)["error"].get<std::string>();
     }
     if (!ev) return;
     std::lock_guard<std::mutex> lock(mutex);
     job.events.push_back(ev->dump());
     wake.notify_all();
   });
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    job.paint->mesh.reset();  // an ended job keeps its request, not the mesh it was sent
+  }
   if (std::holds_alternative<runtime::DoneEvent>(last.payload)) {
-    end(written ? JobState::kDone : JobState::kFailed,
-        written ? "" : "the painted mesh could not be written");
+    end(written ? JobState::kDone : JobState::kFailed, written ? "" : write_error);
   } else if (const auto* err = std::get_if<runtime::ErrorEvent>(&last.payload)) {
     end(JobState::kFailed, err->status.message());
   } else {
@@ -518,10 +526,13 @@ json Server::State::painted_mesh(Job& job, const runtime::PaintedMeshEvent& r) {
                                             : Expected<mesh::AssetReport>(request.status());
   json agreement = json::object();
   for (size_t i = 0; i < r.agreement_db.size(); ++i) agreement[r.view_names[i]] = r.agreement_db[i];
+  // The texture as written (a preset's limit may have shrunk it).
+  const int64_t texture_w = written.ok() ? written->texture_width : r.mesh->texture.width;
+  const int64_t texture_h = written.ok() ? written->texture_height : r.mesh->texture.height;
   json ev = {{"type", "painted"},
              {"vertices", r.mesh->vertex_count()},
              {"triangles", r.mesh->triangle_count()},
-             {"texture", {r.mesh->texture.width, r.mesh->texture.height}},
+             {"texture", {texture_w, texture_h}},
              {"new_atlas", r.new_atlas},
              {"coverage", r.coverage},
              {"seam_error", {{"mean", r.seam_mean}, {"p95", r.seam_p95}}},

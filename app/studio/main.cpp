@@ -17,6 +17,7 @@
 #include "engine/runtime/capabilities.h"
 #include "engine/runtime/session.h"
 #include "ui/studio/import_export_controller.h"
+#include "engine/mesh/paint_views.h"
 #include "ui/studio/main_window.h"
 #include "ui/studio/viewport.h"
 
@@ -218,7 +219,8 @@ int main(int argc, char** argv) {
   options.apply_texture = parser.isSet(apply_texture);
   options.paint = parser.isSet(paint);
   if (parser.isSet(paint_views) &&
-      !parse_integer(parser.value(paint_views), "--paint-views", 1, 16, &options.paint_views)) {
+      !parse_integer(parser.value(paint_views), "--paint-views", tessera::mesh::kMinPaintRing,
+                     tessera::mesh::kMaxPaintRing, &options.paint_views)) {
     return 2;
   }
   options.image_from_viewport = parser.isSet(image_from_viewport);

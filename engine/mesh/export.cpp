@@ -329,6 +329,11 @@ bool is_supported_mesh_extension(const std::string& path) {
   return ext == ".obj" || ext == ".glb" || ext == ".fbx" || ext == ".stl" || ext == ".3mf";
 }
 
+bool carries_texture(const std::string& path) {
+  const std::string ext = lower_extension(path);
+  return ext == ".obj" || ext == ".glb" || ext == ".fbx";
+}
+
 Status write_mesh(const Mesh& mesh, const std::string& path, const ExportOptions& options) {
   const std::string ext = lower_extension(path);
   if (ext == ".obj") return write_obj(mesh, path, options);

@@ -72,5 +72,7 @@ Expected<std::string> to_glb_lods(const std::vector<const Mesh*>& lods,
 // True when `path` ends in one of the extensions write_mesh accepts (case-insensitive).
 bool is_supported_mesh_extension(const std::string& path);
 inline constexpr const char* kSupportedMeshExtensions = ".obj, .glb, .fbx, .stl or .3mf";
+// True when the format at `path` keeps a texture (.obj, .glb, .fbx; STL and 3MF drop it).
+bool carries_texture(const std::string& path);
 
 }  // namespace tessera::mesh

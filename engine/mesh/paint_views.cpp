@@ -29,9 +29,10 @@ std::string ring_words(double azimuth) {
 }  // namespace
 
 Status validate_view_set(const ViewSetOptions& o) {
-  if (o.ring < 1 || o.ring > 16) {
+  if (o.ring < kMinPaintRing || o.ring > kMaxPaintRing) {
     return invalid_argument("paint views: ring of " + std::to_string(o.ring) +
-                            " views is outside 1..16");
+                            " views is outside " + std::to_string(kMinPaintRing) + ".." +
+                            std::to_string(kMaxPaintRing));
   }
   if (!(o.ring_elevation_deg >= -60 && o.ring_elevation_deg <= 60)) {
     return invalid_argument("paint views: ring elevation " + std::to_string(o.ring_elevation_deg) +

@@ -33,6 +33,9 @@ struct PaintView {
   ViewCamera camera;
 };
 
+// The ring's view counts validate_view_set accepts.
+inline constexpr int kMinPaintRing = 1;
+inline constexpr int kMaxPaintRing = 16;
 // kInvalidArgument naming the option for a ring outside 1..16, an elevation outside -60..60 or a
 // field of view outside 10..90.
 Status validate_view_set(const ViewSetOptions& options);

@@ -224,7 +224,7 @@ namespace {
 // unseen texel interpolates its triangle's corners. Both sides of a chart border share the welded
 // vertices, so an unseen region that a seam crosses gets the same colours on both sides.
 void fill_unseen_on_surface(const Mesh& mesh, const TexelMap& texels, const std::vector<char>& seen,
-                            TextureImage* texture) {
+                            TextureImage* texture, std::vector<char>* filled) {
   const size_t nv = texels.vertex_rep.size();
   const std::vector<uint32_t>& rep = texels.vertex_rep;
   std::vector<double> sum(3 * nv, 0.0), weight(nv, 0.0);
@@ -281,18 +281,22 @@ void fill_unseen_on_surface(const Mesh& mesh, const TexelMap& texels, const std:
     for (uint32_t w : next) known[w] = 1;
     ring = std::move(next);
   }
+  // A texel whose corners all got a colour interpolates them; one on a part of the mesh no view
+  // saw at all (no coloured vertex to spread from) is left to the flood.
   for (size_t i = 0; i < n; ++i) {
     if (seen[i] || texels.face[i] < 0) continue;
     const size_t f = static_cast<size_t>(texels.face[i]);
+    const uint32_t corner[3] = {rep[mesh.triangles[3 * f]], rep[mesh.triangles[3 * f + 1]],
+                                rep[mesh.triangles[3 * f + 2]]};
+    if (!known[corner[0]] || !known[corner[1]] || !known[corner[2]]) continue;
     const float b[3] = {1.0f - texels.bary[2 * i] - texels.bary[2 * i + 1], texels.bary[2 * i],
                         texels.bary[2 * i + 1]};
     for (size_t c = 0; c < 3; ++c) {
       double v = 0;
-      for (size_t k = 0; k < 3; ++k) {
-        v += b[k] * colour[3 * size_t{rep[mesh.triangles[3 * f + k]]} + c];
-      }
+      for (size_t k = 0; k < 3; ++k) v += b[k] * colour[3 * size_t{corner[k]} + c];
       texture->rgb[3 * i + c] = static_cast<uint8_t>(std::lround(std::clamp(v, 0.0, 255.0)));
     }
+    (*filled)[i] = 1;
   }
 }
 
@@ -317,12 +321,10 @@ BakeResult finish_bake(const Mesh& mesh, const TexelMap& texels, const BakeAccum
     if (texels.face[i] >= 0) ++seen_covered;
   }
   r.coverage = texels.covered > 0 ? static_cast<double>(seen_covered) / texels.covered : 0.0;
-  // Inside the charts first, on the surface (when any texel was seen), then the gutters.
+  // Inside the charts first, on the surface (when any texel was seen), then the gutters and what
+  // the surface could not reach (parts no view saw at all) from the nearest known texel.
   std::vector<char> known = seen;
-  if (seen_covered > 0) {
-    fill_unseen_on_surface(mesh, texels, seen, &r.texture);
-    for (size_t i = 0; i < n; ++i) known[i] = known[i] || texels.face[i] >= 0;
-  }
+  if (seen_covered > 0) fill_unseen_on_surface(mesh, texels, seen, &r.texture, &known);
   std::deque<size_t> queue;
   for (size_t i = 0; i < n; ++i) {
     if (known[i]) queue.push_back(i);

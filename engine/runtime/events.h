@@ -56,7 +56,7 @@ inline constexpr const char* kStageDenoise = "denoise";
 inline constexpr const char* kStageVae = "vae";
 inline constexpr const char* kStageVaeEncode = "vae_encode";  // image-to-image's init image
 inline constexpr const char* kStagePaintAtlas = "atlas";      // a paint job's UV atlas
-inline constexpr const char* kStagePaintFill = "fill";        // ... its unseen texels filled
+inline constexpr const char* kStagePaintFill = "fill";        // ... its texture finished
 inline constexpr const char* kStagePaintCheck = "check";  // ... its agreement and seams measured
 
 // Whether a shape job replays a recorded decode step (CUDA graphs).
@@ -143,8 +143,9 @@ struct PaintViewEvent {
   // nothing left to paint.
   std::shared_ptr<const mesh::TextureImage> image, mask;
   double generated_share = 0;  // of the view's object pixels
-  // Rendering its depth, init and mask; generating its image; baking it (and the preview texture).
-  double render_ms = 0, generate_ms = 0, bake_ms = 0;
+  // Rendering its depth, init and mask; generating its image; baking it into the texels; filling
+  // the rest of the texture from the paint so far (the mesh as painted after this view).
+  double render_ms = 0, generate_ms = 0, bake_ms = 0, fill_ms = 0;
   // Within generate_ms, as the image job reports them (ImageEvent): the prompt, the init image's
   // encoding, the denoising, the decode.
   double text_ms = 0, encode_ms = 0, denoise_ms = 0, decode_ms = 0;

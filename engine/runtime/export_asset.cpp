@@ -42,7 +42,10 @@ nlohmann::json export_record(const AssetExport& request, const mesh::AssetReport
   if (o.height_m > 0) e["height"] = o.height_m;
   if (o.pivot != mesh::Pivot::kOrigin) e["pivot"] = mesh::pivot_name(o.pivot);
   if (request.asset.lods > 0) e["lods"] = request.asset.lods;
-  if (request.asset.max_texture_size > 0) e["max_texture"] = request.asset.max_texture_size;
+  // Under a preset even 0 (none) is recorded: `--from` must not bring the preset's limit back.
+  if (request.asset.max_texture_size > 0 || !request.preset.empty()) {
+    e["max_texture"] = request.asset.max_texture_size;
+  }
   if (report != nullptr) {
     if (request.asset.lods > 0) e["lod_triangles"] = report->lod_triangles;
     if (request.asset.closed) e["closed"] = report->closed;

@@ -47,7 +47,8 @@ Expected<mesh::AssetReport> export_asset(const mesh::Mesh& mesh, const std::stri
                                          const AssetExport& request);
 
 // The "export" record a file carries: up_axis, scale, max_faces, closed_asked always; preset,
-// forward, unit, size, height, pivot, lods when they differ from the plain defaults; with a
+// forward, unit, size, height, pivot, lods when they differ from the plain defaults; max_texture
+// when set or under a preset; with a
 // report, lod_triangles and closed (what was reached). Read back by `generate --from`.
 nlohmann::json export_record(const AssetExport& request, const mesh::AssetReport* report);
 

@@ -133,7 +133,7 @@ void Session::Impl::run_paint_job(uint64_t id, const PaintJobOptions& o,
   auto texels = mesh::map_texels(base, o.texture_size);
   if (!texels.ok()) return emit(id, lane, ErrorEvent{texels.status()});
   mesh::BakeAccumulator state(o.texture_size);
-  mesh::TextureImage so_far;  // finish_bake of `state`, made once per view
+  mesh::BakeResult so_far;  // finish_bake of `state`, made once per view (the last is the result)
 
   std::vector<mesh::ViewRaster> rasters;
   std::vector<std::shared_ptr<const mesh::TextureImage>> images;
@@ -146,7 +146,7 @@ void Session::Impl::run_paint_job(uint64_t id, const PaintJobOptions& o,
     masking.band = static_cast<int>(std::max<int64_t>(1, size / 128));  // 4 at 512
     Stopwatch rendering;
     auto inputs = mesh::prepare_view(base, *texels, state, view, static_cast<int>(size), masking,
-                                     so_far.empty() ? nullptr : &so_far);
+                                     so_far.texture.empty() ? nullptr : &so_far.texture);
     if (!inputs.ok()) return emit(id, lane, ErrorEvent{inputs.status()});
     PaintViewEvent event;
     event.render_ms = rendering.elapsed_ms();
@@ -196,24 +196,24 @@ void Session::Impl::run_paint_job(uint64_t id, const PaintJobOptions& o,
       auto baked = mesh::bake_view(base, *texels, view.camera, inputs->raster, generated, &state,
                                    static_cast<int>(std::max<int64_t>(1, size / 256)));
       if (!baked.ok()) return emit(id, lane, ErrorEvent{baked.status()});
-      event.bake_ms = baking.elapsed_ms();  // the preview's fill below adds to it
+      event.bake_ms = baking.elapsed_ms();
       event.image = share(std::move(generated));
       event.mask = share(std::move(inputs->mask));
       images.push_back(event.image);
       rasters.push_back(std::move(inputs->raster));
       names.push_back(view.name);
     }
-    Stopwatch previewing;
-    so_far = mesh::finish_bake(base, *texels, state).texture;
+    Stopwatch filling_view;
+    so_far = mesh::finish_bake(base, *texels, state);
     auto painted = std::make_shared<mesh::Mesh>(base);
-    painted->texture = so_far;
+    painted->texture = so_far.texture;
     event.painted = std::move(painted);
-    event.bake_ms += previewing.elapsed_ms();
+    event.fill_ms = filling_view.elapsed_ms();
     emit(id, lane, std::move(event));
   }
 
   Stopwatch filling;
-  mesh::BakeResult result = mesh::finish_bake(base, *texels, state);
+  mesh::BakeResult result = std::move(so_far);  // the last view's bake: nothing changed since
   auto painted = std::make_shared<mesh::Mesh>(std::move(base));
   painted->texture = std::move(result.texture);
   emit(id, lane, StageEvent{kStagePaintFill, filling.elapsed_ms()});
@@ -230,6 +230,8 @@ void Session::Impl::run_paint_job(uint64_t id, const PaintJobOptions& o,
   if (auto seams = mesh::seam_error(*painted); seams.ok()) {
     done.seam_mean = seams->mean;
     done.seam_p95 = seams->p95;
+  } else {
+    notes.push_back("seam error not measured: " + seams.status().message());
   }
   emit(id, lane, StageEvent{kStagePaintCheck, checking.elapsed_ms()});
   done.notes = std::move(notes);

@@ -99,7 +99,7 @@ TEST_F(PaintCli, GenerateWithPaintWritesATexturedMeshWithBothSettings) {
       shell_quote(out("chair.glb")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("view 3/3 top"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("paint"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("\n  paint "), std::string::npos) << r.err;  // its row in the timings
   auto glb = mesh::import_mesh_file(out("chair.glb"));
   ASSERT_TRUE(glb.ok()) << glb.status().message();
   EXPECT_EQ(glb->texture.width, 1024);
@@ -114,11 +114,15 @@ TEST_F(PaintCli, GenerateWithPaintWritesATexturedMeshWithBothSettings) {
   r = run_tessera("generate -p x --paint --paint-views 40 -o " + shell_quote(out("no.glb")));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("ring of 40 views"), std::string::npos) << r.err;
-  EXPECT_EQ(r.err.find("decode"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(" tokens"), std::string::npos) << "generated before the check: " << r.err;
   r = run_tessera("generate -p x --paint --texture " + shell_quote(out("any.png")) + " -o " +
                   shell_quote(out("no.glb")));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("--paint and --texture are exclusive"), std::string::npos) << r.err;
+  r = run_tessera("generate -p x --paint -o " + shell_quote(out("no.stl")));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("keeps its texture"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(" tokens"), std::string::npos) << r.err;
   r = run_tessera("generate -p x --paint --paint-sampler nope -o " + shell_quote(out("no.glb")));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("--paint-sampler"), std::string::npos) << r.err;

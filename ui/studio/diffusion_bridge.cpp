@@ -203,7 +203,7 @@ void DiffusionBridge::on_event(const runtime::Event& event) {
   } else if (const auto* v = std::get_if<runtime::PaintViewEvent>(&event.payload)) {
     state_.paint_views = v->views;
     state_.views.push_back({QString::fromStdString(v->name), v->generated_share, v->render_ms,
-                            v->generate_ms, v->bake_ms});
+                            v->generate_ms, v->bake_ms + v->fill_ms});
     if (v->image != nullptr) {
       state_.image_width = v->image->width;
       state_.image_height = v->image->height;

@@ -64,8 +64,8 @@ struct ImageSettings {
 // One painted view as the panel lists it.
 struct PaintViewRow {
   QString name;
-  double generated = 0;  // share of its object pixels
-  double render_ms = 0, generate_ms = 0, bake_ms = 0;
+  double generated = 0;                                // share of its object pixels
+  double render_ms = 0, generate_ms = 0, bake_ms = 0;  // bake_ms: the bake and the fill
 };
 
 enum class DiffusionModelState { kMissing, kLoading, kReady, kFailed };

@@ -1,5 +1,7 @@
 #include "ui/studio/diffusion_panel.h"
 
+#include "engine/mesh/paint_views.h"
+
 #include <GL/gl.h>
 #include <imgui.h>
 
@@ -193,8 +195,8 @@ void DiffusionPanel::draw(DiffusionPanelData& data, int viewport_width, int view
   if (data.settings != nullptr) {
     ImGui::SameLine();
     ImGui::PushItemWidth(-70.0f);
-    ImGui::SliderInt("views", &data.settings->paint_views, 1, 8, "%d",
-                     ImGuiSliderFlags_AlwaysClamp);
+    ImGui::SliderInt("views", &data.settings->paint_views, mesh::kMinPaintRing, mesh::kMaxPaintRing,
+                     "%d", ImGuiSliderFlags_AlwaysClamp);
     ImGui::PopItemWidth();
   }
   if (job != nullptr && job->paint) {

@@ -257,7 +257,7 @@ Status ImageController::paint_mesh() {
   if (id == 0) return invalid_argument("paint: " + error.toStdString());
   paint_source_ = shown;
   refresh_panel();
-  Q_EMIT status(tr("Painting the mesh from %1 views ...").arg(settings_.paint_views + 2), false);
+  Q_EMIT status(tr("Painting the mesh from views around it ..."), false);
   return Status();
 }
 
@@ -294,11 +294,14 @@ void ImageController::on_image_finished(quint64, int state, const QString& messa
   const ImageJobState& s = diffusion_->state();
   const auto job_state = static_cast<JobState>(state);
   if (s.paint) {
-    if (job_state == JobState::kFailed) {
-      Q_EMIT status(tr("Paint failed: %1").arg(one_line(message, 160)), true);
-    } else if (job_state == JobState::kCancelled && paint_source_ != nullptr) {
-      // The mesh as it was before the paint: a cancelled paint changes nothing.
+    // A paint that did not finish changes nothing: the mesh as it was before it.
+    if (job_state != JobState::kDone && paint_source_ != nullptr) {
       viewport_.set_mesh(paint_source_, false);
+    }
+    if (job_state == JobState::kFailed) {
+      Q_EMIT status(tr("Paint failed: %1 (the mesh is as it was)").arg(one_line(message, 160)),
+                    true);
+    } else if (job_state == JobState::kCancelled) {
       Q_EMIT status(tr("Paint cancelled: the mesh is as it was"), false);
     }
     paint_source_.reset();

@@ -2,7 +2,7 @@
 # `tessera serve` and shows the shape forming in the viewport as its tokens arrive (the previews the
 # server streams), then the final mesh with the prompt and settings as custom properties; variations
 # side by side; and "Paint selected": the selected mesh object painted by the server's image model
-# (views around it baked into a texture), brought back as a textured copy beside it. Only Blender's
+# (views around it baked into a texture), brought back as a textured copy in the same place. Only Blender's
 # own Python (urllib, json, threading); no pip.
 #
 # Install: Edit > Preferences > Add-ons > Install..., the zip made by scripts/blender-addon-zip.sh.
@@ -24,6 +24,7 @@ import base64
 import json
 import os
 import queue
+import shutil
 import struct
 import tempfile
 import threading
@@ -236,23 +237,29 @@ def import_painted(url, token, result_path, name):
     if not hasattr(numpy, "bool"):  # Blender 3.4's glTF importer with numpy >= 1.24
         numpy.bool = bool
     folder = tempfile.mkdtemp(prefix="tessera-paint-")
-    path = os.path.join(folder, "painted.glb")
-    with open(path, "wb") as f:
-        f.write(data)
-    before = set(bpy.data.objects)
-    bpy.ops.import_scene.gltf(filepath=path, import_shading="SMOOTH")
-    new = [o for o in bpy.data.objects if o not in before and o.type == "MESH"]
-    if not new:
-        raise TesseraError("The painted mesh did not import")
-    painted = new[0]
-    painted.name = name
-    # The image lives in the .blend (packed), not in the temporary file.
-    for slot in painted.material_slots:
-        if slot.material and slot.material.use_nodes:
-            for node in slot.material.node_tree.nodes:
-                if node.type == "TEX_IMAGE" and node.image and node.image.packed_file is None:
-                    node.image.pack()
-    return painted
+    try:
+        path = os.path.join(folder, "painted.glb")
+        with open(path, "wb") as f:
+            f.write(data)
+        before = set(bpy.data.objects)
+        try:
+            bpy.ops.import_scene.gltf(filepath=path, import_shading="SMOOTH")
+        except RuntimeError as e:
+            raise TesseraError("The painted mesh did not import: " + str(e))
+        new = [o for o in bpy.data.objects if o not in before and o.type == "MESH"]
+        if not new:
+            raise TesseraError("The painted mesh did not import")
+        painted = new[0]
+        painted.name = name
+        # The image lives in the .blend (packed), not in the temporary file.
+        for slot in painted.material_slots:
+            if slot.material and slot.material.use_nodes:
+                for node in slot.material.node_tree.nodes:
+                    if node.type == "TEX_IMAGE" and node.image and node.image.packed_file is None:
+                        node.image.pack()
+        return painted
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 class PaintJob:
@@ -369,7 +376,7 @@ def _poll_events():
                 return None
             try:
                 ended = job.apply(event)
-            except TesseraError as e:
+            except Exception as e:  # noqa: BLE001  (any failure ends the job, never the timer)
                 settings.status = str(e)
                 _Running.job = None
                 return None
@@ -417,6 +424,9 @@ class TESSERA_OT_generate(bpy.types.Operator):
 
     def execute(self, context):
         s = context.scene.tessera
+        if _Running.job is not None:
+            self.report({"WARNING"}, "A Tessera job is running: cancel it or wait")
+            return {"CANCELLED"}
         url, token = _prefs(context)
         seed = None if s.random_seed and s.variations == 1 else s.seed
         try:
@@ -436,8 +446,8 @@ class TESSERA_OT_generate(bpy.types.Operator):
 class TESSERA_OT_paint(bpy.types.Operator):
     bl_idname = "tessera.paint"
     bl_label = "Paint selected"
-    bl_description = ("Paint the selected mesh with the Tessera server's image model; the textured "
-                      "copy appears beside it")
+    bl_description = ("Paint the selected mesh with the Tessera server's image model; a textured "
+                      "copy appears in its place (the original stays, hide it to compare)")
 
     @classmethod
     def poll(cls, context):
@@ -445,6 +455,9 @@ class TESSERA_OT_paint(bpy.types.Operator):
 
     def execute(self, context):
         s = context.scene.tessera
+        if _Running.job is not None:
+            self.report({"WARNING"}, "A Tessera job is running: cancel it or wait")
+            return {"CANCELLED"}
         url, token = _prefs(context)
         obj = context.active_object
         try:

@@ -122,9 +122,9 @@ TEST(TextureBake, SixPhotosOfAKnownColouringBakeBackIntoTheAtlas) {
   for (int64_t y = 0; y < kTexture; ++y) {
     for (int64_t x = 0; x < kTexture / 2; ++x) {
       for (int k = 0; k < 3; ++k) {
-        std::swap(mirrored.texture.rgb[static_cast<size_t>((y * kTexture + x) * 3 + k)],
-                  mirrored.texture.rgb[static_cast<size_t>((y * kTexture + kTexture - 1 - x) * 3 +
-                                                           k)]);
+        std::swap(
+            mirrored.texture.rgb[static_cast<size_t>((y * kTexture + x) * 3 + k)],
+            mirrored.texture.rgb[static_cast<size_t>((y * kTexture + kTexture - 1 - x) * 3 + k)]);
       }
     }
   }
@@ -135,6 +135,43 @@ TEST(TextureBake, SixPhotosOfAKnownColouringBakeBackIntoTheAtlas) {
               static_cast<long long>(seams->seam_edges), seams->mean, seams->p95, bad->mean);
   std::printf("coverage %.4f, mean error %.2f, p99 %.1f levels, novel view PSNR %.1f dB\n",
               baked.coverage, mean, errors[errors.size() * 99 / 100], psnr);
+}
+
+// A part of the mesh no view can see (a small sphere inside a big one): the surface fill has no
+// coloured vertex to spread from there, so its texels take the nearest known colour in the texture
+// (the flood), never the fill's grey start value.
+TEST(TextureBake, APartNoViewSawIsFloodedNotLeftGrey) {
+  Mesh outer = sphere(16, 32);
+  const Mesh inner = test::ellipsoid(8, 16, {0.3, 0.3, 0.3});
+  const uint32_t base = static_cast<uint32_t>(outer.vertex_count());
+  const int64_t outer_triangles = outer.triangle_count();
+  outer.positions.insert(outer.positions.end(), inner.positions.begin(), inner.positions.end());
+  for (uint32_t v : inner.triangles) outer.triangles.push_back(base + v);
+  AtlasOptions ao;
+  ao.size = 1024;
+  auto laid = make_uv_atlas(outer, ao);
+  ASSERT_TRUE(laid.ok()) << laid.status().message();
+  const Mesh& m = *laid;
+  constexpr int kTexture = 256;
+  auto texels = map_texels(m, kTexture);
+  ASSERT_TRUE(texels.ok());
+  BakeAccumulator acc(kTexture);
+  for (const auto& eye : std::vector<std::array<double, 3>>{{3, 0, 0}, {-3, 0, 0}, {0, 0, 3}}) {
+    const ViewCamera cam = camera_at(eye[0], eye[1], eye[2]);
+    auto raster = rasterize_view(m, cam, 128, 128);
+    ASSERT_TRUE(raster.ok());
+    ASSERT_TRUE(bake_view(m, *texels, cam, *raster, photograph(m, *raster), &acc).ok());
+  }
+  const BakeResult baked = finish_bake(m, *texels, acc);
+  int64_t inner_texels = 0, grey = 0;
+  for (size_t i = 0; i < texels->face.size(); ++i) {
+    if (texels->face[i] < outer_triangles) continue;  // uncovered (-1) or the outer sphere
+    ++inner_texels;
+    const uint8_t* c = &baked.texture.rgb[3 * i];
+    if (c[0] == 128 && c[1] == 128 && c[2] == 128) ++grey;
+  }
+  EXPECT_GT(inner_texels, 100);
+  EXPECT_EQ(grey, 0) << "of " << inner_texels << " texels of the hidden sphere";
 }
 
 TEST(TextureBake, UnseenTexelsAndGuttersTakeTheNearestSeenColour) {

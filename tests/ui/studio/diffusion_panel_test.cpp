@@ -464,8 +464,8 @@ TEST(StudioDiffusion, PaintMeshLandsViewByViewAndTheLibraryKeepsIt) {
                    [&](std::shared_ptr<const mesh::Mesh> painted) {
                      ++views_landed;
                      const auto shown = window->viewport()->mesh();
-                     textured_while_painting = textured_while_painting ||
-                                               (shown == painted && !shown->texture.empty());
+                     textured_while_painting =
+                         textured_while_painting || (shown == painted && !shown->texture.empty());
                    });
   const Status st = window->image().paint_mesh();
   ASSERT_TRUE(st.ok()) << st.message();
@@ -494,8 +494,7 @@ TEST(StudioDiffusion, PaintMeshLandsViewByViewAndTheLibraryKeepsIt) {
   const int64_t frames = window->viewport()->frames();
   ASSERT_TRUE(wait_until([&] { return window->viewport()->frames() > frames + 2; }));
   EXPECT_TRUE(window->viewport()->render_error().isEmpty());
-  window->viewport()->grabFramebuffer().save(QString(TESSERA_BINARY_DIR) +
-                                             "/studio_paint.png");
+  window->viewport()->grabFramebuffer().save(QString(TESSERA_BINARY_DIR) + "/studio_paint.png");
 
   // A paint cancelled after its first view: the mesh shown is the painted one from before.
   settings.paint_views = 4;
