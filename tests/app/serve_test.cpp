@@ -353,6 +353,29 @@ TEST_F(ServeTest, PaintJobsStreamAViewEventEachAndGiveTheTexturedMesh) {
   const json listed = json::parse(c.Get("/v1/jobs/" + std::to_string(id))->body);
   EXPECT_EQ(listed.dump().find(mesh64.substr(0, 64)), std::string::npos);
 
+  // A running paint is cancelled on the image lane: it ends cancelled, with no result.
+  const uint64_t long_paint = post_job(c,
+                                       {{"kind", "paint"},
+                                        {"mesh", mesh64},
+                                        {"prompt", "a slow egg"},
+                                        {"steps", 30},
+                                        {"views", {{"ring", 12}}},
+                                        {"view_size", 128}},
+                                       &status)["id"];
+  ASSERT_EQ(status, 202);
+  bool running = false;
+  for (int i = 0; i < 600 && !running; ++i) {
+    running =
+        json::parse(c.Get("/v1/jobs/" + std::to_string(long_paint))->body)["state"] == "running";
+    if (!running) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(running);
+  c.Post("/v1/jobs/" + std::to_string(long_paint) + "/cancel", "", "application/json");
+  const std::vector<json> cancelled = events_of(c, long_paint);
+  ASSERT_FALSE(cancelled.empty());
+  EXPECT_EQ(cancelled.back()["type"], "cancelled") << cancelled.back().dump();
+  for (const json& e : cancelled) EXPECT_NE(e["type"], "painted");
+
   for (const auto& [body, field] : std::vector<std::pair<json, std::string>>{
            {{{"kind", "paint"}, {"prompt", "x"}}, "mesh"},
            {{{"kind", "paint"}, {"prompt", "x"}, {"mesh", "not base64!"}}, "mesh"},
