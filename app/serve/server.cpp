@@ -98,6 +98,7 @@ struct Server::State {
   void work();
   void load_model(const std::string& model);
   void run_job(Job& job);
+  bool start_image_lane_job(Job& job);
   void run_image_job(Job& job);
   void run_paint_job(Job& job);
   json painted_mesh(Job& job, const runtime::PaintedMeshEvent& r);
@@ -351,28 +352,34 @@ Status Server::State::ensure_image_model() {
   return Status();
 }
 
+// The image model loaded for an image or paint job (said in its stream while it loads); false when
+// the job has ended (the model failed, or it was cancelled meanwhile).
+bool Server::State::start_image_lane_job(Job& job) {
+  if (!session->image_model()) {
+    std::lock_guard<std::mutex> lock(mutex);
+    job.events.push_back(json{{"type", "stage"}, {"name", "loading the image model"}}.dump());
+    wake.notify_all();
+  }
+  Status st = ensure_image_model();
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!st.ok()) {
+    table.end(job, JobState::kFailed, "image model: " + st.message());
+  } else if (job.cancel_requested || stopping) {
+    table.end(job, JobState::kCancelled, "cancelled");
+  } else {
+    return true;
+  }
+  wake.notify_all();
+  return false;
+}
+
 void Server::State::run_image_job(Job& job) {
   auto end = [&](JobState state, const std::string& error) {
     std::lock_guard<std::mutex> lock(mutex);
     table.end(job, state, error);
     wake.notify_all();
   };
-  if (!session->image_model()) {
-    std::lock_guard<std::mutex> lock(mutex);
-    job.events.push_back(json{{"type", "stage"}, {"name", "loading the image model"}}.dump());
-    wake.notify_all();
-  }
-  if (Status st = ensure_image_model(); !st.ok()) {
-    return end(JobState::kFailed, "image model: " + st.message());
-  }
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (job.cancel_requested || stopping) {
-      table.end(job, JobState::kCancelled, "cancelled");
-      wake.notify_all();
-      return;
-    }
-  }
+  if (!start_image_lane_job(job)) return;
   const uint64_t submitted = session->submit_image(*job.image);
   {
     std::lock_guard<std::mutex> lock(mutex);
@@ -445,22 +452,7 @@ void Server::State::run_paint_job(Job& job) {
     table.end(job, state, error);
     wake.notify_all();
   };
-  if (!session->image_model()) {
-    std::lock_guard<std::mutex> lock(mutex);
-    job.events.push_back(json{{"type", "stage"}, {"name", "loading the image model"}}.dump());
-    wake.notify_all();
-  }
-  if (Status st = ensure_image_model(); !st.ok()) {
-    return end(JobState::kFailed, "image model: " + st.message());
-  }
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (job.cancel_requested || stopping) {
-      table.end(job, JobState::kCancelled, "cancelled");
-      wake.notify_all();
-      return;
-    }
-  }
+  if (!start_image_lane_job(job)) return;
   const uint64_t submitted = session->submit_paint(*job.paint);
   {
     std::lock_guard<std::mutex> lock(mutex);

@@ -72,19 +72,23 @@ uint64_t DiffusionBridge::submit(const QString& prompt, const ImageSettings& set
     job.control_guess_mode = settings.control_guess;
   }
   const uint64_t id = engine_.session().submit_image(std::move(job));
-  if (previous_open) {
-    Q_EMIT imageFinished(previous, static_cast<int>(JobState::kCancelled),
-                         QStringLiteral("replaced by a new image"));
-  }
+  start_state(id, previous, previous_open, QStringLiteral("replaced by a new image"), prompt,
+              settings);
+  state_.from_image = from_image;
+  Q_EMIT imageChanged();
+  return id;
+}
+
+void DiffusionBridge::start_state(uint64_t id, uint64_t previous, bool previous_open,
+                                  const QString& why, const QString& prompt,
+                                  const ImageSettings& settings) {
+  if (previous_open) Q_EMIT imageFinished(previous, static_cast<int>(JobState::kCancelled), why);
   state_ = ImageJobState{};
   state_.job = id;
   state_.state = JobState::kRunning;
   state_.prompt = prompt;
   state_.seed = settings.seed;
   state_.steps = settings.steps;
-  state_.from_image = from_image;
-  Q_EMIT imageChanged();
-  return id;
 }
 
 uint64_t DiffusionBridge::submit_paint(std::shared_ptr<const mesh::Mesh> mesh,
@@ -118,16 +122,7 @@ uint64_t DiffusionBridge::submit_paint(std::shared_ptr<const mesh::Mesh> mesh,
   const uint64_t previous = state_.job;
   const bool previous_open = state_.state == JobState::kRunning;
   const uint64_t id = engine_.session().submit_paint(std::move(job));
-  if (previous_open) {
-    Q_EMIT imageFinished(previous, static_cast<int>(JobState::kCancelled),
-                         QStringLiteral("replaced by a paint"));
-  }
-  state_ = ImageJobState{};
-  state_.job = id;
-  state_.state = JobState::kRunning;
-  state_.prompt = prompt;
-  state_.seed = settings.seed;
-  state_.steps = settings.steps;
+  start_state(id, previous, previous_open, QStringLiteral("replaced by a paint"), prompt, settings);
   state_.paint = true;
   Q_EMIT imageChanged();
   return id;

@@ -153,6 +153,9 @@ class DiffusionBridge : public QObject {
 
  private:
   void on_event(const runtime::Event& event);  // image-lane events, UI thread
+  // A new job `id` in the state: the previous one (when still open) ends as replaced, `why`.
+  void start_state(uint64_t id, uint64_t previous, bool previous_open, const QString& why,
+                   const QString& prompt, const ImageSettings& settings);
 
   EngineBridge& engine_;
   DiffusionModelState model_state_ = DiffusionModelState::kMissing;
