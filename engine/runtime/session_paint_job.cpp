@@ -214,6 +214,12 @@ void Session::Impl::run_paint_job(uint64_t id, const PaintJobOptions& o,
 
   Stopwatch filling;
   mesh::BakeResult result = std::move(so_far);  // the last view's bake: nothing changed since
+  if (!(result.coverage > 0)) {
+    return emit(id, lane,
+                ErrorEvent{invalid_argument(
+                    "no view saw the surface (" + std::to_string(n) +
+                    " views; a flat mesh seen edge-on?): add views or change their elevation")});
+  }
   auto painted = std::make_shared<mesh::Mesh>(std::move(base));
   painted->texture = std::move(result.texture);
   emit(id, lane, StageEvent{kStagePaintFill, filling.elapsed_ms()});

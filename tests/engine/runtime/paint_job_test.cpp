@@ -207,6 +207,15 @@ TEST(RuntimePaintJob, BadOptionsComeBackAsErrorsNamingThem) {
   EXPECT_NE(error_of(job).find("its own init images"), std::string::npos);
   job = paint_job(std::make_shared<mesh::Mesh>());
   EXPECT_NE(error_of(job).find("no triangles"), std::string::npos);
+  // A flat square seen only edge-on: no view sees it, and the job says so (no grey texture).
+  auto square = std::make_shared<mesh::Mesh>();
+  square->positions = {-0.5f, 0, -0.5f, 0.5f, 0, -0.5f, 0.5f, 0, 0.5f, -0.5f, 0, 0.5f};
+  square->triangles = {0, 2, 1, 0, 3, 2};
+  job = paint_job(square);
+  job.views.ring = 1;
+  job.views.ring_elevation_deg = 0;
+  job.views.top = job.views.bottom = false;
+  EXPECT_NE(error_of(job).find("no view saw the surface"), std::string::npos) << error_of(job);
 }
 
 }  // namespace
