@@ -18,6 +18,7 @@
 #include "engine/mesh/export.h"
 #include "engine/mesh/extraction.h"
 #include "engine/mesh/texture.h"
+#include "tests/support/blender_run.h"
 #include "tests/support/cli_runner.h"
 
 namespace tessera::mesh {
@@ -55,9 +56,7 @@ struct Imported {
   std::array<double, 3> lo{}, hi{};
 };
 
-bool blender_on_path() {
-  return std::system("command -v blender >/dev/null 2>&1") == 0;
-}
+using testing::blender_on_path;
 
 Mesh ellipsoid() {
   ExtractionOptions o;
@@ -157,21 +156,10 @@ TEST(BlenderImport, FbxAndObjImportWithTheRightCountsAndOrientation) {
 // the GLB and for the FBX, which is imported with its PNG removed: the copy embedded in it) at the
 // atlas size. It also reads the
 // uv of one corner on the front, so a flipped V in any format would show. Blender 3.4's glTF
-// importer still uses numpy.bool (gone in numpy >= 1.24): the script puts the alias back.
+// importer still uses numpy.bool (gone in numpy >= 1.24): the shared prelude puts the alias back.
 constexpr const char* kBlenderTextureScript = R"PY(
-import sys, bpy, os
-import numpy
-if not hasattr(numpy, "bool"):
-    numpy.bool = bool
-for path in sys.argv[sys.argv.index("--") + 1:]:
-    for o in list(bpy.data.objects):
-        bpy.data.objects.remove(o)
-    if path.lower().endswith(".fbx"):
-        bpy.ops.import_scene.fbx(filepath=path)
-    elif path.lower().endswith(".glb"):
-        bpy.ops.import_scene.gltf(filepath=path)
-    else:
-        bpy.ops.wm.obj_import(filepath=path)
+for path in PATHS:
+    import_file(path)
     o = [o for o in bpy.context.scene.objects if o.type == "MESH"][0]
     images = [l.from_node.image for m in o.data.materials if m and m.use_nodes
               for l in m.node_tree.links if l.to_node.type == "BSDF_PRINCIPLED"
@@ -216,26 +204,12 @@ TEST(BlenderImport, TexturedObjFbxGlbHaveUvsAndTheImage) {
   ASSERT_TRUE(write_mesh(mesh, paths[2]).ok());
   ASSERT_TRUE(fs::remove(texture_path_for(paths[1])));  // the FBX shows its embedded copy
 
-  const std::string log = (dir / "blender.log").string();
-  std::string command = "timeout 120 blender -b --factory-startup --python-expr " +
-                        shell_quote(kBlenderTextureScript) + " --";
-  for (const std::string& p : paths) {
-    command += ' ';
-    command += shell_quote(p);
-  }
-  command += " >";
-  command += shell_quote(log);
-  command += " 2>&1";
-  const int rc = std::system(command.c_str());
-  auto output = read_file(log);
-  ASSERT_TRUE(output.ok());
-  ASSERT_EQ(rc, 0) << *output;
+  const testing::BlenderRun run = testing::run_blender(
+      kBlenderTextureScript, paths, (dir / "blender.log").string(), "TESSERA_TEX ");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
   int seen = 0;
-  std::istringstream in(*output);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("TESSERA_TEX ", 0) != 0) continue;
-    std::istringstream f(line.substr(12));
+  for (const std::string& line : run.tagged) {
+    std::istringstream f(line);
     std::string path, name;
     int layers = 0, uv_count = 0, loops = 0, w = 0, h = 0;
     double u = 0, v = 0;
@@ -255,7 +229,7 @@ TEST(BlenderImport, TexturedObjFbxGlbHaveUvsAndTheImage) {
     EXPECT_NEAR(u, 0.25, 0.05);
     EXPECT_NEAR(v, 0.75, 0.05);
   }
-  EXPECT_EQ(seen, 3) << *output;
+  EXPECT_EQ(seen, 3) << run.output;
   fs::remove_all(dir);
 }
 

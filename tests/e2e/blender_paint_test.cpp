@@ -21,11 +21,15 @@
 #include "core/mapped_file.h"
 #include "engine/mesh/export_options.h"
 #include "engine/mesh/import.h"
+#include "tests/support/blender_run.h"
 #include "tests/support/cli_runner.h"
 
 namespace tessera {
 namespace {
 
+using tessera::testing::blender_on_path;
+using tessera::testing::BlenderRun;
+using tessera::testing::run_blender;
 using tessera::testing::run_tessera;
 using tessera::testing::shell_quote;
 
@@ -34,21 +38,9 @@ constexpr int kGrid = 8;  // samples per side
 // Per file: whether a TEX_IMAGE feeds Base Color, packed or not, its size and the RGB (0..255) at
 // a kGrid x kGrid grid of pixels, addressed from the top row (Blender stores the bottom row first).
 constexpr const char* kScript = R"PY(
-import sys, json, bpy
-import numpy
-if not hasattr(numpy, "bool"):
-    numpy.bool = bool
 GRID = 8
-for path in sys.argv[sys.argv.index("--") + 1:]:
-    for o in list(bpy.data.objects):
-        bpy.data.objects.remove(o)
-    p = path.lower()
-    if p.endswith(".fbx"):
-        bpy.ops.import_scene.fbx(filepath=path)
-    elif p.endswith(".glb"):
-        bpy.ops.import_scene.gltf(filepath=path, import_shading="SMOOTH")
-    else:
-        bpy.ops.wm.obj_import(filepath=path)
+for path in PATHS:
+    import_file(path)
     o = [o for o in bpy.context.scene.objects if o.type == "MESH"][0]
     images = [l.from_node.image for m in o.data.materials if m and m.use_nodes
               for l in m.node_tree.links if l.to_node.type == "BSDF_PRINCIPLED"
@@ -70,10 +62,6 @@ for path in sys.argv[sys.argv.index("--") + 1:]:
                     "samples": samples})
     print("TESSERA_PAINT " + json.dumps(out), flush=True)
 )PY";
-
-bool blender_on_path() {
-  return std::system("command -v blender >/dev/null 2>&1") == 0;
-}
 
 TEST(BlenderPaint, PaintedGlbFbxObjShowTheirPaintedTextureOnBaseColor) {
   if (!blender_on_path()) GTEST_SKIP() << "blender is not on PATH";
@@ -114,21 +102,11 @@ TEST(BlenderPaint, PaintedGlbFbxObjShowTheirPaintedTextureOnBaseColor) {
   EXPECT_EQ(ours[paths[2]].width, 1024);  // roblox 1024
   ASSERT_TRUE(fs::remove(mesh::texture_path_for(paths[1])));
 
-  const std::string log = file("blender.log");
-  std::string command =
-      "timeout 180 blender -b --factory-startup --python-expr " + shell_quote(kScript) + " --";
-  for (const std::string& p : paths) command += " " + shell_quote(p);
-  command += " >" + shell_quote(log) + " 2>&1";
-  const int rc = std::system(command.c_str());
-  auto output = read_file(log);
-  ASSERT_TRUE(output.ok());
-  ASSERT_EQ(rc, 0) << *output;
+  const BlenderRun run = run_blender(kScript, paths, file("blender.log"), "TESSERA_PAINT ");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
   int seen = 0;
-  std::istringstream in(*output);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("TESSERA_PAINT ", 0) != 0) continue;
-    const nlohmann::json j = nlohmann::json::parse(line.substr(14), nullptr, false);
+  for (const std::string& line : run.tagged) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     ASSERT_FALSE(j.is_discarded()) << line;
     const std::string path = j["path"];
     SCOPED_TRACE(path);
@@ -161,7 +139,7 @@ TEST(BlenderPaint, PaintedGlbFbxObjShowTheirPaintedTextureOnBaseColor) {
     EXPECT_GT(std::sqrt(std::max(0.0, mean_sq / n - mean * mean)), 3.0)
         << "the texture is one flat colour";
   }
-  EXPECT_EQ(seen, 3) << *output;
+  EXPECT_EQ(seen, 3) << run.output;
   std::error_code ec;
   fs::remove_all(dir, ec);
 }

@@ -20,11 +20,15 @@
 #include <nlohmann/json.hpp>
 
 #include "core/mapped_file.h"
+#include "tests/support/blender_run.h"
 #include "tests/support/cli_runner.h"
 
 namespace tessera {
 namespace {
 
+using tessera::testing::blender_on_path;
+using tessera::testing::BlenderRun;
+using tessera::testing::run_blender;
 using tessera::testing::run_tessera;
 using tessera::testing::shell_quote;
 
@@ -32,24 +36,8 @@ using tessera::testing::shell_quote;
 // them, world bounds, plus the mean (x, y) of the vertices at the top (within 1 % of the height)
 // of LOD0 (or the only object).
 constexpr const char* kScript = R"PY(
-import sys, json, bpy
-from mathutils import Vector
-import numpy
-# Blender 3.4's glTF importer uses numpy.bool, which Debian 12's numpy 1.24 removed.
-if not hasattr(numpy, "bool"):
-    numpy.bool = bool
-for path in sys.argv[sys.argv.index("--") + 1:]:
-    for o in list(bpy.data.objects):
-        bpy.data.objects.remove(o)
-    p = path.lower()
-    if p.endswith(".fbx"):
-        bpy.ops.import_scene.fbx(filepath=path)
-    elif p.endswith(".glb"):
-        bpy.ops.import_scene.gltf(filepath=path)
-    elif p.endswith(".stl"):
-        bpy.ops.import_mesh.stl(filepath=path)
-    else:
-        bpy.ops.wm.obj_import(filepath=path)
+for path in PATHS:
+    import_file(path)
     bpy.context.view_layer.update()
     meshes = sorted([o for o in bpy.context.scene.objects if o.type == "MESH"], key=lambda o: o.name)
     objs = []
@@ -69,10 +57,6 @@ for path in sys.argv[sys.argv.index("--") + 1:]:
     print("TESSERA_RESULT " + json.dumps({"path": path, "objects": objs, "lo": list(lo),
           "hi": list(hi), "top": [tx, ty]}), flush=True)
 )PY";
-
-bool blender_on_path() {
-  return std::system("command -v blender >/dev/null 2>&1") == 0;
-}
 
 // Appends an axis-aligned box (outward, counter-clockwise faces) to an OBJ text.
 void box(std::string& obj, int& base, double x0, double y0, double z0, double x1, double y1,
@@ -129,33 +113,24 @@ TEST(BlenderPresets, EveryPresetImportsWithItsSizeAxesPivotAndProperties) {
       {"godot", "godot.glb", "", 1.0, 0, -1, 0},
       {"print", "print.stl", "", 0.001, 0, -1, 0},
   };
-  std::string paths;
+  std::vector<std::string> paths;
   for (const Case& c : cases) {
     const std::string out = (dir / c.file).string();
     const auto r = run_tessera("convert " + shell_quote(input) + " -o " + shell_quote(out) +
                                " --preset " + c.preset + " --size 1.8 --pivot base " + c.extra);
     ASSERT_EQ(r.exit_code, 0) << c.file << "\n" << r.err;
-    paths += ' ';
-    paths += shell_quote(out);
+    paths.push_back(out);
   }
-  const std::string log = (dir / "blender.log").string();
-  const std::string command = "timeout 180 blender -b --factory-startup --python-expr " +
-                              shell_quote(kScript) + " --" + paths + " >" + shell_quote(log) +
-                              " 2>&1";
-  const int rc = std::system(command.c_str());
-  auto output = read_file(log);
-  ASSERT_TRUE(output.ok());
-  ASSERT_EQ(rc, 0) << *output;
+  const BlenderRun run =
+      run_blender(kScript, paths, (dir / "blender.log").string(), "TESSERA_RESULT ");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
   std::map<std::string, nlohmann::json> results;
-  std::istringstream in(*output);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("TESSERA_RESULT ", 0) != 0) continue;
-    nlohmann::json j = nlohmann::json::parse(line.substr(15), nullptr, false);
+  for (const std::string& line : run.tagged) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     ASSERT_FALSE(j.is_discarded()) << line;
     results[fs::path(j["path"].get<std::string>()).filename().string()] = j;
   }
-  ASSERT_EQ(results.size(), cases.size()) << *output;
+  ASSERT_EQ(results.size(), cases.size()) << run.output;
 
   for (const Case& c : cases) {
     SCOPED_TRACE(c.file);

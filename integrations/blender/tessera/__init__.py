@@ -401,6 +401,14 @@ def _poll_events():
     return 0.05
 
 
+def _busy(operator):
+    """True (and said) while a job of this add-on runs: one at a time."""
+    if _Running.job is None:
+        return False
+    operator.report({"WARNING"}, "A Tessera job is running: cancel it or wait")
+    return True
+
+
 def _follow(url, token, job):
     events = queue.Queue()
 
@@ -424,8 +432,7 @@ class TESSERA_OT_generate(bpy.types.Operator):
 
     def execute(self, context):
         s = context.scene.tessera
-        if _Running.job is not None:
-            self.report({"WARNING"}, "A Tessera job is running: cancel it or wait")
+        if _busy(self):
             return {"CANCELLED"}
         url, token = _prefs(context)
         seed = None if s.random_seed and s.variations == 1 else s.seed
@@ -455,8 +462,7 @@ class TESSERA_OT_paint(bpy.types.Operator):
 
     def execute(self, context):
         s = context.scene.tessera
-        if _Running.job is not None:
-            self.report({"WARNING"}, "A Tessera job is running: cancel it or wait")
+        if _busy(self):
             return {"CANCELLED"}
         url, token = _prefs(context)
         obj = context.active_object
