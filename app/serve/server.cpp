@@ -510,6 +510,8 @@ json Server::State::painted_mesh(Job& job, const runtime::PaintedMeshEvent& r) {
       {"paint",
        runtime::paint_settings_json(*job.paint, session->image_model(), r.view_size, r.new_atlas)}};
   auto export_options = cli::to_export_options(job.exporting, file);
+  // The client fetches one file: an FBX keeps its texture inside only.
+  if (export_options.ok()) export_options->texture_beside = false;
   auto request = export_options.ok()
                      ? cli::cli_asset_export(*export_options, job.exporting, nullptr, settings)
                      : Expected<runtime::AssetExport>(export_options.status());
@@ -594,6 +596,8 @@ json Server::State::final_mesh(Job& job, const runtime::FinalMeshEvent& f) {
   // The command line's export, with the job's preset, size, pivot and budget (checked at submit).
   Expected<mesh::AssetReport> written = internal_error("not written");
   auto export_options = cli::to_export_options(job.exporting, file);
+  // The client fetches one file: an FBX keeps its texture inside only.
+  if (export_options.ok()) export_options->texture_beside = false;
   auto request = export_options.ok()
                      ? cli::cli_asset_export(*export_options, job.exporting, nullptr, settings)
                      : Expected<runtime::AssetExport>(export_options.status());

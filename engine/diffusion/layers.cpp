@@ -193,13 +193,13 @@ Status Conv2d::run(const float* x, int64_t batch, int64_t h, int64_t w, float* y
   const size_t a = static_cast<size_t>(algo);
   if (packed_[a] == nullptr) {
     // Packed on the host once per algorithm; the kernel-1 packing is the weight as stored.
-    std::vector<float>& host = packed_host_[a];
+    std::unique_ptr<float[]>& host = packed_host_[a];
     const int64_t n = cpu::conv2d_packed_floats(s, algo);
-    host.resize(static_cast<size_t>(n));
-    cpu::conv2d_pack_weights(weight_, s, algo, host.data());
-    TESSERA_ASSIGN_OR_RETURN(packed_[a], be.upload_f32(host.data(), n, &packed_storage_[a]));
+    host = std::make_unique_for_overwrite<float[]>(static_cast<size_t>(n));
+    cpu::conv2d_pack_weights(weight_, s, algo, host.get());
+    TESSERA_ASSIGN_OR_RETURN(packed_[a], be.upload_f32(host.get(), n, &packed_storage_[a]));
     // A device holds its own copy: the host packing is no longer needed.
-    if (packed_storage_[a].data() != nullptr) std::vector<float>().swap(host);
+    if (packed_storage_[a].data() != nullptr) host.reset();
   }
   return diffusion_ops(be).conv2d(in, packed_[a], bias_, y, s, algo);
 }

@@ -195,7 +195,9 @@ class Conv2d {
   bool pad_end_only_ = false;
   // By kernels::ConvAlgo, made on first use: the host packing (kept while the backend reads it
   // in place), its copy on a device, and the pointer the backend gets.
-  std::array<std::vector<float>, 2> packed_host_;
+  // Not value-initialised: the packing writes every float, and zeroing gigabytes of Winograd
+  // filters first would cost a pass over them on the first use.
+  std::array<std::unique_ptr<float[]>, 2> packed_host_;
   std::array<kernels::DeviceBuffer, 2> packed_storage_;
   std::array<const float*, 2> packed_ = {nullptr, nullptr};
   kernels::PackedWeight packed_bf16_;  // Precision::kBf16 (host backends), first use

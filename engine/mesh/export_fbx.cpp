@@ -711,6 +711,7 @@ Status write_fbx_lods(const std::vector<const Mesh*>& lods, const std::string& p
   if (lods.empty()) return invalid_argument(path + ": no mesh to write");
   const Mesh& mesh = *lods[0];
   const bool textured = !mesh.texture.empty();
+  const bool beside = textured && options.texture_beside;
   const std::string png_path = texture_path_for(path);
   std::string png;
   if (textured) {
@@ -720,11 +721,11 @@ Status write_fbx_lods(const std::vector<const Mesh*>& lods, const std::string& p
   }
   Expected<std::string> bytes = fbx_file(lods, options, textured ? png_path : std::string(), png);
   if (!bytes.ok()) return bytes.status().with_context(path);
-  if (textured) {
+  if (beside) {
     TESSERA_RETURN_IF_ERROR(write_file_atomic(png_path, png.data(), png.size()).with_context(path));
   }
   Status st = write_file_atomic(path, bytes->data(), bytes->size());
-  if (!st.ok() && textured) {
+  if (!st.ok() && beside) {
     std::error_code ec;
     std::filesystem::remove(png_path, ec);  // best effort: the FBX's error is the one returned
   }

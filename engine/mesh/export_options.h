@@ -61,6 +61,10 @@ struct ExportOptions {
   // properties on the model, an OBJ "# tessera {json}" line, 3MF metadata Description. Empty:
   // none (the privacy switch). STL does not carry it.
   std::string metadata_json;
+  // FBX: the texture's PNG is written beside the file as well as inside it (tools that read only
+  // linked files find it). False: inside only, one self-contained file (what `tessera serve`
+  // hands out). OBJ always writes it (its MTL can only link).
+  bool texture_beside = true;
 };
 
 // kInvalidArgument for a scale that is not finite and > 0 (a negative scale would mirror the mesh

@@ -247,8 +247,9 @@ Expected<Mesh> make_uv_atlas(const Mesh& mesh, const AtlasOptions& options, Atla
   const std::vector<uint32_t> welded = weld_positions(mesh);
   std::vector<FlatChart> flat;
   flat.reserve(faces_of.size());
+  const double cut_area = hollow_cut_area(mesh);
   for (const auto& faces : faces_of) {
-    r.split_charts += flatten_chart_welded(mesh, welded, faces, &flat);
+    r.split_charts += flatten_chart_welded(mesh, welded, faces, cut_area, &flat);
     if (cancelled_now()) return cancelled("UV atlas: cancelled");
   }
   for (const FlatChart& c : flat) r.lscm_charts += c.lscm ? 1 : 0;

@@ -9,10 +9,12 @@
 //                  cone around the chart's mean normal (D-Charts, Julius et al. 2005, reduced);
 //   uv_flatten.cpp each chart projected onto its mean plane, then relaxed to least-squares
 //                  conformal maps (LSCM, Levy et al. 2002) by conjugate gradients from that start;
-//                  a chart that flips or overlaps itself is split until it does not;
+//                  a chart that flips or overlaps itself is split until it does not, and a
+//                  hollow one (an arc) is cut into straighter pieces;
 //   uv_pack.cpp    charts at one texel density, rotated to their smallest bounding box,
-//                  rasterised to column profiles with half a gutter around them and dropped onto
-//                  a skyline, the density searched so the charts fill the texture.
+//                  rasterised with half a gutter around them and placed on a skyline (column
+//                  profiles) or, for up to 512 charts, into any free place of a texel bitmap, the
+//                  density searched so the charts fill the texture.
 //   uv_atlas.cpp   the orchestration, the output mesh (a vertex on a chart border is split, one
 //                  copy per chart) and the checks (overlap, flips, stretch, utilisation).
 #pragma once

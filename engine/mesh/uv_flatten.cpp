@@ -13,6 +13,9 @@
 //    top of a torus: its hole would be wasted texels), the chart is cut in two by the plane
 //    through its centroid across its longest extent, and each connected piece is flattened again
 //    (a single triangle always flattens).
+// 4. A flattening that fills less than 70 % of its smallest bounding box (an arc, half a ring)
+//    is cut across the box's long side, keeping its map, while it holds 1 % of the mesh's area:
+//    its hollow would be texels no other chart of a few-chart mesh could use.
 // The UVs are then scaled so the chart's UV area equals its 3D area (even texel density).
 #include <algorithm>
 #include <cmath>
@@ -29,6 +32,14 @@ namespace {
 using namespace uv_detail;
 
 constexpr int kMaxCgIterations = 400;
+// A chart of at least kMinFillCutFaces triangles that fills less than kMinBoxFill of its
+// smallest bounding box is cut in two, at most kFillCuts times over (4 pieces).
+constexpr double kMinBoxFill = 0.7;
+constexpr size_t kMinFillCutFaces = 16;
+constexpr int kFillCuts = 2;
+// ... and has at least this share of the mesh's area (smaller hollows cost less than the
+// gutters that more charts would add).
+constexpr double kHollowShare = 0.01;
 
 struct Piece {
   std::vector<int64_t> faces;
@@ -336,8 +347,75 @@ int64_t euler_characteristic(const Piece& p) {
          static_cast<int64_t>(p.faces.size());
 }
 
+// A flattened piece that is hollow (an arc, half a ring) fills little of its box, and what its
+// hollow wastes only a smaller chart could use: while it has kMinFillCutFaces triangles and
+// fills less than kMinBoxFill of its smallest box, it is cut across the box's long side at the
+// area-weighted median, each connected part keeping its share of the flattening (a part of a
+// valid map is valid), up to `cuts` times over. Emits the pieces; returns how many were cut off.
+int64_t cut_hollow(const Mesh& mesh, const std::vector<uint32_t>& welded, const Piece& p,
+                   std::vector<double> uv, bool used_lscm, int cuts, double min_area,
+                   std::vector<FlatChart>* out) {
+  if (cuts == 0 || p.faces.size() < kMinFillCutFaces || area3d(mesh, p) < min_area ||
+      box_fill(uv, area2d(p, uv)) >= kMinBoxFill) {
+    emit(p, std::move(uv), used_lscm, area3d(mesh, p), out);
+    return 0;
+  }
+  const std::array<double, 2> axis = box_long_axis(uv);
+  std::vector<std::pair<double, double>> along(p.faces.size());  // (position, area)
+  double total = 0;
+  for (size_t t = 0; t < p.faces.size(); ++t) {
+    double c = 0;
+    for (int k = 0; k < 3; ++k) {
+      const uint32_t v = p.triangles[3 * t + static_cast<size_t>(k)];
+      c += uv[2 * v] * axis[0] + uv[2 * v + 1] * axis[1];
+    }
+    const double a =
+        std::fabs(0.5 * signed_area2(&uv[2 * p.triangles[3 * t]], &uv[2 * p.triangles[3 * t + 1]],
+                                     &uv[2 * p.triangles[3 * t + 2]]));
+    along[t] = {c / 3, a};
+    total += a;
+  }
+  std::vector<std::pair<double, double>> sorted = along;
+  std::sort(sorted.begin(), sorted.end());
+  double median = sorted.back().first, run = 0;
+  for (const auto& [c, a] : sorted) {
+    run += a;
+    if (run >= total / 2) {
+      median = c;
+      break;
+    }
+  }
+  std::vector<int64_t> halves[2];
+  for (size_t t = 0; t < p.faces.size(); ++t) {
+    halves[along[t].first <= median ? 0 : 1].push_back(p.faces[t]);
+  }
+  if (halves[0].empty() || halves[1].empty()) {
+    emit(p, std::move(uv), used_lscm, area3d(mesh, p), out);
+    return 0;
+  }
+  std::unordered_map<uint32_t, uint32_t> local;  // welded id -> this piece's vertex
+  local.reserve(p.welded_of.size());
+  for (size_t v = 0; v < p.welded_of.size(); ++v) {
+    local.emplace(p.welded_of[v], static_cast<uint32_t>(v));
+  }
+  int64_t splits = 1;
+  for (const auto& half : halves) {
+    for (auto& part : components(make_piece(mesh, welded, half))) {
+      Piece q = make_piece(mesh, welded, part);
+      std::vector<double> sub(2 * q.welded_of.size());
+      for (size_t v = 0; v < q.welded_of.size(); ++v) {
+        const uint32_t from = local.at(q.welded_of[v]);
+        sub[2 * v] = uv[2 * from];
+        sub[2 * v + 1] = uv[2 * from + 1];
+      }
+      splits += cut_hollow(mesh, welded, q, std::move(sub), used_lscm, cuts - 1, min_area, out);
+    }
+  }
+  return splits;
+}
+
 int64_t flatten_piece(const Mesh& mesh, const std::vector<uint32_t>& welded, Piece p,
-                      std::vector<FlatChart>* out) {
+                      double cut_area, std::vector<FlatChart>* out) {
   const double a3 = area3d(mesh, p);
   std::vector<double> ortho = project(mesh, p);
   const Quality qo = quality(mesh, p, ortho);
@@ -361,10 +439,8 @@ int64_t flatten_piece(const Mesh& mesh, const std::vector<uint32_t>& welded, Pie
       chosen = ortho;
     }
   }
-  if (!chosen.empty()) {
-    emit(p, std::move(chosen), used_lscm, a3, out);
-    return 0;
-  }
+  if (!chosen.empty())
+    return cut_hollow(mesh, welded, p, std::move(chosen), used_lscm, kFillCuts, cut_area, out);
   // Cut across the longest extent of the face centroids, at their area-weighted centre.
   Vec3d lo{1e300, 1e300, 1e300}, hi{-1e300, -1e300, -1e300}, centre{0, 0, 0};
   std::vector<Vec3d> centroid(p.faces.size());
@@ -395,7 +471,7 @@ int64_t flatten_piece(const Mesh& mesh, const std::vector<uint32_t>& welded, Pie
   int64_t splits = 1;
   for (const auto& half : halves) {
     for (auto& part : components(make_piece(mesh, welded, half))) {
-      splits += flatten_piece(mesh, welded, make_piece(mesh, welded, part), out);
+      splits += flatten_piece(mesh, welded, make_piece(mesh, welded, part), cut_area, out);
     }
   }
   return splits;
@@ -406,15 +482,20 @@ int64_t flatten_piece(const Mesh& mesh, const std::vector<uint32_t>& welded, Pie
 int64_t flatten_chart(const Mesh& mesh, const std::vector<int64_t>& faces,
                       std::vector<FlatChart>* out) {
   const std::vector<uint32_t> welded = weld_positions(mesh);
-  return flatten_chart_welded(mesh, welded, faces, out);
+  return flatten_chart_welded(mesh, welded, faces, hollow_cut_area(mesh), out);
+}
+
+double hollow_cut_area(const Mesh& mesh) {
+  return kHollowShare * surface_area(mesh);
 }
 
 int64_t flatten_chart_welded(const Mesh& mesh, const std::vector<uint32_t>& welded,
-                             const std::vector<int64_t>& faces, std::vector<FlatChart>* out) {
+                             const std::vector<int64_t>& faces, double cut_area,
+                             std::vector<FlatChart>* out) {
   int64_t splits = 0;
   Piece whole = make_piece(mesh, welded, faces);
   for (auto& part : components(whole)) {
-    splits += flatten_piece(mesh, welded, make_piece(mesh, welded, part), out);
+    splits += flatten_piece(mesh, welded, make_piece(mesh, welded, part), cut_area, out);
   }
   return splits;
 }

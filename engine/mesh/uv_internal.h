@@ -66,11 +66,23 @@ double l2_stretch(const Vec3d q[3], const double s[3][2]);
 // packer's box, uv_pack.cpp): how much of its box a chart fills.
 double box_fill(const std::vector<double>& uv, double area);
 
+// The smallest bounding box of the 2D points `uv` (2 per point) over its hull's edge directions:
+// `along` its extent along (co, si), `across` the extent across.
+struct Box {
+  double co = 1, si = 0, along = 0, across = 0;
+};
+Box smallest_box(const std::vector<double>& uv);
+// The unit direction of that box's longer side.
+std::array<double, 2> box_long_axis(const std::vector<double>& uv);
+
 }  // namespace tessera::mesh::uv_detail
 
 namespace tessera::mesh {
 struct FlatChart;
-// flatten_chart with the mesh's welded vertex ids computed once by the caller.
+// flatten_chart with the mesh's welded vertex ids computed once by the caller; pieces under
+// `cut_area` (3D) are never cut for being hollow (uv_flatten.cpp: kHollowShare of the mesh).
 int64_t flatten_chart_welded(const Mesh& mesh, const std::vector<uint32_t>& welded,
-                             const std::vector<int64_t>& faces, std::vector<FlatChart>* out);
+                             const std::vector<int64_t>& faces, double cut_area,
+                             std::vector<FlatChart>* out);
+double hollow_cut_area(const Mesh& mesh);
 }  // namespace tessera::mesh

@@ -342,6 +342,10 @@ TEST_F(ServeTest, PaintJobsStreamAViewEventEachAndGiveTheTexturedMesh) {
   ASSERT_TRUE(write_file_atomic(file, result->body.data(), result->body.size()).ok());
   auto m = mesh::import_mesh_file(file);  // no PNG beside it: the embedded texture
   ASSERT_TRUE(m.ok()) << m.status().message();
+  // The server's copy is one file too: no PNG left beside it under --out.
+  for (const auto& entry : std::filesystem::directory_iterator(dir_ / "out")) {
+    EXPECT_NE(entry.path().extension(), ".png") << entry.path();
+  }
   EXPECT_EQ(m->texture.width, 1024);
   EXPECT_EQ(m->uvs.size(), 2 * static_cast<size_t>(m->vertex_count()));
   auto metadata = mesh::read_metadata(file);

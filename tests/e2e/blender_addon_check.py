@@ -3,6 +3,7 @@
 # one JSON line "RESULT {...}" with what ended up in the scene (tests/e2e/blender_addon_test.cpp).
 import json
 import sys
+import time
 
 import bpy
 
@@ -56,6 +57,25 @@ if paint.painted is not None:
         "packed": bool(images) and images[0].packed_file is not None,
         "prompt": p.get("tessera_paint_prompt"),
     }
+# The panel's Paint button: the operator submits, a thread follows the stream and fetches the
+# result, and the main thread's timer (called here as Blender's event loop would) imports it.
+bpy.ops.object.select_all(action="DESELECT")
+sphere.select_set(True)
+bpy.context.view_layer.objects.active = sphere
+settings = bpy.context.scene.tessera
+settings.paint_prompt = "a green ball"
+settings.paint_views = 1
+report["panel_paint_operator"] = list(bpy.ops.tessera.paint())
+panel_job = tessera._Running.job
+deadline = time.time() + 300
+while tessera._Running.job is not None and time.time() < deadline:
+    tessera._poll_events()
+    time.sleep(0.05)
+report["panel_paint"] = {
+    "status": settings.status,
+    "fetched_in_background": bool(panel_job and panel_job.fetched_in_background),
+    "painted": panel_job.painted.name if panel_job and panel_job.painted else "",
+}
 # The server gone: a message that says how to start it.
 try:
     tessera.generate_blocking("http://127.0.0.1:9", "", "a cube")

@@ -67,6 +67,12 @@ TEST(BlenderAddon, GeneratesVariationsIntoTheSceneWithTheirSettings) {
   EXPECT_EQ(p["image"], nlohmann::json::array({1024, 1024}));
   EXPECT_TRUE(p["packed"].get<bool>());
   EXPECT_EQ(p["prompt"], "a red ball");
+  // Through the panel's button: fetched off the main thread, imported by its timer.
+  EXPECT_EQ(r["panel_paint_operator"], nlohmann::json::array({"FINISHED"})) << r.dump();
+  const nlohmann::json& panel = r["panel_paint"];
+  EXPECT_EQ(panel["status"].get<std::string>().rfind("Painted: Sphere painted", 0), 0u) << r.dump();
+  EXPECT_TRUE(panel["fetched_in_background"].get<bool>()) << r.dump();
+  EXPECT_EQ(panel["painted"].get<std::string>().rfind("Sphere painted", 0), 0u) << r.dump();
   EXPECT_NE(r["unreachable"].get<std::string>().find("tessera serve"), std::string::npos)
       << r.dump();
   EXPECT_NE(r["refused"].get<std::string>().find("\"variations\""), std::string::npos) << r.dump();

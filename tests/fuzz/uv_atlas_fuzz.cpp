@@ -12,7 +12,7 @@
 
 // Enough triangles for every chart and packing case, few enough that an instrumented run stays
 // well inside the fuzz runs' 10 s per input.
-constexpr size_t kMaxTriangles = 300;
+constexpr size_t kMaxTriangles = 200;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tessera;

@@ -228,11 +228,16 @@ def submit_paint(url, token, obj, prompt, seed=None, steps=0, views=4, view_size
         return json.loads(r.read().decode("utf-8"))
 
 
-def import_painted(url, token, result_path, name):
-    """Downloads the painted GLB and imports it; returns the new object (Blender's glTF importer
-    turns Y up back into Z up, so it lands where the original is)."""
+def download_result(url, token, result_path):
+    """The bytes of a job's result (up to two minutes for a large painted mesh: called off
+    Blender's main thread by the panel, so the interface stays live)."""
     with _request(url, token, result_path, timeout=120) as r:
-        data = r.read()
+        return r.read()
+
+
+def import_painted(data, name):
+    """Imports the painted GLB's bytes; returns the new object (Blender's glTF importer turns Y up
+    back into Z up, so it lands where the original is)."""
     import numpy
     if not hasattr(numpy, "bool"):  # Blender 3.4's glTF importer with numpy >= 1.24
         numpy.bool = bool
@@ -276,6 +281,7 @@ class PaintJob:
         self.result = ""
         self.painted = None
         self.coverage = 0.0
+        self.fetched_in_background = False  # the result came with the event (the panel's thread)
 
     def apply(self, event):
         kind = event.get("type")
@@ -292,8 +298,11 @@ class PaintJob:
             self.state = kind
             self.error = event.get("error", self.error)
             if kind == "done" and self.result:
-                self.painted = import_painted(self.url, self.token, self.result,
-                                              "%s painted" % self.source_name)
+                data = event.get("result_bytes")
+                self.fetched_in_background = data is not None
+                if data is None:
+                    data = download_result(self.url, self.token, self.result)
+                self.painted = import_painted(data, "%s painted" % self.source_name)
                 self.painted["tessera_paint_prompt"] = self.prompt
                 self.painted["tessera_job"] = int(self.job_id)
         return self.state in ("done", "failed", "cancelled")
@@ -413,8 +422,15 @@ def _follow(url, token, job):
     events = queue.Queue()
 
     def follow():
+        result = ""
         try:
             for event in stream(url, token, job.job_id):
+                kind = event.get("type")
+                if kind == "painted":
+                    result = event.get("result", "")
+                elif kind == "done" and result and isinstance(job, PaintJob):
+                    # The painted mesh is fetched here, not in the main thread's timer.
+                    event = dict(event, result_bytes=download_result(url, token, result))
                 events.put(event)
         except TesseraError as e:
             events.put(e)

@@ -123,6 +123,17 @@ TEST(MeshImportFbx, TexturedExportRoundTripsUvsAndTextureAndWarnsWhenThePngIsMis
   EXPECT_TRUE(warnings.empty()) << warnings.front();
   EXPECT_EQ(m->texture.rgb, original.texture.rgb);
   EXPECT_EQ(m->uvs.size(), original.uvs.size());
+  // Asked for one self-contained file: no PNG is written beside it, and the same texture reads.
+  ExportOptions inside;
+  inside.texture_beside = false;
+  const std::string alone = dir.file("alone.fbx");
+  ASSERT_TRUE(write_fbx(original, alone, inside).ok());
+  EXPECT_FALSE(std::filesystem::exists(texture_path_for(alone)));
+  warnings.clear();
+  m = import_mesh_file(alone, &warnings);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_TRUE(warnings.empty()) << warnings.front();
+  EXPECT_EQ(m->texture.rgb, original.texture.rgb);
 }
 
 TEST(MeshImportFbx, Version7500ZlibArraysQuadsAndNgons) {

@@ -82,27 +82,62 @@ void expect_good_atlas(const Mesh& in, const AtlasOptions& o, double min_utiliza
   EXPECT_NEAR(again->utilization, r.utilization, 1e-9);
 }
 
-// Utilisation floors are today's results less a margin (torus 0.56, sphere 0.6, soup 0.49 at
-// 1024): they catch regressions; the 60 % the painter wants is not reached on every mesh yet.
+// The painter's 60 % of the texture used, on a torus (a few long arcs: cut where they are
+// hollow, nested by the bitmap placement), a sphere, a cube's six squares and a soup of separate
+// triangles.
 TEST(UvAtlas, TorusSphereCubeAndSoupGetValidAtlases) {
   AtlasOptions o;
   o.size = 1024;
   {
     SCOPED_TRACE("torus");
-    expect_good_atlas(torus(48, 24), o, 0.52);
+    expect_good_atlas(torus(48, 24), o, 0.6);
   }
   {
     SCOPED_TRACE("sphere");
-    expect_good_atlas(sphere(24, 48), o, 0.55);
+    expect_good_atlas(sphere(24, 48), o, 0.6);
   }
   {
     SCOPED_TRACE("cube (split normals)");
-    expect_good_atlas(cube(), o, 0.4);
+    expect_good_atlas(cube(), o, 0.6);
   }
   {
     SCOPED_TRACE("torus soup");
-    expect_good_atlas(soup(torus(32, 16)), o, 0.45);
+    expect_good_atlas(soup(torus(32, 16)), o, 0.6);
   }
+}
+
+// A flat half ring: one chart by its normals, whose flattening fills under half of its box
+// (the hollow inside the arc). It is cut into straighter pieces, each a valid part of the same
+// flattening, and the texture is used.
+TEST(UvAtlas, AHollowChartIsCutSoItsHollowIsNotWasted) {
+  Mesh m;
+  const int steps = 64;
+  for (int i = 0; i <= steps; ++i) {
+    const double a = M_PI * i / steps;
+    for (double r : {0.6, 1.0}) {
+      m.positions.push_back(static_cast<float>(r * std::cos(a)));
+      m.positions.push_back(static_cast<float>(r * std::sin(a)));
+      m.positions.push_back(0.0f);
+    }
+  }
+  for (uint32_t i = 0; i < static_cast<uint32_t>(steps); ++i) {
+    const uint32_t a = 2 * i, b = 2 * i + 1, c = 2 * i + 2, d = 2 * i + 3;
+    m.triangles.insert(m.triangles.end(), {a, c, b, b, c, d});
+  }
+  int64_t charts = 0;
+  grow_charts(m, 60.0f, &charts);
+  ASSERT_EQ(charts, 1);
+  AtlasOptions o;
+  o.size = 1024;
+  AtlasReport r;
+  auto out = make_uv_atlas(m, o, &r);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_GE(r.split_charts, 1);
+  EXPECT_GE(r.charts, 2);
+  EXPECT_LE(r.charts, 4);  // at most two cuts over
+  // Uncut, the arc uses 0.49 of the texture; four pieces of it 0.57 (a square holds four
+  // trapezoids with room to spare).
+  expect_good_atlas(m, o, 0.55);
 }
 
 TEST(UvAtlas, EveryTextureSizeAndTheGutter) {
