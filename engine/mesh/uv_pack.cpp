@@ -619,8 +619,8 @@ bool place_all_bitmap(const std::vector<FlatChart>& charts, const std::vector<Sh
         };
         if (by_runs) x = next_run(lo0);
         for (int next = 0; x + b.w <= size;) {
-          if (by_runs && x + hi0 >= run_end) {
-            x = next_run(x + hi0);
+          if (by_runs && x + hi0 >= run_end) {  // past its run (or jumped past it)
+            x = next_run(x + lo0);
             continue;
           }
           next = occ.blocked_until(b, x, y);
@@ -735,7 +735,7 @@ Expected<double> pack_charts(std::vector<FlatChart>* charts, int size, int gutte
                                                  &bitmap_budget, &placed)
                               : place_all(*charts, shapes, *order, s, work, margin,
                                           placer == Placer::kLeastWaste, &placed);
-        if (placer == Placer::kBitmap && bitmap_budget <= 0) break;  // too costly: given up
+        if (placer == Placer::kBitmap && bitmap_budget <= 0 && !fits) break;  // given up
         if (!fits && good > 0 && lo == 0 && s <= good * 1.01) break;
         if (fits) {
           lo = s;

@@ -21,6 +21,7 @@ bl_info = {
 }
 
 import base64
+import http.client
 import json
 import os
 import queue
@@ -231,8 +232,12 @@ def submit_paint(url, token, obj, prompt, seed=None, steps=0, views=4, view_size
 def download_result(url, token, result_path):
     """The bytes of a job's result (up to two minutes for a large painted mesh: called off
     Blender's main thread by the panel, so the interface stays live)."""
-    with _request(url, token, result_path, timeout=120) as r:
-        return r.read()
+    try:
+        with _request(url, token, result_path, timeout=120) as r:
+            return r.read()
+    except (OSError, http.client.HTTPException) as e:  # a timeout or a cut-short reply
+        raise TesseraError("The painted mesh did not download from " + url + " (" + str(e) +
+                           "): paint again")
 
 
 def import_painted(data, name):
@@ -432,7 +437,7 @@ def _follow(url, token, job):
                     # The painted mesh is fetched here, not in the main thread's timer.
                     event = dict(event, result_bytes=download_result(url, token, result))
                 events.put(event)
-        except TesseraError as e:
+        except Exception as e:  # noqa: BLE001  (any failure ends the job: the timer says it)
             events.put(e)
 
     _Running.job, _Running.events = job, events
