@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -99,6 +100,9 @@ struct Server::State {
   void load_model(const std::string& model);
   void run_job(Job& job);
   bool start_image_lane_job(Job& job);
+  void run_on_image_lane(Job& job, const std::function<uint64_t()>& submit,
+                         const std::function<std::optional<json>(const runtime::Event&)>& translate,
+                         const std::function<std::string()>& finish);
   void run_image_job(Job& job);
   void run_paint_job(Job& job);
   json painted_mesh(Job& job, const runtime::PaintedMeshEvent& r);
@@ -373,43 +377,58 @@ bool Server::State::start_image_lane_job(Job& job) {
   return false;
 }
 
-void Server::State::run_image_job(Job& job) {
-  auto end = [&](JobState state, const std::string& error) {
-    std::lock_guard<std::mutex> lock(mutex);
-    table.end(job, state, error);
-    wake.notify_all();
-  };
+// An image-lane job (image or paint): the image model loaded, `submit` called, a cancel asked
+// meanwhile passed on, every event `translate` turns into JSON added to the stream, then `finish`
+// (which gives the error that fails a job whose run finished, or "") and the job's end by its
+// last event.
+void Server::State::run_on_image_lane(
+    Job& job, const std::function<uint64_t()>& submit,
+    const std::function<std::optional<json>(const runtime::Event&)>& translate,
+    const std::function<std::string()>& finish) {
   if (!start_image_lane_job(job)) return;
-  const uint64_t submitted = session->submit_image(*job.image);
+  const uint64_t submitted = submit();
   {
     std::lock_guard<std::mutex> lock(mutex);
     if (job.cancel_requested || stopping) session->cancel(runtime::Lane::kImage);
   }
   const runtime::Event last = session->wait_for(submitted, [&](const runtime::Event& e) {
-    std::optional<json> ev;
-    if (const auto* s = std::get_if<runtime::ImageStepEvent>(&e.payload)) {
-      ev = json{{"type", "step"},
-                {"step", s->step},
-                {"steps", s->steps},
-                {"sigma", s->sigma},
-                {"ms", s->ms}};
-    } else if (const auto* stage = std::get_if<runtime::StageEvent>(&e.payload)) {
-      ev = json{{"type", "stage"}, {"name", stage->name}, {"ms", stage->ms}};
-    } else if (const auto* r = std::get_if<runtime::ImageEvent>(&e.payload)) {
-      ev = final_image(job, *r);
-    }
+    std::optional<json> ev = translate(e);
     if (!ev) return;
     std::lock_guard<std::mutex> lock(mutex);
     job.events.push_back(ev->dump());
     wake.notify_all();
   });
+  const std::string finish_error = finish();
+  std::lock_guard<std::mutex> lock(mutex);
   if (std::holds_alternative<runtime::DoneEvent>(last.payload)) {
-    end(JobState::kDone, "");
+    table.end(job, finish_error.empty() ? JobState::kDone : JobState::kFailed, finish_error);
   } else if (const auto* err = std::get_if<runtime::ErrorEvent>(&last.payload)) {
-    end(JobState::kFailed, err->status.message());
+    table.end(job, JobState::kFailed, err->status.message());
   } else {
-    end(JobState::kCancelled, "cancelled");
+    table.end(job, JobState::kCancelled, "cancelled");
   }
+  wake.notify_all();
+}
+
+void Server::State::run_image_job(Job& job) {
+  run_on_image_lane(
+      job, [&] { return session->submit_image(*job.image); },
+      [&](const runtime::Event& e) {
+        std::optional<json> ev;
+        if (const auto* s = std::get_if<runtime::ImageStepEvent>(&e.payload)) {
+          ev = json{{"type", "step"},
+                    {"step", s->step},
+                    {"steps", s->steps},
+                    {"sigma", s->sigma},
+                    {"ms", s->ms}};
+        } else if (const auto* stage = std::get_if<runtime::StageEvent>(&e.payload)) {
+          ev = json{{"type", "stage"}, {"name", stage->name}, {"ms", stage->ms}};
+        } else if (const auto* r = std::get_if<runtime::ImageEvent>(&e.payload)) {
+          ev = final_image(job, *r);
+        }
+        return ev;
+      },
+      [] { return std::string(); });
 }
 
 // Writes the image under --out as a PNG with its settings, and says where to fetch it.
@@ -447,57 +466,39 @@ json Server::State::final_image(Job& job, const runtime::ImageEvent& r) {
 // A paint job: the image model (loaded before the first), an event per view, the painted mesh
 // written under --out through the export every front end shares.
 void Server::State::run_paint_job(Job& job) {
-  auto end = [&](JobState state, const std::string& error) {
-    std::lock_guard<std::mutex> lock(mutex);
-    table.end(job, state, error);
-    wake.notify_all();
-  };
-  if (!start_image_lane_job(job)) return;
-  const uint64_t submitted = session->submit_paint(*job.paint);
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (job.cancel_requested || stopping) session->cancel(runtime::Lane::kImage);
-  }
   bool written = false;
   std::string write_error = "the painted mesh was not written";
-  const runtime::Event last = session->wait_for(submitted, [&](const runtime::Event& e) {
-    std::optional<json> ev;
-    if (const auto* s = std::get_if<runtime::ImageStepEvent>(&e.payload)) {
-      ev = json{{"type", "step"}, {"step", s->step}, {"steps", s->steps}, {"ms", s->ms}};
-    } else if (const auto* stage = std::get_if<runtime::StageEvent>(&e.payload)) {
-      ev = json{{"type", "stage"}, {"name", stage->name}, {"ms", stage->ms}};
-    } else if (const auto* v = std::get_if<runtime::PaintViewEvent>(&e.payload)) {
-      ev = json{{"type", "view"},
-                {"view", v->view},
-                {"views", v->views},
-                {"name", v->name},
-                {"generated", v->generated_share},
-                {"ms",
-                 {{"render", v->render_ms},
-                  {"generate", v->generate_ms},
-                  {"bake", v->bake_ms},
-                  {"fill", v->fill_ms}}}};
-    } else if (const auto* r = std::get_if<runtime::PaintedMeshEvent>(&e.payload)) {
-      ev = painted_mesh(job, *r);
-      written = !ev->contains("error");
-      if (!written) write_error = (*ev)["error"].get<std::string>();
-    }
-    if (!ev) return;
-    std::lock_guard<std::mutex> lock(mutex);
-    job.events.push_back(ev->dump());
-    wake.notify_all();
-  });
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    job.paint->mesh.reset();  // an ended job keeps its request, not the mesh it was sent
-  }
-  if (std::holds_alternative<runtime::DoneEvent>(last.payload)) {
-    end(written ? JobState::kDone : JobState::kFailed, written ? "" : write_error);
-  } else if (const auto* err = std::get_if<runtime::ErrorEvent>(&last.payload)) {
-    end(JobState::kFailed, err->status.message());
-  } else {
-    end(JobState::kCancelled, "cancelled");
-  }
+  run_on_image_lane(
+      job, [&] { return session->submit_paint(*job.paint); },
+      [&](const runtime::Event& e) {
+        std::optional<json> ev;
+        if (const auto* s = std::get_if<runtime::ImageStepEvent>(&e.payload)) {
+          ev = json{{"type", "step"}, {"step", s->step}, {"steps", s->steps}, {"ms", s->ms}};
+        } else if (const auto* stage = std::get_if<runtime::StageEvent>(&e.payload)) {
+          ev = json{{"type", "stage"}, {"name", stage->name}, {"ms", stage->ms}};
+        } else if (const auto* v = std::get_if<runtime::PaintViewEvent>(&e.payload)) {
+          ev = json{{"type", "view"},
+                    {"view", v->view},
+                    {"views", v->views},
+                    {"name", v->name},
+                    {"generated", v->generated_share},
+                    {"ms",
+                     {{"render", v->render_ms},
+                      {"generate", v->generate_ms},
+                      {"bake", v->bake_ms},
+                      {"fill", v->fill_ms}}}};
+        } else if (const auto* r = std::get_if<runtime::PaintedMeshEvent>(&e.payload)) {
+          ev = painted_mesh(job, *r);
+          written = !ev->contains("error");
+          if (!written) write_error = (*ev)["error"].get<std::string>();
+        }
+        return ev;
+      },
+      [&] {
+        std::lock_guard<std::mutex> lock(mutex);
+        job.paint->mesh.reset();  // an ended job keeps its request, not the mesh it was sent
+        return written ? std::string() : write_error;
+      });
 }
 
 // Writes the painted mesh under --out (the job's format and export fields, the "paint" record as
